@@ -1,0 +1,122 @@
+# ccvm - build, test and benchmark.
+#
+#   make            build ./ccvm (and the vDSO it embeds)
+#   make test       install missing Debian packages, then unit tests, end-to-end tests,
+#                   and both again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make demo       install missing packages, build, run the demo
+#   make bench      zipfbench natively vs in ccvm, syscall round trip (CSV + PNG)
+
+CC       ?= gcc
+MUSLCC   ?= musl-gcc
+OPT      ?= -O2 -g
+WARN      = -Wall -Wextra -Werror
+CPPFLAGS  = -D_GNU_SOURCE -Ibuild/gen
+CFLAGS    = -std=gnu11 $(OPT) $(WARN) -pthread -MMD -MP
+LDLIBS    = -ljansson -pthread
+SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+B         = build
+SRCS      = $(wildcard vmm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
+LIB_SRCS  = $(filter-out vmm/main.c,$(SRCS))
+OBJS      = $(SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o
+ASAN_OBJS = $(SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o
+GEN       = $(B)/gen/syscall_names.h
+
+GUEST_TESTS = $(basename $(notdir $(wildcard guest/tests/*.c)))
+GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl \
+	      $(foreach t,$(GUEST_TESTS),$(B)/guest/tests/$(t).glibc $(B)/guest/tests/$(t).musl)
+
+UNIT_SRCS = $(wildcard tests/unit/*.c)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+
+.PHONY: all deps test unit e2e asan bench demo clean format guests
+all: ccvm
+
+ccvm: $(OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/ccvm-asan: $(ASAN_OBJS)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
+$(B)/obj/%.o: %.c $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(B)/asan/%.o: %.c $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -c -o $@ $<
+
+# Names of x86-64 system calls, for stats and for logging unsupported ones.
+$(GEN): /usr/include/x86_64-linux-gnu/asm/unistd_64.h
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from asm/unistd_64.h by the Makefile */'; \
+	  echo 'static const char *const lx_syscall_names[] = {'; \
+	  sed -n 's/^#define __NR_\([a-z0-9_]*\)[ \t]\+\([0-9]\+\)$$/\t[\2] = "\1",/p' $<; \
+	  echo '};'; } > $@
+
+# The vDSO: freestanding, position independent, one PT_LOAD, embedded into ccvm.
+VDSO_CFLAGS = -O2 -fPIC -fno-stack-protector -fno-builtin -ffreestanding -fcf-protection=none $(WARN)
+$(B)/vdso.so: guest/vdso/vdso.c guest/vdso/vdso_abi.h guest/vdso/vdso.lds guest/vdso/vdso.map
+	@mkdir -p $(B)
+	$(CC) $(VDSO_CFLAGS) -c -o $(B)/vdso.o guest/vdso/vdso.c
+	$(CC) -nostdlib -shared -Wl,--hash-style=both -Wl,-soname=linux-vdso.so.1 \
+	  -Wl,--version-script=guest/vdso/vdso.map -Wl,-T,guest/vdso/vdso.lds -Wl,-Bsymbolic \
+	  -Wl,--build-id=none -Wl,-z,max-page-size=4096 -o $@ $(B)/vdso.o
+	@test $$(stat -c %s $@) -le 8192 || { echo "vDSO larger than 2 pages"; exit 1; }
+
+$(B)/obj/vdso_blob.o: guest/vdso/blob.S $(B)/vdso.so
+	@mkdir -p $(dir $@)
+	$(CC) -c -DVDSO_SO='"$(B)/vdso.so"' -o $@ $<
+
+# Guest programs: static glibc and static musl builds of the same sources.
+guests: $(GUEST_BINS)
+$(B)/guest/zipfbench: guest/zipfbench.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -static $(WARN) -o $@ $< -lm
+$(B)/guest/zipfbench.musl: guest/zipfbench.c
+	@mkdir -p $(dir $@)
+	$(MUSLCC) -O2 -static $(WARN) -o $@ $< -lm
+$(B)/guest/tests/%.glibc: guest/tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -static $(WARN) -Wno-error=unused-result -o $@ $<
+$(B)/guest/tests/%.musl: guest/tests/%.c
+	@mkdir -p $(dir $@)
+	$(MUSLCC) -O1 -static $(WARN) -o $@ $<
+
+# Unit tests (Check), linked against the monitor's code without main().
+$(B)/unit: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
+$(B)/unit-asan: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -Itests/unit -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
+
+deps:
+	@scripts/install-deps.sh
+
+unit: $(B)/unit
+	$(B)/unit
+
+e2e: ccvm guests
+	tests/e2e/run.sh ./ccvm
+
+asan: $(B)/ccvm-asan $(B)/unit-asan guests
+	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
+	ASAN_OPTIONS=detect_leaks=0 tests/e2e/run.sh $(B)/ccvm-asan
+
+test: deps
+	$(MAKE) unit e2e asan
+
+bench: deps
+	$(MAKE) ccvm guests
+	bench/run.sh
+
+demo: deps
+	$(MAKE) ccvm guests
+	scripts/demo.sh
+
+format:
+	clang-format -i $(SRCS) $(wildcard vmm/*.h vmm/linux/*.h mmu/*.h guest/*.c guest/vdso/*.[ch] guest/tests/*.c tests/unit/*.[ch])
+
+clean:
+	rm -rf $(B) ccvm
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

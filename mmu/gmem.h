@@ -1,0 +1,43 @@
+/*
+ * gmem.h - guest RAM: one anonymous mapping and checked guest-address translation.
+ */
+#ifndef CCVM_GMEM_H
+#define CCVM_GMEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gmem {
+	uint8_t *host;    /* 2 MiB aligned start of guest RAM in the monitor */
+	uint64_t size;    /* bytes of guest RAM */
+	void *map_base;   /* what munmap needs (alignment slack included) */
+	size_t map_len;
+};
+
+int gmem_map(struct gmem *mem, uint64_t size);
+void gmem_unmap(struct gmem *mem);
+
+/* Host pointer for guest-physical [gpa, gpa + len), any part of RAM, or NULL. */
+void *gmem_sys_ptr(const struct gmem *mem, uint64_t gpa, uint64_t len);
+
+/*
+ * Host pointer for guest *user* memory [gva, gva + len): the only translation for
+ * addresses that come from the guest. NULL when any byte lies outside user RAM (the
+ * system area included) or the range wraps.
+ */
+void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len);
+
+/* True when [gva, gva + len) is inside user RAM. */
+bool gmem_user_range_ok(const struct gmem *mem, uint64_t gva, uint64_t len);
+
+/*
+ * Host pointer to a NUL-terminated guest string of at most max bytes (NUL included),
+ * or NULL if it does not end inside user RAM within max bytes. *len gets strlen.
+ */
+const char *gmem_user_str(const struct gmem *mem, uint64_t gva, size_t max, size_t *len);
+
+/* Give [gpa, gpa + len) (page aligned) back to the host: it reads as zero again. */
+int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len);
+
+#endif

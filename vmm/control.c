@@ -1,0 +1,420 @@
+/*
+ * control.c - the control socket and the monitor thread that serves it.
+ *
+ * One thread, never on a vCPU's path, polls the listening socket, its clients and a
+ * wake-up pipe, with a one-second timeout that doubles as the tick for housekeeping
+ * (refreshing the guest's realtime clock offset). Requests are turned into calls on
+ * the VM core (vm_pause, vm_stop, counters); this file issues no KVM ioctls. A client
+ * that sends garbage gets an error reply; one that sends an over-long line gets an
+ * error and is disconnected; one that stops reading cannot block the thread for more
+ * than the send timeout.
+ */
+#include "control.h"
+#include "ctl_proto.h"
+#include "log.h"
+#include "vm.h"
+#include "linux/lx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CTL_MAX_CLIENTS 16
+#define CTL_TICK_MS     1000
+#define CTL_SEND_TIMEOUT_S 1
+
+struct ctl_client {
+	int fd;
+	size_t len;
+	char buf[CTL_MAX_LINE];
+};
+
+struct ctl_server {
+	struct vm *vm;
+	char *path;
+	int listen_fd;
+	int wake[2];
+	pthread_t thread;
+	struct timespec started;
+	struct ctl_client *clients[CTL_MAX_CLIENTS];
+};
+
+static int ctl_sockaddr(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path)) {
+		log_err("control socket path too long (%zu bytes; at most %zu): %s", strlen(path),
+			sizeof(sa->sun_path) - 1, path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+/* Remove @path only if it is a socket nobody listens on any more. */
+static int ctl_clear_stale(const char *path, const struct sockaddr_un *sa)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		log_err("--control %s: a file that is not a socket is in the way; not replacing it",
+			path);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	close(fd);
+	if (rc == 0) {
+		log_err("--control %s: another process is serving this socket", path);
+		return -EADDRINUSE;
+	}
+	return unlink(path) < 0 ? -errno : 0;
+}
+
+static int ctl_listen(const char *path)
+{
+	struct sockaddr_un sa;
+	mode_t old;
+	int fd, rc;
+
+	rc = ctl_sockaddr(path, &sa);
+	if (!rc)
+		rc = ctl_clear_stale(path, &sa);
+	if (rc)
+		return rc;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	old = umask(0177); /* the socket file is created 0600 */
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc < 0 || listen(fd, 8) < 0) {
+		rc = -errno;
+		log_err("--control %s: %s", path, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static void ctl_send(struct ctl_client *c, char *line)
+{
+	size_t off = 0, n;
+
+	if (!line)
+		return;
+	n = strlen(line);
+	while (off < n) {
+		ssize_t w = send(c->fd, line + off, n - off, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break; /* the client went away or stopped reading: drop the reply */
+		off += (size_t)w;
+	}
+	free(line);
+}
+
+static json_t *ctl_status(struct ctl_server *srv)
+{
+	static const char *const names[] = { "running", "paused", "stopped" };
+	struct vm *vm = srv->vm;
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return json_pack("{s:s, s:i, s:s, s:I, s:i, s:I}", "state", names[vm_get_state(vm)],
+			 "pid", (int)getpid(), "program", vm->proc ? vm->proc->exe : "",
+			 "mem_bytes", (json_int_t)vm->mem.size, "vcpus", vm->n_vcpus, "uptime_ms",
+			 (json_int_t)((now.tv_sec - srv->started.tv_sec) * 1000 +
+				      (now.tv_nsec - srv->started.tv_nsec) / 1000000));
+}
+
+static json_t *ctl_stats(struct ctl_server *srv)
+{
+	struct vm *vm = srv->vm;
+	json_t *exits = json_object(), *sys = json_object();
+	uint64_t total = 0;
+
+	for (int k = 0; k < EXIT_NR; k++) {
+		uint64_t n = stats_read(&vm->stats.exits[k]);
+
+		total += n;
+		json_object_set_new(exits, stats_exit_name((enum exit_kind)k), json_integer((json_int_t)n));
+	}
+	json_object_set_new(exits, "total", json_integer((json_int_t)total));
+	for (unsigned nr = 0; vm->proc && nr < LX_NR_SYSCALLS; nr++) {
+		uint64_t n = stats_read(&vm->proc->sys_count[nr]);
+
+		if (n)
+			json_object_set_new(sys, lx_syscall_name(nr), json_integer((json_int_t)n));
+	}
+	return json_pack("{s:o, s:o, s:I, s:I}", "exits", exits, "syscalls", sys, "mem_bytes",
+			 (json_int_t)vm->mem.size, "host_rss_bytes", (json_int_t)vm_host_rss());
+}
+
+static char *ctl_dispatch(struct ctl_server *srv, const struct ctl_request *req)
+{
+	int rc;
+
+	switch (req->cmd) {
+	case CTL_STATUS:
+		return ctl_reply_ok(ctl_status(srv));
+	case CTL_STATS:
+		return ctl_reply_ok(ctl_stats(srv));
+	case CTL_PAUSE:
+	case CTL_RESUME:
+		rc = req->cmd == CTL_PAUSE ? vm_pause(srv->vm) : vm_resume(srv->vm);
+		if (rc)
+			return ctl_reply_error("the VM has stopped");
+		return ctl_reply_ok(json_pack("{s:s}", "state",
+					      req->cmd == CTL_PAUSE ? "paused" : "running"));
+	case CTL_QUIT:
+		return ctl_reply_ok(json_pack("{s:s}", "state", "stopped"));
+	default:
+		return ctl_reply_error("unknown command");
+	}
+}
+
+static void ctl_handle_line(struct ctl_server *srv, struct ctl_client *c, const char *line,
+			    size_t len)
+{
+	struct ctl_request req;
+	char err[256];
+
+	if (ctl_parse(line, len, &req, err, sizeof(err))) {
+		ctl_send(c, ctl_reply_error(err));
+		return;
+	}
+	ctl_send(c, ctl_dispatch(srv, &req));
+	if (req.cmd == CTL_QUIT) {
+		log_info("stopping the VM: quit requested on the control socket");
+		vm_stop(srv->vm, 0);
+	}
+	ctl_request_free(&req);
+}
+
+static void ctl_drop(struct ctl_server *srv, int i)
+{
+	close(srv->clients[i]->fd);
+	free(srv->clients[i]);
+	srv->clients[i] = NULL;
+}
+
+/* Read what the client sent and answer every complete line. Returns false when the
+ * client is to be dropped. */
+static bool ctl_serve_client(struct ctl_server *srv, struct ctl_client *c)
+{
+	ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+	char *nl;
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		return false;
+	if (n < 0)
+		return true;
+	c->len += (size_t)n;
+	while ((nl = memchr(c->buf, '\n', c->len))) {
+		size_t line = (size_t)(nl - c->buf);
+
+		ctl_handle_line(srv, c, c->buf, line);
+		memmove(c->buf, nl + 1, c->len - line - 1);
+		c->len -= line + 1;
+	}
+	if (c->len == sizeof(c->buf)) {
+		ctl_send(c, ctl_reply_error("request too long (no newline within 65536 bytes); "
+					    "closing the connection"));
+		return false;
+	}
+	return true;
+}
+
+static void ctl_accept(struct ctl_server *srv)
+{
+	struct timeval tv = { .tv_sec = CTL_SEND_TIMEOUT_S };
+	int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int i;
+
+	if (fd < 0)
+		return;
+	for (i = 0; i < CTL_MAX_CLIENTS && srv->clients[i]; i++)
+		;
+	if (i == CTL_MAX_CLIENTS || !(srv->clients[i] = calloc(1, sizeof(struct ctl_client)))) {
+		struct ctl_client tmp = { .fd = fd };
+
+		ctl_send(&tmp, ctl_reply_error("too many control connections"));
+		close(fd);
+		return;
+	}
+	/* Replies are sent with a bounded wait: the socket blocks for sending only. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	srv->clients[i]->fd = fd;
+}
+
+static void *ctl_thread(void *arg)
+{
+	struct ctl_server *srv = arg;
+	struct pollfd pfd[CTL_MAX_CLIENTS + 2];
+	int who[CTL_MAX_CLIENTS + 2];
+
+	for (;;) {
+		int n = 0;
+
+		pfd[n++] = (struct pollfd){ .fd = srv->wake[0], .events = POLLIN };
+		if (srv->listen_fd >= 0)
+			pfd[n++] = (struct pollfd){ .fd = srv->listen_fd, .events = POLLIN };
+		for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+			if (srv->clients[i]) {
+				who[n] = i;
+				pfd[n++] = (struct pollfd){ .fd = srv->clients[i]->fd, .events = POLLIN };
+			}
+		if (poll(pfd, (nfds_t)n, CTL_TICK_MS) <= 0) {
+			if (srv->vm->proc)
+				lx_clock_refresh(srv->vm->proc);
+			continue;
+		}
+		if (pfd[0].revents)
+			break;
+		for (int k = 1; k < n; k++) {
+			if (!pfd[k].revents)
+				continue;
+			if (srv->listen_fd >= 0 && pfd[k].fd == srv->listen_fd)
+				ctl_accept(srv);
+			else if (!ctl_serve_client(srv, srv->clients[who[k]]))
+				ctl_drop(srv, who[k]);
+		}
+	}
+	return NULL;
+}
+
+int ctl_start(struct vm *vm, const char *path, struct ctl_server **out)
+{
+	struct ctl_server *srv = calloc(1, sizeof(*srv));
+	int rc;
+
+	if (!srv)
+		return -ENOMEM;
+	srv->vm = vm;
+	srv->listen_fd = -1;
+	clock_gettime(CLOCK_MONOTONIC, &srv->started);
+	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
+		free(srv);
+		return -errno;
+	}
+	if (path) {
+		srv->listen_fd = ctl_listen(path);
+		if (srv->listen_fd < 0) {
+			rc = srv->listen_fd;
+			goto err;
+		}
+		srv->path = strdup(path);
+	}
+	if (pthread_create(&srv->thread, NULL, ctl_thread, srv)) {
+		rc = -EAGAIN;
+		goto err;
+	}
+	*out = srv;
+	return 0;
+err:
+	if (srv->listen_fd >= 0) {
+		close(srv->listen_fd);
+		unlink(path);
+	}
+	close(srv->wake[0]);
+	close(srv->wake[1]);
+	free(srv->path);
+	free(srv);
+	return rc;
+}
+
+void ctl_stop(struct ctl_server *srv)
+{
+	if (!srv)
+		return;
+	if (write(srv->wake[1], "x", 1) == 1)
+		pthread_join(srv->thread, NULL);
+	for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+		if (srv->clients[i])
+			ctl_drop(srv, i);
+	if (srv->listen_fd >= 0) {
+		close(srv->listen_fd);
+		unlink(srv->path);
+	}
+	close(srv->wake[0]);
+	close(srv->wake[1]);
+	free(srv->path);
+	free(srv);
+}
+
+int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
+{
+	char err[256], reply[CTL_MAX_LINE];
+	struct sockaddr_un sa;
+	json_t *req, *msg;
+	size_t len = 0;
+	char *line;
+	int fd, ok = 0;
+
+	req = ctl_request_from_argv(cmd, argc, argv, err, sizeof(err));
+	if (!req) {
+		log_err("ctl: %s", err);
+		return 2;
+	}
+	line = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (!line || ctl_sockaddr(path, &sa)) {
+		free(line);
+		return 1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		log_err("ctl: cannot connect to %s: %s (is a VM running with --control %s?)", path,
+			strerror(errno), path);
+		free(line);
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	if (dprintf(fd, "%s\n", line) < 0) {
+		log_err("ctl: sending to %s: %s", path, strerror(errno));
+		goto out;
+	}
+	while (len < sizeof(reply) - 1) {
+		ssize_t n = read(fd, reply + len, sizeof(reply) - 1 - len);
+
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (memchr(reply, '\n', len))
+			break;
+	}
+	reply[len] = '\0';
+	if (!len) {
+		log_err("ctl: %s closed the connection without a reply", path);
+		goto out;
+	}
+	fputs(reply, stdout);
+	if (reply[len - 1] != '\n')
+		fputc('\n', stdout);
+	msg = json_loads(reply, JSON_DISABLE_EOF_CHECK, NULL);
+	ok = json_is_true(json_object_get(msg, "ok"));
+	json_decref(msg);
+out:
+	free(line);
+	close(fd);
+	return ok ? 0 : 1;
+}

@@ -1,0 +1,19 @@
+/*
+ * control.h - the monitor thread: control socket server and periodic housekeeping.
+ */
+#ifndef CCVM_CONTROL_H
+#define CCVM_CONTROL_H
+
+struct vm;
+struct ctl_server;
+
+/* Start the monitor thread; with @path non-NULL it also serves the control socket
+ * there. Returns 0 or -errno (reported). */
+int ctl_start(struct vm *vm, const char *path, struct ctl_server **out);
+void ctl_stop(struct ctl_server *srv);
+
+/* Client: send `COMMAND [ARGS...]` to the socket at @path, print the reply line.
+ * Returns 0 when the reply says ok, 1 otherwise (errors reported). */
+int ctl_client(const char *path, const char *cmd, int argc, char *const *argv);
+
+#endif

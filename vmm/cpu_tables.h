@@ -1,0 +1,23 @@
+/*
+ * cpu_tables.h - GDT, IDT, TSS and CPL0 trap stubs written into the system area.
+ */
+#ifndef CCVM_CPU_TABLES_H
+#define CCVM_CPU_TABLES_H
+
+#include <stdint.h>
+
+#define TSS_SIZE      104
+#define TSS_IOPB_SIZE 8192 /* one bit per port, 65536 ports */
+#define TSS_LIMIT     (TSS_SIZE + TSS_IOPB_SIZE) /* last byte: the 0xff terminator */
+#define IDT_LIMIT     (32 * 16 - 1)
+#define GDT_LIMIT     (10 * 8 - 1)
+
+/* Write the GDT, IDT, TSS (its I/O bitmap denies every port but STUB_PORT) and the
+ * trap stubs into guest RAM whose host address is @ram. */
+void cpu_tables_build(uint8_t *ram);
+
+/* Which stub a guest RIP is at (the `out` or just after it): -1 for the syscall
+ * stub, the vector for an exception stub, -2 when RIP is at no stub. */
+int cpu_stub_at(uint64_t rip);
+
+#endif

@@ -1,0 +1,157 @@
+/*
+ * ctl_proto.c - parse control requests and format replies (no sockets, no VM).
+ *
+ * Kept apart from the socket server so that every malformed input can be unit-tested:
+ * a request must be a single JSON object with a string "cmd" naming a known command;
+ * anything else gets an error reply that says what was wrong.
+ */
+#include "ctl_proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const ctl_names[CTL_NR_CMDS] = {
+	[CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
+	[CTL_STATS] = "stats",   [CTL_QUIT] = "quit",
+};
+
+const char *ctl_cmd_name(enum ctl_cmd cmd)
+{
+	return (unsigned)cmd < CTL_NR_CMDS ? ctl_names[cmd] : "?";
+}
+
+int ctl_parse(const char *line, size_t len, struct ctl_request *req, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *msg, *cmd;
+	const char *name;
+
+	memset(req, 0, sizeof(req[0]));
+	if (len >= CTL_MAX_LINE) {
+		snprintf(err, errlen, "request too long (%zu bytes; at most %d)", len,
+			 CTL_MAX_LINE - 1);
+		return -EINVAL;
+	}
+	msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!msg) {
+		snprintf(err, errlen, "request is not valid JSON: %s (column %d)", jerr.text,
+			 jerr.column);
+		return -EINVAL;
+	}
+	if (!json_is_object(msg)) {
+		snprintf(err, errlen, "request must be a JSON object, like {\"cmd\":\"status\"}");
+		goto fail;
+	}
+	cmd = json_object_get(msg, "cmd");
+	if (!json_is_string(cmd)) {
+		snprintf(err, errlen, "request has no \"cmd\" string");
+		goto fail;
+	}
+	name = json_string_value(cmd);
+	for (int i = 0; i < CTL_NR_CMDS; i++)
+		if (strcmp(name, ctl_names[i]) == 0) {
+			req->cmd = (enum ctl_cmd)i;
+			req->msg = msg;
+			return 0;
+		}
+	snprintf(err, errlen, "unknown command '%.64s' (known: status, pause, resume, stats, quit)",
+		 name);
+fail:
+	json_decref(msg);
+	return -EINVAL;
+}
+
+void ctl_request_free(struct ctl_request *req)
+{
+	json_decref(req->msg);
+	req->msg = NULL;
+}
+
+static char *ctl_dump_line(json_t *obj)
+{
+	char *s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	char *line;
+	size_t n;
+
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	line = realloc(s, n + 2);
+	if (!line) {
+		free(s);
+		return NULL;
+	}
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	return line;
+}
+
+char *ctl_reply_ok(json_t *obj)
+{
+	json_t *reply = json_object();
+	char *line;
+
+	json_object_set_new(reply, "ok", json_true());
+	if (obj)
+		json_object_update(reply, obj);
+	line = ctl_dump_line(reply);
+	json_decref(reply);
+	json_decref(obj);
+	return line;
+}
+
+char *ctl_reply_error(const char *msg)
+{
+	json_t *reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
+	char *line = ctl_dump_line(reply);
+
+	json_decref(reply);
+	return line;
+}
+
+static json_t *ctl_value(const char *word)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(word, &end, 10);
+	if (*word && !*end && !errno)
+		return json_integer(v);
+	return json_string(word);
+}
+
+json_t *ctl_request_from_argv(const char *cmd, int argc, char *const *argv, char *err,
+			      size_t errlen)
+{
+	json_t *req = json_pack("{s:s}", "cmd", cmd);
+	json_t *args = json_array();
+
+	for (int i = 0; i < argc; i++) {
+		const char *w = argv[i];
+
+		if (strncmp(w, "--", 2) == 0 && w[2]) {
+			const char *key = w + 2;
+
+			if (strcmp(key, "cmd") == 0 || strcmp(key, "args") == 0) {
+				snprintf(err, errlen, "option --%s is reserved", key);
+				json_decref(args);
+				json_decref(req);
+				return NULL;
+			}
+			if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+				json_object_set_new(req, key, ctl_value(argv[++i]));
+			else
+				json_object_set_new(req, key, json_true());
+		} else {
+			json_array_append_new(args, json_string(w));
+		}
+	}
+	if (json_array_size(args))
+		json_object_set_new(req, "args", args);
+	else
+		json_decref(args);
+	return req;
+}

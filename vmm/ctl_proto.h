@@ -1,0 +1,37 @@
+/*
+ * ctl_proto.h - the control protocol: one JSON object per line, one reply per request.
+ */
+#ifndef CCVM_CTL_PROTO_H
+#define CCVM_CTL_PROTO_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define CTL_MAX_LINE 65536 /* longest request line accepted, newline included */
+
+enum ctl_cmd { CTL_STATUS, CTL_PAUSE, CTL_RESUME, CTL_STATS, CTL_QUIT, CTL_NR_CMDS };
+
+struct ctl_request {
+	enum ctl_cmd cmd;
+	json_t *msg; /* the whole request object (owned) */
+};
+
+/* Parse one request line (without its newline). Returns 0, or -EINVAL with a message
+ * for the error reply in @err. */
+int ctl_parse(const char *line, size_t len, struct ctl_request *req, char *err, size_t errlen);
+void ctl_request_free(struct ctl_request *req);
+
+/* A reply line (malloc'd, ends in "\n"). ctl_reply_ok adds "ok": true to @obj and
+ * takes its reference; ctl_reply_error builds {"ok":false,"error":msg}. */
+char *ctl_reply_ok(json_t *obj);
+char *ctl_reply_error(const char *msg);
+
+/* Client side: turn `COMMAND [ARGS...]` into a request object. Positional words go to
+ * "args"; `--key value` becomes "key": value (numbers as numbers); a `--flag` with no
+ * value becomes true. Returns NULL with @err set on a bad word. */
+json_t *ctl_request_from_argv(const char *cmd, int argc, char *const *argv, char *err,
+			      size_t errlen);
+
+const char *ctl_cmd_name(enum ctl_cmd cmd);
+
+#endif

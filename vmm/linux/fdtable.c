@@ -1,0 +1,132 @@
+/*
+ * fdtable.c - the guest's file descriptor numbers.
+ *
+ * A guest fd is an index into the personality's own table, never a host fd number:
+ * the guest cannot name the monitor's KVM, socket or log descriptors, and closing its
+ * stdout does not close ccvm's. Each slot holds a host descriptor the monitor owns.
+ * The guest's stdin/stdout/stderr are duplicates of ccvm's.
+ */
+#include "sys.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define FD_INITIAL_SLOTS 64
+
+static int lx_fd_grow(struct lx_proc *p, int need)
+{
+	int n = p->n_files ? p->n_files : FD_INITIAL_SLOTS;
+	struct lx_file *nf;
+
+	while (n < need)
+		n *= 2;
+	if (n > LX_MAX_FDS)
+		n = LX_MAX_FDS;
+	if (n < need)
+		return -EMFILE;
+	nf = realloc(p->files, (size_t)n * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	for (int i = p->n_files; i < n; i++)
+		nf[i] = (struct lx_file){ .host_fd = -1 };
+	p->files = nf;
+	p->n_files = n;
+	return 0;
+}
+
+int lx_fd_host(struct lx_proc *p, int fd)
+{
+	if (fd < 0 || fd >= p->n_files || p->files[fd].host_fd < 0)
+		return -EBADF;
+	return p->files[fd].host_fd;
+}
+
+/**
+ * lx_fd_install - give host descriptor @host_fd the lowest free guest number >= @min_fd.
+ * On success the table owns @host_fd; on failure the caller still does.
+ * Returns the guest fd, -EMFILE past RLIMIT_NOFILE, or -ENOMEM.
+ */
+int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec)
+{
+	uint64_t limit = p->rlim[RLIMIT_NOFILE].rlim_cur;
+	int fd, rc;
+
+	if (limit > LX_MAX_FDS)
+		limit = LX_MAX_FDS;
+	for (fd = min_fd; fd < p->n_files; fd++)
+		if (p->files[fd].host_fd < 0)
+			break;
+	if ((uint64_t)fd >= limit)
+		return -EMFILE;
+	if (fd >= p->n_files) {
+		rc = lx_fd_grow(p, fd + 1);
+		if (rc)
+			return rc;
+	}
+	p->files[fd].host_fd = host_fd;
+	p->files[fd].cloexec = cloexec;
+	return fd;
+}
+
+int lx_fd_close(struct lx_proc *p, int fd)
+{
+	int host = lx_fd_host(p, fd);
+
+	if (host < 0)
+		return host;
+	p->files[fd].host_fd = -1;
+	/* Linux's close releases the descriptor even when the flush reports an error;
+	 * report EIO-type errors but never EINTR (the descriptor is gone either way). */
+	if (close(host) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
+int lx_fd_init(struct lx_proc *p)
+{
+	int rc = lx_fd_grow(p, FD_INITIAL_SLOTS);
+
+	if (rc)
+		return rc;
+	for (int fd = 0; fd < 3; fd++) {
+		int host = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+		if (host >= 0)
+			p->files[fd].host_fd = host;
+	}
+	return 0;
+}
+
+void lx_fd_fini(struct lx_proc *p)
+{
+	for (int fd = 0; fd < p->n_files; fd++)
+		if (p->files[fd].host_fd >= 0)
+			close(p->files[fd].host_fd);
+	free(p->files);
+	p->files = NULL;
+	p->n_files = 0;
+}
+
+/**
+ * lx_fd_install_at - put @host_fd at guest number @fd, closing what was there
+ * (dup2 semantics). Returns @fd, -EBADF past RLIMIT_NOFILE, or -ENOMEM.
+ */
+int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
+{
+	uint64_t limit = p->rlim[RLIMIT_NOFILE].rlim_cur;
+	int rc;
+
+	if (fd < 0 || (uint64_t)fd >= limit || fd >= LX_MAX_FDS)
+		return -EBADF;
+	if (fd >= p->n_files) {
+		rc = lx_fd_grow(p, fd + 1);
+		if (rc)
+			return rc;
+	}
+	if (p->files[fd].host_fd >= 0)
+		close(p->files[fd].host_fd);
+	p->files[fd].host_fd = host_fd;
+	p->files[fd].cloexec = cloexec;
+	return fd;
+}

@@ -1,0 +1,146 @@
+/*
+ * lx.h - the Linux personality: what the monitor offers a guest program instead of a
+ * kernel. Process creation (ELF, stack, vDSO), the system-call entry point, and the
+ * state a snapshot will need (files, memory map, signal dispositions).
+ */
+#ifndef CCVM_LX_H
+#define CCVM_LX_H
+
+#include "../../mmu/gmem.h"
+#include "../../mmu/vma.h"
+
+#include <linux/kvm.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#define LX_NR_SYSCALLS 512
+#define LX_NSIG        64
+#define LX_MAX_FDS     65536
+
+struct vdso_data;
+
+/* What the personality needs from the VM around host calls that may block. */
+struct lx_hooks {
+	void (*block_begin)(void *vcpu);
+	void (*block_end)(void *vcpu);
+};
+
+struct lx_config {
+	const char *program;     /* as the user named it: resolved in the guest's root */
+	int argc;
+	char *const *argv;       /* argv[0] is what the program sees as its name */
+	char *const *envp;
+	const char *root;        /* host directory that is the guest's "/" */
+	const char *const *rw;   /* host directories the guest may write under */
+	int n_rw;
+	const struct lx_hooks *hooks;
+};
+
+struct lx_file {
+	int host_fd;             /* -1: the slot is free */
+	bool cloexec;
+};
+
+struct lx_fs {
+	int root_fd;             /* O_PATH descriptor of the root directory */
+	char root_real[PATH_MAX];
+	char **rw_real;          /* canonical host paths of the writable directories */
+	int n_rw;
+	char cwd[PATH_MAX];      /* guest path of the working directory */
+	mode_t umask;
+};
+
+struct lx_mm {
+	struct vma_map map;
+	uint64_t brk_start;      /* first byte of the heap */
+	uint64_t brk;            /* current program break */
+	uint64_t mmap_top;       /* mmap hands out addresses below this */
+	uint64_t stack_lo, stack_top;
+	uint64_t vdso_base;      /* the vDSO image; its data page is one page below */
+};
+
+struct lx_clock {
+	struct vdso_data *data;  /* host pointer to the data page in guest memory */
+	int64_t tsc_offset;      /* guest TSC - host TSC */
+	uint64_t mult;
+	uint32_t shift;
+	uint64_t tsc_base;       /* guest TSC at mono_base_ns */
+	uint64_t mono_base_ns;
+};
+
+struct lx_sigaction {
+	uint64_t handler, flags, restorer, mask;
+};
+
+struct lx_proc {
+	struct gmem *mem;
+	pthread_mutex_t lock;    /* guards fds, mm, fs and signal state */
+	struct lx_fs fs;
+	struct lx_file *files;
+	int n_files;             /* slots allocated */
+	struct lx_mm mm;
+	int *mfiles;             /* host fds of files mapped with mmap (VMA_FILE file_id) */
+	int n_mfiles;
+	struct lx_clock clock;
+	char exe[PATH_MAX];      /* guest path of the program (/proc/self/exe) */
+	int pid;
+	char comm[16];
+	struct lx_sigaction sigact[LX_NSIG + 1];
+	struct rlimit rlim[RLIM_NLIMITS];
+	const struct lx_hooks *hooks;
+	int exit_status;
+	uint64_t sys_count[LX_NR_SYSCALLS];
+	uint8_t sys_unknown_logged[LX_NR_SYSCALLS];
+};
+
+struct lx_thread {
+	struct lx_proc *proc;
+	int tid;
+	void *vcpu;              /* handed back to the hooks */
+	uint64_t clear_child_tid;
+	uint64_t robust_list, robust_len;
+	uint64_t sigmask;
+	uint64_t altstack_sp, altstack_size;
+	uint32_t altstack_flags;
+};
+
+/* Where the first thread starts. */
+struct lx_entry {
+	uint64_t rip, rsp;
+};
+
+enum lx_action { LX_RESUME, LX_EXIT_THREAD, LX_EXIT_GROUP };
+
+/*
+ * lx_proc_create - resolve, validate and load the program into guest memory, with
+ * its stack and the vDSO. Errors are reported to the user; the return value tells
+ * the kind: -ENOENT (no such program), -ENOEXEC/-EACCES (cannot run it), others.
+ */
+int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc **out,
+		   struct lx_entry *entry);
+void lx_proc_destroy(struct lx_proc *p);
+
+int lx_thread_init(struct lx_proc *p, struct lx_thread *t, void *vcpu);
+
+/* Start the guest clock: the vDSO data page and the monitor's own clock syscalls
+ * then agree. @tsc_offset is guest TSC - host TSC. */
+void lx_clock_init(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz);
+/* Re-read the realtime offset from the host (NTP may slew it); called periodically. */
+void lx_clock_refresh(struct lx_proc *p);
+
+/*
+ * lx_syscall - perform the system call described by @regs (number in rax, arguments
+ * in rdi, rsi, rdx, r10, r8, r9) for thread @t; the result goes to regs->rax.
+ * @sregs may be changed (FS/GS base): then *sregs_dirty is set.
+ */
+enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+			  bool *sregs_dirty);
+
+/* Name of system call @nr ("syscall_N" when unknown); stable storage. */
+const char *lx_syscall_name(unsigned nr);
+
+#endif

@@ -1,0 +1,337 @@
+/*
+ * proc.c - create the guest process: find the program, load it, lay out memory.
+ *
+ * Memory layout (guest virtual = guest physical; see mmu/layout.h):
+ *
+ *   0 .. 2 MiB            system area (supervisor only; NULL dereferences fault here)
+ *   program               at its link address (static-PIE: at PROC_PIE_BASE)
+ *   heap (brk)            grows up from the end of the program
+ *   ...                   mmap hands out ranges top-down from mmap_top
+ *   vDSO data + image     below the stack
+ *   stack                 the top of RAM, PROC_STACK_MAX at most
+ */
+#include "sys.h"
+#include "elf.h"
+#include "stack.h"
+#include "../log.h"
+#include "../x86.h"
+#include "../../mmu/layout.h"
+#include "../../guest/vdso/vdso_abi.h"
+
+#include <cpuid.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PROC_STACK_MAX   (8ULL << 20)  /* RLIMIT_STACK as Linux sets it by default */
+#define PROC_STACK_MIN   (256ULL << 10)
+#define PROC_STACK_INIT  (128ULL << 10) /* room for argv, envp and auxv */
+#define PROC_PIE_BASE    (4ULL << 20)
+#define PROC_GAP         (64ULL << 10)  /* unmapped guard between regions */
+#define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+extern const uint8_t ccvm_vdso_image[], ccvm_vdso_image_end[];
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+static const char *proc_getenv(const struct lx_config *cfg, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (char *const *e = cfg->envp; e && *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
+}
+
+/* Open the program as a shell would find it: a name with a slash is a path, a bare
+ * name is looked up in the guest's PATH. */
+static int proc_open_program(struct lx_proc *p, const struct lx_config *cfg, int *fd)
+{
+	const char *path = proc_getenv(cfg, "PATH");
+	char gpath[PATH_MAX];
+	int rc = -ENOENT;
+
+	if (strchr(cfg->program, '/')) {
+		rc = lx_path_join(p, AT_FDCWD, cfg->program, gpath);
+		if (!rc)
+			rc = lx_fs_open(&p->fs, gpath, O_RDONLY, 0, fd);
+		goto found;
+	}
+	for (const char *dir = path ? path : PROC_DEFAULT_PATH; dir;) {
+		const char *end = strchr(dir, ':');
+		size_t len = end ? (size_t)(end - dir) : strlen(dir);
+
+		if (len && snprintf(gpath, sizeof(gpath), "%.*s/%s", (int)len, dir, cfg->program) <
+				   (int)sizeof(gpath)) {
+			char full[PATH_MAX];
+
+			if (lx_path_join(p, AT_FDCWD, gpath, full) == 0 &&
+			    lx_fs_open(&p->fs, full, O_RDONLY, 0, fd) == 0) {
+				strcpy(gpath, full);
+				rc = 0;
+				break;
+			}
+		}
+		dir = end ? end + 1 : NULL;
+	}
+found:
+	if (rc) {
+		log_err("cannot run '%s': %s", cfg->program,
+			rc == -ENOENT ? "no such file (in the guest's root)" : strerror(-rc));
+		return rc;
+	}
+	snprintf(p->exe, sizeof(p->exe), "%s", gpath);
+	if (syscall(SYS_faccessat2, *fd, "", X_OK, AT_EMPTY_PATH) < 0) {
+		rc = -errno;
+		log_err("cannot run '%s': %s", cfg->program, strerror(errno));
+		close(*fd);
+		return rc;
+	}
+	return 0;
+}
+
+/* Copy the PT_LOAD segments to guest memory and record them in the memory map. */
+static int proc_load_segments(struct lx_proc *p, const uint8_t *file, const struct elf_info *e,
+			      uint64_t base)
+{
+	for (int i = 0; i < e->n_loads; i++) {
+		const struct elf_load *l = &e->loads[i];
+		uint64_t start = (base + l->vaddr) & ~(PAGE_SIZE - 1);
+		uint64_t end = align_up(base + l->vaddr + l->memsz, PAGE_SIZE);
+		struct vma v = { .kind = VMA_PROGRAM,
+				 .prot = ((l->flags & PF_R) ? PROT_READ : 0) |
+					 ((l->flags & PF_W) ? PROT_WRITE : 0) |
+					 ((l->flags & PF_X) ? PROT_EXEC : 0),
+				 .flags = MAP_PRIVATE };
+		uint8_t *dst = gmem_user_ptr(p->mem, base + l->vaddr, l->memsz);
+		int rc;
+
+		if (!dst)
+			return -ENOMEM;
+		memcpy(dst, file + l->offset, l->filesz);
+		rc = vma_insert(&p->mm.map, start, end, &v);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int proc_load_elf(struct lx_proc *p, const struct lx_config *cfg, int fd,
+			 struct elf_info *e, uint64_t *base)
+{
+	char err[ELF_ERR_LEN];
+	struct stat st;
+	uint8_t *file;
+	int rc;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		log_err("cannot run '%s': not a regular file", cfg->program);
+		return -EACCES;
+	}
+	if (st.st_size == 0) {
+		log_err("cannot run '%s': not an ELF file (it is empty)", cfg->program);
+		return -ENOEXEC;
+	}
+	file = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (file == MAP_FAILED)
+		return -errno;
+	rc = elf_parse(file, (size_t)st.st_size, e, err);
+	if (rc) {
+		log_err("cannot run '%s': %s", cfg->program, err);
+		goto out;
+	}
+	if (e->interp[0]) {
+		log_err("cannot run '%s': it is dynamically linked (interpreter %s); this ccvm "
+			"runs static programs only: build it with -static", cfg->program, e->interp);
+		rc = -ENOEXEC;
+		goto out;
+	}
+	*base = e->is_pie ? align_up(PROC_PIE_BASE, e->align) - e->lo : 0;
+	if (*base + e->lo < LAYOUT_USER_BASE || *base + e->hi > p->mm.mmap_top) {
+		log_err("cannot run '%s': it is linked at 0x%llx-0x%llx, outside this VM's user "
+			"memory 0x%llx-0x%llx (give a larger --mem)", cfg->program,
+			(unsigned long long)(*base + e->lo), (unsigned long long)(*base + e->hi),
+			(unsigned long long)LAYOUT_USER_BASE, (unsigned long long)p->mm.mmap_top);
+		rc = -ENOEXEC;
+		goto out;
+	}
+	rc = proc_load_segments(p, file, e, *base);
+out:
+	munmap(file, (size_t)st.st_size);
+	return rc;
+}
+
+/* Stack at the top of RAM, the vDSO (data page + image) below it, mmap below that. */
+static int proc_layout(struct lx_proc *p)
+{
+	struct lx_mm *mm = &p->mm;
+	uint64_t size = p->mem->size;
+	uint64_t stack = size / 8 < PROC_STACK_MAX ? size / 8 : PROC_STACK_MAX;
+	uint64_t image = align_up((uint64_t)(ccvm_vdso_image_end - ccvm_vdso_image), PAGE_SIZE);
+	struct vma sv = { .kind = VMA_STACK, .prot = PROT_READ | PROT_WRITE,
+			  .flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN };
+	struct vma vv = { .kind = VMA_VDSO, .prot = PROT_READ | PROT_EXEC, .flags = MAP_PRIVATE };
+	uint8_t *dst;
+	int rc;
+
+	if (stack < PROC_STACK_MIN)
+		stack = PROC_STACK_MIN;
+	vma_map_init(&mm->map, LAYOUT_USER_BASE, size);
+	mm->stack_top = size;
+	mm->stack_lo = size - stack;
+	mm->vdso_base = mm->stack_lo - PROC_GAP - image;
+	mm->mmap_top = mm->vdso_base - PAGE_SIZE - PROC_GAP;
+	rc = vma_insert(&mm->map, mm->stack_lo, mm->stack_top, &sv);
+	if (!rc)
+		rc = vma_insert(&mm->map, mm->vdso_base - PAGE_SIZE, mm->vdso_base + image, &vv);
+	if (rc)
+		return rc;
+	dst = gmem_user_ptr(p->mem, mm->vdso_base, image);
+	if (!dst)
+		return -ENOMEM;
+	memcpy(dst, ccvm_vdso_image, (size_t)(ccvm_vdso_image_end - ccvm_vdso_image));
+	p->clock.data = gmem_user_ptr(p->mem, mm->vdso_base - PAGE_SIZE, PAGE_SIZE);
+	p->rlim[RLIMIT_STACK].rlim_cur = stack;
+	return 0;
+}
+
+static void proc_auxv(struct stack_args *a, uint64_t type, uint64_t val)
+{
+	a->auxv[a->n_auxv].type = type;
+	a->auxv[a->n_auxv].val = val;
+	a->n_auxv++;
+}
+
+static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const struct elf_info *e,
+		      uint64_t base, uint64_t *rsp)
+{
+	unsigned eax, ebx, ecx, edx = 0;
+	struct stack_args a = { .argc = cfg->argc, .argv = cfg->argv, .execfn = p->exe,
+				.platform = "x86_64" };
+	uint64_t init = PROC_STACK_INIT;
+	int rc;
+
+	for (char *const *ep = cfg->envp; ep && *ep; ep++)
+		a.envc++;
+	a.envp = cfg->envp;
+	if (getrandom(a.random, sizeof(a.random), 0) != sizeof(a.random))
+		return -EIO;
+	__get_cpuid(1, &eax, &ebx, &ecx, &edx);
+	proc_auxv(&a, AT_SYSINFO_EHDR, p->mm.vdso_base);
+	proc_auxv(&a, AT_HWCAP, edx);
+	proc_auxv(&a, AT_PAGESZ, PAGE_SIZE);
+	proc_auxv(&a, AT_CLKTCK, 100);
+	proc_auxv(&a, AT_PHDR, e->phdr_vaddr ? base + e->phdr_vaddr : 0);
+	proc_auxv(&a, AT_PHENT, e->phentsize);
+	proc_auxv(&a, AT_PHNUM, e->phnum);
+	proc_auxv(&a, AT_BASE, 0);
+	proc_auxv(&a, AT_FLAGS, 0);
+	proc_auxv(&a, AT_ENTRY, base + e->entry);
+	proc_auxv(&a, AT_UID, getuid());
+	proc_auxv(&a, AT_EUID, geteuid());
+	proc_auxv(&a, AT_GID, getgid());
+	proc_auxv(&a, AT_EGID, getegid());
+	proc_auxv(&a, AT_SECURE, 0);
+	proc_auxv(&a, AT_HWCAP2, 0);
+	if (init > p->mm.stack_top - p->mm.stack_lo)
+		init = p->mm.stack_top - p->mm.stack_lo;
+	rc = stack_build(gmem_user_ptr(p->mem, p->mm.stack_top - init, init), p->mm.stack_top, init,
+			 &a, rsp);
+	if (rc)
+		log_err("cannot run '%s': arguments and environment do not fit in %llu KiB",
+			cfg->program, (unsigned long long)(init >> 10));
+	return rc;
+}
+
+static void proc_rlimits(struct lx_proc *p)
+{
+	for (int r = 0; r < RLIM_NLIMITS; r++)
+		getrlimit(r, &p->rlim[r]);
+	if (p->rlim[RLIMIT_NOFILE].rlim_max > LX_MAX_FDS)
+		p->rlim[RLIMIT_NOFILE].rlim_max = LX_MAX_FDS;
+	if (p->rlim[RLIMIT_NOFILE].rlim_cur > LX_MAX_FDS)
+		p->rlim[RLIMIT_NOFILE].rlim_cur = LX_MAX_FDS;
+}
+
+int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc **out,
+		   struct lx_entry *entry)
+{
+	struct lx_proc *p = calloc(1, sizeof(*p));
+	struct elf_info e;
+	uint64_t base = 0;
+	const char *slash;
+	int fd = -1, rc;
+
+	if (!p)
+		return -ENOMEM;
+	p->mem = mem;
+	p->hooks = cfg->hooks;
+	p->pid = getpid();
+	pthread_mutex_init(&p->lock, NULL);
+	proc_rlimits(p);
+	rc = lx_fs_init(&p->fs, cfg->root, cfg->rw, cfg->n_rw);
+	if (rc)
+		goto err;
+	rc = lx_fd_init(p);
+	if (rc)
+		goto err;
+	rc = proc_layout(p);
+	if (rc)
+		goto err;
+	rc = proc_open_program(p, cfg, &fd);
+	if (rc)
+		goto err;
+	rc = proc_load_elf(p, cfg, fd, &e, &base);
+	close(fd);
+	if (rc)
+		goto err;
+	p->mm.brk_start = p->mm.brk = align_up(base + e.hi, PAGE_SIZE);
+	rc = proc_stack(p, cfg, &e, base, &entry->rsp);
+	if (rc)
+		goto err;
+	entry->rip = base + e.entry;
+	slash = strrchr(p->exe, '/');
+	memcpy(p->comm, slash ? slash + 1 : p->exe,
+	       strnlen(slash ? slash + 1 : p->exe, sizeof(p->comm) - 1));
+	*out = p;
+	return 0;
+err:
+	lx_proc_destroy(p);
+	return rc;
+}
+
+void lx_proc_destroy(struct lx_proc *p)
+{
+	if (!p)
+		return;
+	lx_fd_fini(p);
+	for (int i = 0; i < p->n_mfiles; i++)
+		close(p->mfiles[i]);
+	free(p->mfiles);
+	vma_map_free(&p->mm.map);
+	lx_fs_fini(&p->fs);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+int lx_thread_init(struct lx_proc *p, struct lx_thread *t, void *vcpu)
+{
+	memset(t, 0, sizeof(*t));
+	t->proc = p;
+	t->tid = p->pid;
+	t->vcpu = vcpu;
+	return 0;
+}

@@ -1,0 +1,85 @@
+/*
+ * sys.h - internal to the Linux personality: the call context every system-call
+ * handler receives, helpers for guest pointers and file descriptors, and the
+ * handlers themselves (grouped by file: sys_file.c, sys_mm.c, sys_misc.c).
+ */
+#ifndef CCVM_LX_SYS_H
+#define CCVM_LX_SYS_H
+
+#include "lx.h"
+
+#include <errno.h>
+
+struct lx_call {
+	struct lx_thread *t;
+	struct lx_proc *p;
+	uint64_t nr;
+	uint64_t a[6];
+	struct kvm_regs *regs;
+	struct kvm_sregs *sregs;
+	bool sregs_dirty;
+	enum lx_action action;
+};
+
+typedef int64_t (*lx_handler)(struct lx_call *c);
+
+/* Guest pointers: the only way handlers turn guest addresses into host ones. */
+static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
+{
+	return gmem_user_ptr(c->p->mem, gva, len);
+}
+
+/* A guest path argument: -EFAULT when it does not end inside user RAM, -ENAMETOOLONG
+ * when longer than PATH_MAX. */
+int lx_upath(struct lx_call *c, uint64_t gva, const char **path);
+
+/* Around host calls that may block the calling vCPU. */
+void lx_block_begin(struct lx_call *c);
+void lx_block_end(struct lx_call *c);
+
+/* File descriptors (fdtable.c). The caller holds p->lock for the table functions. */
+int lx_fd_host(struct lx_proc *p, int fd);       /* host fd, or -EBADF */
+int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec); /* guest fd or -EMFILE */
+int lx_fd_close(struct lx_proc *p, int fd);
+int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec);
+int lx_fd_init(struct lx_proc *p);
+void lx_fd_fini(struct lx_proc *p);
+
+/* Paths (path.c): confined to the guest root, writable only under --rw dirs. */
+int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_rw);
+void lx_fs_fini(struct lx_fs *fs);
+int lx_path_join(struct lx_proc *p, int dirfd, const char *path, char out[PATH_MAX]);
+int lx_fs_open(struct lx_fs *fs, const char *gpath, int flags, mode_t mode, int *host_fd);
+int lx_fs_open_path(struct lx_fs *fs, const char *gpath, bool follow, int *host_fd);
+int lx_fs_parent(struct lx_fs *fs, const char *gpath, bool for_write, int *parent_fd,
+		 char base[NAME_MAX + 1]);
+int lx_fs_guest_path(struct lx_fs *fs, int host_fd, char out[PATH_MAX]);
+bool lx_fs_writable(struct lx_fs *fs, int host_fd);
+
+/* Memory (sys_mm.c): used by process setup too. */
+int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end);
+
+/* Clocks (clock.c): the monitor's view of the guest clocks. */
+int lx_clock_now(struct lx_proc *p, int clock, int64_t *ns);
+
+#define LX_HANDLERS(X)                                                                       \
+	X(read) X(write) X(readv) X(writev) X(pread64) X(pwrite64) X(open) X(openat)         \
+	X(close) X(lseek) X(fstat) X(newfstatat) X(stat) X(lstat) X(statx) X(access)         \
+	X(faccessat) X(faccessat2) X(readlink) X(readlinkat) X(getcwd) X(chdir) X(fchdir)    \
+	X(mkdir) X(mkdirat) X(unlink) X(unlinkat) X(rmdir) X(rename) X(renameat)             \
+	X(renameat2) X(ftruncate) X(fsync) X(fdatasync) X(fcntl) X(dup) X(dup2) X(dup3)       \
+	X(pipe) X(pipe2) X(ioctl) X(getdents64) X(umask) X(mmap) X(munmap) X(mprotect)       \
+	X(mremap) X(madvise) X(brk) X(arch_prctl) X(set_tid_address) X(set_robust_list)     \
+	X(rseq) X(prlimit64) X(getrlimit) X(setrlimit) X(uname) X(sysinfo) X(getpid)         \
+	X(gettid) X(getppid) X(getuid) X(geteuid) X(getgid) X(getegid) X(getpgrp)           \
+	X(getpgid) X(getsid) X(sched_getaffinity) X(sched_setaffinity) X(sched_yield)        \
+	X(clock_gettime) X(gettimeofday) X(time) X(clock_getres) X(nanosleep)                \
+	X(clock_nanosleep) X(getrandom) X(rt_sigaction) X(rt_sigprocmask) X(sigaltstack)     \
+	X(exit) X(exit_group) X(kill) X(tgkill) X(tkill) X(prctl) X(getcpu) X(times)         \
+	X(getrusage) X(getgroups)
+
+#define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
+LX_HANDLERS(LX_DECLARE)
+#undef LX_DECLARE
+
+#endif

@@ -1,0 +1,805 @@
+/*
+ * sys_file.c - file system calls of the Linux personality.
+ *
+ * Data moves straight between host descriptors and guest RAM: a read(2) for the guest
+ * is a host read(2) into the checked host address of the guest's buffer, with no copy
+ * in between. Paths go through path.c, which keeps them inside the guest's root and
+ * its writable directories. Host calls that may wait (terminals, pipes, locks) are
+ * bracketed with lx_block_begin/end so a pause of the VM need not wait for them.
+ */
+#include "sys.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define LX_MAX_RW        0x7ffff000ULL /* Linux caps one read/write at this */
+#define LX_IOV_MAX       1024
+#define LX_AT_FDCWD      -100
+#define LX_TERMIOS_SIZE  36  /* struct termios as the kernel's TCGETS fills it */
+#define LX_STATX_SIZE    256
+#define LX_OPEN_FLAGS                                                                         \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC | \
+	 O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_SYNC |  \
+	 O_PATH | O_TMPFILE)
+
+static int64_t host_ret(long r)
+{
+	return r < 0 ? -errno : r;
+}
+
+/* The host descriptor behind guest fd @fd, or -EBADF. */
+static int lx_host_fd(struct lx_call *c, uint64_t fd)
+{
+	int host;
+
+	if (fd > INT_MAX)
+		return -EBADF;
+	pthread_mutex_lock(&c->p->lock);
+	host = lx_fd_host(c->p, (int)fd);
+	pthread_mutex_unlock(&c->p->lock);
+	return host;
+}
+
+static int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec)
+{
+	int fd;
+
+	pthread_mutex_lock(&c->p->lock);
+	fd = lx_fd_install(c->p, host, min_fd, cloexec);
+	pthread_mutex_unlock(&c->p->lock);
+	if (fd < 0)
+		close(host);
+	return fd;
+}
+
+/* Guest buffer for a data transfer of @len bytes; a zero length needs no buffer. */
+static int lx_buf(struct lx_call *c, uint64_t gva, uint64_t *len, void **buf)
+{
+	if (*len > LX_MAX_RW)
+		*len = LX_MAX_RW;
+	if (*len == 0) {
+		*buf = NULL;
+		return 0;
+	}
+	*buf = lx_uptr(c, gva, *len);
+	return *buf ? 0 : -EFAULT;
+}
+
+static int64_t lx_rw(struct lx_call *c, bool is_write, bool positional)
+{
+	uint64_t len = c->a[2];
+	int host = lx_host_fd(c, c->a[0]);
+	void *buf;
+	long r;
+	int rc;
+
+	if (host < 0)
+		return host;
+	rc = lx_buf(c, c->a[1], &len, &buf);
+	if (rc)
+		return rc;
+	if (positional && (int64_t)c->a[3] < 0)
+		return -EINVAL;
+	lx_block_begin(c);
+	if (positional)
+		r = is_write ? pwrite(host, buf, len, (off_t)c->a[3]) : pread(host, buf, len, (off_t)c->a[3]);
+	else
+		r = is_write ? (long)write(host, buf, len) : (long)read(host, buf, len);
+	rc = r < 0 ? -errno : 0;
+	lx_block_end(c);
+	return rc ? rc : r;
+}
+
+int64_t sys_read(struct lx_call *c)
+{
+	return lx_rw(c, false, false);
+}
+
+int64_t sys_write(struct lx_call *c)
+{
+	return lx_rw(c, true, false);
+}
+
+int64_t sys_pread64(struct lx_call *c)
+{
+	return lx_rw(c, false, true);
+}
+
+int64_t sys_pwrite64(struct lx_call *c)
+{
+	return lx_rw(c, true, true);
+}
+
+static int64_t lx_rwv(struct lx_call *c, bool is_write)
+{
+	uint64_t cnt = c->a[2], total = 0;
+	int host = lx_host_fd(c, c->a[0]);
+	struct iovec iov[LX_IOV_MAX];
+	const uint64_t *giov;
+	long r;
+	int err;
+
+	if (host < 0)
+		return host;
+	if (cnt > LX_IOV_MAX)
+		return -EINVAL;
+	if (cnt == 0)
+		return 0;
+	giov = lx_uptr(c, c->a[1], cnt * 16);
+	if (!giov)
+		return -EFAULT;
+	for (uint64_t i = 0; i < cnt; i++) {
+		uint64_t base = giov[2 * i], len = giov[2 * i + 1];
+
+		if (len > LX_MAX_RW - total)
+			len = LX_MAX_RW - total;
+		iov[i].iov_len = len;
+		iov[i].iov_base = len ? lx_uptr(c, base, len) : NULL;
+		if (len && !iov[i].iov_base)
+			return -EFAULT;
+		total += len;
+	}
+	lx_block_begin(c);
+	r = is_write ? writev(host, iov, (int)cnt) : readv(host, iov, (int)cnt);
+	err = r < 0 ? -errno : 0;
+	lx_block_end(c);
+	return err ? err : r;
+}
+
+int64_t sys_readv(struct lx_call *c)
+{
+	return lx_rwv(c, false);
+}
+
+int64_t sys_writev(struct lx_call *c)
+{
+	return lx_rwv(c, true);
+}
+
+static int64_t lx_openat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flags,
+			 uint64_t mode)
+{
+	char gpath[PATH_MAX];
+	const char *path;
+	int rc, host;
+
+	rc = lx_upath(c, upath, &path);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_path_join(c->p, dirfd, path, gpath);
+	pthread_mutex_unlock(&c->p->lock);
+	if (rc)
+		return rc;
+	rc = lx_fs_open(&c->p->fs, gpath, (int)(flags & LX_OPEN_FLAGS), (mode_t)mode, &host);
+	if (rc)
+		return rc;
+	return lx_install(c, host, 0, flags & O_CLOEXEC);
+}
+
+int64_t sys_open(struct lx_call *c)
+{
+	return lx_openat(c, LX_AT_FDCWD, c->a[0], c->a[1], c->a[2]);
+}
+
+int64_t sys_openat(struct lx_call *c)
+{
+	return lx_openat(c, (int)c->a[0], c->a[1], c->a[2], c->a[3]);
+}
+
+int64_t sys_close(struct lx_call *c)
+{
+	int rc;
+
+	if (c->a[0] > INT_MAX)
+		return -EBADF;
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_fd_close(c->p, (int)c->a[0]);
+	pthread_mutex_unlock(&c->p->lock);
+	return rc;
+}
+
+int64_t sys_lseek(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+
+	if (host < 0)
+		return host;
+	return host_ret(lseek(host, (off_t)c->a[1], (int)c->a[2]));
+}
+
+int64_t sys_fstat(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+	struct stat *st = lx_uptr(c, c->a[1], sizeof(struct stat));
+
+	if (host < 0)
+		return host;
+	if (!st)
+		return -EFAULT;
+	return host_ret(fstat(host, st));
+}
+
+/* Open an O_PATH descriptor for (dirfd, path): what the *stat and access calls
+ * inspect. An empty path with AT_EMPTY_PATH means dirfd itself. */
+static int lx_lookup(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flags, int *host)
+{
+	char gpath[PATH_MAX];
+	const char *path;
+	int rc;
+
+	rc = lx_upath(c, upath, &path);
+	if (rc)
+		return rc;
+	if (!path[0] && (flags & AT_EMPTY_PATH)) {
+		if (dirfd == LX_AT_FDCWD)
+			return lx_fs_open_path(&c->p->fs, c->p->fs.cwd, true, host);
+		rc = lx_host_fd(c, (uint64_t)(unsigned)dirfd);
+		if (rc < 0)
+			return rc;
+		*host = fcntl(rc, F_DUPFD_CLOEXEC, 0);
+		return *host < 0 ? -errno : 0;
+	}
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_path_join(c->p, dirfd, path, gpath);
+	pthread_mutex_unlock(&c->p->lock);
+	if (rc)
+		return rc;
+	return lx_fs_open_path(&c->p->fs, gpath, !(flags & AT_SYMLINK_NOFOLLOW), host);
+}
+
+static int64_t lx_stat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t ubuf,
+		       uint64_t flags)
+{
+	struct stat *st = lx_uptr(c, ubuf, sizeof(struct stat));
+	int host, rc;
+
+	if (!st)
+		return -EFAULT;
+	rc = lx_lookup(c, dirfd, upath, flags, &host);
+	if (rc)
+		return rc;
+	rc = fstat(host, st) < 0 ? -errno : 0;
+	close(host);
+	return rc;
+}
+
+int64_t sys_stat(struct lx_call *c)
+{
+	return lx_stat(c, LX_AT_FDCWD, c->a[0], c->a[1], 0);
+}
+
+int64_t sys_lstat(struct lx_call *c)
+{
+	return lx_stat(c, LX_AT_FDCWD, c->a[0], c->a[1], AT_SYMLINK_NOFOLLOW);
+}
+
+int64_t sys_newfstatat(struct lx_call *c)
+{
+	return lx_stat(c, (int)c->a[0], c->a[1], c->a[2], c->a[3]);
+}
+
+int64_t sys_statx(struct lx_call *c)
+{
+	void *buf = lx_uptr(c, c->a[4], LX_STATX_SIZE);
+	int host, rc;
+
+	if (!buf)
+		return -EFAULT;
+	rc = lx_lookup(c, (int)c->a[0], c->a[1], c->a[2], &host);
+	if (rc)
+		return rc;
+	rc = (int)host_ret(syscall(SYS_statx, host, "",
+				   AT_EMPTY_PATH | (c->a[2] & AT_STATX_SYNC_TYPE),
+				   (unsigned)c->a[3], buf));
+	close(host);
+	return rc;
+}
+
+static int64_t lx_access(struct lx_call *c, int dirfd, uint64_t upath, uint64_t mode,
+			 uint64_t flags)
+{
+	int host, rc;
+
+	if (mode & ~(uint64_t)(R_OK | W_OK | X_OK))
+		return -EINVAL;
+	rc = lx_lookup(c, dirfd, upath, flags, &host);
+	if (rc)
+		return rc;
+	rc = (int)host_ret(syscall(SYS_faccessat2, host, "", (int)mode,
+				   AT_EMPTY_PATH | (flags & AT_EACCESS)));
+	if (!rc && (mode & W_OK) && !lx_fs_writable(&c->p->fs, host))
+		rc = -EROFS;
+	close(host);
+	return rc;
+}
+
+int64_t sys_access(struct lx_call *c)
+{
+	return lx_access(c, LX_AT_FDCWD, c->a[0], c->a[1], 0);
+}
+
+int64_t sys_faccessat(struct lx_call *c)
+{
+	return lx_access(c, (int)c->a[0], c->a[1], c->a[2], 0);
+}
+
+int64_t sys_faccessat2(struct lx_call *c)
+{
+	return lx_access(c, (int)c->a[0], c->a[1], c->a[2], c->a[3]);
+}
+
+/* Resolve (dirfd, path) to the parent directory and final name, for calls that act
+ * on a name (mkdir, unlink, rename, readlink). */
+static int lx_parent(struct lx_call *c, int dirfd, uint64_t upath, bool for_write, int *pfd,
+		     char base[NAME_MAX + 1], char gpath[PATH_MAX])
+{
+	const char *path;
+	int rc;
+
+	rc = lx_upath(c, upath, &path);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_path_join(c->p, dirfd, path, gpath);
+	pthread_mutex_unlock(&c->p->lock);
+	if (rc)
+		return rc;
+	return lx_fs_parent(&c->p->fs, gpath, for_write, pfd, base);
+}
+
+static bool lx_is_self_exe(struct lx_call *c, const char *gpath)
+{
+	char mine[64];
+
+	snprintf(mine, sizeof(mine), "/proc/%d/exe", c->p->pid);
+	return strcmp(gpath, "/proc/self/exe") == 0 || strcmp(gpath, "/proc/thread-self/exe") == 0 ||
+	       strcmp(gpath, mine) == 0;
+}
+
+static int64_t lx_readlink(struct lx_call *c, int dirfd, uint64_t upath, uint64_t ubuf,
+			   uint64_t size)
+{
+	char base[NAME_MAX + 1], gpath[PATH_MAX];
+	const char *path;
+	void *buf;
+	int pfd, rc;
+	long n;
+
+	if ((int64_t)size <= 0)
+		return -EINVAL;
+	if (size > PATH_MAX)
+		size = PATH_MAX;
+	buf = lx_uptr(c, ubuf, size);
+	if (!buf)
+		return -EFAULT;
+	rc = lx_upath(c, upath, &path);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_path_join(c->p, dirfd, path, gpath);
+	pthread_mutex_unlock(&c->p->lock);
+	if (rc)
+		return rc;
+	/* The monitor's own /proc entry is off limits; the guest's executable is its
+	 * own program, not ccvm. */
+	if (lx_is_self_exe(c, gpath)) {
+		n = (long)strlen(c->p->exe);
+		if ((uint64_t)n > size)
+			n = (long)size;
+		memcpy(buf, c->p->exe, (size_t)n);
+		return n;
+	}
+	rc = lx_fs_parent(&c->p->fs, gpath, false, &pfd, base);
+	if (rc)
+		return rc;
+	n = readlinkat(pfd, base, buf, size);
+	rc = n < 0 ? -errno : 0;
+	close(pfd);
+	return rc ? rc : n;
+}
+
+int64_t sys_readlink(struct lx_call *c)
+{
+	return lx_readlink(c, LX_AT_FDCWD, c->a[0], c->a[1], c->a[2]);
+}
+
+int64_t sys_readlinkat(struct lx_call *c)
+{
+	return lx_readlink(c, (int)c->a[0], c->a[1], c->a[2], c->a[3]);
+}
+
+int64_t sys_getcwd(struct lx_call *c)
+{
+	size_t len;
+	char *buf;
+
+	pthread_mutex_lock(&c->p->lock);
+	len = strlen(c->p->fs.cwd) + 1;
+	if (c->a[1] < len) {
+		pthread_mutex_unlock(&c->p->lock);
+		return -ERANGE;
+	}
+	buf = lx_uptr(c, c->a[0], len);
+	if (buf)
+		memcpy(buf, c->p->fs.cwd, len);
+	pthread_mutex_unlock(&c->p->lock);
+	return buf ? (int64_t)len : -EFAULT;
+}
+
+static int lx_set_cwd(struct lx_call *c, int host)
+{
+	char gpath[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if (fstat(host, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (syscall(SYS_faccessat2, host, "", X_OK, AT_EMPTY_PATH) < 0)
+		return -errno;
+	rc = lx_fs_guest_path(&c->p->fs, host, gpath);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->p->lock);
+	strcpy(c->p->fs.cwd, gpath);
+	pthread_mutex_unlock(&c->p->lock);
+	return 0;
+}
+
+int64_t sys_chdir(struct lx_call *c)
+{
+	int host, rc;
+
+	rc = lx_lookup(c, LX_AT_FDCWD, c->a[0], 0, &host);
+	if (rc)
+		return rc;
+	rc = lx_set_cwd(c, host);
+	close(host);
+	return rc;
+}
+
+int64_t sys_fchdir(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+
+	return host < 0 ? host : lx_set_cwd(c, host);
+}
+
+static int64_t lx_mkdir(struct lx_call *c, int dirfd, uint64_t upath, uint64_t mode)
+{
+	char base[NAME_MAX + 1], gpath[PATH_MAX];
+	int pfd, rc;
+
+	rc = lx_parent(c, dirfd, upath, true, &pfd, base, gpath);
+	if (rc)
+		return rc;
+	rc = (int)host_ret(mkdirat(pfd, base, (mode_t)(mode & 07777 & ~c->p->fs.umask)));
+	close(pfd);
+	return rc;
+}
+
+int64_t sys_mkdir(struct lx_call *c)
+{
+	return lx_mkdir(c, LX_AT_FDCWD, c->a[0], c->a[1]);
+}
+
+int64_t sys_mkdirat(struct lx_call *c)
+{
+	return lx_mkdir(c, (int)c->a[0], c->a[1], c->a[2]);
+}
+
+static int64_t lx_unlink(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flags)
+{
+	char base[NAME_MAX + 1], gpath[PATH_MAX];
+	int pfd, rc;
+
+	if (flags & ~(uint64_t)AT_REMOVEDIR)
+		return -EINVAL;
+	rc = lx_parent(c, dirfd, upath, true, &pfd, base, gpath);
+	if (rc)
+		return rc;
+	rc = (int)host_ret(unlinkat(pfd, base, (int)flags));
+	close(pfd);
+	return rc;
+}
+
+int64_t sys_unlink(struct lx_call *c)
+{
+	return lx_unlink(c, LX_AT_FDCWD, c->a[0], 0);
+}
+
+int64_t sys_unlinkat(struct lx_call *c)
+{
+	return lx_unlink(c, (int)c->a[0], c->a[1], c->a[2]);
+}
+
+int64_t sys_rmdir(struct lx_call *c)
+{
+	return lx_unlink(c, LX_AT_FDCWD, c->a[0], AT_REMOVEDIR);
+}
+
+static int64_t lx_rename(struct lx_call *c, int olddir, uint64_t oldp, int newdir, uint64_t newp,
+			 uint64_t flags)
+{
+	char obase[NAME_MAX + 1], nbase[NAME_MAX + 1], gpath[PATH_MAX];
+	int opfd, npfd, rc;
+
+	rc = lx_parent(c, olddir, oldp, true, &opfd, obase, gpath);
+	if (rc)
+		return rc;
+	rc = lx_parent(c, newdir, newp, true, &npfd, nbase, gpath);
+	if (rc) {
+		close(opfd);
+		return rc;
+	}
+	rc = (int)host_ret(syscall(SYS_renameat2, opfd, obase, npfd, nbase, (unsigned)flags));
+	close(opfd);
+	close(npfd);
+	return rc;
+}
+
+int64_t sys_rename(struct lx_call *c)
+{
+	return lx_rename(c, LX_AT_FDCWD, c->a[0], LX_AT_FDCWD, c->a[1], 0);
+}
+
+int64_t sys_renameat(struct lx_call *c)
+{
+	return lx_rename(c, (int)c->a[0], c->a[1], (int)c->a[2], c->a[3], 0);
+}
+
+int64_t sys_renameat2(struct lx_call *c)
+{
+	return lx_rename(c, (int)c->a[0], c->a[1], (int)c->a[2], c->a[3], c->a[4]);
+}
+
+int64_t sys_ftruncate(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+
+	return host < 0 ? host : host_ret(ftruncate(host, (off_t)c->a[1]));
+}
+
+static int64_t lx_sync(struct lx_call *c, bool data_only)
+{
+	int host = lx_host_fd(c, c->a[0]);
+	int rc;
+
+	if (host < 0)
+		return host;
+	lx_block_begin(c);
+	rc = (int)host_ret(data_only ? fdatasync(host) : fsync(host));
+	lx_block_end(c);
+	return rc;
+}
+
+int64_t sys_fsync(struct lx_call *c)
+{
+	return lx_sync(c, false);
+}
+
+int64_t sys_fdatasync(struct lx_call *c)
+{
+	return lx_sync(c, true);
+}
+
+static int64_t lx_dup_at_least(struct lx_call *c, int host, int min_fd, bool cloexec)
+{
+	int nh = fcntl(host, F_DUPFD_CLOEXEC, 3);
+
+	if (nh < 0)
+		return -errno;
+	return lx_install(c, nh, min_fd, cloexec);
+}
+
+static int64_t lx_fcntl_lock(struct lx_call *c, int host, int cmd)
+{
+	struct flock *fl = lx_uptr(c, c->a[2], sizeof(struct flock));
+	int rc;
+
+	if (!fl)
+		return -EFAULT;
+	lx_block_begin(c);
+	rc = (int)host_ret(fcntl(host, cmd, fl));
+	lx_block_end(c);
+	return rc;
+}
+
+int64_t sys_fcntl(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+	int cmd = (int)c->a[1], fd = (int)c->a[0];
+	int64_t rc;
+
+	if (host < 0)
+		return host;
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		if (c->a[2] > INT_MAX)
+			return -EINVAL;
+		return lx_dup_at_least(c, host, (int)c->a[2], cmd == F_DUPFD_CLOEXEC);
+	case F_GETFD:
+	case F_SETFD:
+		pthread_mutex_lock(&c->p->lock);
+		if (cmd == F_GETFD) {
+			rc = c->p->files[fd].cloexec ? FD_CLOEXEC : 0;
+		} else {
+			c->p->files[fd].cloexec = c->a[2] & FD_CLOEXEC;
+			rc = 0;
+		}
+		pthread_mutex_unlock(&c->p->lock);
+		return rc;
+	case F_GETFL:
+	case F_GETPIPE_SZ:
+		return host_ret(fcntl(host, cmd));
+	case F_SETFL:
+	case F_SETPIPE_SZ:
+		return host_ret(fcntl(host, cmd, (int)c->a[2]));
+	case F_GETLK:
+	case F_SETLK:
+	case F_SETLKW:
+	case F_OFD_GETLK:
+	case F_OFD_SETLK:
+	case F_OFD_SETLKW:
+		return lx_fcntl_lock(c, host, cmd);
+	default:
+		return -EINVAL;
+	}
+}
+
+int64_t sys_dup(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+
+	return host < 0 ? host : lx_dup_at_least(c, host, 0, false);
+}
+
+static int64_t lx_dup3(struct lx_call *c, uint64_t oldfd, uint64_t newfd, bool cloexec)
+{
+	int host = lx_host_fd(c, oldfd);
+	int nh, rc;
+
+	if (host < 0)
+		return host;
+	if (newfd > INT_MAX)
+		return -EBADF;
+	nh = fcntl(host, F_DUPFD_CLOEXEC, 3);
+	if (nh < 0)
+		return -errno;
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_fd_install_at(c->p, nh, (int)newfd, cloexec);
+	pthread_mutex_unlock(&c->p->lock);
+	if (rc < 0)
+		close(nh);
+	return rc;
+}
+
+int64_t sys_dup2(struct lx_call *c)
+{
+	if (c->a[0] == c->a[1]) {
+		int host = lx_host_fd(c, c->a[0]);
+
+		return host < 0 ? host : (int64_t)c->a[1];
+	}
+	return lx_dup3(c, c->a[0], c->a[1], false);
+}
+
+int64_t sys_dup3(struct lx_call *c)
+{
+	if (c->a[0] == c->a[1] || (c->a[2] & ~(uint64_t)O_CLOEXEC))
+		return -EINVAL;
+	return lx_dup3(c, c->a[0], c->a[1], c->a[2] & O_CLOEXEC);
+}
+
+static int64_t lx_pipe(struct lx_call *c, uint64_t ufds, uint64_t flags)
+{
+	int *fds = lx_uptr(c, ufds, 2 * sizeof(int));
+	int host[2], g0, g1;
+
+	if (flags & ~(uint64_t)(O_CLOEXEC | O_NONBLOCK | O_DIRECT))
+		return -EINVAL;
+	if (!fds)
+		return -EFAULT;
+	if (pipe2(host, (int)flags | O_CLOEXEC) < 0)
+		return -errno;
+	g0 = lx_install(c, host[0], 0, flags & O_CLOEXEC);
+	if (g0 < 0) {
+		close(host[1]);
+		return g0;
+	}
+	g1 = lx_install(c, host[1], 0, flags & O_CLOEXEC);
+	if (g1 < 0) {
+		pthread_mutex_lock(&c->p->lock);
+		lx_fd_close(c->p, g0);
+		pthread_mutex_unlock(&c->p->lock);
+		return g1;
+	}
+	fds[0] = g0;
+	fds[1] = g1;
+	return 0;
+}
+
+int64_t sys_pipe(struct lx_call *c)
+{
+	return lx_pipe(c, c->a[0], 0);
+}
+
+int64_t sys_pipe2(struct lx_call *c)
+{
+	return lx_pipe(c, c->a[0], c->a[1]);
+}
+
+int64_t sys_ioctl(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+	unsigned long req = (unsigned long)c->a[1];
+	size_t size;
+	void *arg;
+
+	if (host < 0)
+		return host;
+	switch (req) {
+	case TCGETS:
+	case TCSETS:
+	case TCSETSW:
+	case TCSETSF:
+		size = LX_TERMIOS_SIZE;
+		break;
+	case TIOCGWINSZ:
+		size = sizeof(struct winsize);
+		break;
+	case FIONREAD:
+	case FIONBIO:
+	case TIOCGPGRP:
+		size = sizeof(int);
+		break;
+	case FIOCLEX:
+	case FIONCLEX:
+		pthread_mutex_lock(&c->p->lock);
+		c->p->files[c->a[0]].cloexec = req == FIOCLEX;
+		pthread_mutex_unlock(&c->p->lock);
+		return 0;
+	default:
+		return -ENOTTY;
+	}
+	arg = lx_uptr(c, c->a[2], size);
+	if (!arg)
+		return -EFAULT;
+	return host_ret(ioctl(host, req, arg));
+}
+
+int64_t sys_getdents64(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+	uint64_t len = c->a[2];
+	void *buf;
+	int rc;
+
+	if (host < 0)
+		return host;
+	rc = lx_buf(c, c->a[1], &len, &buf);
+	if (rc)
+		return rc;
+	return host_ret(syscall(SYS_getdents64, host, buf, len));
+}
+
+int64_t sys_umask(struct lx_call *c)
+{
+	mode_t old;
+
+	pthread_mutex_lock(&c->p->lock);
+	old = c->p->fs.umask;
+	c->p->fs.umask = (mode_t)(c->a[0] & 0777);
+	pthread_mutex_unlock(&c->p->lock);
+	return old;
+}

@@ -1,0 +1,658 @@
+/*
+ * sys_misc.c - process, identity, time, signal-state and exit system calls.
+ *
+ * Identity answers are the host's (the guest runs as the user who started ccvm);
+ * resource limits and signal dispositions are the guest's own, recorded here and
+ * never applied to the monitor. Signals are not delivered yet: a signal sent to the
+ * guest itself whose default action is to terminate ends the VM as the signal would
+ * end a process (exit status 128 + signal), other signals are ignored.
+ */
+#include "sys.h"
+#include "../log.h"
+
+#include <asm/prctl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <sys/time.h>
+#include <sys/times.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NSEC_PER_SEC 1000000000LL
+#define LX_SIGSET_SIZE 8
+#define LX_TIMER_ABSTIME 1
+#define LX_SS_DISABLE 2
+#define LX_MINSIGSTKSZ 2048
+#define LX_SS_AUTODISARM (1U << 31)
+
+static int64_t host_ret(long r)
+{
+	return r < 0 ? -errno : r;
+}
+
+int64_t sys_arch_prctl(struct lx_call *c)
+{
+	uint64_t *out;
+
+	switch (c->a[0]) {
+	case ARCH_SET_FS:
+	case ARCH_SET_GS:
+		if (c->a[1] >> 47)
+			return -EPERM; /* not a canonical user address */
+		if (c->a[0] == ARCH_SET_FS)
+			c->sregs->fs.base = c->a[1];
+		else
+			c->sregs->gs.base = c->a[1];
+		c->sregs_dirty = true;
+		return 0;
+	case ARCH_GET_FS:
+	case ARCH_GET_GS:
+		out = lx_uptr(c, c->a[1], sizeof(*out));
+		if (!out)
+			return -EFAULT;
+		*out = c->a[0] == ARCH_GET_FS ? c->sregs->fs.base : c->sregs->gs.base;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+int64_t sys_set_tid_address(struct lx_call *c)
+{
+	c->t->clear_child_tid = c->a[0];
+	return c->t->tid;
+}
+
+int64_t sys_set_robust_list(struct lx_call *c)
+{
+	if (c->a[1] != 24) /* sizeof(struct robust_list_head) */
+		return -EINVAL;
+	c->t->robust_list = c->a[0];
+	c->t->robust_len = c->a[1];
+	return 0;
+}
+
+int64_t sys_rseq(struct lx_call *c)
+{
+	(void)c;
+	return -ENOSYS; /* glibc and musl then simply do not use restartable sequences */
+}
+
+static int64_t lx_rlimit(struct lx_call *c, uint64_t resource, uint64_t unew, uint64_t uold)
+{
+	struct rlimit *nl = NULL, *ol = NULL;
+
+	if (resource >= RLIM_NLIMITS)
+		return -EINVAL;
+	if (unew && !(nl = lx_uptr(c, unew, sizeof(*nl))))
+		return -EFAULT;
+	if (uold && !(ol = lx_uptr(c, uold, sizeof(*ol))))
+		return -EFAULT;
+	if (nl && nl->rlim_cur > nl->rlim_max)
+		return -EINVAL;
+	pthread_mutex_lock(&c->p->lock);
+	if (ol)
+		*ol = c->p->rlim[resource];
+	if (nl)
+		c->p->rlim[resource] = *nl;
+	pthread_mutex_unlock(&c->p->lock);
+	return 0;
+}
+
+int64_t sys_prlimit64(struct lx_call *c)
+{
+	if (c->a[0] != 0 && c->a[0] != (uint64_t)c->p->pid)
+		return -ESRCH;
+	return lx_rlimit(c, c->a[1], c->a[2], c->a[3]);
+}
+
+int64_t sys_getrlimit(struct lx_call *c)
+{
+	return lx_rlimit(c, c->a[0], 0, c->a[1]);
+}
+
+int64_t sys_setrlimit(struct lx_call *c)
+{
+	return lx_rlimit(c, c->a[0], c->a[1], 0);
+}
+
+int64_t sys_uname(struct lx_call *c)
+{
+	struct utsname *u = lx_uptr(c, c->a[0], sizeof(*u));
+
+	if (!u)
+		return -EFAULT;
+	return host_ret(uname(u));
+}
+
+int64_t sys_sysinfo(struct lx_call *c)
+{
+	struct sysinfo *si = lx_uptr(c, c->a[0], sizeof(*si));
+	int64_t up;
+
+	if (!si)
+		return -EFAULT;
+	if (sysinfo(si) < 0)
+		return -errno;
+	/* Memory figures are the VM's, not the host's. */
+	si->mem_unit = 1;
+	si->totalram = c->p->mem->size;
+	si->freeram = c->p->mem->size / 2;
+	si->sharedram = si->bufferram = 0;
+	si->totalswap = si->freeswap = 0;
+	si->procs = 1;
+	if (lx_clock_now(c->p, CLOCK_BOOTTIME, &up) == 0)
+		si->uptime = up / NSEC_PER_SEC;
+	return 0;
+}
+
+int64_t sys_getpid(struct lx_call *c)
+{
+	return c->p->pid;
+}
+
+int64_t sys_gettid(struct lx_call *c)
+{
+	return c->t->tid;
+}
+
+int64_t sys_getppid(struct lx_call *c)
+{
+	(void)c;
+	return getppid();
+}
+
+int64_t sys_getuid(struct lx_call *c)
+{
+	(void)c;
+	return getuid();
+}
+
+int64_t sys_geteuid(struct lx_call *c)
+{
+	(void)c;
+	return geteuid();
+}
+
+int64_t sys_getgid(struct lx_call *c)
+{
+	(void)c;
+	return getgid();
+}
+
+int64_t sys_getegid(struct lx_call *c)
+{
+	(void)c;
+	return getegid();
+}
+
+int64_t sys_getpgrp(struct lx_call *c)
+{
+	(void)c;
+	return getpgrp();
+}
+
+int64_t sys_getpgid(struct lx_call *c)
+{
+	if (c->a[0] && c->a[0] != (uint64_t)c->p->pid)
+		return -ESRCH;
+	return getpgid(0);
+}
+
+int64_t sys_getsid(struct lx_call *c)
+{
+	if (c->a[0] && c->a[0] != (uint64_t)c->p->pid)
+		return -ESRCH;
+	return getsid(0);
+}
+
+int64_t sys_getgroups(struct lx_call *c)
+{
+	int n = (int)c->a[0];
+	gid_t *list = NULL;
+
+	if (n < 0)
+		return -EINVAL;
+	if (n && !(list = lx_uptr(c, c->a[1], (uint64_t)n * sizeof(gid_t))))
+		return -EFAULT;
+	return host_ret(getgroups(n, list));
+}
+
+int64_t sys_sched_getaffinity(struct lx_call *c)
+{
+	uint64_t len = c->a[1];
+	void *mask;
+	long n;
+
+	if (c->a[0] && c->a[0] != (uint64_t)c->p->pid && c->a[0] != (uint64_t)c->t->tid)
+		return -ESRCH;
+	if (len < sizeof(uint64_t) || len % sizeof(uint64_t))
+		return -EINVAL;
+	if (len > 1024)
+		len = 1024;
+	mask = lx_uptr(c, c->a[2], len);
+	if (!mask)
+		return -EFAULT;
+	n = syscall(SYS_sched_getaffinity, 0, len, mask);
+	return host_ret(n);
+}
+
+int64_t sys_sched_setaffinity(struct lx_call *c)
+{
+	(void)c;
+	return 0; /* vCPUs are not pinned; accept and ignore */
+}
+
+int64_t sys_sched_yield(struct lx_call *c)
+{
+	(void)c;
+	sched_yield();
+	return 0;
+}
+
+int64_t sys_getcpu(struct lx_call *c)
+{
+	unsigned *cpu = c->a[0] ? lx_uptr(c, c->a[0], sizeof(unsigned)) : NULL;
+	unsigned *node = c->a[1] ? lx_uptr(c, c->a[1], sizeof(unsigned)) : NULL;
+
+	if ((c->a[0] && !cpu) || (c->a[1] && !node))
+		return -EFAULT;
+	if (cpu)
+		*cpu = 0;
+	if (node)
+		*node = 0;
+	return 0;
+}
+
+int64_t sys_clock_gettime(struct lx_call *c)
+{
+	struct timespec *ts = lx_uptr(c, c->a[1], sizeof(*ts));
+	int64_t ns;
+	int rc;
+
+	if (!ts)
+		return -EFAULT;
+	rc = lx_clock_now(c->p, (int)c->a[0], &ns);
+	if (rc)
+		return rc;
+	ts->tv_sec = ns / NSEC_PER_SEC;
+	ts->tv_nsec = ns % NSEC_PER_SEC;
+	return 0;
+}
+
+int64_t sys_gettimeofday(struct lx_call *c)
+{
+	struct timeval *tv = c->a[0] ? lx_uptr(c, c->a[0], sizeof(*tv)) : NULL;
+	struct timezone *tz = c->a[1] ? lx_uptr(c, c->a[1], sizeof(*tz)) : NULL;
+	int64_t ns;
+
+	if ((c->a[0] && !tv) || (c->a[1] && !tz))
+		return -EFAULT;
+	if (tv) {
+		lx_clock_now(c->p, CLOCK_REALTIME, &ns);
+		tv->tv_sec = ns / NSEC_PER_SEC;
+		tv->tv_usec = (ns % NSEC_PER_SEC) / 1000;
+	}
+	if (tz)
+		memset(tz, 0, sizeof(*tz));
+	return 0;
+}
+
+int64_t sys_time(struct lx_call *c)
+{
+	int64_t *t = c->a[0] ? lx_uptr(c, c->a[0], sizeof(*t)) : NULL;
+	int64_t ns;
+
+	if (c->a[0] && !t)
+		return -EFAULT;
+	lx_clock_now(c->p, CLOCK_REALTIME, &ns);
+	if (t)
+		*t = ns / NSEC_PER_SEC;
+	return ns / NSEC_PER_SEC;
+}
+
+int64_t sys_clock_getres(struct lx_call *c)
+{
+	struct timespec *ts = c->a[1] ? lx_uptr(c, c->a[1], sizeof(*ts)) : NULL;
+	int64_t ns;
+	int rc;
+
+	if (c->a[1] && !ts)
+		return -EFAULT;
+	rc = lx_clock_now(c->p, (int)c->a[0], &ns);
+	if (rc)
+		return rc;
+	if (ts) {
+		ts->tv_sec = 0;
+		ts->tv_nsec = 1;
+	}
+	return 0;
+}
+
+/* Sleep until guest clock @clock reads @deadline_ns. Sleeping on the host's
+ * CLOCK_MONOTONIC is right for every guest clock: they all advance with it. */
+static int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *left)
+{
+	struct timespec host_deadline;
+	int64_t now, host_now;
+	int rc;
+
+	rc = lx_clock_now(c->p, clock, &now);
+	if (rc)
+		return rc;
+	clock_gettime(CLOCK_MONOTONIC, &host_deadline);
+	host_now = (int64_t)host_deadline.tv_sec * NSEC_PER_SEC + host_deadline.tv_nsec;
+	if (deadline_ns > now) {
+		int64_t until = host_now + (deadline_ns - now);
+
+		host_deadline.tv_sec = until / NSEC_PER_SEC;
+		host_deadline.tv_nsec = until % NSEC_PER_SEC;
+		lx_block_begin(c);
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &host_deadline, NULL) == EINTR)
+			;
+		lx_block_end(c);
+	}
+	if (left)
+		*left = 0;
+	return 0;
+}
+
+static int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns)
+{
+	const struct timespec *ts = lx_uptr(c, uts, sizeof(*ts));
+
+	if (!ts)
+		return -EFAULT;
+	if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= NSEC_PER_SEC)
+		return -EINVAL;
+	if (ts->tv_sec > INT64_MAX / NSEC_PER_SEC - 1)
+		*ns = INT64_MAX / 2;
+	else
+		*ns = (int64_t)ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+	return 0;
+}
+
+static int64_t lx_nanosleep(struct lx_call *c, int clock, uint64_t flags, uint64_t ureq,
+			    uint64_t urem)
+{
+	int64_t req, now;
+	int rc;
+
+	rc = lx_read_timespec(c, ureq, &req);
+	if (rc)
+		return rc;
+	if (urem && !(flags & LX_TIMER_ABSTIME)) {
+		struct timespec *rem = lx_uptr(c, urem, sizeof(*rem));
+
+		if (!rem)
+			return -EFAULT;
+		rem->tv_sec = rem->tv_nsec = 0;
+	}
+	if (!(flags & LX_TIMER_ABSTIME)) {
+		rc = lx_clock_now(c->p, clock, &now);
+		if (rc)
+			return rc;
+		req = now + req;
+	}
+	return lx_sleep_until(c, clock, req, NULL);
+}
+
+int64_t sys_nanosleep(struct lx_call *c)
+{
+	return lx_nanosleep(c, CLOCK_MONOTONIC, 0, c->a[0], c->a[1]);
+}
+
+int64_t sys_clock_nanosleep(struct lx_call *c)
+{
+	int clock = (int)c->a[0];
+
+	if (clock == CLOCK_THREAD_CPUTIME_ID)
+		return -EINVAL;
+	if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC && clock != CLOCK_BOOTTIME &&
+	    clock != CLOCK_TAI && clock != CLOCK_PROCESS_CPUTIME_ID)
+		return -EINVAL;
+	if (clock == CLOCK_PROCESS_CPUTIME_ID)
+		return -ENOTSUP;
+	return lx_nanosleep(c, clock, c->a[1], c->a[2], c->a[3]);
+}
+
+int64_t sys_getrandom(struct lx_call *c)
+{
+	uint64_t len = c->a[1] > 33554431 ? 33554431 : c->a[1];
+	void *buf = len ? lx_uptr(c, c->a[0], len) : NULL;
+
+	if (c->a[2] & ~(uint64_t)(GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE))
+		return -EINVAL;
+	if (len && !buf)
+		return -EFAULT;
+	return host_ret(getrandom(buf, len, (unsigned)c->a[2]));
+}
+
+int64_t sys_rt_sigaction(struct lx_call *c)
+{
+	uint64_t sig = c->a[0];
+	struct lx_sigaction *act = NULL, *old = NULL;
+
+	if (c->a[3] != LX_SIGSET_SIZE)
+		return -EINVAL;
+	if (sig < 1 || sig > LX_NSIG)
+		return -EINVAL;
+	if (c->a[1] && !(act = lx_uptr(c, c->a[1], sizeof(*act))))
+		return -EFAULT;
+	if (c->a[2] && !(old = lx_uptr(c, c->a[2], sizeof(*old))))
+		return -EFAULT;
+	if (act && (sig == SIGKILL || sig == SIGSTOP))
+		return -EINVAL;
+	pthread_mutex_lock(&c->p->lock);
+	if (old)
+		*old = c->p->sigact[sig];
+	if (act)
+		c->p->sigact[sig] = *act;
+	pthread_mutex_unlock(&c->p->lock);
+	return 0;
+}
+
+int64_t sys_rt_sigprocmask(struct lx_call *c)
+{
+	const uint64_t unblockable = (1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1));
+	uint64_t *set = NULL, *old = NULL;
+
+	if (c->a[3] != LX_SIGSET_SIZE)
+		return -EINVAL;
+	if (c->a[1] && !(set = lx_uptr(c, c->a[1], sizeof(*set))))
+		return -EFAULT;
+	if (c->a[2] && !(old = lx_uptr(c, c->a[2], sizeof(*old))))
+		return -EFAULT;
+	if (old)
+		*old = c->t->sigmask;
+	if (!set)
+		return 0;
+	switch (c->a[0]) {
+	case SIG_BLOCK:
+		c->t->sigmask |= *set;
+		break;
+	case SIG_UNBLOCK:
+		c->t->sigmask &= ~*set;
+		break;
+	case SIG_SETMASK:
+		c->t->sigmask = *set;
+		break;
+	default:
+		return -EINVAL;
+	}
+	c->t->sigmask &= ~unblockable;
+	return 0;
+}
+
+int64_t sys_sigaltstack(struct lx_call *c)
+{
+	stack_t *ss = NULL, *old = NULL;
+
+	if (c->a[0] && !(ss = lx_uptr(c, c->a[0], sizeof(*ss))))
+		return -EFAULT;
+	if (c->a[1] && !(old = lx_uptr(c, c->a[1], sizeof(*old))))
+		return -EFAULT;
+	if (old) {
+		old->ss_sp = (void *)(uintptr_t)c->t->altstack_sp;
+		old->ss_size = c->t->altstack_size;
+		old->ss_flags = c->t->altstack_sp ? (int)c->t->altstack_flags : LX_SS_DISABLE;
+	}
+	if (ss) {
+		if (ss->ss_flags & ~(LX_SS_DISABLE | LX_SS_AUTODISARM))
+			return -EINVAL;
+		if (ss->ss_flags & LX_SS_DISABLE) {
+			c->t->altstack_sp = c->t->altstack_size = 0;
+		} else {
+			if (ss->ss_size < LX_MINSIGSTKSZ)
+				return -ENOMEM;
+			c->t->altstack_sp = (uint64_t)(uintptr_t)ss->ss_sp;
+			c->t->altstack_size = ss->ss_size;
+			c->t->altstack_flags = (uint32_t)ss->ss_flags;
+		}
+	}
+	return 0;
+}
+
+int64_t sys_exit(struct lx_call *c)
+{
+	/* With one thread, the thread's exit is the process's. */
+	c->p->exit_status = (int)(c->a[0] & 0xff);
+	c->action = LX_EXIT_THREAD;
+	return 0;
+}
+
+int64_t sys_exit_group(struct lx_call *c)
+{
+	c->p->exit_status = (int)(c->a[0] & 0xff);
+	c->action = LX_EXIT_GROUP;
+	return 0;
+}
+
+/* Default action of @sig is to end the process (with or without a core). */
+static bool lx_sig_kills(int sig)
+{
+	switch (sig) {
+	case SIGCHLD:
+	case SIGCONT:
+	case SIGURG:
+	case SIGWINCH:
+		return false;
+	case SIGSTOP:
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+		return false; /* stop: nothing to stop a VM for here */
+	default:
+		return sig >= 1 && sig <= LX_NSIG;
+	}
+}
+
+/* A signal the guest sends itself. Handlers are not run yet; a signal that is
+ * ignored or whose default is harmless does nothing, one that is fatal by default
+ * ends the VM as it would end the process. */
+static int64_t lx_signal_self(struct lx_call *c, int sig)
+{
+	uint64_t handler;
+
+	if (sig == 0)
+		return 0;
+	if (sig < 0 || sig > LX_NSIG)
+		return -EINVAL;
+	pthread_mutex_lock(&c->p->lock);
+	handler = c->p->sigact[sig].handler;
+	pthread_mutex_unlock(&c->p->lock);
+	if (handler == (uint64_t)(uintptr_t)SIG_IGN && sig != SIGKILL)
+		return 0;
+	if (handler != (uint64_t)(uintptr_t)SIG_DFL && sig != SIGKILL)
+		log_warn("guest sent itself signal %d, which has a handler; signal delivery "
+			 "is not supported yet, so the default action is taken", sig);
+	if (!lx_sig_kills(sig))
+		return 0;
+	c->p->exit_status = 128 + sig;
+	c->action = LX_EXIT_GROUP;
+	return 0;
+}
+
+int64_t sys_kill(struct lx_call *c)
+{
+	int64_t pid = (int64_t)c->a[0];
+
+	if (pid != c->p->pid && pid != 0 && pid != -1)
+		return -EPERM; /* the guest reaches no process but itself */
+	return lx_signal_self(c, (int)c->a[1]);
+}
+
+int64_t sys_tgkill(struct lx_call *c)
+{
+	if ((int64_t)c->a[0] != c->p->pid || (int64_t)c->a[1] != c->t->tid)
+		return -ESRCH;
+	return lx_signal_self(c, (int)c->a[2]);
+}
+
+int64_t sys_tkill(struct lx_call *c)
+{
+	if ((int64_t)c->a[0] != c->t->tid)
+		return -ESRCH;
+	return lx_signal_self(c, (int)c->a[1]);
+}
+
+int64_t sys_prctl(struct lx_call *c)
+{
+	char *name;
+
+	switch (c->a[0]) {
+	case PR_SET_NAME: {
+		/* Up to 15 bytes are kept, whether or not the guest's string ends there. */
+		size_t len;
+		const char *s = gmem_user_str(c->p->mem, c->a[1], sizeof(c->p->comm), &len);
+
+		if (!s) {
+			s = lx_uptr(c, c->a[1], sizeof(c->p->comm) - 1);
+			len = sizeof(c->p->comm) - 1;
+		}
+		if (!s)
+			return -EFAULT;
+		memcpy(c->p->comm, s, len);
+		c->p->comm[len] = '\0';
+		return 0;
+	}
+	case PR_GET_NAME:
+		name = lx_uptr(c, c->a[1], sizeof(c->p->comm));
+		if (!name)
+			return -EFAULT;
+		memcpy(name, c->p->comm, sizeof(c->p->comm));
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+int64_t sys_times(struct lx_call *c)
+{
+	struct tms *t = c->a[0] ? lx_uptr(c, c->a[0], sizeof(*t)) : NULL;
+	clock_t r;
+
+	if (c->a[0] && !t)
+		return -EFAULT;
+	r = times(t ? t : &(struct tms){ 0 });
+	return (int64_t)r;
+}
+
+int64_t sys_getrusage(struct lx_call *c)
+{
+	struct rusage *ru = lx_uptr(c, c->a[1], sizeof(*ru));
+	int who = (int)c->a[0];
+
+	if (!ru)
+		return -EFAULT;
+	if (who != RUSAGE_SELF && who != RUSAGE_THREAD && who != RUSAGE_CHILDREN)
+		return -EINVAL;
+	return host_ret(getrusage(who == RUSAGE_CHILDREN ? RUSAGE_CHILDREN : RUSAGE_SELF, ru));
+}

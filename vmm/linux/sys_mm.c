@@ -1,0 +1,419 @@
+/*
+ * sys_mm.c - memory system calls: mmap, munmap, mprotect, mremap, madvise, brk.
+ *
+ * Guest RAM is mapped once by the page tables, so these calls only hand out and take
+ * back ranges (mmu/vma.c) and manage contents. The invariant that makes anonymous
+ * mmap free: every range that is not mapped holds zeros. Whatever gives memory back
+ * (munmap, MAP_FIXED over old pages, shrinking brk, MADV_DONTNEED) discards it on the
+ * host, which makes it read as zero again and frees the host pages. mprotect is
+ * recorded but not enforced: the page tables do not change at run time.
+ */
+#include "sys.h"
+#include "../log.h"
+#include "../../mmu/layout.h"
+#include "../../vmm/x86.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MM_MAP_TYPE 0x0f
+#define MM_KNOWN_ADVICE_MASK                                                             \
+	((1ULL << MADV_NORMAL) | (1ULL << MADV_RANDOM) | (1ULL << MADV_SEQUENTIAL) |       \
+	 (1ULL << MADV_WILLNEED) | (1ULL << MADV_FREE) | (1ULL << MADV_DONTFORK) |         \
+	 (1ULL << MADV_DOFORK) | (1ULL << MADV_MERGEABLE) | (1ULL << MADV_UNMERGEABLE) |   \
+	 (1ULL << MADV_HUGEPAGE) | (1ULL << MADV_NOHUGEPAGE) | (1ULL << MADV_DONTDUMP) |   \
+	 (1ULL << MADV_DODUMP) | (1ULL << MADV_WIPEONFORK) | (1ULL << MADV_KEEPONFORK) |   \
+	 (1ULL << MADV_COLD) | (1ULL << MADV_PAGEOUT) | (1ULL << 22) | (1ULL << 23))
+
+static uint64_t page_up(uint64_t x)
+{
+	return (x + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+}
+
+static bool mm_user_range(struct lx_proc *p, uint64_t start, uint64_t len)
+{
+	return start % PAGE_SIZE == 0 && gmem_user_range_ok(p->mem, start, len);
+}
+
+/**
+ * lx_mm_discard - give [start, end) back: it reads as zero afterwards and leaves the
+ * memory map. Caller holds p->lock.
+ */
+int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end)
+{
+	int rc;
+
+	if (start >= end)
+		return 0;
+	rc = gmem_discard(p->mem, start, end - start);
+	if (rc)
+		return rc;
+	return vma_remove(&p->mm.map, start, end);
+}
+
+/* Remember the file behind a mapping so MADV_DONTNEED can read it again. One entry
+ * per distinct file, so a program mapping the same file often does not grow this. */
+static int mm_file_id(struct lx_proc *p, int host_fd)
+{
+	struct stat st, other;
+	int *nf, dup_fd;
+
+	if (fstat(host_fd, &st) < 0)
+		return -errno;
+	for (int i = 0; i < p->n_mfiles; i++)
+		if (fstat(p->mfiles[i], &other) == 0 && other.st_dev == st.st_dev &&
+		    other.st_ino == st.st_ino)
+			return i;
+	nf = realloc(p->mfiles, (size_t)(p->n_mfiles + 1) * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	p->mfiles = nf;
+	dup_fd = fcntl(host_fd, F_DUPFD_CLOEXEC, 3);
+	if (dup_fd < 0)
+		return -errno;
+	p->mfiles[p->n_mfiles] = dup_fd;
+	return p->n_mfiles++;
+}
+
+/* Fill [addr, addr + len) of guest memory from the file at @off; bytes past the end
+ * of the file stay zero. */
+static int mm_read_file(struct lx_proc *p, int host_fd, uint64_t addr, uint64_t len, uint64_t off)
+{
+	uint8_t *dst = gmem_user_ptr(p->mem, addr, len);
+	uint64_t done = 0;
+
+	if (!dst)
+		return -EFAULT;
+	while (done < len) {
+		ssize_t n = pread(host_fd, dst + done, len - done, (off_t)(off + done));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Choose where a new mapping of @len bytes goes. Caller holds p->lock. */
+static int64_t mm_place(struct lx_proc *p, uint64_t hint, uint64_t len, uint64_t flags)
+{
+	struct lx_mm *mm = &p->mm;
+	uint64_t addr;
+	int rc;
+
+	if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) {
+		if (hint % PAGE_SIZE)
+			return -EINVAL;
+		if (!mm_user_range(p, hint, len))
+			return -ENOMEM;
+		if ((flags & MAP_FIXED_NOREPLACE) && !(flags & MAP_FIXED) &&
+		    !vma_range_free(&mm->map, hint, hint + len))
+			return -EEXIST;
+		rc = lx_mm_discard(p, hint, hint + len);
+		return rc ? rc : (int64_t)hint;
+	}
+	hint &= ~(PAGE_SIZE - 1);
+	if (hint && mm_user_range(p, hint, len) && hint + len <= mm->mmap_top &&
+	    vma_range_free(&mm->map, hint, hint + len))
+		return (int64_t)hint;
+	rc = vma_find_free(&mm->map, len, mm->mmap_top, PAGE_SIZE, &addr);
+	return rc ? rc : (int64_t)addr;
+}
+
+static int mm_check_file(struct lx_call *c, uint64_t fd, uint64_t type, uint64_t prot, int *host)
+{
+	static bool warned;
+	struct stat st;
+
+	*host = -EBADF;
+	if (fd <= INT_MAX) {
+		pthread_mutex_lock(&c->p->lock);
+		*host = lx_fd_host(c->p, (int)fd);
+		pthread_mutex_unlock(&c->p->lock);
+	}
+	if (*host < 0)
+		return *host;
+	if (fstat(*host, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENODEV;
+	if ((fcntl(*host, F_GETFL) & O_ACCMODE) == O_WRONLY)
+		return -EACCES;
+	if (type != MAP_PRIVATE && (prot & PROT_WRITE)) {
+		/* Guest RAM is private to the VM: writes could never reach the file. */
+		if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+			log_warn("guest asked for a shared writable file mapping; not supported "
+				 "(returning ENODEV)");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+int64_t sys_mmap(struct lx_call *c)
+{
+	uint64_t hint = c->a[0], len = c->a[1], prot = c->a[2], flags = c->a[3], off = c->a[5];
+	uint64_t type = flags & MM_MAP_TYPE;
+	bool anon = flags & MAP_ANONYMOUS;
+	struct vma v = { .prot = (uint32_t)prot, .flags = (uint32_t)flags, .kind = VMA_ANON };
+	int host = -1, rc;
+	int64_t addr;
+
+	if (!len || off % PAGE_SIZE)
+		return -EINVAL;
+	if (len > c->p->mem->size)
+		return -ENOMEM;
+	len = page_up(len);
+	if (type != MAP_PRIVATE && type != MAP_SHARED && type != MAP_SHARED_VALIDATE)
+		return -EINVAL;
+	if (!anon) {
+		rc = mm_check_file(c, c->a[4], type, prot, &host);
+		if (rc)
+			return rc;
+	}
+	pthread_mutex_lock(&c->p->lock);
+	addr = mm_place(c->p, hint, len, flags);
+	if (addr < 0)
+		goto out;
+	if (!anon) {
+		v.kind = VMA_FILE;
+		v.file_off = off;
+		v.file_id = mm_file_id(c->p, host);
+		rc = v.file_id < 0 ? v.file_id : mm_read_file(c->p, host, (uint64_t)addr, len, off);
+		if (rc) {
+			addr = rc;
+			goto out;
+		}
+	}
+	rc = vma_insert(&c->p->mm.map, (uint64_t)addr, (uint64_t)addr + len, &v);
+	if (rc)
+		addr = rc;
+out:
+	pthread_mutex_unlock(&c->p->lock);
+	return addr;
+}
+
+/* Clip [start, start + len) to user RAM; a range wholly outside it holds nothing. */
+static void mm_clip(struct lx_proc *p, uint64_t *start, uint64_t *end)
+{
+	if (*start < LAYOUT_USER_BASE)
+		*start = LAYOUT_USER_BASE;
+	if (*end > p->mem->size)
+		*end = p->mem->size;
+	if (*end < *start)
+		*end = *start;
+}
+
+int64_t sys_munmap(struct lx_call *c)
+{
+	uint64_t start = c->a[0], len = c->a[1], end;
+	int rc;
+
+	if (start % PAGE_SIZE || !len || len > (1ULL << 47))
+		return -EINVAL;
+	end = start + page_up(len);
+	mm_clip(c->p, &start, &end);
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_mm_discard(c->p, start, end);
+	pthread_mutex_unlock(&c->p->lock);
+	return rc;
+}
+
+int64_t sys_mprotect(struct lx_call *c)
+{
+	uint64_t start = c->a[0], end = start + page_up(c->a[1]), at;
+	int rc = 0;
+
+	if (start % PAGE_SIZE)
+		return -EINVAL;
+	if (end == start)
+		return 0;
+	pthread_mutex_lock(&c->p->lock);
+	if (!mm_user_range(c->p, start, end - start) ||
+	    !vma_range_mapped(&c->p->mm.map, start, end)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (at = start; at < end && !rc;) {
+		struct vma piece = *vma_find(&c->p->mm.map, at);
+		uint64_t piece_end = piece.end < end ? piece.end : end;
+
+		if (piece.kind == VMA_FILE)
+			piece.file_off += at - piece.start;
+		piece.prot = (uint32_t)c->a[2];
+		rc = vma_insert(&c->p->mm.map, at, piece_end, &piece);
+		at = piece_end;
+	}
+out:
+	pthread_mutex_unlock(&c->p->lock);
+	return rc;
+}
+
+/* MADV_DONTNEED on one mapping piece: anonymous memory reads as zero afterwards, a
+ * private file mapping reads as the file again (what Linux does). */
+static int mm_dontneed(struct lx_proc *p, uint64_t start, uint64_t end)
+{
+	struct vma piece = *vma_find(&p->mm.map, start);
+	int rc = gmem_discard(p->mem, start, end - start);
+
+	if (rc || piece.kind != VMA_FILE)
+		return rc;
+	return mm_read_file(p, p->mfiles[piece.file_id], start, end - start,
+			    piece.file_off + (start - piece.start));
+}
+
+int64_t sys_madvise(struct lx_call *c)
+{
+	uint64_t start = c->a[0], end = start + page_up(c->a[1]), advice = c->a[2], at;
+	int rc = 0;
+
+	if (start % PAGE_SIZE || end < start)
+		return -EINVAL;
+	if (advice >= 64 || !((MM_KNOWN_ADVICE_MASK | (1ULL << MADV_DONTNEED)) & (1ULL << advice)))
+		return -EINVAL;
+	if (end == start)
+		return 0;
+	pthread_mutex_lock(&c->p->lock);
+	if (!mm_user_range(c->p, start, end - start) ||
+	    !vma_range_mapped(&c->p->mm.map, start, end)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (advice != MADV_DONTNEED)
+		goto out;
+	for (at = start; at < end && !rc;) {
+		struct vma *v = vma_find(&c->p->mm.map, at);
+		uint64_t piece_end = v->end < end ? v->end : end;
+
+		rc = mm_dontneed(c->p, at, piece_end);
+		at = piece_end;
+	}
+out:
+	pthread_mutex_unlock(&c->p->lock);
+	return rc;
+}
+
+/* Move [old, old + len) to @to: copy the contents, then give the old range back. */
+static int mm_move(struct lx_proc *p, struct vma *v, uint64_t old, uint64_t old_len, uint64_t to,
+		   uint64_t new_len)
+{
+	struct vma moved = *v;
+	uint8_t *src = gmem_user_ptr(p->mem, old, old_len);
+	uint8_t *dst = gmem_user_ptr(p->mem, to, new_len);
+	int rc;
+
+	if (!src || !dst)
+		return -EFAULT;
+	if (moved.kind == VMA_FILE)
+		moved.file_off += old - v->start;
+	rc = lx_mm_discard(p, to, to + new_len);
+	if (rc)
+		return rc;
+	memmove(dst, src, old_len < new_len ? old_len : new_len);
+	rc = vma_insert(&p->mm.map, to, to + new_len, &moved);
+	if (rc)
+		return rc;
+	/* The old range may overlap the new one only with MREMAP_FIXED; discard what
+	 * is not part of the new mapping. */
+	if (old < to)
+		rc = lx_mm_discard(p, old, old + old_len < to ? old + old_len : to);
+	if (!rc && old + old_len > to + new_len)
+		rc = lx_mm_discard(p, old > to + new_len ? old : to + new_len, old + old_len);
+	return rc;
+}
+
+static int64_t mm_remap(struct lx_proc *p, uint64_t old, uint64_t old_len, uint64_t new_len,
+			uint64_t flags, uint64_t new_addr)
+{
+	struct vma *v = vma_find(&p->mm.map, old);
+	uint64_t to;
+	int rc;
+
+	if (!v || old + old_len > v->end)
+		return -EFAULT;
+	if (flags & MREMAP_FIXED) {
+		if (new_addr % PAGE_SIZE)
+			return -EINVAL;
+		if (!mm_user_range(p, new_addr, new_len))
+			return -ENOMEM;
+		if (new_addr < old + old_len && old < new_addr + new_len)
+			return -EINVAL;
+		rc = mm_move(p, v, old, old_len, new_addr, new_len);
+		return rc ? rc : (int64_t)new_addr;
+	}
+	if (new_len <= old_len) {
+		rc = lx_mm_discard(p, old + new_len, old + old_len);
+		return rc ? rc : (int64_t)old;
+	}
+	if (old + old_len == v->end && mm_user_range(p, old, new_len) &&
+	    vma_range_free(&p->mm.map, old + old_len, old + new_len)) {
+		struct vma grown = *v;
+
+		rc = vma_insert(&p->mm.map, v->start, old + new_len, &grown);
+		return rc ? rc : (int64_t)old;
+	}
+	if (!(flags & MREMAP_MAYMOVE))
+		return -ENOMEM;
+	rc = vma_find_free(&p->mm.map, new_len, p->mm.mmap_top, PAGE_SIZE, &to);
+	if (rc)
+		return rc;
+	rc = mm_move(p, v, old, old_len, to, new_len);
+	return rc ? rc : (int64_t)to;
+}
+
+int64_t sys_mremap(struct lx_call *c)
+{
+	uint64_t old = c->a[0], old_len = page_up(c->a[1]), new_len = page_up(c->a[2]);
+	uint64_t flags = c->a[3];
+	int64_t rc;
+
+	if (old % PAGE_SIZE || !new_len || (flags & ~(uint64_t)(MREMAP_MAYMOVE | MREMAP_FIXED)))
+		return -EINVAL;
+	if ((flags & MREMAP_FIXED) && !(flags & MREMAP_MAYMOVE))
+		return -EINVAL;
+	if (!old_len)
+		return -EINVAL; /* duplicating a shared mapping: not for private memory */
+	if (new_len > c->p->mem->size)
+		return -ENOMEM;
+	pthread_mutex_lock(&c->p->lock);
+	rc = mm_remap(c->p, old, old_len, new_len, flags, c->a[4]);
+	pthread_mutex_unlock(&c->p->lock);
+	return rc;
+}
+
+int64_t sys_brk(struct lx_call *c)
+{
+	struct lx_mm *mm = &c->p->mm;
+	uint64_t want = c->a[0], old_end, new_end;
+	struct vma heap = { .prot = PROT_READ | PROT_WRITE, .kind = VMA_BRK };
+	int64_t ret;
+
+	pthread_mutex_lock(&c->p->lock);
+	ret = (int64_t)mm->brk;
+	if (want < mm->brk_start || want > c->p->mem->size)
+		goto out;
+	old_end = page_up(mm->brk);
+	new_end = page_up(want);
+	if (new_end > old_end) {
+		if (!vma_range_free(&mm->map, old_end, new_end) || new_end > mm->mmap_top)
+			goto out; /* would run into another mapping: Linux refuses too */
+		if (vma_insert(&mm->map, mm->brk_start, new_end, &heap))
+			goto out;
+	} else if (new_end < old_end) {
+		if (lx_mm_discard(c->p, new_end, old_end))
+			goto out;
+	}
+	mm->brk = want;
+	ret = (int64_t)want;
+out:
+	pthread_mutex_unlock(&c->p->lock);
+	return ret;
+}

@@ -1,0 +1,92 @@
+/*
+ * syscall.c - system-call dispatch of the Linux personality.
+ *
+ * A guest `syscall` lands in the monitor as a VM exit; vcpu.c hands the registers
+ * here. The number indexes a table of handlers; every call is counted (for `ccvm ctl
+ * stats`), and a call without a handler returns -ENOSYS and is logged once by name,
+ * which is how a missing piece of the personality shows itself.
+ */
+#include "sys.h"
+#include "../log.h"
+#include "syscall_names.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#define LX_TABLE_ENTRY(name) [__NR_##name] = sys_##name,
+
+static const lx_handler lx_table[LX_NR_SYSCALLS] = { LX_HANDLERS(LX_TABLE_ENTRY) };
+
+const char *lx_syscall_name(unsigned nr)
+{
+	static char unnamed[LX_NR_SYSCALLS][16];
+
+	if (nr < sizeof(lx_syscall_names) / sizeof(lx_syscall_names[0]) && lx_syscall_names[nr])
+		return lx_syscall_names[nr];
+	if (nr >= LX_NR_SYSCALLS)
+		return "out_of_range";
+	if (!unnamed[nr][0])
+		snprintf(unnamed[nr], sizeof(unnamed[nr]), "syscall_%u", nr);
+	return unnamed[nr];
+}
+
+int lx_upath(struct lx_call *c, uint64_t gva, const char **path)
+{
+	size_t len;
+
+	*path = gmem_user_str(c->p->mem, gva, PATH_MAX, &len);
+	if (*path)
+		return 0;
+	/* Distinguish a string too long from one that runs off the end of RAM. */
+	if (gmem_user_range_ok(c->p->mem, gva, PATH_MAX))
+		return -ENAMETOOLONG;
+	return -EFAULT;
+}
+
+void lx_block_begin(struct lx_call *c)
+{
+	if (c->p->hooks && c->p->hooks->block_begin)
+		c->p->hooks->block_begin(c->t->vcpu);
+}
+
+void lx_block_end(struct lx_call *c)
+{
+	if (c->p->hooks && c->p->hooks->block_end)
+		c->p->hooks->block_end(c->t->vcpu);
+}
+
+static int64_t lx_unknown(struct lx_call *c)
+{
+	unsigned nr = c->nr < LX_NR_SYSCALLS ? (unsigned)c->nr : LX_NR_SYSCALLS - 1;
+
+	if (!__atomic_exchange_n(&c->p->sys_unknown_logged[nr], 1, __ATOMIC_RELAXED))
+		log_warn("guest called unsupported system call %s (%llu); returning ENOSYS",
+			 lx_syscall_name((unsigned)c->nr), (unsigned long long)c->nr);
+	return -ENOSYS;
+}
+
+enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+			  bool *sregs_dirty)
+{
+	struct lx_call c = {
+		.t = t,
+		.p = t->proc,
+		.nr = regs->rax,
+		.a = { regs->rdi, regs->rsi, regs->rdx, regs->r10, regs->r8, regs->r9 },
+		.regs = regs,
+		.sregs = sregs,
+		.action = LX_RESUME,
+	};
+	lx_handler h = c.nr < LX_NR_SYSCALLS ? lx_table[c.nr] : NULL;
+
+	__atomic_fetch_add(&t->proc->sys_count[c.nr < LX_NR_SYSCALLS ? c.nr : LX_NR_SYSCALLS - 1],
+			   1, __ATOMIC_RELAXED);
+	regs->rax = (uint64_t)(h ? h(&c) : lx_unknown(&c));
+	if (log_get_level() >= LOG_DEBUG)
+		log_debug("syscall %s(%#llx, %#llx, %#llx) = %lld", lx_syscall_name((unsigned)c.nr),
+			  (unsigned long long)c.a[0], (unsigned long long)c.a[1],
+			  (unsigned long long)c.a[2], (long long)regs->rax);
+	*sregs_dirty = c.sregs_dirty;
+	return c.action;
+}

@@ -1,0 +1,225 @@
+/*
+ * main.c - the ccvm command line: `run` and `ctl`.
+ *
+ * `ccvm run [OPTIONS] -- PROGRAM [ARGS...]` builds a VM, loads the program through the
+ * Linux personality, and runs it; ccvm exits with the program's exit status (or
+ * 128 + signal when it crashes). Exit statuses of ccvm itself follow the shell's
+ * conventions: 127 when the program does not exist, 126 when it cannot be run, 2 for
+ * a usage error, 1 when the VM cannot be built.
+ */
+#include "cli.h"
+#include "control.h"
+#include "log.h"
+#include "vcpu.h"
+#include "vm.h"
+#include "linux/lx.h"
+#include "../mmu/layout.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#define EXIT_USAGE        2
+#define EXIT_CANNOT_EXEC  126
+#define EXIT_NOT_FOUND    127
+#define DEFAULT_MEM       (1ULL << 30)
+#define MAX_RW_DIRS       64
+
+extern char **environ;
+
+struct run_opts {
+	uint64_t mem;
+	const char *control;
+	const char *root;
+	const char *rw[MAX_RW_DIRS];
+	int n_rw;
+	int argc;
+	char **argv;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+		"       ccvm ctl PATH COMMAND [ARGS...]\n"
+		"\n"
+		"run options:\n"
+		"  --mem SIZE        guest RAM (default 1G; suffixes K, M, G; %llu MiB .. %llu GiB)\n"
+		"  --control PATH    serve the control socket at PATH\n"
+		"  --root DIR        the guest's / (default /)\n"
+		"  --rw DIR          a directory the guest may write under (repeatable;\n"
+		"                    default: the current directory)\n"
+		"  -v, --verbose     more messages (twice: trace every system call)\n"
+		"\n"
+		"ctl commands: status, pause, resume, stats, quit\n",
+		(unsigned long long)(LAYOUT_MIN_RAM >> 20), (unsigned long long)(LAYOUT_MAX_RAM >> 30));
+}
+
+static int parse_run(int argc, char **argv, struct run_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "mem", required_argument, NULL, 'm' },  { "control", required_argument, NULL, 'c' },
+		{ "root", required_argument, NULL, 'r' }, { "rw", required_argument, NULL, 'w' },
+		{ "verbose", no_argument, NULL, 'v' },    { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch, verbose = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->mem = DEFAULT_MEM;
+	o->root = "/";
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'm':
+			if (cli_parse_size(optarg, &o->mem)) {
+				log_err("--mem %s: not a size (examples: 512M, 2G)", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'c':
+			o->control = optarg;
+			break;
+		case 'r':
+			o->root = optarg;
+			break;
+		case 'w':
+			if (o->n_rw == MAX_RW_DIRS) {
+				log_err("too many --rw directories (at most %d)", MAX_RW_DIRS);
+				return -EINVAL;
+			}
+			o->rw[o->n_rw++] = optarg;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
+	if (optind >= argc) {
+		log_err("run: no PROGRAM given");
+		usage(stderr);
+		return -EINVAL;
+	}
+	if (o->mem < LAYOUT_MIN_RAM || o->mem > LAYOUT_MAX_RAM) {
+		log_err("--mem %llu bytes: guest RAM must be between %llu MiB and %llu GiB",
+			(unsigned long long)o->mem, (unsigned long long)(LAYOUT_MIN_RAM >> 20),
+			(unsigned long long)(LAYOUT_MAX_RAM >> 30));
+		return -EINVAL;
+	}
+	/* Whole 2 MiB pages: the guest page tables map RAM with them. */
+	o->mem = (o->mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+	if (o->n_rw == 0)
+		o->rw[o->n_rw++] = ".";
+	o->argc = argc - optind;
+	o->argv = argv + optind;
+	return 0;
+}
+
+static const struct lx_hooks run_hooks = {
+	.block_begin = (void (*)(void *))vcpu_block_begin,
+	.block_end = (void (*)(void *))vcpu_block_end,
+};
+
+static int exit_status_for(int rc)
+{
+	if (rc == -ENOENT)
+		return EXIT_NOT_FOUND;
+	if (rc == -ENOEXEC || rc == -EACCES || rc == -EISDIR)
+		return EXIT_CANNOT_EXEC;
+	return 1;
+}
+
+static int start_clock(struct vm *vm, struct vcpu *vcpu)
+{
+	int64_t offset;
+	int khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ, 0);
+
+	if (khz <= 0 || vcpu_tsc_offset(vcpu, &offset)) {
+		log_err("cannot read the vCPU's TSC (KVM_GET_TSC_KHZ / MSR_IA32_TSC)");
+		return -EIO;
+	}
+	vm->tsc_khz = (uint32_t)khz;
+	lx_clock_init(vm->proc, offset, (uint32_t)khz);
+	return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	struct lx_thread thread;
+	struct ctl_server *ctl = NULL;
+	struct lx_entry entry;
+	struct run_opts o;
+	struct vcpu *vcpu;
+	struct vm vm;
+	int rc, status;
+
+	if (parse_run(argc, argv, &o))
+		return EXIT_USAGE;
+	if (vm_create(&vm, o.mem))
+		return 1;
+	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
+				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
+				 .hooks = &run_hooks };
+	rc = lx_proc_create(&vm.mem, &cfg, &vm.proc, &entry);
+	if (rc) {
+		status = exit_status_for(rc);
+		goto out_vm;
+	}
+	rc = vcpu_create(&vm, 0, &(struct vcpu_entry){ .rip = entry.rip, .rsp = entry.rsp }, &vcpu);
+	if (rc) {
+		status = 1;
+		goto out_proc;
+	}
+	vm.vcpus[vm.n_vcpus++] = vcpu;
+	lx_thread_init(vm.proc, &thread, vcpu);
+	vcpu->lx = &thread;
+	status = 1;
+	if (start_clock(&vm, vcpu) || ctl_start(&vm, o.control, &ctl))
+		goto out_proc;
+	status = vm_run(&vm);
+	ctl_stop(ctl);
+out_proc:
+	lx_proc_destroy(vm.proc);
+	vm.proc = NULL;
+out_vm:
+	vm_destroy(&vm);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	/* A control client that went away must not kill the monitor with SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "ctl") == 0) {
+		if (argc < 4) {
+			log_err("usage: ccvm ctl PATH COMMAND [ARGS...]");
+			return EXIT_USAGE;
+		}
+		return ctl_client(argv[2], argv[3], argc - 4, argv + 4);
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	log_err("unknown command '%s'", argv[1]);
+	usage(stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,399 @@
+/*
+ * vcpu.c - a vCPU that runs a Linux program at CPL3, and its exit loop.
+ *
+ * The vCPU starts directly in 64-bit user mode (no boot code: guest kernel mode is
+ * emulated and slow on our hosts). A guest `syscall` enters the one-instruction CPL0
+ * stub whose `out` exits to us; we run the call and return to CPL3 by rewriting RIP,
+ * RFLAGS, CS and SS in the kvm_run sync-register area (KVM_CAP_SYNC_REGS), which costs
+ * no extra ioctl. Exceptions at CPL3 arrive the same way through the IDT stubs and end
+ * the VM with a crash report, as a fatal signal ends a process.
+ *
+ * Kicks (pause, stop) follow the usual KVM pattern: set immediate_exit, then signal
+ * the thread, so a kick that lands just before KVM_RUN is not lost.
+ */
+#include "vcpu.h"
+#include "cpu_tables.h"
+#include "crash.h"
+#include "log.h"
+#include "vm.h"
+#include "x86.h"
+#include "linux/lx.h"
+#include "../mmu/layout.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#define VCPU_KICK_SIGNAL SIGUSR1
+#define FPU_FCW_DEFAULT  0x37F
+#define MXCSR_DEFAULT    0x1F80
+/* SYSCALL clears these in RFLAGS on entry to the stub (Linux masks the same). */
+#define SFMASK (RFLAGS_TF | RFLAGS_DF | RFLAGS_IF | RFLAGS_IOPL | RFLAGS_AC | RFLAGS_NT)
+
+static void vcpu_seg_user_code(struct kvm_segment *s)
+{
+	*s = (struct kvm_segment){ .base = 0, .limit = 0xFFFFFFFF, .selector = GDT_USER_CS,
+				   .type = SEG_TYPE_CODE_XR, .present = 1, .dpl = 3, .db = 0,
+				   .s = 1, .l = 1, .g = 1 };
+}
+
+static void vcpu_seg_user_data(struct kvm_segment *s, uint64_t base)
+{
+	*s = (struct kvm_segment){ .base = base, .limit = 0xFFFFFFFF, .selector = GDT_USER_DS,
+				   .type = SEG_TYPE_DATA_RW, .present = 1, .dpl = 3, .db = 1,
+				   .s = 1, .l = 0, .g = 1 };
+}
+
+static int vcpu_setup_sregs(struct vcpu *vcpu, const struct vcpu_entry *entry)
+{
+	struct kvm_sregs sr;
+
+	if (ioctl(vcpu->fd, KVM_GET_SREGS, &sr) < 0)
+		return -errno;
+	vcpu_seg_user_code(&sr.cs);
+	vcpu_seg_user_data(&sr.ss, 0);
+	vcpu_seg_user_data(&sr.ds, 0);
+	vcpu_seg_user_data(&sr.es, 0);
+	vcpu_seg_user_data(&sr.fs, entry->fs_base);
+	vcpu_seg_user_data(&sr.gs, 0);
+	sr.tr = (struct kvm_segment){ .base = LAYOUT_TSS, .limit = TSS_LIMIT,
+				      .selector = GDT_TSS, .type = SEG_TYPE_TSS_BUSY,
+				      .present = 1, .g = 0 };
+	sr.ldt = (struct kvm_segment){ .unusable = 1 };
+	sr.gdt.base = LAYOUT_GDT;
+	sr.gdt.limit = GDT_LIMIT;
+	sr.idt.base = LAYOUT_IDT;
+	sr.idt.limit = IDT_LIMIT;
+	sr.cr0 = CR0_PE | CR0_MP | CR0_ET | CR0_NE | CR0_WP | CR0_AM | CR0_PG;
+	sr.cr3 = vcpu->vm->cr3;
+	sr.cr4 = CR4_PAE | CR4_OSFXSR | CR4_OSXMMEXCPT | CR4_OSXSAVE;
+	sr.efer = EFER_LME | EFER_LMA | EFER_SCE | EFER_NXE;
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &sr) < 0)
+		return -errno;
+	return 0;
+}
+
+static int vcpu_setup_msrs(struct vcpu *vcpu)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e[4];
+	} m = { .hdr.nmsrs = 4 };
+
+	m.e[0] = (struct kvm_msr_entry){ .index = MSR_STAR,
+					 .data = ((uint64_t)GDT_USER_CS32 << 48) |
+						 ((uint64_t)GDT_KERNEL_CS << 32) };
+	m.e[1] = (struct kvm_msr_entry){ .index = MSR_LSTAR, .data = STUB_SYSCALL };
+	m.e[2] = (struct kvm_msr_entry){ .index = MSR_CSTAR, .data = STUB_SYSCALL };
+	m.e[3] = (struct kvm_msr_entry){ .index = MSR_SYSCALL_MASK, .data = SFMASK };
+	if (ioctl(vcpu->fd, KVM_SET_MSRS, &m) != 4)
+		return -EIO;
+	return 0;
+}
+
+static int vcpu_setup_fpu(struct vcpu *vcpu)
+{
+	struct kvm_xcrs xcrs = { .nr_xcrs = 1, .xcrs[0] = { .xcr = 0, .value = vcpu->vm->xcr0 } };
+	struct kvm_fpu fpu = { .fcw = FPU_FCW_DEFAULT, .mxcsr = MXCSR_DEFAULT };
+
+	if (ioctl(vcpu->fd, KVM_SET_XCRS, &xcrs) < 0)
+		return -errno;
+	if (ioctl(vcpu->fd, KVM_SET_FPU, &fpu) < 0)
+		return -errno;
+	return 0;
+}
+
+static int vcpu_setup_regs(struct vcpu *vcpu, const struct vcpu_entry *entry)
+{
+	struct kvm_regs r = { .rip = entry->rip, .rsp = entry->rsp,
+			      .rflags = RFLAGS_FIXED | RFLAGS_IF };
+
+	if (ioctl(vcpu->fd, KVM_SET_REGS, &r) < 0)
+		return -errno;
+	return 0;
+}
+
+static int vcpu_setup(struct vcpu *vcpu, const struct vcpu_entry *entry)
+{
+	int rc;
+
+	if (ioctl(vcpu->fd, KVM_SET_CPUID2, vcpu->vm->cpuid) < 0) {
+		rc = -errno;
+		log_err("KVM_SET_CPUID2: %s", strerror(errno));
+		return rc;
+	}
+	if ((rc = vcpu_setup_sregs(vcpu, entry)) || (rc = vcpu_setup_msrs(vcpu)) ||
+	    (rc = vcpu_setup_fpu(vcpu)) || (rc = vcpu_setup_regs(vcpu, entry))) {
+		log_err("setting up vCPU %d for user mode: %s", vcpu->id, strerror(-rc));
+		return rc;
+	}
+	vcpu->run->kvm_valid_regs = KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;
+	return 0;
+}
+
+int vcpu_create(struct vm *vm, int id, const struct vcpu_entry *entry, struct vcpu **out)
+{
+	struct vcpu *vcpu = calloc(1, sizeof(*vcpu));
+	int rc;
+
+	if (!vcpu)
+		return -ENOMEM;
+	vcpu->vm = vm;
+	vcpu->id = id;
+	vcpu->run = MAP_FAILED;
+	vcpu->fd = ioctl(vm->fd, KVM_CREATE_VCPU, id);
+	if (vcpu->fd < 0) {
+		rc = -errno;
+		log_err("KVM_CREATE_VCPU %d: %s", id, strerror(errno));
+		goto err_free;
+	}
+	vcpu->run = mmap(NULL, (size_t)vm->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu->fd,
+			 0);
+	if (vcpu->run == MAP_FAILED) {
+		rc = -errno;
+		log_err("mmap of the kvm_run area: %s", strerror(errno));
+		goto err_close;
+	}
+	rc = vcpu_setup(vcpu, entry);
+	if (rc)
+		goto err_unmap;
+	*out = vcpu;
+	return 0;
+
+err_unmap:
+	munmap(vcpu->run, (size_t)vm->run_size);
+err_close:
+	close(vcpu->fd);
+err_free:
+	free(vcpu);
+	return rc;
+}
+
+void vcpu_destroy(struct vcpu *vcpu)
+{
+	if (!vcpu)
+		return;
+	munmap(vcpu->run, (size_t)vcpu->vm->run_size);
+	close(vcpu->fd);
+	free(vcpu);
+}
+
+int vcpu_tsc_offset(struct vcpu *vcpu, int64_t *offset)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m = { .hdr.nmsrs = 1, .e.index = MSR_IA32_TSC };
+	uint64_t before, after;
+
+	before = __rdtsc();
+	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) != 1)
+		return -EIO;
+	after = __rdtsc();
+	*offset = (int64_t)(m.e.data - (before + (after - before) / 2));
+	return 0;
+}
+
+static void vcpu_kick_handler(int sig)
+{
+	(void)sig; /* only there to interrupt KVM_RUN */
+}
+
+void vcpu_kick(struct vcpu *vcpu)
+{
+	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	pthread_kill(vcpu->thread, VCPU_KICK_SIGNAL);
+}
+
+static void vcpu_set_state(struct vcpu *vcpu, enum vcpu_state st)
+{
+	struct vm *vm = vcpu->vm;
+
+	pthread_mutex_lock(&vm->lock);
+	vcpu->state = st;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+void vcpu_block_begin(struct vcpu *vcpu)
+{
+	vcpu_set_state(vcpu, VCPU_BLOCKED);
+}
+
+void vcpu_block_end(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+
+	pthread_mutex_lock(&vm->lock);
+	vcpu->state = VCPU_MONITOR;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+/* Between exits: honour a pause (park until resumed) or a stop. Returns true when the
+ * vCPU must stop. The unlocked reads are a fast path; the decision is made locked. */
+static bool vcpu_check_requests(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+	bool stop;
+
+	if (!__atomic_load_n(&vm->pause_req, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&vm->stop_req, __ATOMIC_ACQUIRE)) {
+		/* Only this thread moves itself into GUEST; pause waits for the other states. */
+		__atomic_store_n(&vcpu->state, VCPU_GUEST, __ATOMIC_RELEASE);
+		return false;
+	}
+	pthread_mutex_lock(&vm->lock);
+	while (vm->pause_req && !vm->stop_req) {
+		vcpu->state = VCPU_PARKED;
+		pthread_cond_broadcast(&vm->cond);
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	}
+	stop = vm->stop_req;
+	vcpu->state = stop ? VCPU_DONE : VCPU_GUEST;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	return stop;
+}
+
+/* Return from the syscall stub to the program the way SYSRET would. On PVM hosts
+ * the stub already runs at CPL3 and only RIP/RFLAGS change; where `syscall` did
+ * enter CPL0, CS and SS go back to the user selectors too. */
+static void vcpu_sysret(struct kvm_run *run, bool sregs_dirty)
+{
+	struct kvm_regs *r = &run->s.regs.regs;
+	struct kvm_sregs *sr = &run->s.regs.sregs;
+
+	r->rip = r->rcx;
+	r->rflags = (r->r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+	run->kvm_dirty_regs = KVM_SYNC_X86_REGS;
+	if (sr->cs.dpl != 3) {
+		vcpu_seg_user_code(&sr->cs);
+		vcpu_seg_user_data(&sr->ss, 0);
+		sregs_dirty = true;
+	}
+	if (sregs_dirty)
+		run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
+}
+
+/* Returns true when the vCPU must stop. */
+static bool vcpu_handle_syscall(struct vcpu *vcpu)
+{
+	struct kvm_run *run = vcpu->run;
+	bool sregs_dirty = false;
+	enum lx_action act;
+
+	stats_count(&vcpu->vm->stats.exits[EXIT_SYSCALL]);
+	__atomic_store_n(&vcpu->state, VCPU_MONITOR, __ATOMIC_RELEASE);
+	act = lx_syscall(vcpu->lx, &run->s.regs.regs, &run->s.regs.sregs, &sregs_dirty);
+	if (act != LX_RESUME) {
+		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
+		return true;
+	}
+	vcpu_sysret(run, sregs_dirty);
+	return false;
+}
+
+static bool vcpu_handle_io(struct vcpu *vcpu)
+{
+	struct kvm_run *run = vcpu->run;
+	struct kvm_regs *r = &run->s.regs.regs;
+	int stub = -2;
+
+	/* Only our own stubs may talk to the monitor: the syscall stub (at CPL3 on PVM
+	 * hosts; jumping to it directly is just another way to make a system call) and
+	 * the exception stubs, which count only when the CPU entered them at CPL0. */
+	if (run->io.direction == KVM_EXIT_IO_OUT && run->io.port == STUB_PORT)
+		stub = cpu_stub_at(r->rip);
+	if (stub >= 0 && run->s.regs.sregs.cs.dpl != 0)
+		stub = -2;
+	if (stub == -1)
+		return vcpu_handle_syscall(vcpu);
+	if (stub >= 0) {
+		stats_count(&vcpu->vm->stats.exits[EXIT_EXCEPTION]);
+		vm_stop(vcpu->vm, crash_report_exception(vcpu, stub));
+		return true;
+	}
+	stats_count(&vcpu->vm->stats.exits[EXIT_IO_OTHER]);
+	vm_stop(vcpu->vm, crash_report_exit(vcpu, "unexpected port I/O"));
+	return true;
+}
+
+/* Returns true when the vCPU must stop. */
+static bool vcpu_handle_exit(struct vcpu *vcpu)
+{
+	struct vm_stats *st = &vcpu->vm->stats;
+
+	switch (vcpu->run->exit_reason) {
+	case KVM_EXIT_IO:
+		return vcpu_handle_io(vcpu);
+	case KVM_EXIT_INTR:
+		stats_count(&st->exits[EXIT_KICK]);
+		return false;
+	case KVM_EXIT_HLT:
+		stats_count(&st->exits[EXIT_HLT]);
+		vm_stop(vcpu->vm, crash_report_exit(vcpu, "halted at CPL0"));
+		return true;
+	case KVM_EXIT_SHUTDOWN:
+		stats_count(&st->exits[EXIT_SHUTDOWN]);
+		vm_stop(vcpu->vm, crash_report_exit(vcpu, "triple fault (KVM_EXIT_SHUTDOWN)"));
+		return true;
+	case KVM_EXIT_INTERNAL_ERROR:
+		stats_count(&st->exits[EXIT_INTERNAL]);
+		vm_stop(vcpu->vm, crash_report_exit(vcpu, "KVM internal error"));
+		return true;
+	case KVM_EXIT_FAIL_ENTRY:
+		stats_count(&st->exits[EXIT_FAIL_ENTRY]);
+		vm_stop(vcpu->vm, crash_report_exit(vcpu, "VM entry failed"));
+		return true;
+	case KVM_EXIT_MMIO:
+		stats_count(&st->exits[EXIT_MMIO]);
+		vm_stop(vcpu->vm, crash_report_exit(vcpu, "access outside guest RAM (MMIO)"));
+		return true;
+	default:
+		stats_count(&st->exits[EXIT_OTHER]);
+		vm_stop(vcpu->vm, crash_report_exit(vcpu, "unexpected VM exit"));
+		return true;
+	}
+}
+
+static void vcpu_thread_signals(void)
+{
+	struct sigaction sa = { .sa_handler = vcpu_kick_handler, .sa_flags = SA_RESTART };
+	sigset_t set;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(VCPU_KICK_SIGNAL, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, VCPU_KICK_SIGNAL);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+void *vcpu_thread(void *arg)
+{
+	struct vcpu *vcpu = arg;
+	struct vm *vm = vcpu->vm;
+
+	vcpu_thread_signals();
+	while (!vcpu_check_requests(vcpu)) {
+		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
+			if (errno == EINTR || errno == EAGAIN) {
+				__atomic_store_n(&vcpu->run->immediate_exit, 0, __ATOMIC_SEQ_CST);
+				stats_count(&vm->stats.exits[EXIT_KICK]);
+				continue;
+			}
+			log_err("KVM_RUN on vCPU %d: %s", vcpu->id, strerror(errno));
+			vm_stop(vm, 1);
+			break;
+		}
+		if (vcpu_handle_exit(vcpu))
+			break;
+	}
+	vcpu_set_state(vcpu, VCPU_DONE);
+	return NULL;
+}

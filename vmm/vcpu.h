@@ -1,0 +1,57 @@
+/*
+ * vcpu.h - one virtual CPU: CPL3 setup, its host thread and the exit loop.
+ */
+#ifndef CCVM_VCPU_H
+#define CCVM_VCPU_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct vm;
+struct lx_thread;
+
+enum vcpu_state {
+	VCPU_GUEST,   /* in KVM_RUN or about to enter it */
+	VCPU_MONITOR, /* handling an exit */
+	VCPU_BLOCKED, /* inside a blocking host call for the guest (read, nanosleep...) */
+	VCPU_PARKED,  /* waiting for a pause to end */
+	VCPU_DONE,
+};
+
+struct vcpu {
+	struct vm *vm;
+	int id;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	enum vcpu_state state; /* guarded by vm->lock */
+	struct lx_thread *lx;  /* the guest thread this vCPU runs */
+};
+
+/* Initial user-mode register state of a new vCPU. */
+struct vcpu_entry {
+	uint64_t rip, rsp;
+	uint64_t fs_base;
+};
+
+int vcpu_create(struct vm *vm, int id, const struct vcpu_entry *entry, struct vcpu **out);
+void vcpu_destroy(struct vcpu *vcpu);
+
+/* Body of a vCPU thread: runs the guest until the VM stops. */
+void *vcpu_thread(void *arg);
+
+/* Kick a vCPU out of KVM_RUN (from another thread). */
+void vcpu_kick(struct vcpu *vcpu);
+
+/* Around a host call that may block on behalf of the guest: lets a pause proceed
+ * without waiting for it. The call then completes, and the vCPU parks before it runs
+ * guest code again. */
+void vcpu_block_begin(struct vcpu *vcpu);
+void vcpu_block_end(struct vcpu *vcpu);
+
+/* The guest TSC minus the host TSC (constant for the VM's life). */
+int vcpu_tsc_offset(struct vcpu *vcpu, int64_t *offset);
+
+#endif

@@ -1,0 +1,289 @@
+/*
+ * vm.c - create a KVM VM for a CPL3 guest and drive its lifecycle.
+ *
+ * One memslot covers all guest RAM at guest-physical 0. The system area at its start
+ * gets the CPU tables and page tables once; nothing in them changes afterwards. The
+ * vCPUs run on their own threads; the main thread waits for the VM to stop, and the
+ * control thread may pause and resume it. Pausing means: no vCPU is executing guest
+ * code (each is parked between exits, or blocked in a host call for the guest).
+ */
+#include "vm.h"
+#include "cpu_tables.h"
+#include "log.h"
+#include "vcpu.h"
+#include "x86.h"
+#include "../mmu/layout.h"
+#include "../mmu/pagetable.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#define KVM_API_VERSION_EXPECTED 12
+#define CPUID_MAX_ENTRIES 256
+#define CPUID_LEAF_XSAVE 0xD
+/* State components the guest may enable: x87, SSE, AVX and the three AVX-512 ones.
+ * Not AMX (needs per-process permission) nor PKRU (needs CR4.PKE). */
+#define XCR0_GUEST_MASK                                                                \
+	(XCR0_X87 | XCR0_SSE | XCR0_AVX | XCR0_OPMASK | XCR0_ZMM_HI256 | XCR0_HI16_ZMM)
+#define XCR0_AVX512 (XCR0_OPMASK | XCR0_ZMM_HI256 | XCR0_HI16_ZMM)
+
+static int vm_check_caps(struct vm *vm)
+{
+	int sync = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_SYNC_REGS);
+
+	if ((sync & (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS)) !=
+	    (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS)) {
+		log_err("this KVM lacks KVM_CAP_SYNC_REGS, which ccvm needs to return from "
+			"system calls without extra ioctls");
+		return -ENOTSUP;
+	}
+	if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) <= 0) {
+		log_err("this KVM lacks KVM_CAP_IMMEDIATE_EXIT");
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int vm_get_cpuid(struct vm *vm)
+{
+	struct kvm_cpuid2 *c;
+
+	c = calloc(1, sizeof(*c) + CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2));
+	if (!c)
+		return -ENOMEM;
+	c->nent = CPUID_MAX_ENTRIES;
+	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c) < 0) {
+		int rc = -errno;
+
+		log_err("KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
+		free(c);
+		return rc;
+	}
+	vm->cpuid = c;
+	vm->xcr0 = XCR0_X87 | XCR0_SSE;
+	for (unsigned i = 0; i < c->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &c->entries[i];
+
+		if (e->function == CPUID_LEAF_XSAVE && e->index == 0)
+			vm->xcr0 = ((uint64_t)e->edx << 32 | e->eax) & XCR0_GUEST_MASK;
+	}
+	/* AVX-512 state is all or nothing. */
+	if ((vm->xcr0 & XCR0_AVX512) != XCR0_AVX512)
+		vm->xcr0 &= ~XCR0_AVX512;
+	return 0;
+}
+
+static int vm_open_kvm(struct vm *vm)
+{
+	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (vm->kvm_fd < 0) {
+		int rc = -errno;
+
+		log_err("cannot open /dev/kvm: %s (is KVM available, and may this user open it? "
+			"try running as root)", strerror(errno));
+		return rc;
+	}
+	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION_EXPECTED) {
+		log_err("unexpected KVM API version");
+		return -ENOTSUP;
+	}
+	return vm_check_caps(vm);
+}
+
+static int vm_map_ram(struct vm *vm, uint64_t mem_bytes)
+{
+	struct kvm_userspace_memory_region region;
+	int rc = gmem_map(&vm->mem, mem_bytes);
+
+	if (rc) {
+		log_err("cannot reserve %llu MiB of guest RAM: %s", (unsigned long long)(mem_bytes >> 20),
+			strerror(-rc));
+		return rc;
+	}
+	region = (struct kvm_userspace_memory_region){
+		.slot = 0,
+		.guest_phys_addr = 0,
+		.memory_size = vm->mem.size,
+		.userspace_addr = (uint64_t)(uintptr_t)vm->mem.host,
+	};
+	if (ioctl(vm->fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
+		rc = -errno;
+		log_err("KVM_SET_USER_MEMORY_REGION (%llu MiB): %s", (unsigned long long)(mem_bytes >> 20),
+			strerror(errno));
+		return rc;
+	}
+	rc = pt_build(vm->mem.host, vm->mem.size, &vm->cr3);
+	if (rc)
+		return rc;
+	cpu_tables_build(vm->mem.host);
+	return 0;
+}
+
+int vm_create(struct vm *vm, uint64_t mem_bytes)
+{
+	int rc;
+
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = vm->fd = -1;
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_cond_init(&vm->cond, NULL);
+	rc = vm_open_kvm(vm);
+	if (rc)
+		goto err;
+	vm->fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->fd < 0) {
+		rc = -errno;
+		log_err("KVM_CREATE_VM: %s", strerror(errno));
+		goto err;
+	}
+	vm->run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (vm->run_size <= 0) {
+		rc = -EIO;
+		goto err;
+	}
+	rc = vm_get_cpuid(vm);
+	if (rc)
+		goto err;
+	rc = vm_map_ram(vm, mem_bytes);
+	if (rc)
+		goto err;
+	return 0;
+err:
+	vm_destroy(vm);
+	return rc;
+}
+
+void vm_destroy(struct vm *vm)
+{
+	for (int i = 0; i < vm->n_vcpus; i++)
+		vcpu_destroy(vm->vcpus[i]);
+	vm->n_vcpus = 0;
+	if (vm->fd >= 0)
+		close(vm->fd);
+	if (vm->kvm_fd >= 0)
+		close(vm->kvm_fd);
+	vm->fd = vm->kvm_fd = -1;
+	gmem_unmap(&vm->mem);
+	free(vm->cpuid);
+	vm->cpuid = NULL;
+}
+
+/* Every vCPU is out of guest code for good, or blocked in a host call that will
+ * never matter again (the process exits under it). Caller holds vm->lock. */
+static bool vm_all_quiet(struct vm *vm, bool allow_parked)
+{
+	for (int i = 0; i < vm->n_vcpus; i++) {
+		enum vcpu_state st = __atomic_load_n(&vm->vcpus[i]->state, __ATOMIC_ACQUIRE);
+
+		if (st == VCPU_GUEST || st == VCPU_MONITOR)
+			return false;
+		if (st == VCPU_PARKED && !allow_parked)
+			return false;
+	}
+	return true;
+}
+
+int vm_run(struct vm *vm)
+{
+	int started = 0, status;
+
+	for (int i = 0; i < vm->n_vcpus; i++) {
+		vm->vcpus[i]->state = VCPU_GUEST;
+		if (pthread_create(&vm->vcpus[i]->thread, NULL, vcpu_thread, vm->vcpus[i])) {
+			log_err("cannot start the thread of vCPU %d", i);
+			vm_stop(vm, 1);
+			vm->vcpus[i]->state = VCPU_DONE;
+			continue;
+		}
+		started++;
+	}
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->stop_req || !vm_all_quiet(vm, false))
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	status = vm->exit_status;
+	pthread_mutex_unlock(&vm->lock);
+	for (int i = 0; i < vm->n_vcpus && started; i++)
+		if (vm->vcpus[i]->state == VCPU_DONE)
+			pthread_join(vm->vcpus[i]->thread, NULL);
+	return status;
+}
+
+static void vm_kick_all(struct vm *vm)
+{
+	for (int i = 0; i < vm->n_vcpus; i++)
+		vcpu_kick(vm->vcpus[i]);
+}
+
+void vm_stop(struct vm *vm, int status)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (!vm->stop_req) {
+		vm->stop_req = true;
+		vm->exit_status = status;
+		vm->state = VM_STOPPED;
+	}
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	vm_kick_all(vm);
+}
+
+int vm_pause(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->stop_req) {
+		pthread_mutex_unlock(&vm->lock);
+		return -ESRCH;
+	}
+	vm->pause_req = true;
+	pthread_mutex_unlock(&vm->lock);
+	vm_kick_all(vm);
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->stop_req && !vm_all_quiet(vm, true))
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	if (!vm->stop_req)
+		vm->state = VM_PAUSED;
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+int vm_resume(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->stop_req) {
+		pthread_mutex_unlock(&vm->lock);
+		return -ESRCH;
+	}
+	vm->pause_req = false;
+	vm->state = VM_RUNNING;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+enum vm_state vm_get_state(struct vm *vm)
+{
+	enum vm_state st;
+
+	pthread_mutex_lock(&vm->lock);
+	st = vm->state;
+	pthread_mutex_unlock(&vm->lock);
+	return st;
+}
+
+uint64_t vm_host_rss(void)
+{
+	unsigned long long size = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}

@@ -1,0 +1,66 @@
+/*
+ * vm.h - a KVM virtual machine: RAM, vCPUs, and their run/pause/stop lifecycle.
+ */
+#ifndef CCVM_VM_H
+#define CCVM_VM_H
+
+#include "stats.h"
+#include "../mmu/gmem.h"
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VM_MAX_VCPUS 64
+
+struct lx_proc;
+struct vcpu;
+
+enum vm_state { VM_RUNNING, VM_PAUSED, VM_STOPPED };
+
+struct vm {
+	int kvm_fd;
+	int fd;
+	int run_size;          /* size of each vCPU's kvm_run mapping */
+	struct gmem mem;
+	uint64_t cr3;
+	uint64_t xcr0;         /* state components enabled for the guest */
+	uint32_t tsc_khz;
+	struct kvm_cpuid2 *cpuid;
+
+	pthread_mutex_t lock;  /* guards everything below */
+	pthread_cond_t cond;
+	struct vcpu *vcpus[VM_MAX_VCPUS];
+	int n_vcpus;
+	int n_running;         /* vCPU threads not yet finished */
+	int n_parked;          /* vCPUs that honour a pause request right now */
+	bool pause_req;
+	bool stop_req;
+	enum vm_state state;
+	int exit_status;       /* what ccvm exits with once the VM stops */
+
+	struct lx_proc *proc;  /* the Linux personality of the guest program */
+	struct vm_stats stats;
+};
+
+int vm_create(struct vm *vm, uint64_t mem_bytes);
+void vm_destroy(struct vm *vm);
+
+/* Start every vCPU thread and wait until the VM stops. Returns the exit status. */
+int vm_run(struct vm *vm);
+
+/* Stop all vCPUs for good; the VM exits with @status. Callable from any thread. */
+void vm_stop(struct vm *vm, int status);
+
+/* Pause: returns once no vCPU runs guest code. Resume lets them go on. Called from
+ * the control thread, never from a vCPU. */
+int vm_pause(struct vm *vm);
+int vm_resume(struct vm *vm);
+enum vm_state vm_get_state(struct vm *vm);
+
+/* Host resident set size of the whole monitor process, in bytes. */
+uint64_t vm_host_rss(void);
+
+#endif
