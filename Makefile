@@ -78,16 +78,16 @@ $(B)/guest/zipfbench.musl: guest/zipfbench.c
 	$(MUSLCC) -O2 -static $(WARN) -o $@ $< -lm
 $(B)/guest/tests/%.glibc: guest/tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -static $(WARN) -Wno-error=unused-result -o $@ $<
+	$(CC) -O1 -static -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
 $(B)/guest/tests/%.musl: guest/tests/%.c
 	@mkdir -p $(dir $@)
-	$(MUSLCC) -O1 -static $(WARN) -o $@ $<
+	$(MUSLCC) -O1 -static -D_GNU_SOURCE $(WARN) -o $@ $<
 
 # Unit tests (Check), linked against the monitor's code without main().
 $(B)/unit: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
 $(B)/unit-asan: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -Itests/unit -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
 
 deps:
 	@scripts/install-deps.sh

@@ -60,6 +60,15 @@ static void usage(FILE *out)
 		(unsigned long long)(LAYOUT_MIN_RAM >> 20), (unsigned long long)(LAYOUT_MAX_RAM >> 30));
 }
 
+/* Physical memory of the host: guest RAM is reserved lazily, but a VM larger than
+ * the machine could only end in the OOM killer. */
+static uint64_t host_ram_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : LAYOUT_MAX_RAM;
+}
+
 static int parse_run(int argc, char **argv, struct run_opts *o)
 {
 	static const struct option longopts[] = {
@@ -116,6 +125,11 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		log_err("--mem %llu bytes: guest RAM must be between %llu MiB and %llu GiB",
 			(unsigned long long)o->mem, (unsigned long long)(LAYOUT_MIN_RAM >> 20),
 			(unsigned long long)(LAYOUT_MAX_RAM >> 30));
+		return -EINVAL;
+	}
+	if (o->mem > host_ram_bytes()) {
+		log_err("--mem %llu MiB: more than this host's memory (%llu MiB)",
+			(unsigned long long)(o->mem >> 20), (unsigned long long)(host_ram_bytes() >> 20));
 		return -EINVAL;
 	}
 	/* Whole 2 MiB pages: the guest page tables map RAM with them. */
@@ -190,6 +204,13 @@ static int cmd_run(int argc, char **argv)
 		goto out_proc;
 	status = vm_run(&vm);
 	ctl_stop(ctl);
+	if (!vm_all_done(&vm)) {
+		/* A vCPU is still inside a blocking host call for the guest (a read from
+		 * a terminal, say). Nothing of the guest matters any more; tearing the VM
+		 * down under that thread would not be safe, so leave it to exit(). */
+		fflush(NULL);
+		_exit(status);
+	}
 out_proc:
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;

@@ -213,6 +213,17 @@ int vm_run(struct vm *vm)
 	return status;
 }
 
+bool vm_all_done(struct vm *vm)
+{
+	bool done = true;
+
+	pthread_mutex_lock(&vm->lock);
+	for (int i = 0; i < vm->n_vcpus; i++)
+		done = done && vm->vcpus[i]->state == VCPU_DONE;
+	pthread_mutex_unlock(&vm->lock);
+	return done;
+}
+
 static void vm_kick_all(struct vm *vm)
 {
 	for (int i = 0; i < vm->n_vcpus; i++)

@@ -51,6 +51,9 @@ void vm_destroy(struct vm *vm);
 /* Start every vCPU thread and wait until the VM stops. Returns the exit status. */
 int vm_run(struct vm *vm);
 
+/* True when every vCPU thread has finished (after vm_run returned). */
+bool vm_all_done(struct vm *vm);
+
 /* Stop all vCPUs for good; the VM exits with @status. Callable from any thread. */
 void vm_stop(struct vm *vm, int status);
 

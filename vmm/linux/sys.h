@@ -67,7 +67,7 @@ int lx_clock_now(struct lx_proc *p, int clock, int64_t *ns);
 	X(close) X(lseek) X(fstat) X(newfstatat) X(stat) X(lstat) X(statx) X(access)         \
 	X(faccessat) X(faccessat2) X(readlink) X(readlinkat) X(getcwd) X(chdir) X(fchdir)    \
 	X(mkdir) X(mkdirat) X(unlink) X(unlinkat) X(rmdir) X(rename) X(renameat)             \
-	X(renameat2) X(ftruncate) X(fsync) X(fdatasync) X(fcntl) X(dup) X(dup2) X(dup3)       \
+	X(renameat2) X(symlink) X(symlinkat) X(link) X(linkat) X(chmod) X(fchmod) X(fchmodat) X(ftruncate) X(fsync) X(fdatasync) X(fcntl) X(dup) X(dup2) X(dup3) \
 	X(pipe) X(pipe2) X(ioctl) X(getdents64) X(umask) X(mmap) X(munmap) X(mprotect)       \
 	X(mremap) X(madvise) X(brk) X(arch_prctl) X(set_tid_address) X(set_robust_list)     \
 	X(rseq) X(prlimit64) X(getrlimit) X(setrlimit) X(uname) X(sysinfo) X(getpid)         \

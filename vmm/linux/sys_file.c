@@ -803,3 +803,108 @@ int64_t sys_umask(struct lx_call *c)
 	pthread_mutex_unlock(&c->p->lock);
 	return old;
 }
+
+static int64_t lx_symlink(struct lx_call *c, uint64_t utarget, int dirfd, uint64_t upath)
+{
+	char base[NAME_MAX + 1], gpath[PATH_MAX];
+	const char *target;
+	int pfd, rc;
+
+	rc = lx_upath(c, utarget, &target);
+	if (rc)
+		return rc;
+	rc = lx_parent(c, dirfd, upath, true, &pfd, base, gpath);
+	if (rc)
+		return rc;
+	/* The target is stored as text; whenever the guest follows it, it is resolved
+	 * inside the guest's root like any other path. */
+	rc = (int)host_ret(symlinkat(target, pfd, base));
+	close(pfd);
+	return rc;
+}
+
+int64_t sys_symlink(struct lx_call *c)
+{
+	return lx_symlink(c, c->a[0], LX_AT_FDCWD, c->a[1]);
+}
+
+int64_t sys_symlinkat(struct lx_call *c)
+{
+	return lx_symlink(c, c->a[0], (int)c->a[1], c->a[2]);
+}
+
+static int64_t lx_link(struct lx_call *c, int olddir, uint64_t oldp, int newdir, uint64_t newp,
+		       uint64_t flags)
+{
+	char obase[NAME_MAX + 1], nbase[NAME_MAX + 1], gpath[PATH_MAX];
+	int opfd, npfd, rc;
+
+	if (flags & ~(uint64_t)AT_SYMLINK_FOLLOW)
+		return -EINVAL;
+	/* The existing name must be writable too: a hard link would otherwise make a
+	 * read-only file writable through its new name. */
+	rc = lx_parent(c, olddir, oldp, true, &opfd, obase, gpath);
+	if (rc)
+		return rc;
+	rc = lx_parent(c, newdir, newp, true, &npfd, nbase, gpath);
+	if (!rc) {
+		rc = (int)host_ret(linkat(opfd, obase, npfd, nbase, 0));
+		close(npfd);
+	}
+	close(opfd);
+	return rc;
+}
+
+int64_t sys_link(struct lx_call *c)
+{
+	return lx_link(c, LX_AT_FDCWD, c->a[0], LX_AT_FDCWD, c->a[1], 0);
+}
+
+int64_t sys_linkat(struct lx_call *c)
+{
+	return lx_link(c, (int)c->a[0], c->a[1], (int)c->a[2], c->a[3], c->a[4]);
+}
+
+static int64_t lx_chmod_fd(struct lx_call *c, int host, uint64_t mode)
+{
+	if (!lx_fs_writable(&c->p->fs, host))
+		return -EROFS;
+	return host_ret(fchmod(host, (mode_t)(mode & 07777)));
+}
+
+static int64_t lx_chmod(struct lx_call *c, int dirfd, uint64_t upath, uint64_t mode)
+{
+	int host, rc;
+
+	rc = lx_lookup(c, dirfd, upath, 0, &host);
+	if (rc)
+		return rc;
+	/* fchmod does not work on O_PATH descriptors: reopen read-only first. */
+	char link[64];
+	int fd;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", host);
+	fd = open(link, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	rc = fd < 0 ? -errno : (int)lx_chmod_fd(c, fd, mode);
+	if (fd >= 0)
+		close(fd);
+	close(host);
+	return rc;
+}
+
+int64_t sys_chmod(struct lx_call *c)
+{
+	return lx_chmod(c, LX_AT_FDCWD, c->a[0], c->a[1]);
+}
+
+int64_t sys_fchmodat(struct lx_call *c)
+{
+	return lx_chmod(c, (int)c->a[0], c->a[1], c->a[2]);
+}
+
+int64_t sys_fchmod(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+
+	return host < 0 ? host : lx_chmod_fd(c, host, c->a[1]);
+}

@@ -1,0 +1,283 @@
+/*
+ * zipfbench.c - the Redis-modelled write benchmark of the CCoW paper.
+ *
+ * Allocates --size bytes as 1 KiB blocks (think: Redis values), writes every block
+ * once, then overwrites whole blocks chosen by a Zipf distribution over ranks
+ * (--alpha; rank 1 is the hottest) until --write-total bytes or --duration seconds.
+ * Without --scatter rank r is block r-1, so hot data is packed together; --scatter
+ * spreads ranks over memory with a fixed permutation. Everything derives from
+ * --seed, so two runs with the same arguments write the same bytes in the same
+ * order and end with the same checksum: natively, in ccvm, or restored from a
+ * snapshot. A static binary; it runs unchanged natively and as a ccvm guest.
+ *
+ * --hugepages asks for transparent huge pages (guest RAM in ccvm always has them).
+ *
+ * Output: "report t=SECONDS updates_per_s=N" every --report-ms, then one line
+ * "summary updates=N seconds=S updates_per_s=N bytes_written=N checksum=HEX".
+ *
+ * Zipf sampling is rejection-inversion (Hoermann and Derflinger, 1996): O(1) per
+ * sample without a table, valid for any alpha > 0 including 1.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define BLOCK_SIZE   1024
+#define BLOCK_WORDS  (BLOCK_SIZE / 8)
+#define CLOCK_EVERY  4096 /* updates between clock reads */
+
+struct opts {
+	uint64_t size, write_total;
+	double alpha, duration;
+	int scatter;
+	int hugepages;
+	uint64_t seed;
+	long report_ms;
+};
+
+struct zipf {
+	uint64_t n;
+	double s, h_x1, h_n, shortcut;
+};
+
+static uint64_t rng_state;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+static double rng_uniform(void)
+{
+	return (double)(splitmix64(&rng_state) >> 11) * 0x1.0p-53;
+}
+
+/* log1p(x)/x and expm1(x)/x, accurate near 0 (where the exponent 1 - s vanishes). */
+static double helper1(double x)
+{
+	return fabs(x) > 1e-8 ? log1p(x) / x : 1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x));
+}
+
+static double helper2(double x)
+{
+	return fabs(x) > 1e-8 ? expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x));
+}
+
+/* H(x): an antiderivative of h(x) = x^-s; and its inverse. */
+static double zipf_hint(const struct zipf *z, double x)
+{
+	double lx = log(x);
+
+	return helper2((1.0 - z->s) * lx) * lx;
+}
+
+static double zipf_hint_inv(const struct zipf *z, double y)
+{
+	double t = y * (1.0 - z->s);
+
+	if (t < -1.0)
+		t = -1.0;
+	return exp(helper1(t) * y);
+}
+
+static double zipf_h(const struct zipf *z, double x)
+{
+	return exp(-z->s * log(x));
+}
+
+static void zipf_init(struct zipf *z, uint64_t n, double s)
+{
+	z->n = n;
+	z->s = s;
+	z->h_x1 = zipf_hint(z, 1.5) - 1.0;
+	z->h_n = zipf_hint(z, (double)n + 0.5);
+	z->shortcut = 2.0 - zipf_hint_inv(z, zipf_hint(z, 2.5) - zipf_h(z, 2.0));
+}
+
+/* A rank in 1..n, P(k) proportional to k^-s. */
+static uint64_t zipf_sample(const struct zipf *z)
+{
+	for (;;) {
+		double u = z->h_n + rng_uniform() * (z->h_x1 - z->h_n);
+		double x = zipf_hint_inv(z, u);
+		uint64_t k = (uint64_t)(x + 0.5);
+
+		if (k < 1)
+			k = 1;
+		else if (k > z->n)
+			k = z->n;
+		if ((double)k - x <= z->shortcut || u >= zipf_hint(z, (double)k + 0.5) - zipf_h(z, (double)k))
+			return k;
+	}
+}
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void block_fill(uint64_t *blk, uint64_t value)
+{
+	for (int i = 0; i < BLOCK_WORDS; i++)
+		blk[i] = value ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL);
+}
+
+static uint64_t checksum(const uint64_t *w, uint64_t words)
+{
+	uint64_t h[4] = { 1, 2, 3, 4 };
+	uint64_t i;
+
+	for (i = 0; i + 4 <= words; i += 4)
+		for (int l = 0; l < 4; l++)
+			h[l] = (h[l] ^ w[i + l]) * 0x100000001B3ULL;
+	for (; i < words; i++)
+		h[0] = (h[0] ^ w[i]) * 0x100000001B3ULL;
+	return h[0] ^ (h[1] << 1) ^ (h[2] << 2) ^ (h[3] << 3);
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v < 0)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': v *= 1024; end++; break;
+	case 'm': case 'M': v *= 1024 * 1024; end++; break;
+	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+	default: break;
+	}
+	if (*end)
+		return -1;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: zipfbench [--size BYTES] [--alpha A] [--scatter] [--write-total BYTES]\n"
+			"                 [--duration SECONDS] [--seed N] [--report-ms MS] [--hugepages]\n");
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "size", 1, 0, 's' },  { "alpha", 1, 0, 'a' },     { "scatter", 0, 0, 'S' },
+		{ "write-total", 1, 0, 'w' }, { "duration", 1, 0, 'd' }, { "seed", 1, 0, 'r' },
+		{ "report-ms", 1, 0, 'p' }, { "hugepages", 0, 0, 'H' }, { "help", 0, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int c;
+
+	*o = (struct opts){ .size = 64 << 20, .alpha = 1.0, .seed = 1, .report_ms = 1000 };
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 's': if (parse_size(optarg, &o->size)) return -1; break;
+		case 'w': if (parse_size(optarg, &o->write_total)) return -1; break;
+		case 'a': o->alpha = atof(optarg); break;
+		case 'S': o->scatter = 1; break;
+		case 'H': o->hugepages = 1; break;
+		case 'd': o->duration = atof(optarg); break;
+		case 'r': o->seed = strtoull(optarg, NULL, 0); break;
+		case 'p': o->report_ms = atol(optarg); break;
+		default: return -1;
+		}
+	}
+	if (o->size < BLOCK_SIZE || !(o->alpha > 0)) {
+		fprintf(stderr, "zipfbench: --size must be at least %d and --alpha positive\n", BLOCK_SIZE);
+		return -1;
+	}
+	if (!o->write_total && !o->duration)
+		o->write_total = 10 * o->size;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct zipf z;
+	uint64_t nblocks, updates = 0, perm_a = 1, perm_b = 0, target;
+	double t0, last, next_report, elapsed;
+	uint64_t *mem;
+
+	if (parse_opts(argc, argv, &o)) {
+		usage();
+		return 2;
+	}
+	nblocks = o.size / BLOCK_SIZE;
+	mem = mmap(NULL, nblocks * BLOCK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED) {
+		fprintf(stderr, "zipfbench: cannot allocate %llu bytes: %s\n", (unsigned long long)o.size, strerror(errno));
+		return 1;
+	}
+	/* Ask for transparent huge pages, as guest RAM in ccvm always has them: the fair
+	 * native baseline when THP is in "madvise" mode. */
+	if (o.hugepages)
+		madvise(mem, nblocks * BLOCK_SIZE, MADV_HUGEPAGE);
+	rng_state = o.seed;
+	if (o.scatter) {
+		/* block = (rank * a + b) mod n with a coprime to n: a fixed bijection. */
+		perm_a = (splitmix64(&rng_state) % nblocks) | 1;
+		while (gcd(perm_a, nblocks) != 1)
+			perm_a += 2;
+		perm_b = splitmix64(&rng_state) % nblocks;
+	}
+	for (uint64_t b = 0; b < nblocks; b++)
+		block_fill(mem + b * BLOCK_WORDS, b);
+	zipf_init(&z, nblocks, o.alpha);
+	target = o.write_total ? o.write_total / BLOCK_SIZE : UINT64_MAX;
+	t0 = last = now_s();
+	next_report = t0 + o.report_ms / 1000.0;
+	uint64_t last_updates = 0;
+	while (updates < target) {
+		uint64_t rank = zipf_sample(&z) - 1;
+		uint64_t block = o.scatter ? (uint64_t)(((unsigned __int128)rank * perm_a + perm_b) % nblocks) : rank;
+
+		block_fill(mem + block * BLOCK_WORDS, splitmix64(&rng_state));
+		updates++;
+		if (updates % CLOCK_EVERY == 0) {
+			double t = now_s();
+
+			if (o.report_ms > 0 && t >= next_report) {
+				printf("report t=%.3f updates_per_s=%.0f\n", t - t0,
+				       (updates - last_updates) / (t - last));
+				fflush(stdout);
+				last = t;
+				last_updates = updates;
+				next_report = t + o.report_ms / 1000.0;
+			}
+			if (o.duration > 0 && t - t0 >= o.duration)
+				break;
+		}
+	}
+	elapsed = now_s() - t0;
+	printf("summary updates=%llu seconds=%.3f updates_per_s=%.0f bytes_written=%llu checksum=%016llx\n",
+	       (unsigned long long)updates, elapsed, updates / (elapsed > 0 ? elapsed : 1e-9),
+	       (unsigned long long)updates * BLOCK_SIZE,
+	       (unsigned long long)checksum(mem, nblocks * BLOCK_WORDS));
+	return 0;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the Debian packages ccvm needs to build, test and benchmark; only those
+# that are missing, so a second run costs nothing. Runs as root or through sudo.
+set -euo pipefail
+
+PKGS=(
+	build-essential pkg-config linux-libc-dev  # compiler, KVM and userfaultfd headers
+	check libsubunit-dev                       # unit tests
+	libjansson-dev                             # control protocol (JSON)
+	musl-tools                                 # static musl builds of the test programs
+	gnuplot-nox                                # benchmark plots
+	python3                                    # control-socket probes in the e2e tests
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=()
+[ "$(id -u)" = 0 ] || SUDO=(sudo)
+echo "installing missing Debian packages: ${missing[*]}"
+"${SUDO[@]}" apt-get update -q
+DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

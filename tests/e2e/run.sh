@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# End-to-end tests: real programs in real VMs.
+#
+# Usage: tests/e2e/run.sh CCVM_BINARY
+#
+# Each guest program in guest/tests/ runs natively and in ccvm, built against glibc
+# and musl; stdout and the exit status must be identical. Then what differs from a
+# native run by design: the sandbox, bad input, crash reports, the control socket.
+# Needs /dev/kvm: where it is absent the tests are reported as skipped.
+set -u
+CCVM=$(realpath "${1:?usage: run.sh CCVM_BINARY}")
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+G=$TOP/build/guest
+PASS=0 FAIL=0 SKIP=0
+WORK=$(mktemp -d /tmp/ccvm-e2e.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+pass() { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; }
+
+if [ ! -e /dev/kvm ]; then
+	echo "e2e: /dev/kvm is absent on this machine: end-to-end tests skipped"
+	echo "0 passed, 0 failed, 1 skipped"
+	exit 0
+fi
+
+# run_both NAME -- PROGRAM ARGS: native vs ccvm, stdout and status must match.
+# A program argument @DIR@ becomes a fresh empty directory for each run.
+run_both() {
+	local name=$1; shift 2
+	local d n v nd vd args=()
+	nd=$(mktemp -d "$WORK/n.XXXX"); vd=$(mktemp -d "$WORK/v.XXXX")
+	for a in "$@"; do args+=("${a//@DIR@/$nd}"); done
+	(cd "$nd" && CCVM_TEST_VAR=one CCVM_TEST_SPACE="a b" timeout 60 "${args[@]}" >"$WORK/native.out" 2>"$WORK/native.err" </dev/null); n=$?
+	args=(); for a in "$@"; do args+=("${a//@DIR@/$vd}"); done
+	(cd "$vd" && CCVM_TEST_VAR=one CCVM_TEST_SPACE="a b" timeout 60 "$CCVM" run --mem 512M -- "${args[@]}" >"$WORK/ccvm.out" 2>"$WORK/ccvm.err" </dev/null); v=$?
+	if [ "$n" = "$v" ] && cmp -s "$WORK/native.out" "$WORK/ccvm.out"; then
+		pass "$name (status $n)"
+	else
+		fail "$name" "native status $n, ccvm status $v" "$(diff "$WORK/native.out" "$WORK/ccvm.out" | head -5)" "$(head -3 "$WORK/ccvm.err")"
+	fi
+}
+
+echo "== guest programs: native vs ccvm"
+for libc in glibc musl; do
+	T=$G/tests
+	run_both "hello.$libc" -- "$T/hello.$libc" a "b c" 7
+	run_both "env.$libc" -- "$T/env.$libc" x "y z" ""
+	run_both "files.$libc" -- "$T/files.$libc" @DIR@
+	run_both "mem.$libc" -- "$T/mem.$libc" "$CCVM"
+	run_both "clocks.$libc" -- "$T/clocks.$libc" 200000
+	for how in null ud2 div0 abort int3 "exit 42" "exit 0"; do
+		# shellcheck disable=SC2086
+		run_both "crash $how.$libc" -- "$T/crash.$libc" $how
+	done
+done
+
+echo "== zipfbench: same checksum natively and in ccvm"
+for z in zipfbench zipfbench.musl; do
+	args=(--size 16M --write-total 64M --report-ms 0 --seed 7)
+	nsum=$("$G/$z" "${args[@]}" | grep -o 'checksum=[0-9a-f]*')
+	vsum=$(timeout 120 "$CCVM" run --mem 256M -- "$G/$z" "${args[@]}" | grep -o 'checksum=[0-9a-f]*')
+	[ -n "$nsum" ] && [ "$nsum" = "$vsum" ] && pass "$z $nsum" || fail "$z" "native '$nsum' ccvm '$vsum'"
+	vsum2=$(timeout 120 "$CCVM" run --mem 256M -- "$G/$z" "${args[@]}" --scatter | grep -o 'checksum=[0-9a-f]*')
+	nsum2=$("$G/$z" "${args[@]}" --scatter | grep -o 'checksum=[0-9a-f]*')
+	[ -n "$nsum2" ] && [ "$nsum2" = "$vsum2" ] && [ "$nsum2" != "$nsum" ] && pass "$z --scatter $nsum2" || fail "$z --scatter" "native '$nsum2' ccvm '$vsum2'"
+done
+
+echo "== crash report"
+"$CCVM" run -- "$G/tests/crash.glibc" null >/dev/null 2>"$WORK/crash.err"; st=$?
+if [ $st = 139 ] && grep -q 'crashed: #PF page fault' "$WORK/crash.err" && grep -q 'faulting address 0' "$WORK/crash.err" && grep -q '  rip ' "$WORK/crash.err"; then
+	pass "NULL dereference: #PF report, status 139"
+else
+	fail "NULL dereference report" "status $st" "$(cat "$WORK/crash.err")"
+fi
+"$CCVM" run -- "$G/tests/crash.musl" ud2 >/dev/null 2>"$WORK/crash.err"; st=$?
+[ $st = 132 ] && grep -q '#UD invalid opcode' "$WORK/crash.err" && pass "ud2: #UD report, status 132" || fail "ud2 report" "status $st" "$(cat "$WORK/crash.err")"
+
+echo "== sandbox"
+mkdir -p "$WORK/rw"
+(cd "$WORK/rw" && "$CCVM" run --rw "$WORK/rw" -- "$G/tests/sandbox.glibc" "$WORK/rw" >"$WORK/sandbox.out" 2>"$WORK/sandbox.err" </dev/null)
+if diff -u "$TOP/tests/e2e/expected/sandbox.txt" "$WORK/sandbox.out" >"$WORK/sandbox.diff"; then
+	pass "sandbox probes (writes, links, /proc, devices, pointers, signals)"
+else
+	fail "sandbox probes" "$(head -20 "$WORK/sandbox.diff")"
+fi
+n=$(grep -c 'unsupported system call' "$WORK/sandbox.err")
+[ "$n" = 1 ] && pass "unknown syscall logged once ($(grep -o 'system call [^ ]* ([0-9]*)' "$WORK/sandbox.err"))" || fail "unknown syscall logged $n times"
+[ ! -e /etc/ccvm-sandbox-probe ] && [ ! -e /ccvm-sandbox-probe ] && pass "nothing written outside --rw" || fail "a probe file escaped the sandbox"
+
+R=$WORK/root; mkdir -p "$R/rw" "$R/bin"; cp "$G/tests/sandbox.musl" "$R/bin/sandbox"; echo inside >"$R/inside.txt"
+"$CCVM" run --root "$R" --rw "$R/rw" -- /bin/sandbox /rw /inside.txt /../../../etc/hostname ../../../../../etc/hostname "/proc/../etc/hostname" >"$WORK/root.out" 2>/dev/null </dev/null
+if grep -q '^open /inside.txt: ok' "$WORK/root.out" && [ "$(grep -c '^open .*etc/hostname: ENOENT' "$WORK/root.out")" = 3 ] && grep -q '^create in rw dir: ok' "$WORK/root.out" && [ -f "$R/rw/probe.txt" ]; then
+	pass "--root confines path resolution (.. and absolute paths stay inside)"
+else
+	fail "--root confinement" "$(tail -6 "$WORK/root.out")"
+fi
+
+echo "== bad input"
+expect_fail() { # NAME STATUS PATTERN -- COMMAND...
+	local name=$1 want=$2 pat=$3; shift 4
+	timeout 20 "$@" >/dev/null 2>"$WORK/bad.err" </dev/null; local st=$?
+	if [ "$st" = "$want" ] && grep -q -- "$pat" "$WORK/bad.err"; then
+		pass "$name: status $st, '$(grep -o -- "$pat.*" "$WORK/bad.err" | head -1 | cut -c1-70)'"
+	else
+		fail "$name" "status $st (want $want)" "$(head -3 "$WORK/bad.err")"
+	fi
+}
+printf 'just some text\n' >"$WORK/text"; chmod +x "$WORK/text"
+cp "$G/tests/hello.glibc" "$WORK/elf32"; printf '\001' | dd of="$WORK/elf32" bs=1 seek=4 conv=notrunc 2>/dev/null
+head -c 100 "$G/tests/hello.glibc" >"$WORK/trunc"; chmod +x "$WORK/trunc"
+head -c 4000 "$G/tests/hello.glibc" >"$WORK/trunc2"; chmod +x "$WORK/trunc2"
+printf '#!/bin/sh\necho hi\n' >"$WORK/script"; chmod +x "$WORK/script"
+: >"$WORK/empty"; chmod +x "$WORK/empty"
+expect_fail "not an ELF" 126 "not an ELF" -- "$CCVM" run -- "$WORK/text"
+expect_fail "empty file" 126 "empty" -- "$CCVM" run -- "$WORK/empty"
+expect_fail "script" 126 "a script" -- "$CCVM" run -- "$WORK/script"
+expect_fail "32-bit ELF" 126 "32-bit" -- "$CCVM" run -- "$WORK/elf32"
+expect_fail "truncated ELF header" 126 "truncated" -- "$CCVM" run -- "$WORK/trunc"
+expect_fail "truncated ELF segments" 126 "truncated" -- "$CCVM" run -- "$WORK/trunc2"
+DYN=$(realpath "$(type -P true)")
+expect_fail "dynamic ELF" 126 "dynamically linked" -- "$CCVM" run -- "$DYN"
+expect_fail "missing program" 127 "no such file" -- "$CCVM" run -- "$WORK/does-not-exist"
+expect_fail "directory as program" 126 "not a regular file" -- "$CCVM" run -- "$WORK"
+expect_fail "--mem 0" 2 "guest RAM must be between" -- "$CCVM" run --mem 0 -- "$G/tests/hello.glibc"
+expect_fail "--mem 100T" 2 "guest RAM must be between" -- "$CCVM" run --mem 100T -- "$G/tests/hello.glibc"
+expect_fail "--mem more than the host" 2 "more than this host's memory" -- "$CCVM" run --mem 200G -- "$G/tests/hello.glibc"
+expect_fail "--mem garbage" 2 "not a size" -- "$CCVM" run --mem lots -- "$G/tests/hello.glibc"
+expect_fail "no program" 2 "no PROGRAM" -- "$CCVM" run --mem 64M
+expect_fail "unknown option" 2 "usage" -- "$CCVM" run --bogus -- "$G/tests/hello.glibc"
+expect_fail "unknown command" 2 "unknown command" -- "$CCVM" frobnicate
+expect_fail "ctl without a VM" 1 "cannot connect" -- "$CCVM" ctl "$WORK/none.sock" status
+
+echo "== control socket"
+SOCK=$WORK/ctl.sock
+mkfifo "$WORK/stdin"
+"$CCVM" run --control "$SOCK" -- "$G/tests/clockloop.glibc" 1000000 <"$WORK/stdin" >"$WORK/loop.out" 2>"$WORK/loop.err" &
+VM=$!
+exec 7>"$WORK/stdin"
+for _ in $(seq 100); do grep -q done "$WORK/loop.out" 2>/dev/null && break; sleep 0.1; done
+stats=$("$CCVM" ctl "$SOCK" stats)
+total=$(echo "$stats" | grep -o '"total":[0-9]*' | cut -d: -f2)
+if [ -n "$total" ] && [ "$total" -lt 100 ]; then pass "10^6 clock_gettime calls: $total VM exits"; else fail "clock exits" "$stats"; fi
+echo "$stats" | grep -q '"syscalls":{.*"write":1' && echo "$stats" | grep -q '"host_rss_bytes":[1-9]' && pass "stats: syscalls by name, host RSS" || fail "stats fields" "$stats"
+[ "$(stat -c %a "$SOCK")" = 600 ] && pass "socket mode 0600" || fail "socket mode $(stat -c %a "$SOCK")"
+"$CCVM" ctl "$SOCK" status | grep -q '"state":"running"' && pass "status: running" || fail "status"
+"$CCVM" ctl "$SOCK" pause | grep -q '"state":"paused"' && "$CCVM" ctl "$SOCK" status | grep -q '"state":"paused"' && pass "pause" || fail "pause"
+"$CCVM" ctl "$SOCK" resume | grep -q '"state":"running"' && pass "resume" || fail "resume"
+out=$("$CCVM" ctl "$SOCK" frobnicate); st=$?
+[ $st = 1 ] && echo "$out" | grep -q '"ok":false' && pass "unknown command: ok=false, exit 1" || fail "unknown ctl command" "$out"
+reply=$(python3 - "$SOCK" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5)
+s.sendall(b'this is not json\n'); a = s.recv(4096)
+s.sendall(b'{"cmd":"status"}\n'); b = s.recv(4096)
+t = socket.socket(socket.AF_UNIX); t.connect(sys.argv[1]); t.settimeout(5)
+t.sendall(b'{' + b'x' * 70000); c = t.recv(4096)
+print(a.decode().strip()); print(b.decode().strip()); print(c.decode().strip())
+PY
+)
+echo "$reply" | sed -n 1p | grep -q '"ok":false,"error":"request is not valid JSON' && echo "$reply" | sed -n 2p | grep -q '"ok":true' && pass "garbage line: error reply, connection still serves" || fail "garbage line" "$reply"
+echo "$reply" | sed -n 3p | grep -q 'request too long' && pass "oversized request: error reply" || fail "oversized request" "$reply"
+"$CCVM" ctl "$SOCK" quit | grep -q '"ok":true' && pass "quit acknowledged" || fail "quit"
+for _ in $(seq 50); do kill -0 $VM 2>/dev/null || break; sleep 0.1; done
+if kill -0 $VM 2>/dev/null; then fail "VM still running after quit"; kill -9 $VM; else wait $VM; pass "VM stopped after quit (status $?)"; fi
+exec 7>&-
+[ ! -e "$SOCK" ] && pass "socket removed on exit" || fail "socket left behind"
+
+touch "$WORK/not-a-socket"
+expect_fail "--control over a regular file" 1 "not a socket" -- "$CCVM" run --control "$WORK/not-a-socket" -- "$G/tests/hello.glibc"
+[ -f "$WORK/not-a-socket" ] && pass "regular file left in place" || fail "regular file replaced"
+python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" "$WORK/stale.sock"
+"$CCVM" run --control "$WORK/stale.sock" -- "$G/tests/hello.glibc" >/dev/null 2>&1 && pass "stale socket replaced" || fail "stale socket"
+
+echo
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]

@@ -1,0 +1,24 @@
+/*
+ * main.c - runs every unit-test suite; exits nonzero if any test fails.
+ */
+#include "suites.h"
+
+#include <stdlib.h>
+
+int main(void)
+{
+	SRunner *sr = srunner_create(elf_suite());
+	int failed;
+
+	srunner_add_suite(sr, gmem_suite());
+	srunner_add_suite(sr, pagetable_suite());
+	srunner_add_suite(sr, stack_suite());
+	srunner_add_suite(sr, ctl_proto_suite());
+	srunner_add_suite(sr, vma_suite());
+	srunner_add_suite(sr, cli_suite());
+	srunner_add_suite(sr, cpu_tables_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

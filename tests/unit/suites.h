@@ -1,0 +1,18 @@
+/*
+ * suites.h - one Check suite per module; main.c runs them all.
+ */
+#ifndef CCVM_TEST_SUITES_H
+#define CCVM_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *elf_suite(void);
+Suite *gmem_suite(void);
+Suite *pagetable_suite(void);
+Suite *stack_suite(void);
+Suite *ctl_proto_suite(void);
+Suite *vma_suite(void);
+Suite *cli_suite(void);
+Suite *cpu_tables_suite(void);
+
+#endif
