@@ -24,7 +24,8 @@ GEN       = $(B)/gen/syscall_names.h
 
 GUEST_TESTS = $(basename $(notdir $(wildcard guest/tests/*.c)))
 GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl \
-	      $(foreach t,$(GUEST_TESTS),$(B)/guest/tests/$(t).glibc $(B)/guest/tests/$(t).musl)
+	      $(foreach t,$(GUEST_TESTS),$(B)/guest/tests/$(t).glibc $(B)/guest/tests/$(t).musl \
+	        $(B)/guest/tests/$(t).spie)
 
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
@@ -68,7 +69,7 @@ $(B)/obj/vdso_blob.o: guest/vdso/blob.S $(B)/vdso.so
 	@mkdir -p $(dir $@)
 	$(CC) -c -DVDSO_SO='"$(B)/vdso.so"' -o $@ $<
 
-# Guest programs: static glibc and static musl builds of the same sources.
+# Guest programs: static glibc, static-PIE glibc and static musl builds of the same sources.
 guests: $(GUEST_BINS)
 $(B)/guest/zipfbench: guest/zipfbench.c
 	@mkdir -p $(dir $@)
@@ -79,6 +80,9 @@ $(B)/guest/zipfbench.musl: guest/zipfbench.c
 $(B)/guest/tests/%.glibc: guest/tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -static -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
+$(B)/guest/tests/%.spie: guest/tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -static-pie -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
 $(B)/guest/tests/%.musl: guest/tests/%.c
 	@mkdir -p $(dir $@)
 	$(MUSLCC) -O1 -static -D_GNU_SOURCE $(WARN) -o $@ $<

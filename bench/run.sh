@@ -58,7 +58,7 @@ cpuid=$("$CCVM" run -- "$G/tests/syscost.glibc" cpuid 20000 | field ns_per_call)
 	echo "ccvm exit to monitor only (stub),$stub"
 	echo "ccvm bare exit handled by KVM (cpuid),$cpuid"
 } >>"$csv2"
-column -t -s, "$csv2"
+awk -F, '{printf "%-45s %s\n", $1, $2}' "$csv2"
 awk -v v="$vm" -v c="$cpuid" -v n="$nat" 'BEGIN {printf "getpid in ccvm = %.0f x native, %.2f x a bare KVM exit\n", v / n, v / c}'
 
 if command -v gnuplot >/dev/null; then

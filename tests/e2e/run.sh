@@ -3,8 +3,9 @@
 #
 # Usage: tests/e2e/run.sh CCVM_BINARY
 #
-# Each guest program in guest/tests/ runs natively and in ccvm, built against glibc
-# and musl; stdout and the exit status must be identical. Then what differs from a
+# Each guest program in guest/tests/ runs natively and in ccvm, built as a static
+# glibc, a static-PIE glibc and a static musl executable; stdout and the exit status
+# must be identical. Then what differs from a
 # native run by design: the sandbox, bad input, crash reports, the control socket.
 # Needs /dev/kvm: where it is absent the tests are reported as skipped.
 set -u
@@ -41,8 +42,8 @@ run_both() {
 	fi
 }
 
-echo "== guest programs: native vs ccvm"
-for libc in glibc musl; do
+echo "== guest programs: native vs ccvm (static glibc, static-PIE glibc, static musl)"
+for libc in glibc spie musl; do
 	T=$G/tests
 	run_both "hello.$libc" -- "$T/hello.$libc" a "b c" 7
 	run_both "env.$libc" -- "$T/env.$libc" x "y z" ""
