@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define CHECK(cond) do { if (!(cond)) { printf("FAIL line %d: %s (errno %d %s)\n", __LINE__, #cond, errno, strerror(errno)); return 1; } } while (0)
@@ -92,13 +93,16 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 
-	/* brk */
-	void *cur = sbrk(0);
-	CHECK(sbrk(3 * MIB) == cur);
-	memset(cur, 0x5a, 3 * MIB);
-	CHECK(sbrk(-2 * MIB) != (void *)-1);
-	CHECK(sbrk(2 * MIB) != (void *)-1);
-	printf("brk regrow zero: %d\n", all_zero((unsigned char *)cur + 2 * MIB, MIB - 0));
+	/* brk, through the system call itself (musl's sbrk refuses to move the break) */
+	uintptr_t cur = (uintptr_t)syscall(SYS_brk, 0);
+	CHECK(cur != 0);
+	CHECK((uintptr_t)syscall(SYS_brk, cur + 3 * MIB) == cur + 3 * MIB);
+	memset((void *)cur, 0x5a, 3 * MIB);
+	CHECK((uintptr_t)syscall(SYS_brk, cur + MIB) == cur + MIB);
+	CHECK((uintptr_t)syscall(SYS_brk, cur + 3 * MIB) == cur + 3 * MIB);
+	printf("brk keeps the kept part: %d, regrown part zero: %d\n", ((unsigned char *)cur)[MIB - 1] == 0x5a,
+	       all_zero((unsigned char *)cur + MIB + pg, 2 * MIB - pg));
+	CHECK((uintptr_t)syscall(SYS_brk, cur) == cur);
 
 	/* malloc a lot and free it */
 	for (int round = 0; round < 3; round++) {

@@ -227,21 +227,30 @@ int64_t sys_munmap(struct lx_call *c)
 	return rc;
 }
 
-int64_t sys_mprotect(struct lx_call *c)
+/* [start, start + len) for mprotect/madvise: page aligned, inside user RAM, wholly
+ * mapped. Returns 0 with *end set, or -EINVAL / -ENOMEM as Linux does. Caller holds
+ * p->lock. */
+static int mm_mapped_range(struct lx_proc *p, uint64_t start, uint64_t len, uint64_t *end)
 {
-	uint64_t start = c->a[0], end = start + page_up(c->a[1]), at;
-	int rc = 0;
-
 	if (start % PAGE_SIZE)
 		return -EINVAL;
-	if (end == start)
+	if (len > p->mem->size)
+		return -ENOMEM;
+	*end = start + page_up(len);
+	if (*end == start)
 		return 0;
+	if (!mm_user_range(p, start, *end - start) || !vma_range_mapped(&p->mm.map, start, *end))
+		return -ENOMEM;
+	return 0;
+}
+
+int64_t sys_mprotect(struct lx_call *c)
+{
+	uint64_t start = c->a[0], end, at;
+	int rc;
+
 	pthread_mutex_lock(&c->p->lock);
-	if (!mm_user_range(c->p, start, end - start) ||
-	    !vma_range_mapped(&c->p->mm.map, start, end)) {
-		rc = -ENOMEM;
-		goto out;
-	}
+	rc = mm_mapped_range(c->p, start, c->a[1], &end);
 	for (at = start; at < end && !rc;) {
 		struct vma piece = *vma_find(&c->p->mm.map, at);
 		uint64_t piece_end = piece.end < end ? piece.end : end;
@@ -252,7 +261,6 @@ int64_t sys_mprotect(struct lx_call *c)
 		rc = vma_insert(&c->p->mm.map, at, piece_end, &piece);
 		at = piece_end;
 	}
-out:
 	pthread_mutex_unlock(&c->p->lock);
 	return rc;
 }
@@ -272,31 +280,20 @@ static int mm_dontneed(struct lx_proc *p, uint64_t start, uint64_t end)
 
 int64_t sys_madvise(struct lx_call *c)
 {
-	uint64_t start = c->a[0], end = start + page_up(c->a[1]), advice = c->a[2], at;
-	int rc = 0;
+	uint64_t start = c->a[0], advice = c->a[2], end, at;
+	int rc;
 
-	if (start % PAGE_SIZE || end < start)
-		return -EINVAL;
 	if (advice >= 64 || !((MM_KNOWN_ADVICE_MASK | (1ULL << MADV_DONTNEED)) & (1ULL << advice)))
 		return -EINVAL;
-	if (end == start)
-		return 0;
 	pthread_mutex_lock(&c->p->lock);
-	if (!mm_user_range(c->p, start, end - start) ||
-	    !vma_range_mapped(&c->p->mm.map, start, end)) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (advice != MADV_DONTNEED)
-		goto out;
-	for (at = start; at < end && !rc;) {
+	rc = mm_mapped_range(c->p, start, c->a[1], &end);
+	for (at = start; advice == MADV_DONTNEED && at < end && !rc;) {
 		struct vma *v = vma_find(&c->p->mm.map, at);
 		uint64_t piece_end = v->end < end ? v->end : end;
 
 		rc = mm_dontneed(c->p, at, piece_end);
 		at = piece_end;
 	}
-out:
 	pthread_mutex_unlock(&c->p->lock);
 	return rc;
 }
