@@ -12,7 +12,7 @@ OPT      ?= -O2 -g
 WARN      = -Wall -Wextra -Werror
 CPPFLAGS  = -D_GNU_SOURCE -Ibuild/gen
 CFLAGS    = -std=gnu11 $(OPT) $(WARN) -pthread -MMD -MP
-LDLIBS    = -ljansson -pthread
+LDLIBS    = -ljansson -lxxhash -pthread
 SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 B         = build

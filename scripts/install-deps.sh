@@ -7,6 +7,7 @@ PKGS=(
 	build-essential pkg-config linux-libc-dev  # compiler, KVM and userfaultfd headers
 	check libsubunit-dev                       # unit tests
 	libjansson-dev                             # control protocol (JSON)
+	libxxhash-dev                              # snapshot image checksums (XXH3)
 	musl-tools                                 # static musl builds of the test programs
 	gnuplot-nox                                # benchmark plots
 	python3                                    # control-socket probes in the e2e tests

@@ -5,6 +5,7 @@
 #define CCVM_TEST_SUITES_H
 
 #include <check.h>
+#include <stdbool.h>
 
 Suite *elf_suite(void);
 Suite *gmem_suite(void);
@@ -14,5 +15,6 @@ Suite *ctl_proto_suite(void);
 Suite *vma_suite(void);
 Suite *cli_suite(void);
 Suite *cpu_tables_suite(void);
+Suite *image_suite(void);
 
 #endif

@@ -1,0 +1,528 @@
+/*
+ * image.c - write and validate snapshot images.
+ *
+ * Layout (see docs/image-format.md):
+ *
+ *   0                    header: magic, version, page size, RAM size, policy, flags,
+ *                        creation time, memory offset, chunk size, header checksum
+ *   IMG_MEM_OFFSET       guest memory, page p at IMG_MEM_OFFSET + p * 4 KiB; zero pages
+ *                        are never written, so they stay holes of a sparse file
+ *   after memory         sections: typed payloads (vCPUs, process, chunk checksums...)
+ *   end - table - 48     section table: type, offset, length, checksum of each
+ *   end - 48             trailer: magic, table offset, section count, file size, RAM
+ *                        size, checksum of table + trailer. Written last: an image
+ *                        without a valid trailer is incomplete.
+ *
+ * A chunk's checksum is the sum (mod 2^64) of XXH3-64 of each of its pages seeded with
+ * the page number, so pages can be written in any order, by any thread, and a page
+ * moved to another place does not checksum the same. The file is built under a
+ * temporary name and renamed into place only when complete and fsynced.
+ */
+#include "image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define IMG_MAGIC     "CCVMIMG"   /* 8 bytes with the NUL */
+#define IMG_END_MAGIC "CCVMEND"
+#define IMG_HDR_SIZE  64
+#define IMG_TRAILER   48
+#define IMG_TABLE_ENT 32
+#define IMG_MAX_RAM   (1ULL << 40)
+
+struct img_writer {
+	int fd;
+	char *final_path;
+	char *tmp_path;
+	struct img_header_info info;
+	uint64_t n_chunks;
+	uint64_t *chunk_hash;  /* summed atomically */
+	int n_sections;
+	struct {
+		uint32_t type;
+		void *data;
+		size_t len;
+	} sec[IMG_MAX_SECTIONS];
+};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ENODATA;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static uint64_t page_hash(uint64_t pfn, const void *page)
+{
+	static const uint8_t zero[IMG_PAGE];
+
+	return XXH3_64bits_withSeed(page ? page : zero, IMG_PAGE, pfn);
+}
+
+uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk)
+{
+	const uint8_t *p = chunk;
+	uint64_t h = 0;
+
+	for (uint64_t i = 0; i < IMG_CHUNK / IMG_PAGE; i++)
+		h += page_hash(first_pfn + i, p + i * IMG_PAGE);
+	return h;
+}
+
+static void header_encode(uint8_t hdr[IMG_HDR_SIZE], const struct img_header_info *info)
+{
+	memset(hdr, 0, IMG_HDR_SIZE);
+	memcpy(hdr, IMG_MAGIC, 8);
+	put32(hdr + 8, IMG_VERSION);
+	put32(hdr + 12, (uint32_t)IMG_PAGE);
+	put64(hdr + 16, info->ram_size);
+	put32(hdr + 24, info->policy);
+	put32(hdr + 28, info->flags);
+	put64(hdr + 32, info->created_ns);
+	put64(hdr + 40, IMG_MEM_OFFSET);
+	put64(hdr + 48, IMG_CHUNK);
+	put64(hdr + 56, XXH3_64bits(hdr, 56));
+}
+
+static char *tmp_name_for(const char *final_path)
+{
+	char *dup = strdup(final_path), *dup2 = strdup(final_path), *out = NULL;
+
+	if (dup && dup2 &&
+	    asprintf(&out, "%s/.%s.tmp.%d", dirname(dup), basename(dup2), (int)getpid()) < 0)
+		out = NULL;
+	free(dup);
+	free(dup2);
+	return out;
+}
+
+int img_create(const char *final_path, const struct img_header_info *info, struct img_writer **out)
+{
+	struct img_writer *w;
+	uint8_t hdr[IMG_HDR_SIZE];
+	int rc;
+
+	if (!info->ram_size || info->ram_size % IMG_CHUNK || info->ram_size > IMG_MAX_RAM)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->fd = -1;
+	w->info = *info;
+	w->n_chunks = info->ram_size / IMG_CHUNK;
+	w->chunk_hash = calloc(w->n_chunks, sizeof(uint64_t));
+	w->final_path = strdup(final_path);
+	w->tmp_path = tmp_name_for(final_path);
+	if (!w->chunk_hash || !w->final_path || !w->tmp_path) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (w->fd < 0) {
+		rc = -errno;
+		goto err;
+	}
+	header_encode(hdr, info);
+	rc = pwrite_all(w->fd, hdr, sizeof(hdr), 0);
+	if (!rc && ftruncate(w->fd, (off_t)(IMG_MEM_OFFSET + info->ram_size)) < 0)
+		rc = -errno;
+	if (rc)
+		goto err;
+	*out = w;
+	return 0;
+err:
+	img_abort(w);
+	return rc;
+}
+
+int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
+{
+	if (pfn >= w->info.ram_size / IMG_PAGE)
+		return -EINVAL;
+	__atomic_fetch_add(&w->chunk_hash[pfn / (IMG_CHUNK / IMG_PAGE)], page_hash(pfn, data),
+			   __ATOMIC_RELAXED);
+	if (!data)
+		return 0;
+	return pwrite_all(w->fd, data, IMG_PAGE, IMG_MEM_OFFSET + pfn * IMG_PAGE);
+}
+
+int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len)
+{
+	void *copy;
+
+	if (w->n_sections >= IMG_MAX_SECTIONS - 1) /* one slot stays for the chunk table */
+		return -E2BIG;
+	copy = malloc(len ? len : 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, data, len);
+	w->sec[w->n_sections].type = type;
+	w->sec[w->n_sections].data = copy;
+	w->sec[w->n_sections].len = len;
+	w->n_sections++;
+	return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+	char *dup = strdup(path);
+	int fd, rc = 0;
+
+	if (!dup)
+		return -ENOMEM;
+	fd = open(dirname(dup), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dup);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Sections, then the table, then the trailer, all after the memory. */
+static int img_write_tail(struct img_writer *w)
+{
+	uint64_t off = IMG_MEM_OFFSET + w->info.ram_size;
+	uint8_t table[IMG_MAX_SECTIONS * IMG_TABLE_ENT], trailer[IMG_TRAILER];
+	XXH3_state_t *st;
+	int rc;
+
+	memset(table, 0, sizeof(table));
+	for (int i = 0; i < w->n_sections; i++) {
+		uint8_t *e = table + i * IMG_TABLE_ENT;
+
+		put32(e, w->sec[i].type);
+		put64(e + 8, off);
+		put64(e + 16, w->sec[i].len);
+		put64(e + 24, XXH3_64bits(w->sec[i].data, w->sec[i].len));
+		rc = pwrite_all(w->fd, w->sec[i].data, w->sec[i].len, off);
+		if (rc)
+			return rc;
+		off += (w->sec[i].len + 7) & ~7ULL;
+	}
+	rc = pwrite_all(w->fd, table, (size_t)w->n_sections * IMG_TABLE_ENT, off);
+	if (rc)
+		return rc;
+	memset(trailer, 0, sizeof(trailer));
+	memcpy(trailer, IMG_END_MAGIC, 8);
+	put64(trailer + 8, off);
+	put32(trailer + 16, (uint32_t)w->n_sections);
+	put32(trailer + 20, IMG_VERSION);
+	put64(trailer + 24, off + (uint64_t)w->n_sections * IMG_TABLE_ENT + IMG_TRAILER);
+	put64(trailer + 32, w->info.ram_size);
+	st = XXH3_createState();
+	if (!st)
+		return -ENOMEM;
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, table, (size_t)w->n_sections * IMG_TABLE_ENT);
+	XXH3_64bits_update(st, trailer, 40);
+	put64(trailer + 40, XXH3_64bits_digest(st));
+	XXH3_freeState(st);
+	return pwrite_all(w->fd, trailer, sizeof(trailer),
+			  off + (uint64_t)w->n_sections * IMG_TABLE_ENT);
+}
+
+int img_finish(struct img_writer *w)
+{
+	int rc;
+
+	rc = img_add_section(w, IMG_SEC_CHUNKS, w->chunk_hash, w->n_chunks * sizeof(uint64_t));
+	if (!rc)
+		rc = img_write_tail(w);
+	if (!rc && fsync(w->fd) < 0)
+		rc = -errno;
+	if (!rc && close(w->fd) < 0)
+		rc = -errno;
+	w->fd = -1;
+	if (!rc && rename(w->tmp_path, w->final_path) < 0)
+		rc = -errno;
+	if (rc) {
+		img_abort(w);
+		return rc;
+	}
+	rc = fsync_dir_of(w->final_path);
+	free(w->tmp_path);
+	w->tmp_path = NULL;
+	img_abort(w); /* frees what is left; the temporary name no longer exists */
+	return rc;
+}
+
+void img_abort(struct img_writer *w)
+{
+	if (!w)
+		return;
+	if (w->fd >= 0)
+		close(w->fd);
+	if (w->tmp_path)
+		unlink(w->tmp_path);
+	for (int i = 0; i < w->n_sections; i++)
+		free(w->sec[i].data);
+	free(w->chunk_hash);
+	free(w->final_path);
+	free(w->tmp_path);
+	free(w);
+}
+
+uint64_t img_disk_bytes(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+static int img_fail(char err[IMG_ERR_LEN], int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int img_fail(char err[IMG_ERR_LEN], int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, IMG_ERR_LEN, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int img_check_header(struct img_reader *r, char err[IMG_ERR_LEN])
+{
+	uint8_t hdr[IMG_HDR_SIZE];
+
+	if (r->file_size < IMG_HDR_SIZE || pread_all(r->fd, hdr, sizeof(hdr), 0))
+		return img_fail(err, -EINVAL, "not a ccvm snapshot image (%llu bytes, too short "
+				"for a header)", (unsigned long long)r->file_size);
+	if (memcmp(hdr, IMG_MAGIC, 8) != 0)
+		return img_fail(err, -EINVAL, "not a ccvm snapshot image (no CCVMIMG magic)");
+	r->version = get32(hdr + 8);
+	if (r->version != IMG_VERSION)
+		return img_fail(err, -EINVAL, "image format version %u; this ccvm reads version %u",
+				r->version, IMG_VERSION);
+	if (get64(hdr + 56) != XXH3_64bits(hdr, 56))
+		return img_fail(err, -EINVAL, "the image header fails its checksum (damaged)");
+	r->info.ram_size = get64(hdr + 16);
+	r->info.policy = get32(hdr + 24);
+	r->info.flags = get32(hdr + 28);
+	r->info.created_ns = get64(hdr + 32);
+	if (get32(hdr + 12) != IMG_PAGE || get64(hdr + 40) != IMG_MEM_OFFSET ||
+	    get64(hdr + 48) != IMG_CHUNK || !r->info.ram_size || r->info.ram_size % IMG_CHUNK ||
+	    r->info.ram_size > IMG_MAX_RAM)
+		return img_fail(err, -EINVAL, "the image header has impossible values (page %u, "
+				"RAM %llu bytes)", get32(hdr + 12),
+				(unsigned long long)r->info.ram_size);
+	return 0;
+}
+
+static int img_check_trailer(struct img_reader *r, char err[IMG_ERR_LEN], uint64_t *table_off)
+{
+	uint8_t trailer[IMG_TRAILER], table[IMG_MAX_SECTIONS * IMG_TABLE_ENT];
+	uint64_t min = IMG_MEM_OFFSET + r->info.ram_size;
+	XXH3_state_t *st;
+	uint64_t h;
+
+	if (r->file_size < min + IMG_TRAILER ||
+	    pread_all(r->fd, trailer, sizeof(trailer), r->file_size - IMG_TRAILER) ||
+	    memcmp(trailer, IMG_END_MAGIC, 8) != 0)
+		return img_fail(err, -EINVAL, "truncated or incomplete image: no valid trailer at "
+				"the end (%llu bytes; memory alone needs %llu)",
+				(unsigned long long)r->file_size, (unsigned long long)min);
+	*table_off = get64(trailer + 8);
+	r->n_sections = (int)get32(trailer + 16);
+	if (get64(trailer + 24) != r->file_size || get64(trailer + 32) != r->info.ram_size ||
+	    r->n_sections < 1 || r->n_sections > IMG_MAX_SECTIONS || *table_off < min ||
+	    *table_off + (uint64_t)r->n_sections * IMG_TABLE_ENT + IMG_TRAILER != r->file_size)
+		return img_fail(err, -EINVAL, "the image trailer does not match the file (size %llu, "
+				"trailer says %llu): truncated or damaged",
+				(unsigned long long)r->file_size,
+				(unsigned long long)get64(trailer + 24));
+	if (pread_all(r->fd, table, (size_t)r->n_sections * IMG_TABLE_ENT, *table_off))
+		return img_fail(err, -EIO, "cannot read the section table");
+	st = XXH3_createState();
+	if (!st)
+		return -ENOMEM;
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, table, (size_t)r->n_sections * IMG_TABLE_ENT);
+	XXH3_64bits_update(st, trailer, 40);
+	h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	if (h != get64(trailer + 40))
+		return img_fail(err, -EINVAL, "the section table or trailer fails its checksum");
+	for (int i = 0; i < r->n_sections; i++) {
+		const uint8_t *e = table + i * IMG_TABLE_ENT;
+
+		r->sec[i].type = get32(e);
+		r->sec[i].offset = get64(e + 8);
+		r->sec[i].length = get64(e + 16);
+		r->sec[i].hash = get64(e + 24);
+		if (r->sec[i].offset < min || r->sec[i].offset > *table_off ||
+		    r->sec[i].length > *table_off - r->sec[i].offset)
+			return img_fail(err, -EINVAL, "section %d lies outside its area", i);
+	}
+	return 0;
+}
+
+int img_read_section(const struct img_reader *r, const struct img_section *s, void **data)
+{
+	void *buf = malloc(s->length ? s->length : 1);
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	rc = pread_all(r->fd, buf, s->length, s->offset);
+	if (!rc && XXH3_64bits(buf, s->length) != s->hash)
+		rc = -EBADMSG;
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*data = buf;
+	return 0;
+}
+
+const struct img_section *img_find(const struct img_reader *r, uint32_t type)
+{
+	for (int i = 0; i < r->n_sections; i++)
+		if (r->sec[i].type == type)
+			return &r->sec[i];
+	return NULL;
+}
+
+static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
+{
+	const struct img_section *chunks;
+	void *data;
+	int rc;
+
+	for (int i = 0; i < r->n_sections; i++) {
+		rc = img_read_section(r, &r->sec[i], &data);
+		if (rc)
+			return img_fail(err, -EINVAL, "section %d (type %u, %llu bytes) %s", i,
+					r->sec[i].type, (unsigned long long)r->sec[i].length,
+					rc == -EBADMSG ? "fails its checksum (damaged)" :
+							 "cannot be read");
+		if (r->sec[i].type == IMG_SEC_CHUNKS && !r->chunk_hash)
+			r->chunk_hash = data;
+		else
+			free(data);
+	}
+	chunks = img_find(r, IMG_SEC_CHUNKS);
+	r->n_chunks = r->info.ram_size / IMG_CHUNK;
+	if (!chunks || chunks->length != r->n_chunks * sizeof(uint64_t))
+		return img_fail(err, -EINVAL, "the memory checksum table is missing or has the "
+				"wrong size");
+	return 0;
+}
+
+int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN])
+{
+	struct stat st;
+	uint64_t table_off;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0)
+		return img_fail(err, -errno, "cannot open: %s", strerror(errno));
+	if (fstat(r->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = img_fail(err, -EINVAL, "not a regular file");
+		goto fail;
+	}
+	r->file_size = (uint64_t)st.st_size;
+	rc = img_check_header(r, err);
+	if (!rc)
+		rc = img_check_trailer(r, err, &table_off);
+	if (!rc)
+		rc = img_check_sections(r, err);
+	if (!rc)
+		return 0;
+fail:
+	img_close(r);
+	return rc;
+}
+
+void img_close(struct img_reader *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->chunk_hash);
+	r->chunk_hash = NULL;
+	r->fd = -1;
+}
+
+int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
+{
+	int rc;
+
+	if (c >= r->n_chunks)
+		return -EINVAL;
+	rc = pread_all(r->fd, dst, IMG_CHUNK, IMG_MEM_OFFSET + c * IMG_CHUNK);
+	if (rc)
+		return rc;
+	return img_chunk_hash(c * (IMG_CHUNK / IMG_PAGE), dst) == r->chunk_hash[c] ? 0 : -EBADMSG;
+}

@@ -1,0 +1,98 @@
+/*
+ * image.h - the snapshot image file: header, memory at fixed offsets, checksummed
+ * sections, trailer. Knows nothing about VMs: sections are typed bytes.
+ */
+#ifndef CCVM_IMAGE_H
+#define CCVM_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define IMG_VERSION     1
+#define IMG_PAGE        4096ULL
+#define IMG_CHUNK       (2ULL << 20) /* a checksum per 2 MiB of guest memory */
+#define IMG_MEM_OFFSET  (1ULL << 20) /* memory starts here: page p at IMG_MEM_OFFSET + p*4 KiB */
+#define IMG_MAX_SECTIONS 16
+#define IMG_ERR_LEN     512
+
+enum img_section_type {
+	IMG_SEC_VCPUS = 1,    /* vCPU register state (opaque to this module) */
+	IMG_SEC_PROCESS = 2,  /* personality state (JSON) */
+	IMG_SEC_CHUNKS = 3,   /* per-chunk checksums of memory (written by img_finish) */
+	IMG_SEC_INFO = 4,     /* free-form figures (JSON) */
+};
+
+struct img_header_info {
+	uint64_t ram_size;    /* multiple of IMG_CHUNK */
+	uint32_t policy;      /* recorded, not interpreted */
+	uint32_t flags;
+	uint64_t created_ns;  /* CLOCK_REALTIME */
+};
+
+struct img_section {
+	uint32_t type;
+	uint64_t length;
+	uint64_t offset;      /* of the payload in the file */
+	uint64_t hash;
+};
+
+struct img_writer;
+
+/*
+ * img_create - start an image for @final_path under a temporary name in the same
+ * directory (created exclusively, mode 0600). Nothing appears under the final name
+ * until img_finish succeeds.
+ */
+int img_create(const char *final_path, const struct img_header_info *info, struct img_writer **out);
+
+/* Record page @pfn (guest-physical page number): @data is 4 KiB, or NULL for a zero
+ * page (left as a hole). Thread-safe for distinct pages. Returns 0 or -errno. */
+int img_write_page(struct img_writer *w, uint64_t pfn, const void *data);
+
+/* Add a section (copied). Returns 0, -E2BIG or -ENOMEM. */
+int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len);
+
+/* Write the chunk checksums, sections and trailer, fsync, rename into place, fsync
+ * the directory. Frees @w. On error the temporary file is removed. */
+int img_finish(struct img_writer *w);
+
+/* Give up: remove the temporary file and free @w. */
+void img_abort(struct img_writer *w);
+
+/* Bytes the image occupies on disk (holes excluded) once finished. */
+uint64_t img_disk_bytes(const char *path);
+
+struct img_reader {
+	int fd;
+	uint64_t file_size;
+	struct img_header_info info;
+	uint32_t version;
+	int n_sections;
+	struct img_section sec[IMG_MAX_SECTIONS];
+	uint64_t *chunk_hash;  /* ram_size / IMG_CHUNK entries */
+	uint64_t n_chunks;
+};
+
+/*
+ * img_open - open and validate header, trailer and section table (every section's
+ * checksum). Memory is checked separately. Returns 0, or -EINVAL / -errno with a
+ * message for the user in @err.
+ */
+int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN]);
+void img_close(struct img_reader *r);
+
+/* The section of @type, or NULL. *data is malloc'd; the caller frees it. */
+const struct img_section *img_find(const struct img_reader *r, uint32_t type);
+int img_read_section(const struct img_reader *r, const struct img_section *s, void **data);
+
+/*
+ * img_read_chunk - read chunk @c of guest memory into @dst (IMG_CHUNK bytes) and
+ * check it against its checksum. Returns 0, -EBADMSG on a mismatch, or -errno.
+ */
+int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst);
+
+/* Checksum of one chunk's contents as the writer computes it (exposed for tests). */
+uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk);
+
+#endif

@@ -1,0 +1,213 @@
+/*
+ * test_image.c - snapshot images: what is written reads back; any damage is refused
+ * with a message that says what is wrong; nothing half-written appears under the name.
+ */
+#include "suites.h"
+#include "../../snapshot/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RAM (4ULL << 20)
+#define PAGES (RAM / IMG_PAGE)
+
+static char dir[64], path[128];
+static uint8_t *mem;
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/ccvm-img-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/snap.img", dir);
+	mem = calloc(1, RAM);
+	for (uint64_t p = 0; p < PAGES; p += 3)
+		memset(mem + p * IMG_PAGE, (int)(p & 0xff) | 1, IMG_PAGE);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	free(mem);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static bool page_zero(const uint8_t *p)
+{
+	for (size_t i = 0; i < IMG_PAGE; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* Write every page (backwards, to show order does not matter), plus two sections. */
+static void write_image(void)
+{
+	struct img_header_info info = { .ram_size = RAM, .policy = 1, .created_ns = 123 };
+	struct img_writer *w;
+
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	for (uint64_t p = PAGES; p-- > 0;) {
+		const uint8_t *d = mem + p * IMG_PAGE;
+
+		ck_assert_int_eq(img_write_page(w, p, page_zero(d) ? NULL : d), 0);
+	}
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_VCPUS, "vcpu-state", 10), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_PROCESS, "{\"a\":1}", 7), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+}
+
+static void flip_byte(uint64_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, (off_t)off), 1);
+	b ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+	close(fd);
+}
+
+static void expect_open_fails(const char *needle)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+
+	ck_assert_msg(img_open(path, &r, err) != 0, "damaged image accepted");
+	ck_assert_msg(strstr(err, needle), "error '%s' lacks '%s'", err, needle);
+}
+
+/* Everything written reads back: header, sections, every chunk with its checksum. */
+START_TEST(test_round_trip)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	uint8_t *chunk = malloc(IMG_CHUNK);
+	void *data;
+
+	write_image();
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_uint_eq(r.info.ram_size, RAM);
+	ck_assert_uint_eq(r.info.policy, 1);
+	ck_assert_uint_eq(r.info.created_ns, 123);
+	ck_assert_int_eq(img_read_section(&r, img_find(&r, IMG_SEC_VCPUS), &data), 0);
+	ck_assert_int_eq(memcmp(data, "vcpu-state", 10), 0);
+	free(data);
+	for (uint64_t c = 0; c < r.n_chunks; c++) {
+		ck_assert_int_eq(img_read_chunk(&r, c, chunk), 0);
+		ck_assert_int_eq(memcmp(chunk, mem + c * IMG_CHUNK, IMG_CHUNK), 0);
+	}
+	img_close(&r);
+	/* Zero pages are holes: the file takes less than the RAM it describes. */
+	ck_assert_uint_lt(img_disk_bytes(path), RAM);
+	free(chunk);
+}
+END_TEST
+
+/* One flipped bit in memory is caught by that chunk's checksum, and only that chunk. */
+START_TEST(test_memory_damage)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	uint8_t *chunk = malloc(IMG_CHUNK);
+
+	write_image();
+	flip_byte(IMG_MEM_OFFSET + IMG_CHUNK + 5 * IMG_PAGE + 17);
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_int_eq(img_read_chunk(&r, 0, chunk), 0);
+	ck_assert_int_eq(img_read_chunk(&r, 1, chunk), -EBADMSG);
+	img_close(&r);
+	free(chunk);
+}
+END_TEST
+
+/* Damage in the header, a section, the table or the trailer fails at open. */
+START_TEST(test_metadata_damage)
+{
+	struct stat st;
+
+	write_image();
+	flip_byte(20);
+	expect_open_fails("header");
+	write_image();
+	flip_byte(IMG_MEM_OFFSET + RAM + 3);
+	expect_open_fails("checksum");
+	write_image();
+	ck_assert_int_eq(stat(path, &st), 0);
+	flip_byte((uint64_t)st.st_size - 30);
+	expect_open_fails("trailer");
+	write_image();
+	flip_byte((uint64_t)st.st_size - 60);
+	expect_open_fails("checksum");
+}
+END_TEST
+
+/* Truncation anywhere, a foreign file and a newer version are refused by name. */
+START_TEST(test_truncated_and_foreign)
+{
+	struct stat st;
+	FILE *f;
+
+	write_image();
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(truncate(path, st.st_size - 1), 0);
+	expect_open_fails("truncated");
+	write_image();
+	ck_assert_int_eq(truncate(path, IMG_MEM_OFFSET + 4096), 0);
+	expect_open_fails("truncated");
+	ck_assert_int_eq(truncate(path, 10), 0);
+	expect_open_fails("not a ccvm snapshot image");
+	f = fopen(path, "w");
+	fputs("#!/bin/sh\necho this is not an image, but it is long enough to have a header..\n", f);
+	fclose(f);
+	expect_open_fails("no CCVMIMG magic");
+	write_image();
+	flip_byte(8); /* version 1 -> 65 */
+	expect_open_fails("version 65");
+}
+END_TEST
+
+/* An aborted image leaves nothing behind, and an existing image is untouched. */
+START_TEST(test_abort_leaves_old_image)
+{
+	struct img_header_info info = { .ram_size = RAM };
+	struct img_writer *w;
+	struct stat before, after;
+	char cmd[256];
+
+	write_image();
+	ck_assert_int_eq(stat(path, &before), 0);
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_write_page(w, 0, mem), 0);
+	img_abort(w);
+	ck_assert_int_eq(stat(path, &after), 0);
+	ck_assert_uint_eq(before.st_ino, after.st_ino);
+	ck_assert_uint_eq(before.st_size, after.st_size);
+	snprintf(cmd, sizeof(cmd), "test $(ls -A %s | wc -l) = 1", dir);
+	ck_assert_msg(system(cmd) == 0, "temporary file left in %s", dir);
+	ck_assert_int_eq(img_create(path, &(struct img_header_info){ .ram_size = 12345 }, &w),
+			 -EINVAL);
+}
+END_TEST
+
+Suite *image_suite(void)
+{
+	Suite *s = suite_create("image");
+	TCase *tc = tcase_create("format");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_memory_damage);
+	tcase_add_test(tc, test_metadata_damage);
+	tcase_add_test(tc, test_truncated_and_foreign);
+	tcase_add_test(tc, test_abort_leaves_old_image);
+	suite_add_tcase(s, tc);
+	return s;
+}
