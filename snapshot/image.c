@@ -526,3 +526,19 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
 		return rc;
 	return img_chunk_hash(c * (IMG_CHUNK / IMG_PAGE), dst) == r->chunk_hash[c] ? 0 : -EBADMSG;
 }
+
+bool img_chunk_has_data(const struct img_reader *r, uint64_t c)
+{
+	off_t start = (off_t)(IMG_MEM_OFFSET + c * IMG_CHUNK);
+	off_t data = lseek(r->fd, start, SEEK_DATA);
+
+	/* Without SEEK_DATA support, assume data. */
+	if (data < 0)
+		return errno != ENXIO;
+	return data < start + (off_t)IMG_CHUNK;
+}
+
+bool img_chunk_ok(const struct img_reader *r, uint64_t c, const void *mem)
+{
+	return c < r->n_chunks && img_chunk_hash(c * (IMG_CHUNK / IMG_PAGE), mem) == r->chunk_hash[c];
+}

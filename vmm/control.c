@@ -14,6 +14,7 @@
 #include "log.h"
 #include "vm.h"
 #include "linux/lx.h"
+#include "../snapshot/engine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
+#include <limits.h>
 #include <unistd.h>
 
 #define CTL_MAX_CLIENTS 16
@@ -33,12 +35,16 @@
 
 struct ctl_client {
 	int fd;
+	uint64_t wait_id;  /* a snapshot whose end this client waits for (--wait) */
+	bool events;       /* asked for event lines */
 	size_t len;
 	char buf[CTL_MAX_LINE];
 };
 
 struct ctl_server {
 	struct vm *vm;
+	struct snap_engine *engine;
+	bool user_paused;
 	char *path;
 	int listen_fd;
 	int wake[2];
@@ -167,7 +173,80 @@ static json_t *ctl_stats(struct ctl_server *srv)
 			 (json_int_t)vm->mem.size, "host_rss_bytes", (json_int_t)vm_host_rss());
 }
 
-static char *ctl_dispatch(struct ctl_server *srv, const struct ctl_request *req)
+/* The engine calls this from its writer thread when a snapshot ends. */
+static void ctl_snapshot_done(void *arg)
+{
+	struct ctl_server *srv = arg;
+
+	if (write(srv->wake[1], "s", 1) < 0)
+		log_warn("control: cannot signal the end of a snapshot");
+}
+
+static char *ctl_figures_reply(const struct snap_figures *f)
+{
+	return ctl_line(snap_figures_json(f));
+}
+
+static void ctl_send(struct ctl_client *c, char *line);
+
+/* A snapshot ended: answer the clients that wait for it, tell event listeners. */
+static void ctl_deliver_snapshot(struct ctl_server *srv)
+{
+	struct snap_figures f;
+
+	if (!srv->engine || !snap_figures_of(srv->engine, srv->engine->cur.id, &f) || !f.done)
+		return;
+	for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
+		struct ctl_client *c = srv->clients[i];
+
+		if (!c)
+			continue;
+		if (c->wait_id == f.id) {
+			c->wait_id = 0;
+			ctl_send(c, ctl_figures_reply(&f));
+		}
+		if (c->events) {
+			json_t *ev = json_pack("{s:s}", "event",
+					       f.ok ? "snapshot-done" : "snapshot-failed");
+
+			json_object_update_new(ev, snap_figures_json(&f));
+			ctl_send(c, ctl_line(ev));
+		}
+	}
+}
+
+static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
+{
+	json_t *args = json_object_get(req->msg, "args"), *pol = json_object_get(req->msg, "policy");
+	json_t *rate = json_object_get(req->msg, "rate");
+	struct snap_request sr = { .policy = SNAP_COW };
+	struct snap_figures f;
+	char err[512];
+
+	if (!srv->engine)
+		return ctl_reply_error("snapshots are not available for this VM");
+	if (json_is_string(json_object_get(req->msg, "file")))
+		sr.file = json_string_value(json_object_get(req->msg, "file"));
+	else if (json_is_array(args) && json_is_string(json_array_get(args, 0)))
+		sr.file = json_string_value(json_array_get(args, 0));
+	if (!sr.file || !sr.file[0])
+		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy cow|stop] [--wait] [--rate MB/s]");
+	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
+		return ctl_reply_error("unknown --policy (known: cow, stop)");
+	if (rate && (!json_is_number(rate) || json_number_value(rate) < 0))
+		return ctl_reply_error("--rate must be a number of MB/s");
+	if (rate)
+		sr.rate = (uint64_t)(json_number_value(rate) * 1e6);
+	if (snap_start(srv->engine, &sr, &f, err, sizeof(err)))
+		return ctl_reply_error(err);
+	if (json_is_true(json_object_get(req->msg, "wait")) && !f.done) {
+		c->wait_id = f.id; /* the reply comes when the snapshot ends */
+		return NULL;
+	}
+	return ctl_figures_reply(&f);
+}
+
+static char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
 {
 	int rc;
 
@@ -178,11 +257,22 @@ static char *ctl_dispatch(struct ctl_server *srv, const struct ctl_request *req)
 		return ctl_reply_ok(ctl_stats(srv));
 	case CTL_PAUSE:
 	case CTL_RESUME:
-		rc = req->cmd == CTL_PAUSE ? vm_pause(srv->vm) : vm_resume(srv->vm);
+		/* The user's pause is one level; a snapshot's own pause nests inside it. */
+		rc = 0;
+		if (req->cmd == CTL_PAUSE && !srv->user_paused)
+			rc = vm_pause(srv->vm);
+		else if (req->cmd == CTL_RESUME && srv->user_paused)
+			rc = vm_resume(srv->vm);
 		if (rc)
 			return ctl_reply_error("the VM has stopped");
+		srv->user_paused = req->cmd == CTL_PAUSE;
 		return ctl_reply_ok(json_pack("{s:s}", "state",
 					      req->cmd == CTL_PAUSE ? "paused" : "running"));
+	case CTL_SNAPSHOT:
+		return ctl_snapshot(srv, c, req);
+	case CTL_EVENTS:
+		c->events = true;
+		return ctl_reply_ok(json_pack("{s:s}", "events", "on"));
 	case CTL_QUIT:
 		return ctl_reply_ok(json_pack("{s:s}", "state", "stopped"));
 	default:
@@ -200,7 +290,7 @@ static void ctl_handle_line(struct ctl_server *srv, struct ctl_client *c, const 
 		ctl_send(c, ctl_reply_error(err));
 		return;
 	}
-	ctl_send(c, ctl_dispatch(srv, &req));
+	ctl_send(c, ctl_dispatch(srv, c, &req));
 	if (req.cmd == CTL_QUIT) {
 		log_info("stopping the VM: quit requested on the control socket");
 		vm_stop(srv->vm, 0);
@@ -287,8 +377,15 @@ static void *ctl_thread(void *arg)
 				lx_clock_refresh(srv->vm->proc);
 			continue;
 		}
-		if (pfd[0].revents)
+		if (pfd[0].revents) {
+			char why = 'q';
+
+			if (read(srv->wake[0], &why, 1) == 1 && why == 's') {
+				ctl_deliver_snapshot(srv);
+				continue;
+			}
 			break;
+		}
 		for (int k = 1; k < n; k++) {
 			if (!pfd[k].revents)
 				continue;
@@ -301,7 +398,7 @@ static void *ctl_thread(void *arg)
 	return NULL;
 }
 
-int ctl_start(struct vm *vm, const char *path, struct ctl_server **out)
+int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine, struct ctl_server **out)
 {
 	struct ctl_server *srv = calloc(1, sizeof(*srv));
 	int rc;
@@ -309,6 +406,11 @@ int ctl_start(struct vm *vm, const char *path, struct ctl_server **out)
 	if (!srv)
 		return -ENOMEM;
 	srv->vm = vm;
+	srv->engine = engine;
+	if (engine) {
+		engine->on_done = ctl_snapshot_done;
+		engine->on_done_ctx = srv;
+	}
 	srv->listen_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &srv->started);
 	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
@@ -345,7 +447,9 @@ void ctl_stop(struct ctl_server *srv)
 {
 	if (!srv)
 		return;
-	if (write(srv->wake[1], "x", 1) == 1)
+	if (srv->engine)
+		srv->engine->on_done = NULL;
+	if (write(srv->wake[1], "q", 1) == 1)
 		pthread_join(srv->thread, NULL);
 	for (int i = 0; i < CTL_MAX_CLIENTS; i++)
 		if (srv->clients[i])
@@ -358,6 +462,22 @@ void ctl_stop(struct ctl_server *srv)
 	close(srv->wake[1]);
 	free(srv->path);
 	free(srv);
+}
+
+/* The monitor runs in another directory: a relative snapshot FILE means the
+ * caller's directory. */
+static void ctl_absolute_file(json_t *req)
+{
+	json_t *args = json_object_get(req, "args");
+	const char *f = json_string_value(json_array_get(args, 0));
+	char cwd[PATH_MAX], *abs;
+
+	if (!f || f[0] == '/' || strcmp(json_string_value(json_object_get(req, "cmd")), "snapshot"))
+		return;
+	if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, f) < 0)
+		return;
+	json_array_set_new(args, 0, json_string(abs));
+	free(abs);
 }
 
 int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
@@ -374,6 +494,7 @@ int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
 		log_err("ctl: %s", err);
 		return 2;
 	}
+	ctl_absolute_file(req);
 	line = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	if (!line || ctl_sockaddr(path, &sa)) {

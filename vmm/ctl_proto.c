@@ -14,7 +14,8 @@
 
 static const char *const ctl_names[CTL_NR_CMDS] = {
 	[CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
-	[CTL_STATS] = "stats",   [CTL_QUIT] = "quit",
+	[CTL_STATS] = "stats",   [CTL_QUIT] = "quit",     [CTL_SNAPSHOT] = "snapshot",
+	[CTL_EVENTS] = "events",
 };
 
 const char *ctl_cmd_name(enum ctl_cmd cmd)
@@ -56,7 +57,7 @@ int ctl_parse(const char *line, size_t len, struct ctl_request *req, char *err, 
 			req->msg = msg;
 			return 0;
 		}
-	snprintf(err, errlen, "unknown command '%.64s' (known: status, pause, resume, stats, quit)",
+	snprintf(err, errlen, "unknown command '%.64s' (known: status, pause, resume, stats, quit, snapshot, events)",
 		 name);
 fail:
 	json_decref(msg);
@@ -98,6 +99,14 @@ char *ctl_reply_ok(json_t *obj)
 		json_object_update(reply, obj);
 	line = ctl_dump_line(reply);
 	json_decref(reply);
+	json_decref(obj);
+	return line;
+}
+
+char *ctl_line(json_t *obj)
+{
+	char *line = ctl_dump_line(obj);
+
 	json_decref(obj);
 	return line;
 }

@@ -9,7 +9,16 @@
 
 #define CTL_MAX_LINE 65536 /* longest request line accepted, newline included */
 
-enum ctl_cmd { CTL_STATUS, CTL_PAUSE, CTL_RESUME, CTL_STATS, CTL_QUIT, CTL_NR_CMDS };
+enum ctl_cmd {
+	CTL_STATUS,
+	CTL_PAUSE,
+	CTL_RESUME,
+	CTL_STATS,
+	CTL_QUIT,
+	CTL_SNAPSHOT,
+	CTL_EVENTS,
+	CTL_NR_CMDS
+};
 
 struct ctl_request {
 	enum ctl_cmd cmd;
@@ -25,6 +34,8 @@ void ctl_request_free(struct ctl_request *req);
  * takes its reference; ctl_reply_error builds {"ok":false,"error":msg}. */
 char *ctl_reply_ok(json_t *obj);
 char *ctl_reply_error(const char *msg);
+/* Any object as one line (malloc'd, ends in "\n"); takes the reference of @obj. */
+char *ctl_line(json_t *obj);
 
 /* Client side: turn `COMMAND [ARGS...]` into a request object. Positional words go to
  * "args"; `--key value` becomes "key": value (numbers as numbers); a `--flag` with no

@@ -12,6 +12,8 @@
 #include "log.h"
 #include "vcpu.h"
 #include "vm.h"
+#include "../snapshot/engine.h"
+#include "../snapshot/restore.h"
 #include "linux/lx.h"
 #include "../mmu/layout.h"
 
@@ -46,6 +48,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+		"       ccvm restore FILE [--control PATH] [--mem SIZE]\n"
+		"       ccvm inspect FILE\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]\n"
 		"\n"
 		"run options:\n"
@@ -56,7 +60,8 @@ static void usage(FILE *out)
 		"                    default: the current directory)\n"
 		"  -v, --verbose     more messages (twice: trace every system call)\n"
 		"\n"
-		"ctl commands: status, pause, resume, stats, quit\n",
+		"ctl commands: status, pause, resume, stats, quit, events,\n"
+		"              snapshot FILE [--policy cow|stop] [--wait] [--rate MB/s]\n",
 		(unsigned long long)(LAYOUT_MIN_RAM >> 20), (unsigned long long)(LAYOUT_MAX_RAM >> 30));
 }
 
@@ -141,9 +146,19 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	return 0;
 }
 
-static const struct lx_hooks run_hooks = {
+static struct snap_engine *hook_engine;
+
+static void hook_before_discard(void *ctx, uint64_t gpa, uint64_t len)
+{
+	(void)ctx;
+	if (hook_engine)
+		snap_before_discard(hook_engine, gpa, len);
+}
+
+static struct lx_hooks run_hooks = {
 	.block_begin = (void (*)(void *))vcpu_block_begin,
 	.block_end = (void (*)(void *))vcpu_block_end,
+	.before_discard = hook_before_discard,
 };
 
 static int exit_status_for(int rc)
@@ -155,7 +170,8 @@ static int exit_status_for(int rc)
 	return 1;
 }
 
-static int start_clock(struct vm *vm, struct vcpu *vcpu)
+/* Start the guest clock: fresh (mono_ns 0 = now) or where a snapshot left it. */
+static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
 {
 	int64_t offset;
 	int khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ, 0);
@@ -165,14 +181,57 @@ static int start_clock(struct vm *vm, struct vcpu *vcpu)
 		return -EIO;
 	}
 	vm->tsc_khz = (uint32_t)khz;
-	lx_clock_init(vm->proc, offset, (uint32_t)khz);
+	if (mono_ns)
+		lx_clock_resume(vm->proc, offset, (uint32_t)khz, mono_ns);
+	else
+		lx_clock_init(vm->proc, offset, (uint32_t)khz);
 	return 0;
+}
+
+/* Copy-on-write copies: an eighth of guest RAM, 16 MiB .. 512 MiB. When it runs out
+ * the fault path saves pages synchronously instead (slower, still exact). */
+static size_t pool_bytes_for(uint64_t mem)
+{
+	uint64_t b = mem / 8;
+
+	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (512ULL << 20) ? (512ULL << 20) : b);
+}
+
+/* Run a VM that is fully built: monitor thread, snapshots if a control socket is
+ * served, vCPUs; then tear down. Returns ccvm's exit status. */
+static int run_vm(struct vm *vm, const char *control)
+{
+	struct ctl_server *ctl = NULL;
+	struct snap_engine engine;
+	bool snaps = control != NULL;
+	int status;
+
+	if (snaps && snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size)))
+		return 1;
+	hook_engine = snaps ? &engine : NULL;
+	if (ctl_start(vm, control, snaps ? &engine : NULL, &ctl)) {
+		if (snaps)
+			snap_engine_fini(&engine);
+		return 1;
+	}
+	status = vm_run(vm);
+	if (snaps)
+		snap_engine_fini(&engine); /* a snapshot still running is abandoned cleanly */
+	hook_engine = NULL;
+	ctl_stop(ctl);
+	if (!vm_all_done(vm)) {
+		/* A vCPU is still inside a blocking host call for the guest (a read from
+		 * a terminal, say). Nothing of the guest matters any more; tearing the VM
+		 * down under that thread would not be safe, so leave it to exit(). */
+		fflush(NULL);
+		_exit(status);
+	}
+	return status;
 }
 
 static int cmd_run(int argc, char **argv)
 {
 	struct lx_thread thread;
-	struct ctl_server *ctl = NULL;
 	struct lx_entry entry;
 	struct run_opts o;
 	struct vcpu *vcpu;
@@ -199,24 +258,70 @@ static int cmd_run(int argc, char **argv)
 	vm.vcpus[vm.n_vcpus++] = vcpu;
 	lx_thread_init(vm.proc, &thread, vcpu);
 	vcpu->lx = &thread;
-	status = 1;
-	if (start_clock(&vm, vcpu) || ctl_start(&vm, o.control, &ctl))
-		goto out_proc;
-	status = vm_run(&vm);
-	ctl_stop(ctl);
-	if (!vm_all_done(&vm)) {
-		/* A vCPU is still inside a blocking host call for the guest (a read from
-		 * a terminal, say). Nothing of the guest matters any more; tearing the VM
-		 * down under that thread would not be safe, so leave it to exit(). */
-		fflush(NULL);
-		_exit(status);
-	}
+	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, o.control);
 out_proc:
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;
 out_vm:
 	vm_destroy(&vm);
 	return status;
+}
+
+static int cmd_restore(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "mem", required_argument, NULL, 'm' }, { "control", required_argument, NULL, 'c' },
+		{ "verbose", no_argument, NULL, 'v' },   { NULL, 0, NULL, 0 },
+	};
+	const char *control = NULL;
+	struct lx_thread thread;
+	uint64_t mem = 0, mono_ns = 0;
+	int ch, verbose = 0, status;
+	struct vm vm = { .fd = -1, .kvm_fd = -1 };
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "+v", longopts, NULL)) != -1) {
+		if (ch == 'm' && cli_parse_size(optarg, &mem) == 0)
+			continue;
+		if (ch == 'c') {
+			control = optarg;
+			continue;
+		}
+		if (ch == 'v') {
+			verbose++;
+			continue;
+		}
+		log_err("usage: ccvm restore FILE [--control PATH] [--mem SIZE]");
+		return EXIT_USAGE;
+	}
+	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
+	if (optind != argc - 1) {
+		log_err("usage: ccvm restore FILE [--control PATH] [--mem SIZE]");
+		return EXIT_USAGE;
+	}
+	mem = (mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+	if (restore_vm(argv[optind], mem, &run_hooks, &vm, &thread, &mono_ns)) {
+		if (vm.fd >= 0 || vm.kvm_fd >= 0) {
+			lx_proc_destroy(vm.proc);
+			vm.proc = NULL;
+			vm_destroy(&vm);
+		}
+		return 1;
+	}
+	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 : run_vm(&vm, control);
+	lx_proc_destroy(vm.proc);
+	vm.proc = NULL;
+	vm_destroy(&vm);
+	return status;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+	if (argc != 2) {
+		log_err("usage: ccvm inspect FILE");
+		return EXIT_USAGE;
+	}
+	return inspect_image(argv[1], stdout);
 }
 
 int main(int argc, char **argv)
@@ -229,6 +334,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "restore") == 0)
+		return cmd_restore(argc - 1, argv + 1);
+	if (strcmp(argv[1], "inspect") == 0)
+		return cmd_inspect(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ctl") == 0) {
 		if (argc < 4) {
 			log_err("usage: ccvm ctl PATH COMMAND [ARGS...]");

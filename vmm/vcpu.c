@@ -290,7 +290,9 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu)
 
 	stats_count(&vcpu->vm->stats.exits[EXIT_SYSCALL]);
 	__atomic_store_n(&vcpu->state, VCPU_MONITOR, __ATOMIC_RELEASE);
+	vcpu->in_syscall = true;
 	act = lx_syscall(vcpu->lx, &run->s.regs.regs, &run->s.regs.sregs, &sregs_dirty);
+	vcpu->in_syscall = false;
 	if (act != LX_RESUME) {
 		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
 		return true;
@@ -396,4 +398,71 @@ void *vcpu_thread(void *arg)
 	}
 	vcpu_set_state(vcpu, VCPU_DONE);
 	return NULL;
+}
+
+/* MSRs a CPL3 guest depends on beyond the segment state. */
+static const uint32_t vcpu_saved_msrs[] = { MSR_STAR, MSR_LSTAR, MSR_CSTAR, MSR_SYSCALL_MASK };
+
+int vcpu_save_state(struct vcpu *vcpu, struct vcpu_saved *st)
+{
+	struct kvm_run *run = vcpu->run;
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e[8];
+	} m = { .hdr.nmsrs = 4 };
+
+	memset(st, 0, sizeof(*st));
+	st->magic = VCPU_STATE_MAGIC;
+	st->size = sizeof(*st);
+	/* Registers edited after the last exit live in the sync area until the next
+	 * KVM_RUN applies them: that is the state the guest will resume with. */
+	if (run->kvm_dirty_regs & KVM_SYNC_X86_REGS || vcpu->in_syscall)
+		st->regs = run->s.regs.regs;
+	else if (ioctl(vcpu->fd, KVM_GET_REGS, &st->regs) < 0)
+		return -errno;
+	if (run->kvm_dirty_regs & KVM_SYNC_X86_SREGS || vcpu->in_syscall)
+		st->sregs = run->s.regs.sregs;
+	else if (ioctl(vcpu->fd, KVM_GET_SREGS, &st->sregs) < 0)
+		return -errno;
+	if (vcpu->in_syscall) {
+		/* Blocked in a system call: record the moment before the `syscall`
+		 * instruction (2 bytes), so the restored guest makes the call again. */
+		st->regs.rip = st->regs.rcx - 2;
+		st->regs.rflags = (st->regs.r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+		vcpu_seg_user_code(&st->sregs.cs);
+		vcpu_seg_user_data(&st->sregs.ss, 0);
+	}
+	if (ioctl(vcpu->fd, KVM_GET_XSAVE, &st->xsave) < 0 ||
+	    ioctl(vcpu->fd, KVM_GET_XCRS, &st->xcrs) < 0 ||
+	    ioctl(vcpu->fd, KVM_GET_VCPU_EVENTS, &st->events) < 0)
+		return -errno;
+	for (unsigned i = 0; i < 4; i++)
+		m.e[i].index = vcpu_saved_msrs[i];
+	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) != 4)
+		return -EIO;
+	st->n_msrs = 4;
+	memcpy(st->msrs, m.e, sizeof(m.e[0]) * 4);
+	return 0;
+}
+
+int vcpu_load_state(struct vcpu *vcpu, const struct vcpu_saved *st)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e[8];
+	} m = { .hdr.nmsrs = st->n_msrs };
+
+	if (st->magic != VCPU_STATE_MAGIC || st->size != sizeof(*st) || st->n_msrs > 8)
+		return -EINVAL;
+	memcpy(m.e, st->msrs, sizeof(m.e[0]) * st->n_msrs);
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &st->sregs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_REGS, &st->regs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_XCRS, &st->xcrs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_XSAVE, &st->xsave) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &st->events) < 0)
+		return -errno;
+	if (ioctl(vcpu->fd, KVM_SET_MSRS, &m) != (int)st->n_msrs)
+		return -EIO;
+	vcpu->run->kvm_dirty_regs = 0;
+	return 0;
 }

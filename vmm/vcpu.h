@@ -27,6 +27,7 @@ struct vcpu {
 	struct kvm_run *run;
 	pthread_t thread;
 	enum vcpu_state state; /* guarded by vm->lock */
+	bool in_syscall;       /* between a syscall exit and its return (for snapshots) */
 	struct lx_thread *lx;  /* the guest thread this vCPU runs */
 };
 
@@ -55,3 +56,26 @@ void vcpu_block_end(struct vcpu *vcpu);
 int vcpu_tsc_offset(struct vcpu *vcpu, int64_t *offset);
 
 #endif
+
+/* The architectural state of one vCPU as a snapshot records it. */
+struct vcpu_saved {
+	uint32_t magic;
+	uint32_t size;            /* sizeof(struct vcpu_saved): refuses a foreign layout */
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct kvm_xsave xsave;
+	struct kvm_xcrs xcrs;
+	struct kvm_vcpu_events events;
+	uint32_t n_msrs;
+	uint32_t pad;
+	struct kvm_msr_entry msrs[8];
+};
+
+#define VCPU_STATE_MAGIC 0x76637075 /* "vcpu" */
+
+/* Capture the state of a vCPU that is parked or blocked in a system call (a blocked
+ * call is recorded as not yet made: restored, the guest makes it again). */
+int vcpu_save_state(struct vcpu *vcpu, struct vcpu_saved *st);
+
+/* Load a captured state into a freshly created vCPU. */
+int vcpu_load_state(struct vcpu *vcpu, const struct vcpu_saved *st);

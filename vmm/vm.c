@@ -251,6 +251,7 @@ int vm_pause(struct vm *vm)
 		return -ESRCH;
 	}
 	vm->pause_req = true;
+	vm->pause_count++;
 	pthread_mutex_unlock(&vm->lock);
 	vm_kick_all(vm);
 	pthread_mutex_lock(&vm->lock);
@@ -269,8 +270,10 @@ int vm_resume(struct vm *vm)
 		pthread_mutex_unlock(&vm->lock);
 		return -ESRCH;
 	}
-	vm->pause_req = false;
-	vm->state = VM_RUNNING;
+	if (vm->pause_count > 0 && --vm->pause_count == 0) {
+		vm->pause_req = false;
+		vm->state = VM_RUNNING;
+	}
 	pthread_cond_broadcast(&vm->cond);
 	pthread_mutex_unlock(&vm->lock);
 	return 0;

@@ -37,6 +37,7 @@ struct vm {
 	int n_running;         /* vCPU threads not yet finished */
 	int n_parked;          /* vCPUs that honour a pause request right now */
 	bool pause_req;
+	int pause_count;       /* nested pauses: vCPUs run again when it drops to 0 */
 	bool stop_req;
 	enum vm_state state;
 	int exit_status;       /* what ccvm exits with once the VM stops */
@@ -57,7 +58,8 @@ bool vm_all_done(struct vm *vm);
 /* Stop all vCPUs for good; the VM exits with @status. Callable from any thread. */
 void vm_stop(struct vm *vm, int status);
 
-/* Pause: returns once no vCPU runs guest code. Resume lets them go on. Called from
+/* Pause: returns once no vCPU runs guest code. Resume lets them go on. Pauses nest
+ * (a snapshot taken while the user has paused the VM leaves it paused). Called from
  * the control thread, never from a vCPU. */
 int vm_pause(struct vm *vm);
 int vm_resume(struct vm *vm);

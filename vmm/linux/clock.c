@@ -59,18 +59,30 @@ void lx_clock_refresh(struct lx_proc *p)
 		clock_publish_offsets(p, ts_ns(&real) - mono, ts_ns(&boot) - mono);
 }
 
+uint64_t lx_clock_mono_ns(struct lx_proc *p)
+{
+	return clock_mono_ns(&p->clock);
+}
+
 void lx_clock_init(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz)
 {
-	struct lx_clock *k = &p->clock;
 	struct timespec mono;
 
 	clock_gettime(CLOCK_MONOTONIC, &mono);
+	lx_clock_resume(p, tsc_offset, tsc_khz, (uint64_t)ts_ns(&mono));
+}
+
+/* Start (or restart, after a restore) guest monotonic time at @mono_ns now. */
+void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, uint64_t mono_ns)
+{
+	struct lx_clock *k = &p->clock;
+
 	k->tsc_offset = tsc_offset;
 	k->shift = CLOCK_SHIFT;
 	/* ns per tick = 1e6 / kHz, as a 32.32 fixed-point multiplier. */
 	k->mult = (uint64_t)(((unsigned __int128)1000000 << CLOCK_SHIFT) / (tsc_khz ? tsc_khz : 1));
 	k->tsc_base = clock_guest_tsc(k);
-	k->mono_base_ns = (uint64_t)ts_ns(&mono);
+	k->mono_base_ns = mono_ns;
 	if (k->data) {
 		struct vdso_data *d = k->data;
 

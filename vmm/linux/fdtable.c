@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define FD_INITIAL_SLOTS 64
@@ -29,7 +30,7 @@ static int lx_fd_grow(struct lx_proc *p, int need)
 	if (!nf)
 		return -ENOMEM;
 	for (int i = p->n_files; i < n; i++)
-		nf[i] = (struct lx_file){ .host_fd = -1 };
+		nf[i] = (struct lx_file){ .host_fd = -1, .std = -1 };
 	p->files = nf;
 	p->n_files = n;
 	return 0;
@@ -64,9 +65,20 @@ int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec)
 		if (rc)
 			return rc;
 	}
-	p->files[fd].host_fd = host_fd;
-	p->files[fd].cloexec = cloexec;
+	p->files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
 	return fd;
+}
+
+/* Remember how guest fd @fd was opened, so a restored VM can open it again. */
+int lx_fd_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, int std)
+{
+	struct lx_file *f = &p->files[fd];
+
+	free(f->path);
+	f->path = path ? strdup(path) : NULL;
+	f->oflags = oflags;
+	f->std = std;
+	return path && !f->path ? -ENOMEM : 0;
 }
 
 int lx_fd_close(struct lx_proc *p, int fd)
@@ -75,12 +87,19 @@ int lx_fd_close(struct lx_proc *p, int fd)
 
 	if (host < 0)
 		return host;
-	p->files[fd].host_fd = -1;
+	free(p->files[fd].path);
+	p->files[fd] = (struct lx_file){ .host_fd = -1, .std = -1 };
 	/* Linux's close releases the descriptor even when the flush reports an error;
 	 * report EIO-type errors but never EINTR (the descriptor is gone either way). */
 	if (close(host) < 0 && errno != EINTR)
 		return -errno;
 	return 0;
+}
+
+/* A table with no descriptors open (a restore fills it). */
+int lx_fd_init_empty(struct lx_proc *p)
+{
+	return lx_fd_grow(p, FD_INITIAL_SLOTS);
 }
 
 int lx_fd_init(struct lx_proc *p)
@@ -92,17 +111,21 @@ int lx_fd_init(struct lx_proc *p)
 	for (int fd = 0; fd < 3; fd++) {
 		int host = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 
-		if (host >= 0)
+		if (host >= 0) {
 			p->files[fd].host_fd = host;
+			p->files[fd].std = fd;
+		}
 	}
 	return 0;
 }
 
 void lx_fd_fini(struct lx_proc *p)
 {
-	for (int fd = 0; fd < p->n_files; fd++)
+	for (int fd = 0; fd < p->n_files; fd++) {
 		if (p->files[fd].host_fd >= 0)
 			close(p->files[fd].host_fd);
+		free(p->files[fd].path);
+	}
 	free(p->files);
 	p->files = NULL;
 	p->n_files = 0;
@@ -126,7 +149,7 @@ int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
 	}
 	if (p->files[fd].host_fd >= 0)
 		close(p->files[fd].host_fd);
-	p->files[fd].host_fd = host_fd;
-	p->files[fd].cloexec = cloexec;
+	free(p->files[fd].path);
+	p->files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
 	return fd;
 }

@@ -23,10 +23,14 @@
 
 struct vdso_data;
 
-/* What the personality needs from the VM around host calls that may block. */
+/* What the personality needs from the VM: around host calls that may block, and
+ * before it discards guest memory (a snapshot in progress may still owe those pages
+ * to its image). */
 struct lx_hooks {
 	void (*block_begin)(void *vcpu);
 	void (*block_end)(void *vcpu);
+	void (*before_discard)(void *ctx, uint64_t gpa, uint64_t len);
+	void *ctx;
 };
 
 struct lx_config {
@@ -43,6 +47,9 @@ struct lx_config {
 struct lx_file {
 	int host_fd;             /* -1: the slot is free */
 	bool cloexec;
+	int std;                 /* 0..2: the caller's stdin/stdout/stderr; -1 otherwise */
+	int oflags;              /* open flags, for reopening on restore */
+	char *path;              /* guest path it was opened by, NULL for pipes and std */
 };
 
 struct lx_fs {
@@ -84,6 +91,7 @@ struct lx_proc {
 	int n_files;             /* slots allocated */
 	struct lx_mm mm;
 	int *mfiles;             /* host fds of files mapped with mmap (VMA_FILE file_id) */
+	char **mfile_paths;      /* their guest paths (NULL if unknown), for restore */
 	int n_mfiles;
 	struct lx_clock clock;
 	char exe[PATH_MAX];      /* guest path of the program (/proc/self/exe) */
@@ -139,6 +147,16 @@ void lx_clock_refresh(struct lx_proc *p);
  */
 enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
 			  bool *sregs_dirty);
+
+/* Snapshot support (state.c). lx_state_save describes the process and its thread as
+ * JSON; lx_proc_restore rebuilds a process around memory already restored. */
+struct json_t;
+struct json_t *lx_state_save(struct lx_proc *p, struct lx_thread *t);
+int lx_proc_restore(struct gmem *mem, struct json_t *state, const struct lx_hooks *hooks,
+		    struct lx_proc **out, struct lx_thread *t, char *err, size_t errlen);
+/* Guest monotonic time now, and restarting the clock where a snapshot left it. */
+uint64_t lx_clock_mono_ns(struct lx_proc *p);
+void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, uint64_t mono_ns);
 
 /* Name of system call @nr ("syscall_N" when unknown); stable storage. */
 const char *lx_syscall_name(unsigned nr);

@@ -318,9 +318,13 @@ void lx_proc_destroy(struct lx_proc *p)
 	if (!p)
 		return;
 	lx_fd_fini(p);
-	for (int i = 0; i < p->n_mfiles; i++)
-		close(p->mfiles[i]);
+	for (int i = 0; i < p->n_mfiles; i++) {
+		if (p->mfiles[i] >= 0)
+			close(p->mfiles[i]);
+		free(p->mfile_paths[i]);
+	}
 	free(p->mfiles);
+	free(p->mfile_paths);
 	vma_map_free(&p->mm.map);
 	lx_fs_fini(&p->fs);
 	pthread_mutex_destroy(&p->lock);

@@ -42,7 +42,9 @@ int lx_fd_host(struct lx_proc *p, int fd);       /* host fd, or -EBADF */
 int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec); /* guest fd or -EMFILE */
 int lx_fd_close(struct lx_proc *p, int fd);
 int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec);
+int lx_fd_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, int std);
 int lx_fd_init(struct lx_proc *p);
+int lx_fd_init_empty(struct lx_proc *p);
 void lx_fd_fini(struct lx_proc *p);
 
 /* Paths (path.c): confined to the guest root, writable only under --rw dirs. */

@@ -181,7 +181,25 @@ static int64_t lx_openat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t 
 	rc = lx_fs_open(&c->p->fs, gpath, (int)(flags & LX_OPEN_FLAGS), (mode_t)mode, &host);
 	if (rc)
 		return rc;
-	return lx_install(c, host, 0, flags & O_CLOEXEC);
+	rc = lx_install(c, host, 0, flags & O_CLOEXEC);
+	if (rc >= 0) {
+		pthread_mutex_lock(&c->p->lock);
+		lx_fd_set_origin(c->p, rc, gpath, (int)(flags & LX_OPEN_FLAGS), -1);
+		pthread_mutex_unlock(&c->p->lock);
+	}
+	return rc;
+}
+
+/* A duplicate describes the same open file: it inherits where that came from. */
+static void lx_copy_origin(struct lx_call *c, int from, int to)
+{
+	pthread_mutex_lock(&c->p->lock);
+	if (from >= 0 && from < c->p->n_files && to >= 0 && to < c->p->n_files) {
+		const struct lx_file *f = &c->p->files[from];
+
+		lx_fd_set_origin(c->p, to, f->path, f->oflags, f->std);
+	}
+	pthread_mutex_unlock(&c->p->lock);
 }
 
 int64_t sys_open(struct lx_call *c)
@@ -592,13 +610,17 @@ int64_t sys_fdatasync(struct lx_call *c)
 	return lx_sync(c, true);
 }
 
-static int64_t lx_dup_at_least(struct lx_call *c, int host, int min_fd, bool cloexec)
+static int64_t lx_dup_at_least(struct lx_call *c, int oldfd, int host, int min_fd, bool cloexec)
 {
 	int nh = fcntl(host, F_DUPFD_CLOEXEC, 3);
+	int fd;
 
 	if (nh < 0)
 		return -errno;
-	return lx_install(c, nh, min_fd, cloexec);
+	fd = lx_install(c, nh, min_fd, cloexec);
+	if (fd >= 0)
+		lx_copy_origin(c, oldfd, fd);
+	return fd;
 }
 
 static int64_t lx_fcntl_lock(struct lx_call *c, int host, int cmd)
@@ -627,7 +649,7 @@ int64_t sys_fcntl(struct lx_call *c)
 	case F_DUPFD_CLOEXEC:
 		if (c->a[2] > INT_MAX)
 			return -EINVAL;
-		return lx_dup_at_least(c, host, (int)c->a[2], cmd == F_DUPFD_CLOEXEC);
+		return lx_dup_at_least(c, fd, host, (int)c->a[2], cmd == F_DUPFD_CLOEXEC);
 	case F_GETFD:
 	case F_SETFD:
 		pthread_mutex_lock(&c->p->lock);
@@ -661,7 +683,7 @@ int64_t sys_dup(struct lx_call *c)
 {
 	int host = lx_host_fd(c, c->a[0]);
 
-	return host < 0 ? host : lx_dup_at_least(c, host, 0, false);
+	return host < 0 ? host : lx_dup_at_least(c, (int)c->a[0], host, 0, false);
 }
 
 static int64_t lx_dup3(struct lx_call *c, uint64_t oldfd, uint64_t newfd, bool cloexec)
@@ -681,6 +703,8 @@ static int64_t lx_dup3(struct lx_call *c, uint64_t oldfd, uint64_t newfd, bool c
 	pthread_mutex_unlock(&c->p->lock);
 	if (rc < 0)
 		close(nh);
+	else
+		lx_copy_origin(c, (int)oldfd, rc);
 	return rc;
 }
 

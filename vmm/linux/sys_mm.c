@@ -43,13 +43,21 @@ static bool mm_user_range(struct lx_proc *p, uint64_t start, uint64_t len)
  * lx_mm_discard - give [start, end) back: it reads as zero afterwards and leaves the
  * memory map. Caller holds p->lock.
  */
+/* Give pages back to the host, first letting a running snapshot keep what it needs. */
+static int mm_discard_pages(struct lx_proc *p, uint64_t start, uint64_t len)
+{
+	if (p->hooks && p->hooks->before_discard)
+		p->hooks->before_discard(p->hooks->ctx, start, len);
+	return gmem_discard(p->mem, start, len);
+}
+
 int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end)
 {
 	int rc;
 
 	if (start >= end)
 		return 0;
-	rc = gmem_discard(p->mem, start, end - start);
+	rc = mm_discard_pages(p, start, end - start);
 	if (rc)
 		return rc;
 	return vma_remove(&p->mm.map, start, end);
@@ -60,6 +68,7 @@ int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end)
 static int mm_file_id(struct lx_proc *p, int host_fd)
 {
 	struct stat st, other;
+	char gpath[PATH_MAX], **np;
 	int *nf, dup_fd;
 
 	if (fstat(host_fd, &st) < 0)
@@ -72,10 +81,16 @@ static int mm_file_id(struct lx_proc *p, int host_fd)
 	if (!nf)
 		return -ENOMEM;
 	p->mfiles = nf;
+	np = realloc(p->mfile_paths, (size_t)(p->n_mfiles + 1) * sizeof(*np));
+	if (!np)
+		return -ENOMEM;
+	p->mfile_paths = np;
 	dup_fd = fcntl(host_fd, F_DUPFD_CLOEXEC, 3);
 	if (dup_fd < 0)
 		return -errno;
 	p->mfiles[p->n_mfiles] = dup_fd;
+	p->mfile_paths[p->n_mfiles] =
+		lx_fs_guest_path(&p->fs, dup_fd, gpath) == 0 ? strdup(gpath) : NULL;
 	return p->n_mfiles++;
 }
 
@@ -270,10 +285,12 @@ int64_t sys_mprotect(struct lx_call *c)
 static int mm_dontneed(struct lx_proc *p, uint64_t start, uint64_t end)
 {
 	struct vma piece = *vma_find(&p->mm.map, start);
-	int rc = gmem_discard(p->mem, start, end - start);
+	int rc = mm_discard_pages(p, start, end - start);
 
 	if (rc || piece.kind != VMA_FILE)
 		return rc;
+	if (p->mfiles[piece.file_id] < 0)
+		return 0; /* the file was not found again after a restore: zeroes it is */
 	return mm_read_file(p, p->mfiles[piece.file_id], start, end - start,
 			    piece.file_off + (start - piece.start));
 }

@@ -1,0 +1,480 @@
+/*
+ * engine.c - the snapshot engine: point-in-time images of a running VM.
+ *
+ * Policy stop (the Firecracker-style baseline): pause the vCPUs, write all of RAM,
+ * resume. Policy cow: pause, capture vCPU and process state, write-protect all guest
+ * RAM with userfaultfd, resume (the pause does not depend on RAM size), then a writer
+ * thread saves every page in address order while a fault thread serves the guest's
+ * writes: the first write to a page not yet saved copies its old contents into a
+ * buffer from the page pool, lifts the protection and lets the guest go on; the writer
+ * later saves the copy. A per-page atomic state (pagestate.h) decides who saves each
+ * page, exactly once, so the image equals guest memory at the instant of the pause,
+ * whatever the guest does afterwards. Pages not present at that instant are zero and
+ * are saved as holes. Anything that would discard guest memory behind the guest's back
+ * during a snapshot calls snap_before_discard() first.
+ */
+#include "engine.h"
+#include "pagestate.h"
+#include "../vmm/log.h"
+#include "../vmm/vcpu.h"
+#include "../vmm/vm.h"
+#include "../vmm/linux/lx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096ULL
+#define FAULT_POLL_MS 100
+
+static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow" };
+
+const char *snap_policy_name(enum snap_policy p)
+{
+	return (unsigned)p < SNAP_NR_POLICIES ? policy_names[p] : "?";
+}
+
+int snap_policy_parse(const char *name, enum snap_policy *p)
+{
+	for (int i = 0; i < SNAP_NR_POLICIES; i++)
+		if (strcmp(name, policy_names[i]) == 0) {
+			*p = (enum snap_policy)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static bool page_is_zero(const uint8_t *p)
+{
+	static const uint8_t zero[PAGE];
+
+	return memcmp(p, zero, PAGE) == 0;
+}
+
+json_t *snap_figures_json(const struct snap_figures *f)
+{
+	json_t *o = json_pack("{s:b, s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			      "s:I}",
+			      "ok", f->ok || !f->done, "id", (json_int_t)f->id, "file", f->file,
+			      "policy", snap_policy_name(f->policy), "state",
+			      !f->done ? "running" : f->ok ? "done" : "failed", "pause_us",
+			      (json_int_t)f->pause_us, "duration_ms", (json_int_t)f->duration_ms,
+			      "bytes", (json_int_t)f->bytes, "pages_total",
+			      (json_int_t)f->pages_total, "pages_zero", (json_int_t)f->pages_zero,
+			      "pages_saved_by_writer", (json_int_t)f->pages_saved_by_writer,
+			      "cow_faults", (json_int_t)f->cow_faults, "pages_copied",
+			      (json_int_t)f->pages_copied, "copy_bytes_peak",
+			      (json_int_t)f->copy_bytes_peak);
+
+	if (f->done && !f->ok)
+		json_object_set_new(o, "error", json_string(f->error));
+	return o;
+}
+
+int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes)
+{
+	uint64_t pages = vm->mem.size / PAGE;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	e->vm = vm;
+	e->wp.fd = -1;
+	pthread_mutex_init(&e->lock, NULL);
+	e->state = calloc(pages, 1);
+	e->copy = calloc(pages, sizeof(void *));
+	if (!e->state || !e->copy)
+		return -ENOMEM;
+	rc = pool_init(&e->pool, pool_bytes);
+	if (rc)
+		log_err("cannot reserve the %zu MiB snapshot page pool: %s", pool_bytes >> 20,
+			strerror(-rc));
+	return rc;
+}
+
+static void snap_fail(struct snap_engine *e, int rc, const char *what)
+{
+	pthread_mutex_lock(&e->lock);
+	if (!e->cur.error[0])
+		snprintf(e->cur.error, sizeof(e->cur.error), "%s: %s", what, strerror(-rc));
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Save page @p to the image from @data (NULL or all zero: a hole). */
+static int snap_save(struct snap_engine *e, uint64_t p, const uint8_t *data)
+{
+	if (!data || page_is_zero(data)) {
+		__atomic_fetch_add(&e->cur.pages_zero, 1, __ATOMIC_RELAXED);
+		return img_write_page(e->img, p, NULL);
+	}
+	return img_write_page(e->img, p, data);
+}
+
+/* The guest (or the monitor) wants to write page @p: make sure its old contents are
+ * kept, then let the write proceed unless the writer is saving the page right now
+ * (its unprotect of the chunk wakes the writer-up). */
+static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
+{
+	uint8_t *st = &e->state[p];
+	void *buf;
+
+	if (ps_get(st) == PS_PROTECTED) {
+		buf = pool_get(&e->pool);
+		if (buf) {
+			memcpy(buf, e->vm->mem.host + p * PAGE, PAGE);
+			e->copy[p] = buf;
+			if (ps_take(st, PS_COPIED)) {
+				__atomic_fetch_add(&e->cur.pages_copied, 1, __ATOMIC_RELAXED);
+			} else {
+				e->copy[p] = NULL;
+				pool_put(&e->pool, buf);
+			}
+		} else if (ps_take(st, PS_CLAIMED)) {
+			/* Pool exhausted: save synchronously, slower but still exact. */
+			int rc = snap_save(e, p, e->vm->mem.host + p * PAGE);
+
+			if (rc)
+				snap_fail(e, rc, "writing the image");
+			ps_set(st, PS_SAVED);
+		}
+	}
+	if (wake && ps_get(st) != PS_CLAIMED)
+		wp_protect(&e->wp, p * PAGE, PAGE, false);
+}
+
+static void *snap_fault_thread(void *arg)
+{
+	struct snap_engine *e = arg;
+	uint64_t gpa;
+
+	while (!__atomic_load_n(&e->fault_stop, __ATOMIC_ACQUIRE)) {
+		int rc = wp_next_fault(&e->wp, FAULT_POLL_MS, &gpa);
+
+		if (rc < 0) {
+			log_err("userfaultfd: %s", strerror(-rc));
+			break;
+		}
+		if (rc == 0 || gpa >= e->vm->mem.size)
+			continue;
+		__atomic_fetch_add(&e->cur.cow_faults, 1, __ATOMIC_RELAXED);
+		snap_cow_page(e, gpa / PAGE, true);
+	}
+	return NULL;
+}
+
+void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
+{
+	if (!__atomic_load_n(&e->threads_live, __ATOMIC_ACQUIRE))
+		return;
+	for (uint64_t p = gpa / PAGE; p < (gpa + len) / PAGE && p < e->vm->mem.size / PAGE; p++) {
+		snap_cow_page(e, p, false);
+		while (ps_get(&e->state[p]) == PS_CLAIMED)
+			sched_yield(); /* the writer is saving it: a page write, not long */
+	}
+}
+
+/* Sleep as needed to keep the writer at @rate bytes/s since it started. */
+static void snap_throttle(struct snap_engine *e, uint64_t bytes)
+{
+	uint64_t due_ns, elapsed;
+
+	if (!e->rate)
+		return;
+	due_ns = (uint64_t)((double)bytes / (double)e->rate * 1e9);
+	elapsed = now_ns() - e->t_start_ns;
+	if (due_ns > elapsed) {
+		struct timespec ts = { .tv_sec = (time_t)((due_ns - elapsed) / 1000000000ULL),
+				       .tv_nsec = (long)((due_ns - elapsed) % 1000000000ULL) };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Save every page still owed to the image, chunk by chunk, lifting the protection
+ * of each chunk once it is saved. */
+static int snap_write_pages(struct snap_engine *e, bool unprotect)
+{
+	uint64_t pages = e->vm->mem.size / PAGE, per_chunk = IMG_CHUNK / PAGE, written = 0;
+	int rc = 0;
+
+	for (uint64_t c = 0; c < pages / per_chunk && !rc; c++) {
+		for (uint64_t p = c * per_chunk; p < (c + 1) * per_chunk && !rc; p++) {
+			uint8_t *st = &e->state[p];
+
+			if (ps_take(st, PS_CLAIMED)) {
+				rc = snap_save(e, p, e->vm->mem.host + p * PAGE);
+				e->cur.pages_saved_by_writer++;
+				written += PAGE;
+				ps_set(st, PS_SAVED);
+			} else if (ps_get(st) == PS_COPIED) {
+				rc = snap_save(e, p, e->copy[p]);
+				pool_put(&e->pool, e->copy[p]);
+				e->copy[p] = NULL;
+				written += PAGE;
+				ps_set(st, PS_SAVED);
+			} else if (ps_get(st) == PS_ZERO) {
+				rc = snap_save(e, p, NULL);
+			}
+		}
+		if (unprotect)
+			wp_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
+		if (__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
+			rc = rc ? rc : -ECANCELED;
+		snap_throttle(e, written);
+	}
+	if (rc)
+		snap_fail(e, rc, rc == -ECANCELED ? "cancelled" : "writing the image");
+	return rc;
+}
+
+/* Wrap up: sections, fsync, rename, figures; or remove the temporary file. */
+static void snap_finish(struct snap_engine *e, int rc)
+{
+	if (!rc) {
+		rc = img_finish(e->img);
+		if (rc)
+			snap_fail(e, rc, "finishing the image");
+	} else {
+		img_abort(e->img);
+	}
+	e->img = NULL;
+	pthread_mutex_lock(&e->lock);
+	e->cur.copy_bytes_peak = pool_take_peak(&e->pool) * PAGE;
+	e->cur.duration_ms = (now_ns() - e->t_start_ns) / 1000000ULL;
+	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
+	e->cur.ok = !rc;
+	e->cur.done = true;
+	e->busy = false;
+	pthread_mutex_unlock(&e->lock);
+	if (rc)
+		log_warn("snapshot %llu to %s failed: %s", (unsigned long long)e->cur.id,
+			 e->cur.file, e->cur.error);
+	if (e->on_done)
+		e->on_done(e->on_done_ctx);
+}
+
+static void *snap_writer_thread(void *arg)
+{
+	struct snap_engine *e = arg;
+	int rc = snap_write_pages(e, true);
+
+	if (rc) /* the guest must not stay write-protected after a failure */
+		wp_protect(&e->wp, 0, e->vm->mem.size, false);
+	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
+	snap_finish(e, rc);
+	return NULL;
+}
+
+/* Pages present at the pause must be saved; the others are zero (a snapshot never
+ * needs to protect them: UFFDIO_WRITEPROTECT skips them anyway). */
+static int snap_mark_pages(struct snap_engine *e)
+{
+	uint64_t pages = e->vm->mem.size / PAGE;
+	unsigned char *vec = malloc(pages);
+
+	if (!vec)
+		return -ENOMEM;
+	if (mincore(e->vm->mem.host, e->vm->mem.size, vec) < 0) {
+		int rc = -errno;
+
+		free(vec);
+		return rc;
+	}
+	for (uint64_t p = 0; p < pages; p++)
+		e->state[p] = (vec[p] & 1) ? PS_PROTECTED : PS_ZERO;
+	free(vec);
+	e->cur.pages_total = pages;
+	return 0;
+}
+
+/* In test builds (CCVM_TEST_REFERENCE set), keep a raw copy of RAM taken at the
+ * snapshot instant next to the image, so tests can compare the two byte for byte. */
+static void snap_test_reference(struct snap_engine *e, const char *file)
+{
+	char path[4200];
+	int fd;
+
+	if (!getenv("CCVM_TEST_REFERENCE"))
+		return;
+	snprintf(path, sizeof(path), "%s.ref", file);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	for (uint64_t off = 0; off < e->vm->mem.size; off += IMG_CHUNK)
+		if (pwrite(fd, e->vm->mem.host + off, IMG_CHUNK, (off_t)off) != (ssize_t)IMG_CHUNK)
+			break;
+	close(fd);
+}
+
+/* vCPU registers and process state, captured while paused. */
+static int snap_capture(struct snap_engine *e)
+{
+	struct vm *vm = e->vm;
+	struct vcpu_saved *saved = calloc((size_t)vm->n_vcpus, sizeof(*saved));
+	json_t *proc;
+	char *text;
+	int rc = saved ? 0 : -ENOMEM;
+
+	for (int i = 0; i < vm->n_vcpus && !rc; i++)
+		rc = vcpu_save_state(vm->vcpus[i], &saved[i]);
+	if (!rc)
+		rc = img_add_section(e->img, IMG_SEC_VCPUS, saved,
+				     (size_t)vm->n_vcpus * sizeof(*saved));
+	free(saved);
+	if (rc)
+		return rc;
+	proc = lx_state_save(vm->proc, vm->vcpus[0]->lx);
+	text = json_dumps(proc, JSON_COMPACT);
+	json_decref(proc);
+	if (!text)
+		return -ENOMEM;
+	rc = img_add_section(e->img, IMG_SEC_PROCESS, text, strlen(text));
+	free(text);
+	return rc;
+}
+
+static int snap_begin(struct snap_engine *e, const struct snap_request *req, char *err,
+		      size_t errlen)
+{
+	struct img_header_info info = { .ram_size = e->vm->mem.size, .policy = req->policy };
+	struct timespec rt;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	info.created_ns = (uint64_t)rt.tv_sec * 1000000000ULL + (uint64_t)rt.tv_nsec;
+	rc = img_create(req->file, &info, &e->img);
+	if (rc) {
+		snprintf(err, errlen, "cannot create the image %s: %s", req->file, strerror(-rc));
+		return rc;
+	}
+	rc = snap_capture(e);
+	if (!rc)
+		rc = snap_mark_pages(e);
+	if (!rc && req->policy == SNAP_COW && e->wp.fd < 0) {
+		rc = wp_open(&e->wp, e->vm->mem.host, e->vm->mem.size);
+		if (!rc && pthread_create(&e->faulter, NULL, snap_fault_thread, e))
+			rc = -EAGAIN;
+	}
+	if (!rc && req->policy == SNAP_COW)
+		rc = wp_protect(&e->wp, 0, e->vm->mem.size, true);
+	if (rc) {
+		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
+		img_abort(e->img);
+		e->img = NULL;
+	}
+	return rc;
+}
+
+int snap_start(struct snap_engine *e, const struct snap_request *req, struct snap_figures *now,
+	       char *err, size_t errlen)
+{
+	uint64_t t_resume;
+	int rc;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->busy || e->stopping) {
+		snprintf(err, errlen, e->busy ? "snapshot %llu is still running; one at a time" :
+						"the VM is stopping",
+			 (unsigned long long)e->cur.id);
+		pthread_mutex_unlock(&e->lock);
+		return -EBUSY;
+	}
+	e->busy = true;
+	memset(&e->cur, 0, sizeof(e->cur));
+	e->cur.id = ++e->next_id;
+	e->cur.policy = req->policy;
+	snprintf(e->cur.file, sizeof(e->cur.file), "%s", req->file);
+	pthread_mutex_unlock(&e->lock);
+
+	e->rate = req->rate;
+	e->t_start_ns = now_ns();
+	rc = vm_pause(e->vm);
+	if (rc) {
+		snprintf(err, errlen, "the VM has stopped");
+		goto err_unbusy;
+	}
+	rc = snap_begin(e, req, err, errlen);
+	if (rc)
+		goto err_resume;
+	snap_test_reference(e, req->file);
+	if (req->policy == SNAP_STOP) {
+		rc = snap_write_pages(e, false);
+		e->cur.pause_us = (now_ns() - e->t_start_ns) / 1000;
+		vm_resume(e->vm);
+		snap_finish(e, rc);
+	} else {
+		if (e->writer_joinable) /* the previous snapshot's writer has finished */
+			pthread_join(e->writer, NULL);
+		e->writer_joinable = false;
+		__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
+		t_resume = now_ns();
+		e->cur.pause_us = (t_resume - e->t_start_ns) / 1000;
+		vm_resume(e->vm);
+		e->writer_joinable = true;
+		if (pthread_create(&e->writer, NULL, snap_writer_thread, e)) {
+			e->writer_joinable = false;
+			__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
+			wp_protect(&e->wp, 0, e->vm->mem.size, false);
+			snap_fail(e, -EAGAIN, "starting the writer");
+			snap_finish(e, -EAGAIN);
+		}
+	}
+	snap_figures_of(e, e->cur.id, now);
+	return 0;
+
+err_resume:
+	vm_resume(e->vm);
+err_unbusy:
+	pthread_mutex_lock(&e->lock);
+	e->busy = false;
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+bool snap_figures_of(struct snap_engine *e, uint64_t id, struct snap_figures *out)
+{
+	bool found;
+
+	pthread_mutex_lock(&e->lock);
+	found = id && id == e->cur.id;
+	if (found) {
+		*out = e->cur;
+		if (!out->done)
+			out->duration_ms = (now_ns() - e->t_start_ns) / 1000000ULL;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return found;
+}
+
+void snap_engine_fini(struct snap_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	pthread_mutex_unlock(&e->lock);
+	if (e->writer_joinable)
+		pthread_join(e->writer, NULL);
+	e->writer_joinable = false;
+	if (e->wp.fd >= 0) {
+		__atomic_store_n(&e->fault_stop, true, __ATOMIC_RELEASE);
+		pthread_join(e->faulter, NULL);
+		wp_close(&e->wp);
+	}
+	pool_fini(&e->pool);
+	free(e->state);
+	free(e->copy);
+	e->state = NULL;
+	e->copy = NULL;
+}

@@ -1,0 +1,84 @@
+/*
+ * engine.h - live snapshots of a running VM (policies stop and cow).
+ */
+#ifndef CCVM_ENGINE_H
+#define CCVM_ENGINE_H
+
+#include "image.h"
+#include "pool.h"
+#include "../mmu/wp.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct vm;
+
+enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_NR_POLICIES };
+
+struct snap_request {
+	const char *file;
+	enum snap_policy policy;
+	uint64_t rate;           /* writer bandwidth limit in bytes/s, 0 = unlimited */
+};
+
+/* Figures of one snapshot (the JSON reply/event carries all of them). */
+struct snap_figures {
+	uint64_t id;
+	char file[4096];
+	enum snap_policy policy;
+	bool done, ok;
+	char error[256];
+	uint64_t pause_us, duration_ms, bytes;
+	uint64_t pages_total, pages_zero, pages_saved_by_writer, cow_faults, pages_copied;
+	uint64_t copy_bytes_peak;
+};
+
+struct snap_engine {
+	struct vm *vm;
+	pthread_mutex_t lock;
+	bool busy;               /* one snapshot at a time */
+	bool stopping;
+	uint64_t next_id;
+	struct snap_figures cur; /* the running (or last finished) snapshot */
+	void (*on_done)(void *ctx);
+	void *on_done_ctx;
+
+	/* copy-on-write machinery, kept across snapshots */
+	struct pool pool;
+	struct wp wp;
+	uint8_t *state;          /* one enum page_state per guest page */
+	void **copy;             /* COPIED pages: their pool buffer */
+	pthread_t writer, faulter;
+	bool threads_live;
+	bool writer_joinable;    /* a writer thread ran and was not joined yet */
+	bool fault_stop;
+	struct img_writer *img;
+	uint64_t rate;
+	uint64_t t_start_ns;
+};
+
+int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes);
+void snap_engine_fini(struct snap_engine *e);
+
+/*
+ * snap_start - take a snapshot: pause, capture state, (cow: arm write protection,
+ * resume, save in the background; stop: copy everything, then resume). Returns 0 with
+ * the figures so far in @now, or -EBUSY/-errno with a message in @err.
+ */
+int snap_start(struct snap_engine *e, const struct snap_request *req, struct snap_figures *now,
+	       char *err, size_t errlen);
+
+/* Figures of snapshot @id (the current or last one); false if unknown. */
+bool snap_figures_of(struct snap_engine *e, uint64_t id, struct snap_figures *out);
+
+/* Called before guest memory is discarded or rewritten behind the guest's back
+ * (munmap, MADV_DONTNEED, MAP_FIXED): pages still owed to a snapshot are copied. */
+void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len);
+
+json_t *snap_figures_json(const struct snap_figures *f);
+const char *snap_policy_name(enum snap_policy p);
+int snap_policy_parse(const char *name, enum snap_policy *p);
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * restore.c - bring a snapshot back to life, and inspect images.
+ *
+ * Restore is eager: each 2 MiB chunk of the image is read into guest RAM and checked
+ * against its checksum before the VM starts; chunks that are holes in the image (all
+ * zero) are skipped, so untouched guest memory stays unallocated. Guest RAM is plain
+ * anonymous memory as in any VM, so a restored VM can itself be snapshotted with
+ * userfaultfd write protection. The page tables and CPU tables in the image's system
+ * area are rebuilt too, so an image can only ever describe a user-mode guest.
+ */
+#include "restore.h"
+#include "image.h"
+#include "../mmu/pagetable.h"
+#include "../vmm/cpu_tables.h"
+#include "../vmm/log.h"
+#include "../vmm/vcpu.h"
+#include "../vmm/vm.h"
+#include "../vmm/linux/lx.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
+{
+	for (uint64_t c = 0; c < r->n_chunks; c++) {
+		uint8_t *dst = vm->mem.host + c * IMG_CHUNK;
+		int rc = 0;
+
+		if (img_chunk_has_data(r, c))
+			rc = img_read_chunk(r, c, dst);
+		else if (!img_chunk_ok(r, c, dst))
+			rc = -EBADMSG;
+		if (rc) {
+			log_err("cannot restore '%s': memory chunk %llu (guest %#llx-%#llx) %s; "
+				"use an older snapshot, or 'ccvm inspect %s' to list every damaged "
+				"chunk", file, (unsigned long long)c,
+				(unsigned long long)(c * IMG_CHUNK),
+				(unsigned long long)((c + 1) * IMG_CHUNK), rc == -EBADMSG ?
+				"fails its checksum: the image is damaged" : strerror(-rc), file);
+			return rc;
+		}
+	}
+	/* The system area is ours, not the guest's: rebuild it rather than trust it. */
+	pt_build(vm->mem.host, vm->mem.size, &vm->cr3);
+	cpu_tables_build(vm->mem.host);
+	return 0;
+}
+
+static int restore_state(const char *file, struct img_reader *r, const struct lx_hooks *hooks,
+			 struct vm *vm, struct lx_thread *t, uint64_t *mono_ns)
+{
+	const struct img_section *sv = img_find(r, IMG_SEC_VCPUS), *sp = img_find(r, IMG_SEC_PROCESS);
+	struct vcpu_saved *saved = NULL;
+	char *text = NULL, err[512];
+	json_t *proc = NULL;
+	struct vcpu *vcpu;
+	int rc = -EINVAL;
+
+	if (!sv || !sp || sv->length != sizeof(struct vcpu_saved)) {
+		log_err("cannot restore '%s': the image lacks vCPU or process state, or was "
+			"written by an incompatible ccvm (vCPU state %llu bytes, expected %zu)", file,
+			sv ? (unsigned long long)sv->length : 0ULL, sizeof(struct vcpu_saved));
+		return -EINVAL;
+	}
+	if (img_read_section(r, sv, (void **)&saved) || img_read_section(r, sp, (void **)&text))
+		goto out;
+	proc = json_loadb(text, sp->length, 0, NULL);
+	if (!proc) {
+		log_err("cannot restore '%s': the process state is not valid JSON", file);
+		goto out;
+	}
+	rc = lx_proc_restore(&vm->mem, proc, hooks, &vm->proc, t, err, sizeof(err));
+	if (rc) {
+		log_err("cannot restore '%s': %s", file, err);
+		goto out;
+	}
+	*mono_ns = vm->proc->clock.mono_base_ns;
+	rc = vcpu_create(vm, 0, &(struct vcpu_entry){ 0 }, &vcpu);
+	if (rc)
+		goto out;
+	vm->vcpus[vm->n_vcpus++] = vcpu;
+	rc = vcpu_load_state(vcpu, saved);
+	if (rc) {
+		log_err("cannot restore '%s': the vCPU state does not load (%s)", file, strerror(-rc));
+		goto out;
+	}
+	t->vcpu = vcpu;
+	vcpu->lx = t;
+out:
+	json_decref(proc);
+	free(saved);
+	free(text);
+	return rc;
+}
+
+int restore_vm(const char *file, uint64_t mem, const struct lx_hooks *hooks, struct vm *vm,
+	       struct lx_thread *t, uint64_t *mono_ns)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	int rc = img_open(file, &r, err);
+
+	if (rc) {
+		log_err("cannot restore '%s': %s", file, err);
+		return rc;
+	}
+	if (mem && mem != r.info.ram_size) {
+		log_err("cannot restore '%s': it holds a VM with %llu MiB of RAM; --mem %llu MiB "
+			"differs (leave --mem out)", file, (unsigned long long)(r.info.ram_size >> 20),
+			(unsigned long long)(mem >> 20));
+		img_close(&r);
+		return -EINVAL;
+	}
+	rc = vm_create(vm, r.info.ram_size);
+	if (rc) {
+		img_close(&r);
+		return rc;
+	}
+	rc = restore_memory(file, &r, vm);
+	if (!rc)
+		rc = restore_state(file, &r, hooks, vm, t, mono_ns);
+	img_close(&r);
+	return rc;
+}
+
+static const char *section_name(uint32_t type)
+{
+	switch (type) {
+	case IMG_SEC_VCPUS: return "vcpus";
+	case IMG_SEC_PROCESS: return "process";
+	case IMG_SEC_CHUNKS: return "memory checksums";
+	case IMG_SEC_INFO: return "info";
+	default: return "unknown";
+	}
+}
+
+static void inspect_process(const struct img_reader *r, FILE *out)
+{
+	const struct img_section *sp = img_find(r, IMG_SEC_PROCESS);
+	char *text = NULL;
+	json_t *p;
+
+	if (!sp || img_read_section(r, sp, (void **)&text))
+		return;
+	p = json_loadb(text, sp->length, 0, NULL);
+	if (p)
+		fprintf(out, "process: %s (cwd %s, root %s), %zu open fds, %zu memory map entries\n",
+			json_string_value(json_object_get(p, "exe")) ?: "?",
+			json_string_value(json_object_get(p, "cwd")) ?: "?",
+			json_string_value(json_object_get(p, "root")) ?: "?",
+			json_array_size(json_object_get(p, "fds")),
+			json_array_size(json_object_get(json_object_get(p, "mm"), "vmas")));
+	json_decref(p);
+	free(text);
+}
+
+int inspect_image(const char *file, FILE *out)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	uint64_t bad = 0, data = 0;
+	uint8_t *buf;
+	time_t t;
+
+	if (img_open(file, &r, err)) {
+		log_err("%s: %s", file, err);
+		return 1;
+	}
+	t = (time_t)(r.info.created_ns / 1000000000ULL);
+	fprintf(out, "image: %s\nversion: %u\nram: %llu MiB\npolicy: %s\ncreated: %s",
+		file, r.version, (unsigned long long)(r.info.ram_size >> 20),
+		r.info.policy == 0 ? "stop" : r.info.policy == 1 ? "cow" : "other", ctime(&t));
+	fprintf(out, "file: %llu bytes, %llu on disk\n", (unsigned long long)r.file_size,
+		(unsigned long long)img_disk_bytes(file));
+	for (int i = 0; i < r.n_sections; i++)
+		fprintf(out, "section %d: %s, %llu bytes, checksum ok\n", i,
+			section_name(r.sec[i].type), (unsigned long long)r.sec[i].length);
+	inspect_process(&r, out);
+	buf = malloc(IMG_CHUNK);
+	if (!buf) {
+		img_close(&r);
+		return 1;
+	}
+	for (uint64_t c = 0; c < r.n_chunks; c++) {
+		int rc;
+
+		memset(buf, 0, IMG_CHUNK);
+		if (img_chunk_has_data(&r, c)) {
+			data++;
+			rc = img_read_chunk(&r, c, buf);
+		} else {
+			rc = img_chunk_ok(&r, c, buf) ? 0 : -EBADMSG;
+		}
+		if (rc) {
+			bad++;
+			fprintf(out, "DAMAGED: memory chunk %llu (guest %#llx-%#llx): %s\n",
+				(unsigned long long)c, (unsigned long long)(c * IMG_CHUNK),
+				(unsigned long long)((c + 1) * IMG_CHUNK),
+				rc == -EBADMSG ? "checksum mismatch" : strerror(-rc));
+		}
+	}
+	free(buf);
+	fprintf(out, "memory: %llu chunks of %llu KiB, %llu with data, %llu damaged\n",
+		(unsigned long long)r.n_chunks, (unsigned long long)(IMG_CHUNK >> 10),
+		(unsigned long long)data, (unsigned long long)bad);
+	img_close(&r);
+	if (bad)
+		log_err("%s: %llu damaged memory chunk(s)", file, (unsigned long long)bad);
+	return bad ? 1 : 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * restore.h - rebuild a VM from a snapshot image; check an image.
+ */
+#ifndef CCVM_RESTORE_H
+#define CCVM_RESTORE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct vm;
+struct lx_thread;
+struct lx_hooks;
+
+/*
+ * restore_vm - create a VM from the image at @file, with its memory, vCPU registers
+ * and process state, ready to run. Every memory chunk and section is verified.
+ * @mem: guest RAM size asked by the user, 0 for the image's own.
+ * Errors are reported to the user. Returns 0 or -errno.
+ */
+int restore_vm(const char *file, uint64_t mem, const struct lx_hooks *hooks, struct vm *vm,
+	       struct lx_thread *t, uint64_t *mono_ns);
+
+/* Print what the image holds and verify every checksum. Returns 0 when intact, 1 when
+ * damaged or unreadable (reported on stderr). */
+int inspect_image(const char *file, FILE *out);
+
+#endif

@@ -1,0 +1,318 @@
+/*
+ * state.c - the personality's part of a snapshot: what a process is besides its
+ * memory and registers.
+ *
+ * Saved as JSON (readable with `ccvm inspect`): the program, working directory, root
+ * and writable directories, file descriptors with how they were opened and where
+ * their offsets stood, the memory map and heap, resource limits, signal dispositions,
+ * the guest clock, and the thread's kernel-side fields. Restoring reopens regular
+ * files by guest path and offset; the caller's stdin/stdout/stderr take the place of
+ * the original ones; pipes cannot come back and are left closed.
+ */
+#include "sys.h"
+#include "../log.h"
+#include "../../mmu/layout.h"
+#include "../../vmm/x86.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STATE_VERSION 1
+
+static json_t *j_u64(uint64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+static json_t *state_fds(struct lx_proc *p)
+{
+	json_t *fds = json_array();
+
+	for (int fd = 0; fd < p->n_files; fd++) {
+		const struct lx_file *f = &p->files[fd];
+		off_t off;
+
+		if (f->host_fd < 0)
+			continue;
+		off = lseek(f->host_fd, 0, SEEK_CUR);
+		json_array_append_new(fds, json_pack("{s:i, s:b, s:i, s:i, s:s?, s:I}", "fd", fd,
+						     "cloexec", f->cloexec, "std", f->std, "oflags",
+						     f->oflags, "path", f->path, "offset",
+						     (json_int_t)(off < 0 ? 0 : off)));
+	}
+	return fds;
+}
+
+static json_t *state_mm(struct lx_proc *p)
+{
+	json_t *vmas = json_array(), *files = json_array();
+
+	for (int i = 0; i < p->mm.map.n; i++) {
+		const struct vma *v = &p->mm.map.v[i];
+
+		json_array_append_new(vmas, json_pack("[o, o, i, i, i, i, o]", j_u64(v->start),
+						      j_u64(v->end), (int)v->prot, (int)v->flags,
+						      (int)v->kind, v->file_id, j_u64(v->file_off)));
+	}
+	for (int i = 0; i < p->n_mfiles; i++)
+		json_array_append_new(files, p->mfile_paths[i] ? json_string(p->mfile_paths[i]) :
+								json_null());
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "vmas", vmas, "files",
+			 files, "brk_start", j_u64(p->mm.brk_start), "brk", j_u64(p->mm.brk),
+			 "mmap_top", j_u64(p->mm.mmap_top), "stack_lo", j_u64(p->mm.stack_lo),
+			 "stack_top", j_u64(p->mm.stack_top), "vdso_base", j_u64(p->mm.vdso_base),
+			 "ram_size", j_u64(p->mem->size));
+}
+
+static json_t *state_signals_limits(struct lx_proc *p, json_t **limits)
+{
+	json_t *sig = json_array();
+
+	*limits = json_array();
+	for (int s = 1; s <= LX_NSIG; s++) {
+		const struct lx_sigaction *a = &p->sigact[s];
+
+		if (a->handler || a->flags || a->mask)
+			json_array_append_new(sig, json_pack("[i, o, o, o, o]", s, j_u64(a->handler),
+							     j_u64(a->flags), j_u64(a->restorer),
+							     j_u64(a->mask)));
+	}
+	for (int r = 0; r < RLIM_NLIMITS; r++)
+		json_array_append_new(*limits, json_pack("[o, o]", j_u64(p->rlim[r].rlim_cur),
+							 j_u64(p->rlim[r].rlim_max)));
+	return sig;
+}
+
+json_t *lx_state_save(struct lx_proc *p, struct lx_thread *t)
+{
+	json_t *rw = json_array(), *limits, *sig, *st;
+
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < p->fs.n_rw; i++)
+		json_array_append_new(rw, json_string(p->fs.rw_real[i]));
+	sig = state_signals_limits(p, &limits);
+	st = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:o}",
+		       "version", STATE_VERSION, "exe", p->exe, "comm", p->comm, "root",
+		       p->fs.root_real, "cwd", p->fs.cwd, "rw", rw, "umask", (int)p->fs.umask,
+		       "fds", state_fds(p), "mm", state_mm(p), "rlimits", limits, "sigactions",
+		       sig, "mono_ns", j_u64(lx_clock_mono_ns(p)), "thread",
+		       json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "clear_child_tid",
+				 j_u64(t->clear_child_tid), "robust_list", j_u64(t->robust_list),
+				 "robust_len", j_u64(t->robust_len), "sigmask", j_u64(t->sigmask),
+				 "altstack_sp", j_u64(t->altstack_sp), "altstack_size",
+				 j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags));
+	pthread_mutex_unlock(&p->lock);
+	return st;
+}
+
+/* ---- restore ---- */
+
+struct rs {
+	char *err;
+	size_t errlen;
+};
+
+static int rs_fail(struct rs *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int rs_fail(struct rs *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->err, r->errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static uint64_t ju(json_t *o, const char *key)
+{
+	return (uint64_t)json_integer_value(json_object_get(o, key));
+}
+
+static int restore_fds(struct lx_proc *p, json_t *fds)
+{
+	size_t i;
+	json_t *f;
+
+	json_array_foreach(fds, i, f) {
+		int fd = (int)json_integer_value(json_object_get(f, "fd"));
+		int std = (int)json_integer_value(json_object_get(f, "std"));
+		int oflags = (int)json_integer_value(json_object_get(f, "oflags"));
+		const char *path = json_string_value(json_object_get(f, "path"));
+		bool cloexec = json_is_true(json_object_get(f, "cloexec"));
+		int host = -1;
+
+		if (fd < 0 || fd >= LX_MAX_FDS)
+			continue;
+		if (std >= 0 && std <= 2) {
+			host = fcntl(std, F_DUPFD_CLOEXEC, 3);
+		} else if (path) {
+			int flags = oflags & ~(O_CREAT | O_EXCL | O_TRUNC);
+
+			if (lx_fs_open(&p->fs, path, flags, 0, &host) == 0)
+				lseek(host, (off_t)ju(f, "offset"), SEEK_SET);
+			else
+				log_warn("restore: cannot reopen guest fd %d (%s); it stays closed",
+					 fd, path);
+		}
+		if (host < 0)
+			continue;
+		if (lx_fd_install_at(p, host, fd, cloexec) < 0) {
+			close(host);
+			continue;
+		}
+		lx_fd_set_origin(p, fd, path, oflags, std);
+	}
+	return 0;
+}
+
+static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
+{
+	json_t *vmas = json_object_get(mm, "vmas"), *files = json_object_get(mm, "files"), *v;
+	uint64_t size = p->mem->size;
+	size_t i;
+
+	if (!json_is_array(vmas) || !json_is_array(files) || ju(mm, "ram_size") != size)
+		return rs_fail(r, "process state: memory map missing or for another RAM size");
+	vma_map_init(&p->mm.map, LAYOUT_USER_BASE, size);
+	p->mm.brk_start = ju(mm, "brk_start");
+	p->mm.brk = ju(mm, "brk");
+	p->mm.mmap_top = ju(mm, "mmap_top");
+	p->mm.stack_lo = ju(mm, "stack_lo");
+	p->mm.stack_top = ju(mm, "stack_top");
+	p->mm.vdso_base = ju(mm, "vdso_base");
+	if (p->mm.vdso_base < LAYOUT_USER_BASE + PAGE_SIZE || p->mm.vdso_base >= size ||
+	    p->mm.vdso_base % PAGE_SIZE || p->mm.stack_top > size || p->mm.mmap_top > size)
+		return rs_fail(r, "process state: layout outside guest RAM");
+	p->n_mfiles = (int)json_array_size(files);
+	p->mfiles = calloc((size_t)p->n_mfiles + 1, sizeof(int));
+	p->mfile_paths = calloc((size_t)p->n_mfiles + 1, sizeof(char *));
+	if (!p->mfiles || !p->mfile_paths)
+		return -ENOMEM;
+	json_array_foreach(files, i, v) {
+		const char *path = json_string_value(v);
+
+		p->mfiles[i] = -1;
+		if (path && lx_fs_open(&p->fs, path, O_RDONLY, 0, &p->mfiles[i]) != 0)
+			p->mfiles[i] = -1;
+		p->mfile_paths[i] = path ? strdup(path) : NULL;
+	}
+	json_array_foreach(vmas, i, v) {
+		struct vma e = { .prot = (uint32_t)json_integer_value(json_array_get(v, 2)),
+				 .flags = (uint32_t)json_integer_value(json_array_get(v, 3)),
+				 .kind = (enum vma_kind)json_integer_value(json_array_get(v, 4)),
+				 .file_id = (int)json_integer_value(json_array_get(v, 5)),
+				 .file_off = (uint64_t)json_integer_value(json_array_get(v, 6)) };
+		uint64_t start = (uint64_t)json_integer_value(json_array_get(v, 0));
+		uint64_t end = (uint64_t)json_integer_value(json_array_get(v, 1));
+
+		if (json_array_size(v) != 7 || start >= end || start % PAGE_SIZE || end % PAGE_SIZE ||
+		    !gmem_user_range_ok(p->mem, start, end - start) ||
+		    (e.kind == VMA_FILE && (e.file_id < 0 || e.file_id >= p->n_mfiles)))
+			return rs_fail(r, "process state: memory map entry %zu is invalid", i);
+		if (vma_insert(&p->mm.map, start, end, &e))
+			return -ENOMEM;
+	}
+	p->clock.data = gmem_user_ptr(p->mem, p->mm.vdso_base - PAGE_SIZE, PAGE_SIZE);
+	return 0;
+}
+
+static void restore_signals_limits(struct lx_proc *p, json_t *st)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(st, "sigactions"), i, v) {
+		int s = (int)json_integer_value(json_array_get(v, 0));
+
+		if (s < 1 || s > LX_NSIG)
+			continue;
+		p->sigact[s] = (struct lx_sigaction){
+			.handler = (uint64_t)json_integer_value(json_array_get(v, 1)),
+			.flags = (uint64_t)json_integer_value(json_array_get(v, 2)),
+			.restorer = (uint64_t)json_integer_value(json_array_get(v, 3)),
+			.mask = (uint64_t)json_integer_value(json_array_get(v, 4)),
+		};
+	}
+	json_array_foreach(json_object_get(st, "rlimits"), i, v) {
+		if (i >= RLIM_NLIMITS)
+			break;
+		p->rlim[i].rlim_cur = (rlim_t)json_integer_value(json_array_get(v, 0));
+		p->rlim[i].rlim_max = (rlim_t)json_integer_value(json_array_get(v, 1));
+	}
+}
+
+static int restore_fs(struct lx_proc *p, json_t *st, struct rs *r)
+{
+	json_t *rwj = json_object_get(st, "rw"), *v;
+	const char *rw[64];
+	size_t i, n = 0;
+	int rc;
+
+	json_array_foreach(rwj, i, v)
+		if (n < 64 && json_is_string(v))
+			rw[n++] = json_string_value(v);
+	if (!json_is_string(json_object_get(st, "root")))
+		return rs_fail(r, "process state: no root directory");
+	rc = lx_fs_init(&p->fs, json_string_value(json_object_get(st, "root")), rw, (int)n);
+	if (rc)
+		return rs_fail(r, "the guest's root or writable directories are gone (%s)",
+			       strerror(-rc));
+	snprintf(p->fs.cwd, sizeof(p->fs.cwd), "%s",
+		 json_string_value(json_object_get(st, "cwd")) ?: "/");
+	p->fs.umask = (mode_t)ju(st, "umask") & 0777;
+	return 0;
+}
+
+int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
+		    struct lx_proc **out, struct lx_thread *t, char *err, size_t errlen)
+{
+	struct lx_proc *p = calloc(1, sizeof(*p));
+	struct rs r = { .err = err, .errlen = errlen };
+	json_t *th = json_object_get(st, "thread");
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	p->mem = mem;
+	p->hooks = hooks;
+	p->pid = getpid();
+	pthread_mutex_init(&p->lock, NULL);
+	if (ju(st, "version") != STATE_VERSION || !json_is_object(th)) {
+		rc = rs_fail(&r, "process state version %llu; this ccvm reads version %d",
+			     (unsigned long long)ju(st, "version"), STATE_VERSION);
+		goto err;
+	}
+	snprintf(p->exe, sizeof(p->exe), "%s", json_string_value(json_object_get(st, "exe")) ?: "");
+	snprintf(p->comm, sizeof(p->comm), "%s", json_string_value(json_object_get(st, "comm")) ?: "");
+	restore_signals_limits(p, st);
+	rc = restore_fs(p, st, &r);
+	if (!rc)
+		rc = lx_fd_init_empty(p);
+	if (!rc)
+		rc = restore_fds(p, json_object_get(st, "fds"));
+	if (!rc)
+		rc = restore_mm(p, json_object_get(st, "mm"), &r);
+	if (rc)
+		goto err;
+	lx_thread_init(p, t, NULL);
+	t->clear_child_tid = ju(th, "clear_child_tid");
+	t->robust_list = ju(th, "robust_list");
+	t->robust_len = ju(th, "robust_len");
+	t->sigmask = ju(th, "sigmask");
+	t->altstack_sp = ju(th, "altstack_sp");
+	t->altstack_size = ju(th, "altstack_size");
+	t->altstack_flags = (uint32_t)ju(th, "altstack_flags");
+	p->clock.mono_base_ns = ju(st, "mono_ns");
+	*out = p;
+	return 0;
+err:
+	if (rc != -EINVAL)
+		snprintf(err, errlen, "%s", strerror(-rc));
+	lx_proc_destroy(p);
+	return rc;
+}
