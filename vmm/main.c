@@ -280,7 +280,7 @@ static int cmd_restore(int argc, char **argv)
 	struct vm vm = { .fd = -1, .kvm_fd = -1 };
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "+v", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "v", longopts, NULL)) != -1) {
 		if (ch == 'm' && cli_parse_size(optarg, &mem) == 0)
 			continue;
 		if (ch == 'c') {

@@ -1,0 +1,133 @@
+# Snapshot end-to-end tests; sourced by run.sh (uses its CCVM, G, WORK, pass, fail).
+#
+# The key invariant: an image equals guest memory at the snapshot instant, byte for
+# byte, whatever the guest does afterwards; and a VM restored from it finishes with
+# the same result as an uninterrupted run.
+
+echo "== snapshots"
+S=$WORK/snap; mkdir -p "$S"
+ZARGS=(--size 64M --write-total 12G --report-ms 0 --seed 11 --scatter)
+WANT=$("$G/zipfbench" "${ZARGS[@]}" | grep -o 'checksum=[0-9a-f]*')
+
+start_vm() { # SOCK, then command; sets VMPID
+	local sock=$1; shift
+	"$CCVM" run --mem 256M --control "$sock" -- "$@" >"$S/vm.out" 2>"$S/vm.err" &
+	VMPID=$!
+	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+}
+field() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
+image_memory_equals_ref() { # IMAGE: the memory region of the image vs IMAGE.ref
+	local ram; ram=$(stat -c %s "$1.ref")
+	tail -c +$((1048576 + 1)) "$1" | head -c "$ram" | cmp -s - "$1.ref"
+}
+
+# 1. cow and stop snapshots of a guest that keeps writing, compared with a copy of RAM
+#    taken synchronously at the instant, then restored to the end.
+SOCK=$S/ctl.sock
+CCVM_TEST_REFERENCE=1 start_vm "$SOCK" "$G/zipfbench" "${ZARGS[@]}"
+sleep 0.5
+for i in 1 2 3; do
+	pol=cow; [ $i = 2 ] && pol=stop
+	"$CCVM" ctl "$SOCK" snapshot "$S/z$i.img" --policy $pol --wait >"$S/z$i.json" 2>&1
+	sleep 0.3
+done
+wait $VMPID; st=$?
+[ $st = 0 ] && grep -q "$WANT" "$S/vm.out" && pass "zipfbench ran through 3 snapshots, $WANT" || fail "zipfbench under snapshots" "status $st" "$(tail -2 "$S/vm.out" "$S/vm.err")"
+for i in 1 2 3; do
+	pol=$(field policy <"$S/z$i.json"); faults=$(field cow_faults <"$S/z$i.json"); pause=$(field pause_us <"$S/z$i.json")
+	if [ "$(field ok <"$S/z$i.json")" = true ] && [ -f "$S/z$i.img" ]; then
+		pass "snapshot $i ($pol): pause ${pause} us, $faults cow faults, $(field duration_ms <"$S/z$i.json") ms"
+	else
+		fail "snapshot $i" "$(cat "$S/z$i.json")"; continue
+	fi
+	image_memory_equals_ref "$S/z$i.img" && pass "image $i ($pol) equals RAM at the snapshot instant, byte for byte" || fail "image $i differs from the reference copy"
+	got=$(timeout 120 "$CCVM" restore "$S/z$i.img" </dev/null 2>"$S/r.err" | grep -o 'checksum=[0-9a-f]*')
+	[ "$got" = "$WANT" ] && pass "restored image $i ($pol) finishes with $got" || fail "restore $i" "got '$got' want '$WANT'" "$(head -3 "$S/r.err")"
+done
+for k in id file policy pause_us duration_ms bytes pages_total pages_zero pages_saved_by_writer cow_faults pages_copied copy_bytes_peak; do
+	grep -q "\"$k\":" "$S/z1.json" || { fail "snapshot reply lacks $k" "$(cat "$S/z1.json")"; break; }
+done && pass "snapshot reply has every figure"
+
+# 2. A restored VM can be snapshotted again, and that image restores too.
+"$CCVM" restore "$S/z1.img" --control "$S/r.sock" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
+VMPID=$!
+for _ in $(seq 100); do [ -S "$S/r.sock" ] && break; sleep 0.05; done
+"$CCVM" ctl "$S/r.sock" snapshot "$S/again.img" --wait >"$S/again.json" 2>&1
+wait $VMPID
+got=$("$CCVM" restore "$S/again.img" </dev/null 2>/dev/null | grep -o 'checksum=[0-9a-f]*')
+[ "$got" = "$WANT" ] && grep -q "$WANT" "$S/vm.out" && pass "snapshot of a restored VM restores to $got" || fail "snapshot of a restored VM" "$(cat "$S/again.json")" "got '$got'"
+
+# 3. While paused, overlapping requests, events, quit during a snapshot.
+start_vm "$SOCK" "$G/zipfbench" --size 64M --duration 30 --report-ms 0
+"$CCVM" ctl "$SOCK" pause >/dev/null
+r=$("$CCVM" ctl "$SOCK" snapshot "$S/p.img" --wait)
+"$CCVM" ctl "$SOCK" status | grep -q '"state":"paused"' && [ "$(echo "$r" | field ok)" = true ] && pass "snapshot while paused: done, VM still paused" || fail "snapshot while paused" "$r"
+"$CCVM" ctl "$SOCK" resume >/dev/null
+r1=$("$CCVM" ctl "$SOCK" snapshot "$S/slow.img" --rate 20)
+r2=$("$CCVM" ctl "$SOCK" snapshot "$S/other.img"); st=$?
+[ "$(echo "$r1" | field state)" = running ] && [ $st = 1 ] && echo "$r2" | grep -q 'still running' && pass "second snapshot while one runs: refused ('$(echo "$r2" | field error)')" || fail "overlapping snapshots" "$r1" "$r2"
+"$CCVM" ctl "$SOCK" quit >/dev/null
+for _ in $(seq 100); do kill -0 $VMPID 2>/dev/null || break; sleep 0.1; done
+if kill -0 $VMPID 2>/dev/null; then fail "quit during a snapshot: VM still running"; kill -9 $VMPID; else pass "quit during a snapshot ends the VM"; fi
+[ ! -e "$S/slow.img" ] && [ -z "$(ls -A "$S" | grep '\.tmp\.')" ] && pass "abandoned snapshot left no file" || fail "abandoned snapshot left files" "$(ls -A "$S")"
+
+# 4. A guest blocked in read() is snapshotted mid-call; restored, it makes the call again.
+mkfifo "$S/in"
+"$CCVM" run --control "$SOCK" -- "$G/tests/clockloop.glibc" 1000 <"$S/in" >"$S/vm.out" 2>&1 &
+VMPID=$!
+exec 8>"$S/in"
+for _ in $(seq 100); do grep -q done "$S/vm.out" 2>/dev/null && break; sleep 0.05; done
+"$CCVM" ctl "$SOCK" snapshot "$S/blocked.img" --wait >/dev/null
+exec 8>&-
+wait $VMPID
+echo "more input" | timeout 20 "$CCVM" restore "$S/blocked.img" >"$S/rb.out" 2>&1; st=$?
+[ $st = 0 ] && pass "restored guest blocked in read() reads again and exits 0" || fail "restore of a blocked read" "status $st" "$(cat "$S/rb.out")"
+
+# 5. Damaged images are refused by inspect and restore with a reason.
+"$CCVM" inspect "$S/z1.img" >"$S/insp.out" 2>&1 && grep -q '0 damaged' "$S/insp.out" && pass "inspect: intact image verifies" || fail "inspect of a good image" "$(tail -3 "$S/insp.out")"
+cp "$S/z1.img" "$S/bad.img"
+off=$(python3 - "$S/bad.img" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print(os.lseek(fd, 1048576 + 8 * 2097152, os.SEEK_DATA) + 4000)
+PY
+)
+printf '\xff' | dd of="$S/bad.img" bs=1 seek="$off" conv=notrunc 2>/dev/null
+"$CCVM" inspect "$S/bad.img" >"$S/insp.out" 2>&1; st=$?
+[ $st = 1 ] && grep -q 'DAMAGED: memory chunk' "$S/insp.out" && pass "inspect: flipped byte found ($(grep -o 'DAMAGED: memory chunk [0-9]*' "$S/insp.out"))" || fail "inspect of a damaged image" "status $st"
+timeout 20 "$CCVM" restore "$S/bad.img" >/dev/null 2>"$S/r.err"; st=$?
+[ $st = 1 ] && grep -q 'fails its checksum' "$S/r.err" && pass "restore refuses the damaged image" || fail "restore of a damaged image" "status $st" "$(cat "$S/r.err")"
+cp "$S/z1.img" "$S/trunc.img"; truncate -s -100 "$S/trunc.img"
+for cmd in inspect restore; do
+	timeout 20 "$CCVM" $cmd "$S/trunc.img" >/dev/null 2>"$S/r.err" </dev/null; st=$?
+	[ $st = 1 ] && grep -q 'truncated' "$S/r.err" && pass "$cmd refuses a truncated image" || fail "$cmd of a truncated image" "status $st" "$(cat "$S/r.err")"
+done
+cp "$S/z1.img" "$S/hdr.img"; printf '\x02' | dd of="$S/hdr.img" bs=1 seek=8 conv=notrunc 2>/dev/null
+timeout 20 "$CCVM" restore "$S/hdr.img" >/dev/null 2>"$S/r.err"; st=$?
+[ $st = 1 ] && grep -q 'version 2' "$S/r.err" && pass "restore refuses another format version" || fail "wrong version" "$(cat "$S/r.err")"
+timeout 20 "$CCVM" restore "$G/zipfbench" >/dev/null 2>"$S/r.err"; st=$?
+[ $st = 1 ] && grep -q 'not a ccvm snapshot image' "$S/r.err" && pass "restore refuses a foreign file" || fail "foreign file" "$(cat "$S/r.err")"
+
+# 6. Disk full while writing: the snapshot fails, the guest runs on, the old image stays.
+if [ "$(id -u)" = 0 ] && mkdir -p "$S/full" && mount -t tmpfs -o size=72m tmpfs "$S/full" 2>/dev/null; then
+	ZA=(--size 48M --write-total 8G --report-ms 0 --seed 5)
+	WANT5=$("$G/zipfbench" "${ZA[@]}" | grep -o 'checksum=[0-9a-f]*')
+	start_vm "$SOCK" "$G/zipfbench" "${ZA[@]}"
+	sleep 0.3
+	r1=$("$CCVM" ctl "$SOCK" snapshot "$S/full/old.img" --wait)
+	r2=$("$CCVM" ctl "$SOCK" snapshot "$S/full/new.img" --wait); st=$?
+	r3=$("$CCVM" ctl "$SOCK" snapshot "$S/full/old.img" --wait)
+	"$CCVM" ctl "$SOCK" status | grep -q '"state":"running"' && running=1 || running=0
+	wait $VMPID; vst=$?
+	if [ "$(echo "$r1" | field ok)" = true ] && [ $st = 1 ] && echo "$r2" | grep -q 'No space left' && [ $running = 1 ]; then
+		pass "disk full: snapshot fails with '$(echo "$r2" | field error)', guest keeps running"
+	else
+		fail "disk full" "$r1" "$r2"
+	fi
+	[ $vst = 0 ] && grep -q "$WANT5" "$S/vm.out" && pass "guest finished correctly after the failed snapshots ($WANT5)" || fail "guest after disk full" "$(tail -2 "$S/vm.out")"
+	"$CCVM" inspect "$S/full/old.img" >/dev/null 2>&1 && [ -z "$(ls -A "$S/full" | grep -v '^old.img$')" ] && echo "$r3" | grep -q '"ok":false' \
+		&& pass "old image intact and verified, no temporary files left" || fail "old image after disk full" "$(ls -A "$S/full")" "$r3"
+	umount "$S/full"
+else
+	echo "skip disk-full test (needs root to mount a small tmpfs)"
+fi
