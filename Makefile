@@ -104,7 +104,7 @@ e2e: ccvm guests
 
 asan: $(B)/ccvm-asan $(B)/unit-asan guests
 	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
-	ASAN_OPTIONS=detect_leaks=0 tests/e2e/run.sh $(B)/ccvm-asan
+	ASAN_OPTIONS=detect_leaks=1 tests/e2e/run.sh $(B)/ccvm-asan
 
 test: deps
 	$(MAKE) unit e2e asan

@@ -59,6 +59,23 @@ struct snap_engine {
 	uint64_t t_start_ns;
 };
 
+/* Periodic snapshots (ccvm run --snapshot-every ...), driven by the monitor thread. */
+struct snap_schedule {
+	double every_s;          /* 0: off */
+	const char *dir;
+	int keep;                /* newest images kept in dir */
+	enum snap_policy policy;
+	uint64_t rate;
+};
+
+/* Start the periodic snapshot due at @now_s (CLOCK_MONOTONIC seconds) if the engine is
+ * idle; returns the time the next one is due. */
+double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, double now_s,
+			  double due_s);
+
+/* Delete all but the newest @keep periodic images in @dir. */
+void snap_schedule_prune(const struct snap_schedule *s);
+
 int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes);
 void snap_engine_fini(struct snap_engine *e);
 

@@ -44,6 +44,8 @@ struct ctl_client {
 struct ctl_server {
 	struct vm *vm;
 	struct snap_engine *engine;
+	const struct snap_schedule *sched;
+	double sched_due;        /* CLOCK_MONOTONIC seconds of the next periodic snapshot */
 	bool user_paused;
 	char *path;
 	int listen_fd;
@@ -52,6 +54,14 @@ struct ctl_server {
 	struct timespec started;
 	struct ctl_client *clients[CTL_MAX_CLIENTS];
 };
+
+static double ctl_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int ctl_sockaddr(const char *path, struct sockaddr_un *sa)
 {
@@ -355,6 +365,18 @@ static void ctl_accept(struct ctl_server *srv)
 	srv->clients[i]->fd = fd;
 }
 
+/* Milliseconds until the next periodic snapshot or housekeeping tick. */
+static int ctl_timeout_ms(struct ctl_server *srv)
+{
+	double left;
+
+	if (!srv->sched)
+		return CTL_TICK_MS;
+	srv->sched_due = snap_schedule_tick(srv->engine, srv->sched, ctl_now_s(), srv->sched_due);
+	left = (srv->sched_due - ctl_now_s()) * 1000.0;
+	return left < 1 ? 1 : left > CTL_TICK_MS ? CTL_TICK_MS : (int)left;
+}
+
 static void *ctl_thread(void *arg)
 {
 	struct ctl_server *srv = arg;
@@ -362,7 +384,7 @@ static void *ctl_thread(void *arg)
 	int who[CTL_MAX_CLIENTS + 2];
 
 	for (;;) {
-		int n = 0;
+		int n = 0, timeout = ctl_timeout_ms(srv);
 
 		pfd[n++] = (struct pollfd){ .fd = srv->wake[0], .events = POLLIN };
 		if (srv->listen_fd >= 0)
@@ -372,7 +394,7 @@ static void *ctl_thread(void *arg)
 				who[n] = i;
 				pfd[n++] = (struct pollfd){ .fd = srv->clients[i]->fd, .events = POLLIN };
 			}
-		if (poll(pfd, (nfds_t)n, CTL_TICK_MS) <= 0) {
+		if (poll(pfd, (nfds_t)n, timeout) <= 0) {
 			if (srv->vm->proc)
 				lx_clock_refresh(srv->vm->proc);
 			continue;
@@ -382,6 +404,8 @@ static void *ctl_thread(void *arg)
 
 			if (read(srv->wake[0], &why, 1) == 1 && why == 's') {
 				ctl_deliver_snapshot(srv);
+				if (srv->sched)
+					snap_schedule_prune(srv->sched);
 				continue;
 			}
 			break;
@@ -398,7 +422,8 @@ static void *ctl_thread(void *arg)
 	return NULL;
 }
 
-int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine, struct ctl_server **out)
+int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
+	      const struct snap_schedule *sched, struct ctl_server **out)
 {
 	struct ctl_server *srv = calloc(1, sizeof(*srv));
 	int rc;
@@ -407,12 +432,15 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine, struc
 		return -ENOMEM;
 	srv->vm = vm;
 	srv->engine = engine;
+	srv->sched = sched && sched->every_s > 0 && engine ? sched : NULL;
 	if (engine) {
 		engine->on_done = ctl_snapshot_done;
 		engine->on_done_ctx = srv;
 	}
 	srv->listen_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &srv->started);
+	if (srv->sched)
+		srv->sched_due = ctl_now_s() + srv->sched->every_s;
 	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
 		free(srv);
 		return -errno;

@@ -7,11 +7,13 @@
 struct vm;
 struct ctl_server;
 struct snap_engine;
+struct snap_schedule;
 
 /* Start the monitor thread; with @path non-NULL it also serves the control socket
- * there; with @engine non-NULL it takes snapshots on request. Returns 0 or -errno
- * (reported). */
-int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine, struct ctl_server **out);
+ * there; with @engine non-NULL it takes snapshots on request, and periodically when
+ * @sched says so. Returns 0 or -errno (reported). */
+int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
+	      const struct snap_schedule *sched, struct ctl_server **out);
 void ctl_stop(struct ctl_server *srv);
 
 /* Client: send `COMMAND [ARGS...]` to the socket at @path, print the reply line.

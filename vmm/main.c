@@ -37,6 +37,7 @@ extern char **environ;
 struct run_opts {
 	uint64_t mem;
 	const char *control;
+	struct snap_schedule sched;
 	const char *root;
 	const char *rw[MAX_RW_DIRS];
 	int n_rw;
@@ -58,6 +59,9 @@ static void usage(FILE *out)
 		"  --root DIR        the guest's / (default /)\n"
 		"  --rw DIR          a directory the guest may write under (repeatable;\n"
 		"                    default: the current directory)\n"
+		"  --snapshot-every SECONDS --snapshot-dir DIR [--snapshot-keep N]\n"
+		"  [--snapshot-policy cow|stop] [--snapshot-rate MB/s]\n"
+		"                    periodic live snapshots, keeping the newest N (default 2)\n"
 		"  -v, --verbose     more messages (twice: trace every system call)\n"
 		"\n"
 		"ctl commands: status, pause, resume, stats, quit, events,\n"
@@ -80,12 +84,19 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "mem", required_argument, NULL, 'm' },  { "control", required_argument, NULL, 'c' },
 		{ "root", required_argument, NULL, 'r' }, { "rw", required_argument, NULL, 'w' },
 		{ "verbose", no_argument, NULL, 'v' },    { "help", no_argument, NULL, 'h' },
+		{ "snapshot-every", required_argument, NULL, 'E' },
+		{ "snapshot-dir", required_argument, NULL, 'D' },
+		{ "snapshot-keep", required_argument, NULL, 'K' },
+		{ "snapshot-policy", required_argument, NULL, 'P' },
+		{ "snapshot-rate", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, verbose = 0;
+	char *end;
 
 	memset(o, 0, sizeof(*o));
 	o->mem = DEFAULT_MEM;
+	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_COW };
 	o->root = "/";
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
@@ -112,6 +123,39 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		case 'v':
 			verbose++;
 			break;
+		case 'E':
+			o->sched.every_s = strtod(optarg, &end);
+			if (*end || !(o->sched.every_s > 0)) {
+				log_err("--snapshot-every %s: a positive number of seconds", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'D':
+			o->sched.dir = optarg;
+			break;
+		case 'K':
+			o->sched.keep = (int)strtol(optarg, &end, 10);
+			if (*end || o->sched.keep < 1) {
+				log_err("--snapshot-keep %s: a count of at least 1", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'P':
+			if (snap_policy_parse(optarg, &o->sched.policy)) {
+				log_err("--snapshot-policy %s: known policies are cow and stop", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'R': {
+			double mbs = strtod(optarg, &end);
+
+			if (*end || mbs < 0) {
+				log_err("--snapshot-rate %s: MB/s, a number (0 = unlimited)", optarg);
+				return -EINVAL;
+			}
+			o->sched.rate = (uint64_t)(mbs * 1e6);
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -124,6 +168,15 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	if (optind >= argc) {
 		log_err("run: no PROGRAM given");
 		usage(stderr);
+		return -EINVAL;
+	}
+	if (o->sched.every_s > 0 && !o->sched.dir) {
+		log_err("--snapshot-every needs --snapshot-dir DIR");
+		return -EINVAL;
+	}
+	if (o->sched.dir && access(o->sched.dir, W_OK) != 0) {
+		log_err("--snapshot-dir %s: %s (it must be a writable directory)", o->sched.dir,
+			strerror(errno));
 		return -EINVAL;
 	}
 	if (o->mem < LAYOUT_MIN_RAM || o->mem > LAYOUT_MAX_RAM) {
@@ -199,17 +252,17 @@ static size_t pool_bytes_for(uint64_t mem)
 
 /* Run a VM that is fully built: monitor thread, snapshots if a control socket is
  * served, vCPUs; then tear down. Returns ccvm's exit status. */
-static int run_vm(struct vm *vm, const char *control)
+static int run_vm(struct vm *vm, const char *control, const struct snap_schedule *sched)
 {
 	struct ctl_server *ctl = NULL;
 	struct snap_engine engine;
-	bool snaps = control != NULL;
+	bool snaps = control != NULL || (sched && sched->every_s > 0);
 	int status;
 
 	if (snaps && snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size)))
 		return 1;
 	hook_engine = snaps ? &engine : NULL;
-	if (ctl_start(vm, control, snaps ? &engine : NULL, &ctl)) {
+	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl)) {
 		if (snaps)
 			snap_engine_fini(&engine);
 		return 1;
@@ -258,7 +311,7 @@ static int cmd_run(int argc, char **argv)
 	vm.vcpus[vm.n_vcpus++] = vcpu;
 	lx_thread_init(vm.proc, &thread, vcpu);
 	vcpu->lx = &thread;
-	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, o.control);
+	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, o.control, &o.sched);
 out_proc:
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;
@@ -308,7 +361,7 @@ static int cmd_restore(int argc, char **argv)
 		}
 		return 1;
 	}
-	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 : run_vm(&vm, control);
+	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 : run_vm(&vm, control, NULL);
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;
 	vm_destroy(&vm);

@@ -48,6 +48,20 @@ for k in id file policy pause_us duration_ms bytes pages_total pages_zero pages_
 	grep -q "\"$k\":" "$S/z1.json" || { fail "snapshot reply lacks $k" "$(cat "$S/z1.json")"; break; }
 done && pass "snapshot reply has every figure"
 
+# 1b. Periodic snapshots: the newest N are kept, each restores to the same result.
+mkdir -p "$S/periodic"
+"$CCVM" run --mem 256M --snapshot-every 0.25 --snapshot-dir "$S/periodic" --snapshot-keep 2 \
+	-- "$G/zipfbench" "${ZARGS[@]}" >"$S/vm.out" 2>&1 </dev/null
+n=$(ls "$S/periodic" | grep -c '^snapshot-.*\.img$')
+ok=1
+for f in "$S"/periodic/snapshot-*.img; do
+	got=$(timeout 120 "$CCVM" restore "$f" </dev/null 2>/dev/null | grep -o 'checksum=[0-9a-f]*')
+	[ "$got" = "$WANT" ] || ok=0
+done
+[ "$n" = 2 ] && [ $ok = 1 ] && grep -q "$WANT" "$S/vm.out" && pass "--snapshot-every: 2 newest images kept, both restore to $WANT" || fail "periodic snapshots" "$n images: $(ls "$S/periodic")"
+expect_fail "--snapshot-every without a dir" 2 "needs --snapshot-dir" -- "$CCVM" run --snapshot-every 1 -- "$G/tests/hello.glibc"
+expect_fail "--snapshot-policy unknown" 2 "known policies" -- "$CCVM" run --snapshot-every 1 --snapshot-dir "$S" --snapshot-policy fast -- "$G/tests/hello.glibc"
+
 # 2. A restored VM can be snapshotted again, and that image restores too.
 "$CCVM" restore "$S/z1.img" --control "$S/r.sock" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 VMPID=$!

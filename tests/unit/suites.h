@@ -16,5 +16,6 @@ Suite *vma_suite(void);
 Suite *cli_suite(void);
 Suite *cpu_tables_suite(void);
 Suite *image_suite(void);
+Suite *snapshot_suite(void);
 
 #endif

@@ -1,0 +1,102 @@
+/*
+ * test_snapshot.c - the page-state machine and the page pool of the snapshot engine.
+ */
+#include "suites.h"
+#include "../../snapshot/pagestate.h"
+#include "../../snapshot/pool.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define RACE_PAGES 100000
+
+static uint8_t race_state[RACE_PAGES];
+static int race_wins[2];
+
+struct racer {
+	int who;
+	enum page_state to;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+
+	for (int p = 0; p < RACE_PAGES; p++)
+		if (ps_take(&race_state[p], r->to))
+			__atomic_fetch_add(&race_wins[r->who], 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* Only a protected page can be taken, and only once: by the writer or by a fault. */
+START_TEST(test_take_once)
+{
+	uint8_t st = PS_PROTECTED;
+
+	ck_assert(ps_take(&st, PS_CLAIMED));
+	ck_assert_int_eq(ps_get(&st), PS_CLAIMED);
+	ck_assert(!ps_take(&st, PS_COPIED));
+	ps_set(&st, PS_SAVED);
+	ck_assert(!ps_take(&st, PS_CLAIMED));
+	st = PS_ZERO;
+	ck_assert(!ps_take(&st, PS_COPIED));
+}
+END_TEST
+
+/* Writer and fault handler racing over every page: each page has exactly one winner. */
+START_TEST(test_race_one_winner)
+{
+	struct racer w = { 0, PS_CLAIMED }, f = { 1, PS_COPIED };
+	pthread_t a, b;
+
+	memset(race_state, PS_PROTECTED, sizeof(race_state));
+	race_wins[0] = race_wins[1] = 0;
+	pthread_create(&a, NULL, race, &w);
+	pthread_create(&b, NULL, race, &f);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	ck_assert_int_eq(race_wins[0] + race_wins[1], RACE_PAGES);
+	for (int p = 0; p < RACE_PAGES; p++)
+		ck_assert_msg(race_state[p] == PS_CLAIMED || race_state[p] == PS_COPIED,
+			      "page %d in state %d", p, race_state[p]);
+}
+END_TEST
+
+/* The pool hands out distinct, zeroed, page-aligned buffers until empty, takes them
+ * back, and remembers its peak. */
+START_TEST(test_pool)
+{
+	struct pool p;
+	void *bufs[16];
+
+	ck_assert_int_eq(pool_init(&p, 16 * 4096), 0);
+	for (int i = 0; i < 16; i++) {
+		bufs[i] = pool_get(&p);
+		ck_assert_ptr_nonnull(bufs[i]);
+		ck_assert_uint_eq((uintptr_t)bufs[i] % 4096, 0);
+		for (int j = 0; j < i; j++)
+			ck_assert_ptr_ne(bufs[i], bufs[j]);
+	}
+	ck_assert_ptr_null(pool_get(&p));
+	ck_assert_uint_eq(pool_in_use(&p), 16);
+	for (int i = 0; i < 16; i++)
+		pool_put(&p, bufs[i]);
+	ck_assert_uint_eq(pool_in_use(&p), 0);
+	ck_assert_uint_eq(pool_take_peak(&p), 16);
+	ck_assert_uint_eq(pool_take_peak(&p), 0);
+	pool_fini(&p);
+	ck_assert_int_ne(pool_init(&p, 100), 0);
+}
+END_TEST
+
+Suite *snapshot_suite(void)
+{
+	Suite *s = suite_create("snapshot");
+	TCase *tc = tcase_create("pagestate+pool");
+
+	tcase_add_test(tc, test_take_once);
+	tcase_add_test(tc, test_race_one_winner);
+	tcase_add_test(tc, test_pool);
+	suite_add_tcase(s, tc);
+	return s;
+}
