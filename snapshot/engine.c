@@ -98,7 +98,8 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes)
 	pthread_mutex_init(&e->lock, NULL);
 	e->state = calloc(pages, 1);
 	e->copy = calloc(pages, sizeof(void *));
-	if (!e->state || !e->copy)
+	e->split = calloc(vm->mem.size / IMG_CHUNK, 1);
+	if (!e->state || !e->copy || !e->split)
 		return -ENOMEM;
 	rc = pool_init(&e->pool, pool_bytes);
 	if (rc)
@@ -153,8 +154,27 @@ static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
 			ps_set(st, PS_SAVED);
 		}
 	}
-	if (wake && ps_get(st) != PS_CLAIMED)
+	if (wake && ps_get(st) != PS_CLAIMED) {
 		wp_protect(&e->wp, p * PAGE, PAGE, false);
+		e->split[p / (IMG_CHUNK / PAGE)] = 1;
+	}
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+/* Unprotecting single pages split the huge pages that back guest RAM; put them back
+ * together once the snapshot is done, or the guest runs slower (TLB misses) and the
+ * next snapshot's write protection takes ten times longer. */
+static void snap_collapse_split(struct snap_engine *e)
+{
+	for (uint64_t c = 0; c < e->vm->mem.size / IMG_CHUNK; c++) {
+		if (!e->split[c])
+			continue;
+		e->split[c] = 0;
+		madvise(e->vm->mem.host + c * IMG_CHUNK, IMG_CHUNK, MADV_COLLAPSE);
+	}
 }
 
 static void *snap_fault_thread(void *arg)
@@ -277,6 +297,8 @@ static void *snap_writer_thread(void *arg)
 		wp_protect(&e->wp, 0, e->vm->mem.size, false);
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
 	snap_finish(e, rc);
+	if (!__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
+		snap_collapse_split(e);
 	return NULL;
 }
 
@@ -545,8 +567,10 @@ void snap_engine_fini(struct snap_engine *e)
 	pool_fini(&e->pool);
 	free(e->state);
 	free(e->copy);
+	free(e->split);
 	e->state = NULL;
 	e->copy = NULL;
+	e->split = NULL;
 }
 
 #define SCHED_PREFIX "snapshot-"

@@ -50,6 +50,7 @@ struct snap_engine {
 	struct wp wp;
 	uint8_t *state;          /* one enum page_state per guest page */
 	void **copy;             /* COPIED pages: their pool buffer */
+	uint8_t *split;          /* per 2 MiB chunk: a page-sized unprotect split its THP */
 	pthread_t writer, faulter;
 	bool threads_live;
 	bool writer_joinable;    /* a writer thread ran and was not joined yet */

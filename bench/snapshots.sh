@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Snapshot benchmarks, measured side by side in one run (only ratios are meaningful on
+# our noisy, nested machines):
+#
+#  1. Pause and duration against guest RAM size, cow vs stop, on a guest that has
+#     touched all its memory and keeps writing (zipfbench), both policies on the same
+#     VM, alternating.
+#  2. The guest's zipfbench throughput over time across one cow and one stop snapshot.
+#  3. Restore time (eager) against RAM size, for a guest whose memory is 3/4 full.
+#
+# Writes bench/results/snapshot_pause.csv, snapshot_timeline.csv, restore_time.csv and
+# PNG plots. Environment: SIZES (MiB list, default "256 512 1024 2048 4096 8192"),
+# IMGDIR (where images go; default a temporary directory; needs room for the largest).
+set -euo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+CCVM=$TOP/ccvm
+G=$TOP/build/guest
+OUT=$TOP/bench/results
+SIZES=${SIZES:-256 512 1024 2048 4096 8192}
+IMGDIR=${IMGDIR:-$(mktemp -d /var/tmp/ccvm-bench.XXXXXX)}
+mkdir -p "$OUT" "$IMGDIR"
+VM=
+cleanup() { [ -n "$VM" ] && kill "$VM" 2>/dev/null; rm -rf "$IMGDIR"; }
+trap cleanup EXIT
+field() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
+wait_for() { for _ in $(seq 600); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+echo "== 1. pause and duration vs RAM size (cow vs stop, same VM)"
+csv=$OUT/snapshot_pause.csv
+echo "ram_mib,policy,pause_us,duration_ms,cow_faults,pages_copied,image_mib" >"$csv"
+for mib in $SIZES; do
+	sock=$IMGDIR/ctl.sock
+	"$CCVM" run --mem "${mib}M" --control "$sock" -- "$G/zipfbench" --size "$((mib * 7 / 8))M" \
+		--duration 600 --report-ms 500 >"$IMGDIR/vm.out" 2>&1 &
+	VM=$!
+	wait_for report "$IMGDIR/vm.out" # memory populated, Zipf writes running
+	for pol in cow stop cow stop; do
+		r=$("$CCVM" ctl "$sock" snapshot "$IMGDIR/b.img" --policy $pol --wait)
+		echo "$mib,$pol,$(echo "$r" | field pause_us),$(echo "$r" | field duration_ms),$(echo "$r" | field cow_faults),$(echo "$r" | field pages_copied),$(($(echo "$r" | field bytes) >> 20))" >>"$csv"
+		rm -f "$IMGDIR/b.img"
+	done
+	"$CCVM" ctl "$sock" quit >/dev/null
+	wait "$VM" || true
+	VM=
+	awk -F, -v m="$mib" '$1==m && $2=="cow" {c+=$3; nc++} $1==m && $2=="stop" {s+=$3; ns++}
+		END {printf "%5d MiB: cow pause %.1f ms, stop pause %.1f ms, stop/cow %.0fx\n", m, c/nc/1000, s/ns/1000, (s/ns)/(c/nc)}' "$csv"
+done
+
+echo "== 2. zipfbench throughput across snapshots (1 GiB VM, 768 MiB Zipf area)"
+tl=$OUT/snapshot_timeline.csv
+echo "policy,t_s,updates_per_s" >"$tl"
+for pol in cow stop; do
+	sock=$IMGDIR/ctl.sock
+	"$CCVM" run --mem 1G --control "$sock" -- "$G/zipfbench" --size 768M --duration 6 \
+		--report-ms 100 >"$IMGDIR/vm.out" 2>&1 &
+	VM=$!
+	wait_for "t=2\\." "$IMGDIR/vm.out"
+	r=$("$CCVM" ctl "$sock" snapshot "$IMGDIR/t.img" --policy $pol --wait)
+	wait "$VM" || true
+	VM=
+	echo "$pol snapshot: pause $(echo "$r" | field pause_us) us, duration $(echo "$r" | field duration_ms) ms"
+	grep -o 't=[0-9.]* updates_per_s=[0-9]*' "$IMGDIR/vm.out" | sed "s/t=\([0-9.]*\) updates_per_s=\([0-9]*\)/$pol,\1,\2/" >>"$tl"
+	rm -f "$IMGDIR/t.img"
+done
+
+echo "== 3. restore time vs RAM size (memory 3/4 full)"
+rt=$OUT/restore_time.csv
+echo "ram_mib,data_mib,restore_s" >"$rt"
+for mib in $SIZES; do
+	sock=$IMGDIR/ctl.sock
+	mkfifo "$IMGDIR/in"
+	"$CCVM" run --mem "${mib}M" --control "$sock" -- "$G/tests/fillwait.glibc" "$((mib * 3 / 4))" \
+		<"$IMGDIR/in" >"$IMGDIR/vm.out" 2>&1 &
+	VM=$!
+	exec 9>"$IMGDIR/in"
+	wait_for filled "$IMGDIR/vm.out"
+	"$CCVM" ctl "$sock" snapshot "$IMGDIR/r.img" --wait >/dev/null
+	exec 9>&-
+	wait "$VM" || true
+	VM=
+	rm -f "$IMGDIR/in"
+	sync
+	t0=$(date +%s.%N)
+	out=$("$CCVM" restore "$IMGDIR/r.img" </dev/null)
+	t1=$(date +%s.%N)
+	echo "$out" | grep -q 'pattern intact' || { echo "restore of $mib MiB: pattern NOT intact"; exit 1; }
+	s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
+	echo "$mib,$((mib * 3 / 4)),$s" >>"$rt"
+	echo "$mib MiB RAM ($((mib * 3 / 4)) MiB data): restore $s s, pattern intact"
+	rm -f "$IMGDIR/r.img"
+done
+
+if command -v gnuplot >/dev/null; then
+	gnuplot <<GP
+set terminal pngcairo size 900,450 font ",10"
+set datafile separator ","
+set key top left
+set grid
+set logscale xy
+set xlabel "guest RAM (MiB)"
+set ylabel "pause (ms)"
+set title "Snapshot pause vs guest RAM (guest has touched all its memory)"
+set output "$OUT/snapshot_pause.png"
+plot "< awk -F, '\$2==\"cow\"' $csv" using 1:(\$3/1000) with points pt 7 title "cow", \
+     "< awk -F, '\$2==\"stop\"' $csv" using 1:(\$3/1000) with points pt 5 title "stop"
+unset logscale
+set logscale x
+set xlabel "guest RAM (MiB)"
+set ylabel "restore time (s)"
+set title "Restore time (eager) vs guest RAM, memory 3/4 full"
+set output "$OUT/restore_time.png"
+plot "$rt" using 1:3 with linespoints pt 7 title "eager restore"
+unset logscale
+set xlabel "time (s)"
+set ylabel "updates/s"
+set title "zipfbench throughput across one snapshot taken at t = 2 s"
+set output "$OUT/snapshot_timeline.png"
+plot "< awk -F, '\$1==\"cow\"' $tl" using 2:3 with lines lw 2 title "cow", \
+     "< awk -F, '\$1==\"stop\"' $tl" using 2:3 with lines lw 2 title "stop"
+GP
+	echo "plots: $OUT/snapshot_pause.png $OUT/snapshot_timeline.png $OUT/restore_time.png"
+fi
