@@ -6,17 +6,21 @@
 #     touched all its memory and keeps writing (zipfbench), both policies on the same
 #     VM, alternating.
 #  2. The guest's zipfbench throughput over time across one cow and one stop snapshot.
-#  3. Restore time (eager) against RAM size, for a guest whose memory is 3/4 full.
+#  3. Restore time against RAM size, eager vs lazy, for a guest whose memory is 3/4
+#     full: until the guest resumes, and until it has read back all its memory.
 #
 # Writes bench/results/snapshot_pause.csv, snapshot_timeline.csv, restore_time.csv and
 # PNG plots. Environment: SIZES (MiB list, default "256 512 1024 2048 4096 8192"),
-# IMGDIR (where images go; default a temporary directory; needs room for the largest).
+# IMGDIR (where images go; default a temporary directory; needs room for the largest),
+# SECTIONS (default "1 2 3").
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 CCVM=$TOP/ccvm
 G=$TOP/build/guest
 OUT=$TOP/bench/results
 SIZES=${SIZES:-256 512 1024 2048 4096 8192}
+SECTIONS=${SECTIONS:-1 2 3}
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 IMGDIR=${IMGDIR:-$(mktemp -d /var/tmp/ccvm-bench.XXXXXX)}
 mkdir -p "$OUT" "$IMGDIR"
 VM=
@@ -25,8 +29,12 @@ trap cleanup EXIT
 field() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
 wait_for() { for _ in $(seq 600); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
-echo "== 1. pause and duration vs RAM size (cow vs stop, same VM)"
 csv=$OUT/snapshot_pause.csv
+tl=$OUT/snapshot_timeline.csv
+rt=$OUT/restore_time.csv
+
+if want 1; then
+echo "== 1. pause and duration vs RAM size (cow vs stop, same VM)"
 echo "ram_mib,policy,pause_us,duration_ms,cow_faults,pages_copied,image_mib" >"$csv"
 for mib in $SIZES; do
 	sock=$IMGDIR/ctl.sock
@@ -46,8 +54,10 @@ for mib in $SIZES; do
 		END {printf "%5d MiB: cow pause %.1f ms, stop pause %.1f ms, stop/cow %.0fx\n", m, c/nc/1000, s/ns/1000, (s/ns)/(c/nc)}' "$csv"
 done
 
+fi
+
+if want 2; then
 echo "== 2. zipfbench throughput across snapshots (1 GiB VM, 768 MiB Zipf area)"
-tl=$OUT/snapshot_timeline.csv
 echo "policy,t_s,updates_per_s" >"$tl"
 for pol in cow stop; do
 	sock=$IMGDIR/ctl.sock
@@ -63,9 +73,25 @@ for pol in cow stop; do
 	rm -f "$IMGDIR/t.img"
 done
 
-echo "== 3. restore time vs RAM size (memory 3/4 full)"
-rt=$OUT/restore_time.csv
-echo "ram_mib,data_mib,restore_s" >"$rt"
+fi
+
+if want 3; then
+echo "== 3. restore time vs RAM size (memory 3/4 full), eager vs lazy"
+echo "ram_mib,data_mib,mode,resumed_s,all_touched_s" >"$rt"
+# Time from the restore command to the guest's first output after the snapshot instant
+# ("resumed"), and to it having read back every byte it wrote ("pattern intact").
+time_restore() { # IMAGE MODE
+	local t0 t1 t2 line
+	t0=$(date +%s.%N)
+	while IFS= read -r line; do
+		case $line in
+		resumed) t1=$(date +%s.%N) ;;
+		"pattern intact") t2=$(date +%s.%N) ;;
+		esac
+	done < <("$CCVM" restore "$1" "--$2" </dev/null)
+	[ -n "${t2:-}" ] || { echo "restore $2 of $1: pattern NOT intact" >&2; return 1; }
+	awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {printf "%.3f,%.3f", b - a, c - a}'
+}
 for mib in $SIZES; do
 	sock=$IMGDIR/ctl.sock
 	mkfifo "$IMGDIR/in"
@@ -80,15 +106,16 @@ for mib in $SIZES; do
 	VM=
 	rm -f "$IMGDIR/in"
 	sync
-	t0=$(date +%s.%N)
-	out=$("$CCVM" restore "$IMGDIR/r.img" </dev/null)
-	t1=$(date +%s.%N)
-	echo "$out" | grep -q 'pattern intact' || { echo "restore of $mib MiB: pattern NOT intact"; exit 1; }
-	s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
-	echo "$mib,$((mib * 3 / 4)),$s" >>"$rt"
-	echo "$mib MiB RAM ($((mib * 3 / 4)) MiB data): restore $s s, pattern intact"
+	for mode in eager lazy eager lazy; do
+		t=$(time_restore "$IMGDIR/r.img" $mode)
+		echo "$mib,$((mib * 3 / 4)),$mode,$t" >>"$rt"
+	done
+	awk -F, -v m="$mib" '$1==m {r[$3]+=$4; d[$3]+=$5; n[$3]++}
+		END {printf "%5d MiB RAM: eager resumes after %.3f s (all memory %.3f s), lazy after %.3f s (all memory %.3f s)\n",
+		     m, r["eager"]/n["eager"], d["eager"]/n["eager"], r["lazy"]/n["lazy"], d["lazy"]/n["lazy"]}' "$rt"
 	rm -f "$IMGDIR/r.img"
 done
+fi
 
 if command -v gnuplot >/dev/null; then
 	gnuplot <<GP
@@ -106,10 +133,13 @@ plot "< awk -F, '\$2==\"cow\"' $csv" using 1:(\$3/1000) with points pt 7 title "
 unset logscale
 set logscale x
 set xlabel "guest RAM (MiB)"
-set ylabel "restore time (s)"
-set title "Restore time (eager) vs guest RAM, memory 3/4 full"
+set ylabel "seconds after the restore command"
+set title "Restore vs guest RAM (memory 3/4 full): until the guest resumes / has read all its memory"
 set output "$OUT/restore_time.png"
-plot "$rt" using 1:3 with linespoints pt 7 title "eager restore"
+plot "< awk -F, '\$3==\"eager\"' $rt" using 1:4 with points pt 7 title "eager: resumed", \
+     "< awk -F, '\$3==\"eager\"' $rt" using 1:5 with points pt 6 title "eager: all memory read", \
+     "< awk -F, '\$3==\"lazy\"' $rt" using 1:4 with points pt 5 title "lazy: resumed", \
+     "< awk -F, '\$3==\"lazy\"' $rt" using 1:5 with points pt 4 title "lazy: all memory read"
 unset logscale
 set xlabel "time (s)"
 set ylabel "updates/s"

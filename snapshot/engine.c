@@ -484,6 +484,12 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 		pthread_mutex_unlock(&e->lock);
 		return -EBUSY;
 	}
+	if (__atomic_load_n(&e->vm->lazy, __ATOMIC_ACQUIRE)) {
+		snprintf(err, errlen, "this VM is still loading its memory from the image it was "
+			 "restored from; try again in a moment");
+		pthread_mutex_unlock(&e->lock);
+		return -EBUSY;
+	}
 	e->busy = true;
 	memset(&e->cur, 0, sizeof(e->cur));
 	e->cur.id = ++e->next_id;

@@ -10,6 +10,7 @@
  */
 #include "restore.h"
 #include "image.h"
+#include "lazy.h"
 #include "../mmu/pagetable.h"
 #include "../vmm/cpu_tables.h"
 #include "../vmm/log.h"
@@ -22,7 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <time.h>
+
+/* The system area is ours, not the guest's: rebuild it rather than trust it. */
+static void restore_system_area(struct vm *vm)
+{
+	pt_build(vm->mem.host, vm->mem.size, &vm->cr3);
+	cpu_tables_build(vm->mem.host);
+}
 
 static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 {
@@ -44,9 +53,7 @@ static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 			return rc;
 		}
 	}
-	/* The system area is ours, not the guest's: rebuild it rather than trust it. */
-	pt_build(vm->mem.host, vm->mem.size, &vm->cr3);
-	cpu_tables_build(vm->mem.host);
+	restore_system_area(vm);
 	return 0;
 }
 
@@ -97,8 +104,38 @@ out:
 	return rc;
 }
 
-int restore_vm(const char *file, uint64_t mem, const struct lx_hooks *hooks, struct vm *vm,
-	       struct lx_thread *t, uint64_t *mono_ns)
+static pthread_t lazy_thread;
+
+static void *restore_lazy_wait(void *arg)
+{
+	struct vm *vm = arg;
+
+	if (lazy_finish(vm->lazy) == 0)
+		log_info("lazy restore: all memory in place");
+	__atomic_store_n(&vm->lazy, NULL, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+int restore_lazy_begin(struct vm *vm)
+{
+	if (!vm->lazy)
+		return 0;
+	return pthread_create(&lazy_thread, NULL, restore_lazy_wait, vm) ? -EAGAIN : 0;
+}
+
+void restore_lazy_end(struct vm *vm)
+{
+	struct lazy *l = __atomic_load_n(&vm->lazy, __ATOMIC_ACQUIRE);
+
+	if (l)
+		lazy_abort(l);
+	if (lazy_thread)
+		pthread_join(lazy_thread, NULL);
+	lazy_thread = 0;
+}
+
+int restore_vm(const char *file, uint64_t mem, bool lazy, const struct lx_hooks *hooks,
+	       struct vm *vm, struct lx_thread *t, uint64_t *mono_ns)
 {
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
@@ -118,6 +155,23 @@ int restore_vm(const char *file, uint64_t mem, const struct lx_hooks *hooks, str
 	rc = vm_create(vm, r.info.ram_size);
 	if (rc) {
 		img_close(&r);
+		return rc;
+	}
+	if (lazy) {
+		/* Sections are read now, while we still own the reader; memory later. */
+		rc = lazy_start(&r, vm, file, &vm->lazy);
+		if (rc) {
+			log_err("cannot restore '%s' lazily: %s", file, strerror(-rc));
+			img_close(&r);
+			return rc;
+		}
+		restore_system_area(vm);
+		rc = restore_state(file, &r, hooks, vm, t, mono_ns);
+		if (rc) {
+			lazy_abort(vm->lazy);
+			lazy_finish(vm->lazy);
+			vm->lazy = NULL;
+		}
 		return rc;
 	}
 	rc = restore_memory(file, &r, vm);

@@ -4,6 +4,7 @@
 #ifndef CCVM_RESTORE_H
 #define CCVM_RESTORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -13,12 +14,19 @@ struct lx_hooks;
 
 /*
  * restore_vm - create a VM from the image at @file, with its memory, vCPU registers
- * and process state, ready to run. Every memory chunk and section is verified.
+ * and process state, ready to run. Every memory chunk and section is verified: all of
+ * them before the VM runs (eager), or each on first touch with a background prefetch
+ * (@lazy; see lazy.c).
  * @mem: guest RAM size asked by the user, 0 for the image's own.
  * Errors are reported to the user. Returns 0 or -errno.
  */
-int restore_vm(const char *file, uint64_t mem, const struct lx_hooks *hooks, struct vm *vm,
-	       struct lx_thread *t, uint64_t *mono_ns);
+int restore_vm(const char *file, uint64_t mem, bool lazy, const struct lx_hooks *hooks,
+	       struct vm *vm, struct lx_thread *t, uint64_t *mono_ns);
+
+/* After a lazy restore: a thread that waits for the memory to be in place, then lets
+ * snapshots proceed. restore_lazy_end stops loading early if needed and joins it. */
+int restore_lazy_begin(struct vm *vm);
+void restore_lazy_end(struct vm *vm);
 
 /* Print what the image holds and verify every checksum. Returns 0 when intact, 1 when
  * damaged or unreadable (reported on stderr). */

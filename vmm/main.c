@@ -31,6 +31,8 @@
 #define EXIT_NOT_FOUND    127
 #define DEFAULT_MEM       (1ULL << 30)
 #define MAX_RW_DIRS       64
+/* Measured (bench/restore-modes.sh): see README. */
+#define RESTORE_LAZY_DEFAULT false
 
 extern char **environ;
 
@@ -49,7 +51,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]\n"
-		"       ccvm restore FILE [--control PATH] [--mem SIZE]\n"
+		"       ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager]\n"
 		"       ccvm inspect FILE\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]\n"
 		"\n"
@@ -324,9 +326,11 @@ static int cmd_restore(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "mem", required_argument, NULL, 'm' }, { "control", required_argument, NULL, 'c' },
-		{ "verbose", no_argument, NULL, 'v' },   { NULL, 0, NULL, 0 },
+		{ "verbose", no_argument, NULL, 'v' },   { "lazy", no_argument, NULL, 'l' },
+		{ "eager", no_argument, NULL, 'e' },     { NULL, 0, NULL, 0 },
 	};
 	const char *control = NULL;
+	bool lazy = RESTORE_LAZY_DEFAULT;
 	struct lx_thread thread;
 	uint64_t mem = 0, mono_ns = 0;
 	int ch, verbose = 0, status;
@@ -344,7 +348,11 @@ static int cmd_restore(int argc, char **argv)
 			verbose++;
 			continue;
 		}
-		log_err("usage: ccvm restore FILE [--control PATH] [--mem SIZE]");
+		if (ch == 'l' || ch == 'e') {
+			lazy = ch == 'l';
+			continue;
+		}
+		log_err("usage: ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager]");
 		return EXIT_USAGE;
 	}
 	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
@@ -353,7 +361,8 @@ static int cmd_restore(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	mem = (mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
-	if (restore_vm(argv[optind], mem, &run_hooks, &vm, &thread, &mono_ns)) {
+	if (restore_vm(argv[optind], mem, lazy, &run_hooks, &vm, &thread, &mono_ns) ||
+	    restore_lazy_begin(&vm)) {
 		if (vm.fd >= 0 || vm.kvm_fd >= 0) {
 			lx_proc_destroy(vm.proc);
 			vm.proc = NULL;
@@ -362,6 +371,7 @@ static int cmd_restore(int argc, char **argv)
 		return 1;
 	}
 	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 : run_vm(&vm, control, NULL);
+	restore_lazy_end(&vm);
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;
 	vm_destroy(&vm);

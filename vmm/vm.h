@@ -43,6 +43,7 @@ struct vm {
 	int exit_status;       /* what ccvm exits with once the VM stops */
 
 	struct lx_proc *proc;  /* the Linux personality of the guest program */
+	struct lazy *lazy;     /* memory still being loaded by a lazy restore, or NULL */
 	struct vm_stats stats;
 };
 

@@ -24,6 +24,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	while (read(0, buf, sizeof(buf)) > 0)
 		;
+	printf("resumed\n");
+	fflush(stdout);
 	for (size_t i = 0; i < words; i++)
 		if (m[i] != i * 0x9E3779B97F4A7C15ULL) {
 			printf("MISMATCH at word %zu\n", i);

@@ -71,6 +71,22 @@ wait $VMPID
 got=$("$CCVM" restore "$S/again.img" </dev/null 2>/dev/null | grep -o 'checksum=[0-9a-f]*')
 [ "$got" = "$WANT" ] && grep -q "$WANT" "$S/vm.out" && pass "snapshot of a restored VM restores to $got" || fail "snapshot of a restored VM" "$(cat "$S/again.json")" "got '$got'"
 
+# 2b. Lazy restore: same result; the restored VM can be snapshotted once its memory is
+#     in; a damaged chunk stops the VM with a message.
+got=$(timeout 120 "$CCVM" restore "$S/z3.img" --lazy </dev/null 2>"$S/r.err" | grep -o 'checksum=[0-9a-f]*')
+[ "$got" = "$WANT" ] && pass "lazy restore finishes with $got" || fail "lazy restore" "got '$got'" "$(head -3 "$S/r.err")"
+"$CCVM" restore "$S/z3.img" --lazy --control "$S/l.sock" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
+VMPID=$!
+for _ in $(seq 100); do [ -S "$S/l.sock" ] && break; sleep 0.05; done
+for _ in $(seq 100); do
+	r=$("$CCVM" ctl "$S/l.sock" snapshot "$S/lazy-again.img" --wait 2>&1) && break
+	echo "$r" | grep -q 'still loading' || break
+	sleep 0.05
+done
+wait $VMPID
+got=$("$CCVM" restore "$S/lazy-again.img" </dev/null 2>/dev/null | grep -o 'checksum=[0-9a-f]*')
+[ "$got" = "$WANT" ] && pass "snapshot of a lazily restored VM restores to $got" || fail "snapshot after lazy restore" "$r" "got '$got'"
+
 # 3. While paused, overlapping requests, events, quit during a snapshot.
 start_vm "$SOCK" "$G/zipfbench" --size 64M --duration 30 --report-ms 0
 "$CCVM" ctl "$SOCK" pause >/dev/null
@@ -111,6 +127,8 @@ printf '\xff' | dd of="$S/bad.img" bs=1 seek="$off" conv=notrunc 2>/dev/null
 [ $st = 1 ] && grep -q 'DAMAGED: memory chunk' "$S/insp.out" && pass "inspect: flipped byte found ($(grep -o 'DAMAGED: memory chunk [0-9]*' "$S/insp.out"))" || fail "inspect of a damaged image" "status $st"
 timeout 20 "$CCVM" restore "$S/bad.img" >/dev/null 2>"$S/r.err"; st=$?
 [ $st = 1 ] && grep -q 'fails its checksum' "$S/r.err" && pass "restore refuses the damaged image" || fail "restore of a damaged image" "status $st" "$(cat "$S/r.err")"
+timeout 60 "$CCVM" restore "$S/bad.img" --lazy >/dev/null 2>"$S/r.err" </dev/null; st=$?
+[ $st = 1 ] && grep -q 'fails its checksum' "$S/r.err" && pass "lazy restore stops at the damaged chunk (status 1)" || fail "lazy restore of a damaged image" "status $st" "$(cat "$S/r.err")"
 cp "$S/z1.img" "$S/trunc.img"; truncate -s -100 "$S/trunc.img"
 for cmd in inspect restore; do
 	timeout 20 "$CCVM" $cmd "$S/trunc.img" >/dev/null 2>"$S/r.err" </dev/null; st=$?

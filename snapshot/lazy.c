@@ -1,0 +1,215 @@
+/*
+ * lazy.c - lazy restore with userfaultfd MISSING mode.
+ *
+ * Guest RAM is registered with a userfaultfd in missing mode: the first touch of a page
+ * (by a vCPU through KVM, or by the monitor) waits for this module, which reads that
+ * page's 2 MiB chunk from the image, checks it against the chunk checksum and installs
+ * it with UFFDIO_COPY (or UFFDIO_ZEROPAGE for a chunk that is a hole). A prefetch thread
+ * installs every chunk in address order in the background, so the guest starts at once
+ * and the whole image is in memory soon after. A chunk's state (absent, loading,
+ * loaded) is claimed with compare-and-swap so each is installed once; a fault on a
+ * chunk being loaded is woken by that install. When all chunks are in, the descriptor
+ * is closed, which unregisters the range: the restored VM can then be snapshotted
+ * (userfaultfd write protection wants the range for itself). Installed 4 KiB pages are
+ * collapsed back into huge pages at the end.
+ */
+#include "lazy.h"
+#include "../vmm/log.h"
+#include "../vmm/vm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+enum { CH_ABSENT, CH_LOADING, CH_LOADED };
+
+struct lazy {
+	struct img_reader r;
+	struct vm *vm;
+	const char *file;
+	int uffd;
+	uint8_t *chunk;        /* per chunk: CH_* */
+	uint64_t n_loaded;
+	bool stop, failed;
+	pthread_t faulter, prefetcher;
+};
+
+static int lazy_install(struct lazy *l, uint64_t c, uint8_t *buf)
+{
+	uint64_t base = (uint64_t)(uintptr_t)l->vm->mem.host + c * IMG_CHUNK;
+	int rc = 0;
+
+	if (!img_chunk_has_data(&l->r, c)) {
+		struct uffdio_zeropage z = { .range = { .start = base, .len = IMG_CHUNK } };
+
+		memset(buf, 0, IMG_CHUNK);
+		if (!img_chunk_ok(&l->r, c, buf))
+			return -EBADMSG;
+		if (ioctl(l->uffd, UFFDIO_ZEROPAGE, &z) < 0 && errno != EEXIST)
+			rc = -errno;
+		return rc;
+	}
+	rc = img_read_chunk(&l->r, c, buf);
+	if (rc)
+		return rc;
+	/* Page by page where some pages already exist (EEXIST), all at once otherwise. */
+	for (uint64_t off = 0; off < IMG_CHUNK;) {
+		struct uffdio_copy cp = { .dst = base + off, .src = (uint64_t)(uintptr_t)(buf + off),
+					  .len = IMG_CHUNK - off };
+
+		if (ioctl(l->uffd, UFFDIO_COPY, &cp) == 0) {
+			off = IMG_CHUNK;
+		} else if (errno == EEXIST || errno == EAGAIN) {
+			off += cp.copy > 0 ? (uint64_t)cp.copy : 4096;
+		} else {
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/* Load chunk @c unless someone else is or did. */
+static void lazy_load(struct lazy *l, uint64_t c, uint8_t *buf)
+{
+	uint8_t expect = CH_ABSENT;
+	int rc;
+
+	if (!__atomic_compare_exchange_n(&l->chunk[c], &expect, CH_LOADING, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	rc = lazy_install(l, c, buf);
+	if (rc) {
+		log_err("restore of '%s': memory chunk %llu (guest %#llx) %s; stopping the VM",
+			l->file, (unsigned long long)c, (unsigned long long)(c * IMG_CHUNK),
+			rc == -EBADMSG ? "fails its checksum: the image is damaged" : strerror(-rc));
+		l->failed = true;
+		vm_stop(l->vm, 1);
+	}
+	__atomic_store_n(&l->chunk[c], CH_LOADED, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&l->n_loaded, 1, __ATOMIC_RELEASE);
+}
+
+static void *lazy_fault_thread(void *arg)
+{
+	struct lazy *l = arg;
+	uint8_t *buf = malloc(IMG_CHUNK);
+
+	while (buf && !__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd pfd = { .fd = l->uffd, .events = POLLIN };
+		struct uffd_msg msg;
+		uint64_t gpa;
+
+		if (poll(&pfd, 1, 100) <= 0 || read(l->uffd, &msg, sizeof(msg)) != sizeof(msg) ||
+		    msg.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		gpa = msg.arg.pagefault.address - (uint64_t)(uintptr_t)l->vm->mem.host;
+		if (gpa < l->vm->mem.size)
+			lazy_load(l, gpa / IMG_CHUNK, buf);
+	}
+	free(buf);
+	return NULL;
+}
+
+static void *lazy_prefetch_thread(void *arg)
+{
+	struct lazy *l = arg;
+	uint8_t *buf = malloc(IMG_CHUNK);
+
+	for (uint64_t c = 0; buf && c < l->r.n_chunks && !__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE); c++)
+		lazy_load(l, c, buf);
+	free(buf);
+	return NULL;
+}
+
+void lazy_abort(struct lazy *l)
+{
+	__atomic_store_n(&l->stop, true, __ATOMIC_RELEASE);
+}
+
+bool lazy_done(struct lazy *l)
+{
+	return __atomic_load_n(&l->n_loaded, __ATOMIC_ACQUIRE) == l->r.n_chunks;
+}
+
+int lazy_start(struct img_reader *r, struct vm *vm, const char *file, struct lazy **out)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (uint64_t)(uintptr_t)vm->mem.host, .len = vm->mem.size },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	struct lazy *l = calloc(1, sizeof(*l));
+	uint8_t *buf = malloc(IMG_CHUNK);
+	int rc;
+
+	if (!l || !buf) {
+		free(l);
+		free(buf);
+		return -ENOMEM;
+	}
+	l->r = *r;
+	l->vm = vm;
+	l->file = file;
+	l->chunk = calloc(r->n_chunks, 1);
+	l->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (!l->chunk || l->uffd < 0 || ioctl(l->uffd, UFFDIO_API, &api) < 0 ||
+	    ioctl(l->uffd, UFFDIO_REGISTER, &reg) < 0) {
+		rc = l->uffd < 0 || !l->chunk ? -ENOMEM : -errno;
+		goto err;
+	}
+	/* The system area first: the CPU needs its tables before the first instruction. */
+	lazy_load(l, 0, buf);
+	if (l->failed) {
+		rc = -EBADMSG;
+		goto err;
+	}
+	if (pthread_create(&l->faulter, NULL, lazy_fault_thread, l)) {
+		rc = -EAGAIN;
+		goto err;
+	}
+	if (pthread_create(&l->prefetcher, NULL, lazy_prefetch_thread, l)) {
+		__atomic_store_n(&l->stop, true, __ATOMIC_RELEASE);
+		pthread_join(l->faulter, NULL);
+		rc = -EAGAIN;
+		goto err;
+	}
+	free(buf);
+	*out = l;
+	return 0;
+err:
+	if (l->uffd >= 0)
+		close(l->uffd);
+	free(l->chunk);
+	free(l);
+	free(buf);
+	return rc;
+}
+
+int lazy_finish(struct lazy *l)
+{
+	int rc;
+
+	pthread_join(l->prefetcher, NULL);
+	__atomic_store_n(&l->stop, true, __ATOMIC_RELEASE);
+	pthread_join(l->faulter, NULL);
+	close(l->uffd); /* unregisters guest RAM */
+	if (!l->failed && lazy_done(l))
+		madvise(l->vm->mem.host, l->vm->mem.size, MADV_COLLAPSE);
+	rc = l->failed ? -EBADMSG : 0;
+	img_close(&l->r);
+	free(l->chunk);
+	free(l);
+	return rc;
+}
