@@ -4,7 +4,8 @@
 #   make test       install missing Debian packages, then unit tests, end-to-end tests,
 #                   and both again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       install missing packages, build, run the demo
-#   make bench      zipfbench natively vs in ccvm, syscall round trip (CSV + PNG)
+#   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
+#                   duration, throughput timeline, restore time (CSV + PNG)
 
 CC       ?= gcc
 MUSLCC   ?= musl-gcc
@@ -30,7 +31,7 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl \
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all deps test unit e2e asan bench demo clean format guests
+.PHONY: all deps test unit e2e asan bench bench-core bench-snapshots demo clean format guests
 all: ccvm
 
 ccvm: $(OBJS)
@@ -109,9 +110,15 @@ asan: $(B)/ccvm-asan $(B)/unit-asan guests
 test: deps
 	$(MAKE) unit e2e asan
 
-bench: deps
+bench: bench-core bench-snapshots
+
+bench-core: deps
 	$(MAKE) ccvm guests
 	bench/run.sh
+
+bench-snapshots: deps
+	$(MAKE) ccvm guests
+	bench/snapshots.sh
 
 demo: deps
 	$(MAKE) ccvm guests
