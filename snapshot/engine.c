@@ -288,14 +288,28 @@ static void snap_finish(struct snap_engine *e, int rc)
 		e->on_done(e->on_done_ctx);
 }
 
+/* After a failed snapshot: copies that were never written go back to the pool, or
+ * it would shrink with every failure. */
+static void snap_reclaim_copies(struct snap_engine *e)
+{
+	for (uint64_t p = 0; p < e->vm->mem.size / PAGE; p++)
+		if (ps_get(&e->state[p]) == PS_COPIED && e->copy[p]) {
+			pool_put(&e->pool, e->copy[p]);
+			e->copy[p] = NULL;
+			ps_set(&e->state[p], PS_SAVED);
+		}
+}
+
 static void *snap_writer_thread(void *arg)
 {
 	struct snap_engine *e = arg;
 	int rc = snap_write_pages(e, true);
 
-	if (rc) /* the guest must not stay write-protected after a failure */
-		wp_protect(&e->wp, 0, e->vm->mem.size, false);
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
+	if (rc) { /* the guest must not stay write-protected after a failure */
+		wp_protect(&e->wp, 0, e->vm->mem.size, false);
+		snap_reclaim_copies(e);
+	}
 	snap_finish(e, rc);
 	if (!__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 		snap_collapse_split(e);

@@ -163,19 +163,27 @@ int64_t sys_writev(struct lx_call *c)
 	return lx_rwv(c, true);
 }
 
-static int64_t lx_openat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flags,
-			 uint64_t mode)
+/* The absolute guest path named by @dirfd and the string at guest address @upath. */
+static int lx_guest_path(struct lx_call *c, int dirfd, uint64_t upath, char gpath[PATH_MAX])
 {
-	char gpath[PATH_MAX];
 	const char *path;
-	int rc, host;
+	int rc = lx_upath(c, upath, &path);
 
-	rc = lx_upath(c, upath, &path);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&c->p->lock);
 	rc = lx_path_join(c->p, dirfd, path, gpath);
 	pthread_mutex_unlock(&c->p->lock);
+	return rc;
+}
+
+static int64_t lx_openat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flags,
+			 uint64_t mode)
+{
+	char gpath[PATH_MAX];
+	int rc, host;
+
+	rc = lx_guest_path(c, dirfd, upath, gpath);
 	if (rc)
 		return rc;
 	rc = lx_fs_open(&c->p->fs, gpath, (int)(flags & LX_OPEN_FLAGS), (mode_t)mode, &host);
@@ -256,21 +264,19 @@ static int lx_lookup(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flag
 	rc = lx_upath(c, upath, &path);
 	if (rc)
 		return rc;
-	if (!path[0] && (flags & AT_EMPTY_PATH)) {
-		if (dirfd == LX_AT_FDCWD)
-			return lx_fs_open_path(&c->p->fs, c->p->fs.cwd, true, host);
-		rc = lx_host_fd(c, (uint64_t)(unsigned)dirfd);
-		if (rc < 0)
+	if (path[0] || !(flags & AT_EMPTY_PATH)) {
+		rc = lx_guest_path(c, dirfd, upath, gpath);
+		if (rc)
 			return rc;
-		*host = fcntl(rc, F_DUPFD_CLOEXEC, 0);
-		return *host < 0 ? -errno : 0;
+		return lx_fs_open_path(&c->p->fs, gpath, !(flags & AT_SYMLINK_NOFOLLOW), host);
 	}
-	pthread_mutex_lock(&c->p->lock);
-	rc = lx_path_join(c->p, dirfd, path, gpath);
-	pthread_mutex_unlock(&c->p->lock);
-	if (rc)
+	if (dirfd == LX_AT_FDCWD)
+		return lx_fs_open_path(&c->p->fs, c->p->fs.cwd, true, host);
+	rc = lx_host_fd(c, (uint64_t)(unsigned)dirfd);
+	if (rc < 0)
 		return rc;
-	return lx_fs_open_path(&c->p->fs, gpath, !(flags & AT_SYMLINK_NOFOLLOW), host);
+	*host = fcntl(rc, F_DUPFD_CLOEXEC, 0);
+	return *host < 0 ? -errno : 0;
 }
 
 static int64_t lx_stat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t ubuf,
@@ -359,15 +365,8 @@ int64_t sys_faccessat2(struct lx_call *c)
 static int lx_parent(struct lx_call *c, int dirfd, uint64_t upath, bool for_write, int *pfd,
 		     char base[NAME_MAX + 1], char gpath[PATH_MAX])
 {
-	const char *path;
-	int rc;
+	int rc = lx_guest_path(c, dirfd, upath, gpath);
 
-	rc = lx_upath(c, upath, &path);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&c->p->lock);
-	rc = lx_path_join(c->p, dirfd, path, gpath);
-	pthread_mutex_unlock(&c->p->lock);
 	if (rc)
 		return rc;
 	return lx_fs_parent(&c->p->fs, gpath, for_write, pfd, base);
@@ -386,7 +385,6 @@ static int64_t lx_readlink(struct lx_call *c, int dirfd, uint64_t upath, uint64_
 			   uint64_t size)
 {
 	char base[NAME_MAX + 1], gpath[PATH_MAX];
-	const char *path;
 	void *buf;
 	int pfd, rc;
 	long n;
@@ -398,12 +396,7 @@ static int64_t lx_readlink(struct lx_call *c, int dirfd, uint64_t upath, uint64_
 	buf = lx_uptr(c, ubuf, size);
 	if (!buf)
 		return -EFAULT;
-	rc = lx_upath(c, upath, &path);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&c->p->lock);
-	rc = lx_path_join(c->p, dirfd, path, gpath);
-	pthread_mutex_unlock(&c->p->lock);
+	rc = lx_guest_path(c, dirfd, upath, gpath);
 	if (rc)
 		return rc;
 	/* The monitor's own /proc entry is off limits; the guest's executable is its
