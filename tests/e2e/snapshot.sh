@@ -6,7 +6,7 @@
 
 echo "== snapshots"
 S=$WORK/snap; mkdir -p "$S"
-ZARGS=(--size 64M --write-total 12G --report-ms 0 --seed 11 --scatter)
+ZARGS=(--size 64M --write-total 24G --report-ms 0 --seed 11 --scatter)
 WANT=$("$G/zipfbench" "${ZARGS[@]}" | grep -o 'checksum=[0-9a-f]*')
 
 start_vm() { # SOCK, then command; sets VMPID
@@ -66,7 +66,10 @@ expect_fail "--snapshot-policy unknown" 2 "known policies" -- "$CCVM" run --snap
 "$CCVM" restore "$S/z1.img" --control "$S/r.sock" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 VMPID=$!
 for _ in $(seq 100); do [ -S "$S/r.sock" ] && break; sleep 0.05; done
+# Paused first, so the guest cannot finish before the request arrives.
+"$CCVM" ctl "$S/r.sock" pause >/dev/null
 "$CCVM" ctl "$S/r.sock" snapshot "$S/again.img" --wait >"$S/again.json" 2>&1
+"$CCVM" ctl "$S/r.sock" resume >/dev/null
 wait $VMPID
 got=$("$CCVM" restore "$S/again.img" </dev/null 2>/dev/null | grep -o 'checksum=[0-9a-f]*')
 [ "$got" = "$WANT" ] && grep -q "$WANT" "$S/vm.out" && pass "snapshot of a restored VM restores to $got" || fail "snapshot of a restored VM" "$(cat "$S/again.json")" "got '$got'"
@@ -78,11 +81,13 @@ got=$(timeout 120 "$CCVM" restore "$S/z3.img" --lazy </dev/null 2>"$S/r.err" | g
 "$CCVM" restore "$S/z3.img" --lazy --control "$S/l.sock" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 VMPID=$!
 for _ in $(seq 100); do [ -S "$S/l.sock" ] && break; sleep 0.05; done
+"$CCVM" ctl "$S/l.sock" pause >/dev/null
 for _ in $(seq 100); do
 	r=$("$CCVM" ctl "$S/l.sock" snapshot "$S/lazy-again.img" --wait 2>&1) && break
 	echo "$r" | grep -q 'still loading' || break
 	sleep 0.05
 done
+"$CCVM" ctl "$S/l.sock" resume >/dev/null
 wait $VMPID
 got=$("$CCVM" restore "$S/lazy-again.img" </dev/null 2>/dev/null | grep -o 'checksum=[0-9a-f]*')
 [ "$got" = "$WANT" ] && pass "snapshot of a lazily restored VM restores to $got" || fail "snapshot after lazy restore" "$r" "got '$got'"
@@ -142,7 +147,7 @@ timeout 20 "$CCVM" restore "$G/zipfbench" >/dev/null 2>"$S/r.err"; st=$?
 
 # 6. Disk full while writing: the snapshot fails, the guest runs on, the old image stays.
 if [ "$(id -u)" = 0 ] && mkdir -p "$S/full" && mount -t tmpfs -o size=72m tmpfs "$S/full" 2>/dev/null; then
-	ZA=(--size 48M --write-total 8G --report-ms 0 --seed 5)
+	ZA=(--size 48M --write-total 24G --report-ms 0 --seed 5)
 	WANT5=$("$G/zipfbench" "${ZA[@]}" | grep -o 'checksum=[0-9a-f]*')
 	start_vm "$SOCK" "$G/zipfbench" "${ZA[@]}"
 	sleep 0.3
