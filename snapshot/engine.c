@@ -31,11 +31,12 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define PAGE 4096ULL
 #define FAULT_POLL_MS 100
 
-static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow" };
+static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow" };
 
 const char *snap_policy_name(enum snap_policy p)
 {
@@ -50,6 +51,17 @@ int snap_policy_parse(const char *name, enum snap_policy *p)
 			return 0;
 		}
 	return -EINVAL;
+}
+
+int snap_order_parse(const char *name, enum snap_order *o)
+{
+	if (strcmp(name, "hot-first") == 0)
+		*o = SNAP_HOT_FIRST;
+	else if (strcmp(name, "linear") == 0)
+		*o = SNAP_LINEAR;
+	else
+		return -EINVAL;
+	return 0;
 }
 
 static uint64_t now_ns(void)
@@ -82,24 +94,46 @@ json_t *snap_figures_json(const struct snap_figures *f)
 			      (json_int_t)f->pages_copied, "copy_bytes_peak",
 			      (json_int_t)f->copy_bytes_peak);
 
+	if (f->policy == SNAP_CCOW) {
+		json_t *c = json_pack("{s:f, s:I, s:I, s:I, s:I, s:I}", "threshold", f->threshold,
+				      "region_size", (json_int_t)f->region_size, "regions_hot",
+				      (json_int_t)f->regions_hot, "regions_precopied",
+				      (json_int_t)f->regions_precopied, "pages_precopied",
+				      (json_int_t)f->pages_precopied, "pages_precopied_unwritten",
+				      (json_int_t)f->pages_precopied_unwritten);
+
+		json_object_update_new(o, c);
+	}
+	json_object_set_new(o, "dirty_harvests", json_integer((json_int_t)f->dirty_harvests));
+	json_object_set_new(o, "harvest_ms", json_integer((json_int_t)f->harvest_ms));
 	if (f->done && !f->ok)
 		json_object_set_new(o, "error", json_string(f->error));
 	return o;
 }
 
-int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes)
+int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
+		     struct dirty_tracker *tracker, uint64_t region_size)
 {
-	uint64_t pages = vm->mem.size / PAGE;
+	uint64_t pages = vm->mem.size / PAGE, chunks = vm->mem.size / IMG_CHUNK;
 	int rc;
 
 	memset(e, 0, sizeof(*e));
 	e->vm = vm;
 	e->wp.fd = -1;
+	e->tracker = tracker;
+	e->region_size = region_size;
+	e->def_threshold = SNAP_DEFAULT_THRESHOLD;
 	pthread_mutex_init(&e->lock, NULL);
 	e->state = calloc(pages, 1);
 	e->copy = calloc(pages, sizeof(void *));
-	e->split = calloc(vm->mem.size / IMG_CHUNK, 1);
-	if (!e->state || !e->copy || !e->split)
+	e->split = calloc(chunks, 1);
+	e->chunk_busy = calloc(chunks, 1);
+	e->pre = calloc(pages, 1);
+	e->pre_hash = calloc(pages, sizeof(uint64_t));
+	e->hot = calloc((vm->mem.size + region_size - 1) / region_size, 1);
+	e->order = calloc(chunks, sizeof(uint64_t));
+	if (!e->state || !e->copy || !e->split || !e->chunk_busy || !e->pre || !e->pre_hash || !e->hot ||
+	    !e->order)
 		return -ENOMEM;
 	rc = pool_init(&e->pool, pool_bytes);
 	if (rc)
@@ -126,25 +160,89 @@ static int snap_save(struct snap_engine *e, uint64_t p, const uint8_t *data)
 	return img_write_page(e->img, p, data);
 }
 
+/* The writer and a region copy must not work on the same chunk at once: a region is
+ * unprotected whole, which must never cover a page the writer has claimed but not
+ * saved yet. Held for one chunk's worth of page writes at most. */
+static void chunk_lock(struct snap_engine *e, uint64_t c)
+{
+	uint8_t expect = 0;
+
+	while (!__atomic_compare_exchange_n(&e->chunk_busy[c], &expect, 1, false, __ATOMIC_ACQUIRE,
+					    __ATOMIC_RELAXED)) {
+		expect = 0;
+		sched_yield();
+	}
+}
+
+static void chunk_unlock(struct snap_engine *e, uint64_t c)
+{
+	__atomic_store_n(&e->chunk_busy[c], 0, __ATOMIC_RELEASE);
+}
+
+/* Copy one protected page into a pool buffer; false when the pool is empty. */
+static bool snap_copy_one(struct snap_engine *e, uint64_t p, bool precopy)
+{
+	void *buf = pool_get(&e->pool);
+
+	if (!buf)
+		return false;
+	memcpy(buf, e->vm->mem.host + p * PAGE, PAGE);
+	e->copy[p] = buf;
+	e->pre[p] = precopy;
+	if (ps_take(&e->state[p], PS_COPIED)) {
+		__atomic_fetch_add(&e->cur.pages_copied, 1, __ATOMIC_RELAXED);
+		if (precopy)
+			__atomic_fetch_add(&e->cur.pages_precopied, 1, __ATOMIC_RELAXED);
+	} else {
+		e->copy[p] = NULL;
+		e->pre[p] = 0;
+		pool_put(&e->pool, buf);
+	}
+	return true;
+}
+
+/* CCoW: the first write fault in a hot region copies every page of the region not yet
+ * saved and lifts the protection of the whole region in one call (a 2 MiB region
+ * stays one huge page on the host). Returns false when the pool ran dry: the caller
+ * falls back to the single page. */
+static bool snap_copy_region(struct snap_engine *e, uint64_t r)
+{
+	uint64_t per = e->region_size / PAGE, first = r * per, end = first + per;
+	uint64_t c0 = first * PAGE / IMG_CHUNK, c1, left = 0;
+
+	if (end > e->vm->mem.size / PAGE)
+		end = e->vm->mem.size / PAGE;
+	c1 = ((end - 1) * PAGE) / IMG_CHUNK;
+	for (uint64_t c = c0; c <= c1; c++)
+		chunk_lock(e, c);
+	for (uint64_t p = first; p < end; p++)
+		if (ps_get(&e->state[p]) == PS_PROTECTED && !snap_copy_one(e, p, true))
+			left++;
+	if (!left)
+		wp_protect(&e->wp, first * PAGE, (end - first) * PAGE, false);
+	for (uint64_t c = c1 + 1; c-- > c0;)
+		chunk_unlock(e, c);
+	if (left)
+		return false;
+	__atomic_fetch_add(&e->cur.regions_precopied, 1, __ATOMIC_RELAXED);
+	if (e->region_size < IMG_CHUNK)
+		e->split[c0] = 1;
+	return true;
+}
+
 /* The guest (or the monitor) wants to write page @p: make sure its old contents are
  * kept, then let the write proceed unless the writer is saving the page right now
  * (its unprotect of the chunk wakes the writer-up). */
 static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
 {
 	uint8_t *st = &e->state[p];
-	void *buf;
 
+	if (wake && e->policy == SNAP_CCOW && ps_get(st) == PS_PROTECTED &&
+	    e->hot[p * PAGE / e->region_size] && snap_copy_region(e, p * PAGE / e->region_size))
+		return;
 	if (ps_get(st) == PS_PROTECTED) {
-		buf = pool_get(&e->pool);
-		if (buf) {
-			memcpy(buf, e->vm->mem.host + p * PAGE, PAGE);
-			e->copy[p] = buf;
-			if (ps_take(st, PS_COPIED)) {
-				__atomic_fetch_add(&e->cur.pages_copied, 1, __ATOMIC_RELAXED);
-			} else {
-				e->copy[p] = NULL;
-				pool_put(&e->pool, buf);
-			}
+		if (snap_copy_one(e, p, false)) {
+			/* copied (or someone else took the page meanwhile) */
 		} else if (ps_take(st, PS_CLAIMED)) {
 			/* Pool exhausted: save synchronously, slower but still exact. */
 			int rc = snap_save(e, p, e->vm->mem.host + p * PAGE);
@@ -232,7 +330,10 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 	uint64_t pages = e->vm->mem.size / PAGE, per_chunk = IMG_CHUNK / PAGE, written = 0;
 	int rc = 0;
 
-	for (uint64_t c = 0; c < pages / per_chunk && !rc; c++) {
+	for (uint64_t i = 0; i < pages / per_chunk && !rc; i++) {
+		uint64_t c = e->order[i];
+
+		chunk_lock(e, c);
 		for (uint64_t p = c * per_chunk; p < (c + 1) * per_chunk && !rc; p++) {
 			uint8_t *st = &e->state[p];
 
@@ -243,6 +344,8 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 				ps_set(st, PS_SAVED);
 			} else if (ps_get(st) == PS_COPIED) {
 				rc = snap_save(e, p, e->copy[p]);
+				if (e->pre[p])
+					e->pre_hash[p] = XXH3_64bits(e->copy[p], PAGE);
 				pool_put(&e->pool, e->copy[p]);
 				e->copy[p] = NULL;
 				written += PAGE;
@@ -253,6 +356,7 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 		}
 		if (unprotect)
 			wp_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
+		chunk_unlock(e, c);
 		if (__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 			rc = rc ? rc : -ECANCELED;
 		snap_throttle(e, written);
@@ -260,6 +364,19 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 	if (rc)
 		snap_fail(e, rc, rc == -ECANCELED ? "cancelled" : "writing the image");
 	return rc;
+}
+
+/* Pages copied along with their region but unchanged by the end of the snapshot:
+ * the memory CCoW spent for nothing (the paper's bloat). */
+static void snap_count_bloat(struct snap_engine *e)
+{
+	for (uint64_t p = 0; p < e->vm->mem.size / PAGE; p++) {
+		if (!e->pre[p])
+			continue;
+		if (XXH3_64bits(e->vm->mem.host + p * PAGE, PAGE) == e->pre_hash[p])
+			e->cur.pages_precopied_unwritten++;
+		e->pre[p] = 0;
+	}
 }
 
 /* Wrap up: sections, fsync, rename, figures; or remove the temporary file. */
@@ -276,6 +393,12 @@ static void snap_finish(struct snap_engine *e, int rc)
 	pthread_mutex_lock(&e->lock);
 	e->cur.copy_bytes_peak = pool_take_peak(&e->pool) * PAGE;
 	e->cur.duration_ms = (now_ns() - e->t_start_ns) / 1000000ULL;
+	if (e->tracker) {
+		e->cur.dirty_harvests = e->tracker->harvests;
+		e->cur.harvest_ms = e->tracker->harvest_ns / 1000000ULL;
+		if (!rc)
+			dirty_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
+	}
 	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
 	e->cur.ok = !rc;
 	e->cur.done = true;
@@ -306,6 +429,8 @@ static void *snap_writer_thread(void *arg)
 	int rc = snap_write_pages(e, true);
 
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
+	if (e->policy == SNAP_CCOW)
+		snap_count_bloat(e);
 	if (rc) { /* the guest must not stay write-protected after a failure */
 		wp_protect(&e->wp, 0, e->vm->mem.size, false);
 		snap_reclaim_copies(e);
@@ -400,6 +525,39 @@ static int snap_mark_pages(struct snap_engine *e)
 	return snap_mark_mincore(e);
 }
 
+/* Which regions are hot now, and the writer's chunk order: chunks holding hot regions
+ * first (they are the likeliest to be written soon: saved before the guest gets there,
+ * they cost no copy at all), then the rest, each group in address order. */
+static void snap_plan(struct snap_engine *e, const struct snap_request *req)
+{
+	uint64_t n_regions = (e->vm->mem.size + e->region_size - 1) / e->region_size;
+	uint64_t chunks = e->vm->mem.size / IMG_CHUNK, n = 0;
+
+	memset(e->hot, 0, n_regions);
+	if (req->policy == SNAP_CCOW) {
+		if (e->tracker)
+			e->cur.regions_hot = dirty_classify(e->tracker, req->threshold, e->hot);
+		else if (req->threshold <= 0)
+			e->cur.regions_hot = n_regions, memset(e->hot, 1, n_regions);
+	}
+	if (req->policy != SNAP_CCOW || req->order == SNAP_LINEAR) {
+		for (uint64_t c = 0; c < chunks; c++)
+			e->order[c] = c;
+		return;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t c = 0; c < chunks; c++) {
+			uint64_t r0 = c * IMG_CHUNK / e->region_size;
+			uint64_t r1 = ((c + 1) * IMG_CHUNK - 1) / e->region_size;
+			bool hot = false;
+
+			for (uint64_t r = r0; r <= r1 && r < n_regions; r++)
+				hot = hot || e->hot[r];
+			if (hot == (pass == 0))
+				e->order[n++] = c;
+		}
+}
+
 /* In test builds (CCVM_TEST_REFERENCE set), keep a raw copy of RAM taken at the
  * snapshot instant next to the image, so tests can compare the two byte for byte. */
 static void snap_test_reference(struct snap_engine *e, const char *file)
@@ -465,13 +623,15 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	uint64_t t1 = now_ns();
 	if (!rc)
 		rc = snap_mark_pages(e);
+	if (!rc)
+		snap_plan(e, req);
 	uint64_t t2 = now_ns();
-	if (!rc && req->policy == SNAP_COW && e->wp.fd < 0) {
+	if (!rc && req->policy != SNAP_STOP && e->wp.fd < 0) {
 		rc = wp_open(&e->wp, e->vm->mem.host, e->vm->mem.size);
 		if (!rc && pthread_create(&e->faulter, NULL, snap_fault_thread, e))
 			rc = -EAGAIN;
 	}
-	if (!rc && req->policy == SNAP_COW)
+	if (!rc && req->policy != SNAP_STOP)
 		rc = wp_protect(&e->wp, 0, e->vm->mem.size, true);
 	log_debug("pause parts: create %llu us, capture %llu us, mark %llu us, protect %llu us",
 		 (unsigned long long)(t0 - e->t_start_ns) / 1000, (unsigned long long)(t1 - t0) / 1000,
@@ -508,6 +668,9 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	memset(&e->cur, 0, sizeof(e->cur));
 	e->cur.id = ++e->next_id;
 	e->cur.policy = req->policy;
+	e->cur.threshold = req->threshold;
+	e->cur.region_size = e->region_size;
+	e->policy = req->policy;
 	snprintf(e->cur.file, sizeof(e->cur.file), "%s", req->file);
 	pthread_mutex_unlock(&e->lock);
 
@@ -588,9 +751,16 @@ void snap_engine_fini(struct snap_engine *e)
 	free(e->state);
 	free(e->copy);
 	free(e->split);
+	free(e->chunk_busy);
+	free(e->pre);
+	free(e->pre_hash);
+	free(e->hot);
+	free(e->order);
 	e->state = NULL;
 	e->copy = NULL;
 	e->split = NULL;
+	e->chunk_busy = e->pre = e->hot = NULL;
+	e->order = NULL;
 }
 
 #define SCHED_PREFIX "snapshot-"
@@ -599,7 +769,8 @@ void snap_engine_fini(struct snap_engine *e)
 double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, double now_s,
 			  double due_s)
 {
-	struct snap_request req = { .policy = s->policy, .rate = s->rate };
+	struct snap_request req = { .policy = s->policy, .rate = s->rate,
+				    .threshold = s->threshold, .order = s->order };
 	struct snap_figures f;
 	char file[4096], stamp[32], err[512];
 	struct timespec rt;

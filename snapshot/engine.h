@@ -6,6 +6,7 @@
 
 #include "image.h"
 #include "pool.h"
+#include "../mmu/dirty.h"
 #include "../mmu/wp.h"
 
 #include <jansson.h>
@@ -15,12 +16,17 @@
 
 struct vm;
 
-enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_NR_POLICIES };
+enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_CCOW = 2, SNAP_NR_POLICIES };
+enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
+
+#define SNAP_DEFAULT_THRESHOLD 0.80
 
 struct snap_request {
 	const char *file;
 	enum snap_policy policy;
 	uint64_t rate;           /* writer bandwidth limit in bytes/s, 0 = unlimited */
+	double threshold;        /* ccow: coverage at which a region is hot (0: CCoW-All) */
+	enum snap_order order;   /* ccow: hot regions saved first, or address order */
 };
 
 /* Figures of one snapshot (the JSON reply/event carries all of them). */
@@ -33,6 +39,10 @@ struct snap_figures {
 	uint64_t pause_us, duration_ms, bytes;
 	uint64_t pages_total, pages_zero, pages_saved_by_writer, cow_faults, pages_copied;
 	uint64_t copy_bytes_peak;
+	double threshold;
+	uint64_t region_size;
+	uint64_t regions_hot, regions_precopied, pages_precopied, pages_precopied_unwritten;
+	uint64_t dirty_harvests, harvest_ms;
 };
 
 struct snap_engine {
@@ -51,6 +61,16 @@ struct snap_engine {
 	uint8_t *state;          /* one enum page_state per guest page */
 	void **copy;             /* COPIED pages: their pool buffer */
 	uint8_t *split;          /* per 2 MiB chunk: a page-sized unprotect split its THP */
+	uint8_t *chunk_busy;     /* per chunk: the writer or a region copy works on it */
+	uint8_t *pre;            /* per page: copied as part of a hot region */
+	uint64_t *pre_hash;      /* their contents' hash, to tell at the end if written */
+	uint8_t *hot;            /* per region: hot at the snapshot instant */
+	uint64_t *order;         /* chunks in the order the writer saves them */
+	struct dirty_tracker *tracker; /* coverage, or NULL when not tracked */
+	uint64_t region_size;
+	enum snap_policy policy;
+	double def_threshold;    /* what a request that names none gets */
+	enum snap_order def_order;
 	pthread_t writer, faulter;
 	bool threads_live;
 	bool writer_joinable;    /* a writer thread ran and was not joined yet */
@@ -67,6 +87,8 @@ struct snap_schedule {
 	int keep;                /* newest images kept in dir */
 	enum snap_policy policy;
 	uint64_t rate;
+	double threshold;
+	enum snap_order order;
 };
 
 /* Start the periodic snapshot due at @now_s (CLOCK_MONOTONIC seconds) if the engine is
@@ -77,7 +99,10 @@ double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, 
 /* Delete all but the newest @keep periodic images in @dir. */
 void snap_schedule_prune(const struct snap_schedule *s);
 
-int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes);
+/* @tracker may be NULL (no coverage: ccow then treats every region as cold unless
+ * the threshold is 0); @region_size must match the tracker's. */
+int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
+		     struct dirty_tracker *tracker, uint64_t region_size);
 void snap_engine_fini(struct snap_engine *e);
 
 /*
@@ -98,5 +123,6 @@ void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len);
 json_t *snap_figures_json(const struct snap_figures *f);
 const char *snap_policy_name(enum snap_policy p);
 int snap_policy_parse(const char *name, enum snap_policy *p);
+int snap_order_parse(const char *name, enum snap_order *o);
 
 #endif

@@ -228,8 +228,10 @@ static void ctl_deliver_snapshot(struct ctl_server *srv)
 static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
 {
 	json_t *args = json_object_get(req->msg, "args"), *pol = json_object_get(req->msg, "policy");
-	json_t *rate = json_object_get(req->msg, "rate");
-	struct snap_request sr = { .policy = SNAP_COW };
+	json_t *rate = json_object_get(req->msg, "rate"), *thr = json_object_get(req->msg, "threshold");
+	json_t *ord = json_object_get(req->msg, "save-order");
+	struct snap_request sr = { .policy = SNAP_COW, .threshold = srv->engine ? srv->engine->def_threshold : 0,
+				   .order = srv->engine ? srv->engine->def_order : SNAP_HOT_FIRST };
 	struct snap_figures f;
 	char err[512];
 
@@ -240,9 +242,16 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	else if (json_is_array(args) && json_is_string(json_array_get(args, 0)))
 		sr.file = json_string_value(json_array_get(args, 0));
 	if (!sr.file || !sr.file[0])
-		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy cow|stop] [--wait] [--rate MB/s]");
+		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop] "
+				       "[--threshold T] [--save-order hot-first|linear] [--wait] [--rate MB/s]");
 	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
-		return ctl_reply_error("unknown --policy (known: cow, stop)");
+		return ctl_reply_error("unknown --policy (known: ccow, cow, stop)");
+	if (thr && (!json_is_number(thr) || json_number_value(thr) < 0 || json_number_value(thr) > 1))
+		return ctl_reply_error("--threshold must be a number from 0 to 1");
+	if (thr)
+		sr.threshold = json_number_value(thr);
+	if (ord && (!json_is_string(ord) || snap_order_parse(json_string_value(ord), &sr.order)))
+		return ctl_reply_error("unknown --save-order (known: hot-first, linear)");
 	if (rate && (!json_is_number(rate) || json_number_value(rate) < 0))
 		return ctl_reply_error("--rate must be a number of MB/s");
 	if (rate)
@@ -256,6 +265,31 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	return ctl_figures_reply(&f);
 }
 
+/* `stats regions`: the coverage tracker's view. */
+static json_t *ctl_stats_regions(struct ctl_server *srv)
+{
+	struct dirty_tracker *t = srv->engine ? srv->engine->tracker : NULL;
+	uint64_t hist[COV_HIST_BUCKETS], hot = 0;
+	json_t *h = json_array();
+
+	if (!t)
+		return NULL;
+	pthread_mutex_lock(&t->lock);
+	coverage_histogram(&t->cov, hist);
+	for (uint64_t r = 0; r < t->cov.n_regions; r++)
+		hot += t->cov.windows && coverage_is_hot(&t->cov, r, srv->engine->def_threshold);
+	for (int i = 0; i < COV_HIST_BUCKETS; i++)
+		json_array_append_new(h, json_integer((json_int_t)hist[i]));
+	json_t *o = json_pack("{s:I, s:I, s:f, s:I, s:o, s:I, s:f, s:I, s:I}", "region_size",
+			      (json_int_t)t->cov.region_size, "regions", (json_int_t)t->cov.n_regions,
+			      "threshold", srv->engine->def_threshold, "regions_hot", (json_int_t)hot,
+			      "histogram", h, "windows", (json_int_t)t->cov.windows, "window_ms",
+			      t->window_s * 1000.0, "dirty_harvests", (json_int_t)t->harvests,
+			      "harvest_ms", (json_int_t)(t->harvest_ns / 1000000ULL));
+	pthread_mutex_unlock(&t->lock);
+	return o;
+}
+
 static char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
 {
 	int rc;
@@ -263,8 +297,19 @@ static char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const st
 	switch (req->cmd) {
 	case CTL_STATUS:
 		return ctl_reply_ok(ctl_status(srv));
-	case CTL_STATS:
-		return ctl_reply_ok(ctl_stats(srv));
+	case CTL_STATS: {
+		const char *what = json_string_value(json_array_get(json_object_get(req->msg, "args"), 0));
+		json_t *regions;
+
+		if (!what)
+			return ctl_reply_ok(ctl_stats(srv));
+		if (strcmp(what, "regions") != 0)
+			return ctl_reply_error("unknown stats subject (known: regions)");
+		regions = ctl_stats_regions(srv);
+		return regions ? ctl_reply_ok(regions) :
+				 ctl_reply_error("coverage is not tracked for this VM (start it with "
+						 "--coverage-window MS or --snapshot-policy ccow)");
+	}
 	case CTL_PAUSE:
 	case CTL_RESUME:
 		/* The user's pause is one level; a snapshot's own pause nests inside it. */

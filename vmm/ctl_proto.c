@@ -124,11 +124,16 @@ static json_t *ctl_value(const char *word)
 {
 	char *end;
 	long long v;
+	double d;
 
 	errno = 0;
 	v = strtoll(word, &end, 10);
 	if (*word && !*end && !errno)
 		return json_integer(v);
+	errno = 0;
+	d = strtod(word, &end);
+	if (*word && !*end && !errno)
+		return json_real(d);
 	return json_string(word);
 }
 

@@ -36,10 +36,21 @@
 
 extern char **environ;
 
+/* How snapshots are taken: CCoW's knobs. */
+struct ccow_opts {
+	uint64_t region_size;
+	double threshold;
+	enum snap_order order;
+	unsigned window_ms;  /* 0: adaptive */
+	bool tracker;        /* coverage tracking asked for (--coverage-window or ccow) */
+	uint64_t pool_bytes; /* 0: default */
+};
+
 struct run_opts {
 	uint64_t mem;
 	const char *control;
 	struct snap_schedule sched;
+	struct ccow_opts ccow;
 	const char *root;
 	const char *rw[MAX_RW_DIRS];
 	int n_rw;
@@ -62,12 +73,20 @@ static void usage(FILE *out)
 		"  --rw DIR          a directory the guest may write under (repeatable;\n"
 		"                    default: the current directory)\n"
 		"  --snapshot-every SECONDS --snapshot-dir DIR [--snapshot-keep N]\n"
-		"  [--snapshot-policy cow|stop] [--snapshot-rate MB/s]\n"
+		"  [--snapshot-policy ccow|cow|stop] [--snapshot-rate MB/s]\n"
 		"                    periodic live snapshots, keeping the newest N (default 2)\n"
+		"  --region-size SIZE  CCoW region (power of two >= 32K, default 2M)\n"
+		"  --threshold T     coverage at which a region is hot (default 0.80; 0 = CCoW-All)\n"
+		"  --save-order hot-first|linear   writer order under ccow (default hot-first)\n"
+		"  --coverage-window MS|off   track coverage with the KVM dirty log in windows of MS\n"
+		"                    (0: the last snapshot's duration); on with ccow, off otherwise\n"
+		"  --snapshot-pool SIZE   copy buffers (default: RAM/4, 16M..1G)\n"
 		"  -v, --verbose     more messages (twice: trace every system call)\n"
 		"\n"
 		"ctl commands: status, pause, resume, stats, quit, events,\n"
-		"              snapshot FILE [--policy cow|stop] [--wait] [--rate MB/s]\n",
+		"              snapshot FILE [--policy ccow|cow|stop] [--threshold T]\n"
+		"                   [--save-order hot-first|linear] [--wait] [--rate MB/s]\n"
+		"              stats regions\n",
 		(unsigned long long)(LAYOUT_MIN_RAM >> 20), (unsigned long long)(LAYOUT_MAX_RAM >> 30));
 }
 
@@ -91,6 +110,11 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "snapshot-keep", required_argument, NULL, 'K' },
 		{ "snapshot-policy", required_argument, NULL, 'P' },
 		{ "snapshot-rate", required_argument, NULL, 'R' },
+		{ "region-size", required_argument, NULL, 'G' },
+		{ "threshold", required_argument, NULL, 'T' },
+		{ "save-order", required_argument, NULL, 'O' },
+		{ "coverage-window", required_argument, NULL, 'W' },
+		{ "snapshot-pool", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, verbose = 0;
@@ -98,7 +122,9 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->mem = DEFAULT_MEM;
-	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_COW };
+	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_COW,
+					   .threshold = SNAP_DEFAULT_THRESHOLD };
+	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD };
 	o->root = "/";
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
@@ -144,7 +170,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			break;
 		case 'P':
 			if (snap_policy_parse(optarg, &o->sched.policy)) {
-				log_err("--snapshot-policy %s: known policies are cow and stop", optarg);
+				log_err("--snapshot-policy %s: known policies are ccow, cow and stop", optarg);
 				return -EINVAL;
 			}
 			break;
@@ -158,6 +184,48 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			o->sched.rate = (uint64_t)(mbs * 1e6);
 			break;
 		}
+		case 'G':
+			if (cli_parse_size(optarg, &o->ccow.region_size) || o->ccow.region_size < (32 << 10) ||
+			    (o->ccow.region_size & (o->ccow.region_size - 1))) {
+				log_err("--region-size %s: a power of two, at least 32K (e.g. 2M)", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'T':
+			o->ccow.threshold = strtod(optarg, &end);
+			if (*end || o->ccow.threshold < 0 || o->ccow.threshold > 1) {
+				log_err("--threshold %s: a coverage from 0 (CCoW-All) to 1", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'O':
+			if (snap_order_parse(optarg, &o->ccow.order)) {
+				log_err("--save-order %s: hot-first or linear", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'L':
+			if (cli_parse_size(optarg, &o->ccow.pool_bytes) || o->ccow.pool_bytes < (1 << 20)) {
+				log_err("--snapshot-pool %s: a size of at least 1M", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'W':
+			if (strcmp(optarg, "off") == 0) {
+				o->ccow.tracker = false;
+				o->ccow.window_ms = UINT32_MAX;
+			} else {
+				long ms = strtol(optarg, &end, 10);
+
+				if (*end || ms < 0 || ms > 600000) {
+					log_err("--coverage-window %s: milliseconds (0 = adapt to the last "
+						"snapshot), or off", optarg);
+					return -EINVAL;
+				}
+				o->ccow.window_ms = (unsigned)ms;
+				o->ccow.tracker = true;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -192,6 +260,14 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			(unsigned long long)(o->mem >> 20), (unsigned long long)(host_ram_bytes() >> 20));
 		return -EINVAL;
 	}
+	o->sched.threshold = o->ccow.threshold;
+	o->sched.order = o->ccow.order;
+	/* Dirty logging costs the guest a fault per first write after each clear; it
+	 * runs only where coverage is wanted. */
+	if (o->sched.policy == SNAP_CCOW && o->ccow.window_ms != UINT32_MAX)
+		o->ccow.tracker = true;
+	if (o->ccow.window_ms == UINT32_MAX)
+		o->ccow.window_ms = 0;
 	/* Whole 2 MiB pages: the guest page tables map RAM with them. */
 	o->mem = (o->mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
 	if (o->n_rw == 0)
@@ -243,35 +319,63 @@ static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
 	return 0;
 }
 
-/* Copy-on-write copies: an eighth of guest RAM, 16 MiB .. 512 MiB. When it runs out
- * the fault path saves pages synchronously instead (slower, still exact). */
-static size_t pool_bytes_for(uint64_t mem)
+/* Copy-on-write copies: a quarter of guest RAM, 16 MiB .. 1 GiB (CCoW copies whole
+ * regions). When it runs out the fault path saves pages synchronously instead
+ * (slower, still exact). */
+static size_t pool_bytes_for(uint64_t mem, uint64_t asked)
 {
-	uint64_t b = mem / 8;
+	uint64_t b = mem / 4;
 
-	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (512ULL << 20) ? (512ULL << 20) : b);
+	if (asked)
+		return (size_t)asked;
+	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (1ULL << 30) ? (1ULL << 30) : b);
 }
 
 /* Run a VM that is fully built: monitor thread, snapshots if a control socket is
  * served, vCPUs; then tear down. Returns ccvm's exit status. */
-static int run_vm(struct vm *vm, const char *control, const struct snap_schedule *sched)
+static int run_vm(struct vm *vm, const char *control, const struct snap_schedule *sched,
+		  const struct ccow_opts *ccow)
 {
 	struct ctl_server *ctl = NULL;
 	struct snap_engine engine;
+	struct dirty_tracker tracker;
 	bool snaps = control != NULL || (sched && sched->every_s > 0);
-	int status;
+	bool track = snaps && ccow->tracker;
+	int status, rc;
 
-	if (snaps && snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size)))
+	if (track) {
+		rc = dirty_init(&tracker, vm->fd, vm->mem.host, vm->mem.size, ccow->region_size,
+				ccow->window_ms);
+		if (rc) {
+			log_err("cannot start the coverage tracker (KVM dirty logging): %s; "
+				"--coverage-window off runs without it", strerror(-rc));
+			dirty_fini(&tracker);
+			return 1;
+		}
+	}
+	if (snaps && snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
+				      track ? &tracker : NULL, ccow->region_size)) {
+		if (track)
+			dirty_fini(&tracker);
 		return 1;
+	}
+	if (snaps) {
+		engine.def_threshold = ccow->threshold;
+		engine.def_order = ccow->order;
+	}
 	hook_engine = snaps ? &engine : NULL;
 	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl)) {
 		if (snaps)
 			snap_engine_fini(&engine);
+		if (track)
+			dirty_fini(&tracker);
 		return 1;
 	}
 	status = vm_run(vm);
 	if (snaps)
 		snap_engine_fini(&engine); /* a snapshot still running is abandoned cleanly */
+	if (track)
+		dirty_fini(&tracker);
 	hook_engine = NULL;
 	ctl_stop(ctl);
 	if (!vm_all_done(vm)) {
@@ -313,7 +417,7 @@ static int cmd_run(int argc, char **argv)
 	vm.vcpus[vm.n_vcpus++] = vcpu;
 	lx_thread_init(vm.proc, &thread, vcpu);
 	vcpu->lx = &thread;
-	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, o.control, &o.sched);
+	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, o.control, &o.sched, &o.ccow);
 out_proc:
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;
@@ -370,7 +474,10 @@ static int cmd_restore(int argc, char **argv)
 		}
 		return 1;
 	}
-	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 : run_vm(&vm, control, NULL);
+	struct ccow_opts ccow = { .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD };
+
+	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 :
+		 run_vm(&vm, control, NULL, &ccow);
 	restore_lazy_end(&vm);
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;

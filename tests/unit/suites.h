@@ -17,5 +17,6 @@ Suite *cli_suite(void);
 Suite *cpu_tables_suite(void);
 Suite *image_suite(void);
 Suite *snapshot_suite(void);
+Suite *coverage_suite(void);
 
 #endif

@@ -86,15 +86,15 @@ END_TEST
 /* The client maps words to fields: positionals to "args", --k v to k, --flag to true. */
 START_TEST(test_from_argv)
 {
-	char *argv[] = { "file.img", "--policy", "cow", "--wait", "--rate", "150" };
+	char *argv[] = { "file.img", "--policy", "cow", "--wait", "--rate", "150", "--threshold", "0.5" };
 	char err[256];
-	json_t *req = ctl_request_from_argv("snapshot", 6, argv, err, sizeof(err));
+	json_t *req = ctl_request_from_argv("snapshot", 8, argv, err, sizeof(err));
 	char *s;
 
 	ck_assert_ptr_nonnull(req);
 	s = json_dumps(req, JSON_COMPACT | JSON_SORT_KEYS);
 	ck_assert_str_eq(s, "{\"args\":[\"file.img\"],\"cmd\":\"snapshot\",\"policy\":\"cow\","
-			    "\"rate\":150,\"wait\":true}");
+			    "\"rate\":150,\"threshold\":0.5,\"wait\":true}");
 	free(s);
 	json_decref(req);
 	char *bad[] = { "--cmd", "x" };

@@ -1,0 +1,40 @@
+/*
+ * coverage.h - per-region write coverage of guest memory (pure arithmetic, no KVM).
+ */
+#ifndef CCVM_COVERAGE_H
+#define CCVM_COVERAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define COV_MIN_REGION (32ULL << 10)
+#define COV_PAGE       4096ULL
+#define COV_HIST_BUCKETS 10
+
+struct coverage {
+	uint64_t ram_size;
+	uint64_t region_size;   /* a power of two, at least 32 KiB */
+	uint64_t n_regions;     /* the last one may be partial */
+	float *cov;             /* smoothed fraction of each region's pages written per window */
+	uint64_t windows;       /* windows folded in so far */
+};
+
+/* Returns 0, or -EINVAL for a region size that is not a power of two >= 32 KiB. */
+int coverage_init(struct coverage *c, uint64_t ram_size, uint64_t region_size);
+void coverage_fini(struct coverage *c);
+
+/* Pages of RAM in region @r (less than a full region only at the end of RAM). */
+uint64_t coverage_region_pages(const struct coverage *c, uint64_t r);
+
+/* Fold one window in: @bitmap has one bit per 4 KiB page of RAM, set when the page was
+ * written during the window. Coverage is smoothed: half the new window, half the past. */
+void coverage_add_window(struct coverage *c, const uint64_t *bitmap);
+
+/* A region is hot when its coverage reaches @threshold; threshold 0 makes every region
+ * hot (CCoW-All). */
+bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold);
+
+/* Regions per coverage decile [0,0.1) .. [0.9,1.0]. */
+void coverage_histogram(const struct coverage *c, uint64_t hist[COV_HIST_BUCKETS]);
+
+#endif

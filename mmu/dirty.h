@@ -1,0 +1,43 @@
+/*
+ * dirty.h - the coverage tracker: KVM dirty logging harvested into per-region coverage.
+ */
+#ifndef CCVM_DIRTY_H
+#define CCVM_DIRTY_H
+
+#include "coverage.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct dirty_tracker {
+	int vm_fd;
+	uint64_t ram_size;
+	uint64_t *bitmap;       /* one bit per page, from KVM_GET_DIRTY_LOG */
+	struct coverage cov;    /* guarded by lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool running, stop;
+	double window_s;        /* length of a measuring window */
+	bool adaptive;          /* window follows the last snapshot's duration */
+	uint64_t harvests;
+	uint64_t harvest_ns;    /* time spent in the dirty-log ioctls */
+};
+
+/*
+ * dirty_init - turn on dirty logging (manual protect) for memslot 0 of @vm_fd, which
+ * maps @ram_size bytes at @host, and start the harvesting thread. @window_ms 0 means
+ * adaptive (1 s until a snapshot says otherwise). Returns 0 or -errno.
+ */
+int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
+	       uint64_t region_size, unsigned window_ms);
+void dirty_fini(struct dirty_tracker *t);
+
+/* Mark each region hot (1) or cold (0) in @hot (n_regions bytes); returns the count. */
+uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot);
+
+/* A snapshot took @seconds: adaptive windows follow it (0.2 s .. 10 s). */
+void dirty_snapshot_took(struct dirty_tracker *t, double seconds);
+
+#endif
