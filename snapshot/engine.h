@@ -89,6 +89,7 @@ struct snap_schedule {
 	uint64_t rate;
 	double threshold;
 	enum snap_order order;
+	const char *log;         /* append each finished snapshot's figures here (JSON lines) */
 };
 
 /* Start the periodic snapshot due at @now_s (CLOCK_MONOTONIC seconds) if the engine is

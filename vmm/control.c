@@ -45,6 +45,7 @@ struct ctl_server {
 	struct vm *vm;
 	struct snap_engine *engine;
 	const struct snap_schedule *sched;
+	const char *snap_log;    /* --snapshot-log: every finished snapshot, one JSON line */
 	double sched_due;        /* CLOCK_MONOTONIC seconds of the next periodic snapshot */
 	bool user_paused;
 	char *path;
@@ -206,6 +207,16 @@ static void ctl_deliver_snapshot(struct ctl_server *srv)
 
 	if (!srv->engine || !snap_figures_of(srv->engine, srv->engine->cur.id, &f) || !f.done)
 		return;
+	if (srv->snap_log) {
+		FILE *log = fopen(srv->snap_log, "a");
+		char *line = ctl_line(snap_figures_json(&f));
+
+		if (log && line)
+			fputs(line, log);
+		if (log)
+			fclose(log);
+		free(line);
+	}
 	for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
 		struct ctl_client *c = srv->clients[i];
 
@@ -478,6 +489,7 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	srv->vm = vm;
 	srv->engine = engine;
 	srv->sched = sched && sched->every_s > 0 && engine ? sched : NULL;
+	srv->snap_log = sched && engine ? sched->log : NULL;
 	if (engine) {
 		engine->on_done = ctl_snapshot_done;
 		engine->on_done_ctx = srv;

@@ -81,6 +81,7 @@ static void usage(FILE *out)
 		"  --coverage-window MS|off   track coverage with the KVM dirty log in windows of MS\n"
 		"                    (0: the last snapshot's duration); on with ccow, off otherwise\n"
 		"  --snapshot-pool SIZE   copy buffers (default: RAM/4, 16M..1G)\n"
+		"  --snapshot-log FILE    append each finished snapshot's figures (JSON lines)\n"
 		"  -v, --verbose     more messages (twice: trace every system call)\n"
 		"\n"
 		"ctl commands: status, pause, resume, stats, quit, events,\n"
@@ -115,6 +116,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "save-order", required_argument, NULL, 'O' },
 		{ "coverage-window", required_argument, NULL, 'W' },
 		{ "snapshot-pool", required_argument, NULL, 'L' },
+		{ "snapshot-log", required_argument, NULL, 'J' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, verbose = 0;
@@ -203,6 +205,9 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 				log_err("--save-order %s: hot-first or linear", optarg);
 				return -EINVAL;
 			}
+			break;
+		case 'J':
+			o->sched.log = optarg;
 			break;
 		case 'L':
 			if (cli_parse_size(optarg, &o->ccow.pool_bytes) || o->ccow.pool_bytes < (1 << 20)) {
