@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The CCoW paper's evaluation, reproduced on ccvm (first version; see README: with the
-# coverage tracker on, this host currently slows the guest by an order of magnitude
-# once snapshots start, so its results are not yet meaningful).
+# The CCoW paper's evaluation, reproduced on ccvm (first version, not yet run to
+# completion; results will land with the CCoW issue).
 #
 # zipfbench in ccvm: Zipf area SIZE (default 2G), 1 KiB blocks, alpha 1.0, DURATION
 # seconds of writes (default 20), periodic live snapshots every INTERVAL seconds. INTERVAL is measured first:

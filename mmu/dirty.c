@@ -1,16 +1,17 @@
 /*
  * dirty.c - the coverage tracker.
  *
- * KVM dirty logging with manual protect (KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2): harvesting
- * (KVM_GET_DIRTY_LOG) and re-protecting (KVM_CLEAR_DIRTY_LOG) are separate, which lets
- * the tracker measure in windows with gaps in between. A window starts by clearing the
- * log (the guest's next write to each page is logged, and costs a fault); after
- * window_s the log is read and folded into per-region coverage (coverage.c); then the
- * log is left alone for DIRTY_GAP windows, during which pages stay writable and cost
- * nothing. On our nested hosts each logged first write is a ~40 us fault (and dirty
- * logging makes KVM map guest memory with 4 KiB pages), so a tracker that never rests
- * slows a write-heavy guest badly: measuring one window in ten keeps the cost at a
- * tenth of that, at the price of a staler estimate. Works alongside userfaultfd
+ * KVM dirty logging (with manual protect, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2) is switched
+ * on only for a measuring window: turning KVM_MEM_LOG_DIRTY_PAGES on write-protects
+ * guest memory and starts an empty log; after window_s the log is read
+ * (KVM_GET_DIRTY_LOG), folded into per-region coverage (coverage.c), and logging is
+ * turned off again for DIRTY_GAP windows. Why not leave it on: while logging, KVM maps
+ * guest memory with 4 KiB pages, and on our nested hosts every fault costs ~40 us; a
+ * snapshot's write protection then zaps and re-faults hundreds of thousands of small
+ * mappings instead of a few hundred huge ones (measured: the guest ran 20x slower
+ * under periodic snapshots). With logging off KVM maps huge pages again. No window is
+ * measured while a snapshot runs (dirty_hold), and one that overlaps a snapshot is
+ * thrown away. Works alongside userfaultfd
  * write protection on the same memory.
  */
 #include "dirty.h"
@@ -35,22 +36,38 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static int dirty_get(struct dirty_tracker *t, bool clear)
+/* Dirty logging on or off for the RAM memslot. */
+static int dirty_logging(struct dirty_tracker *t, bool on)
 {
-	struct kvm_dirty_log log = { .slot = 0, .dirty_bitmap = t->bitmap };
-	struct kvm_clear_dirty_log clr = {
-		.slot = 0, .first_page = 0, .num_pages = (uint32_t)(t->ram_size / COV_PAGE),
-		.dirty_bitmap = t->bitmap,
+	struct kvm_userspace_memory_region region = {
+		.slot = 0, .flags = on ? KVM_MEM_LOG_DIRTY_PAGES : 0, .guest_phys_addr = 0,
+		.memory_size = t->ram_size, .userspace_addr = (uint64_t)(uintptr_t)t->host,
 	};
 	uint64_t t0 = now_ns();
-	int rc = 0;
+	int rc = ioctl(t->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
 
-	if (ioctl(t->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0)
-		rc = -errno;
-	else if (clear && ioctl(t->vm_fd, KVM_CLEAR_DIRTY_LOG, &clr) < 0)
-		rc = -errno;
 	t->harvest_ns += now_ns() - t0;
 	return rc;
+}
+
+static int dirty_get(struct dirty_tracker *t)
+{
+	struct kvm_dirty_log log = { .slot = 0, .dirty_bitmap = t->bitmap };
+	uint64_t t0 = now_ns();
+	int rc = ioctl(t->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
+
+	t->harvest_ns += now_ns() - t0;
+	return rc;
+}
+
+void dirty_hold(struct dirty_tracker *t, bool hold)
+{
+	pthread_mutex_lock(&t->lock);
+	t->held = hold;
+	if (hold)
+		t->spoiled = true;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
 }
 
 /* Sleep @s seconds unless told to stop; returns true when stopping. */
@@ -79,20 +96,34 @@ static void *dirty_thread(void *arg)
 	struct dirty_tracker *t = arg;
 
 	for (;;) {
+		bool held, spoiled;
 		double w;
 
 		pthread_mutex_lock(&t->lock);
 		w = t->window_s;
+		held = t->held;
+		t->spoiled = false;
 		pthread_mutex_unlock(&t->lock);
-		if (dirty_get(t, true) || dirty_sleep(t, w) || dirty_get(t, false))
+		if (held) {
+			if (dirty_sleep(t, DIRTY_WINDOW_MIN))
+				break;
+			continue;
+		}
+		if (dirty_logging(t, true))
+			break;
+		if (dirty_sleep(t, w) || dirty_get(t) || dirty_logging(t, false))
 			break;
 		pthread_mutex_lock(&t->lock);
-		coverage_add_window(&t->cov, t->bitmap);
-		t->harvests++;
+		spoiled = t->spoiled;
+		if (!spoiled) {
+			coverage_add_window(&t->cov, t->bitmap);
+			t->harvests++;
+		}
 		pthread_mutex_unlock(&t->lock);
 		if (dirty_sleep(t, w * DIRTY_GAP))
 			break;
 	}
+	dirty_logging(t, false);
 	return NULL;
 }
 
@@ -101,14 +132,11 @@ int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_s
 {
 	struct kvm_enable_cap cap = { .cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
 				      .args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE };
-	struct kvm_userspace_memory_region region = {
-		.slot = 0, .flags = KVM_MEM_LOG_DIRTY_PAGES, .guest_phys_addr = 0,
-		.memory_size = ram_size, .userspace_addr = (uint64_t)(uintptr_t)host,
-	};
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	t->vm_fd = vm_fd;
+	t->host = host;
 	t->ram_size = ram_size;
 	t->adaptive = window_ms == 0;
 	t->window_s = window_ms ? window_ms / 1000.0 : DIRTY_WINDOW_DEF;
@@ -120,8 +148,8 @@ int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_s
 	t->bitmap = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
 	if (!t->bitmap)
 		return -ENOMEM;
-	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0 ||
-	    ioctl(vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+	/* Manual protect: reading the log does not re-protect pages behind our back. */
+	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0)
 		return -errno;
 	if (pthread_create(&t->thread, NULL, dirty_thread, t))
 		return -EAGAIN;

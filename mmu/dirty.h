@@ -23,6 +23,9 @@ struct dirty_tracker {
 	bool adaptive;          /* window follows the last snapshot's duration */
 	uint64_t harvests;
 	uint64_t harvest_ns;    /* time spent in the dirty-log ioctls */
+	uint8_t *host;
+	bool held;              /* a snapshot runs: no window now, and any open one is void */
+	bool spoiled;
 };
 
 /*
@@ -37,7 +40,10 @@ void dirty_fini(struct dirty_tracker *t);
 /* Mark each region hot (1) or cold (0) in @hot (n_regions bytes); returns the count. */
 uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot);
 
-/* A snapshot took @seconds: adaptive windows follow it (0.2 s .. 10 s). */
+/* A snapshot took @seconds: adaptive windows follow it (0.5 s .. 10 s). */
 void dirty_snapshot_took(struct dirty_tracker *t, double seconds);
+
+/* Around a snapshot: no dirty logging while it runs (see dirty.c). */
+void dirty_hold(struct dirty_tracker *t, bool hold);
 
 #endif

@@ -398,6 +398,7 @@ static void snap_finish(struct snap_engine *e, int rc)
 		e->cur.harvest_ms = e->tracker->harvest_ns / 1000000ULL;
 		if (!rc)
 			dirty_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
+		dirty_hold(e->tracker, false);
 	}
 	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
 	e->cur.ok = !rc;
@@ -676,6 +677,8 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 
 	e->rate = req->rate;
 	e->t_start_ns = now_ns();
+	if (e->tracker)
+		dirty_hold(e->tracker, true);
 	rc = vm_pause(e->vm);
 	if (rc) {
 		snprintf(err, errlen, "the VM has stopped");
@@ -713,6 +716,8 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 err_resume:
 	vm_resume(e->vm);
 err_unbusy:
+	if (e->tracker)
+		dirty_hold(e->tracker, false);
 	pthread_mutex_lock(&e->lock);
 	e->busy = false;
 	pthread_mutex_unlock(&e->lock);
