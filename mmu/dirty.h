@@ -29,9 +29,10 @@ struct dirty_tracker {
 };
 
 /*
- * dirty_init - turn on dirty logging (manual protect) for memslot 0 of @vm_fd, which
- * maps @ram_size bytes at @host, and start the harvesting thread. @window_ms 0 means
- * adaptive (1 s until a snapshot says otherwise). Returns 0 or -errno.
+ * dirty_init - track coverage of memslot 0 of @vm_fd (@ram_size bytes at @host): enable
+ * manual dirty-log protect and start the thread that switches dirty logging on for
+ * each measuring window. @window_ms 0 means adaptive (1 s until a snapshot says
+ * otherwise). Returns 0 or -errno.
  */
 int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
 	       uint64_t region_size, unsigned window_ms);

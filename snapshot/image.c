@@ -126,7 +126,7 @@ static uint64_t page_hash(uint64_t pfn, const void *page)
 	return XXH3_64bits_withSeed(page ? page : zero, IMG_PAGE, pfn);
 }
 
-uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk)
+static uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk)
 {
 	const uint8_t *p = chunk;
 	uint64_t h = 0;
@@ -527,7 +527,8 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
 	return img_chunk_hash(c * (IMG_CHUNK / IMG_PAGE), dst) == r->chunk_hash[c] ? 0 : -EBADMSG;
 }
 
-bool img_chunk_has_data(const struct img_reader *r, uint64_t c)
+/* False when chunk @c is entirely a hole of the sparse file. */
+static bool img_chunk_has_data(const struct img_reader *r, uint64_t c)
 {
 	off_t start = (off_t)(IMG_MEM_OFFSET + c * IMG_CHUNK);
 	off_t data = lseek(r->fd, start, SEEK_DATA);
@@ -538,7 +539,16 @@ bool img_chunk_has_data(const struct img_reader *r, uint64_t c)
 	return data < start + (off_t)IMG_CHUNK;
 }
 
-bool img_chunk_ok(const struct img_reader *r, uint64_t c, const void *mem)
+int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_data)
 {
-	return c < r->n_chunks && img_chunk_hash(c * (IMG_CHUNK / IMG_PAGE), mem) == r->chunk_hash[c];
+	uint64_t first = c * (IMG_CHUNK / IMG_PAGE), h = 0;
+
+	if (c >= r->n_chunks)
+		return -EINVAL;
+	*has_data = img_chunk_has_data(r, c);
+	if (*has_data)
+		return img_read_chunk(r, c, dst);
+	for (uint64_t i = 0; i < IMG_CHUNK / IMG_PAGE; i++)
+		h += page_hash(first + i, NULL);
+	return h == r->chunk_hash[c] ? 0 : -EBADMSG;
 }

@@ -92,13 +92,12 @@ int img_read_section(const struct img_reader *r, const struct img_section *s, vo
  */
 int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst);
 
-/* False when chunk @c is entirely a hole (all zero): it need not be read. */
-bool img_chunk_has_data(const struct img_reader *r, uint64_t c);
-
-/* Check @mem (IMG_CHUNK bytes already in place) against chunk @c's checksum. */
-bool img_chunk_ok(const struct img_reader *r, uint64_t c, const void *mem);
-
-/* Checksum of one chunk's contents as the writer computes it (exposed for tests). */
-uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk);
+/*
+ * img_load_chunk - bring chunk @c into @dst (IMG_CHUNK bytes), checked against its
+ * checksum. A chunk that is entirely a hole (all zero) is verified without reading or
+ * touching @dst, which must then already read as zero (untouched guest RAM does):
+ * *has_data tells which. Returns 0, -EBADMSG on a mismatch, or -errno.
+ */
+int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_data);
 
 #endif

@@ -49,21 +49,18 @@ struct lazy {
 static int lazy_install(struct lazy *l, uint64_t c, uint8_t *buf)
 {
 	uint64_t base = (uint64_t)(uintptr_t)l->vm->mem.host + c * IMG_CHUNK;
-	int rc = 0;
+	bool data;
+	int rc = img_load_chunk(&l->r, c, buf, &data);
 
-	if (!img_chunk_has_data(&l->r, c)) {
-		struct uffdio_zeropage z = { .range = { .start = base, .len = IMG_CHUNK } };
-
-		memset(buf, 0, IMG_CHUNK);
-		if (!img_chunk_ok(&l->r, c, buf))
-			return -EBADMSG;
-		if (ioctl(l->uffd, UFFDIO_ZEROPAGE, &z) < 0 && errno != EEXIST)
-			rc = -errno;
-		return rc;
-	}
-	rc = img_read_chunk(&l->r, c, buf);
 	if (rc)
 		return rc;
+	if (!data) {
+		struct uffdio_zeropage z = { .range = { .start = base, .len = IMG_CHUNK } };
+
+		if (ioctl(l->uffd, UFFDIO_ZEROPAGE, &z) < 0 && errno != EEXIST)
+			return -errno;
+		return 0;
+	}
 	/* Page by page where some pages already exist (EEXIST), all at once otherwise. */
 	for (uint64_t off = 0; off < IMG_CHUNK;) {
 		struct uffdio_copy cp = { .dst = base + off, .src = (uint64_t)(uintptr_t)(buf + off),
@@ -138,7 +135,8 @@ void lazy_abort(struct lazy *l)
 	__atomic_store_n(&l->stop, true, __ATOMIC_RELEASE);
 }
 
-bool lazy_done(struct lazy *l)
+/* True once every chunk is in place. */
+static bool lazy_done(struct lazy *l)
 {
 	return __atomic_load_n(&l->n_loaded, __ATOMIC_ACQUIRE) == l->r.n_chunks;
 }

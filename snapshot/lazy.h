@@ -26,7 +26,4 @@ int lazy_finish(struct lazy *l);
 /* Stop loading early (the VM is going away); lazy_finish then returns soon. */
 void lazy_abort(struct lazy *l);
 
-/* True once every chunk is in place. */
-bool lazy_done(struct lazy *l);
-
 #endif

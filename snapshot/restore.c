@@ -36,13 +36,9 @@ static void restore_system_area(struct vm *vm)
 static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 {
 	for (uint64_t c = 0; c < r->n_chunks; c++) {
-		uint8_t *dst = vm->mem.host + c * IMG_CHUNK;
-		int rc = 0;
+		bool data;
+		int rc = img_load_chunk(r, c, vm->mem.host + c * IMG_CHUNK, &data);
 
-		if (img_chunk_has_data(r, c))
-			rc = img_read_chunk(r, c, dst);
-		else if (!img_chunk_ok(r, c, dst))
-			rc = -EBADMSG;
 		if (rc) {
 			log_err("cannot restore '%s': memory chunk %llu (guest %#llx-%#llx) %s; "
 				"use an older snapshot, or 'ccvm inspect %s' to list every damaged "
@@ -240,15 +236,10 @@ int inspect_image(const char *file, FILE *out)
 		return 1;
 	}
 	for (uint64_t c = 0; c < r.n_chunks; c++) {
-		int rc;
+		bool has_data;
+		int rc = img_load_chunk(&r, c, buf, &has_data);
 
-		memset(buf, 0, IMG_CHUNK);
-		if (img_chunk_has_data(&r, c)) {
-			data++;
-			rc = img_read_chunk(&r, c, buf);
-		} else {
-			rc = img_chunk_ok(&r, c, buf) ? 0 : -EBADMSG;
-		}
+		data += has_data;
 		if (rc) {
 			bad++;
 			fprintf(out, "DAMAGED: memory chunk %llu (guest %#llx-%#llx): %s\n",

@@ -44,7 +44,8 @@ static const char *crash_vector_name(int v)
 	return v >= 0 && v < X86_NR_EXCEPTIONS && names[v] ? names[v] : "reserved exception";
 }
 
-int crash_signal_for_vector(int v)
+/* The signal Linux sends a process for exception @v. */
+static int crash_signal_for_vector(int v)
 {
 	switch (v) {
 	case X86_DE:

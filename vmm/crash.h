@@ -13,7 +13,4 @@ int crash_report_exception(struct vcpu *vcpu, int vector);
 /* Report an exit the guest cannot continue from (@what says which). */
 int crash_report_exit(struct vcpu *vcpu, const char *what);
 
-/* The signal Linux sends a process for exception @vector. */
-int crash_signal_for_vector(int vector);
-
 #endif

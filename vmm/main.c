@@ -346,7 +346,7 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 	struct dirty_tracker tracker;
 	bool snaps = control != NULL || (sched && sched->every_s > 0);
 	bool track = snaps && ccow->tracker;
-	int status, rc;
+	int status = 1, rc;
 
 	if (track) {
 		rc = dirty_init(&tracker, vm->fd, vm->mem.host, vm->mem.size, ccow->region_size,
@@ -354,34 +354,29 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 		if (rc) {
 			log_err("cannot start the coverage tracker (KVM dirty logging): %s; "
 				"--coverage-window off runs without it", strerror(-rc));
-			dirty_fini(&tracker);
-			return 1;
+			goto out_tracker;
 		}
 	}
-	if (snaps && snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
-				      track ? &tracker : NULL, ccow->region_size)) {
-		if (track)
-			dirty_fini(&tracker);
-		return 1;
-	}
 	if (snaps) {
+		if (snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
+				     track ? &tracker : NULL, ccow->region_size))
+			goto out_engine;
 		engine.def_threshold = ccow->threshold;
 		engine.def_order = ccow->order;
+		hook_engine = &engine;
 	}
-	hook_engine = snaps ? &engine : NULL;
-	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl)) {
-		if (snaps)
-			snap_engine_fini(&engine);
-		if (track)
-			dirty_fini(&tracker);
-		return 1;
-	}
+	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
+		goto out_engine;
 	status = vm_run(vm);
+out_engine:
 	if (snaps)
 		snap_engine_fini(&engine); /* a snapshot still running is abandoned cleanly */
+	hook_engine = NULL;
+out_tracker:
 	if (track)
 		dirty_fini(&tracker);
-	hook_engine = NULL;
+	if (!ctl)
+		return status;
 	ctl_stop(ctl);
 	if (!vm_all_done(vm)) {
 		/* A vCPU is still inside a blocking host call for the guest (a read from

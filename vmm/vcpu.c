@@ -227,12 +227,7 @@ void vcpu_block_begin(struct vcpu *vcpu)
 
 void vcpu_block_end(struct vcpu *vcpu)
 {
-	struct vm *vm = vcpu->vm;
-
-	pthread_mutex_lock(&vm->lock);
-	vcpu->state = VCPU_MONITOR;
-	pthread_cond_broadcast(&vm->cond);
-	pthread_mutex_unlock(&vm->lock);
+	vcpu_set_state(vcpu, VCPU_MONITOR);
 }
 
 /* Between exits: honour a pause (park until resumed) or a stop. Returns true when the

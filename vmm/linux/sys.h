@@ -23,6 +23,12 @@ struct lx_call {
 
 typedef int64_t (*lx_handler)(struct lx_call *c);
 
+/* A host call's result as a system-call return value: -errno on failure. */
+static inline int64_t host_ret(long r)
+{
+	return r < 0 ? -errno : r;
+}
+
 /* Guest pointers: the only way handlers turn guest addresses into host ones. */
 static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
 {

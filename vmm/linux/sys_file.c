@@ -29,11 +29,6 @@
 	 O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_SYNC |  \
 	 O_PATH | O_TMPFILE)
 
-static int64_t host_ret(long r)
-{
-	return r < 0 ? -errno : r;
-}
-
 /* The host descriptor behind guest fd @fd, or -EBADF. */
 static int lx_host_fd(struct lx_call *c, uint64_t fd)
 {
@@ -538,20 +533,31 @@ int64_t sys_rmdir(struct lx_call *c)
 	return lx_unlink(c, LX_AT_FDCWD, c->a[0], AT_REMOVEDIR);
 }
 
+/* Both parents of a two-name call (rename, link), both writable; on error neither
+ * stays open. */
+static int lx_two_parents(struct lx_call *c, int olddir, uint64_t oldp, int newdir, uint64_t newp,
+			  int *opfd, char obase[NAME_MAX + 1], int *npfd, char nbase[NAME_MAX + 1])
+{
+	char gpath[PATH_MAX];
+	int rc = lx_parent(c, olddir, oldp, true, opfd, obase, gpath);
+
+	if (rc)
+		return rc;
+	rc = lx_parent(c, newdir, newp, true, npfd, nbase, gpath);
+	if (rc)
+		close(*opfd);
+	return rc;
+}
+
 static int64_t lx_rename(struct lx_call *c, int olddir, uint64_t oldp, int newdir, uint64_t newp,
 			 uint64_t flags)
 {
-	char obase[NAME_MAX + 1], nbase[NAME_MAX + 1], gpath[PATH_MAX];
+	char obase[NAME_MAX + 1], nbase[NAME_MAX + 1];
 	int opfd, npfd, rc;
 
-	rc = lx_parent(c, olddir, oldp, true, &opfd, obase, gpath);
+	rc = lx_two_parents(c, olddir, oldp, newdir, newp, &opfd, obase, &npfd, nbase);
 	if (rc)
 		return rc;
-	rc = lx_parent(c, newdir, newp, true, &npfd, nbase, gpath);
-	if (rc) {
-		close(opfd);
-		return rc;
-	}
 	rc = (int)host_ret(syscall(SYS_renameat2, opfd, obase, npfd, nbase, (unsigned)flags));
 	close(opfd);
 	close(npfd);
@@ -853,22 +859,19 @@ int64_t sys_symlinkat(struct lx_call *c)
 static int64_t lx_link(struct lx_call *c, int olddir, uint64_t oldp, int newdir, uint64_t newp,
 		       uint64_t flags)
 {
-	char obase[NAME_MAX + 1], nbase[NAME_MAX + 1], gpath[PATH_MAX];
+	char obase[NAME_MAX + 1], nbase[NAME_MAX + 1];
 	int opfd, npfd, rc;
 
 	if (flags & ~(uint64_t)AT_SYMLINK_FOLLOW)
 		return -EINVAL;
 	/* The existing name must be writable too: a hard link would otherwise make a
 	 * read-only file writable through its new name. */
-	rc = lx_parent(c, olddir, oldp, true, &opfd, obase, gpath);
+	rc = lx_two_parents(c, olddir, oldp, newdir, newp, &opfd, obase, &npfd, nbase);
 	if (rc)
 		return rc;
-	rc = lx_parent(c, newdir, newp, true, &npfd, nbase, gpath);
-	if (!rc) {
-		rc = (int)host_ret(linkat(opfd, obase, npfd, nbase, 0));
-		close(npfd);
-	}
+	rc = (int)host_ret(linkat(opfd, obase, npfd, nbase, 0));
 	close(opfd);
+	close(npfd);
 	return rc;
 }
 

@@ -32,11 +32,6 @@
 #define LX_MINSIGSTKSZ 2048
 #define LX_SS_AUTODISARM (1U << 31)
 
-static int64_t host_ret(long r)
-{
-	return r < 0 ? -errno : r;
-}
-
 int64_t sys_arch_prctl(struct lx_call *c)
 {
 	uint64_t *out;
