@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# The CCoW paper's evaluation, reproduced on ccvm (first version, not yet run to
-# completion; results will land with the CCoW issue).
+# The CCoW paper's evaluation, reproduced on ccvm.
 #
 # zipfbench in ccvm: Zipf area SIZE (default 2G), 1 KiB blocks, alpha 1.0, DURATION
 # seconds of writes (default 20), periodic live snapshots every INTERVAL seconds. INTERVAL is measured first:
 # under cow, the time from a snapshot's start until throughput is back to 99% of normal
 # (3-report moving average). Then, side by side in one run, for each configuration:
 # average throughput and peak RSS of the ccvm process (copies included) normalised to
-# cow, total CoW faults, mean snapshot duration, and the work lost per snapshot (seconds
-# of normal throughput). Configurations: no snapshots (with and without the coverage
-# tracker: its overhead), stop, cow, ccow at 2M/0.80, CCoW-All, region sizes 32K..4M at
-# 0.80, thresholds 0.70..0.95 at 2M, and the ablations (linear save order; no pool).
+# cow, total CoW faults, mean snapshot duration, the work lost per snapshot (seconds
+# of normal throughput) and the guest's throughput during snapshots (relative to no
+# snapshots: 1 - lost / duration). Configurations: no snapshots, stop, cow, ccow at
+# 2M/0.80, CCoW-All, region sizes 32K..4M at 0.80, thresholds 0.70..0.95 at 2M, and the
+# ablations (linear save order; no pool). The tracker's own cost is measured apart,
+# over TRACKER_S seconds (default 150: a window and the gap after it), with and
+# without the tracker, no snapshots.
 # The sweep runs twice: writer unlimited, and writer limited (RATE) so that a snapshot
 # lasts about one interval, as the paper's child process did.
 #
 # Output: bench/results/ccow_sweep.csv, ccow_sweep.md, ccow_regions.png (the paper's
-# Figure 3), ccow_thresholds.png (Figure 4). Environment: SIZE (default 2G).
+# Figure 3), ccow_thresholds.png (Figure 4). Environment: SIZE (default 2G), DURATION
+# (seconds per run, default 20), TRACKER_S.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 CCVM=$TOP/ccvm
@@ -32,13 +35,15 @@ RAM_MIB=$((SIZE_MIB + 512))
 # Time-bound runs: at our guest's speed 10 x SIZE writes end before the first snapshot
 # of the fastest configurations, and every configuration must see the same intervals.
 DURATION=${DURATION:-20}
-ZARGS=(--size "${SIZE_MIB}M" --alpha 1.0 --duration "$DURATION" --seed 7)
+TRACKER_S=${TRACKER_S:-150}
+ZARGS=(--size "${SIZE_MIB}M" --alpha 1.0 --seed 7)
+DUR=$DURATION
 
 # run NAME [ccvm options...]: one zipfbench run; prints "ups seconds hwm_kib snaps faults mean_ms"
 run() {
 	local name=$1; shift
 	rm -rf "$W/snaps" "$W/log"; mkdir -p "$W/snaps"
-	"$CCVM" run --mem "${RAM_MIB}M" "$@" -- "$ZB" "${ZARGS[@]}" --report-ms 100 >"$W/$name.out" 2>"$W/$name.err" &
+	"$CCVM" run --mem "${RAM_MIB}M" "$@" -- "$ZB" "${ZARGS[@]}" --duration "$DUR" --report-ms 100 >"$W/$name.out" 2>"$W/$name.err" &
 	local pid=$! hwm=0 h
 	while kill -0 $pid 2>/dev/null; do
 		h=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
@@ -78,12 +83,21 @@ echo "snapshot interval (cow recovery to 99%): $INTERVAL s"
 RATE=$(awk -v m="$SIZE_MIB" -v i="$INTERVAL" 'BEGIN {printf "%.0f", m * 1.048576 / i}')
 
 CSV=$OUT/ccow_sweep.csv
-echo "writer,config,policy,region,threshold,updates_per_s,seconds,peak_rss_mib,snapshots,cow_faults,mean_snapshot_ms,lost_s_per_snapshot" >"$CSV"
+echo "writer,config,policy,region,threshold,updates_per_s,seconds,peak_rss_mib,snapshots,cow_faults,mean_snapshot_ms,lost_s_per_snapshot,during_snapshot" >"$CSV"
+
+echo "== the tracker's cost: $TRACKER_S s runs, no snapshots"
+DUR=$TRACKER_S
+read -r T_OFF _ <<<"$(run tracker-off)"
+read -r T_ON _ <<<"$(run tracker-on --control "$W/c.sock" --coverage-window 0)"
+DUR=$DURATION
+TRACKER_COST=$(awk -v a="$T_OFF" -v b="$T_ON" 'BEGIN {printf "%.1f", 100 * (1 - b / a)}')
+echo "tracker off $T_OFF, on $T_ON updates/s: it costs $TRACKER_COST%"
+echo "-,tracker-off,none,-,-,$T_OFF,$TRACKER_S,0,0,0,0,0,1" >>"$CSV"
+echo "-,tracker-on,none,2M,-,$T_ON,$TRACKER_S,0,0,0,0,0,1" >>"$CSV"
 sweep() { # WRITER RATE_OPTS...
 	local writer=$1; shift
 	local cfgs=(
 		"none|none|-|-|"
-		"tracker-only|none|2M|-|--control $W/c.sock --coverage-window 0"
 		"stop|stop|-|-|--snapshot-policy stop"
 		"cow|cow|-|-|--snapshot-policy cow"
 		"ccow|ccow|2M|0.80|--snapshot-policy ccow"
@@ -105,9 +119,10 @@ sweep() { # WRITER RATE_OPTS...
 		# shellcheck disable=SC2086
 		read -r ups secs hwm snaps faults mean <<<"$(run "$name" "${snap[@]}" $opts)"
 		lost=$(awk -v s="$secs" -v u="$ups" -v b="$BASE_UPS" -v n="$snaps" 'BEGIN {printf "%.3f", n ? (s - s*u/b) / n : 0}')
-		echo "$writer,$name,$pol,$region,$thr,$ups,$secs,$((hwm / 1024)),$snaps,$faults,$mean,$lost" >>"$CSV"
-		printf '%-10s %-13s %9s upd/s  %6s MiB  %3s snaps  %7s faults  %6s ms/snap  %s s lost/snap\n' \
-			"$writer" "$name" "$ups" "$((hwm / 1024))" "$snaps" "$faults" "$mean" "$lost"
+		during=$(awk -v l="$lost" -v m="$mean" 'BEGIN {d = m > 0 ? 1 - l / (m / 1000) : 1; printf "%.2f", d < 0 ? 0 : d}')
+		echo "$writer,$name,$pol,$region,$thr,$ups,$secs,$((hwm / 1024)),$snaps,$faults,$mean,$lost,$during" >>"$CSV"
+		printf '%-10s %-13s %9s upd/s  %6s MiB  %3s snaps  %7s faults  %6s ms/snap  %s s lost/snap  %s during\n' \
+			"$writer" "$name" "$ups" "$((hwm / 1024))" "$snaps" "$faults" "$mean" "$lost" "$during"
 	done
 }
 echo "== sweep, writer unlimited"
@@ -117,12 +132,14 @@ sweep limited --snapshot-rate "$RATE"
 
 # Table normalised to cow, per writer mode.
 {
-	echo "zipfbench --size $SIZE, alpha 1.0, 10x writes, snapshot every $INTERVAL s; throughput and peak RSS relative to cow in the same mode."
+	echo "zipfbench --size $SIZE (1 KiB blocks, alpha 1.0) for $DURATION s per run, snapshot every $INTERVAL s (cow's recovery time); writer limited to $RATE MB/s in the second half. Throughput and peak RSS relative to cow in the same mode; \"during\" is the guest's throughput during snapshots relative to no snapshots."
 	echo
-	echo "| writer | config | throughput vs cow | peak RSS vs cow | CoW faults | mean snapshot | lost per snapshot |"
-	echo "|---|---|---|---|---|---|---|"
-	awk -F, 'NR > 1 {k[NR]=$0; if ($2 == "cow") {cu[$1]=$6; cr[$1]=$8}}
-		END {for (i = 2; i <= NR; i++) {split(k[i], f, ","); printf "| %s | %s | %.2f | %.2f | %s | %s ms | %s s |\n", f[1], f[2], f[6]/cu[f[1]], f[8]/cr[f[1]], f[10], f[11], f[12]}}' "$CSV"
+	echo "Coverage tracker alone, $TRACKER_S s without snapshots: $T_ON vs $T_OFF updates/s, a cost of $TRACKER_COST%."
+	echo
+	echo "| writer | config | throughput vs cow | peak RSS vs cow | CoW faults | mean snapshot | lost per snapshot | during |"
+	echo "|---|---|---|---|---|---|---|---|"
+	awk -F, 'NR > 1 && $1 != "-" {k[NR]=$0; if ($2 == "cow") {cu[$1]=$6; cr[$1]=$8}}
+		END {for (i = 2; i <= NR; i++) if (i in k) {split(k[i], f, ","); printf "| %s | %s | %.2f | %.2f | %s | %s ms | %s s | %s |\n", f[1], f[2], f[6]/cu[f[1]], f[8]/cr[f[1]], f[10], f[11], f[12], f[13]}}' "$CSV"
 } >"$OUT/ccow_sweep.md"
 cat "$OUT/ccow_sweep.md"
 

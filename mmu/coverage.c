@@ -1,17 +1,24 @@
 /*
  * coverage.c - how much of each region the guest writes.
  *
- * The CCoW idea rests on one number per region: the share of its 4 KiB pages written
- * within a window about as long as a snapshot. A region whose share reaches the
- * threshold is hot: on its first write fault during a snapshot, copying the whole
- * region costs one trap instead of hundreds. The dirty-page bitmaps come from KVM's
- * dirty log (dirty.c); this file only does the arithmetic, so it can be tested without
- * KVM. Coverage is smoothed over windows (exponential, weight 1/2) so a single odd
- * window does not flip a region.
+ * The CCoW idea rests on one number per region: the share of its 4 KiB pages the guest
+ * writes within a snapshot's duration. A region whose share reaches the threshold is
+ * hot: on its first write fault during a snapshot, copying the whole region costs one
+ * trap instead of hundreds. The dirty-page bitmaps come from KVM's dirty log
+ * (dirty.c); this file only does the arithmetic, so it can be tested without KVM.
+ *
+ * A window's length seldom equals a snapshot's (the guest runs slowly while logging,
+ * and snapshots vary), so each region keeps a write rate instead of a share: with
+ * pages written at random times at a similar rate, the share unwritten after t
+ * seconds is exp(-rate t). A window that saw share s in t seconds gives
+ * rate = -ln(1 - s) / t; coverage for any duration follows from the rate. Rates are
+ * smoothed over windows (exponential, weight 1/2) so a single odd window does not
+ * flip a region.
  */
 #include "coverage.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,13 +33,13 @@ int coverage_init(struct coverage *c, uint64_t ram_size, uint64_t region_size)
 	c->ram_size = ram_size;
 	c->region_size = region_size;
 	c->n_regions = (ram_size + region_size - 1) / region_size;
-	c->cov = calloc(c->n_regions, sizeof(float));
-	return c->cov ? 0 : -ENOMEM;
+	c->rate = calloc(c->n_regions, sizeof(float));
+	return c->rate ? 0 : -ENOMEM;
 }
 
 void coverage_fini(struct coverage *c)
 {
-	free(c->cov);
+	free(c->rate);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -63,31 +70,51 @@ static uint64_t count_bits(const uint64_t *bitmap, uint64_t first, uint64_t n)
 	return count;
 }
 
-void coverage_add_window(struct coverage *c, const uint64_t *bitmap)
+/* A region's pages are taken to be written at random times, each at about the same
+ * rate; the share still unwritten after t seconds is then exp(-rate * t). A region
+ * written whole counts as if half a page had escaped, to keep the rate finite. */
+static double coverage_rate(double seen, uint64_t pages, double seconds)
+{
+	double left = 1.0 - seen, floor = 0.5 / (double)pages;
+
+	return -log(left > floor ? left : floor) / seconds;
+}
+
+void coverage_add_window(struct coverage *c, const uint64_t *bitmap, double seconds)
 {
 	uint64_t per = c->region_size / COV_PAGE;
 
+	if (seconds <= 0)
+		return;
 	for (uint64_t r = 0; r < c->n_regions; r++) {
 		uint64_t pages = coverage_region_pages(c, r);
-		float now = (float)count_bits(bitmap, r * per, pages) / (float)pages;
+		float now = (float)coverage_rate(
+			(double)count_bits(bitmap, r * per, pages) / (double)pages, pages, seconds);
 
-		c->cov[r] = c->windows ? COV_WEIGHT * now + (1.0f - COV_WEIGHT) * c->cov[r] : now;
+		c->rate[r] = c->windows ? COV_WEIGHT * now + (1.0f - COV_WEIGHT) * c->rate[r] : now;
 	}
 	c->windows++;
 }
 
-bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold)
+double coverage_of(const struct coverage *c, uint64_t r, double seconds)
+{
+	if (r >= c->n_regions)
+		return 0.0;
+	return 1.0 - exp(-(double)c->rate[r] * seconds);
+}
+
+bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold, double seconds)
 {
 	if (r >= c->n_regions)
 		return false;
-	return threshold <= 0 || (double)c->cov[r] >= threshold - 1e-6;
+	return threshold <= 0 || coverage_of(c, r, seconds) >= threshold - 1e-6;
 }
 
-void coverage_histogram(const struct coverage *c, uint64_t hist[COV_HIST_BUCKETS])
+void coverage_histogram(const struct coverage *c, double seconds, uint64_t hist[COV_HIST_BUCKETS])
 {
 	memset(hist, 0, COV_HIST_BUCKETS * sizeof(hist[0]));
 	for (uint64_t r = 0; r < c->n_regions; r++) {
-		int b = (int)(c->cov[r] * COV_HIST_BUCKETS);
+		int b = (int)(coverage_of(c, r, seconds) * COV_HIST_BUCKETS);
 
 		hist[b < 0 ? 0 : b >= COV_HIST_BUCKETS ? COV_HIST_BUCKETS - 1 : b]++;
 	}

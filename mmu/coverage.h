@@ -15,7 +15,7 @@ struct coverage {
 	uint64_t ram_size;
 	uint64_t region_size;   /* a power of two, at least 32 KiB */
 	uint64_t n_regions;     /* the last one may be partial */
-	float *cov;             /* smoothed fraction of each region's pages written per window */
+	float *rate;            /* per region: smoothed write rate, -ln(share unwritten) per s */
 	uint64_t windows;       /* windows folded in so far */
 };
 
@@ -27,14 +27,17 @@ void coverage_fini(struct coverage *c);
 uint64_t coverage_region_pages(const struct coverage *c, uint64_t r);
 
 /* Fold one window in: @bitmap has one bit per 4 KiB page of RAM, set when the page was
- * written during the window. Coverage is smoothed: half the new window, half the past. */
-void coverage_add_window(struct coverage *c, const uint64_t *bitmap);
+ * written during the window, in which the guest ran @seconds (> 0). */
+void coverage_add_window(struct coverage *c, const uint64_t *bitmap, double seconds);
 
-/* A region is hot when its coverage reaches @threshold; threshold 0 makes every region
- * hot (CCoW-All). */
-bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold);
+/* The share of region @r's pages expected to be written in @seconds. */
+double coverage_of(const struct coverage *c, uint64_t r, double seconds);
 
-/* Regions per coverage decile [0,0.1) .. [0.9,1.0]. */
-void coverage_histogram(const struct coverage *c, uint64_t hist[COV_HIST_BUCKETS]);
+/* A region is hot when its coverage over @seconds reaches @threshold; threshold 0
+ * makes every region hot (CCoW-All). */
+bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold, double seconds);
+
+/* Regions per decile [0,0.1) .. [0.9,1.0] of coverage over @seconds. */
+void coverage_histogram(const struct coverage *c, double seconds, uint64_t hist[COV_HIST_BUCKETS]);
 
 #endif

@@ -3,37 +3,99 @@
  *
  * KVM dirty logging (with manual protect, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2) is switched
  * on only for a measuring window: turning KVM_MEM_LOG_DIRTY_PAGES on write-protects
- * guest memory and starts an empty log; after window_s the log is read
+ * guest memory and starts an empty log; when the window closes the log is read
  * (KVM_GET_DIRTY_LOG), folded into per-region coverage (coverage.c), and logging is
- * turned off again for DIRTY_GAP windows. Why not leave it on: while logging, KVM maps
- * guest memory with 4 KiB pages, and on our nested hosts every fault costs ~40 us; a
- * snapshot's write protection then zaps and re-faults hundreds of thousands of small
+ * turned off again for DIRTY_GAP times the time the window cost the guest, so that
+ * the tracker costs the guest about 3% at most. The first window opens DIRTY_FIRST_S
+ * after the start. Only rewrites count: a page that was not resident when the window
+ * opened is fresh memory being filled (no snapshot copies it), and a window in which
+ * the guest mostly filled memory is not counted (start-up) and is tried again soon.
+ *
+ * A window is meant to show what the guest writes in the time it runs during a
+ * snapshot (the last snapshot's duration). While logging, every first write to a page
+ * is a fault the guest waits for (~40 us on our nested hosts), so a guest that writes
+ * much memory gets a few per cent of its work done: a window stays open until the
+ * guest has *run* the planned time (wall time less the faults, see dirty_window), or
+ * four times that has passed, or a snapshot starts; coverage.c turns what it saw into
+ * write rates, from which coverage over a snapshot's duration follows. (The vCPUs'
+ * guest_time in /proc/self/stat
+ * does not help: on kvm_pvm the faults count as guest time.)
+ *
+ * Why not leave logging on: while logging, KVM maps guest memory with 4 KiB pages, and
+ * a snapshot's write protection then zaps and re-faults hundreds of thousands of small
  * mappings instead of a few hundred huge ones (measured: the guest ran 20x slower
- * under periodic snapshots). With logging off KVM maps huge pages again. No window is
- * measured while a snapshot runs (dirty_hold), and one that overlaps a snapshot is
- * thrown away. Works alongside userfaultfd
- * write protection on the same memory.
+ * under periodic snapshots). So a snapshot first closes the open window (dirty_hold),
+ * and no window opens while it runs. Works alongside userfaultfd write protection on
+ * the same memory.
  */
 #include "dirty.h"
+
+#include "../vmm/log.h"
 
 #include <errno.h>
 #include <linux/kvm.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <time.h>
 
-#define DIRTY_GAP        9.0   /* idle time after each window, in windows (10% duty) */
-#define DIRTY_WINDOW_MIN 0.5
-#define DIRTY_WINDOW_MAX 10.0
-#define DIRTY_WINDOW_DEF 1.0
+#define DIRTY_GAP         32.0  /* idle after a window, in the guest's time lost to it */
+#define DIRTY_FIRST_S     1.0   /* no window before: start-up is not what a guest writes later */
+#define DIRTY_WINDOW_MIN  0.25
+#define DIRTY_WINDOW_MAX  10.0
+#define DIRTY_WINDOW_DEF  1.0
+#define DIRTY_WALL_FACTOR 4.0   /* a window closes after this many planned lengths, wall */
+#define DIRTY_MIN_SHARE   0.01  /* a guest that ran less of the plan says too little */
+#define DIRTY_STEP_S      0.05  /* how often an open window reads the log */
+#define DIRTY_FAULT_MIN   5e-6  /* bounds of the cost of a dirty-logging fault, s */
+#define DIRTY_FAULT_MAX   100e-6
+#define DIRTY_FAULT_BATCH 256   /* new dirty pages in a step to time a fault by */
 
-static uint64_t now_ns(void)
+static double mono_s(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t now_ns(void)
+{
+	return (uint64_t)(mono_s() * 1e9);
+}
+
+/* Pages marked in the dirty bitmap. */
+static uint64_t dirty_count(const struct dirty_tracker *t)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
+		n += (uint64_t)__builtin_popcountll(t->bitmap[i]);
+	return n;
+}
+
+/* Which pages of RAM hold data now (host-resident): a write to any other page is the
+ * guest filling fresh memory, which no snapshot has to copy. */
+static int dirty_mark_present(struct dirty_tracker *t)
+{
+	uint64_t pages = t->ram_size / COV_PAGE;
+
+	if (mincore(t->host, t->ram_size, t->resident) < 0)
+		return -errno;
+	memset(t->present, 0, pages / 8);
+	for (uint64_t p = 0; p < pages; p++)
+		if (t->resident[p] & 1)
+			t->present[p / 64] |= 1ULL << (p % 64);
+	return 0;
+}
+
+/* Keep only rewrites in the bitmap; returns how many pages it keeps. */
+static uint64_t dirty_keep_rewrites(struct dirty_tracker *t)
+{
+	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
+		t->bitmap[i] &= t->present[i];
+	return dirty_count(t);
 }
 
 /* Dirty logging on or off for the RAM memslot. */
@@ -64,14 +126,17 @@ void dirty_hold(struct dirty_tracker *t, bool hold)
 {
 	pthread_mutex_lock(&t->lock);
 	t->held = hold;
-	if (hold)
-		t->spoiled = true;
 	pthread_cond_broadcast(&t->cond);
+	/* An open window is closed first: protecting memory for a snapshot while KVM maps
+	 * it with small pages would cost a fault per page afterwards. */
+	while (hold && t->logging)
+		pthread_cond_wait(&t->cond, &t->lock);
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* Sleep @s seconds unless told to stop; returns true when stopping. */
-static bool dirty_sleep(struct dirty_tracker *t, double s)
+/* Sleep @s seconds unless told to stop, or (@wake_on_hold) a snapshot is coming;
+ * returns true when stopping. */
+static bool dirty_sleep(struct dirty_tracker *t, double s, bool wake_on_hold)
 {
 	struct timespec until;
 	bool stop;
@@ -84,46 +149,130 @@ static bool dirty_sleep(struct dirty_tracker *t, double s)
 		until.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&t->lock);
-	while (!t->stop && pthread_cond_timedwait(&t->cond, &t->lock, &until) == 0)
+	while (!t->stop && !(wake_on_hold && t->held) &&
+	       pthread_cond_timedwait(&t->cond, &t->lock, &until) == 0)
 		;
 	stop = t->stop;
 	pthread_mutex_unlock(&t->lock);
 	return stop;
 }
 
+/* Wait while a snapshot runs; true when stopping. */
+static bool dirty_wait_unheld(struct dirty_tracker *t)
+{
+	bool stop;
+
+	pthread_mutex_lock(&t->lock);
+	while (t->held && !t->stop)
+		pthread_cond_wait(&t->cond, &t->lock);
+	stop = t->stop;
+	pthread_mutex_unlock(&t->lock);
+	return stop;
+}
+
+/*
+ * One measuring window: logging on until the guest has run the planned time, or
+ * DIRTY_WALL_FACTOR times that has passed, or a snapshot is coming. While logging,
+ * every first write to a page is a fault the guest waits for (~40 us on our nested
+ * hosts), so a guest that writes much memory gets little done: the log is read every
+ * step, and the time the guest ran is the wall time less a fault per page found
+ * dirty. The fault's cost is the shortest time per newly dirty page seen in a step
+ * (then the guest did nothing but fault), within DIRTY_FAULT_MIN..MAX. What the
+ * window saw is folded in with the time the guest ran (coverage.c). Stores its wall
+ * length in @wall, the time the guest lost to faults in @lost, and in @counted
+ * whether the window went into the coverage.
+ */
+static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, bool *counted)
+{
+	double plan, ran = 0, w0 = mono_s(), t_prev = w0, fault = DIRTY_FAULT_MAX;
+	uint64_t d = 0, d_prev = 0;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	plan = t->window_s;
+	t->logging = !t->held;
+	pthread_mutex_unlock(&t->lock);
+	*wall = *lost = 0;
+	if (!t->logging)
+		return 0;
+	rc = dirty_mark_present(t);
+	if (!rc)
+		rc = dirty_logging(t, true);
+	while (!rc && ran < plan && mono_s() - w0 < plan * DIRTY_WALL_FACTOR &&
+	       !dirty_sleep(t, DIRTY_STEP_S, true) && !t->held) {
+		double now;
+
+		rc = dirty_get(t);
+		now = mono_s();
+		d = dirty_count(t);
+		if (d >= d_prev + DIRTY_FAULT_BATCH) {
+			double per = (now - t_prev) / (double)(d - d_prev);
+
+			fault = per < fault ? (per < DIRTY_FAULT_MIN ? DIRTY_FAULT_MIN : per) : fault;
+		}
+		d_prev = d;
+		t_prev = now;
+		ran = (now - w0) - (double)d * fault;
+	}
+	if (!rc)
+		rc = dirty_get(t);
+	if (dirty_logging(t, false) && !rc)
+		rc = -EIO;
+	*wall = mono_s() - w0;
+	if (!rc) {
+		d = dirty_count(t);
+		ran = *wall - (double)d * fault;
+	}
+	*lost = *wall - (ran > 0 ? ran : 0);
+	pthread_mutex_lock(&t->lock);
+	/* A guest mostly filling fresh memory (start-up) says nothing about rewrites yet. */
+	uint64_t kept = rc ? 0 : dirty_keep_rewrites(t);
+
+	*counted = !rc && ran >= plan * DIRTY_MIN_SHARE && 2 * kept >= d;
+	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f, %llu pages written "
+		  "(%llu rewrites), fault %.1f us: %s", *wall, ran, plan, (unsigned long long)d,
+		  (unsigned long long)kept, fault * 1e6, *counted ? "counted" : "not counted");
+	if (*counted) {
+		coverage_add_window(&t->cov, t->bitmap, ran);
+		t->harvests++;
+		t->last_ran_s = ran;
+		t->last_wall_s = *wall;
+		t->last_fault_us = fault * 1e6;
+	}
+	t->logging = false;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
 static void *dirty_thread(void *arg)
 {
 	struct dirty_tracker *t = arg;
+	double wall = 0;
+	int rc = 0;
 
-	for (;;) {
-		bool held, spoiled;
-		double w;
+	if (dirty_sleep(t, DIRTY_FIRST_S, false))
+		goto out;
+	while (!dirty_wait_unheld(t)) {
+		double lost;
 
-		pthread_mutex_lock(&t->lock);
-		w = t->window_s;
-		held = t->held;
-		t->spoiled = false;
-		pthread_mutex_unlock(&t->lock);
-		if (held) {
-			if (dirty_sleep(t, DIRTY_WINDOW_MIN))
-				break;
-			continue;
-		}
-		if (dirty_logging(t, true))
-			break;
-		if (dirty_sleep(t, w) || dirty_get(t) || dirty_logging(t, false))
-			break;
-		pthread_mutex_lock(&t->lock);
-		spoiled = t->spoiled;
-		if (!spoiled) {
-			coverage_add_window(&t->cov, t->bitmap);
-			t->harvests++;
-		}
-		pthread_mutex_unlock(&t->lock);
-		if (dirty_sleep(t, w * DIRTY_GAP))
+		bool counted = false;
+
+		rc = dirty_window(t, &wall, &lost, &counted);
+		/* The gap keeps the guest's loss to windows near 1 / DIRTY_GAP (~3%); a window
+		 * a snapshot cut too short to count is tried again after the snapshot. */
+		if (!counted)
+			lost = wall = DIRTY_STEP_S;
+		if (rc || dirty_sleep(t, lost * DIRTY_GAP > wall ? lost * DIRTY_GAP : wall, false))
 			break;
 	}
-	dirty_logging(t, false);
+	if (rc)
+		log_warn("coverage tracker stopped: %s", strerror(-rc));
+out:
+	pthread_mutex_lock(&t->lock);
+	t->logging = false;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
 	return NULL;
 }
 
@@ -146,7 +295,9 @@ int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_s
 	if (rc)
 		return rc;
 	t->bitmap = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
-	if (!t->bitmap)
+	t->present = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
+	t->resident = malloc(ram_size / COV_PAGE);
+	if (!t->bitmap || !t->present || !t->resident)
 		return -ENOMEM;
 	/* Manual protect: reading the log does not re-protect pages behind our back. */
 	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0)
@@ -169,7 +320,10 @@ void dirty_fini(struct dirty_tracker *t)
 	}
 	coverage_fini(&t->cov);
 	free(t->bitmap);
-	t->bitmap = NULL;
+	free(t->present);
+	free(t->resident);
+	t->bitmap = t->present = NULL;
+	t->resident = NULL;
 }
 
 uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)
@@ -180,7 +334,7 @@ uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)
 	for (uint64_t r = 0; r < t->cov.n_regions; r++) {
 		/* Before any window is measured nothing is known: all cold, unless the
 		 * threshold says every region is hot anyway. */
-		hot[r] = (t->cov.windows || threshold <= 0) && coverage_is_hot(&t->cov, r, threshold);
+		hot[r] = (t->cov.windows || threshold <= 0) && coverage_is_hot(&t->cov, r, threshold, t->window_s);
 		n += hot[r];
 	}
 	pthread_mutex_unlock(&t->lock);

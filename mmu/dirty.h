@@ -14,18 +14,23 @@ struct dirty_tracker {
 	int vm_fd;
 	uint64_t ram_size;
 	uint64_t *bitmap;       /* one bit per page, from KVM_GET_DIRTY_LOG */
+	uint64_t *present;      /* one bit per page: resident when the window opened */
+	unsigned char *resident; /* mincore's vector */
 	struct coverage cov;    /* guarded by lock */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	pthread_t thread;
 	bool running, stop;
-	double window_s;        /* length of a measuring window */
+	double window_s;        /* guest time a window stands for */
 	bool adaptive;          /* window follows the last snapshot's duration */
 	uint64_t harvests;
 	uint64_t harvest_ns;    /* time spent in the dirty-log ioctls */
 	uint8_t *host;
-	bool held;              /* a snapshot runs: no window now, and any open one is void */
-	bool spoiled;
+	bool held;              /* a snapshot runs (or is about to): no window */
+	bool logging;           /* a window is open */
+	double last_ran_s;      /* the last window: how long the guest ran in it */
+	double last_wall_s;     /* how long it was open */
+	double last_fault_us;   /* the cost of a logging fault it measured */
 };
 
 /*
@@ -41,10 +46,12 @@ void dirty_fini(struct dirty_tracker *t);
 /* Mark each region hot (1) or cold (0) in @hot (n_regions bytes); returns the count. */
 uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot);
 
-/* A snapshot took @seconds: adaptive windows follow it (0.5 s .. 10 s). */
+/* A snapshot took @seconds: adaptive windows follow it (0.25 s .. 10 s). */
 void dirty_snapshot_took(struct dirty_tracker *t, double seconds);
 
-/* Around a snapshot: no dirty logging while it runs (see dirty.c). */
+/* Around a snapshot: no dirty logging while it runs; holding closes (and counts) an
+ * open window first (see dirty.c). */
 void dirty_hold(struct dirty_tracker *t, bool hold);
+
 
 #endif

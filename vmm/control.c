@@ -286,16 +286,18 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 	if (!t)
 		return NULL;
 	pthread_mutex_lock(&t->lock);
-	coverage_histogram(&t->cov, hist);
+	coverage_histogram(&t->cov, t->window_s, hist);
 	for (uint64_t r = 0; r < t->cov.n_regions; r++)
-		hot += t->cov.windows && coverage_is_hot(&t->cov, r, srv->engine->def_threshold);
+		hot += t->cov.windows && coverage_is_hot(&t->cov, r, srv->engine->def_threshold, t->window_s);
 	for (int i = 0; i < COV_HIST_BUCKETS; i++)
 		json_array_append_new(h, json_integer((json_int_t)hist[i]));
-	json_t *o = json_pack("{s:I, s:I, s:f, s:I, s:o, s:I, s:f, s:I, s:I}", "region_size",
+	json_t *o = json_pack("{s:I, s:I, s:f, s:I, s:o, s:I, s:f, s:f, s:f, s:f, s:I, s:I}", "region_size",
 			      (json_int_t)t->cov.region_size, "regions", (json_int_t)t->cov.n_regions,
 			      "threshold", srv->engine->def_threshold, "regions_hot", (json_int_t)hot,
 			      "histogram", h, "windows", (json_int_t)t->cov.windows, "window_ms",
-			      t->window_s * 1000.0, "dirty_harvests", (json_int_t)t->harvests,
+			      t->window_s * 1000.0, "last_window_ran_ms", t->last_ran_s * 1000.0,
+			      "last_window_wall_ms", t->last_wall_s * 1000.0, "fault_us", t->last_fault_us,
+			      "dirty_harvests", (json_int_t)t->harvests,
 			      "harvest_ms", (json_int_t)(t->harvest_ns / 1000000ULL));
 	pthread_mutex_unlock(&t->lock);
 	return o;

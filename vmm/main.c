@@ -80,7 +80,7 @@ static void usage(FILE *out)
 		"  --save-order hot-first|linear   writer order under ccow (default hot-first)\n"
 		"  --coverage-window MS|off   track coverage with the KVM dirty log in windows of MS\n"
 		"                    (0: the last snapshot's duration); on with ccow, off otherwise\n"
-		"  --snapshot-pool SIZE   copy buffers (default: RAM/4, 16M..1G)\n"
+		"  --snapshot-pool SIZE   copy buffers (default: RAM/2, 16M..4G)\n"
 		"  --snapshot-log FILE    append each finished snapshot's figures (JSON lines)\n"
 		"  -v, --verbose     more messages (twice: trace every system call)\n"
 		"\n"
@@ -324,16 +324,17 @@ static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
 	return 0;
 }
 
-/* Copy-on-write copies: a quarter of guest RAM, 16 MiB .. 1 GiB (CCoW copies whole
- * regions). When it runs out the fault path saves pages synchronously instead
- * (slower, still exact). */
+/* Copy-on-write copies: half of guest RAM, 16 MiB .. 4 GiB (CCoW copies whole
+ * regions; with a quarter, CCoW-All ran dry on a guest rewriting 2/3 of its RAM).
+ * Address space only until used. When it runs out the fault path saves pages
+ * synchronously instead (slower, still exact). */
 static size_t pool_bytes_for(uint64_t mem, uint64_t asked)
 {
-	uint64_t b = mem / 4;
+	uint64_t b = mem / 2;
 
 	if (asked)
 		return (size_t)asked;
-	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (1ULL << 30) ? (1ULL << 30) : b);
+	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (4ULL << 30) ? (4ULL << 30) : b);
 }
 
 /* Run a VM that is fully built: monitor thread, snapshots if a control socket is

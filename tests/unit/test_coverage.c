@@ -1,6 +1,6 @@
 /*
  * test_coverage.c - coverage arithmetic: counting, smoothing, classification at the
- * threshold, partial regions at the end of RAM, region sizes.
+ * threshold, partial regions at the end of RAM, region sizes, coverage over durations.
  */
 #include "suites.h"
 #include "../../mmu/coverage.h"
@@ -30,11 +30,11 @@ START_TEST(test_counts)
 	set_pages(0, 512);       /* region 0: all */
 	set_pages(512 + 3, 256); /* region 1: half, not word-aligned */
 	set_pages(1535, 1);      /* region 2: its last page */
-	coverage_add_window(&c, bitmap);
-	ck_assert_float_eq_tol(c.cov[0], 1.0, 1e-6);
-	ck_assert_float_eq_tol(c.cov[1], 0.5, 1e-6);
-	ck_assert_float_eq_tol(c.cov[2], 1.0 / 512, 1e-6);
-	ck_assert_float_eq_tol(c.cov[3], 0.0, 1e-6);
+	coverage_add_window(&c, bitmap, 1.0);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 1.0 - 0.5 / 512, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 1, 1.0), 0.5, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 2, 1.0), 1.0 / 512, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 3, 1.0), 0.0, 1e-6);
 	coverage_fini(&c);
 }
 END_TEST
@@ -48,31 +48,28 @@ START_TEST(test_threshold_edge)
 	memset(bitmap, 0, sizeof(bitmap));
 	set_pages(0, 410);       /* 410/512 = 0.8008 */
 	set_pages(512, 409);     /* 409/512 = 0.7988 */
-	coverage_add_window(&c, bitmap);
-	ck_assert(coverage_is_hot(&c, 0, 0.80));
-	ck_assert(!coverage_is_hot(&c, 1, 0.80));
-	ck_assert(coverage_is_hot(&c, 3, 0.0));
-	ck_assert(!coverage_is_hot(&c, 99, 0.0));
+	coverage_add_window(&c, bitmap, 1.0);
+	ck_assert(coverage_is_hot(&c, 0, 0.80, 1.0));
+	ck_assert(!coverage_is_hot(&c, 1, 0.80, 1.0));
+	ck_assert(coverage_is_hot(&c, 3, 0.0, 1.0));
+	ck_assert(!coverage_is_hot(&c, 99, 0.0, 1.0));
 	coverage_fini(&c);
 }
 END_TEST
 
-/* Windows are smoothed: one odd window moves coverage half way. */
+/* Windows are smoothed: the write rate moves half way to each new window's. */
 START_TEST(test_smoothing)
 {
 	struct coverage c;
 
 	ck_assert_int_eq(coverage_init(&c, RAM, 2ULL << 20), 0);
 	memset(bitmap, 0, sizeof(bitmap));
-	set_pages(0, 512);
-	coverage_add_window(&c, bitmap);
-	memset(bitmap, 0, sizeof(bitmap));
-	coverage_add_window(&c, bitmap);
-	ck_assert_float_eq_tol(c.cov[0], 0.5, 1e-6);
-	ck_assert(!coverage_is_hot(&c, 0, 0.8));
-	set_pages(0, 512);
-	coverage_add_window(&c, bitmap);
-	ck_assert_float_eq_tol(c.cov[0], 0.75, 1e-6);
+	set_pages(0, 384);                 /* 3/4: rate ln 4 */
+	coverage_add_window(&c, bitmap, 1.0);
+	memset(bitmap, 0, sizeof(bitmap)); /* nothing: rate 0 */
+	coverage_add_window(&c, bitmap, 1.0);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 0.5, 1e-5); /* rate ln 2 */
+	ck_assert(!coverage_is_hot(&c, 0, 0.8, 1.0));
 	coverage_fini(&c);
 }
 END_TEST
@@ -89,9 +86,9 @@ START_TEST(test_partial_region)
 	ck_assert_uint_eq(coverage_region_pages(&c, 1), 512);
 	memset(bitmap, 0, sizeof(bitmap));
 	set_pages(1024, 512);
-	coverage_add_window(&c, bitmap);
-	ck_assert_float_eq_tol(c.cov[1], 1.0, 1e-6);
-	coverage_histogram(&c, hist);
+	coverage_add_window(&c, bitmap, 1.0);
+	ck_assert_float_eq_tol(coverage_of(&c, 1, 1.0), 1.0 - 0.5 / 512, 1e-5);
+	coverage_histogram(&c, 1.0, hist);
 	ck_assert_uint_eq(hist[0], 1);
 	ck_assert_uint_eq(hist[COV_HIST_BUCKETS - 1], 1);
 	coverage_fini(&c);
@@ -115,6 +112,31 @@ START_TEST(test_region_sizes)
 }
 END_TEST
 
+/* Coverage follows the duration asked for: half the pages written in a window of
+ * 0.5 s means three quarters in 1 s, and a quarter in 0.5 s means 1 - (3/4)^4 in 2 s;
+ * whether a region is hot depends on how long the snapshot will take. */
+START_TEST(test_duration)
+{
+	struct coverage c;
+
+	ck_assert_int_eq(coverage_init(&c, RAM, 2ULL << 20), 0);
+	memset(bitmap, 0, sizeof(bitmap));
+	set_pages(0, 256);       /* region 0: half */
+	set_pages(512, 128);     /* region 1: a quarter */
+	coverage_add_window(&c, bitmap, 0.5);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 0.5), 0.5, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 0.75, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 1, 2.0), 1.0 - 0.75 * 0.75 * 0.75 * 0.75, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 2, 100.0), 0.0, 1e-6);
+	ck_assert(coverage_is_hot(&c, 0, 0.75, 1.0));
+	ck_assert(!coverage_is_hot(&c, 0, 0.75, 0.5));
+	ck_assert(!coverage_is_hot(&c, 1, 0.75, 1.0));
+	coverage_add_window(&c, bitmap, 0.0); /* a window in which the guest never ran */
+	ck_assert_uint_eq(c.windows, 1);
+	coverage_fini(&c);
+}
+END_TEST
+
 Suite *coverage_suite(void)
 {
 	Suite *s = suite_create("coverage");
@@ -125,6 +147,7 @@ Suite *coverage_suite(void)
 	tcase_add_test(tc, test_smoothing);
 	tcase_add_test(tc, test_partial_region);
 	tcase_add_test(tc, test_region_sizes);
+	tcase_add_test(tc, test_duration);
 	suite_add_tcase(s, tc);
 	return s;
 }
