@@ -31,7 +31,7 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl \
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all deps test unit e2e asan bench bench-core bench-snapshots demo clean format guests
+.PHONY: all deps test unit e2e asan bench bench-core bench-snapshots bench-ccow demo clean format guests
 all: ccvm
 
 ccvm: $(OBJS)
@@ -110,7 +110,7 @@ asan: $(B)/ccvm-asan $(B)/unit-asan guests
 test: deps
 	$(MAKE) unit e2e asan
 
-bench: bench-core bench-snapshots
+bench: bench-core bench-snapshots bench-ccow
 
 bench-core: deps
 	$(MAKE) ccvm guests
@@ -119,6 +119,10 @@ bench-core: deps
 bench-snapshots: deps
 	$(MAKE) ccvm guests
 	bench/snapshots.sh
+
+bench-ccow: deps
+	$(MAKE) ccvm guests
+	bench/ccow-sweep.sh
 
 demo: deps
 	$(MAKE) ccvm guests

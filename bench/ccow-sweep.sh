@@ -25,6 +25,7 @@ CCVM=$TOP/ccvm
 ZB=$TOP/build/guest/zipfbench
 OUT=$TOP/bench/results
 SIZE=${SIZE:-2G}
+[ -x "$CCVM" ] && [ -x "$ZB" ] || { echo "ccow-sweep: build first (make bench-ccow does)" >&2; exit 1; }
 W=$(mktemp -d /var/tmp/ccvm-sweep.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$OUT"
@@ -53,6 +54,7 @@ run() {
 	wait $pid || true
 	local ups secs snaps faults mean
 	ups=$(grep -o 'updates_per_s=[0-9]*' "$W/$name.out" | tail -1 | cut -d= -f2)
+	[ -n "$ups" ] || { echo "ccow-sweep: run $name failed: $(tail -3 "$W/$name.err")" >&2; exit 1; }
 	secs=$(grep -o 'seconds=[0-9.]*' "$W/$name.out" | tail -1 | cut -d= -f2)
 	snaps=0 faults=0 mean=0
 	if [ -s "$W/log" ]; then

@@ -1,11 +1,13 @@
 /*
  * pool.c - the page pool for copy-on-write copies.
  *
- * A fault handler must not allocate: on our machines a first touch of a 4 KiB page
- * costs about 20 us, a third of a whole write fault. The pool is one THP-backed
- * mapping, touched once at start and reused by every snapshot, never returned to the
- * allocator in between. A LIFO of free buffers keeps recently used (cache-warm) pages
- * in use.
+ * A fault handler must not call the allocator. The pool is one THP-backed mapping,
+ * reserved at start and reused by every snapshot, never returned in between. It is
+ * not touched in advance: its pages become resident as copies first need them (one
+ * huge-page fault per 512 buffers, as buffers are handed out in address order at
+ * first), so the host's RSS shows the most copies any snapshot needed, which is the
+ * memory CCoW costs, rather than the pool's size. A LIFO of free buffers keeps
+ * recently used (cache-warm, resident) pages in use.
  */
 #include "pool.h"
 
@@ -29,7 +31,6 @@ int pool_init(struct pool *p, size_t bytes)
 		return -errno;
 	}
 	madvise(p->base, p->n_pages * POOL_PAGE, MADV_HUGEPAGE);
-	memset(p->base, 0, p->n_pages * POOL_PAGE); /* the first touch, paid now */
 	p->free = malloc(p->n_pages * sizeof(uint32_t));
 	if (!p->free) {
 		munmap(p->base, p->n_pages * POOL_PAGE);
