@@ -9,8 +9,9 @@
 # cow, total CoW faults, mean snapshot duration, the work lost per snapshot (seconds
 # of normal throughput) and the guest's throughput during snapshots (relative to no
 # snapshots: 1 - lost / duration). Configurations: no snapshots, stop, cow, ccow at
-# 2M/0.80, CCoW-All, region sizes 32K..4M at 0.80, thresholds 0.70..0.95 at 2M, and the
-# ablations (linear save order; no pool). The tracker's own cost is measured apart,
+# 2M/0.80, CCoW-All, region sizes 32K..4M at 0.80, thresholds 0.70..0.95 at 2M, eager
+# pre-copy (ccow and CCoW-All, default pause budget), and the ablations (linear save
+# order; no pool). The tracker's own cost is measured apart,
 # over TRACKER_S seconds (default 150: a window and the gap after it), with and
 # without the tracker, no snapshots.
 # The sweep runs twice: writer unlimited, and writer limited (RATE) so that a snapshot
@@ -111,6 +112,8 @@ sweep() { # WRITER RATE_OPTS...
 		"ccow-t0.70|ccow|2M|0.70|--snapshot-policy ccow --threshold 0.70"
 		"ccow-t0.90|ccow|2M|0.90|--snapshot-policy ccow --threshold 0.90"
 		"ccow-t0.95|ccow|2M|0.95|--snapshot-policy ccow --threshold 0.95"
+		"ccow-eager|ccow|2M|0.80|--snapshot-policy ccow --precopy eager"
+		"ccow-all-eager|ccow|2M|0|--snapshot-policy ccow --threshold 0 --precopy eager"
 		"ccow-linear|ccow|2M|0.80|--snapshot-policy ccow --save-order linear"
 		"ccow-nopool|ccow|2M|0.80|--snapshot-policy ccow --snapshot-pool 1M"
 	)

@@ -41,6 +41,7 @@
 #include <time.h>
 
 #define DIRTY_GAP         32.0  /* idle after a window, in the guest's time lost to it */
+#define DIRTY_RETRY       4.0   /* the same, after a window that did not count */
 #define DIRTY_FIRST_S     1.0   /* no window before: start-up is not what a guest writes later */
 #define DIRTY_WINDOW_MIN  0.25
 #define DIRTY_WINDOW_MAX  10.0
@@ -157,6 +158,16 @@ static bool dirty_sleep(struct dirty_tracker *t, double s, bool wake_on_hold)
 	return stop;
 }
 
+static bool dirty_held(struct dirty_tracker *t)
+{
+	bool held;
+
+	pthread_mutex_lock(&t->lock);
+	held = t->held;
+	pthread_mutex_unlock(&t->lock);
+	return held;
+}
+
 /* Wait while a snapshot runs; true when stopping. */
 static bool dirty_wait_unheld(struct dirty_tracker *t)
 {
@@ -185,21 +196,22 @@ static bool dirty_wait_unheld(struct dirty_tracker *t)
 static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, bool *counted)
 {
 	double plan, ran = 0, w0 = mono_s(), t_prev = w0, fault = DIRTY_FAULT_MAX;
-	uint64_t d = 0, d_prev = 0;
+	uint64_t d = 0, d_prev = 0, kept;
+	bool open;
 	int rc;
 
 	pthread_mutex_lock(&t->lock);
 	plan = t->window_s;
-	t->logging = !t->held;
+	open = t->logging = !t->held;
 	pthread_mutex_unlock(&t->lock);
 	*wall = *lost = 0;
-	if (!t->logging)
+	if (!open)
 		return 0;
 	rc = dirty_mark_present(t);
 	if (!rc)
 		rc = dirty_logging(t, true);
 	while (!rc && ran < plan && mono_s() - w0 < plan * DIRTY_WALL_FACTOR &&
-	       !dirty_sleep(t, DIRTY_STEP_S, true) && !t->held) {
+	       !dirty_sleep(t, DIRTY_STEP_S, true) && !dirty_held(t)) {
 		double now;
 
 		rc = dirty_get(t);
@@ -226,8 +238,7 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 	*lost = *wall - (ran > 0 ? ran : 0);
 	pthread_mutex_lock(&t->lock);
 	/* A guest mostly filling fresh memory (start-up) says nothing about rewrites yet. */
-	uint64_t kept = rc ? 0 : dirty_keep_rewrites(t);
-
+	kept = rc ? 0 : dirty_keep_rewrites(t);
 	*counted = !rc && ran >= plan * DIRTY_MIN_SHARE && 2 * kept >= d;
 	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f, %llu pages written "
 		  "(%llu rewrites), fault %.1f us: %s", *wall, ran, plan, (unsigned long long)d,
@@ -254,16 +265,15 @@ static void *dirty_thread(void *arg)
 	if (dirty_sleep(t, DIRTY_FIRST_S, false))
 		goto out;
 	while (!dirty_wait_unheld(t)) {
-		double lost;
-
+		double lost, gap;
 		bool counted = false;
 
 		rc = dirty_window(t, &wall, &lost, &counted);
-		/* The gap keeps the guest's loss to windows near 1 / DIRTY_GAP (~3%); a window
-		 * a snapshot cut too short to count is tried again after the snapshot. */
-		if (!counted)
-			lost = wall = DIRTY_STEP_S;
-		if (rc || dirty_sleep(t, lost * DIRTY_GAP > wall ? lost * DIRTY_GAP : wall, false))
+		/* The gap keeps the guest's loss to windows near 1 / DIRTY_GAP (~3%). A window
+		 * that did not count (cut short by a snapshot, or start-up filling memory) is
+		 * tried again sooner: such windows cost the guest up to 1 / DIRTY_RETRY. */
+		gap = lost * (counted ? DIRTY_GAP : DIRTY_RETRY);
+		if (rc || dirty_sleep(t, gap > DIRTY_STEP_S ? gap : DIRTY_STEP_S, false))
 			break;
 	}
 	if (rc)

@@ -79,6 +79,17 @@ static bool page_is_zero(const uint8_t *p)
 	return memcmp(p, zero, PAGE) == 0;
 }
 
+int snap_precopy_parse(const char *name, enum snap_precopy *p)
+{
+	if (strcmp(name, "lazy") == 0)
+		*p = SNAP_PRECOPY_LAZY;
+	else if (strcmp(name, "eager") == 0)
+		*p = SNAP_PRECOPY_EAGER;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 json_t *snap_figures_json(const struct snap_figures *f)
 {
 	json_t *o = json_pack("{s:b, s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
@@ -95,8 +106,10 @@ json_t *snap_figures_json(const struct snap_figures *f)
 			      (json_int_t)f->copy_bytes_peak);
 
 	if (f->policy == SNAP_CCOW) {
-		json_t *c = json_pack("{s:f, s:I, s:I, s:I, s:I, s:I}", "threshold", f->threshold,
-				      "region_size", (json_int_t)f->region_size, "regions_hot",
+		json_t *c = json_pack("{s:f, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "threshold",
+				      f->threshold, "region_size", (json_int_t)f->region_size,
+				      "precopy", f->precopy == SNAP_PRECOPY_EAGER ? "eager" : "lazy",
+				      "regions_eager", (json_int_t)f->regions_eager, "regions_hot",
 				      (json_int_t)f->regions_hot, "regions_precopied",
 				      (json_int_t)f->regions_precopied, "pages_precopied",
 				      (json_int_t)f->pages_precopied, "pages_precopied_unwritten",
@@ -123,6 +136,7 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
 	e->tracker = tracker;
 	e->region_size = region_size;
 	e->def_threshold = SNAP_DEFAULT_THRESHOLD;
+	e->def_pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS;
 	pthread_mutex_init(&e->lock, NULL);
 	e->state = calloc(pages, 1);
 	e->copy = calloc(pages, sizeof(void *));
@@ -131,9 +145,10 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
 	e->pre = calloc(pages, 1);
 	e->pre_hash = calloc(pages, sizeof(uint64_t));
 	e->hot = calloc((vm->mem.size + region_size - 1) / region_size, 1);
+	e->eager = calloc((vm->mem.size + region_size - 1) / region_size, 1);
 	e->order = calloc(chunks, sizeof(uint64_t));
 	if (!e->state || !e->copy || !e->split || !e->chunk_busy || !e->pre || !e->pre_hash || !e->hot ||
-	    !e->order)
+	    !e->eager || !e->order)
 		return -ENOMEM;
 	rc = pool_init(&e->pool, pool_bytes);
 	if (rc)
@@ -559,6 +574,70 @@ static void snap_plan(struct snap_engine *e, const struct snap_request *req)
 		}
 }
 
+/* Eager pre-copy of region @r during the pause: its protected pages go to the pool.
+ * False when the pool ran dry (the pages copied so far stay copies; the region is
+ * then protected like any other). */
+static bool snap_eager_region(struct snap_engine *e, uint64_t r)
+{
+	uint64_t per = e->region_size / PAGE, first = r * per, end = first + per;
+
+	if (end > e->vm->mem.size / PAGE)
+		end = e->vm->mem.size / PAGE;
+	for (uint64_t p = first; p < end; p++)
+		if (ps_get(&e->state[p]) == PS_PROTECTED && !snap_copy_one(e, p, true))
+			return false;
+	e->eager[r] = 1;
+	e->cur.regions_precopied++;
+	e->cur.regions_eager++;
+	return true;
+}
+
+/* --precopy eager: while the vCPUs are paused, copy hot regions in the writer's order
+ * (hot first) until the pause budget is spent; they are never write-protected, so
+ * the guest takes no trap in them at all. */
+static void snap_precopy_eager(struct snap_engine *e, const struct snap_request *req)
+{
+	uint64_t n_regions = (e->vm->mem.size + e->region_size - 1) / e->region_size;
+	uint64_t budget_ns = (uint64_t)(req->pause_budget_ms * 1e6);
+
+	memset(e->eager, 0, n_regions);
+	if (req->policy != SNAP_CCOW || req->precopy != SNAP_PRECOPY_EAGER)
+		return;
+	for (uint64_t i = 0; i < e->vm->mem.size / IMG_CHUNK; i++) {
+		uint64_t c = e->order[i], r0 = c * IMG_CHUNK / e->region_size;
+		uint64_t r1 = ((c + 1) * IMG_CHUNK - 1) / e->region_size;
+
+		for (uint64_t r = r0; r <= r1 && r < n_regions; r++) {
+			if (!e->hot[r] || e->eager[r])
+				continue;
+			if (now_ns() - e->t_start_ns >= budget_ns || !snap_eager_region(e, r))
+				return;
+		}
+	}
+}
+
+/* Write-protect all guest RAM except the regions copied during the pause. */
+static int snap_protect(struct snap_engine *e)
+{
+	uint64_t n_regions = (e->vm->mem.size + e->region_size - 1) / e->region_size;
+	uint64_t run = 0;
+	int rc = 0;
+
+	for (uint64_t r = 0; r <= n_regions && !rc; r++) {
+		if (r < n_regions && !e->eager[r])
+			continue;
+		if (r > run) { /* regions [run, r) are protected in one call */
+			uint64_t end = r * e->region_size;
+
+			if (end > e->vm->mem.size)
+				end = e->vm->mem.size;
+			rc = wp_protect(&e->wp, run * e->region_size, end - run * e->region_size, true);
+		}
+		run = r + 1;
+	}
+	return rc;
+}
+
 /* In test builds (CCVM_TEST_REFERENCE set), keep a raw copy of RAM taken at the
  * snapshot instant next to the image, so tests can compare the two byte for byte. */
 static void snap_test_reference(struct snap_engine *e, const char *file)
@@ -632,8 +711,10 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 		if (!rc && pthread_create(&e->faulter, NULL, snap_fault_thread, e))
 			rc = -EAGAIN;
 	}
-	if (!rc && req->policy != SNAP_STOP)
-		rc = wp_protect(&e->wp, 0, e->vm->mem.size, true);
+	if (!rc && req->policy != SNAP_STOP) {
+		snap_precopy_eager(e, req);
+		rc = snap_protect(e);
+	}
 	log_debug("pause parts: create %llu us, capture %llu us, mark %llu us, protect %llu us",
 		 (unsigned long long)(t0 - e->t_start_ns) / 1000, (unsigned long long)(t1 - t0) / 1000,
 		 (unsigned long long)(t2 - t1) / 1000, (unsigned long long)(now_ns() - t2) / 1000);
@@ -670,6 +751,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	e->cur.id = ++e->next_id;
 	e->cur.policy = req->policy;
 	e->cur.threshold = req->threshold;
+	e->cur.precopy = req->precopy;
 	e->cur.region_size = e->region_size;
 	e->policy = req->policy;
 	snprintf(e->cur.file, sizeof(e->cur.file), "%s", req->file);
@@ -760,11 +842,12 @@ void snap_engine_fini(struct snap_engine *e)
 	free(e->pre);
 	free(e->pre_hash);
 	free(e->hot);
+	free(e->eager);
 	free(e->order);
 	e->state = NULL;
 	e->copy = NULL;
 	e->split = NULL;
-	e->chunk_busy = e->pre = e->hot = NULL;
+	e->chunk_busy = e->pre = e->hot = e->eager = NULL;
 	e->order = NULL;
 }
 
@@ -775,7 +858,8 @@ double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, 
 			  double due_s)
 {
 	struct snap_request req = { .policy = s->policy, .rate = s->rate,
-				    .threshold = s->threshold, .order = s->order };
+				    .threshold = s->threshold, .order = s->order,
+				    .precopy = s->precopy, .pause_budget_ms = s->pause_budget_ms };
 	struct snap_figures f;
 	char file[4096], stamp[32], err[512];
 	struct timespec rt;

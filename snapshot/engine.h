@@ -1,5 +1,5 @@
 /*
- * engine.h - live snapshots of a running VM (policies stop and cow).
+ * engine.h - live snapshots of a running VM (policies stop, cow and ccow).
  */
 #ifndef CCVM_ENGINE_H
 #define CCVM_ENGINE_H
@@ -18,8 +18,10 @@ struct vm;
 
 enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_CCOW = 2, SNAP_NR_POLICIES };
 enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
+enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1 };
 
 #define SNAP_DEFAULT_THRESHOLD 0.80
+#define SNAP_DEFAULT_PAUSE_BUDGET_MS 10.0
 
 struct snap_request {
 	const char *file;
@@ -27,6 +29,8 @@ struct snap_request {
 	uint64_t rate;           /* writer bandwidth limit in bytes/s, 0 = unlimited */
 	double threshold;        /* ccow: coverage at which a region is hot (0: CCoW-All) */
 	enum snap_order order;   /* ccow: hot regions saved first, or address order */
+	enum snap_precopy precopy; /* ccow: hot regions copied on first fault, or in the pause */
+	double pause_budget_ms;  /* eager: how long the pause may grow to copy them */
 };
 
 /* Figures of one snapshot (the JSON reply/event carries all of them). */
@@ -41,7 +45,9 @@ struct snap_figures {
 	uint64_t copy_bytes_peak;
 	double threshold;
 	uint64_t region_size;
+	enum snap_precopy precopy;
 	uint64_t regions_hot, regions_precopied, pages_precopied, pages_precopied_unwritten;
+	uint64_t regions_eager;  /* of regions_precopied: copied during the pause */
 	uint64_t dirty_harvests, harvest_ms;
 };
 
@@ -65,12 +71,15 @@ struct snap_engine {
 	uint8_t *pre;            /* per page: copied as part of a hot region */
 	uint64_t *pre_hash;      /* their contents' hash, to tell at the end if written */
 	uint8_t *hot;            /* per region: hot at the snapshot instant */
+	uint8_t *eager;          /* per region: copied during the pause, never protected */
 	uint64_t *order;         /* chunks in the order the writer saves them */
 	struct dirty_tracker *tracker; /* coverage, or NULL when not tracked */
 	uint64_t region_size;
 	enum snap_policy policy;
 	double def_threshold;    /* what a request that names none gets */
 	enum snap_order def_order;
+	enum snap_precopy def_precopy;
+	double def_pause_budget_ms;
 	pthread_t writer, faulter;
 	bool threads_live;
 	bool writer_joinable;    /* a writer thread ran and was not joined yet */
@@ -89,6 +98,8 @@ struct snap_schedule {
 	uint64_t rate;
 	double threshold;
 	enum snap_order order;
+	enum snap_precopy precopy;
+	double pause_budget_ms;
 	const char *log;         /* append each finished snapshot's figures here (JSON lines) */
 };
 
@@ -125,5 +136,6 @@ json_t *snap_figures_json(const struct snap_figures *f);
 const char *snap_policy_name(enum snap_policy p);
 int snap_policy_parse(const char *name, enum snap_policy *p);
 int snap_order_parse(const char *name, enum snap_order *o);
+int snap_precopy_parse(const char *name, enum snap_precopy *p);
 
 #endif

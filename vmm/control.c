@@ -240,21 +240,26 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 {
 	json_t *args = json_object_get(req->msg, "args"), *pol = json_object_get(req->msg, "policy");
 	json_t *rate = json_object_get(req->msg, "rate"), *thr = json_object_get(req->msg, "threshold");
-	json_t *ord = json_object_get(req->msg, "save-order");
-	struct snap_request sr = { .policy = SNAP_COW, .threshold = srv->engine ? srv->engine->def_threshold : 0,
-				   .order = srv->engine ? srv->engine->def_order : SNAP_HOT_FIRST };
+	json_t *ord = json_object_get(req->msg, "save-order"), *pre = json_object_get(req->msg, "precopy");
+	json_t *budget = json_object_get(req->msg, "pause-budget-ms");
+	struct snap_request sr = { .policy = SNAP_COW };
 	struct snap_figures f;
 	char err[512];
 
 	if (!srv->engine)
 		return ctl_reply_error("snapshots are not available for this VM");
+	sr.threshold = srv->engine->def_threshold;
+	sr.order = srv->engine->def_order;
+	sr.precopy = srv->engine->def_precopy;
+	sr.pause_budget_ms = srv->engine->def_pause_budget_ms;
 	if (json_is_string(json_object_get(req->msg, "file")))
 		sr.file = json_string_value(json_object_get(req->msg, "file"));
 	else if (json_is_array(args) && json_is_string(json_array_get(args, 0)))
 		sr.file = json_string_value(json_array_get(args, 0));
 	if (!sr.file || !sr.file[0])
 		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop] "
-				       "[--threshold T] [--save-order hot-first|linear] [--wait] [--rate MB/s]");
+				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager] "
+				       "[--pause-budget-ms MS] [--wait] [--rate MB/s]");
 	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
 		return ctl_reply_error("unknown --policy (known: ccow, cow, stop)");
 	if (thr && (!json_is_number(thr) || json_number_value(thr) < 0 || json_number_value(thr) > 1))
@@ -263,6 +268,13 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 		sr.threshold = json_number_value(thr);
 	if (ord && (!json_is_string(ord) || snap_order_parse(json_string_value(ord), &sr.order)))
 		return ctl_reply_error("unknown --save-order (known: hot-first, linear)");
+	if (pre && (!json_is_string(pre) || snap_precopy_parse(json_string_value(pre), &sr.precopy)))
+		return ctl_reply_error("unknown --precopy (known: lazy, eager)");
+	if (budget && (!json_is_number(budget) || !(json_number_value(budget) >= 0 &&
+						      json_number_value(budget) <= 10000)))
+		return ctl_reply_error("--pause-budget-ms must be a number of milliseconds, 0 to 10000");
+	if (budget)
+		sr.pause_budget_ms = json_number_value(budget);
 	if (rate && (!json_is_number(rate) || json_number_value(rate) < 0))
 		return ctl_reply_error("--rate must be a number of MB/s");
 	if (rate)

@@ -41,6 +41,8 @@ struct ccow_opts {
 	uint64_t region_size;
 	double threshold;
 	enum snap_order order;
+	enum snap_precopy precopy;
+	double pause_budget_ms;
 	unsigned window_ms;  /* 0: adaptive */
 	bool tracker;        /* coverage tracking asked for (--coverage-window or ccow) */
 	uint64_t pool_bytes; /* 0: default */
@@ -78,6 +80,9 @@ static void usage(FILE *out)
 		"  --region-size SIZE  CCoW region (power of two >= 32K, default 2M)\n"
 		"  --threshold T     coverage at which a region is hot (default 0.80; 0 = CCoW-All)\n"
 		"  --save-order hot-first|linear   writer order under ccow (default hot-first)\n"
+		"  --precopy lazy|eager   ccow: copy hot regions on their first fault (lazy, the\n"
+		"                    default) or during the pause, never protecting them (eager)\n"
+		"  --pause-budget-ms MS   eager: how long the pause may grow to copy (default 10)\n"
 		"  --coverage-window MS|off   track coverage with the KVM dirty log in windows of MS\n"
 		"                    (0: the last snapshot's duration); on with ccow, off otherwise\n"
 		"  --snapshot-pool SIZE   copy buffers (default: RAM/2, 16M..4G)\n"
@@ -86,7 +91,8 @@ static void usage(FILE *out)
 		"\n"
 		"ctl commands: status, pause, resume, stats, quit, events,\n"
 		"              snapshot FILE [--policy ccow|cow|stop] [--threshold T]\n"
-		"                   [--save-order hot-first|linear] [--wait] [--rate MB/s]\n"
+		"                   [--save-order hot-first|linear] [--precopy lazy|eager]\n"
+		"                   [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
 		"              stats regions\n",
 		(unsigned long long)(LAYOUT_MIN_RAM >> 20), (unsigned long long)(LAYOUT_MAX_RAM >> 30));
 }
@@ -114,6 +120,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "region-size", required_argument, NULL, 'G' },
 		{ "threshold", required_argument, NULL, 'T' },
 		{ "save-order", required_argument, NULL, 'O' },
+		{ "precopy", required_argument, NULL, 'C' },
+		{ "pause-budget-ms", required_argument, NULL, 'B' },
 		{ "coverage-window", required_argument, NULL, 'W' },
 		{ "snapshot-pool", required_argument, NULL, 'L' },
 		{ "snapshot-log", required_argument, NULL, 'J' },
@@ -126,7 +134,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	o->mem = DEFAULT_MEM;
 	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_COW,
 					   .threshold = SNAP_DEFAULT_THRESHOLD };
-	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD };
+	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
+				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
 	o->root = "/";
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
@@ -206,6 +215,19 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 				return -EINVAL;
 			}
 			break;
+		case 'C':
+			if (snap_precopy_parse(optarg, &o->ccow.precopy)) {
+				log_err("--precopy %s: lazy or eager", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'B':
+			o->ccow.pause_budget_ms = strtod(optarg, &end);
+			if (*end || !(o->ccow.pause_budget_ms >= 0 && o->ccow.pause_budget_ms <= 10000)) {
+				log_err("--pause-budget-ms %s: milliseconds, 0 to 10000", optarg);
+				return -EINVAL;
+			}
+			break;
 		case 'J':
 			o->sched.log = optarg;
 			break;
@@ -267,6 +289,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	}
 	o->sched.threshold = o->ccow.threshold;
 	o->sched.order = o->ccow.order;
+	o->sched.precopy = o->ccow.precopy;
+	o->sched.pause_budget_ms = o->ccow.pause_budget_ms;
 	/* Dirty logging costs the guest a fault per first write after each clear; it
 	 * runs only where coverage is wanted. */
 	if (o->sched.policy == SNAP_CCOW && o->ccow.window_ms != UINT32_MAX)
@@ -364,6 +388,8 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 			goto out_engine;
 		engine.def_threshold = ccow->threshold;
 		engine.def_order = ccow->order;
+		engine.def_precopy = ccow->precopy;
+		engine.def_pause_budget_ms = ccow->pause_budget_ms;
 		hook_engine = &engine;
 	}
 	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
@@ -475,7 +501,8 @@ static int cmd_restore(int argc, char **argv)
 		}
 		return 1;
 	}
-	struct ccow_opts ccow = { .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD };
+	struct ccow_opts ccow = { .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
+				  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
 
 	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 :
 		 run_vm(&vm, control, NULL, &ccow);

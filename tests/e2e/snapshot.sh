@@ -67,7 +67,8 @@ wait $VMPID || true
 	&& pass "stats regions: $hot of $(echo "$regions" | field regions) regions hot while 32 MiB are rewritten" \
 	|| fail "stats regions (want 15-18 hot)" "$regions"
 
-# 1b. CCoW: exact at threshold 0.8 and 0 (CCoW-All), hot-first and linear order.
+# 1b. CCoW: exact at threshold 0.8 and 0 (CCoW-All), hot-first and linear order, lazy
+# and eager pre-copy.
 CCVM_TEST_REFERENCE=1 "$CCVM" run --mem 256M --control "$SOCK" --coverage-window 100 -- "$G/zipfbench" "${ZARGS[@]}" \
 	>"$S/vm.out" 2>"$S/vm.err" &
 VMPID=$!
@@ -77,17 +78,20 @@ for _ in $(seq 70); do # threshold 0.8 needs a measured window to find hot regio
 	sleep 0.1
 done
 i=0
-for opts in "--threshold 0.8 --save-order hot-first" "--threshold 0 --save-order linear" "--threshold 0 --save-order hot-first" "--threshold 0.8 --save-order linear"; do
+for opts in "--threshold 0.8 --save-order hot-first" "--threshold 0 --save-order linear" "--threshold 0 --save-order hot-first" "--threshold 0.8 --save-order linear" \
+	"--threshold 0 --precopy eager --pause-budget-ms 40" "--threshold 0.8 --precopy eager --pause-budget-ms 40"; do
 	i=$((i + 1))
 	# shellcheck disable=SC2086
 	"$CCVM" ctl "$SOCK" snapshot "$S/c$i.img" --policy ccow $opts --wait >"$S/c$i.json" 2>&1
 done
 wait $VMPID
-for i in 1 2 3 4; do
-	[ "$(field ok <"$S/c$i.json")" = true ] && [ "$(field pages_precopied <"$S/c$i.json")" -gt 0 ] && \
+for i in 1 2 3 4 5 6; do
+	eager_ok=true # eager pre-copy must have copied regions during the pause
+	[ $i -ge 5 ] && { [ "$(field regions_eager <"$S/c$i.json")" -gt 0 ] || eager_ok=false; }
+	[ "$(field ok <"$S/c$i.json")" = true ] && [ "$(field pages_precopied <"$S/c$i.json")" -gt 0 ] && $eager_ok && \
 		image_memory_equals_ref "$S/c$i.img" && \
 		got=$(timeout 120 "$CCVM" restore "$S/c$i.img" </dev/null 2>/dev/null | grep -o 'checksum=[0-9a-f]*') && [ "$got" = "$WANT" ] \
-		&& pass "ccow snapshot $i (threshold $(field threshold <"$S/c$i.json"), $(field regions_hot <"$S/c$i.json") hot, $(field pages_precopied <"$S/c$i.json") pages precopied): image exact, restores to $got" \
+		&& pass "ccow snapshot $i (threshold $(field threshold <"$S/c$i.json"), $(field precopy <"$S/c$i.json") precopy, $(field regions_hot <"$S/c$i.json") hot, $(field regions_eager <"$S/c$i.json") copied in the pause, $(field pages_precopied <"$S/c$i.json") pages precopied): image exact, restores to $got" \
 		|| fail "ccow snapshot $i" "$(cat "$S/c$i.json")" "got '${got:-}'"
 done
 
