@@ -216,15 +216,27 @@ static bool snap_copy_one(struct snap_engine *e, uint64_t p, bool precopy)
 	return true;
 }
 
+/* Region copies leave this share of the pool to single pages: when it runs dry, a
+ * fault must write its page to the image while the guest waits, which costs far more
+ * than the trap a region copy saves. */
+#define POOL_RESERVE_DIV 8
+
+static bool snap_pool_has_room(struct snap_engine *e, uint64_t pages)
+{
+	return pool_free_pages(&e->pool) >= pages + e->pool.n_pages / POOL_RESERVE_DIV;
+}
+
 /* CCoW: the first write fault in a hot region copies every page of the region not yet
  * saved and lifts the protection of the whole region in one call (a 2 MiB region
- * stays one huge page on the host). Returns false when the pool ran dry: the caller
- * falls back to the single page. */
+ * stays one huge page on the host). Returns false when the pool is (nearly) dry: the
+ * caller falls back to the single page. */
 static bool snap_copy_region(struct snap_engine *e, uint64_t r)
 {
 	uint64_t per = e->region_size / PAGE, first = r * per, end = first + per;
 	uint64_t c0 = first * PAGE / IMG_CHUNK, c1, left = 0;
 
+	if (!snap_pool_has_room(e, per))
+		return false;
 	if (end > e->vm->mem.size / PAGE)
 		end = e->vm->mem.size / PAGE;
 	c1 = ((end - 1) * PAGE) / IMG_CHUNK;
@@ -583,6 +595,8 @@ static bool snap_eager_region(struct snap_engine *e, uint64_t r)
 
 	if (end > e->vm->mem.size / PAGE)
 		end = e->vm->mem.size / PAGE;
+	if (!snap_pool_has_room(e, per))
+		return false;
 	for (uint64_t p = first; p < end; p++)
 		if (ps_get(&e->state[p]) == PS_PROTECTED && !snap_copy_one(e, p, true))
 			return false;

@@ -75,6 +75,16 @@ void pool_put(struct pool *p, void *buf)
 	pthread_mutex_unlock(&p->lock);
 }
 
+size_t pool_free_pages(struct pool *p)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->n_free;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
 size_t pool_in_use(struct pool *p)
 {
 	size_t n;

@@ -26,6 +26,8 @@ void pool_fini(struct pool *p);
 void *pool_get(struct pool *p);
 void pool_put(struct pool *p, void *buf);
 size_t pool_in_use(struct pool *p);
+/* Buffers free now. */
+size_t pool_free_pages(struct pool *p);
 /* Most buffers in use at once since the last call; resets the mark. */
 size_t pool_take_peak(struct pool *p);
 
