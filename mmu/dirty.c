@@ -48,6 +48,7 @@
 #define DIRTY_WINDOW_DEF  1.0
 #define DIRTY_WALL_FACTOR 4.0   /* a window closes after this many planned lengths, wall */
 #define DIRTY_MIN_SHARE   0.01  /* a guest that ran less of the plan says too little */
+#define DIRTY_RAN_FLOOR   0.05  /* the least share of a window taken as the guest's run */
 #define DIRTY_STEP_S      0.05  /* how often an open window reads the log */
 #define DIRTY_FAULT_MIN   5e-6  /* bounds of the cost of a dirty-logging fault, s */
 #define DIRTY_FAULT_MAX   100e-6
@@ -126,7 +127,11 @@ static int dirty_get(struct dirty_tracker *t)
 void dirty_hold(struct dirty_tracker *t, bool hold)
 {
 	pthread_mutex_lock(&t->lock);
-	t->held = hold;
+	/* Counted: a snapshot may start while the last one's writer still tidies up. */
+	if (hold)
+		t->held++;
+	else if (t->held > 0)
+		t->held--;
 	pthread_cond_broadcast(&t->cond);
 	/* An open window is closed first: protecting memory for a snapshot while KVM maps
 	 * it with small pages would cost a fault per page afterwards. */
@@ -181,6 +186,37 @@ static bool dirty_wait_unheld(struct dirty_tracker *t)
 	return stop;
 }
 
+/* How long the guest ran in @wall seconds in which it dirtied @d pages, each a fault
+ * of @fault seconds. In a window where the guest did little else than fault, this is
+ * a small difference of two large numbers, and a fault's cost is known to a few per
+ * cent only: it is never taken below DIRTY_RAN_FLOOR of the wall time. */
+static double dirty_ran(double wall, uint64_t d, double fault)
+{
+	double ran = wall - (double)d * fault;
+
+	return ran > wall * DIRTY_RAN_FLOOR ? ran : wall * DIRTY_RAN_FLOOR;
+}
+
+/* Add a closed window to the one being assembled: windows that snapshots cut short
+ * (back-to-back snapshots leave a guest little time between them) add up until the
+ * guest has run enough. A window in which the guest mostly filled fresh memory
+ * (@rewrites false: start-up) says nothing about rewrites and restarts the assembly.
+ * True when the assembled window is ready to count. */
+static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran, double wall,
+			     double plan)
+{
+	if (!rewrites) {
+		t->acc_ran = t->acc_wall = 0;
+		memset(t->acc, 0, t->ram_size / COV_PAGE / 8);
+		return false;
+	}
+	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
+		t->acc[i] |= t->bitmap[i];
+	t->acc_ran += ran;
+	t->acc_wall += wall;
+	return t->acc_ran >= plan * DIRTY_MIN_SHARE;
+}
+
 /*
  * One measuring window: logging on until the guest has run the planned time, or
  * DIRTY_WALL_FACTOR times that has passed, or a snapshot is coming. While logging,
@@ -224,7 +260,7 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 		}
 		d_prev = d;
 		t_prev = now;
-		ran = (now - w0) - (double)d * fault;
+		ran = dirty_ran(now - w0, d, fault);
 	}
 	if (!rc)
 		rc = dirty_get(t);
@@ -233,23 +269,25 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 	*wall = mono_s() - w0;
 	if (!rc) {
 		d = dirty_count(t);
-		ran = *wall - (double)d * fault;
+		ran = dirty_ran(*wall, d, fault);
 	}
-	*lost = *wall - (ran > 0 ? ran : 0);
+	*lost = *wall - ran;
 	pthread_mutex_lock(&t->lock);
-	/* A guest mostly filling fresh memory (start-up) says nothing about rewrites yet. */
 	kept = rc ? 0 : dirty_keep_rewrites(t);
-	*counted = !rc && ran >= plan * DIRTY_MIN_SHARE && 2 * kept >= d;
+	*counted = !rc && dirty_accumulate(t, 2 * kept >= d, ran, *wall, plan);
 	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f, %llu pages written "
 		  "(%llu rewrites), fault %.1f us: %s", *wall, ran, plan, (unsigned long long)d,
-		  (unsigned long long)kept, fault * 1e6, *counted ? "counted" : "not counted");
+		  (unsigned long long)kept, fault * 1e6, *counted ? "counted" : "not yet counted");
 	if (*counted) {
-		coverage_add_window(&t->cov, t->bitmap, ran);
+		coverage_add_window(&t->cov, t->acc, t->acc_ran);
 		t->harvests++;
-		t->last_ran_s = ran;
-		t->last_wall_s = *wall;
+		t->last_ran_s = t->acc_ran;
+		t->last_wall_s = t->acc_wall;
 		t->last_fault_us = fault * 1e6;
+		t->acc_ran = t->acc_wall = 0;
+		memset(t->acc, 0, t->ram_size / COV_PAGE / 8);
 	}
+	t->lost_s += *lost;
 	t->logging = false;
 	pthread_cond_broadcast(&t->cond);
 	pthread_mutex_unlock(&t->lock);
@@ -306,8 +344,9 @@ int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_s
 		return rc;
 	t->bitmap = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
 	t->present = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
+	t->acc = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
 	t->resident = malloc(ram_size / COV_PAGE);
-	if (!t->bitmap || !t->present || !t->resident)
+	if (!t->bitmap || !t->present || !t->acc || !t->resident)
 		return -ENOMEM;
 	/* Manual protect: reading the log does not re-protect pages behind our back. */
 	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0)
@@ -331,8 +370,9 @@ void dirty_fini(struct dirty_tracker *t)
 	coverage_fini(&t->cov);
 	free(t->bitmap);
 	free(t->present);
+	free(t->acc);
 	free(t->resident);
-	t->bitmap = t->present = NULL;
+	t->bitmap = t->present = t->acc = NULL;
 	t->resident = NULL;
 }
 

@@ -15,6 +15,8 @@ struct dirty_tracker {
 	uint64_t ram_size;
 	uint64_t *bitmap;       /* one bit per page, from KVM_GET_DIRTY_LOG */
 	uint64_t *present;      /* one bit per page: resident when the window opened */
+	uint64_t *acc;          /* windows cut short, added up (see dirty_accumulate) */
+	double acc_ran, acc_wall;
 	unsigned char *resident; /* mincore's vector */
 	struct coverage cov;    /* guarded by lock */
 	pthread_mutex_t lock;
@@ -26,11 +28,12 @@ struct dirty_tracker {
 	uint64_t harvests;
 	uint64_t harvest_ns;    /* time spent in the dirty-log ioctls */
 	uint8_t *host;
-	bool held;              /* a snapshot runs (or is about to): no window */
+	int held;               /* snapshots running (or about to): no window while > 0 */
 	bool logging;           /* a window is open */
 	double last_ran_s;      /* the last window: how long the guest ran in it */
 	double last_wall_s;     /* how long it was open */
 	double last_fault_us;   /* the cost of a logging fault it measured */
+	double lost_s;          /* all windows: time the guest spent in logging faults */
 };
 
 /*
@@ -50,7 +53,7 @@ uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)
 void dirty_snapshot_took(struct dirty_tracker *t, double seconds);
 
 /* Around a snapshot: no dirty logging while it runs; holding closes (and counts) an
- * open window first (see dirty.c). */
+ * open window first (see dirty.c). Holds nest: each true needs one false. */
 void dirty_hold(struct dirty_tracker *t, bool hold);
 
 

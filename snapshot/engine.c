@@ -135,6 +135,7 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
 	e->wp.fd = -1;
 	e->tracker = tracker;
 	e->region_size = region_size;
+	e->def_policy = SNAP_CCOW;
 	e->def_threshold = SNAP_DEFAULT_THRESHOLD;
 	e->def_pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS;
 	pthread_mutex_init(&e->lock, NULL);
@@ -425,7 +426,6 @@ static void snap_finish(struct snap_engine *e, int rc)
 		e->cur.harvest_ms = e->tracker->harvest_ns / 1000000ULL;
 		if (!rc)
 			dirty_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
-		dirty_hold(e->tracker, false);
 	}
 	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
 	e->cur.ok = !rc;
@@ -466,6 +466,10 @@ static void *snap_writer_thread(void *arg)
 	snap_finish(e, rc);
 	if (!__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 		snap_collapse_split(e);
+	/* Only now may coverage be measured again: while huge pages are put back
+	 * together the guest stalls, and a window would take that for running. */
+	if (e->tracker)
+		dirty_hold(e->tracker, false);
 	return NULL;
 }
 
@@ -789,6 +793,8 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 		e->cur.pause_us = (now_ns() - e->t_start_ns) / 1000;
 		vm_resume(e->vm);
 		snap_finish(e, rc);
+		if (e->tracker)
+			dirty_hold(e->tracker, false);
 	} else {
 		if (e->writer_joinable) /* the previous snapshot's writer has finished */
 			pthread_join(e->writer, NULL);
@@ -804,6 +810,8 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 			wp_protect(&e->wp, 0, e->vm->mem.size, false);
 			snap_fail(e, -EAGAIN, "starting the writer");
 			snap_finish(e, -EAGAIN);
+			if (e->tracker)
+				dirty_hold(e->tracker, false);
 		}
 	}
 	snap_figures_of(e, e->cur.id, now);

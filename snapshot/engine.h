@@ -76,7 +76,8 @@ struct snap_engine {
 	struct dirty_tracker *tracker; /* coverage, or NULL when not tracked */
 	uint64_t region_size;
 	enum snap_policy policy;
-	double def_threshold;    /* what a request that names none gets */
+	enum snap_policy def_policy; /* what a request that names none gets */
+	double def_threshold;
 	enum snap_order def_order;
 	enum snap_precopy def_precopy;
 	double def_pause_budget_ms;

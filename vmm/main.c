@@ -76,7 +76,8 @@ static void usage(FILE *out)
 		"                    default: the current directory)\n"
 		"  --snapshot-every SECONDS --snapshot-dir DIR [--snapshot-keep N]\n"
 		"  [--snapshot-policy ccow|cow|stop] [--snapshot-rate MB/s]\n"
-		"                    periodic live snapshots, keeping the newest N (default 2)\n"
+		"                    periodic live snapshots, keeping the newest N (default 2);\n"
+		"                    the policy (default ccow) is also ctl snapshot's default\n"
 		"  --region-size SIZE  CCoW region (power of two >= 32K, default 2M)\n"
 		"  --threshold T     coverage at which a region is hot (default 0.80; 0 = CCoW-All)\n"
 		"  --save-order hot-first|linear   writer order under ccow (default hot-first)\n"
@@ -84,7 +85,8 @@ static void usage(FILE *out)
 		"                    default) or during the pause, never protecting them (eager)\n"
 		"  --pause-budget-ms MS   eager: how long the pause may grow to copy (default 10)\n"
 		"  --coverage-window MS|off   track coverage with the KVM dirty log in windows of MS\n"
-		"                    (0: the last snapshot's duration); on with ccow, off otherwise\n"
+		"                    of guest run time (default: the last snapshot's duration);\n"
+		"                    on under ccow when snapshots are possible, off otherwise\n"
 		"  --snapshot-pool SIZE   copy buffers (default: RAM/2, 16M..4G)\n"
 		"  --snapshot-log FILE    append each finished snapshot's figures (JSON lines)\n"
 		"  -v, --verbose     more messages (twice: trace every system call)\n"
@@ -132,7 +134,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->mem = DEFAULT_MEM;
-	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_COW,
+	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_CCOW,
 					   .threshold = SNAP_DEFAULT_THRESHOLD };
 	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
 				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
@@ -386,6 +388,7 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 		if (snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
 				     track ? &tracker : NULL, ccow->region_size))
 			goto out_engine;
+		engine.def_policy = sched ? sched->policy : SNAP_CCOW;
 		engine.def_threshold = ccow->threshold;
 		engine.def_order = ccow->order;
 		engine.def_precopy = ccow->precopy;
@@ -501,8 +504,9 @@ static int cmd_restore(int argc, char **argv)
 		}
 		return 1;
 	}
+	/* A restored VM snapshots like a new one: ccow, its coverage measured afresh. */
 	struct ccow_opts ccow = { .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
-				  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
+				  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS, .tracker = true };
 
 	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 :
 		 run_vm(&vm, control, NULL, &ccow);
