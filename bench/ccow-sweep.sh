@@ -10,8 +10,8 @@
 # of normal throughput) and the guest's throughput during snapshots (relative to no
 # snapshots: 1 - lost / duration). Configurations: no snapshots, stop, cow, ccow at
 # 2M/0.80, CCoW-All, region sizes 32K..4M at 0.80, thresholds 0.70..0.95 at 2M, eager
-# pre-copy (ccow and CCoW-All, default pause budget), and the ablations (linear save
-# order; no pool). The tracker's own cost is measured apart,
+# pre-copy (ccow and CCoW-All, default pause budget; every other ccow configuration is
+# lazy), and the ablations (linear save order; no pool). The tracker's own cost is measured apart,
 # over TRACKER_S seconds (default 150: a window and the gap after it), with and
 # without the tracker, no snapshots.
 # The sweep runs twice: writer unlimited, and writer limited (RATE) so that a snapshot
@@ -103,19 +103,19 @@ sweep() { # WRITER RATE_OPTS...
 		"none|none|-|-|"
 		"stop|stop|-|-|--snapshot-policy stop"
 		"cow|cow|-|-|--snapshot-policy cow"
-		"ccow|ccow|2M|0.80|--snapshot-policy ccow"
-		"ccow-all|ccow|2M|0|--snapshot-policy ccow --threshold 0"
-		"ccow-32K|ccow|32K|0.80|--snapshot-policy ccow --region-size 32K"
-		"ccow-128K|ccow|128K|0.80|--snapshot-policy ccow --region-size 128K"
-		"ccow-512K|ccow|512K|0.80|--snapshot-policy ccow --region-size 512K"
-		"ccow-4M|ccow|4M|0.80|--snapshot-policy ccow --region-size 4M"
-		"ccow-t0.70|ccow|2M|0.70|--snapshot-policy ccow --threshold 0.70"
-		"ccow-t0.90|ccow|2M|0.90|--snapshot-policy ccow --threshold 0.90"
-		"ccow-t0.95|ccow|2M|0.95|--snapshot-policy ccow --threshold 0.95"
+		"ccow|ccow|2M|0.80|--snapshot-policy ccow --precopy lazy"
+		"ccow-all|ccow|2M|0|--snapshot-policy ccow --precopy lazy --threshold 0"
+		"ccow-32K|ccow|32K|0.80|--snapshot-policy ccow --precopy lazy --region-size 32K"
+		"ccow-128K|ccow|128K|0.80|--snapshot-policy ccow --precopy lazy --region-size 128K"
+		"ccow-512K|ccow|512K|0.80|--snapshot-policy ccow --precopy lazy --region-size 512K"
+		"ccow-4M|ccow|4M|0.80|--snapshot-policy ccow --precopy lazy --region-size 4M"
+		"ccow-t0.70|ccow|2M|0.70|--snapshot-policy ccow --precopy lazy --threshold 0.70"
+		"ccow-t0.90|ccow|2M|0.90|--snapshot-policy ccow --precopy lazy --threshold 0.90"
+		"ccow-t0.95|ccow|2M|0.95|--snapshot-policy ccow --precopy lazy --threshold 0.95"
 		"ccow-eager|ccow|2M|0.80|--snapshot-policy ccow --precopy eager"
 		"ccow-all-eager|ccow|2M|0|--snapshot-policy ccow --threshold 0 --precopy eager"
-		"ccow-linear|ccow|2M|0.80|--snapshot-policy ccow --save-order linear"
-		"ccow-nopool|ccow|2M|0.80|--snapshot-policy ccow --snapshot-pool 1M"
+		"ccow-linear|ccow|2M|0.80|--snapshot-policy ccow --precopy lazy --save-order linear"
+		"ccow-nopool|ccow|2M|0.80|--snapshot-policy ccow --precopy lazy --snapshot-pool 1M"
 	)
 	for c in "${cfgs[@]}"; do
 		IFS='|' read -r name pol region thr opts <<<"$c"

@@ -44,11 +44,14 @@ sleep 2
 ctl "$SOCK" status
 ctl "$SOCK" resume
 
-say "4. Take a live snapshot (policy cow) while the guest keeps writing, then a stop one"
-ctl "$SOCK" snapshot "$WORK/live.img" --policy cow --wait
+say "4. Take a live snapshot (policy ccow, the default) while the guest keeps writing, then a stop one"
+echo "(the coverage tracker's view first: regions whose pages the guest rewrites)"
+ctl "$SOCK" stats regions
+ctl "$SOCK" snapshot "$WORK/live.img" --wait
 ctl "$SOCK" snapshot "$WORK/stop.img" --policy stop --wait
 echo "(pause_us: how long the guest was stopped; cow_faults: guest writes that had to"
-echo " wait for a copy; pages_copied: pages saved from the pool instead of live memory)"
+echo " wait for a copy; regions_precopied: hot regions copied whole on their first fault;"
+echo " pages_copied: pages saved from the pool instead of live memory)"
 
 wait "$VM" && status=0 || status=$?
 VM=

@@ -138,6 +138,7 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
 	e->def_policy = SNAP_CCOW;
 	e->def_threshold = SNAP_DEFAULT_THRESHOLD;
 	e->def_pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS;
+	e->def_precopy = SNAP_DEFAULT_PRECOPY;
 	pthread_mutex_init(&e->lock, NULL);
 	e->state = calloc(pages, 1);
 	e->copy = calloc(pages, sizeof(void *));

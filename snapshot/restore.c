@@ -10,6 +10,7 @@
  */
 #include "restore.h"
 #include "image.h"
+#include "engine.h"
 #include "lazy.h"
 #include "../mmu/pagetable.h"
 #include "../vmm/cpu_tables.h"
@@ -223,7 +224,8 @@ int inspect_image(const char *file, FILE *out)
 	t = (time_t)(r.info.created_ns / 1000000000ULL);
 	fprintf(out, "image: %s\nversion: %u\nram: %llu MiB\npolicy: %s\ncreated: %s",
 		file, r.version, (unsigned long long)(r.info.ram_size >> 20),
-		r.info.policy == 0 ? "stop" : r.info.policy == 1 ? "cow" : "other", ctime(&t));
+		r.info.policy < SNAP_NR_POLICIES ? snap_policy_name((enum snap_policy)r.info.policy) :
+						   "unknown", ctime(&t));
 	fprintf(out, "file: %llu bytes, %llu on disk\n", (unsigned long long)r.file_size,
 		(unsigned long long)img_disk_bytes(file));
 	for (int i = 0; i < r.n_sections; i++)

@@ -81,8 +81,8 @@ static void usage(FILE *out)
 		"  --region-size SIZE  CCoW region (power of two >= 32K, default 2M)\n"
 		"  --threshold T     coverage at which a region is hot (default 0.80; 0 = CCoW-All)\n"
 		"  --save-order hot-first|linear   writer order under ccow (default hot-first)\n"
-		"  --precopy lazy|eager   ccow: copy hot regions on their first fault (lazy, the\n"
-		"                    default) or during the pause, never protecting them (eager)\n"
+		"  --precopy lazy|eager   ccow: copy hot regions during the pause, never protecting\n"
+		"                    them (eager, the default), or on their first fault (lazy)\n"
 		"  --pause-budget-ms MS   eager: how long the pause may grow to copy (default 10)\n"
 		"  --coverage-window MS|off   track coverage with the KVM dirty log in windows of MS\n"
 		"                    of guest run time (default: the last snapshot's duration);\n"
@@ -137,6 +137,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_CCOW,
 					   .threshold = SNAP_DEFAULT_THRESHOLD };
 	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
+				      .precopy = SNAP_DEFAULT_PRECOPY,
 				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
 	o->root = "/";
 	optind = 1;
@@ -506,6 +507,7 @@ static int cmd_restore(int argc, char **argv)
 	}
 	/* A restored VM snapshots like a new one: ccow, its coverage measured afresh. */
 	struct ccow_opts ccow = { .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
+				  .precopy = SNAP_DEFAULT_PRECOPY,
 				  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS, .tracker = true };
 
 	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 :

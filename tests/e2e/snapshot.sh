@@ -78,7 +78,8 @@ for _ in $(seq 70); do # threshold 0.8 needs a measured window to find hot regio
 	sleep 0.1
 done
 i=0
-for opts in "--threshold 0.8 --save-order hot-first" "--threshold 0 --save-order linear" "--threshold 0 --save-order hot-first" "--threshold 0.8 --save-order linear" \
+for opts in "--threshold 0.8 --save-order hot-first --precopy lazy" "--threshold 0 --save-order linear --precopy lazy" \
+	"--threshold 0 --save-order hot-first --precopy lazy" "--threshold 0.8 --save-order linear --precopy lazy" \
 	"--threshold 0 --precopy eager --pause-budget-ms 40" "--threshold 0.8 --precopy eager --pause-budget-ms 40"; do
 	i=$((i + 1))
 	# shellcheck disable=SC2086
