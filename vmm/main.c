@@ -87,7 +87,7 @@ static void usage(FILE *out)
 		"  --coverage-window MS|off   track coverage with the KVM dirty log in windows of MS\n"
 		"                    of guest run time (default: the last snapshot's duration);\n"
 		"                    on under ccow when snapshots are possible, off otherwise\n"
-		"  --snapshot-pool SIZE   copy buffers (default: RAM/2, 16M..4G)\n"
+		"  --snapshot-pool SIZE   copy buffers (default: RAM, 16M..16G)\n"
 		"  --snapshot-log FILE    append each finished snapshot's figures (JSON lines)\n"
 		"  -v, --verbose     more messages (twice: trace every system call)\n"
 		"\n"
@@ -351,17 +351,18 @@ static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
 	return 0;
 }
 
-/* Copy-on-write copies: half of guest RAM, 16 MiB .. 4 GiB (CCoW copies whole
- * regions; with a quarter, CCoW-All ran dry on a guest rewriting 2/3 of its RAM).
- * Address space only until used. When it runs out the fault path saves pages
+/* Copy-on-write copies: as much as guest RAM, 16 MiB .. 16 GiB. CCoW copies whole
+ * regions: with half of RAM the pool ran dry on a guest rewriting 2/3 of its RAM and
+ * hot regions fell back to a trap per page. Address space only until copies need it
+ * (the host RSS shows what they took). When it runs out the fault path saves pages
  * synchronously instead (slower, still exact). */
 static size_t pool_bytes_for(uint64_t mem, uint64_t asked)
 {
-	uint64_t b = mem / 2;
+	uint64_t b = mem;
 
 	if (asked)
 		return (size_t)asked;
-	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (4ULL << 30) ? (4ULL << 30) : b);
+	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (16ULL << 30) ? (16ULL << 30) : b);
 }
 
 /* Run a VM that is fully built: monitor thread, snapshots if a control socket is
