@@ -55,7 +55,7 @@ uint64_t coverage_region_pages(const struct coverage *c, uint64_t r)
 }
 
 /* Set bits among pages [first, first + n) of the bitmap. */
-static uint64_t count_bits(const uint64_t *bitmap, uint64_t first, uint64_t n)
+uint64_t coverage_count_bits(const uint64_t *bitmap, uint64_t first, uint64_t n)
 {
 	uint64_t count = 0, p = first, end = first + n;
 
@@ -89,7 +89,7 @@ void coverage_add_window(struct coverage *c, const uint64_t *bitmap, double seco
 	for (uint64_t r = 0; r < c->n_regions; r++) {
 		uint64_t pages = coverage_region_pages(c, r);
 		float now = (float)coverage_rate(
-			(double)count_bits(bitmap, r * per, pages) / (double)pages, pages, seconds);
+			(double)coverage_count_bits(bitmap, r * per, pages) / (double)pages, pages, seconds);
 
 		c->rate[r] = c->windows ? COV_WEIGHT * now + (1.0f - COV_WEIGHT) * c->rate[r] : now;
 	}

@@ -23,6 +23,9 @@ struct coverage {
 int coverage_init(struct coverage *c, uint64_t ram_size, uint64_t region_size);
 void coverage_fini(struct coverage *c);
 
+/* Set bits among bits [first, first + n) of @bitmap. */
+uint64_t coverage_count_bits(const uint64_t *bitmap, uint64_t first, uint64_t n);
+
 /* Pages of RAM in region @r (less than a full region only at the end of RAM). */
 uint64_t coverage_region_pages(const struct coverage *c, uint64_t r);
 

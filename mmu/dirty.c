@@ -70,11 +70,7 @@ static uint64_t now_ns(void)
 /* Pages marked in the dirty bitmap. */
 static uint64_t dirty_count(const struct dirty_tracker *t)
 {
-	uint64_t n = 0;
-
-	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
-		n += (uint64_t)__builtin_popcountll(t->bitmap[i]);
-	return n;
+	return coverage_count_bits(t->bitmap, 0, t->ram_size / COV_PAGE);
 }
 
 /* Which pages of RAM hold data now (host-resident): a write to any other page is the
@@ -198,6 +194,12 @@ static double dirty_ran(double wall, uint64_t d, double fault)
 	return ran > wall * DIRTY_RAN_FLOOR ? ran : wall * DIRTY_RAN_FLOOR;
 }
 
+static void dirty_acc_reset(struct dirty_tracker *t)
+{
+	t->acc_ran = t->acc_wall = 0;
+	memset(t->acc, 0, t->ram_size / COV_PAGE / 8);
+}
+
 /* Add a closed window to the one being assembled: windows that snapshots cut short
  * (back-to-back snapshots leave a guest little time between them) add up until the
  * guest has run enough. A window in which the guest mostly filled fresh memory
@@ -207,8 +209,7 @@ static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran,
 			     double plan)
 {
 	if (!rewrites) {
-		t->acc_ran = t->acc_wall = 0;
-		memset(t->acc, 0, t->ram_size / COV_PAGE / 8);
+		dirty_acc_reset(t);
 		return false;
 	}
 	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
@@ -285,8 +286,7 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 		t->last_ran_s = t->acc_ran;
 		t->last_wall_s = t->acc_wall;
 		t->last_fault_us = fault * 1e6;
-		t->acc_ran = t->acc_wall = 0;
-		memset(t->acc, 0, t->ram_size / COV_PAGE / 8);
+		dirty_acc_reset(t);
 	}
 	t->lost_s += *lost;
 	t->logging = false;

@@ -135,10 +135,10 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
 	e->wp.fd = -1;
 	e->tracker = tracker;
 	e->region_size = region_size;
-	e->def_policy = SNAP_CCOW;
-	e->def_threshold = SNAP_DEFAULT_THRESHOLD;
-	e->def_pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS;
-	e->def_precopy = SNAP_DEFAULT_PRECOPY;
+	e->n_regions = (vm->mem.size + region_size - 1) / region_size;
+	e->def = (struct snap_request){ .policy = SNAP_CCOW, .threshold = SNAP_DEFAULT_THRESHOLD,
+					.precopy = SNAP_DEFAULT_PRECOPY,
+					.pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
 	pthread_mutex_init(&e->lock, NULL);
 	e->state = calloc(pages, 1);
 	e->copy = calloc(pages, sizeof(void *));
@@ -146,8 +146,8 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
 	e->chunk_busy = calloc(chunks, 1);
 	e->pre = calloc(pages, 1);
 	e->pre_hash = calloc(pages, sizeof(uint64_t));
-	e->hot = calloc((vm->mem.size + region_size - 1) / region_size, 1);
-	e->eager = calloc((vm->mem.size + region_size - 1) / region_size, 1);
+	e->hot = calloc(e->n_regions, 1);
+	e->eager = calloc(e->n_regions, 1);
 	e->order = calloc(chunks, sizeof(uint64_t));
 	if (!e->state || !e->copy || !e->split || !e->chunk_busy || !e->pre || !e->pre_hash || !e->hot ||
 	    !e->eager || !e->order)
@@ -228,25 +228,53 @@ static bool snap_pool_has_room(struct snap_engine *e, uint64_t pages)
 	return pool_free_pages(&e->pool) >= pages + e->pool.n_pages / POOL_RESERVE_DIV;
 }
 
+/* Pages [*first, *end) of region @r (the last region may be cut short by the end of RAM). */
+static void snap_region_pages(const struct snap_engine *e, uint64_t r, uint64_t *first,
+			      uint64_t *end)
+{
+	uint64_t per = e->region_size / PAGE;
+
+	*first = r * per;
+	*end = *first + per < e->vm->mem.size / PAGE ? *first + per : e->vm->mem.size / PAGE;
+}
+
+/* Regions [*r0, *r1] overlapping chunk @c (several small regions, or part of a large one). */
+static void snap_chunk_regions(const struct snap_engine *e, uint64_t c, uint64_t *r0, uint64_t *r1)
+{
+	*r0 = c * IMG_CHUNK / e->region_size;
+	*r1 = ((c + 1) * IMG_CHUNK - 1) / e->region_size;
+	if (*r1 >= e->n_regions)
+		*r1 = e->n_regions - 1;
+}
+
+/* Copy the still protected pages among [first, end) to the pool; returns how many the
+ * pool had no room for. */
+static uint64_t snap_copy_range(struct snap_engine *e, uint64_t first, uint64_t end)
+{
+	uint64_t left = 0;
+
+	for (uint64_t p = first; p < end; p++)
+		if (ps_get(&e->state[p]) == PS_PROTECTED && !snap_copy_one(e, p, true))
+			left++;
+	return left;
+}
+
 /* CCoW: the first write fault in a hot region copies every page of the region not yet
  * saved and lifts the protection of the whole region in one call (a 2 MiB region
  * stays one huge page on the host). Returns false when the pool is (nearly) dry: the
  * caller falls back to the single page. */
 static bool snap_copy_region(struct snap_engine *e, uint64_t r)
 {
-	uint64_t per = e->region_size / PAGE, first = r * per, end = first + per;
-	uint64_t c0 = first * PAGE / IMG_CHUNK, c1, left = 0;
+	uint64_t first, end, c0, c1, left;
 
-	if (!snap_pool_has_room(e, per))
+	if (!snap_pool_has_room(e, e->region_size / PAGE))
 		return false;
-	if (end > e->vm->mem.size / PAGE)
-		end = e->vm->mem.size / PAGE;
+	snap_region_pages(e, r, &first, &end);
+	c0 = first * PAGE / IMG_CHUNK;
 	c1 = ((end - 1) * PAGE) / IMG_CHUNK;
 	for (uint64_t c = c0; c <= c1; c++)
 		chunk_lock(e, c);
-	for (uint64_t p = first; p < end; p++)
-		if (ps_get(&e->state[p]) == PS_PROTECTED && !snap_copy_one(e, p, true))
-			left++;
+	left = snap_copy_range(e, first, end);
 	if (!left)
 		wp_protect(&e->wp, first * PAGE, (end - first) * PAGE, false);
 	for (uint64_t c = c1 + 1; c-- > c0;)
@@ -563,15 +591,14 @@ static int snap_mark_pages(struct snap_engine *e)
  * they cost no copy at all), then the rest, each group in address order. */
 static void snap_plan(struct snap_engine *e, const struct snap_request *req)
 {
-	uint64_t n_regions = (e->vm->mem.size + e->region_size - 1) / e->region_size;
 	uint64_t chunks = e->vm->mem.size / IMG_CHUNK, n = 0;
 
-	memset(e->hot, 0, n_regions);
+	memset(e->hot, 0, e->n_regions);
 	if (req->policy == SNAP_CCOW) {
 		if (e->tracker)
 			e->cur.regions_hot = dirty_classify(e->tracker, req->threshold, e->hot);
 		else if (req->threshold <= 0)
-			e->cur.regions_hot = n_regions, memset(e->hot, 1, n_regions);
+			e->cur.regions_hot = e->n_regions, memset(e->hot, 1, e->n_regions);
 	}
 	if (req->policy != SNAP_CCOW || req->order == SNAP_LINEAR) {
 		for (uint64_t c = 0; c < chunks; c++)
@@ -580,11 +607,11 @@ static void snap_plan(struct snap_engine *e, const struct snap_request *req)
 	}
 	for (int pass = 0; pass < 2; pass++)
 		for (uint64_t c = 0; c < chunks; c++) {
-			uint64_t r0 = c * IMG_CHUNK / e->region_size;
-			uint64_t r1 = ((c + 1) * IMG_CHUNK - 1) / e->region_size;
+			uint64_t r0, r1;
 			bool hot = false;
 
-			for (uint64_t r = r0; r <= r1 && r < n_regions; r++)
+			snap_chunk_regions(e, c, &r0, &r1);
+			for (uint64_t r = r0; r <= r1; r++)
 				hot = hot || e->hot[r];
 			if (hot == (pass == 0))
 				e->order[n++] = c;
@@ -596,15 +623,13 @@ static void snap_plan(struct snap_engine *e, const struct snap_request *req)
  * then protected like any other). */
 static bool snap_eager_region(struct snap_engine *e, uint64_t r)
 {
-	uint64_t per = e->region_size / PAGE, first = r * per, end = first + per;
+	uint64_t first, end;
 
-	if (end > e->vm->mem.size / PAGE)
-		end = e->vm->mem.size / PAGE;
-	if (!snap_pool_has_room(e, per))
+	if (!snap_pool_has_room(e, e->region_size / PAGE))
 		return false;
-	for (uint64_t p = first; p < end; p++)
-		if (ps_get(&e->state[p]) == PS_PROTECTED && !snap_copy_one(e, p, true))
-			return false;
+	snap_region_pages(e, r, &first, &end);
+	if (snap_copy_range(e, first, end))
+		return false;
 	e->eager[r] = 1;
 	e->cur.regions_precopied++;
 	e->cur.regions_eager++;
@@ -616,17 +641,16 @@ static bool snap_eager_region(struct snap_engine *e, uint64_t r)
  * the guest takes no trap in them at all. */
 static void snap_precopy_eager(struct snap_engine *e, const struct snap_request *req)
 {
-	uint64_t n_regions = (e->vm->mem.size + e->region_size - 1) / e->region_size;
 	uint64_t budget_ns = (uint64_t)(req->pause_budget_ms * 1e6);
 
-	memset(e->eager, 0, n_regions);
+	memset(e->eager, 0, e->n_regions);
 	if (req->policy != SNAP_CCOW || req->precopy != SNAP_PRECOPY_EAGER)
 		return;
 	for (uint64_t i = 0; i < e->vm->mem.size / IMG_CHUNK; i++) {
-		uint64_t c = e->order[i], r0 = c * IMG_CHUNK / e->region_size;
-		uint64_t r1 = ((c + 1) * IMG_CHUNK - 1) / e->region_size;
+		uint64_t r0, r1;
 
-		for (uint64_t r = r0; r <= r1 && r < n_regions; r++) {
+		snap_chunk_regions(e, e->order[i], &r0, &r1);
+		for (uint64_t r = r0; r <= r1; r++) {
 			if (!e->hot[r] || e->eager[r])
 				continue;
 			if (now_ns() - e->t_start_ns >= budget_ns || !snap_eager_region(e, r))
@@ -638,12 +662,11 @@ static void snap_precopy_eager(struct snap_engine *e, const struct snap_request 
 /* Write-protect all guest RAM except the regions copied during the pause. */
 static int snap_protect(struct snap_engine *e)
 {
-	uint64_t n_regions = (e->vm->mem.size + e->region_size - 1) / e->region_size;
 	uint64_t run = 0;
 	int rc = 0;
 
-	for (uint64_t r = 0; r <= n_regions && !rc; r++) {
-		if (r < n_regions && !e->eager[r])
+	for (uint64_t r = 0; r <= e->n_regions && !rc; r++) {
+		if (r < e->n_regions && !e->eager[r])
 			continue;
 		if (r > run) { /* regions [run, r) are protected in one call */
 			uint64_t end = r * e->region_size;

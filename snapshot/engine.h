@@ -76,12 +76,9 @@ struct snap_engine {
 	uint64_t *order;         /* chunks in the order the writer saves them */
 	struct dirty_tracker *tracker; /* coverage, or NULL when not tracked */
 	uint64_t region_size;
+	uint64_t n_regions;      /* the last one may be cut short by the end of RAM */
 	enum snap_policy policy;
-	enum snap_policy def_policy; /* what a request that names none gets */
-	double def_threshold;
-	enum snap_order def_order;
-	enum snap_precopy def_precopy;
-	double def_pause_budget_ms;
+	struct snap_request def; /* what a request gets for what it does not name */
 	pthread_t writer, faulter;
 	bool threads_live;
 	bool writer_joinable;    /* a writer thread ran and was not joined yet */

@@ -242,17 +242,13 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	json_t *rate = json_object_get(req->msg, "rate"), *thr = json_object_get(req->msg, "threshold");
 	json_t *ord = json_object_get(req->msg, "save-order"), *pre = json_object_get(req->msg, "precopy");
 	json_t *budget = json_object_get(req->msg, "pause-budget-ms");
-	struct snap_request sr = { .policy = SNAP_CCOW };
+	struct snap_request sr;
 	struct snap_figures f;
 	char err[512];
 
 	if (!srv->engine)
 		return ctl_reply_error("snapshots are not available for this VM");
-	sr.policy = srv->engine->def_policy;
-	sr.threshold = srv->engine->def_threshold;
-	sr.order = srv->engine->def_order;
-	sr.precopy = srv->engine->def_precopy;
-	sr.pause_budget_ms = srv->engine->def_pause_budget_ms;
+	sr = srv->engine->def;
 	if (json_is_string(json_object_get(req->msg, "file")))
 		sr.file = json_string_value(json_object_get(req->msg, "file"));
 	else if (json_is_array(args) && json_is_string(json_array_get(args, 0)))
@@ -301,12 +297,12 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 	pthread_mutex_lock(&t->lock);
 	coverage_histogram(&t->cov, t->window_s, hist);
 	for (uint64_t r = 0; r < t->cov.n_regions; r++)
-		hot += t->cov.windows && coverage_is_hot(&t->cov, r, srv->engine->def_threshold, t->window_s);
+		hot += t->cov.windows && coverage_is_hot(&t->cov, r, srv->engine->def.threshold, t->window_s);
 	for (int i = 0; i < COV_HIST_BUCKETS; i++)
 		json_array_append_new(h, json_integer((json_int_t)hist[i]));
 	json_t *o = json_pack("{s:I, s:I, s:f, s:I, s:o, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "region_size",
 			      (json_int_t)t->cov.region_size, "regions", (json_int_t)t->cov.n_regions,
-			      "threshold", srv->engine->def_threshold, "regions_hot", (json_int_t)hot,
+			      "threshold", srv->engine->def.threshold, "regions_hot", (json_int_t)hot,
 			      "histogram", h, "windows", (json_int_t)t->cov.windows, "window_ms",
 			      t->window_s * 1000.0, "last_window_ran_ms", t->last_ran_s * 1000.0,
 			      "last_window_wall_ms", t->last_wall_s * 1000.0, "fault_us", t->last_fault_us,

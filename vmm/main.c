@@ -48,6 +48,11 @@ struct ccow_opts {
 	uint64_t pool_bytes; /* 0: default */
 };
 
+static const struct ccow_opts ccow_defaults = {
+	.region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
+	.precopy = SNAP_DEFAULT_PRECOPY, .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+};
+
 struct run_opts {
 	uint64_t mem;
 	const char *control;
@@ -136,9 +141,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	o->mem = DEFAULT_MEM;
 	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_CCOW,
 					   .threshold = SNAP_DEFAULT_THRESHOLD };
-	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
-				      .precopy = SNAP_DEFAULT_PRECOPY,
-				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
+	o->ccow = ccow_defaults;
 	o->root = "/";
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
@@ -390,11 +393,10 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 		if (snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
 				     track ? &tracker : NULL, ccow->region_size))
 			goto out_engine;
-		engine.def_policy = sched ? sched->policy : SNAP_CCOW;
-		engine.def_threshold = ccow->threshold;
-		engine.def_order = ccow->order;
-		engine.def_precopy = ccow->precopy;
-		engine.def_pause_budget_ms = ccow->pause_budget_ms;
+		engine.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
+						    .threshold = ccow->threshold, .order = ccow->order,
+						    .precopy = ccow->precopy,
+						    .pause_budget_ms = ccow->pause_budget_ms };
 		hook_engine = &engine;
 	}
 	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
@@ -507,9 +509,9 @@ static int cmd_restore(int argc, char **argv)
 		return 1;
 	}
 	/* A restored VM snapshots like a new one: ccow, its coverage measured afresh. */
-	struct ccow_opts ccow = { .region_size = 2ULL << 20, .threshold = SNAP_DEFAULT_THRESHOLD,
-				  .precopy = SNAP_DEFAULT_PRECOPY,
-				  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS, .tracker = true };
+	struct ccow_opts ccow = ccow_defaults;
+
+	ccow.tracker = true;
 
 	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 :
 		 run_vm(&vm, control, NULL, &ccow);
