@@ -10,10 +10,17 @@
  * A window's length seldom equals a snapshot's (the guest runs slowly while logging,
  * and snapshots vary), so each region keeps a write rate instead of a share: with
  * pages written at random times at a similar rate, the share unwritten after t
- * seconds is exp(-rate t). A window that saw share s in t seconds gives
- * rate = -ln(1 - s) / t; coverage for any duration follows from the rate. Rates are
- * smoothed over windows (exponential, weight 1/2) so a single odd window does not
- * flip a region.
+ * seconds is exp(-rate t). An observation that saw share s in t seconds gives
+ * -ln(1 - s) "hits" in t; the rate is hits over seconds summed over observations, each
+ * fold scaling what came before by COV_DECAY, so a long observation weighs more than a
+ * short one and a single odd one does not flip a region. Coverage for any duration
+ * follows from the rate.
+ *
+ * Observations come from two places: dirty-log windows (dirty.c), which watch the
+ * resident pages; and each snapshot's own write set (snapshot/engine.c): which pages
+ * the guest wrote while the snapshot watched them, the very thing coverage predicts.
+ * Both are timed by the guest's progress rather than the clock, as the guest runs far
+ * slower while watched than it normally does (see dirty.c).
  */
 #include "coverage.h"
 
@@ -22,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COV_WEIGHT 0.5f
+#define COV_DECAY 0.7f
 
 int coverage_init(struct coverage *c, uint64_t ram_size, uint64_t region_size)
 {
@@ -33,13 +40,15 @@ int coverage_init(struct coverage *c, uint64_t ram_size, uint64_t region_size)
 	c->ram_size = ram_size;
 	c->region_size = region_size;
 	c->n_regions = (ram_size + region_size - 1) / region_size;
-	c->rate = calloc(c->n_regions, sizeof(float));
-	return c->rate ? 0 : -ENOMEM;
+	c->hits = calloc(c->n_regions, sizeof(float));
+	c->seconds = calloc(c->n_regions, sizeof(float));
+	return c->hits && c->seconds ? 0 : -ENOMEM;
 }
 
 void coverage_fini(struct coverage *c)
 {
-	free(c->rate);
+	free(c->hits);
+	free(c->seconds);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -70,17 +79,25 @@ uint64_t coverage_count_bits(const uint64_t *bitmap, uint64_t first, uint64_t n)
 	return count;
 }
 
-/* A region's pages are taken to be written at random times, each at about the same
- * rate; the share still unwritten after t seconds is then exp(-rate * t). A region
- * written whole counts as if half a page had escaped, to keep the rate finite. */
-static double coverage_rate(double seen, uint64_t pages, double seconds)
+/* Region @r: @written of @pages were written in @seconds. Pages are taken to be written
+ * at random times, each at about the same rate, so the share still unwritten after t
+ * seconds is exp(-rate * t). A region written whole counts as if half a page had
+ * escaped, to keep the rate finite. */
+static void coverage_fold(struct coverage *c, uint64_t r, uint64_t written, uint64_t pages,
+			  double seconds)
 {
-	double left = 1.0 - seen, floor = 0.5 / (double)pages;
+	double left, floor;
 
-	return -log(left > floor ? left : floor) / seconds;
+	if (!pages || seconds <= 0)
+		return;
+	left = 1.0 - (double)written / (double)pages;
+	floor = 0.5 / (double)pages;
+	c->hits[r] = COV_DECAY * c->hits[r] + (float)-log(left > floor ? left : floor);
+	c->seconds[r] = COV_DECAY * c->seconds[r] + (float)seconds;
 }
 
-void coverage_add_window(struct coverage *c, const uint64_t *bitmap, double seconds)
+void coverage_add_window(struct coverage *c, const uint64_t *written, const uint64_t *sampled,
+			 double seconds)
 {
 	uint64_t per = c->region_size / COV_PAGE;
 
@@ -88,19 +105,31 @@ void coverage_add_window(struct coverage *c, const uint64_t *bitmap, double seco
 		return;
 	for (uint64_t r = 0; r < c->n_regions; r++) {
 		uint64_t pages = coverage_region_pages(c, r);
-		float now = (float)coverage_rate(
-			(double)coverage_count_bits(bitmap, r * per, pages) / (double)pages, pages, seconds);
 
-		c->rate[r] = c->windows ? COV_WEIGHT * now + (1.0f - COV_WEIGHT) * c->rate[r] : now;
+		if (sampled)
+			pages = coverage_count_bits(sampled, r * per, pages);
+		coverage_fold(c, r, coverage_count_bits(written, r * per, coverage_region_pages(c, r)),
+			      pages, seconds);
 	}
 	c->windows++;
 }
 
 double coverage_of(const struct coverage *c, uint64_t r, double seconds)
 {
-	if (r >= c->n_regions)
+	if (r >= c->n_regions || c->seconds[r] <= 0)
 		return 0.0;
-	return 1.0 - exp(-(double)c->rate[r] * seconds);
+	return 1.0 - exp(-(double)c->hits[r] / (double)c->seconds[r] * seconds);
+}
+
+void coverage_add_snapshot(struct coverage *c, const struct cov_obs *obs, double per_second)
+{
+	if (per_second <= 0)
+		return;
+	for (uint64_t r = 0; r < c->n_regions; r++)
+		if (obs[r].pages)
+			coverage_fold(c, r, obs[r].written, obs[r].pages,
+				      obs[r].exposure / obs[r].pages / per_second);
+	c->snapshots++;
 }
 
 bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold, double seconds)
@@ -108,6 +137,20 @@ bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold, dou
 	if (r >= c->n_regions)
 		return false;
 	return threshold <= 0 || coverage_of(c, r, seconds) >= threshold - 1e-6;
+}
+
+uint64_t coverage_classify(const struct coverage *c, double threshold, double seconds, uint8_t *hot)
+{
+	uint64_t n = 0;
+
+	for (uint64_t r = 0; r < c->n_regions; r++) {
+		double keep = threshold - COV_HYSTERESIS;
+
+		hot[r] = coverage_is_hot(c, r, threshold, seconds) ||
+			 (hot[r] && keep > 0 && coverage_is_hot(c, r, keep, seconds));
+		n += hot[r];
+	}
+	return n;
 }
 
 void coverage_histogram(const struct coverage *c, double seconds, uint64_t hist[COV_HIST_BUCKETS])

@@ -1,25 +1,33 @@
 /*
  * dirty.c - the coverage tracker.
  *
- * KVM dirty logging (with manual protect, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2) is switched
- * on only for a measuring window: turning KVM_MEM_LOG_DIRTY_PAGES on write-protects
- * guest memory and starts an empty log; when the window closes the log is read
- * (KVM_GET_DIRTY_LOG), folded into per-region coverage (coverage.c), and logging is
- * turned off again for DIRTY_GAP times the time the window cost the guest, so that
- * the tracker costs the guest about 3% at most. The first window opens DIRTY_FIRST_S
- * after the start. Only rewrites count: a page that was not resident when the window
- * opened is fresh memory being filled (no snapshot copies it), and a window in which
- * the guest mostly filled memory is not counted (start-up) and is tried again soon.
+ * KVM dirty logging (manual protect, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2, with
+ * KVM_DIRTY_LOG_INITIALLY_SET) is switched on only for a measuring window: logging
+ * starts with every page marked dirty and none protected, and KVM_CLEAR_DIRTY_LOG then
+ * protects the pages resident at that moment (a write to any other page is the guest
+ * filling fresh memory, which no snapshot copies). When the window closes the log is
+ * read (KVM_GET_DIRTY_LOG), folded into per-region coverage (coverage.c), and logging
+ * is turned off again for DIRTY_GAP times the time the window cost the guest, so that
+ * windows cost the guest under 2%. The first window opens DIRTY_FIRST_S after the
+ * start; a window in which the guest mostly filled memory does not count (start-up)
+ * and is tried again soon.
  *
  * A window is meant to show what the guest writes in the time it runs during a
- * snapshot (the last snapshot's duration). While logging, every first write to a page
- * is a fault the guest waits for (~40 us on our nested hosts), so a guest that writes
- * much memory gets a few per cent of its work done: a window stays open until the
- * guest has *run* the planned time (wall time less the faults, see dirty_window), or
- * four times that has passed, or a snapshot starts; coverage.c turns what it saw into
- * write rates, from which coverage over a snapshot's duration follows. (The vCPUs'
- * guest_time in /proc/self/stat
- * does not help: on kvm_pvm the faults count as guest time.)
+ * snapshot (the last snapshot's duration). While logging, every first touch of a page
+ * is a fault the guest waits for (~30 us on our nested hosts, against well under a
+ * microsecond for the write itself; measured: watching only every 64th page did not
+ * make the guest faster), so a guest that writes much memory gets 2-5% of its work done
+ * in a window, and the wall clock says little about how long it ran. A window is timed
+ * by the guest's progress instead: how often it read the clock through the vDSO
+ * (struct dirty_progress), over the rate it did so with no window open (dirty_gap).
+ * A guest that reads the clock too seldom is timed by its faults (wall time less a
+ * fault per page written, floored). A window stays open until the guest has run the
+ * planned time, or lost DIRTY_LOST_CAP of it to faults, or a snapshot starts.
+ *
+ * Each finished snapshot adds its own observation (snapshot/engine.c): which pages the
+ * guest wrote while the snapshot watched them, timed the same way. With a guest that
+ * runs most of a snapshot (its hot regions copied, not trapping) that is tens of times
+ * more than a window sees, and it comes free.
  *
  * Why not leave logging on: while logging, KVM maps guest memory with 4 KiB pages, and
  * a snapshot's write protection then zaps and re-faults hundreds of thousands of small
@@ -40,19 +48,22 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define DIRTY_GAP         32.0  /* idle after a window, in the guest's time lost to it */
+#define DIRTY_GAP         64.0  /* idle after a window, in the guest's time lost to it */
 #define DIRTY_RETRY       4.0   /* the same, after a window that did not count */
 #define DIRTY_FIRST_S     1.0   /* no window before: start-up is not what a guest writes later */
 #define DIRTY_WINDOW_MIN  0.25
 #define DIRTY_WINDOW_MAX  10.0
 #define DIRTY_WINDOW_DEF  1.0
-#define DIRTY_WALL_FACTOR 4.0   /* a window closes after this many planned lengths, wall */
+#define DIRTY_LOST_CAP    0.5   /* a window closes once the guest lost this share of a plan */
 #define DIRTY_MIN_SHARE   0.01  /* a guest that ran less of the plan says too little */
 #define DIRTY_RAN_FLOOR   0.02  /* the least share of a window taken as the guest's run */
 #define DIRTY_STEP_S      0.05  /* how often an open window reads the log */
 #define DIRTY_FAULT_MIN   5e-6  /* bounds of the cost of a dirty-logging fault, s */
 #define DIRTY_FAULT_MAX   100e-6
 #define DIRTY_FAULT_BATCH 256   /* new dirty pages in a step to time a fault by */
+#define DIRTY_RATE_S      0.2   /* the guest's normal progress is timed in steps this long... */
+#define DIRTY_RATE_MIN    100.0 /* ...and serves when it grows at least this fast, per s */
+#define DIRTY_OBS_MIN_S   0.05  /* a snapshot counts if the guest ran this long during it */
 
 static double mono_s(void)
 {
@@ -88,8 +99,21 @@ static int dirty_mark_present(struct dirty_tracker *t)
 	return 0;
 }
 
-/* Keep only rewrites in the bitmap; returns how many pages it keeps. */
-static uint64_t dirty_keep_rewrites(struct dirty_tracker *t)
+/* Pages resident now and not at the window's start: memory the guest filled. */
+static uint64_t dirty_count_filled(struct dirty_tracker *t)
+{
+	uint64_t pages = t->ram_size / COV_PAGE, filled = 0;
+
+	if (mincore(t->host, t->ram_size, t->resident) < 0)
+		return 0;
+	for (uint64_t p = 0; p < pages; p++)
+		filled += (t->resident[p] & 1) && !(t->present[p / 64] >> (p % 64) & 1);
+	return filled;
+}
+
+/* Keep only the watched (resident) pages in the bitmap: the others read as dirty
+ * throughout. Returns how many were written. */
+static uint64_t dirty_count_watched(struct dirty_tracker *t)
 {
 	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
 		t->bitmap[i] &= t->present[i];
@@ -105,6 +129,20 @@ static int dirty_logging(struct dirty_tracker *t, bool on)
 	};
 	uint64_t t0 = now_ns();
 	int rc = ioctl(t->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+
+	t->harvest_ns += now_ns() - t0;
+	return rc;
+}
+
+/* Start watching the resident pages: clear their dirty bits, which write-protects
+ * them (logging started with every page marked dirty and none protected). */
+static int dirty_watch(struct dirty_tracker *t)
+{
+	struct kvm_clear_dirty_log log = { .slot = 0, .first_page = 0,
+					   .num_pages = (uint32_t)(t->ram_size / COV_PAGE),
+					   .dirty_bitmap = t->present };
+	uint64_t t0 = now_ns();
+	int rc = ioctl(t->vm_fd, KVM_CLEAR_DIRTY_LOG, &log) < 0 ? -errno : 0;
 
 	t->harvest_ns += now_ns() - t0;
 	return rc;
@@ -182,22 +220,41 @@ static bool dirty_wait_unheld(struct dirty_tracker *t)
 	return stop;
 }
 
-/* How long the guest ran in @wall seconds in which it dirtied @d pages, each a fault
- * of @fault seconds. In a window where the guest did little else than fault, this is
+uint64_t dirty_progress_now(const struct dirty_tracker *t)
+{
+	return t->progress.read ? t->progress.read(t->progress.ctx) : 0;
+}
+
+/* Without a progress count: how long the guest ran in @wall seconds in which it
+ * dirtied @d pages, each a fault of @fault seconds. In a window where the guest did little else than fault, this is
  * a small difference of two large numbers, and a fault's cost is known to a few per
  * cent only: it is never taken below DIRTY_RAN_FLOOR of the wall time (zipfbench's own
  * reports showed it doing 2.5% of its normal work during such a window). */
-static double dirty_ran(double wall, uint64_t d, double fault)
+static double dirty_ran_by_faults(double wall, uint64_t d, double fault)
 {
 	double ran = wall - (double)d * fault;
 
 	return ran > wall * DIRTY_RAN_FLOOR ? ran : wall * DIRTY_RAN_FLOOR;
 }
 
+/* How long the guest ran in the @wall seconds since a window opened, in which it
+ * dirtied @d watched pages: by its progress count when it has one (progress since
+ * @c0 over the rate it had before the window), else by the faults. */
+static double dirty_ran(const struct dirty_tracker *t, double wall, uint64_t d, uint64_t c0)
+{
+	double ran;
+
+	if (t->progress_rate <= 0)
+		return dirty_ran_by_faults(wall, d, t->fault_s);
+	ran = (double)(dirty_progress_now(t) - c0) / t->progress_rate;
+	return ran < 0 ? 0 : ran > wall ? wall : ran;
+}
+
 static void dirty_acc_reset(struct dirty_tracker *t)
 {
 	t->acc_ran = t->acc_wall = 0;
 	memset(t->acc, 0, t->ram_size / COV_PAGE / 8);
+	memset(t->acc_present, 0, t->ram_size / COV_PAGE / 8);
 }
 
 /* Add a closed window to the one being assembled: windows that snapshots cut short
@@ -212,29 +269,29 @@ static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran,
 		dirty_acc_reset(t);
 		return false;
 	}
-	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
+	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++) {
 		t->acc[i] |= t->bitmap[i];
+		t->acc_present[i] |= t->present[i];
+	}
 	t->acc_ran += ran;
 	t->acc_wall += wall;
 	return t->acc_ran >= plan * DIRTY_MIN_SHARE;
 }
 
 /*
- * One measuring window: logging on until the guest has run the planned time, or
- * DIRTY_WALL_FACTOR times that has passed, or a snapshot is coming. While logging,
- * every first write to a page is a fault the guest waits for (~40 us on our nested
- * hosts), so a guest that writes much memory gets little done: the log is read every
- * step, and the time the guest ran is the wall time less a fault per page found
- * dirty. The fault's cost is the shortest time per newly dirty page seen in a step
- * (then the guest did nothing but fault), within DIRTY_FAULT_MIN..MAX. What the
- * window saw is folded in with the time the guest ran (coverage.c). Stores its wall
- * length in @wall, the time the guest lost to faults in @lost, and in @counted
+ * One measuring window: logging on, the resident pages watched, until the guest has
+ * run the planned time, or lost DIRTY_LOST_CAP of it to faults, or a snapshot is
+ * coming. The log is read every step; how long the guest ran comes from dirty_ran. A
+ * fault's cost is the shortest time per newly dirty page seen in a step of any window
+ * so far (then the guest did nothing but fault), within DIRTY_FAULT_MIN..MAX. What
+ * the window saw is folded in with the time the guest ran (coverage.c). Stores its
+ * wall length in @wall, the time the guest lost to faults in @lost, and in @counted
  * whether the window went into the coverage.
  */
 static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, bool *counted)
 {
-	double plan, ran = 0, w0 = mono_s(), t_prev = w0, fault = DIRTY_FAULT_MAX;
-	uint64_t d = 0, d_prev = 0, kept;
+	double plan, ran = 0, w0 = mono_s(), t_prev = w0;
+	uint64_t d = 0, d_prev = 0, watched = 0, filled, c0 = dirty_progress_now(t);
 	bool open;
 	int rc;
 
@@ -243,26 +300,32 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 	open = t->logging = !t->held;
 	pthread_mutex_unlock(&t->lock);
 	*wall = *lost = 0;
+	*counted = false;
 	if (!open)
 		return 0;
 	rc = dirty_mark_present(t);
 	if (!rc)
+		watched = coverage_count_bits(t->present, 0, t->ram_size / COV_PAGE);
+	if (!rc)
 		rc = dirty_logging(t, true);
-	while (!rc && ran < plan && mono_s() - w0 < plan * DIRTY_WALL_FACTOR &&
+	if (!rc)
+		rc = dirty_watch(t);
+	while (!rc && ran < plan && mono_s() - w0 - ran < plan * DIRTY_LOST_CAP &&
 	       !dirty_sleep(t, DIRTY_STEP_S, true) && !dirty_held(t)) {
 		double now;
 
 		rc = dirty_get(t);
 		now = mono_s();
-		d = dirty_count(t);
+		d = dirty_count_watched(t);
 		if (d >= d_prev + DIRTY_FAULT_BATCH) {
 			double per = (now - t_prev) / (double)(d - d_prev);
 
-			fault = per < fault ? (per < DIRTY_FAULT_MIN ? DIRTY_FAULT_MIN : per) : fault;
+			if (per < t->fault_s)
+				t->fault_s = per < DIRTY_FAULT_MIN ? DIRTY_FAULT_MIN : per;
 		}
 		d_prev = d;
 		t_prev = now;
-		ran = dirty_ran(now - w0, d, fault);
+		ran = dirty_ran(t, now - w0, d, c0);
 	}
 	if (!rc)
 		rc = dirty_get(t);
@@ -270,22 +333,26 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 		rc = -EIO;
 	*wall = mono_s() - w0;
 	if (!rc) {
-		d = dirty_count(t);
-		ran = dirty_ran(*wall, d, fault);
+		d = dirty_count_watched(t);
+		ran = dirty_ran(t, *wall, d, c0);
 	}
 	*lost = *wall - ran;
+	/* Start-up: the guest filled more memory than it rewrote. */
+	filled = rc ? 0 : dirty_count_filled(t);
 	pthread_mutex_lock(&t->lock);
-	kept = rc ? 0 : dirty_keep_rewrites(t);
-	*counted = !rc && dirty_accumulate(t, 2 * kept >= d, ran, *wall, plan);
-	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f, %llu pages written "
-		  "(%llu rewrites), fault %.1f us: %s", *wall, ran, plan, (unsigned long long)d,
-		  (unsigned long long)kept, fault * 1e6, *counted ? "counted" : "not yet counted");
+	*counted = !rc && watched &&
+		   dirty_accumulate(t, filled <= d, ran, *wall, plan);
+	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f (%s %.0f/s): %llu of %llu "
+		  "resident pages written, %llu filled, fault %.1f us: %s", *wall, ran, plan,
+		  t->progress_rate > 0 ? "by progress" : "by faults", t->progress_rate,
+		  (unsigned long long)d, (unsigned long long)watched, (unsigned long long)filled,
+		  t->fault_s * 1e6, *counted ? "counted" : "not yet counted");
 	if (*counted) {
-		coverage_add_window(&t->cov, t->acc, t->acc_ran);
+		coverage_add_window(&t->cov, t->acc, t->acc_present, t->acc_ran);
 		t->harvests++;
 		t->last_ran_s = t->acc_ran;
 		t->last_wall_s = t->acc_wall;
-		t->last_fault_us = fault * 1e6;
+		t->last_fault_us = t->fault_s * 1e6;
 		dirty_acc_reset(t);
 	}
 	t->lost_s += *lost;
@@ -295,24 +362,69 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 	return rc;
 }
 
+/*
+ * Wait @gap seconds before the next window, timing the guest's progress meanwhile in
+ * steps of DIRTY_RATE_S. Its normal rate is that of the fastest step in which no
+ * snapshot ran and which follows one at least half as fast: the guest runs slower
+ * during and just after a snapshot or a window, or while it starts up, and a rate taken
+ * then would make the guest seem to have run longer than it did. A gap with no such
+ * step keeps the rate known before. True when stopping.
+ */
+static bool dirty_gap(struct dirty_tracker *t, double gap)
+{
+	double end = mono_s() + gap, best = 0, prev = -1;
+	bool timed = false;
+
+	for (double now = mono_s(); now < end; now = mono_s()) {
+		double step = end - now < DIRTY_RATE_S ? end - now : DIRTY_RATE_S, rate;
+		uint64_t c0 = dirty_progress_now(t);
+
+		if (dirty_sleep(t, step > DIRTY_STEP_S ? step : DIRTY_STEP_S, true))
+			return true;
+		if (dirty_held(t)) {
+			prev = -1;
+			if (dirty_wait_unheld(t))
+				return true;
+			continue;
+		}
+		step = mono_s() - now;
+		if (step < DIRTY_RATE_S / 2) {
+			prev = -1;
+			continue;
+		}
+		rate = (double)(dirty_progress_now(t) - c0) / step;
+		if (prev >= 0 && prev >= rate / 2) {
+			best = rate > best ? rate : best;
+			timed = true;
+		}
+		prev = rate;
+	}
+	if (timed) {
+		pthread_mutex_lock(&t->lock);
+		t->progress_rate = best >= DIRTY_RATE_MIN ? best : 0;
+		pthread_mutex_unlock(&t->lock);
+	}
+	return false;
+}
+
 static void *dirty_thread(void *arg)
 {
 	struct dirty_tracker *t = arg;
 	double wall = 0;
 	int rc = 0;
 
-	if (dirty_sleep(t, DIRTY_FIRST_S, false))
+	if (dirty_gap(t, DIRTY_FIRST_S))
 		goto out;
 	while (!dirty_wait_unheld(t)) {
 		double lost, gap;
 		bool counted = false;
 
 		rc = dirty_window(t, &wall, &lost, &counted);
-		/* The gap keeps the guest's loss to windows near 1 / DIRTY_GAP (~3%). A window
+		/* The gap keeps the guest's loss to windows near 1 / DIRTY_GAP (~1.5%). A window
 		 * that did not count (cut short by a snapshot, or start-up filling memory) is
 		 * tried again sooner: such windows cost the guest up to 1 / DIRTY_RETRY. */
 		gap = lost * (counted ? DIRTY_GAP : DIRTY_RETRY);
-		if (rc || dirty_sleep(t, gap > DIRTY_STEP_S ? gap : DIRTY_STEP_S, false))
+		if (rc || dirty_gap(t, gap))
 			break;
 	}
 	if (rc)
@@ -324,12 +436,12 @@ out:
 	pthread_mutex_unlock(&t->lock);
 	return NULL;
 }
-
 int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
-	       uint64_t region_size, unsigned window_ms)
+	       uint64_t region_size, unsigned window_ms, struct dirty_progress progress)
 {
 	struct kvm_enable_cap cap = { .cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
-				      .args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE };
+				      .args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+						 KVM_DIRTY_LOG_INITIALLY_SET };
 	int rc;
 
 	memset(t, 0, sizeof(*t));
@@ -337,6 +449,7 @@ int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_s
 	t->host = host;
 	t->ram_size = ram_size;
 	t->adaptive = window_ms == 0;
+	t->progress = progress;
 	t->window_s = window_ms ? window_ms / 1000.0 : DIRTY_WINDOW_DEF;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
@@ -346,10 +459,14 @@ int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_s
 	t->bitmap = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
 	t->present = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
 	t->acc = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
+	t->acc_present = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
+	t->hot = calloc(t->cov.n_regions, 1);
+	t->fault_s = DIRTY_FAULT_MAX;
 	t->resident = malloc(ram_size / COV_PAGE);
-	if (!t->bitmap || !t->present || !t->acc || !t->resident)
+	if (!t->bitmap || !t->present || !t->acc || !t->acc_present || !t->hot || !t->resident)
 		return -ENOMEM;
-	/* Manual protect: reading the log does not re-protect pages behind our back. */
+	/* Manual protect: reading the log does not re-protect pages behind our back;
+	 * initially set: turning logging on protects nothing until the sample is cleared. */
 	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0)
 		return -errno;
 	if (pthread_create(&t->thread, NULL, dirty_thread, t))
@@ -372,24 +489,54 @@ void dirty_fini(struct dirty_tracker *t)
 	free(t->bitmap);
 	free(t->present);
 	free(t->acc);
+	free(t->acc_present);
+	free(t->hot);
+	t->hot = NULL;
 	free(t->resident);
-	t->bitmap = t->present = t->acc = NULL;
+	t->bitmap = t->present = t->acc = t->acc_present = NULL;
 	t->resident = NULL;
 }
 
 uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)
 {
-	uint64_t n = 0;
+	uint64_t n;
 
 	pthread_mutex_lock(&t->lock);
-	for (uint64_t r = 0; r < t->cov.n_regions; r++) {
-		/* Before any window is measured nothing is known: all cold, unless the
-		 * threshold says every region is hot anyway. */
-		hot[r] = (t->cov.windows || threshold <= 0) && coverage_is_hot(&t->cov, r, threshold, t->window_s);
-		n += hot[r];
+	/* Before any window is measured nothing is known: all cold, unless the threshold
+	 * says every region is hot anyway. */
+	if (t->cov.windows || t->cov.snapshots || threshold <= 0) {
+		n = coverage_classify(&t->cov, threshold, t->window_s, t->hot);
+		memcpy(hot, t->hot, t->cov.n_regions);
+	} else {
+		n = 0;
+		memset(hot, 0, t->cov.n_regions);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+void dirty_snapshot_observed(struct dirty_tracker *t, const struct cov_obs *obs, uint64_t progress)
+{
+	pthread_mutex_lock(&t->lock);
+	/* The count grows in steps (zipfbench reads the clock every 4096 updates): a
+	 * snapshot in which the guest hardly ran cannot be timed by it. */
+	if (t->progress_rate <= 0 || (double)progress < t->progress_rate * DIRTY_OBS_MIN_S) {
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
+	coverage_add_snapshot(&t->cov, obs, t->progress_rate);
+	if (log_get_level() >= LOG_DEBUG) {
+		uint64_t w = 0, n = 0;
+		double x = 0;
+
+		for (uint64_t r = 0; r < t->cov.n_regions; r++)
+			w += obs[r].written, n += obs[r].pages, x += obs[r].exposure;
+		log_debug("coverage: a snapshot saw %llu of %llu pages written, watched %.3f s each "
+			  "on average (progress %.0f per s)", (unsigned long long)w,
+			  (unsigned long long)n, n && t->progress_rate > 0 ? x / n / t->progress_rate : 0,
+			  t->progress_rate);
+	}
+	pthread_mutex_unlock(&t->lock);
 }
 
 void dirty_snapshot_took(struct dirty_tracker *t, double seconds)

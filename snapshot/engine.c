@@ -146,11 +146,14 @@ int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
 	e->chunk_busy = calloc(chunks, 1);
 	e->pre = calloc(pages, 1);
 	e->pre_hash = calloc(pages, sizeof(uint64_t));
+	e->faulted = calloc(pages, 1);
+	e->chunk_saved_at = calloc(chunks, sizeof(uint64_t));
+	e->obs = calloc(e->n_regions, sizeof(struct cov_obs));
 	e->hot = calloc(e->n_regions, 1);
 	e->eager = calloc(e->n_regions, 1);
 	e->order = calloc(chunks, sizeof(uint64_t));
 	if (!e->state || !e->copy || !e->split || !e->chunk_busy || !e->pre || !e->pre_hash || !e->hot ||
-	    !e->eager || !e->order)
+	    !e->eager || !e->order || !e->faulted || !e->chunk_saved_at || !e->obs)
 		return -ENOMEM;
 	rc = pool_init(&e->pool, pool_bytes);
 	if (rc)
@@ -223,6 +226,9 @@ static bool snap_copy_one(struct snap_engine *e, uint64_t p, bool precopy)
  * than the trap a region copy saves. */
 #define POOL_RESERVE_DIV 8
 
+/* Hot regions copied along after a fault in one (snap_copy_ahead). */
+#define SNAP_COPY_AHEAD 8
+
 static bool snap_pool_has_room(struct snap_engine *e, uint64_t pages)
 {
 	return pool_free_pages(&e->pool) >= pages + e->pool.n_pages / POOL_RESERVE_DIV;
@@ -287,6 +293,35 @@ static bool snap_copy_region(struct snap_engine *e, uint64_t r)
 	return true;
 }
 
+/* Does region @r still have a page the snapshot protects? */
+static bool snap_region_protected(const struct snap_engine *e, uint64_t r)
+{
+	uint64_t first, end;
+
+	snap_region_pages(e, r, &first, &end);
+	for (uint64_t p = first; p < end; p++)
+		if (ps_get(&e->state[p]) == PS_PROTECTED)
+			return true;
+	return false;
+}
+
+/* After a hot region's copy let the guest go on: the hot regions right after it are
+ * copied too, up to SNAP_COPY_AHEAD of them, while the guest runs. Hot data tends to
+ * lie together, and a hot region is all but sure to be written during the snapshot, so
+ * its copy is owed anyway; made now, it costs no trap. */
+static void snap_copy_ahead(struct snap_engine *e, uint64_t r)
+{
+	uint64_t done = 0;
+
+	for (uint64_t q = r + 1; q < e->n_regions && done < SNAP_COPY_AHEAD && e->hot[q]; q++) {
+		if (!snap_region_protected(e, q))
+			continue;
+		if (!snap_copy_region(e, q))
+			break;
+		done++;
+	}
+}
+
 /* The guest (or the monitor) wants to write page @p: make sure its old contents are
  * kept, then let the write proceed unless the writer is saving the page right now
  * (its unprotect of the chunk wakes the writer-up). */
@@ -295,9 +330,12 @@ static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
 	uint8_t *st = &e->state[p];
 
 	if (wake && e->policy == SNAP_CCOW && ps_get(st) == PS_PROTECTED &&
-	    e->hot[p * PAGE / e->region_size] && snap_copy_region(e, p * PAGE / e->region_size))
+	    e->hot[p * PAGE / e->region_size] && snap_copy_region(e, p * PAGE / e->region_size)) {
+		snap_copy_ahead(e, p * PAGE / e->region_size);
 		return;
+	}
 	if (ps_get(st) == PS_PROTECTED) {
+		e->faulted[p] = 1;
 		if (snap_copy_one(e, p, false)) {
 			/* copied (or someone else took the page meanwhile) */
 		} else if (ps_take(st, PS_CLAIMED)) {
@@ -380,6 +418,12 @@ static void snap_throttle(struct snap_engine *e, uint64_t bytes)
 	}
 }
 
+/* The guest's progress count (mmu/dirty.h), which times what a snapshot sees. */
+static uint64_t snap_progress(const struct snap_engine *e)
+{
+	return e->tracker ? dirty_progress_now(e->tracker) : 0;
+}
+
 /* Save every page still owed to the image, chunk by chunk, lifting the protection
  * of each chunk once it is saved. */
 static int snap_write_pages(struct snap_engine *e, bool unprotect)
@@ -413,6 +457,7 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 		}
 		if (unprotect)
 			wp_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
+		e->chunk_saved_at[c] = snap_progress(e);
 		chunk_unlock(e, c);
 		if (__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 			rc = rc ? rc : -ECANCELED;
@@ -423,17 +468,42 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 	return rc;
 }
 
-/* Pages copied along with their region but unchanged by the end of the snapshot:
- * the memory CCoW spent for nothing (the paper's bloat). */
-static void snap_count_bloat(struct snap_engine *e)
+/*
+ * What the snapshot saw the guest write, per region, for the coverage tracker: a page
+ * copied with its region was watched until the end (written if its contents changed
+ * meanwhile); any other present page until the writer saved its chunk (written if the
+ * guest's write fault came first). Times are the guest's progress, not the clock.
+ * Pages copied with their region but unchanged by the end are also the memory CCoW
+ * spent for nothing (the paper's bloat).
+ */
+static void snap_observe(struct snap_engine *e, bool fold)
 {
+	uint64_t end = snap_progress(e), per_chunk = IMG_CHUNK / PAGE;
+
+	memset(e->obs, 0, e->n_regions * sizeof(e->obs[0]));
 	for (uint64_t p = 0; p < e->vm->mem.size / PAGE; p++) {
-		if (!e->pre[p])
+		struct cov_obs *o = &e->obs[p * PAGE / e->region_size];
+		uint64_t until;
+
+		if (e->pre[p]) {
+			bool same = XXH3_64bits(e->vm->mem.host + p * PAGE, PAGE) == e->pre_hash[p];
+
+			e->cur.pages_precopied_unwritten += same;
+			o->written += !same;
+			until = end;
+			e->pre[p] = 0;
+		} else if (ps_get(&e->state[p]) == PS_ZERO) {
 			continue;
-		if (XXH3_64bits(e->vm->mem.host + p * PAGE, PAGE) == e->pre_hash[p])
-			e->cur.pages_precopied_unwritten++;
-		e->pre[p] = 0;
+		} else {
+			o->written += e->faulted[p];
+			until = e->chunk_saved_at[p / per_chunk];
+		}
+		o->pages++;
+		o->exposure += until > e->progress_start ? (double)(until - e->progress_start) : 0;
 	}
+	if (fold && e->tracker)
+		dirty_snapshot_observed(e->tracker, e->obs,
+					end > e->progress_start ? end - e->progress_start : 0);
 }
 
 /* Wrap up: sections, fsync, rename, figures; or remove the temporary file. */
@@ -486,8 +556,7 @@ static void *snap_writer_thread(void *arg)
 	int rc = snap_write_pages(e, true);
 
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
-	if (e->policy == SNAP_CCOW)
-		snap_count_bloat(e);
+	snap_observe(e, !rc);
 	if (rc) { /* the guest must not stay write-protected after a failure */
 		wp_protect(&e->wp, 0, e->vm->mem.size, false);
 		snap_reclaim_copies(e);
@@ -581,6 +650,8 @@ static int snap_mark_mincore(struct snap_engine *e)
 static int snap_mark_pages(struct snap_engine *e)
 {
 	e->cur.pages_total = e->vm->mem.size / PAGE;
+	memset(e->faulted, 0, e->vm->mem.size / PAGE);
+	e->progress_start = snap_progress(e);
 	if (snap_mark_scan(e) == 0)
 		return 0;
 	return snap_mark_mincore(e);
@@ -887,13 +958,18 @@ void snap_engine_fini(struct snap_engine *e)
 	free(e->chunk_busy);
 	free(e->pre);
 	free(e->pre_hash);
+	free(e->faulted);
+	free(e->chunk_saved_at);
+	free(e->obs);
 	free(e->hot);
 	free(e->eager);
 	free(e->order);
 	e->state = NULL;
 	e->copy = NULL;
 	e->split = NULL;
-	e->chunk_busy = e->pre = e->hot = e->eager = NULL;
+	e->chunk_busy = e->pre = e->hot = e->eager = e->faulted = NULL;
+	e->chunk_saved_at = NULL;
+	e->obs = NULL;
 	e->order = NULL;
 }
 

@@ -71,6 +71,10 @@ struct snap_engine {
 	uint8_t *chunk_busy;     /* per chunk: the writer or a region copy works on it */
 	uint8_t *pre;            /* per page: copied as part of a hot region */
 	uint64_t *pre_hash;      /* their contents' hash, to tell at the end if written */
+	uint8_t *faulted;        /* per page: the guest wrote it before the writer saved it */
+	uint64_t *chunk_saved_at; /* per chunk: the guest's progress when the writer saved it */
+	struct cov_obs *obs;     /* per region: what this snapshot saw the guest write */
+	uint64_t progress_start; /* the guest's progress when the snapshot started */
 	uint8_t *hot;            /* per region: hot at the snapshot instant */
 	uint8_t *eager;          /* per region: copied during the pause, never protected */
 	uint64_t *order;         /* chunks in the order the writer saves them */

@@ -297,13 +297,15 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 	pthread_mutex_lock(&t->lock);
 	coverage_histogram(&t->cov, t->window_s, hist);
 	for (uint64_t r = 0; r < t->cov.n_regions; r++)
-		hot += t->cov.windows && coverage_is_hot(&t->cov, r, srv->engine->def.threshold, t->window_s);
+		hot += (t->cov.windows || t->cov.snapshots) && coverage_is_hot(&t->cov, r, srv->engine->def.threshold, t->window_s);
 	for (int i = 0; i < COV_HIST_BUCKETS; i++)
 		json_array_append_new(h, json_integer((json_int_t)hist[i]));
-	json_t *o = json_pack("{s:I, s:I, s:f, s:I, s:o, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "region_size",
+	json_t *o = json_pack("{s:I, s:I, s:f, s:I, s:o, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "region_size",
 			      (json_int_t)t->cov.region_size, "regions", (json_int_t)t->cov.n_regions,
 			      "threshold", srv->engine->def.threshold, "regions_hot", (json_int_t)hot,
-			      "histogram", h, "windows", (json_int_t)t->cov.windows, "window_ms",
+			      "histogram", h, "windows", (json_int_t)t->cov.windows,
+			      "snapshots_observed", (json_int_t)t->cov.snapshots,
+			      "progress_per_s", t->progress_rate, "window_ms",
 			      t->window_s * 1000.0, "last_window_ran_ms", t->last_ran_s * 1000.0,
 			      "last_window_wall_ms", t->last_wall_s * 1000.0, "fault_us", t->last_fault_us,
 			      "guest_lost_ms", t->lost_s * 1000.0,

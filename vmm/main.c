@@ -368,6 +368,12 @@ static size_t pool_bytes_for(uint64_t mem, uint64_t asked)
 	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (16ULL << 30) ? (16ULL << 30) : b);
 }
 
+/* The coverage tracker's measure of the guest's work (mmu/dirty.c). */
+static uint64_t guest_clock_reads(const void *proc)
+{
+	return lx_clock_reads(proc);
+}
+
 /* Run a VM that is fully built: monitor thread, snapshots if a control socket is
  * served, vCPUs; then tear down. Returns ccvm's exit status. */
 static int run_vm(struct vm *vm, const char *control, const struct snap_schedule *sched,
@@ -382,7 +388,8 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 
 	if (track) {
 		rc = dirty_init(&tracker, vm->fd, vm->mem.host, vm->mem.size, ccow->region_size,
-				ccow->window_ms);
+				ccow->window_ms,
+				(struct dirty_progress){ .read = guest_clock_reads, .ctx = vm->proc });
 		if (rc) {
 			log_err("cannot start the coverage tracker (KVM dirty logging): %s; "
 				"--coverage-window off runs without it", strerror(-rc));

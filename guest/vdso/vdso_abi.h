@@ -5,6 +5,10 @@
  * the TSC the guest reads with rdtsc: ns = base_ns + ((tsc - tsc_base) * mult) >> shift.
  * Monotonic time is a pure function of the TSC (so it never steps back); realtime and
  * boottime add offsets the monitor refreshes under a sequence counter (odd = writing).
+ *
+ * The page below it holds counters the vDSO bumps and the monitor only reads: how
+ * often the guest read the clock, a measure of how much work it got done that needs no
+ * VM exit (mmu/dirty.c times its measuring windows by it).
  */
 #ifndef CCVM_VDSO_ABI_H
 #define CCVM_VDSO_ABI_H
@@ -23,6 +27,10 @@ struct vdso_data {
 	int64_t realtime_off_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 	int64_t boottime_off_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC */
 	uint64_t coarse_res_ns;
+};
+
+struct vdso_counters {
+	uint64_t clock_reads;    /* clock_gettime, gettimeofday and time calls answered */
 };
 
 #endif

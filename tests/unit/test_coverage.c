@@ -1,11 +1,13 @@
 /*
- * test_coverage.c - coverage arithmetic: counting, smoothing, classification at the
- * threshold, partial regions at the end of RAM, region sizes, coverage over durations.
+ * test_coverage.c - coverage arithmetic: counting, pooling, windows that watched some
+ * pages, snapshots' own observations, classification at the threshold and with
+ * hysteresis, partial regions at the end of RAM, region sizes, coverage over durations.
  */
 #include "suites.h"
 #include "../../mmu/coverage.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +32,7 @@ START_TEST(test_counts)
 	set_pages(0, 512);       /* region 0: all */
 	set_pages(512 + 3, 256); /* region 1: half, not word-aligned */
 	set_pages(1535, 1);      /* region 2: its last page */
-	coverage_add_window(&c, bitmap, 1.0);
+	coverage_add_window(&c, bitmap, NULL, 1.0);
 	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 1.0 - 0.5 / 512, 1e-5);
 	ck_assert_float_eq_tol(coverage_of(&c, 1, 1.0), 0.5, 1e-5);
 	ck_assert_float_eq_tol(coverage_of(&c, 2, 1.0), 1.0 / 512, 1e-5);
@@ -48,7 +50,7 @@ START_TEST(test_threshold_edge)
 	memset(bitmap, 0, sizeof(bitmap));
 	set_pages(0, 410);       /* 410/512 = 0.8008 */
 	set_pages(512, 409);     /* 409/512 = 0.7988 */
-	coverage_add_window(&c, bitmap, 1.0);
+	coverage_add_window(&c, bitmap, NULL, 1.0);
 	ck_assert(coverage_is_hot(&c, 0, 0.80, 1.0));
 	ck_assert(!coverage_is_hot(&c, 1, 0.80, 1.0));
 	ck_assert(coverage_is_hot(&c, 3, 0.0, 1.0));
@@ -57,19 +59,93 @@ START_TEST(test_threshold_edge)
 }
 END_TEST
 
-/* Windows are smoothed: the write rate moves half way to each new window's. */
+/* Observations are pooled by their length, older ones scaled by 0.7 at each fold:
+ * 3/4 written in 1 s (ln 4 hits), then nothing in 1 s, gives a rate of
+ * 0.7 ln 4 / 1.7 per second. */
 START_TEST(test_smoothing)
 {
 	struct coverage c;
+	double rate = 0.7 * log(4.0) / 1.7;
 
 	ck_assert_int_eq(coverage_init(&c, RAM, 2ULL << 20), 0);
 	memset(bitmap, 0, sizeof(bitmap));
 	set_pages(0, 384);                 /* 3/4: rate ln 4 */
-	coverage_add_window(&c, bitmap, 1.0);
-	memset(bitmap, 0, sizeof(bitmap)); /* nothing: rate 0 */
-	coverage_add_window(&c, bitmap, 1.0);
-	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 0.5, 1e-5); /* rate ln 2 */
+	coverage_add_window(&c, bitmap, NULL, 1.0);
+	memset(bitmap, 0, sizeof(bitmap)); /* nothing */
+	coverage_add_window(&c, bitmap, NULL, 1.0);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 1.0 - exp(-rate), 1e-5);
 	ck_assert(!coverage_is_hot(&c, 0, 0.8, 1.0));
+	coverage_fini(&c);
+}
+END_TEST
+
+/* A window that watched only some pages counts the share among those, and leaves a
+ * region it did not watch at all as it was. */
+START_TEST(test_sampled_window)
+{
+	struct coverage c;
+	uint64_t watched[RAM / 4096 / 64];
+
+	ck_assert_int_eq(coverage_init(&c, RAM, 2ULL << 20), 0);
+	memset(bitmap, 0, sizeof(bitmap));
+	memset(watched, 0, sizeof(watched));
+	for (uint64_t p = 0; p < 128; p++)  /* region 0: 128 watched, 64 of them written */
+		watched[p / 64] |= 1ULL << (p % 64);
+	set_pages(0, 64);
+	coverage_add_window(&c, bitmap, watched, 1.0);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 0.5, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 1, 1.0), 0.0, 1e-6);
+	ck_assert_float_eq_tol(c.seconds[1], 0.0, 1e-9); /* nothing known of region 1 */
+	coverage_fini(&c);
+}
+END_TEST
+
+/* A snapshot's own observation: exposure is in progress counts, converted by the rate
+ * the guest makes progress at; a region with no present pages is left alone. */
+START_TEST(test_snapshot_observation)
+{
+	struct coverage c;
+	struct cov_obs obs[4] = {
+		{ .written = 256, .pages = 512, .exposure = 512 * 200.0 }, /* half, 2 s each */
+		{ .written = 0, .pages = 512, .exposure = 512 * 100.0 },   /* none, 1 s each */
+		{ .written = 0, .pages = 0, .exposure = 0 },
+		{ .written = 512, .pages = 512, .exposure = 512 * 50.0 },  /* all in 0.5 s */
+	};
+
+	ck_assert_int_eq(coverage_init(&c, RAM, 2ULL << 20), 0);
+	coverage_add_snapshot(&c, obs, 0.0); /* no rate known: nothing folded */
+	ck_assert_uint_eq(c.snapshots, 0);
+	coverage_add_snapshot(&c, obs, 100.0);
+	ck_assert_uint_eq(c.snapshots, 1);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 2.0), 0.5, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 0, 4.0), 0.75, 1e-5);
+	ck_assert_float_eq_tol(coverage_of(&c, 1, 10.0), 0.0, 1e-6);
+	ck_assert_float_eq_tol(c.seconds[2], 0.0, 1e-9);
+	ck_assert_float_eq_tol(coverage_of(&c, 3, 0.5), 1.0 - 0.5 / 512, 1e-5);
+	coverage_fini(&c);
+}
+END_TEST
+
+/* Classification with hysteresis: a region becomes hot at the threshold and stays hot
+ * down to the threshold less 0.1; threshold 0 makes all hot. */
+START_TEST(test_classify_hysteresis)
+{
+	struct coverage c;
+	uint8_t hot[4] = { 0, 0, 1, 1 };
+
+	ck_assert_int_eq(coverage_init(&c, RAM, 2ULL << 20), 0);
+	memset(bitmap, 0, sizeof(bitmap));
+	set_pages(0, 435);        /* region 0: 0.85 - hot */
+	set_pages(512, 384);      /* region 1: 0.75 - cold (was cold) */
+	set_pages(1024, 384);     /* region 2: 0.75 - stays hot (was hot) */
+	set_pages(1536, 307);     /* region 3: 0.60 - no longer hot */
+	coverage_add_window(&c, bitmap, NULL, 1.0);
+	ck_assert_uint_eq(coverage_classify(&c, 0.80, 1.0, hot), 2);
+	ck_assert_uint_eq(hot[0], 1);
+	ck_assert_uint_eq(hot[1], 0);
+	ck_assert_uint_eq(hot[2], 1);
+	ck_assert_uint_eq(hot[3], 0);
+	ck_assert_uint_eq(coverage_classify(&c, 0.0, 1.0, hot), 4);
 	coverage_fini(&c);
 }
 END_TEST
@@ -86,7 +162,7 @@ START_TEST(test_partial_region)
 	ck_assert_uint_eq(coverage_region_pages(&c, 1), 512);
 	memset(bitmap, 0, sizeof(bitmap));
 	set_pages(1024, 512);
-	coverage_add_window(&c, bitmap, 1.0);
+	coverage_add_window(&c, bitmap, NULL, 1.0);
 	ck_assert_float_eq_tol(coverage_of(&c, 1, 1.0), 1.0 - 0.5 / 512, 1e-5);
 	coverage_histogram(&c, 1.0, hist);
 	ck_assert_uint_eq(hist[0], 1);
@@ -123,7 +199,7 @@ START_TEST(test_duration)
 	memset(bitmap, 0, sizeof(bitmap));
 	set_pages(0, 256);       /* region 0: half */
 	set_pages(512, 128);     /* region 1: a quarter */
-	coverage_add_window(&c, bitmap, 0.5);
+	coverage_add_window(&c, bitmap, NULL, 0.5);
 	ck_assert_float_eq_tol(coverage_of(&c, 0, 0.5), 0.5, 1e-5);
 	ck_assert_float_eq_tol(coverage_of(&c, 0, 1.0), 0.75, 1e-5);
 	ck_assert_float_eq_tol(coverage_of(&c, 1, 2.0), 1.0 - 0.75 * 0.75 * 0.75 * 0.75, 1e-5);
@@ -131,7 +207,7 @@ START_TEST(test_duration)
 	ck_assert(coverage_is_hot(&c, 0, 0.75, 1.0));
 	ck_assert(!coverage_is_hot(&c, 0, 0.75, 0.5));
 	ck_assert(!coverage_is_hot(&c, 1, 0.75, 1.0));
-	coverage_add_window(&c, bitmap, 0.0); /* a window in which the guest never ran */
+	coverage_add_window(&c, bitmap, NULL, 0.0); /* a window in which the guest never ran */
 	ck_assert_uint_eq(c.windows, 1);
 	coverage_fini(&c);
 }
@@ -145,6 +221,9 @@ Suite *coverage_suite(void)
 	tcase_add_test(tc, test_counts);
 	tcase_add_test(tc, test_threshold_edge);
 	tcase_add_test(tc, test_smoothing);
+	tcase_add_test(tc, test_sampled_window);
+	tcase_add_test(tc, test_snapshot_observation);
+	tcase_add_test(tc, test_classify_hysteresis);
 	tcase_add_test(tc, test_partial_region);
 	tcase_add_test(tc, test_region_sizes);
 	tcase_add_test(tc, test_duration);

@@ -8,6 +8,7 @@
  * plus an offset that lx_clock_refresh() re-reads from the host now and then.
  */
 #include "sys.h"
+#include "../x86.h"
 #include "../../guest/vdso/vdso_abi.h"
 
 #include <string.h>
@@ -57,6 +58,18 @@ void lx_clock_refresh(struct lx_proc *p)
 	clock_gettime(CLOCK_BOOTTIME, &boot);
 	if (p->clock.data)
 		clock_publish_offsets(p, ts_ns(&real) - mono, ts_ns(&boot) - mono);
+}
+
+void lx_clock_map(struct lx_proc *p)
+{
+	p->clock.data = gmem_user_ptr(p->mem, p->mm.vdso_base - PAGE_SIZE, PAGE_SIZE);
+	p->clock.counters = gmem_user_ptr(p->mem, p->mm.vdso_base - 2 * PAGE_SIZE, PAGE_SIZE);
+}
+
+uint64_t lx_clock_reads(const struct lx_proc *p)
+{
+	/* The guest writes the page at will: a number to read, never anything to follow. */
+	return p->clock.counters ? __atomic_load_n(&p->clock.counters->clock_reads, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t lx_clock_mono_ns(struct lx_proc *p)

@@ -72,6 +72,7 @@ struct lx_mm {
 
 struct lx_clock {
 	struct vdso_data *data;  /* host pointer to the data page in guest memory */
+	const struct vdso_counters *counters; /* and to the counter page (the guest writes it) */
 	int64_t tsc_offset;      /* guest TSC - host TSC */
 	uint64_t mult;
 	uint32_t shift;
@@ -137,6 +138,11 @@ int lx_thread_init(struct lx_proc *p, struct lx_thread *t, void *vcpu);
 /* Start the guest clock: the vDSO data page and the monitor's own clock syscalls
  * then agree. @tsc_offset is guest TSC - host TSC. */
 void lx_clock_init(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz);
+/* Find the vDSO's data and counter pages in guest memory (once the layout is known). */
+void lx_clock_map(struct lx_proc *p);
+/* How often the guest read the clock through the vDSO so far: a measure of its work
+ * (vdso_abi.h). */
+uint64_t lx_clock_reads(const struct lx_proc *p);
 /* Re-read the realtime offset from the host (NTP may slew it); called periodically. */
 void lx_clock_refresh(struct lx_proc *p);
 

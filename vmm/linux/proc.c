@@ -174,7 +174,8 @@ out:
 	return rc;
 }
 
-/* Stack at the top of RAM, the vDSO (data page + image) below it, mmap below that. */
+/* Stack at the top of RAM, the vDSO (counter page, data page, image) below it, mmap
+ * below that. */
 static int proc_layout(struct lx_proc *p)
 {
 	struct lx_mm *mm = &p->mm;
@@ -184,6 +185,7 @@ static int proc_layout(struct lx_proc *p)
 	struct vma sv = { .kind = VMA_STACK, .prot = PROT_READ | PROT_WRITE,
 			  .flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN };
 	struct vma vv = { .kind = VMA_VDSO, .prot = PROT_READ | PROT_EXEC, .flags = MAP_PRIVATE };
+	struct vma vc = { .kind = VMA_VDSO, .prot = PROT_READ | PROT_WRITE, .flags = MAP_PRIVATE };
 	uint8_t *dst;
 	int rc;
 
@@ -193,17 +195,19 @@ static int proc_layout(struct lx_proc *p)
 	mm->stack_top = size;
 	mm->stack_lo = size - stack;
 	mm->vdso_base = mm->stack_lo - PROC_GAP - image;
-	mm->mmap_top = mm->vdso_base - PAGE_SIZE - PROC_GAP;
+	mm->mmap_top = mm->vdso_base - 2 * PAGE_SIZE - PROC_GAP;
 	rc = vma_insert(&mm->map, mm->stack_lo, mm->stack_top, &sv);
 	if (!rc)
 		rc = vma_insert(&mm->map, mm->vdso_base - PAGE_SIZE, mm->vdso_base + image, &vv);
+	if (!rc)
+		rc = vma_insert(&mm->map, mm->vdso_base - 2 * PAGE_SIZE, mm->vdso_base - PAGE_SIZE, &vc);
 	if (rc)
 		return rc;
 	dst = gmem_user_ptr(p->mem, mm->vdso_base, image);
 	if (!dst)
 		return -ENOMEM;
 	memcpy(dst, ccvm_vdso_image, (size_t)(ccvm_vdso_image_end - ccvm_vdso_image));
-	p->clock.data = gmem_user_ptr(p->mem, mm->vdso_base - PAGE_SIZE, PAGE_SIZE);
+	lx_clock_map(p);
 	p->rlim[RLIMIT_STACK].rlim_cur = stack;
 	return 0;
 }

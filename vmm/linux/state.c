@@ -217,7 +217,7 @@ static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
 		if (vma_insert(&p->mm.map, start, end, &e))
 			return -ENOMEM;
 	}
-	p->clock.data = gmem_user_ptr(p->mem, p->mm.vdso_base - PAGE_SIZE, PAGE_SIZE);
+	lx_clock_map(p);
 	return 0;
 }
 
