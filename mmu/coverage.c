@@ -114,6 +114,11 @@ void coverage_add_window(struct coverage *c, const uint64_t *written, const uint
 	c->windows++;
 }
 
+bool coverage_known(const struct coverage *c)
+{
+	return c->windows || c->snapshots;
+}
+
 double coverage_of(const struct coverage *c, uint64_t r, double seconds)
 {
 	if (r >= c->n_regions || c->seconds[r] <= 0)
@@ -139,7 +144,8 @@ bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold, dou
 	return threshold <= 0 || coverage_of(c, r, seconds) >= threshold - 1e-6;
 }
 
-uint64_t coverage_classify(const struct coverage *c, double threshold, double seconds, uint8_t *hot)
+uint64_t coverage_classify(const struct coverage *c, double threshold, double seconds,
+			   uint8_t *hot)
 {
 	uint64_t n = 0;
 

@@ -51,6 +51,9 @@ void coverage_add_window(struct coverage *c, const uint64_t *written, const uint
  * it was); @per_second converts exposure to seconds of the guest's normal running. */
 void coverage_add_snapshot(struct coverage *c, const struct cov_obs *obs, double per_second);
 
+/* True once anything was folded in (before that, nothing is known). */
+bool coverage_known(const struct coverage *c);
+
 /* The share of region @r's pages expected to be written in @seconds. */
 double coverage_of(const struct coverage *c, uint64_t r, double seconds);
 
@@ -63,7 +66,8 @@ bool coverage_is_hot(const struct coverage *c, uint64_t r, double threshold, dou
  * becomes hot at @threshold and stays hot while its coverage is at least
  * @threshold - COV_HYSTERESIS: estimates from short windows are noisy, and a region
  * near the threshold would otherwise flip between snapshots. Returns the hot count. */
-uint64_t coverage_classify(const struct coverage *c, double threshold, double seconds, uint8_t *hot);
+uint64_t coverage_classify(const struct coverage *c, double threshold, double seconds,
+			   uint8_t *hot);
 
 /* Regions per decile [0,0.1) .. [0.9,1.0] of coverage over @seconds. */
 void coverage_histogram(const struct coverage *c, double seconds, uint64_t hist[COV_HIST_BUCKETS]);

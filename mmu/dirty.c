@@ -225,11 +225,20 @@ uint64_t dirty_progress_now(const struct dirty_tracker *t)
 	return t->progress.read ? t->progress.read(t->progress.ctx) : 0;
 }
 
+/* Progress since count @c0; the guest writes the count, so it may go back: none then. */
+static uint64_t dirty_progress_since(const struct dirty_tracker *t, uint64_t c0)
+{
+	uint64_t c = dirty_progress_now(t);
+
+	return c > c0 ? c - c0 : 0;
+}
+
 /* Without a progress count: how long the guest ran in @wall seconds in which it
- * dirtied @d pages, each a fault of @fault seconds. In a window where the guest did little else than fault, this is
- * a small difference of two large numbers, and a fault's cost is known to a few per
- * cent only: it is never taken below DIRTY_RAN_FLOOR of the wall time (zipfbench's own
- * reports showed it doing 2.5% of its normal work during such a window). */
+ * dirtied @d pages, each a fault of @fault seconds. In a window where the guest did
+ * little else than fault, this is a small difference of two large numbers, and a
+ * fault's cost is known to a few per cent only: it is never taken below
+ * DIRTY_RAN_FLOOR of the wall time (zipfbench's own reports showed it doing 2.5% of
+ * its normal work during such a window). */
 static double dirty_ran_by_faults(double wall, uint64_t d, double fault)
 {
 	double ran = wall - (double)d * fault;
@@ -246,8 +255,8 @@ static double dirty_ran(const struct dirty_tracker *t, double wall, uint64_t d, 
 
 	if (t->progress_rate <= 0)
 		return dirty_ran_by_faults(wall, d, t->fault_s);
-	ran = (double)(dirty_progress_now(t) - c0) / t->progress_rate;
-	return ran < 0 ? 0 : ran > wall ? wall : ran;
+	ran = (double)dirty_progress_since(t, c0) / t->progress_rate;
+	return ran > wall ? wall : ran;
 }
 
 static void dirty_acc_reset(struct dirty_tracker *t)
@@ -392,7 +401,7 @@ static bool dirty_gap(struct dirty_tracker *t, double gap)
 			prev = -1;
 			continue;
 		}
-		rate = (double)(dirty_progress_now(t) - c0) / step;
+		rate = (double)dirty_progress_since(t, c0) / step;
 		if (prev >= 0 && prev >= rate / 2) {
 			best = rate > best ? rate : best;
 			timed = true;
@@ -504,7 +513,11 @@ uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)
 	pthread_mutex_lock(&t->lock);
 	/* Before any window is measured nothing is known: all cold, unless the threshold
 	 * says every region is hot anyway. */
-	if (t->cov.windows || t->cov.snapshots || threshold <= 0) {
+	if (coverage_known(&t->cov) || threshold <= 0) {
+		/* Hysteresis holds at one threshold: a request with another starts afresh. */
+		if (threshold != t->hot_threshold)
+			memset(t->hot, 0, t->cov.n_regions);
+		t->hot_threshold = threshold;
 		n = coverage_classify(&t->cov, threshold, t->window_s, t->hot);
 		memcpy(hot, t->hot, t->cov.n_regions);
 	} else {

@@ -25,12 +25,13 @@ struct dirty_tracker {
 	uint64_t *acc;          /* windows cut short, added up (see dirty_accumulate) */
 	uint64_t *acc_present;  /* and the pages they watched */
 	struct dirty_progress progress;
-	double progress_rate;   /* its growth per second with no window open, just before one */
+	double progress_rate;   /* its growth per second when nothing slows the guest (dirty_gap) */
 	double fault_s;         /* a dirty-logging fault's cost, as measured so far */
 	double acc_ran, acc_wall;
 	unsigned char *resident; /* mincore's vector */
 	struct coverage cov;    /* guarded by lock */
 	uint8_t *hot;           /* per region: hot in the last classification (hysteresis) */
+	double hot_threshold;   /* the threshold it was made at */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	pthread_t thread;

@@ -285,32 +285,49 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	return ctl_figures_reply(&f);
 }
 
+static void ctl_set_int(json_t *o, const char *key, uint64_t v)
+{
+	json_object_set_new(o, key, json_integer((json_int_t)v));
+}
+
+static void ctl_set_real(json_t *o, const char *key, double v)
+{
+	json_object_set_new(o, key, json_real(v));
+}
+
 /* `stats regions`: the coverage tracker's view. */
 static json_t *ctl_stats_regions(struct ctl_server *srv)
 {
 	struct dirty_tracker *t = srv->engine ? srv->engine->tracker : NULL;
+	double thr = srv->engine ? srv->engine->def.threshold : 0;
 	uint64_t hist[COV_HIST_BUCKETS], hot = 0;
-	json_t *h = json_array();
+	json_t *o, *h;
 
 	if (!t)
 		return NULL;
+	o = json_object();
+	h = json_array();
 	pthread_mutex_lock(&t->lock);
 	coverage_histogram(&t->cov, t->window_s, hist);
 	for (uint64_t r = 0; r < t->cov.n_regions; r++)
-		hot += (t->cov.windows || t->cov.snapshots) && coverage_is_hot(&t->cov, r, srv->engine->def.threshold, t->window_s);
+		hot += coverage_known(&t->cov) && coverage_is_hot(&t->cov, r, thr, t->window_s);
 	for (int i = 0; i < COV_HIST_BUCKETS; i++)
 		json_array_append_new(h, json_integer((json_int_t)hist[i]));
-	json_t *o = json_pack("{s:I, s:I, s:f, s:I, s:o, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "region_size",
-			      (json_int_t)t->cov.region_size, "regions", (json_int_t)t->cov.n_regions,
-			      "threshold", srv->engine->def.threshold, "regions_hot", (json_int_t)hot,
-			      "histogram", h, "windows", (json_int_t)t->cov.windows,
-			      "snapshots_observed", (json_int_t)t->cov.snapshots,
-			      "progress_per_s", t->progress_rate, "window_ms",
-			      t->window_s * 1000.0, "last_window_ran_ms", t->last_ran_s * 1000.0,
-			      "last_window_wall_ms", t->last_wall_s * 1000.0, "fault_us", t->last_fault_us,
-			      "guest_lost_ms", t->lost_s * 1000.0,
-			      "dirty_harvests", (json_int_t)t->harvests,
-			      "harvest_ms", (json_int_t)(t->harvest_ns / 1000000ULL));
+	ctl_set_int(o, "region_size", t->cov.region_size);
+	ctl_set_int(o, "regions", t->cov.n_regions);
+	ctl_set_real(o, "threshold", thr);
+	ctl_set_int(o, "regions_hot", hot);
+	json_object_set_new(o, "histogram", h);
+	ctl_set_int(o, "windows", t->cov.windows);
+	ctl_set_int(o, "snapshots_observed", t->cov.snapshots);
+	ctl_set_real(o, "progress_per_s", t->progress_rate);
+	ctl_set_real(o, "window_ms", t->window_s * 1000.0);
+	ctl_set_real(o, "last_window_ran_ms", t->last_ran_s * 1000.0);
+	ctl_set_real(o, "last_window_wall_ms", t->last_wall_s * 1000.0);
+	ctl_set_real(o, "fault_us", t->last_fault_us);
+	ctl_set_real(o, "guest_lost_ms", t->lost_s * 1000.0);
+	ctl_set_int(o, "dirty_harvests", t->harvests);
+	ctl_set_int(o, "harvest_ms", t->harvest_ns / 1000000ULL);
 	pthread_mutex_unlock(&t->lock);
 	return o;
 }
