@@ -24,9 +24,9 @@ ASAN_OBJS = $(SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o
 GEN       = $(B)/gen/syscall_names.h
 
 GUEST_TESTS = $(basename $(notdir $(wildcard guest/tests/*.c)))
-GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl \
+GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbench.dyn \
 	      $(foreach t,$(GUEST_TESTS),$(B)/guest/tests/$(t).glibc $(B)/guest/tests/$(t).musl \
-	        $(B)/guest/tests/$(t).spie)
+	        $(B)/guest/tests/$(t).spie $(B)/guest/tests/$(t).dyn)
 
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
@@ -70,11 +70,15 @@ $(B)/obj/vdso_blob.o: guest/vdso/blob.S $(B)/vdso.so
 	@mkdir -p $(dir $@)
 	$(CC) -c -DVDSO_SO='"$(B)/vdso.so"' -o $@ $<
 
-# Guest programs: static glibc, static-PIE glibc and static musl builds of the same sources.
+# Guest programs: static glibc, static-PIE glibc, static musl and dynamic glibc (PIE, run
+# through ld-linux) builds of the same sources.
 guests: $(GUEST_BINS)
 $(B)/guest/zipfbench: guest/zipfbench.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -static $(WARN) -o $@ $< -lm
+$(B)/guest/zipfbench.dyn: guest/zipfbench.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 $(WARN) -o $@ $< -lm
 $(B)/guest/zipfbench.musl: guest/zipfbench.c
 	@mkdir -p $(dir $@)
 	$(MUSLCC) -O2 -static $(WARN) -o $@ $< -lm
@@ -84,6 +88,9 @@ $(B)/guest/tests/%.glibc: guest/tests/%.c
 $(B)/guest/tests/%.spie: guest/tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -static-pie -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
+$(B)/guest/tests/%.dyn: guest/tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
 $(B)/guest/tests/%.musl: guest/tests/%.c
 	@mkdir -p $(dir $@)
 	$(MUSLCC) -O1 -static -D_GNU_SOURCE $(WARN) -o $@ $<

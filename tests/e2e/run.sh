@@ -49,14 +49,15 @@ run_both() {
 	fi
 }
 
-echo "== guest programs: native vs ccvm (static glibc, static-PIE glibc, static musl)"
-for libc in glibc spie musl; do
+echo "== guest programs: native vs ccvm (static glibc, static-PIE glibc, static musl, dynamic glibc)"
+for libc in glibc spie musl dyn; do
 	T=$G/tests
 	run_both "hello.$libc" -- "$T/hello.$libc" a "b c" 7
 	run_both "env.$libc" -- "$T/env.$libc" x "y z" ""
 	run_both "files.$libc" -- "$T/files.$libc" @DIR@
 	run_both "mem.$libc" -- "$T/mem.$libc" "$CCVM"
 	run_both "clocks.$libc" -- "$T/clocks.$libc" 200000
+	run_both "futex.$libc" -- "$T/futex.$libc"
 	for how in null ud2 div0 abort int3 "exit 42" "exit 0"; do
 		# shellcheck disable=SC2086
 		run_both "crash $how.$libc" -- "$T/crash.$libc" $how
@@ -126,8 +127,14 @@ expect_fail "script" 126 "a script" -- "$CCVM" run -- "$WORK/script"
 expect_fail "32-bit ELF" 126 "32-bit" -- "$CCVM" run -- "$WORK/elf32"
 expect_fail "truncated ELF header" 126 "truncated" -- "$CCVM" run -- "$WORK/trunc"
 expect_fail "truncated ELF segments" 126 "truncated" -- "$CCVM" run -- "$WORK/trunc2"
-DYN=$(realpath "$(type -P true)")
-expect_fail "dynamic ELF" 126 "dynamically linked" -- "$CCVM" run -- "$DYN"
+# Dynamic programs from the host's Debian, as installed, through ld-linux.
+run_both "Debian's /bin/true" -- "$(realpath "$(type -P true)")"
+run_both "Debian's ls -la" -- "$(realpath "$(type -P ls)")" -la "$G/tests"
+run_both "Debian's sort" -- "$(realpath "$(type -P sort)")" "$TOP/README.md"
+# A dynamic program whose interpreter is missing: its PT_INTERP path, made unknown.
+sed 's|/lib64/ld-linux-x86-64.so.2|/lib64/ld-linux-x86-64.so.9|' "$G/tests/hello.dyn" >"$WORK/nointerp"
+chmod +x "$WORK/nointerp"
+expect_fail "missing ELF interpreter" 127 "its interpreter /lib64/ld-linux-x86-64.so.9: no such file" -- "$CCVM" run -- "$WORK/nointerp"
 expect_fail "missing program" 127 "no such file" -- "$CCVM" run -- "$WORK/does-not-exist"
 expect_fail "directory as program" 126 "not a regular file" -- "$CCVM" run -- "$WORK"
 expect_fail "--mem 0" 2 "guest RAM must be between" -- "$CCVM" run --mem 0 -- "$G/tests/hello.glibc"

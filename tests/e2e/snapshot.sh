@@ -48,6 +48,19 @@ for k in id file policy pause_us duration_ms bytes pages_total pages_zero pages_
 	grep -q "\"$k\":" "$S/z1.json" || { fail "snapshot reply lacks $k" "$(cat "$S/z1.json")"; break; }
 done && pass "snapshot reply has every figure"
 
+# 1 (dynamic). A dynamic program (ld-linux, libc and libm mapped from their files): a cow
+#     snapshot while it runs restores to the same result.
+CCVM_TEST_REFERENCE=1 start_vm "$SOCK" "$G/zipfbench.dyn" "${ZARGS[@]}"
+sleep 0.5
+"$CCVM" ctl "$SOCK" snapshot "$S/dyn.img" --policy cow --wait >"$S/dyn.json" 2>&1
+wait $VMPID; st=$?
+got=$(timeout 120 "$CCVM" restore "$S/dyn.img" </dev/null 2>"$S/r.err" | grep -o 'checksum=[0-9a-f]*')
+[ $st = 0 ] && grep -q "$WANT" "$S/vm.out" && [ "$(field ok <"$S/dyn.json")" = true ] && \
+	image_memory_equals_ref "$S/dyn.img" && [ "$got" = "$WANT" ] \
+	&& pass "dynamic zipfbench: snapshot exact, restores to $got" \
+	|| fail "dynamic zipfbench snapshot" "status $st" "$(cat "$S/dyn.json")" "got '$got'" "$(head -3 "$S/r.err")"
+rm -f "$S/dyn.img" "$S/dyn.img.ref"
+
 # 1a. The coverage tracker sees what the guest rewrites: a guest rewriting 32 MiB
 # uniformly makes those 16 regions hot and leaves the other 112 of 256 MiB cold.
 "$CCVM" run --mem 256M --control "$SOCK" --coverage-window 500 -- "$G/zipfbench" --size 32M --alpha 0.01 \

@@ -4,10 +4,11 @@
  * Memory layout (guest virtual = guest physical; see mmu/layout.h):
  *
  *   0 .. 2 MiB            system area (supervisor only; NULL dereferences fault here)
- *   program               at its link address (static-PIE: at PROC_PIE_BASE)
+ *   program               at its link address (PIE: at PROC_PIE_BASE)
  *   heap (brk)            grows up from the end of the program
  *   ...                   mmap hands out ranges top-down from mmap_top
- *   vDSO data + image     below the stack
+ *   ELF interpreter       (dynamic programs) ld.so, right below the vDSO
+ *   vDSO counters, data + image  below the stack
  *   stack                 the top of RAM, PROC_STACK_MAX at most
  */
 #include "sys.h"
@@ -127,40 +128,103 @@ static int proc_load_segments(struct lx_proc *p, const uint8_t *file, const stru
 	return 0;
 }
 
-static int proc_load_elf(struct lx_proc *p, const struct lx_config *cfg, int fd,
-			 struct elf_info *e, uint64_t *base)
+/* Map the file behind @fd read-only and parse it as an ELF program; @what names it in
+ * messages. On success *file / *size hold the mapping (munmap it). */
+static int proc_parse_file(const char *what, int fd, struct elf_info *e, uint8_t **file,
+			   size_t *size)
 {
 	char err[ELF_ERR_LEN];
 	struct stat st;
-	uint8_t *file;
 	int rc;
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode)) {
-		log_err("cannot run '%s': not a regular file", cfg->program);
+		log_err("cannot run '%s': not a regular file", what);
 		return -EACCES;
 	}
 	if (st.st_size == 0) {
-		log_err("cannot run '%s': not an ELF file (it is empty)", cfg->program);
+		log_err("cannot run '%s': not an ELF file (it is empty)", what);
 		return -ENOEXEC;
 	}
-	file = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (file == MAP_FAILED)
+	*size = (size_t)st.st_size;
+	*file = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (*file == MAP_FAILED)
 		return -errno;
-	rc = elf_parse(file, (size_t)st.st_size, e, err);
+	rc = elf_parse(*file, *size, e, err);
 	if (rc) {
-		log_err("cannot run '%s': %s", cfg->program, err);
-		goto out;
+		log_err("cannot run '%s': %s", what, err);
+		munmap(*file, *size);
 	}
-	if (e->interp[0]) {
-		log_err("cannot run '%s': it is dynamically linked (interpreter %s); this ccvm "
-			"runs static programs only: build it with -static", cfg->program, e->interp);
+	return rc;
+}
+
+/* Is [base + e->lo, base + e->hi) inside user memory below @top? */
+static bool proc_fits(const struct elf_info *e, uint64_t base, uint64_t top)
+{
+	return base + e->lo >= LAYOUT_USER_BASE && base + e->hi <= top && base + e->hi > base + e->lo;
+}
+
+/*
+ * A dynamic program's interpreter (PT_INTERP, ld-linux-x86-64.so.2), looked up in the
+ * guest's root like any file, loaded right below the vDSO as Linux loads it at the top
+ * of the mmap area; mmap_top moves below it. It must be position-independent and have
+ * no interpreter of its own. Stores its load bias in *ibase and its entry in *ientry.
+ */
+static int proc_load_interp(struct lx_proc *p, const struct lx_config *cfg, const char *interp,
+			    uint64_t *ibase, uint64_t *ientry)
+{
+	char gpath[PATH_MAX];
+	struct elf_info ie;
+	uint8_t *file;
+	size_t size;
+	int fd, rc;
+
+	rc = lx_path_join(p, AT_FDCWD, interp, gpath);
+	if (!rc)
+		rc = lx_fs_open(&p->fs, gpath, O_RDONLY, 0, &fd);
+	if (rc) {
+		log_err("cannot run '%s': its interpreter %s: %s", cfg->program, interp,
+			rc == -ENOENT ? "no such file (in the guest's root)" : strerror(-rc));
+		return rc;
+	}
+	rc = proc_parse_file(interp, fd, &ie, &file, &size);
+	close(fd);
+	if (rc)
+		return rc;
+	if (ie.interp[0] || !ie.is_pie) {
+		log_err("cannot run '%s': its interpreter %s is not a position-independent "
+			"loader", cfg->program, interp);
 		rc = -ENOEXEC;
 		goto out;
 	}
+	*ibase = ((p->mm.mmap_top - (ie.hi - ie.lo)) & ~(ie.align - 1)) - ie.lo;
+	if (!proc_fits(&ie, *ibase, p->mm.mmap_top)) {
+		log_err("cannot run '%s': no room for its interpreter (give a larger --mem)",
+			cfg->program);
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = proc_load_segments(p, file, &ie, *ibase);
+	*ientry = *ibase + ie.entry;
+	p->mm.mmap_top = *ibase + ie.lo - PROC_GAP;
+out:
+	munmap(file, size);
+	return rc;
+}
+
+static int proc_load_elf(struct lx_proc *p, const struct lx_config *cfg, int fd,
+			 struct elf_info *e, uint64_t *base)
+{
+	uint8_t *file;
+	size_t size;
+	int rc;
+
+	rc = proc_parse_file(cfg->program, fd, e, &file, &size);
+	if (rc)
+		return rc;
 	*base = e->is_pie ? align_up(PROC_PIE_BASE, e->align) - e->lo : 0;
-	if (*base + e->lo < LAYOUT_USER_BASE || *base + e->hi > p->mm.mmap_top) {
+	if (!proc_fits(e, *base, p->mm.mmap_top)) {
 		log_err("cannot run '%s': it is linked at 0x%llx-0x%llx, outside this VM's user "
 			"memory 0x%llx-0x%llx (give a larger --mem)", cfg->program,
 			(unsigned long long)(*base + e->lo), (unsigned long long)(*base + e->hi),
@@ -170,7 +234,7 @@ static int proc_load_elf(struct lx_proc *p, const struct lx_config *cfg, int fd,
 	}
 	rc = proc_load_segments(p, file, e, *base);
 out:
-	munmap(file, (size_t)st.st_size);
+	munmap(file, size);
 	return rc;
 }
 
@@ -220,7 +284,7 @@ static void proc_auxv(struct stack_args *a, uint64_t type, uint64_t val)
 }
 
 static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const struct elf_info *e,
-		      uint64_t base, uint64_t *rsp)
+		      uint64_t base, uint64_t interp_base, uint64_t *rsp)
 {
 	unsigned eax, ebx, ecx, edx = 0;
 	struct stack_args a = { .argc = cfg->argc, .argv = cfg->argv, .execfn = p->exe,
@@ -241,7 +305,7 @@ static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const stru
 	proc_auxv(&a, AT_PHDR, e->phdr_vaddr ? base + e->phdr_vaddr : 0);
 	proc_auxv(&a, AT_PHENT, e->phentsize);
 	proc_auxv(&a, AT_PHNUM, e->phnum);
-	proc_auxv(&a, AT_BASE, 0);
+	proc_auxv(&a, AT_BASE, interp_base);
 	proc_auxv(&a, AT_FLAGS, 0);
 	proc_auxv(&a, AT_ENTRY, base + e->entry);
 	proc_auxv(&a, AT_UID, getuid());
@@ -275,7 +339,7 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 {
 	struct lx_proc *p = calloc(1, sizeof(*p));
 	struct elf_info e;
-	uint64_t base = 0;
+	uint64_t base = 0, ibase = 0, ientry = 0;
 	const char *slash;
 	int fd = -1, rc;
 
@@ -300,13 +364,17 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 		goto err;
 	rc = proc_load_elf(p, cfg, fd, &e, &base);
 	close(fd);
+	if (!rc && e.interp[0])
+		rc = proc_load_interp(p, cfg, e.interp, &ibase, &ientry);
 	if (rc)
 		goto err;
 	p->mm.brk_start = p->mm.brk = align_up(base + e.hi, PAGE_SIZE);
-	rc = proc_stack(p, cfg, &e, base, &entry->rsp);
+	rc = proc_stack(p, cfg, &e, base, ibase, &entry->rsp);
 	if (rc)
 		goto err;
-	entry->rip = base + e.entry;
+	/* A dynamic program starts in its interpreter, which finds the program through
+	 * AT_PHDR and AT_ENTRY. */
+	entry->rip = e.interp[0] ? ientry : base + e.entry;
 	slash = strrchr(p->exe, '/');
 	memcpy(p->comm, slash ? slash + 1 : p->exe,
 	       strnlen(slash ? slash + 1 : p->exe, sizeof(p->comm) - 1));

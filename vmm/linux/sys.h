@@ -69,6 +69,10 @@ int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end);
 
 /* Clocks (clock.c): the monitor's view of the guest clocks. */
 int lx_clock_now(struct lx_proc *p, int clock, int64_t *ns);
+/* Sleep the calling vCPU until guest clock @clock reads @deadline_ns (sys_misc.c). */
+int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *left);
+/* A guest struct timespec as nanoseconds: -EFAULT, -EINVAL when out of range. */
+int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 
 #define LX_HANDLERS(X)                                                                       \
 	X(read) X(write) X(readv) X(writev) X(pread64) X(pwrite64) X(open) X(openat)         \
@@ -84,7 +88,7 @@ int lx_clock_now(struct lx_proc *p, int clock, int64_t *ns);
 	X(clock_gettime) X(gettimeofday) X(time) X(clock_getres) X(nanosleep)                \
 	X(clock_nanosleep) X(getrandom) X(rt_sigaction) X(rt_sigprocmask) X(sigaltstack)     \
 	X(exit) X(exit_group) X(kill) X(tgkill) X(tkill) X(prctl) X(getcpu) X(times)         \
-	X(getrusage) X(getgroups)
+	X(getrusage) X(getgroups) X(futex)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

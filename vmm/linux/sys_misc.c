@@ -333,7 +333,7 @@ int64_t sys_clock_getres(struct lx_call *c)
 
 /* Sleep until guest clock @clock reads @deadline_ns. Sleeping on the host's
  * CLOCK_MONOTONIC is right for every guest clock: they all advance with it. */
-static int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *left)
+int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *left)
 {
 	struct timespec host_deadline;
 	int64_t now, host_now;
@@ -359,7 +359,7 @@ static int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int
 	return 0;
 }
 
-static int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns)
+int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns)
 {
 	const struct timespec *ts = lx_uptr(c, uts, sizeof(*ts));
 
