@@ -58,6 +58,7 @@ for libc in glibc spie musl dyn; do
 	run_both "mem.$libc" -- "$T/mem.$libc" "$CCVM"
 	run_both "clocks.$libc" -- "$T/clocks.$libc" 200000
 	run_both "futex.$libc" -- "$T/futex.$libc"
+	run_both "events.$libc" -- "$T/events.$libc"
 	for how in null ud2 div0 abort int3 "exit 42" "exit 0"; do
 		# shellcheck disable=SC2086
 		run_both "crash $how.$libc" -- "$T/crash.$libc" $how

@@ -53,6 +53,11 @@ int lx_fd_init(struct lx_proc *p);
 int lx_fd_init_empty(struct lx_proc *p);
 void lx_fd_fini(struct lx_proc *p);
 
+/* For handlers (sys_file.c): guest fd -> host fd (-EBADF), and a new host descriptor
+ * into the guest's table (closed on failure). */
+int lx_host_fd(struct lx_call *c, uint64_t fd);
+int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec);
+
 /* Paths (path.c): confined to the guest root, writable only under --rw dirs. */
 int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_rw);
 void lx_fs_fini(struct lx_fs *fs);
@@ -88,7 +93,9 @@ int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 	X(clock_gettime) X(gettimeofday) X(time) X(clock_getres) X(nanosleep)                \
 	X(clock_nanosleep) X(getrandom) X(rt_sigaction) X(rt_sigprocmask) X(sigaltstack)     \
 	X(exit) X(exit_group) X(kill) X(tgkill) X(tkill) X(prctl) X(getcpu) X(times)         \
-	X(getrusage) X(getgroups) X(futex)
+	X(getrusage) X(getgroups) X(futex) X(poll) X(ppoll) X(select) X(pselect6)            \
+	X(epoll_create) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait)           \
+	X(eventfd) X(eventfd2)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

@@ -30,7 +30,7 @@
 	 O_PATH | O_TMPFILE)
 
 /* The host descriptor behind guest fd @fd, or -EBADF. */
-static int lx_host_fd(struct lx_call *c, uint64_t fd)
+int lx_host_fd(struct lx_call *c, uint64_t fd)
 {
 	int host;
 
@@ -42,7 +42,7 @@ static int lx_host_fd(struct lx_call *c, uint64_t fd)
 	return host;
 }
 
-static int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec)
+int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec)
 {
 	int fd;
 

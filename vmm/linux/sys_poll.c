@@ -1,0 +1,360 @@
+/*
+ * sys_poll.c - waiting on descriptors: poll, ppoll, select, pselect6, epoll and eventfd.
+ *
+ * Guest descriptors are entries of the guest's own table over host descriptors, so
+ * each call translates the guest's numbers and then lets the host kernel wait: poll
+ * and select become one host poll() over the translated descriptors (select through
+ * poll, so host descriptor numbers never meet FD_SETSIZE); an epoll instance is a host
+ * epoll instance, and epoll_ctl registers the host descriptor with the guest's event
+ * data unchanged, so epoll_wait hands back exactly what the guest registered. Waiting
+ * blocks only the calling vCPU, and a snapshot's pause does not wait for it. Signal
+ * masks (ppoll, pselect6, epoll_pwait) are accepted and ignored: signals are not
+ * delivered to the guest yet.
+ */
+#include "sys.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/select.h>
+#include <time.h>
+
+#define NSEC_PER_SEC     1000000000LL
+#define NSEC_PER_MSEC    1000000LL
+#define LX_POLL_MAX      LX_MAX_FDS /* descriptors one poll or select may name */
+#define LX_SIGSET_SIZE   8      /* the kernel's sigset_t */
+#define LX_FD_SET_BITS   (8 * sizeof(uint64_t))
+
+/* How long to wait: -1 for ever, else milliseconds from a timeout in ns (rounded up). */
+static int lx_timeout_ms(int64_t ns)
+{
+	if (ns < 0)
+		return -1;
+	if (ns / NSEC_PER_MSEC >= INT32_MAX)
+		return INT32_MAX;
+	return (int)((ns + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
+}
+
+static int64_t lx_mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * NSEC_PER_SEC + t.tv_nsec;
+}
+
+/* A signal mask argument: ignored, but checked as the kernel does. */
+static int lx_check_sigmask(struct lx_call *c, uint64_t umask, uint64_t size)
+{
+	if (!umask)
+		return 0;
+	if (size != LX_SIGSET_SIZE)
+		return -EINVAL;
+	return lx_uptr(c, umask, LX_SIGSET_SIZE) ? 0 : -EFAULT;
+}
+
+/*
+ * Poll @n guest pollfds at @ufds for up to @timeout_ns (-1: for ever). Descriptors the
+ * guest does not have report POLLNVAL, negative ones are skipped, as on Linux.
+ * Returns the count of ready entries or -errno.
+ */
+static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t timeout_ns)
+{
+	struct pollfd *gfds, *hfds;
+	int64_t rc;
+
+	if (n > LX_POLL_MAX)
+		return -EINVAL;
+	gfds = n ? lx_uptr(c, ufds, n * sizeof(*gfds)) : NULL;
+	if (n && !gfds)
+		return -EFAULT;
+	hfds = calloc(n ? n : 1, sizeof(*hfds));
+	if (!hfds)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		hfds[i].fd = gfds[i].fd < 0 ? -1 : lx_host_fd(c, (uint64_t)gfds[i].fd);
+		hfds[i].events = gfds[i].events;
+	}
+	lx_block_begin(c);
+	rc = poll(hfds, n, lx_timeout_ms(timeout_ns));
+	lx_block_end(c);
+	if (rc < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (gfds[i].fd >= 0 && hfds[i].fd < 0)
+			hfds[i].revents = POLLNVAL;
+		gfds[i].revents = gfds[i].fd < 0 ? 0 : hfds[i].revents;
+		rc += gfds[i].revents != 0;
+	}
+out:
+	free(hfds);
+	return rc;
+}
+
+int64_t sys_poll(struct lx_call *c)
+{
+	int timeout = (int)c->a[2];
+
+	return lx_poll_fds(c, c->a[0], c->a[1], timeout < 0 ? -1 : timeout * NSEC_PER_MSEC);
+}
+
+/* A relative timespec timeout (NULL: for ever) as ns. */
+static int lx_timespec_timeout(struct lx_call *c, uint64_t uts, int64_t *ns)
+{
+	*ns = -1;
+	return uts ? lx_read_timespec(c, uts, ns) : 0;
+}
+
+/* Write what is left of a timeout back, as the kernel does for ppoll and select. */
+static void lx_timespec_left(struct lx_call *c, uint64_t uts, int64_t deadline)
+{
+	struct timespec *ts = uts ? lx_uptr(c, uts, sizeof(*ts)) : NULL;
+	int64_t left = deadline - lx_mono_ns();
+
+	if (!ts)
+		return;
+	left = left < 0 ? 0 : left;
+	ts->tv_sec = left / NSEC_PER_SEC;
+	ts->tv_nsec = left % NSEC_PER_SEC;
+}
+
+int64_t sys_ppoll(struct lx_call *c)
+{
+	int64_t ns, start = lx_mono_ns(), rc;
+	int err = lx_timespec_timeout(c, c->a[2], &ns);
+
+	if (!err)
+		err = lx_check_sigmask(c, c->a[3], c->a[4]);
+	if (err)
+		return err;
+	rc = lx_poll_fds(c, c->a[0], c->a[1], ns);
+	if (ns >= 0)
+		lx_timespec_left(c, c->a[2], start + ns);
+	return rc;
+}
+
+/* The guest's fd_set at @uset (NULL: none) as bits of @nfds descriptors. */
+static uint64_t *lx_fd_set(struct lx_call *c, uint64_t uset, uint64_t nfds, int *err)
+{
+	uint64_t *set;
+
+	*err = 0;
+	if (!uset)
+		return NULL;
+	set = lx_uptr(c, uset, (nfds + LX_FD_SET_BITS - 1) / LX_FD_SET_BITS * sizeof(uint64_t));
+	if (!set)
+		*err = -EFAULT;
+	return set;
+}
+
+static bool lx_bit(const uint64_t *set, uint64_t fd)
+{
+	return set && (set[fd / LX_FD_SET_BITS] >> (fd % LX_FD_SET_BITS) & 1);
+}
+
+/*
+ * select over poll: the read, write and except sets of @nfds guest descriptors for up
+ * to @ns (-1: for ever); the sets are rewritten to the ready ones. A named descriptor
+ * the guest does not have fails the call with EBADF, as on Linux.
+ */
+static int64_t lx_select(struct lx_call *c, uint64_t nfds, uint64_t ur, uint64_t uw, uint64_t ue,
+			 int64_t ns)
+{
+	uint64_t *rs, *ws, *es, n = 0;
+	struct pollfd *pfds;
+	int64_t rc;
+	int err[3];
+
+	if (nfds > LX_POLL_MAX)
+		return -EINVAL;
+	rs = lx_fd_set(c, ur, nfds, &err[0]);
+	ws = lx_fd_set(c, uw, nfds, &err[1]);
+	es = lx_fd_set(c, ue, nfds, &err[2]);
+	if (err[0] || err[1] || err[2])
+		return -EFAULT;
+	pfds = calloc(nfds ? nfds : 1, sizeof(*pfds));
+	if (!pfds)
+		return -ENOMEM;
+	for (uint64_t fd = 0; fd < nfds; fd++) {
+		short ev = (lx_bit(rs, fd) ? POLLIN : 0) | (lx_bit(ws, fd) ? POLLOUT : 0) |
+			   (lx_bit(es, fd) ? POLLPRI : 0);
+
+		if (!ev)
+			continue;
+		pfds[n].fd = lx_host_fd(c, fd);
+		if (pfds[n].fd < 0) {
+			free(pfds);
+			return -EBADF;
+		}
+		pfds[n].events = ev;
+		n++;
+	}
+	lx_block_begin(c);
+	rc = poll(pfds, n, lx_timeout_ms(ns));
+	lx_block_end(c);
+	if (rc < 0) {
+		rc = -errno;
+		free(pfds);
+		return rc;
+	}
+	rc = 0;
+	n = 0;
+	for (uint64_t fd = 0; fd < nfds; fd++) {
+		bool r = lx_bit(rs, fd), w = lx_bit(ws, fd), e = lx_bit(es, fd);
+		short got;
+		uint64_t bit = 1ULL << (fd % LX_FD_SET_BITS), word = fd / LX_FD_SET_BITS;
+
+		if (!r && !w && !e)
+			continue;
+		got = pfds[n++].revents;
+		if (r && !(got & (POLLIN | POLLHUP | POLLERR)))
+			rs[word] &= ~bit;
+		if (w && !(got & (POLLOUT | POLLERR)))
+			ws[word] &= ~bit;
+		if (e && !(got & POLLPRI))
+			es[word] &= ~bit;
+		rc += lx_bit(rs, fd) + lx_bit(ws, fd) + lx_bit(es, fd);
+	}
+	free(pfds);
+	return rc;
+}
+
+int64_t sys_select(struct lx_call *c)
+{
+	struct timeval *tv = NULL;
+	int64_t ns = -1, start = lx_mono_ns(), rc, left;
+
+	if (c->a[4]) {
+		tv = lx_uptr(c, c->a[4], sizeof(*tv));
+		if (!tv)
+			return -EFAULT;
+		if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)
+			return -EINVAL;
+		ns = tv->tv_sec * NSEC_PER_SEC + tv->tv_usec * 1000;
+	}
+	rc = lx_select(c, c->a[0], c->a[1], c->a[2], c->a[3], ns);
+	if (tv) {
+		left = start + ns - lx_mono_ns();
+		left = left < 0 ? 0 : left;
+		tv->tv_sec = left / NSEC_PER_SEC;
+		tv->tv_usec = (left % NSEC_PER_SEC) / 1000;
+	}
+	return rc;
+}
+
+int64_t sys_pselect6(struct lx_call *c)
+{
+	/* The sixth argument points at { const sigset_t *mask; size_t size; }. */
+	const uint64_t *sig = c->a[5] ? lx_uptr(c, c->a[5], 2 * sizeof(uint64_t)) : NULL;
+	int64_t ns, start = lx_mono_ns(), rc;
+	int err = lx_timespec_timeout(c, c->a[4], &ns);
+
+	if (!err && c->a[5] && !sig)
+		err = -EFAULT;
+	if (!err && sig)
+		err = lx_check_sigmask(c, sig[0], sig[1]);
+	if (err)
+		return err;
+	rc = lx_select(c, c->a[0], c->a[1], c->a[2], c->a[3], ns);
+	if (ns >= 0)
+		lx_timespec_left(c, c->a[4], start + ns);
+	return rc;
+}
+
+static int64_t lx_epoll_new(struct lx_call *c, uint64_t flags)
+{
+	int host;
+
+	if (flags & ~(uint64_t)EPOLL_CLOEXEC)
+		return -EINVAL;
+	host = epoll_create1(EPOLL_CLOEXEC);
+	if (host < 0)
+		return -errno;
+	return lx_install(c, host, 0, flags & EPOLL_CLOEXEC);
+}
+
+int64_t sys_epoll_create(struct lx_call *c)
+{
+	return (int)c->a[0] <= 0 ? -EINVAL : lx_epoll_new(c, 0);
+}
+
+int64_t sys_epoll_create1(struct lx_call *c)
+{
+	return lx_epoll_new(c, c->a[0]);
+}
+
+/* The host registration carries the guest's event data as is: epoll_wait returns it
+ * to the guest untouched, so the guest never sees a host descriptor number. */
+int64_t sys_epoll_ctl(struct lx_call *c)
+{
+	int ep = lx_host_fd(c, c->a[0]), fd = lx_host_fd(c, c->a[2]), op = (int)c->a[1];
+	struct epoll_event *ev = NULL;
+
+	if (ep < 0 || fd < 0)
+		return -EBADF;
+	if (op != EPOLL_CTL_DEL) {
+		ev = lx_uptr(c, c->a[3], sizeof(*ev));
+		if (!ev)
+			return -EFAULT;
+	}
+	return host_ret(epoll_ctl(ep, op, fd, ev));
+}
+
+static int64_t lx_epoll_wait(struct lx_call *c, uint64_t epfd, uint64_t uevents, int max,
+			     int timeout)
+{
+	int ep = lx_host_fd(c, epfd);
+	struct epoll_event *events;
+	int64_t rc;
+
+	if (ep < 0)
+		return ep;
+	if (max <= 0 || max > INT32_MAX / (int)sizeof(*events))
+		return -EINVAL;
+	events = lx_uptr(c, uevents, (uint64_t)max * sizeof(*events));
+	if (!events)
+		return -EFAULT;
+	lx_block_begin(c);
+	rc = host_ret(epoll_wait(ep, events, max, timeout < 0 ? -1 : timeout));
+	lx_block_end(c);
+	return rc;
+}
+
+int64_t sys_epoll_wait(struct lx_call *c)
+{
+	return lx_epoll_wait(c, c->a[0], c->a[1], (int)c->a[2], (int)c->a[3]);
+}
+
+int64_t sys_epoll_pwait(struct lx_call *c)
+{
+	int err = lx_check_sigmask(c, c->a[4], c->a[5]);
+
+	return err ? err : lx_epoll_wait(c, c->a[0], c->a[1], (int)c->a[2], (int)c->a[3]);
+}
+
+static int64_t lx_eventfd(struct lx_call *c, uint64_t initval, uint64_t flags)
+{
+	int host;
+
+	if (flags & ~(uint64_t)(EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE))
+		return -EINVAL;
+	host = eventfd((unsigned)initval, (int)(flags & ~(uint64_t)EFD_CLOEXEC) | EFD_CLOEXEC);
+	if (host < 0)
+		return -errno;
+	return lx_install(c, host, 0, flags & EFD_CLOEXEC);
+}
+
+int64_t sys_eventfd(struct lx_call *c)
+{
+	return lx_eventfd(c, c->a[0], 0);
+}
+
+int64_t sys_eventfd2(struct lx_call *c)
+{
+	return lx_eventfd(c, c->a[0], c->a[1]);
+}
