@@ -82,16 +82,16 @@ $(B)/guest/zipfbench.dyn: guest/zipfbench.c
 $(B)/guest/zipfbench.musl: guest/zipfbench.c
 	@mkdir -p $(dir $@)
 	$(MUSLCC) -O2 -static $(WARN) -o $@ $< -lm
-$(B)/guest/tests/%.glibc: guest/tests/%.c
+$(B)/guest/tests/%.glibc: guest/tests/%.c guest/tests/report.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -static -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
-$(B)/guest/tests/%.spie: guest/tests/%.c
+$(B)/guest/tests/%.spie: guest/tests/%.c guest/tests/report.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -static-pie -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
-$(B)/guest/tests/%.dyn: guest/tests/%.c
+$(B)/guest/tests/%.dyn: guest/tests/%.c guest/tests/report.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<
-$(B)/guest/tests/%.musl: guest/tests/%.c
+$(B)/guest/tests/%.musl: guest/tests/%.c guest/tests/report.h
 	@mkdir -p $(dir $@)
 	$(MUSLCC) -O1 -static -D_GNU_SOURCE $(WARN) -o $@ $<
 

@@ -17,18 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void show(const char *what, long r)
-{
-	printf("%-34s %ld %s\n", what, r, r < 0 ? strerror(errno) : "");
-}
-
-static double mono(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+#include "report.h"
 
 static void test_poll(int rd, int wr)
 {

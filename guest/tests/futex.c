@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "report.h"
+
 /* The futex ABI (linux/futex.h, which musl's headers do not reach). */
 #define FUTEX_WAIT 0
 #define FUTEX_WAKE 1
@@ -38,19 +40,6 @@ static long futex(void *uaddr, int op, uint32_t val, const struct timespec *ts, 
 		  uint32_t val3)
 {
 	return syscall(SYS_futex, uaddr, op, val, ts, uaddr2, val3);
-}
-
-static void show(const char *what, long r)
-{
-	printf("%-28s %ld %s\n", what, r, r < 0 ? strerror(errno) : "");
-}
-
-static double mono(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 int main(void)
