@@ -61,6 +61,7 @@ struct run_opts {
 	const char *root;
 	const char *rw[MAX_RW_DIRS];
 	int n_rw;
+	struct lx_net net;
 	int argc;
 	char **argv;
 };
@@ -79,6 +80,10 @@ static void usage(FILE *out)
 		"  --root DIR        the guest's / (default /)\n"
 		"  --rw DIR          a directory the guest may write under (repeatable;\n"
 		"                    default: the current directory)\n"
+		"  --publish [HOSTIP:]HOSTPORT:GUESTPORT   a guest bind to GUESTPORT binds\n"
+		"                    HOSTIP:HOSTPORT (default HOSTIP 127.0.0.1; repeatable); binds\n"
+		"                    to other ports are refused\n"
+		"  --net host        guest connections may go beyond loopback\n"
 		"  --snapshot-every SECONDS --snapshot-dir DIR [--snapshot-keep N]\n"
 		"  [--snapshot-policy ccow|cow|stop] [--snapshot-rate MB/s]\n"
 		"                    periodic live snapshots, keeping the newest N (default 2);\n"
@@ -113,6 +118,25 @@ static uint64_t host_ram_bytes(void)
 	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : LAYOUT_MAX_RAM;
 }
 
+/* One --publish rule into @net, with a message for the user when it cannot be. */
+static int parse_publish(const char *spec, struct lx_net *net)
+{
+	struct lx_publish rule;
+	char err[LX_NET_ERR_LEN];
+	int rc = lx_net_parse_publish(spec, &rule, err, sizeof(err));
+
+	if (rc) {
+		log_err("%s", err);
+		return rc;
+	}
+	rc = lx_net_add(net, &rule);
+	if (rc == -EEXIST)
+		log_err("--publish %s: that guest port or host address is already published", spec);
+	else if (rc)
+		log_err("--publish %s: at most %d ports can be published", spec, LX_MAX_PUBLISH);
+	return rc;
+}
+
 static int parse_run(int argc, char **argv, struct run_opts *o)
 {
 	static const struct option longopts[] = {
@@ -132,6 +156,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "coverage-window", required_argument, NULL, 'W' },
 		{ "snapshot-pool", required_argument, NULL, 'L' },
 		{ "snapshot-log", required_argument, NULL, 'J' },
+		{ "publish", required_argument, NULL, 'p' },
+		{ "net", required_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, verbose = 0;
@@ -164,6 +190,18 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 				return -EINVAL;
 			}
 			o->rw[o->n_rw++] = optarg;
+			break;
+		case 'p':
+			if (parse_publish(optarg, &o->net))
+				return -EINVAL;
+			break;
+		case 'N':
+			if (strcmp(optarg, "host") != 0) {
+				log_err("--net %s: the only network mode is 'host' (connections "
+					"beyond loopback)", optarg);
+				return -EINVAL;
+			}
+			o->net.host = true;
 			break;
 		case 'v':
 			verbose++;
@@ -444,7 +482,7 @@ static int cmd_run(int argc, char **argv)
 		return 1;
 	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
-				 .hooks = &run_hooks };
+				 .net = &o.net, .hooks = &run_hooks };
 	rc = lx_proc_create(&vm.mem, &cfg, &vm.proc, &entry);
 	if (rc) {
 		status = exit_status_for(rc);

@@ -147,6 +147,51 @@ expect_fail "unknown option" 2 "usage" -- "$CCVM" run --bogus -- "$G/tests/hello
 expect_fail "unknown command" 2 "unknown command" -- "$CCVM" frobnicate
 expect_fail "ctl without a VM" 1 "cannot connect" -- "$CCVM" ctl "$WORK/none.sock" status
 
+echo "== sockets"
+# The same program natively and in ccvm, its port published on another host port: the
+# guest sees its own port numbers throughout.
+P=$((20000 + RANDOM % 20000)); H=$((P + 1))
+for libc in glibc spie musl dyn; do
+	nd=$(mktemp -d "$WORK/nn.XXXX"); vd=$(mktemp -d "$WORK/vn.XXXX")
+	(cd "$nd" && timeout 60 "$G/tests/net.$libc" "$P" >"$WORK/native.out" 2>&1 </dev/null); n=$?
+	(cd "$vd" && timeout 60 "$CCVM" run --publish "127.0.0.1:$H:$P" -- "$G/tests/net.$libc" "$P" \
+		>"$WORK/ccvm.out" 2>"$WORK/ccvm.err" </dev/null); v=$?
+	[ $n = 0 ] && [ $v = 0 ] && cmp -s "$WORK/native.out" "$WORK/ccvm.out" && grep -q "got 'pair'" "$WORK/ccvm.out" \
+		&& pass "net.$libc: TCP, UDP, AF_UNIX as on the host (guest port $P on host port $H)" \
+		|| fail "net.$libc" "native $n ccvm $v" "$(diff "$WORK/native.out" "$WORK/ccvm.out" | head -5)" "$(head -3 "$WORK/ccvm.err")"
+done
+# A port that is not published cannot be bound; a client outside reaches a published one.
+timeout 60 "$CCVM" run -- "$G/tests/net.glibc" "$P" >"$WORK/ccvm.out" 2>"$WORK/ccvm.err" </dev/null
+grep -q "bind 127.0.0.1:PORT *-1 Permission denied" "$WORK/ccvm.out" && grep -q "port $P refused: not published" "$WORK/ccvm.err" \
+	&& grep -q "listen *-1 Permission denied" "$WORK/ccvm.out" && grep -q "listen refused" "$WORK/ccvm.err" \
+	&& pass "bind to an unpublished port refused: '$(grep -o "guest bind.*" "$WORK/ccvm.err" | head -1)'" \
+	|| fail "bind to an unpublished port" "$(head -3 "$WORK/ccvm.out")" "$(head -2 "$WORK/ccvm.err")"
+timeout 60 "$CCVM" run --publish "$H:$P" -- "$G/tests/net.dyn" echo "$P" >"$WORK/echo.out" 2>&1 </dev/null &
+EPID=$!
+got=
+for _ in $(seq 100); do
+	if exec 7<>"/dev/tcp/127.0.0.1/$H" 2>/dev/null; then
+		printf 'through the published port\n' >&7
+		read -r -t 10 got <&7
+		exec 7<&-
+		break
+	fi
+	sleep 0.1
+done
+wait $EPID; st=$?
+[ "$got" = "through the published port" ] && [ $st = 0 ] \
+	&& pass "a host client on 127.0.0.1:$H reached the guest's server on port $P" \
+	|| fail "host client to a published port" "got '$got' status $st" "$(tail -2 "$WORK/echo.out")"
+timeout 60 "$CCVM" run -- "$G/tests/net.glibc" connect 192.0.2.1 80 >"$WORK/ccvm.out" 2>"$WORK/ccvm.err" </dev/null
+grep -q "connect *-1 Network is unreachable" "$WORK/ccvm.out" && grep -q "non-loopback address refused" "$WORK/ccvm.err" \
+	&& pass "connection beyond loopback refused without --net host" \
+	|| fail "connection beyond loopback" "$(cat "$WORK/ccvm.out")" "$(head -2 "$WORK/ccvm.err")"
+for spec in abc 80 70000:80 8080:0 1.2.3:8080:80 :8080:80 "[::1]8080:80" "[::1:8080:80"; do
+	expect_fail "--publish $spec" 2 "expected \[HOSTIP:\]HOSTPORT:GUESTPORT" -- "$CCVM" run --publish "$spec" -- "$G/tests/hello.glibc"
+done
+expect_fail "--publish twice for one guest port" 2 "already published" -- "$CCVM" run --publish 8080:80 --publish 8081:80 -- "$G/tests/hello.glibc"
+expect_fail "--net bogus" 2 "the only network mode is 'host'" -- "$CCVM" run --net bogus -- "$G/tests/hello.glibc"
+
 echo "== control socket"
 SOCK=$WORK/ctl.sock
 mkfifo "$WORK/stdin"

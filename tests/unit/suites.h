@@ -18,5 +18,6 @@ Suite *cpu_tables_suite(void);
 Suite *image_suite(void);
 Suite *snapshot_suite(void);
 Suite *coverage_suite(void);
+Suite *net_suite(void);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "../../mmu/gmem.h"
 #include "../../mmu/vma.h"
+#include "net.h"
 
 #include <linux/kvm.h>
 #include <limits.h>
@@ -41,6 +42,7 @@ struct lx_config {
 	const char *root;        /* host directory that is the guest's "/" */
 	const char *const *rw;   /* host directories the guest may write under */
 	int n_rw;
+	const struct lx_net *net;  /* published ports and outgoing policy; NULL: none */
 	const struct lx_hooks *hooks;
 };
 
@@ -88,6 +90,7 @@ struct lx_proc {
 	struct gmem *mem;
 	pthread_mutex_t lock;    /* guards fds, mm, fs and signal state */
 	struct lx_fs fs;
+	struct lx_net net;       /* what the guest's sockets may do (net.c) */
 	struct lx_file *files;
 	int n_files;             /* slots allocated */
 	struct lx_mm mm;

@@ -353,6 +353,8 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	rc = lx_fs_init(&p->fs, cfg->root, cfg->rw, cfg->n_rw);
 	if (rc)
 		goto err;
+	if (cfg->net)
+		p->net = *cfg->net;
 	rc = lx_fd_init(p);
 	if (rc)
 		goto err;

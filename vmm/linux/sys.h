@@ -57,6 +57,9 @@ void lx_fd_fini(struct lx_proc *p);
  * into the guest's table (closed on failure). */
 int lx_host_fd(struct lx_call *c, uint64_t fd);
 int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec);
+/* Both ends of a pipe or socket pair into the guest's table, their numbers into @fds
+ * (guest memory); on failure neither stays open. */
+int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds);
 
 /* Paths (path.c): confined to the guest root, writable only under --rw dirs. */
 int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_rw);
@@ -95,7 +98,9 @@ int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 	X(exit) X(exit_group) X(kill) X(tgkill) X(tkill) X(prctl) X(getcpu) X(times)         \
 	X(getrusage) X(getgroups) X(futex) X(poll) X(ppoll) X(select) X(pselect6)            \
 	X(epoll_create) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait)           \
-	X(eventfd) X(eventfd2)
+	X(eventfd) X(eventfd2) X(socket) X(bind) X(listen) X(accept) X(accept4) X(connect)     \
+	X(shutdown) X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(sendto)      \
+	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

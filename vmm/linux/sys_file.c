@@ -724,23 +724,16 @@ int64_t sys_dup3(struct lx_call *c)
 	return lx_dup3(c, c->a[0], c->a[1], c->a[2] & O_CLOEXEC);
 }
 
-static int64_t lx_pipe(struct lx_call *c, uint64_t ufds, uint64_t flags)
+int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds)
 {
-	int *fds = lx_uptr(c, ufds, 2 * sizeof(int));
-	int host[2], g0, g1;
+	int g0, g1;
 
-	if (flags & ~(uint64_t)(O_CLOEXEC | O_NONBLOCK | O_DIRECT))
-		return -EINVAL;
-	if (!fds)
-		return -EFAULT;
-	if (pipe2(host, (int)flags | O_CLOEXEC) < 0)
-		return -errno;
-	g0 = lx_install(c, host[0], 0, flags & O_CLOEXEC);
+	g0 = lx_install(c, host[0], 0, cloexec);
 	if (g0 < 0) {
 		close(host[1]);
 		return g0;
 	}
-	g1 = lx_install(c, host[1], 0, flags & O_CLOEXEC);
+	g1 = lx_install(c, host[1], 0, cloexec);
 	if (g1 < 0) {
 		pthread_mutex_lock(&c->p->lock);
 		lx_fd_close(c->p, g0);
@@ -750,6 +743,20 @@ static int64_t lx_pipe(struct lx_call *c, uint64_t ufds, uint64_t flags)
 	fds[0] = g0;
 	fds[1] = g1;
 	return 0;
+}
+
+static int64_t lx_pipe(struct lx_call *c, uint64_t ufds, uint64_t flags)
+{
+	int *fds = lx_uptr(c, ufds, 2 * sizeof(int));
+	int host[2];
+
+	if (flags & ~(uint64_t)(O_CLOEXEC | O_NONBLOCK | O_DIRECT))
+		return -EINVAL;
+	if (!fds)
+		return -EFAULT;
+	if (pipe2(host, (int)flags | O_CLOEXEC) < 0)
+		return -errno;
+	return lx_install_pair(c, host, flags & O_CLOEXEC, fds);
 }
 
 int64_t sys_pipe(struct lx_call *c)

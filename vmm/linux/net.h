@@ -1,0 +1,52 @@
+/*
+ * net.h - the guest's network policy: which guest ports are published on which host
+ * addresses, and where the guest may connect (pure functions, unit-tested).
+ */
+#ifndef CCVM_LX_NET_H
+#define CCVM_LX_NET_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define LX_MAX_PUBLISH 32
+#define LX_NET_ERR_LEN 160
+
+/* One --publish rule: a guest bind to guest_port (any address, either family) binds
+ * host_addr (its port: the host port) on the host. */
+struct lx_publish {
+	struct sockaddr_storage host_addr;
+	socklen_t host_len;
+	uint16_t guest_port;
+};
+
+struct lx_net {
+	struct lx_publish rules[LX_MAX_PUBLISH];
+	int n_rules;
+	bool host;   /* --net host: outgoing connections anywhere, not only to loopback */
+};
+
+/* Parse "[HOSTIP:]HOSTPORT:GUESTPORT" (HOSTIP an IPv4 address or [IPv6], default
+ * 127.0.0.1; ports 1..65535) into @out. Returns 0, or -EINVAL with a message in @err. */
+int lx_net_parse_publish(const char *spec, struct lx_publish *out, char *err, size_t errlen);
+
+/* Add @rule to @net: -EEXIST when its guest port or host address is already published,
+ * -E2BIG past LX_MAX_PUBLISH. */
+int lx_net_add(struct lx_net *net, const struct lx_publish *rule);
+
+/* The rule publishing guest port @port, or NULL. */
+const struct lx_publish *lx_net_rule_for_guest(const struct lx_net *net, uint16_t port);
+
+/* The rule whose host address has port @port, or NULL. */
+const struct lx_publish *lx_net_rule_for_host(const struct lx_net *net, uint16_t port);
+
+/* Port of an AF_INET/AF_INET6 address (host order); 0 for other families. */
+uint16_t lx_net_port(const struct sockaddr *sa);
+void lx_net_set_port(struct sockaddr *sa, uint16_t port);
+
+/* Is @sa (AF_INET/AF_INET6) a loopback address? */
+bool lx_net_is_loopback(const struct sockaddr *sa);
+
+#endif

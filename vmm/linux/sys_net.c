@@ -1,0 +1,524 @@
+/*
+ * sys_net.c - sockets: guest sockets are host sockets owned by ccvm.
+ *
+ * A guest socket is a host socket in the guest's descriptor table, so reads, writes,
+ * poll and epoll work on it like on any descriptor. What the guest may do with it is
+ * net.c's policy: families AF_INET, AF_INET6 and AF_UNIX (paths under --rw
+ * directories only, as for files); binds only to published ports, which land on their
+ * host address; outgoing connections to loopback only unless --net host. Addresses
+ * are translated both ways so the guest sees its own port numbers. Control messages
+ * (sendmsg/recvmsg) are not passed: they could carry host descriptors. Blocking calls
+ * block only the calling vCPU.
+ */
+#include "sys.h"
+#include "../log.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define LX_SOCK_TYPE_MASK 0xf
+#define LX_SOCKOPT_MAX    256   /* the largest option value passed through */
+#define LX_IOV_MAX        1024
+
+static int64_t lx_sock_host(struct lx_call *c, uint64_t fd)
+{
+	return lx_host_fd(c, fd);
+}
+
+int64_t sys_socket(struct lx_call *c)
+{
+	int domain = (int)c->a[0], type = (int)c->a[1], host;
+
+	if (domain != AF_INET && domain != AF_INET6 && domain != AF_UNIX)
+		return -EAFNOSUPPORT;
+	if (type & ~(LX_SOCK_TYPE_MASK | SOCK_NONBLOCK | SOCK_CLOEXEC))
+		return -EINVAL;
+	host = socket(domain, type | SOCK_CLOEXEC, (int)c->a[2]);
+	if (host < 0)
+		return -errno;
+	return lx_install(c, host, 0, type & SOCK_CLOEXEC);
+}
+
+int64_t sys_socketpair(struct lx_call *c)
+{
+	int type = (int)c->a[1], host[2];
+	int *fds = lx_uptr(c, c->a[3], 2 * sizeof(int));
+
+	if ((int)c->a[0] != AF_UNIX)
+		return -EAFNOSUPPORT;
+	if (type & ~(LX_SOCK_TYPE_MASK | SOCK_NONBLOCK | SOCK_CLOEXEC))
+		return -EINVAL;
+	if (!fds)
+		return -EFAULT;
+	if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, (int)c->a[2], host) < 0)
+		return -errno;
+	return lx_install_pair(c, host, type & SOCK_CLOEXEC, fds);
+}
+
+/* A guest sockaddr of @len bytes at @ua, copied into @sa. */
+static int lx_read_addr(struct lx_call *c, uint64_t ua, uint64_t len, struct sockaddr_storage *sa)
+{
+	const void *g;
+
+	if (len > sizeof(*sa) || len < sizeof(sa_family_t))
+		return -EINVAL;
+	g = lx_uptr(c, ua, len);
+	if (!g)
+		return -EFAULT;
+	memset(sa, 0, sizeof(*sa));
+	memcpy(sa, g, len);
+	return 0;
+}
+
+/* An AF_UNIX path, confined like a file: resolved under the guest's root, and (for
+ * bind, which creates it) only in a writable directory. Rewrites @sa to a host path
+ * through /proc/self/fd of the resolved parent, which stays open in *@dirfd. */
+static int lx_unix_path(struct lx_call *c, struct sockaddr_storage *sa, socklen_t *len,
+			bool create, int *dirfd)
+{
+	struct sockaddr_un *un = (struct sockaddr_un *)sa;
+	char gpath[PATH_MAX], base[NAME_MAX + 1];
+	size_t n = *len - offsetof(struct sockaddr_un, sun_path);
+	int rc;
+
+	*dirfd = -1;
+	if (n == 0 || un->sun_path[0] == '\0')
+		return -EACCES; /* abstract sockets would reach any host process */
+	un->sun_path[n < sizeof(un->sun_path) ? n : sizeof(un->sun_path) - 1] = '\0';
+	rc = lx_path_join(c->p, AT_FDCWD, un->sun_path, gpath);
+	if (!rc)
+		rc = lx_fs_parent(&c->p->fs, gpath, create, dirfd, base);
+	if (rc)
+		return rc;
+	if (snprintf(un->sun_path, sizeof(un->sun_path), "/proc/self/fd/%d/%s", *dirfd, base) >=
+	    (int)sizeof(un->sun_path))
+		return -ENAMETOOLONG;
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(un->sun_path) + 1);
+	return 0;
+}
+
+int64_t sys_bind(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]);
+	struct sockaddr_storage sa;
+	socklen_t len = (socklen_t)c->a[2];
+	const struct lx_publish *rule;
+	int rc, dirfd = -1;
+	uint16_t port;
+
+	if (host < 0)
+		return host;
+	rc = lx_read_addr(c, c->a[1], c->a[2], &sa);
+	if (rc)
+		return rc;
+	if (sa.ss_family == AF_UNIX) {
+		rc = lx_unix_path(c, &sa, &len, true, &dirfd);
+		if (!rc)
+			rc = (int)host_ret(bind((int)host, (struct sockaddr *)&sa, len));
+		if (dirfd >= 0)
+			close(dirfd);
+		return rc;
+	}
+	if (sa.ss_family != AF_INET && sa.ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	port = lx_net_port((struct sockaddr *)&sa);
+	if (port == 0) /* an ephemeral port, for an outgoing connection: on loopback */
+		return host_ret(bind((int)host, (struct sockaddr *)&sa, len));
+	rule = lx_net_rule_for_guest(&c->p->net, port);
+	if (!rule) {
+		log_warn("guest bind to port %u refused: not published (--publish HOSTPORT:%u)",
+			 port, port);
+		return -EACCES;
+	}
+	if (rule->host_addr.ss_family != sa.ss_family) {
+		log_warn("guest bind to port %u refused: it is published on an address of the "
+			 "other family", port);
+		return -EAFNOSUPPORT;
+	}
+	return host_ret(bind((int)host, (const struct sockaddr *)&rule->host_addr, rule->host_len));
+}
+
+/* Only a published port may listen: Linux would give an unbound socket (or one bound
+ * to port 0) an ephemeral port on every address. */
+int64_t sys_listen(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]);
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	uint16_t port;
+
+	if (host < 0)
+		return host;
+	if (getsockname((int)host, (struct sockaddr *)&sa, &len) < 0)
+		return -errno;
+	if (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) {
+		port = lx_net_port((struct sockaddr *)&sa);
+		if (!port || !lx_net_rule_for_host(&c->p->net, port)) {
+			log_warn("guest listen refused: the socket is not bound to a published port");
+			return -EACCES;
+		}
+	}
+	return host_ret(listen((int)host, (int)c->a[1]));
+}
+
+/* A host address back to the guest's view: a published host port reads as its guest
+ * port. Writes at most *@ulen bytes at @ua and the full length to @ulen, as the kernel
+ * does. */
+static int lx_write_addr(struct lx_call *c, struct sockaddr_storage *sa, socklen_t len,
+			 uint64_t ua, uint64_t ulen)
+{
+	socklen_t *glen, n;
+	void *g;
+	const struct lx_publish *rule;
+
+	if (!ua)
+		return 0;
+	glen = lx_uptr(c, ulen, sizeof(*glen));
+	if (!glen)
+		return -EFAULT;
+	if ((int)*glen < 0)
+		return -EINVAL;
+	rule = lx_net_rule_for_host(&c->p->net, lx_net_port((struct sockaddr *)sa));
+	if (rule)
+		lx_net_set_port((struct sockaddr *)sa, rule->guest_port);
+	n = *glen < len ? *glen : len;
+	if (n) {
+		g = lx_uptr(c, ua, n);
+		if (!g)
+			return -EFAULT;
+		memcpy(g, sa, n);
+	}
+	*glen = len;
+	return 0;
+}
+
+static int64_t lx_accept(struct lx_call *c, uint64_t fd, uint64_t ua, uint64_t ulen, int flags)
+{
+	int64_t host = lx_sock_host(c, fd);
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	int got, rc;
+
+	if (host < 0)
+		return host;
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
+		return -EINVAL;
+	lx_block_begin(c);
+	got = accept4((int)host, (struct sockaddr *)&sa, &len, (flags & SOCK_NONBLOCK) | SOCK_CLOEXEC);
+	lx_block_end(c);
+	if (got < 0)
+		return -errno;
+	rc = lx_write_addr(c, &sa, len, ua, ulen);
+	if (rc) {
+		close(got);
+		return rc;
+	}
+	return lx_install(c, got, 0, flags & SOCK_CLOEXEC);
+}
+
+int64_t sys_accept(struct lx_call *c)
+{
+	return lx_accept(c, c->a[0], c->a[1], c->a[2], 0);
+}
+
+int64_t sys_accept4(struct lx_call *c)
+{
+	return lx_accept(c, c->a[0], c->a[1], c->a[2], (int)c->a[3]);
+}
+
+/* Where the guest may connect or send to: loopback (a published guest port going to
+ * its host side), anywhere with --net host; AF_UNIX paths confined like files. */
+static int lx_dest(struct lx_call *c, struct sockaddr_storage *sa, socklen_t *len, int *dirfd)
+{
+	const struct lx_publish *rule;
+
+	*dirfd = -1;
+	if (sa->ss_family == AF_UNIX)
+		return lx_unix_path(c, sa, len, false, dirfd);
+	if (sa->ss_family != AF_INET && sa->ss_family != AF_INET6)
+		return sa->ss_family == AF_UNSPEC ? 0 : -EAFNOSUPPORT;
+	if (!lx_net_is_loopback((struct sockaddr *)sa)) {
+		if (c->p->net.host)
+			return 0;
+		log_warn("guest connection to a non-loopback address refused (--net host allows it)");
+		return -ENETUNREACH;
+	}
+	rule = lx_net_rule_for_guest(&c->p->net, lx_net_port((struct sockaddr *)sa));
+	if (rule && rule->host_addr.ss_family == sa->ss_family &&
+	    lx_net_is_loopback((const struct sockaddr *)&rule->host_addr)) {
+		memcpy(sa, &rule->host_addr, rule->host_len);
+		*len = rule->host_len;
+	} else if (rule) {
+		lx_net_set_port((struct sockaddr *)sa,
+				lx_net_port((const struct sockaddr *)&rule->host_addr));
+	}
+	return 0;
+}
+
+int64_t sys_connect(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	struct sockaddr_storage sa;
+	socklen_t len = (socklen_t)c->a[2];
+	int dirfd;
+
+	if (host < 0)
+		return host;
+	rc = lx_read_addr(c, c->a[1], c->a[2], &sa);
+	if (!rc)
+		rc = lx_dest(c, &sa, &len, &dirfd);
+	if (rc)
+		return rc;
+	lx_block_begin(c);
+	rc = host_ret(connect((int)host, (struct sockaddr *)&sa, len));
+	lx_block_end(c);
+	if (dirfd >= 0)
+		close(dirfd);
+	return rc;
+}
+
+int64_t sys_shutdown(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]);
+
+	return host < 0 ? host : host_ret(shutdown((int)host, (int)c->a[1]));
+}
+
+static int64_t lx_sockname(struct lx_call *c, bool peer)
+{
+	int64_t host = lx_sock_host(c, c->a[0]);
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	int rc;
+
+	if (host < 0)
+		return host;
+	rc = peer ? getpeername((int)host, (struct sockaddr *)&sa, &len) :
+		    getsockname((int)host, (struct sockaddr *)&sa, &len);
+	if (rc < 0)
+		return -errno;
+	if (!c->a[1])
+		return -EFAULT;
+	return lx_write_addr(c, &sa, len, c->a[1], c->a[2]);
+}
+
+int64_t sys_getsockname(struct lx_call *c)
+{
+	return lx_sockname(c, false);
+}
+
+int64_t sys_getpeername(struct lx_call *c)
+{
+	return lx_sockname(c, true);
+}
+
+/* Option values pass through (bounded); SO_BINDTODEVICE would escape the policy. */
+int64_t sys_setsockopt(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]);
+	int level = (int)c->a[1], name = (int)c->a[2];
+	uint64_t len = c->a[4];
+	const void *val = NULL;
+
+	if (host < 0)
+		return host;
+	if (level == SOL_SOCKET && name == SO_BINDTODEVICE)
+		return -EPERM;
+	if (len > LX_SOCKOPT_MAX)
+		return -EINVAL;
+	if (len) {
+		val = lx_uptr(c, c->a[3], len);
+		if (!val)
+			return -EFAULT;
+	}
+	return host_ret(setsockopt((int)host, level, name, val, (socklen_t)len));
+}
+
+int64_t sys_getsockopt(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]);
+	socklen_t *glen, len;
+	void *val;
+
+	if (host < 0)
+		return host;
+	glen = lx_uptr(c, c->a[4], sizeof(*glen));
+	if (!glen)
+		return -EFAULT;
+	len = *glen > LX_SOCKOPT_MAX ? LX_SOCKOPT_MAX : *glen;
+	val = len ? lx_uptr(c, c->a[3], len) : NULL;
+	if (len && !val)
+		return -EFAULT;
+	if (getsockopt((int)host, (int)c->a[1], (int)c->a[2], val, &len) < 0)
+		return -errno;
+	*glen = len;
+	return 0;
+}
+
+int64_t sys_sendto(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	struct sockaddr_storage sa;
+	socklen_t len = (socklen_t)c->a[5];
+	const void *buf = c->a[2] ? lx_uptr(c, c->a[1], c->a[2]) : NULL;
+	int dirfd = -1;
+
+	if (host < 0)
+		return host;
+	if (c->a[2] && !buf)
+		return -EFAULT;
+	if (c->a[4]) {
+		rc = lx_read_addr(c, c->a[4], c->a[5], &sa);
+		if (!rc)
+			rc = lx_dest(c, &sa, &len, &dirfd);
+		if (rc)
+			return rc;
+	}
+	lx_block_begin(c);
+	rc = host_ret(sendto((int)host, buf, c->a[2], (int)c->a[3] | MSG_NOSIGNAL,
+			     c->a[4] ? (struct sockaddr *)&sa : NULL, c->a[4] ? len : 0));
+	lx_block_end(c);
+	if (dirfd >= 0)
+		close(dirfd);
+	return rc;
+}
+
+int64_t sys_recvfrom(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	void *buf = c->a[2] ? lx_uptr(c, c->a[1], c->a[2]) : NULL;
+	int err;
+
+	if (host < 0)
+		return host;
+	if (c->a[2] && !buf)
+		return -EFAULT;
+	lx_block_begin(c);
+	rc = host_ret(recvfrom((int)host, buf, c->a[2], (int)c->a[3], (struct sockaddr *)&sa, &len));
+	lx_block_end(c);
+	if (rc >= 0 && c->a[4]) {
+		err = lx_write_addr(c, &sa, len, c->a[4], c->a[5]);
+		if (err)
+			return err;
+	}
+	return rc;
+}
+
+/*
+ * The guest's msghdr with every pointer checked: its iovecs become host iovecs into
+ * guest memory, its name a copy in @sa. Control data is refused (it could carry
+ * descriptors). @iov has room for LX_IOV_MAX entries.
+ */
+static int lx_msghdr(struct lx_call *c, uint64_t umsg, struct msghdr *m, struct iovec *iov,
+		     struct sockaddr_storage *sa)
+{
+	const struct msghdr *g = lx_uptr(c, umsg, sizeof(*g));
+	const struct iovec *giov;
+
+	if (!g)
+		return -EFAULT;
+	if (g->msg_iovlen > LX_IOV_MAX)
+		return -EMSGSIZE;
+	if (g->msg_controllen)
+		return -EOPNOTSUPP;
+	giov = g->msg_iovlen ? lx_uptr(c, (uint64_t)(uintptr_t)g->msg_iov,
+				       g->msg_iovlen * sizeof(*giov)) : NULL;
+	if (g->msg_iovlen && !giov)
+		return -EFAULT;
+	memset(m, 0, sizeof(*m));
+	for (size_t i = 0; i < g->msg_iovlen; i++) {
+		iov[i].iov_len = giov[i].iov_len;
+		iov[i].iov_base = giov[i].iov_len ?
+			lx_uptr(c, (uint64_t)(uintptr_t)giov[i].iov_base, giov[i].iov_len) : NULL;
+		if (giov[i].iov_len && !iov[i].iov_base)
+			return -EFAULT;
+	}
+	m->msg_iov = iov;
+	m->msg_iovlen = g->msg_iovlen;
+	m->msg_flags = 0;
+	if (g->msg_name) {
+		if (g->msg_namelen > sizeof(*sa))
+			return -EINVAL;
+		memset(sa, 0, sizeof(*sa));
+		m->msg_name = sa;
+		m->msg_namelen = g->msg_namelen;
+	}
+	return 0;
+}
+
+int64_t sys_sendmsg(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	static __thread struct iovec iov[LX_IOV_MAX];
+	struct sockaddr_storage sa;
+	struct msghdr m;
+	int dirfd = -1;
+
+	if (host < 0)
+		return host;
+	rc = lx_msghdr(c, c->a[1], &m, iov, &sa);
+	if (rc)
+		return rc;
+	if (m.msg_name) {
+		const struct msghdr *g = lx_uptr(c, c->a[1], sizeof(*g));
+
+		rc = lx_read_addr(c, (uint64_t)(uintptr_t)g->msg_name, g->msg_namelen, &sa);
+		if (!rc)
+			rc = lx_dest(c, &sa, &m.msg_namelen, &dirfd);
+		if (rc)
+			return rc;
+	}
+	lx_block_begin(c);
+	rc = host_ret(sendmsg((int)host, &m, (int)c->a[2] | MSG_NOSIGNAL));
+	lx_block_end(c);
+	if (dirfd >= 0)
+		close(dirfd);
+	return rc;
+}
+
+int64_t sys_recvmsg(struct lx_call *c)
+{
+	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	static __thread struct iovec iov[LX_IOV_MAX];
+	struct sockaddr_storage sa;
+	struct msghdr m, *g;
+	int err;
+
+	if (host < 0)
+		return host;
+	rc = lx_msghdr(c, c->a[1], &m, iov, &sa);
+	if (rc)
+		return rc;
+	if (m.msg_name)
+		m.msg_namelen = sizeof(sa);
+	lx_block_begin(c);
+	rc = host_ret(recvmsg((int)host, &m, (int)c->a[2] & ~MSG_CMSG_CLOEXEC));
+	lx_block_end(c);
+	if (rc < 0)
+		return rc;
+	g = lx_uptr(c, c->a[1], sizeof(*g));
+	g->msg_flags = m.msg_flags & ~MSG_CTRUNC;
+	if (m.msg_name && g->msg_name) {
+		const struct lx_publish *rule =
+			lx_net_rule_for_host(&c->p->net, lx_net_port((struct sockaddr *)&sa));
+		socklen_t n = g->msg_namelen < m.msg_namelen ? g->msg_namelen : m.msg_namelen;
+		void *dst = n ? lx_uptr(c, (uint64_t)(uintptr_t)g->msg_name, n) : NULL;
+
+		if (rule)
+			lx_net_set_port((struct sockaddr *)&sa, rule->guest_port);
+		err = n && !dst ? -EFAULT : 0;
+		if (err)
+			return err;
+		if (n)
+			memcpy(dst, &sa, n);
+		g->msg_namelen = m.msg_namelen;
+	}
+	return rc;
+}
