@@ -54,7 +54,8 @@
 #define DIRTY_WINDOW_MIN  0.25
 #define DIRTY_WINDOW_MAX  10.0
 #define DIRTY_WINDOW_DEF  1.0
-#define DIRTY_LOST_CAP    0.5   /* a window closes once the guest lost this share of a plan */
+#define DIRTY_LOST_CAP    0.5   /* a window closes once the guest lost this share of a plan, */
+#define DIRTY_LOST_MIN    0.25  /* or this many seconds if more: shorter says too little */
 #define DIRTY_MIN_SHARE   0.01  /* a guest that ran less of the plan says too little */
 #define DIRTY_RAN_FLOOR   0.02  /* the least share of a window taken as the guest's run */
 #define DIRTY_STEP_S      0.05  /* how often an open window reads the log */
@@ -289,8 +290,8 @@ static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran,
 
 /*
  * One measuring window: logging on, the resident pages watched, until the guest has
- * run the planned time, or lost DIRTY_LOST_CAP of it to faults, or a snapshot is
- * coming. The log is read every step; how long the guest ran comes from dirty_ran. A
+ * run the planned time, or lost DIRTY_LOST_CAP of it to faults (DIRTY_LOST_MIN at
+ * least), or a snapshot is coming. The log is read every step; how long the guest ran comes from dirty_ran. A
  * fault's cost is the shortest time per newly dirty page seen in a step of any window
  * so far (then the guest did nothing but fault), within DIRTY_FAULT_MIN..MAX. What
  * the window saw is folded in with the time the guest ran (coverage.c). Stores its
@@ -299,7 +300,7 @@ static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran,
  */
 static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, bool *counted)
 {
-	double plan, ran = 0, w0 = mono_s(), t_prev = w0;
+	double plan, lost_cap, ran = 0, w0 = mono_s(), t_prev = w0;
 	uint64_t d = 0, d_prev = 0, watched = 0, filled, c0 = dirty_progress_now(t);
 	bool open;
 	int rc;
@@ -308,6 +309,7 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 	plan = t->window_s;
 	open = t->logging = !t->held;
 	pthread_mutex_unlock(&t->lock);
+	lost_cap = plan * DIRTY_LOST_CAP > DIRTY_LOST_MIN ? plan * DIRTY_LOST_CAP : DIRTY_LOST_MIN;
 	*wall = *lost = 0;
 	*counted = false;
 	if (!open)
@@ -319,7 +321,7 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 		rc = dirty_logging(t, true);
 	if (!rc)
 		rc = dirty_watch(t);
-	while (!rc && ran < plan && mono_s() - w0 - ran < plan * DIRTY_LOST_CAP &&
+	while (!rc && ran < plan && mono_s() - w0 - ran < lost_cap &&
 	       !dirty_sleep(t, DIRTY_STEP_S, true) && !dirty_held(t)) {
 		double now;
 
