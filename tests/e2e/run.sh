@@ -132,6 +132,8 @@ expect_fail "truncated ELF segments" 126 "truncated" -- "$CCVM" run -- "$WORK/tr
 run_both "Debian's /bin/true" -- "$(realpath "$(type -P true)")"
 run_both "Debian's ls -la" -- "$(realpath "$(type -P ls)")" -la "$G/tests"
 run_both "Debian's sort" -- "$(realpath "$(type -P sort)")" "$TOP/README.md"
+run_both "Debian's cat (fadvise64)" -- "$(realpath "$(type -P cat)")" "$TOP/README.md"
+run_both "Debian's stat -f (statfs)" -- "$(realpath "$(type -P stat)")" -f -c '%t %b %S %l' "$TOP"
 # A dynamic program whose interpreter is missing: its PT_INTERP path, made unknown.
 sed 's|/lib64/ld-linux-x86-64.so.2|/lib64/ld-linux-x86-64.so.9|' "$G/tests/hello.dyn" >"$WORK/nointerp"
 chmod +x "$WORK/nointerp"

@@ -100,7 +100,7 @@ int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 	X(epoll_create) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait)           \
 	X(eventfd) X(eventfd2) X(socket) X(bind) X(listen) X(accept) X(accept4) X(connect)     \
 	X(shutdown) X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(sendto)      \
-	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair)
+	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

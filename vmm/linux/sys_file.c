@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -303,6 +304,44 @@ int64_t sys_lstat(struct lx_call *c)
 int64_t sys_newfstatat(struct lx_call *c)
 {
 	return lx_stat(c, (int)c->a[0], c->a[1], c->a[2], c->a[3]);
+}
+
+/* statfs/fstatfs: the host's answer for the file system the guest path lands on. */
+int64_t sys_statfs(struct lx_call *c)
+{
+	struct statfs *st = lx_uptr(c, c->a[1], sizeof(struct statfs));
+	int host, rc;
+
+	if (!st)
+		return -EFAULT;
+	rc = lx_lookup(c, LX_AT_FDCWD, c->a[0], 0, &host);
+	if (rc)
+		return rc;
+	rc = fstatfs(host, st) < 0 ? -errno : 0;
+	close(host);
+	return rc;
+}
+
+int64_t sys_fstatfs(struct lx_call *c)
+{
+	struct statfs *st = lx_uptr(c, c->a[1], sizeof(struct statfs));
+	int host = lx_host_fd(c, c->a[0]);
+
+	if (host < 0)
+		return host;
+	if (!st)
+		return -EFAULT;
+	return host_ret(fstatfs(host, st));
+}
+
+/* Advice only: passed to the host file. */
+int64_t sys_fadvise64(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+
+	if (host < 0)
+		return host;
+	return -posix_fadvise(host, (off_t)c->a[1], (off_t)c->a[2], (int)c->a[3]);
 }
 
 int64_t sys_statx(struct lx_call *c)
