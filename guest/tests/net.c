@@ -7,12 +7,15 @@
  * Usage: net PORT          the tests above, the server on 127.0.0.1:PORT
  *        net echo PORT     accept one connection on PORT, echo one line back, exit
  *        net connect IP PORT   one TCP connection attempt, its result printed
+ *        net unix-listen PATH  listen on an AF_UNIX path for 5 seconds
+ *        net unix-connect PATH one AF_UNIX connection attempt, its result printed
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,14 +181,35 @@ static int connect_once(const char *ip, int port)
 	return 0;
 }
 
+static int unix_mode(bool listen_mode, const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (!listen_mode) {
+		show("unix connect", connect(s, (struct sockaddr *)&a, sizeof(a)));
+		return 0;
+	}
+	unlink(path);
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 1) < 0)
+		return 1;
+	sleep(5);
+	unlink(path);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strncmp(argv[1], "unix-", 5) == 0)
+		return unix_mode(strcmp(argv[1], "unix-listen") == 0, argv[2]);
 	if (argc == 3 && strcmp(argv[1], "echo") == 0)
 		return echo_once(atoi(argv[2]));
 	if (argc == 4 && strcmp(argv[1], "connect") == 0)
 		return connect_once(argv[2], atoi(argv[3]));
 	if (argc != 2) {
-		fprintf(stderr, "usage: net PORT | net echo PORT | net connect IP PORT\n");
+		fprintf(stderr, "usage: net PORT | net echo PORT | net connect IP PORT | "
+				"net unix-listen|unix-connect PATH\n");
 		return 2;
 	}
 	test_tcp(atoi(argv[1]));

@@ -105,6 +105,16 @@ if grep -q '^open /inside.txt: ok' "$WORK/root.out" && [ "$(grep -c '^open .*etc
 else
 	fail "--root confinement" "$(tail -6 "$WORK/root.out")"
 fi
+# A guest-made symlink to a host AF_UNIX socket outside --root does not reach it.
+cp "$G/tests/net.glibc" "$R/bin/net"; ln -sf "$WORK/outside.sock" "$R/rw/esc.sock"
+"$G/tests/net.glibc" unix-listen "$WORK/outside.sock" & LPID=$!
+for _ in $(seq 50); do [ -S "$WORK/outside.sock" ] && break; sleep 0.05; done
+"$G/tests/net.glibc" unix-connect "$WORK/outside.sock" >"$WORK/unix-native.out"
+timeout 20 "$CCVM" run --root "$R" --rw "$R/rw" -- /bin/net unix-connect /rw/esc.sock >"$WORK/unix-guest.out" 2>/dev/null </dev/null
+kill $LPID 2>/dev/null; wait $LPID 2>/dev/null
+grep -q "unix connect *0" "$WORK/unix-native.out" && grep -q "unix connect *-1 No such file" "$WORK/unix-guest.out" \
+	&& pass "AF_UNIX connect through a symlink stays inside --root (the host socket it names is not reached)" \
+	|| fail "AF_UNIX symlink escape" "$(cat "$WORK/unix-native.out")" "$(cat "$WORK/unix-guest.out")"
 
 echo "== bad input"
 expect_fail() { # NAME STATUS PATTERN -- COMMAND...

@@ -3,9 +3,10 @@
  *
  * A guest socket is a host socket in the guest's descriptor table, so reads, writes,
  * poll and epoll work on it like on any descriptor. What the guest may do with it is
- * net.c's policy: families AF_INET, AF_INET6 and AF_UNIX (paths under --rw
- * directories only, as for files); binds only to published ports, which land on their
- * host address; outgoing connections to loopback only unless --net host. Addresses
+ * net.c's policy: families AF_INET, AF_INET6 and AF_UNIX (paths resolved in the
+ * guest's root like files, created only under --rw directories, no abstract names);
+ * binds and listens only on published ports, which land on their host address;
+ * outgoing connections to loopback only unless --net host. Addresses
  * are translated both ways so the guest sees its own port numbers. Control messages
  * (sendmsg/recvmsg) are not passed: they could carry host descriptors. Blocking calls
  * block only the calling vCPU.
@@ -75,28 +76,40 @@ static int lx_read_addr(struct lx_call *c, uint64_t ua, uint64_t len, struct soc
 	return 0;
 }
 
-/* An AF_UNIX path, confined like a file: resolved under the guest's root, and (for
- * bind, which creates it) only in a writable directory. Rewrites @sa to a host path
- * through /proc/self/fd of the resolved parent, which stays open in *@dirfd. */
+/*
+ * An AF_UNIX path, confined like a file and rewritten to a host path under
+ * /proc/self/fd whose descriptor stays open in *@dirfd: to bind (@create), the parent
+ * directory, resolved in the guest's root and writable, plus the new name (bind never
+ * follows a final symlink); to connect or send, the socket file itself, resolved in
+ * the guest's root with its symlinks (a plain path here would let the host follow a
+ * guest-made symlink out of the root).
+ */
 static int lx_unix_path(struct lx_call *c, struct sockaddr_storage *sa, socklen_t *len,
 			bool create, int *dirfd)
 {
 	struct sockaddr_un *un = (struct sockaddr_un *)sa;
 	char gpath[PATH_MAX], base[NAME_MAX + 1];
 	size_t n = *len - offsetof(struct sockaddr_un, sun_path);
-	int rc;
+	int rc, w;
 
 	*dirfd = -1;
 	if (n == 0 || un->sun_path[0] == '\0')
 		return -EACCES; /* abstract sockets would reach any host process */
 	un->sun_path[n < sizeof(un->sun_path) ? n : sizeof(un->sun_path) - 1] = '\0';
 	rc = lx_path_join(c->p, AT_FDCWD, un->sun_path, gpath);
-	if (!rc)
-		rc = lx_fs_parent(&c->p->fs, gpath, create, dirfd, base);
 	if (rc)
 		return rc;
-	if (snprintf(un->sun_path, sizeof(un->sun_path), "/proc/self/fd/%d/%s", *dirfd, base) >=
-	    (int)sizeof(un->sun_path))
+	if (create) {
+		rc = lx_fs_parent(&c->p->fs, gpath, true, dirfd, base);
+		w = rc ? 0 : snprintf(un->sun_path, sizeof(un->sun_path), "/proc/self/fd/%d/%s",
+				      *dirfd, base);
+	} else {
+		rc = lx_fs_open_path(&c->p->fs, gpath, true, dirfd);
+		w = rc ? 0 : snprintf(un->sun_path, sizeof(un->sun_path), "/proc/self/fd/%d", *dirfd);
+	}
+	if (rc)
+		return rc;
+	if (w >= (int)sizeof(un->sun_path))
 		return -ENAMETOOLONG;
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(un->sun_path) + 1);
 	return 0;
