@@ -105,11 +105,9 @@ void coverage_add_window(struct coverage *c, const uint64_t *written, const uint
 		return;
 	for (uint64_t r = 0; r < c->n_regions; r++) {
 		uint64_t pages = coverage_region_pages(c, r);
+		uint64_t watched = sampled ? coverage_count_bits(sampled, r * per, pages) : pages;
 
-		if (sampled)
-			pages = coverage_count_bits(sampled, r * per, pages);
-		coverage_fold(c, r, coverage_count_bits(written, r * per, coverage_region_pages(c, r)),
-			      pages, seconds);
+		coverage_fold(c, r, coverage_count_bits(written, r * per, pages), watched, seconds);
 	}
 	c->windows++;
 }

@@ -651,7 +651,6 @@ static int snap_mark_pages(struct snap_engine *e)
 {
 	e->cur.pages_total = e->vm->mem.size / PAGE;
 	memset(e->faulted, 0, e->vm->mem.size / PAGE);
-	e->progress_start = snap_progress(e);
 	if (snap_mark_scan(e) == 0)
 		return 0;
 	return snap_mark_mincore(e);
@@ -811,6 +810,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 		snprintf(err, errlen, "cannot create the image %s: %s", req->file, strerror(-rc));
 		return rc;
 	}
+	e->progress_start = snap_progress(e); /* the vCPUs are paused: it holds still */
 	uint64_t t0 = now_ns();
 	rc = snap_capture(e);
 	uint64_t t1 = now_ns();

@@ -36,14 +36,12 @@ static int64_t futex_sleep(struct lx_call *c, int clock, bool timed, int64_t dea
 		lx_sleep_until(c, clock, deadline_ns, NULL);
 		return -ETIMEDOUT;
 	}
-	lx_block_begin(c);
+	lx_block_begin(c); /* for good: the VM ends around it (exit, quit) */
 	for (;;) {
 		struct timespec hour = { .tv_sec = 3600 };
 
 		nanosleep(&hour, NULL);
 	}
-	lx_block_end(c); /* not reached */
-	return -ETIMEDOUT;
 }
 
 /* FUTEX_WAIT (relative timeout, monotonic) and FUTEX_WAIT_BITSET (absolute). */

@@ -26,11 +26,6 @@
 #define LX_SOCKOPT_MAX    256   /* the largest option value passed through */
 #define LX_IOV_MAX        1024
 
-static int64_t lx_sock_host(struct lx_call *c, uint64_t fd)
-{
-	return lx_host_fd(c, fd);
-}
-
 int64_t sys_socket(struct lx_call *c)
 {
 	int domain = (int)c->a[0], type = (int)c->a[1], host;
@@ -117,7 +112,7 @@ static int lx_unix_path(struct lx_call *c, struct sockaddr_storage *sa, socklen_
 
 int64_t sys_bind(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]);
+	int64_t host = lx_host_fd(c, c->a[0]);
 	struct sockaddr_storage sa;
 	socklen_t len = (socklen_t)c->a[2];
 	const struct lx_publish *rule;
@@ -160,7 +155,7 @@ int64_t sys_bind(struct lx_call *c)
  * to port 0) an ephemeral port on every address. */
 int64_t sys_listen(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]);
+	int64_t host = lx_host_fd(c, c->a[0]);
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
 	uint16_t port;
@@ -180,8 +175,8 @@ int64_t sys_listen(struct lx_call *c)
 }
 
 /* A host address back to the guest's view: a published host port reads as its guest
- * port. Writes at most *@ulen bytes at @ua and the full length to @ulen, as the kernel
- * does. */
+ * port. Writes at most *@ulen bytes at @ua and the full length to @ulen (a socklen_t
+ * in guest memory), as the kernel does. */
 static int lx_write_addr(struct lx_call *c, struct sockaddr_storage *sa, socklen_t len,
 			 uint64_t ua, uint64_t ulen)
 {
@@ -212,7 +207,7 @@ static int lx_write_addr(struct lx_call *c, struct sockaddr_storage *sa, socklen
 
 static int64_t lx_accept(struct lx_call *c, uint64_t fd, uint64_t ua, uint64_t ulen, int flags)
 {
-	int64_t host = lx_sock_host(c, fd);
+	int64_t host = lx_host_fd(c, fd);
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
 	int got, rc;
@@ -273,18 +268,27 @@ static int lx_dest(struct lx_call *c, struct sockaddr_storage *sa, socklen_t *le
 	return 0;
 }
 
+/* A destination the guest names (@ulen bytes at @ua), read and checked by lx_dest. */
+static int lx_read_dest(struct lx_call *c, uint64_t ua, uint64_t ulen, struct sockaddr_storage *sa,
+			socklen_t *len, int *dirfd)
+{
+	int rc = lx_read_addr(c, ua, ulen, sa);
+
+	*dirfd = -1;
+	*len = (socklen_t)ulen;
+	return rc ? rc : lx_dest(c, sa, len, dirfd);
+}
+
 int64_t sys_connect(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	struct sockaddr_storage sa;
-	socklen_t len = (socklen_t)c->a[2];
+	socklen_t len;
 	int dirfd;
 
 	if (host < 0)
 		return host;
-	rc = lx_read_addr(c, c->a[1], c->a[2], &sa);
-	if (!rc)
-		rc = lx_dest(c, &sa, &len, &dirfd);
+	rc = lx_read_dest(c, c->a[1], c->a[2], &sa, &len, &dirfd);
 	if (rc)
 		return rc;
 	lx_block_begin(c);
@@ -297,14 +301,14 @@ int64_t sys_connect(struct lx_call *c)
 
 int64_t sys_shutdown(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]);
+	int64_t host = lx_host_fd(c, c->a[0]);
 
 	return host < 0 ? host : host_ret(shutdown((int)host, (int)c->a[1]));
 }
 
 static int64_t lx_sockname(struct lx_call *c, bool peer)
 {
-	int64_t host = lx_sock_host(c, c->a[0]);
+	int64_t host = lx_host_fd(c, c->a[0]);
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
 	int rc;
@@ -333,7 +337,7 @@ int64_t sys_getpeername(struct lx_call *c)
 /* Option values pass through (bounded); SO_BINDTODEVICE would escape the policy. */
 int64_t sys_setsockopt(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]);
+	int64_t host = lx_host_fd(c, c->a[0]);
 	int level = (int)c->a[1], name = (int)c->a[2];
 	uint64_t len = c->a[4];
 	const void *val = NULL;
@@ -354,7 +358,7 @@ int64_t sys_setsockopt(struct lx_call *c)
 
 int64_t sys_getsockopt(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]);
+	int64_t host = lx_host_fd(c, c->a[0]);
 	socklen_t *glen, len;
 	void *val;
 
@@ -375,9 +379,9 @@ int64_t sys_getsockopt(struct lx_call *c)
 
 int64_t sys_sendto(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	struct sockaddr_storage sa;
-	socklen_t len = (socklen_t)c->a[5];
+	socklen_t len = 0;
 	const void *buf = c->a[2] ? lx_uptr(c, c->a[1], c->a[2]) : NULL;
 	int dirfd = -1;
 
@@ -386,9 +390,7 @@ int64_t sys_sendto(struct lx_call *c)
 	if (c->a[2] && !buf)
 		return -EFAULT;
 	if (c->a[4]) {
-		rc = lx_read_addr(c, c->a[4], c->a[5], &sa);
-		if (!rc)
-			rc = lx_dest(c, &sa, &len, &dirfd);
+		rc = lx_read_dest(c, c->a[4], c->a[5], &sa, &len, &dirfd);
 		if (rc)
 			return rc;
 	}
@@ -403,7 +405,7 @@ int64_t sys_sendto(struct lx_call *c)
 
 int64_t sys_recvfrom(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
 	void *buf = c->a[2] ? lx_uptr(c, c->a[1], c->a[2]) : NULL;
@@ -427,14 +429,15 @@ int64_t sys_recvfrom(struct lx_call *c)
 /*
  * The guest's msghdr with every pointer checked: its iovecs become host iovecs into
  * guest memory, its name a copy in @sa. Control data is refused (it could carry
- * descriptors). @iov has room for LX_IOV_MAX entries.
+ * descriptors). @iov has room for LX_IOV_MAX entries; *@guest is the guest's header.
  */
 static int lx_msghdr(struct lx_call *c, uint64_t umsg, struct msghdr *m, struct iovec *iov,
-		     struct sockaddr_storage *sa)
+		     struct sockaddr_storage *sa, struct msghdr **guest)
 {
-	const struct msghdr *g = lx_uptr(c, umsg, sizeof(*g));
+	struct msghdr *g = lx_uptr(c, umsg, sizeof(*g));
 	const struct iovec *giov;
 
+	*guest = g;
 	if (!g)
 		return -EFAULT;
 	if (g->msg_iovlen > LX_IOV_MAX)
@@ -468,26 +471,20 @@ static int lx_msghdr(struct lx_call *c, uint64_t umsg, struct msghdr *m, struct 
 
 int64_t sys_sendmsg(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	static __thread struct iovec iov[LX_IOV_MAX];
 	struct sockaddr_storage sa;
-	struct msghdr m;
+	struct msghdr m, *g;
 	int dirfd = -1;
 
 	if (host < 0)
 		return host;
-	rc = lx_msghdr(c, c->a[1], &m, iov, &sa);
+	rc = lx_msghdr(c, c->a[1], &m, iov, &sa, &g);
+	if (!rc && m.msg_name)
+		rc = lx_read_dest(c, (uint64_t)(uintptr_t)g->msg_name, g->msg_namelen, &sa,
+				  &m.msg_namelen, &dirfd);
 	if (rc)
 		return rc;
-	if (m.msg_name) {
-		const struct msghdr *g = lx_uptr(c, c->a[1], sizeof(*g));
-
-		rc = lx_read_addr(c, (uint64_t)(uintptr_t)g->msg_name, g->msg_namelen, &sa);
-		if (!rc)
-			rc = lx_dest(c, &sa, &m.msg_namelen, &dirfd);
-		if (rc)
-			return rc;
-	}
 	lx_block_begin(c);
 	rc = host_ret(sendmsg((int)host, &m, (int)c->a[2] | MSG_NOSIGNAL));
 	lx_block_end(c);
@@ -498,15 +495,14 @@ int64_t sys_sendmsg(struct lx_call *c)
 
 int64_t sys_recvmsg(struct lx_call *c)
 {
-	int64_t host = lx_sock_host(c, c->a[0]), rc;
+	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	static __thread struct iovec iov[LX_IOV_MAX];
 	struct sockaddr_storage sa;
 	struct msghdr m, *g;
-	int err;
 
 	if (host < 0)
 		return host;
-	rc = lx_msghdr(c, c->a[1], &m, iov, &sa);
+	rc = lx_msghdr(c, c->a[1], &m, iov, &sa, &g);
 	if (rc)
 		return rc;
 	if (m.msg_name)
@@ -516,22 +512,14 @@ int64_t sys_recvmsg(struct lx_call *c)
 	lx_block_end(c);
 	if (rc < 0)
 		return rc;
-	g = lx_uptr(c, c->a[1], sizeof(*g));
 	g->msg_flags = m.msg_flags & ~MSG_CTRUNC;
-	if (m.msg_name && g->msg_name) {
-		const struct lx_publish *rule =
-			lx_net_rule_for_host(&c->p->net, lx_net_port((struct sockaddr *)&sa));
-		socklen_t n = g->msg_namelen < m.msg_namelen ? g->msg_namelen : m.msg_namelen;
-		void *dst = n ? lx_uptr(c, (uint64_t)(uintptr_t)g->msg_name, n) : NULL;
+	if (m.msg_name) {
+		/* The name's length field lives in the guest's header. */
+		int err = lx_write_addr(c, &sa, m.msg_namelen, (uint64_t)(uintptr_t)g->msg_name,
+					c->a[1] + offsetof(struct msghdr, msg_namelen));
 
-		if (rule)
-			lx_net_set_port((struct sockaddr *)&sa, rule->guest_port);
-		err = n && !dst ? -EFAULT : 0;
 		if (err)
 			return err;
-		if (n)
-			memcpy(dst, &sa, n);
-		g->msg_namelen = m.msg_namelen;
 	}
 	return rc;
 }

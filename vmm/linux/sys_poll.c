@@ -110,15 +110,22 @@ static int lx_timespec_timeout(struct lx_call *c, uint64_t uts, int64_t *ns)
 	return uts ? lx_read_timespec(c, uts, ns) : 0;
 }
 
-/* Write what is left of a timeout back, as the kernel does for ppoll and select. */
+/* What is left until @deadline (monotonic ns), never below 0. */
+static int64_t lx_left_ns(int64_t deadline)
+{
+	int64_t left = deadline - lx_mono_ns();
+
+	return left < 0 ? 0 : left;
+}
+
+/* Write what is left of a timeout back, as the kernel does for ppoll and pselect6. */
 static void lx_timespec_left(struct lx_call *c, uint64_t uts, int64_t deadline)
 {
 	struct timespec *ts = uts ? lx_uptr(c, uts, sizeof(*ts)) : NULL;
-	int64_t left = deadline - lx_mono_ns();
+	int64_t left = lx_left_ns(deadline);
 
 	if (!ts)
 		return;
-	left = left < 0 ? 0 : left;
 	ts->tv_sec = left / NSEC_PER_SEC;
 	ts->tv_nsec = left % NSEC_PER_SEC;
 }
@@ -239,8 +246,7 @@ int64_t sys_select(struct lx_call *c)
 	}
 	rc = lx_select(c, c->a[0], c->a[1], c->a[2], c->a[3], ns);
 	if (tv) {
-		left = start + ns - lx_mono_ns();
-		left = left < 0 ? 0 : left;
+		left = lx_left_ns(start + ns);
 		tv->tv_sec = left / NSEC_PER_SEC;
 		tv->tv_usec = (left % NSEC_PER_SEC) / 1000;
 	}
