@@ -774,19 +774,27 @@ static int snap_capture(struct snap_engine *e)
 {
 	struct vm *vm = e->vm;
 	struct vcpu_saved *saved = calloc((size_t)vm->n_vcpus, sizeof(*saved));
+	struct lx_thread **threads = calloc((size_t)vm->n_vcpus, sizeof(*threads));
 	json_t *proc;
 	char *text;
-	int rc = saved ? 0 : -ENOMEM;
+	int rc = saved && threads ? 0 : -ENOMEM, n = 0;
 
-	for (int i = 0; i < vm->n_vcpus && !rc; i++)
-		rc = vcpu_save_state(vm->vcpus[i], &saved[i]);
+	/* Every live thread, in vCPU order; a finished thread's vCPU is no one's. */
+	for (int i = 0; i < vm->n_vcpus && !rc; i++) {
+		if (vm->vcpus[i]->state == VCPU_DONE)
+			continue;
+		threads[n] = vm->vcpus[i]->lx;
+		rc = vcpu_save_state(vm->vcpus[i], &saved[n++]);
+	}
+	if (!rc && n == 0)
+		rc = -ESRCH;
 	if (!rc)
-		rc = img_add_section(e->img, IMG_SEC_VCPUS, saved,
-				     (size_t)vm->n_vcpus * sizeof(*saved));
+		rc = img_add_section(e->img, IMG_SEC_VCPUS, saved, (size_t)n * sizeof(*saved));
+	proc = rc ? NULL : lx_state_save(vm->proc, threads, n);
 	free(saved);
+	free(threads);
 	if (rc)
 		return rc;
-	proc = lx_state_save(vm->proc, vm->vcpus[0]->lx);
 	text = json_dumps(proc, JSON_COMPACT);
 	json_decref(proc);
 	if (!text)

@@ -54,20 +54,59 @@ static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 	return 0;
 }
 
-static int restore_state(const char *file, struct img_reader *r, const struct lx_hooks *hooks,
-			 struct vm *vm, struct lx_thread *t, uint64_t *mono_ns)
+/* One vCPU per saved thread, each with its registers and its personality state. */
+static int restore_threads(const char *file, struct vm *vm, json_t *proc,
+			   const struct vcpu_saved *saved, int n, bool capped)
+{
+	int rc = 0;
+
+	if (lx_state_threads(proc) != n || n > VM_MAX_VCPUS) {
+		log_err("cannot restore '%s': %d saved vCPUs for %d threads (at most %d)", file, n,
+			lx_state_threads(proc), VM_MAX_VCPUS);
+		return -EINVAL;
+	}
+	if (n > vm->max_vcpus && !capped)
+		vm->max_vcpus = n;
+	if (n > vm->max_vcpus) {
+		log_err("cannot restore '%s': it has %d threads, more than --vcpus %d", file, n,
+			vm->max_vcpus);
+		return -EINVAL;
+	}
+	for (int i = 0; i < n && !rc; i++) {
+		struct vcpu *vcpu;
+
+		rc = vcpu_create(vm, i, &(struct vcpu_entry){ 0 }, &vcpu);
+		if (rc)
+			break;
+		vm->vcpus[vm->n_vcpus++] = vcpu;
+		rc = vcpu_load_state(vcpu, &saved[i]);
+		if (rc) {
+			log_err("cannot restore '%s': the state of vCPU %d does not load (%s)", file,
+				i, strerror(-rc));
+			break;
+		}
+		rc = lx_thread_restore(vm->proc, proc, i, vcpu->lx);
+		if (rc)
+			log_err("cannot restore '%s': thread %d's state is damaged", file, i);
+		vcpu->lx->vcpu = vcpu;
+	}
+	return rc;
+}
+
+static int restore_state(const char *file, struct img_reader *r, const struct restore_opts *o,
+			 struct vm *vm, uint64_t *mono_ns)
 {
 	const struct img_section *sv = img_find(r, IMG_SEC_VCPUS), *sp = img_find(r, IMG_SEC_PROCESS);
 	struct vcpu_saved *saved = NULL;
 	char *text = NULL, err[512];
 	json_t *proc = NULL;
-	struct vcpu *vcpu;
 	int rc = -EINVAL;
 
-	if (!sv || !sp || sv->length != sizeof(struct vcpu_saved)) {
+	if (!sv || !sp || !sv->length || sv->length % sizeof(struct vcpu_saved)) {
 		log_err("cannot restore '%s': the image lacks vCPU or process state, or was "
-			"written by an incompatible ccvm (vCPU state %llu bytes, expected %zu)", file,
-			sv ? (unsigned long long)sv->length : 0ULL, sizeof(struct vcpu_saved));
+			"written by an incompatible ccvm (vCPU state %llu bytes, a multiple of %zu "
+			"expected)", file, sv ? (unsigned long long)sv->length : 0ULL,
+			sizeof(struct vcpu_saved));
 		return -EINVAL;
 	}
 	if (img_read_section(r, sv, (void **)&saved) || img_read_section(r, sp, (void **)&text))
@@ -77,23 +116,14 @@ static int restore_state(const char *file, struct img_reader *r, const struct lx
 		log_err("cannot restore '%s': the process state is not valid JSON", file);
 		goto out;
 	}
-	rc = lx_proc_restore(&vm->mem, proc, hooks, &vm->proc, t, err, sizeof(err));
+	rc = lx_proc_restore(&vm->mem, proc, o->hooks, o->net, &vm->proc, err, sizeof(err));
 	if (rc) {
 		log_err("cannot restore '%s': %s", file, err);
 		goto out;
 	}
 	*mono_ns = vm->proc->clock.mono_base_ns;
-	rc = vcpu_create(vm, 0, &(struct vcpu_entry){ 0 }, &vcpu);
-	if (rc)
-		goto out;
-	vm->vcpus[vm->n_vcpus++] = vcpu;
-	rc = vcpu_load_state(vcpu, saved);
-	if (rc) {
-		log_err("cannot restore '%s': the vCPU state does not load (%s)", file, strerror(-rc));
-		goto out;
-	}
-	t->vcpu = vcpu;
-	vcpu->lx = t;
+	rc = restore_threads(file, vm, proc, saved, (int)(sv->length / sizeof(*saved)),
+			     o->vcpus != 0);
 out:
 	json_decref(proc);
 	free(saved);
@@ -131,9 +161,9 @@ void restore_lazy_end(struct vm *vm)
 	lazy_thread = 0;
 }
 
-int restore_vm(const char *file, uint64_t mem, bool lazy, const struct lx_hooks *hooks,
-	       struct vm *vm, struct lx_thread *t, uint64_t *mono_ns)
+int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
 {
+	uint64_t mem = o->mem;
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
 	int rc = img_open(file, &r, err);
@@ -154,7 +184,9 @@ int restore_vm(const char *file, uint64_t mem, bool lazy, const struct lx_hooks 
 		img_close(&r);
 		return rc;
 	}
-	if (lazy) {
+	if (o->vcpus)
+		vm->max_vcpus = o->vcpus;
+	if (o->lazy) {
 		/* Sections are read now, while we still own the reader; memory later. */
 		rc = lazy_start(&r, vm, file, &vm->lazy);
 		if (rc) {
@@ -163,7 +195,7 @@ int restore_vm(const char *file, uint64_t mem, bool lazy, const struct lx_hooks 
 			return rc;
 		}
 		restore_system_area(vm);
-		rc = restore_state(file, &r, hooks, vm, t, mono_ns);
+		rc = restore_state(file, &r, o, vm, mono_ns);
 		if (rc) {
 			lazy_abort(vm->lazy);
 			lazy_finish(vm->lazy);
@@ -173,7 +205,7 @@ int restore_vm(const char *file, uint64_t mem, bool lazy, const struct lx_hooks 
 	}
 	rc = restore_memory(file, &r, vm);
 	if (!rc)
-		rc = restore_state(file, &r, hooks, vm, t, mono_ns);
+		rc = restore_state(file, &r, o, vm, mono_ns);
 	img_close(&r);
 	return rc;
 }
@@ -205,6 +237,16 @@ static void inspect_process(const struct img_reader *r, FILE *out)
 			json_string_value(json_object_get(p, "root")) ?: "?",
 			json_array_size(json_object_get(p, "fds")),
 			json_array_size(json_object_get(json_object_get(p, "mm"), "vmas")));
+	if (p) {
+		json_t *th = json_object_get(p, "threads"), *t;
+		size_t i;
+
+		fprintf(out, "threads: %zu (pid %lld; tids", json_array_size(th),
+			(long long)json_integer_value(json_object_get(p, "pid")));
+		json_array_foreach(th, i, t)
+			fprintf(out, " %lld", (long long)json_integer_value(json_object_get(t, "tid")));
+		fprintf(out, ")\n");
+	}
 	json_decref(p);
 	free(text);
 }

@@ -9,19 +9,25 @@
 #include <stdio.h>
 
 struct vm;
-struct lx_thread;
 struct lx_hooks;
+struct lx_net;
+
+struct restore_opts {
+	uint64_t mem;               /* guest RAM size asked by the user, 0 for the image's */
+	bool lazy;
+	int vcpus;                  /* thread cap; 0: the default (raised to the saved count) */
+	const struct lx_net *net;   /* new publish rules, or NULL to keep the saved ones */
+	const struct lx_hooks *hooks;
+};
 
 /*
  * restore_vm - create a VM from the image at @file, with its memory, vCPU registers
  * and process state, ready to run. Every memory chunk and section is verified: all of
  * them before the VM runs (eager), or each on first touch with a background prefetch
- * (@lazy; see lazy.c).
- * @mem: guest RAM size asked by the user, 0 for the image's own.
+ * (lazy; see lazy.c). Every saved thread gets its vCPU back.
  * Errors are reported to the user. Returns 0 or -errno.
  */
-int restore_vm(const char *file, uint64_t mem, bool lazy, const struct lx_hooks *hooks,
-	       struct vm *vm, struct lx_thread *t, uint64_t *mono_ns);
+int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns);
 
 /* After a lazy restore: a thread that waits for the memory to be in place, then lets
  * snapshots proceed. restore_lazy_end stops loading early if needed and joins it. */

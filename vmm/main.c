@@ -62,6 +62,7 @@ struct run_opts {
 	const char *rw[MAX_RW_DIRS];
 	int n_rw;
 	struct lx_net net;
+	int vcpus;
 	int argc;
 	char **argv;
 };
@@ -71,6 +72,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]\n"
 		"       ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager]\n"
+		"                    [--publish SPEC]... [--net host] [--vcpus N]\n"
 		"       ccvm inspect FILE\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]\n"
 		"\n"
@@ -84,6 +86,7 @@ static void usage(FILE *out)
 		"                    HOSTIP:HOSTPORT (default HOSTIP 127.0.0.1; repeatable); binds\n"
 		"                    to other ports are refused\n"
 		"  --net host        guest connections may go beyond loopback\n"
+		"  --vcpus N         most guest threads at once, each a vCPU (default %d, 1..%d)\n"
 		"  --snapshot-every SECONDS --snapshot-dir DIR [--snapshot-keep N]\n"
 		"  [--snapshot-policy ccow|cow|stop] [--snapshot-rate MB/s]\n"
 		"                    periodic live snapshots, keeping the newest N (default 2);\n"
@@ -106,7 +109,8 @@ static void usage(FILE *out)
 		"                   [--save-order hot-first|linear] [--precopy lazy|eager]\n"
 		"                   [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
 		"              stats regions\n",
-		(unsigned long long)(LAYOUT_MIN_RAM >> 20), (unsigned long long)(LAYOUT_MAX_RAM >> 30));
+		(unsigned long long)(LAYOUT_MIN_RAM >> 20), (unsigned long long)(LAYOUT_MAX_RAM >> 30),
+		VM_DEFAULT_VCPUS, VM_MAX_VCPUS);
 }
 
 /* Physical memory of the host: guest RAM is reserved lazily, but a VM larger than
@@ -137,6 +141,19 @@ static int parse_publish(const char *spec, struct lx_net *net)
 	return rc;
 }
 
+static int parse_vcpus(const char *arg, int *n)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (*end || end == arg || v < 1 || v > VM_MAX_VCPUS) {
+		log_err("--vcpus %s: the most guest threads at once, 1 to %d", arg, VM_MAX_VCPUS);
+		return -EINVAL;
+	}
+	*n = (int)v;
+	return 0;
+}
+
 static int parse_run(int argc, char **argv, struct run_opts *o)
 {
 	static const struct option longopts[] = {
@@ -158,6 +175,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "snapshot-log", required_argument, NULL, 'J' },
 		{ "publish", required_argument, NULL, 'p' },
 		{ "net", required_argument, NULL, 'N' },
+		{ "vcpus", required_argument, NULL, 'U' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, verbose = 0;
@@ -169,6 +187,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 					   .threshold = SNAP_DEFAULT_THRESHOLD };
 	o->ccow = ccow_defaults;
 	o->root = "/";
+	o->vcpus = VM_DEFAULT_VCPUS;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -202,6 +221,10 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 				return -EINVAL;
 			}
 			o->net.host = true;
+			break;
+		case 'U':
+			if (parse_vcpus(optarg, &o->vcpus))
+				return -EINVAL;
 			break;
 		case 'v':
 			verbose++;
@@ -362,6 +385,7 @@ static void hook_before_discard(void *ctx, uint64_t gpa, uint64_t len)
 static struct lx_hooks run_hooks = {
 	.block_begin = (void (*)(void *))vcpu_block_begin,
 	.block_end = (void (*)(void *))vcpu_block_end,
+	.thread_create = vm_thread_create,
 	.before_discard = hook_before_discard,
 };
 
@@ -469,7 +493,6 @@ out_tracker:
 
 static int cmd_run(int argc, char **argv)
 {
-	struct lx_thread thread;
 	struct lx_entry entry;
 	struct run_opts o;
 	struct vcpu *vcpu;
@@ -480,6 +503,7 @@ static int cmd_run(int argc, char **argv)
 		return EXIT_USAGE;
 	if (vm_create(&vm, o.mem))
 		return 1;
+	vm.max_vcpus = o.vcpus;
 	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
 				 .net = &o.net, .hooks = &run_hooks };
@@ -494,8 +518,7 @@ static int cmd_run(int argc, char **argv)
 		goto out_proc;
 	}
 	vm.vcpus[vm.n_vcpus++] = vcpu;
-	lx_thread_init(vm.proc, &thread, vcpu);
-	vcpu->lx = &thread;
+	lx_thread_init(vm.proc, vcpu->lx, vcpu);
 	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, o.control, &o.sched, &o.ccow);
 out_proc:
 	lx_proc_destroy(vm.proc);
@@ -510,42 +533,69 @@ static int cmd_restore(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "mem", required_argument, NULL, 'm' }, { "control", required_argument, NULL, 'c' },
 		{ "verbose", no_argument, NULL, 'v' },   { "lazy", no_argument, NULL, 'l' },
-		{ "eager", no_argument, NULL, 'e' },     { NULL, 0, NULL, 0 },
+		{ "eager", no_argument, NULL, 'e' },     { "publish", required_argument, NULL, 'p' },
+		{ "net", required_argument, NULL, 'N' }, { "vcpus", required_argument, NULL, 'U' },
+		{ NULL, 0, NULL, 0 },
 	};
+	static const char *const use =
+		"usage: ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager] "
+		"[--publish [HOSTIP:]HOSTPORT:GUESTPORT]... [--net host] [--vcpus N]";
+	struct restore_opts ro = { .lazy = RESTORE_LAZY_DEFAULT, .hooks = &run_hooks };
 	const char *control = NULL;
-	bool lazy = RESTORE_LAZY_DEFAULT;
-	struct lx_thread thread;
-	uint64_t mem = 0, mono_ns = 0;
+	struct lx_net net = { 0 };
+	bool new_net = false;
+	uint64_t mono_ns = 0;
 	int ch, verbose = 0, status;
 	struct vm vm = { .fd = -1, .kvm_fd = -1 };
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "v", longopts, NULL)) != -1) {
-		if (ch == 'm' && cli_parse_size(optarg, &mem) == 0)
-			continue;
-		if (ch == 'c') {
+		switch (ch) {
+		case 'm':
+			if (cli_parse_size(optarg, &ro.mem)) {
+				log_err("--mem %s: not a size (examples: 512M, 2G)", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'c':
 			control = optarg;
-			continue;
-		}
-		if (ch == 'v') {
+			break;
+		case 'v':
 			verbose++;
-			continue;
+			break;
+		case 'l':
+		case 'e':
+			ro.lazy = ch == 'l';
+			break;
+		case 'p':
+			if (parse_publish(optarg, &net))
+				return EXIT_USAGE;
+			new_net = true;
+			break;
+		case 'N':
+			if (strcmp(optarg, "host") != 0) {
+				log_err("--net %s: the only network mode is 'host'", optarg);
+				return EXIT_USAGE;
+			}
+			net.host = new_net = true;
+			break;
+		case 'U':
+			if (parse_vcpus(optarg, &ro.vcpus))
+				return EXIT_USAGE;
+			break;
+		default:
+			log_err("%s", use);
+			return EXIT_USAGE;
 		}
-		if (ch == 'l' || ch == 'e') {
-			lazy = ch == 'l';
-			continue;
-		}
-		log_err("usage: ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager]");
-		return EXIT_USAGE;
 	}
 	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
 	if (optind != argc - 1) {
-		log_err("usage: ccvm restore FILE [--control PATH] [--mem SIZE]");
+		log_err("%s", use);
 		return EXIT_USAGE;
 	}
-	mem = (mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
-	if (restore_vm(argv[optind], mem, lazy, &run_hooks, &vm, &thread, &mono_ns) ||
-	    restore_lazy_begin(&vm)) {
+	ro.mem = (ro.mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+	ro.net = new_net ? &net : NULL;
+	if (restore_vm(argv[optind], &ro, &vm, &mono_ns) || restore_lazy_begin(&vm)) {
 		if (vm.fd >= 0 || vm.kvm_fd >= 0) {
 			lx_proc_destroy(vm.proc);
 			vm.proc = NULL;

@@ -60,7 +60,7 @@ static int vcpu_setup_sregs(struct vcpu *vcpu, const struct vcpu_entry *entry)
 	vcpu_seg_user_data(&sr.ds, 0);
 	vcpu_seg_user_data(&sr.es, 0);
 	vcpu_seg_user_data(&sr.fs, entry->fs_base);
-	vcpu_seg_user_data(&sr.gs, 0);
+	vcpu_seg_user_data(&sr.gs, entry->gs_base);
 	sr.tr = (struct kvm_segment){ .base = LAYOUT_TSS, .limit = TSS_LIMIT,
 				      .selector = GDT_TSS, .type = SEG_TYPE_TSS_BUSY,
 				      .present = 1, .g = 0 };
@@ -136,6 +136,26 @@ static int vcpu_setup(struct vcpu *vcpu, const struct vcpu_entry *entry)
 	return 0;
 }
 
+int vcpu_set_user(struct vcpu *vcpu, const struct kvm_regs *regs, const struct vcpu_entry *entry,
+		  const struct kvm_xsave *xsave)
+{
+	int rc = vcpu_setup_sregs(vcpu, entry);
+
+	if (rc)
+		return rc;
+	if (ioctl(vcpu->fd, KVM_SET_REGS, regs) < 0 || ioctl(vcpu->fd, KVM_SET_XSAVE, xsave) < 0)
+		return -errno;
+	/* Registers a finished thread left in the sync area must not overwrite these. */
+	vcpu->run->kvm_dirty_regs = 0;
+	return 0;
+}
+
+void vcpu_sysret_regs(struct kvm_regs *r)
+{
+	r->rip = r->rcx;
+	r->rflags = (r->r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+}
+
 int vcpu_create(struct vm *vm, int id, const struct vcpu_entry *entry, struct vcpu **out)
 {
 	struct vcpu *vcpu = calloc(1, sizeof(*vcpu));
@@ -145,6 +165,7 @@ int vcpu_create(struct vm *vm, int id, const struct vcpu_entry *entry, struct vc
 		return -ENOMEM;
 	vcpu->vm = vm;
 	vcpu->id = id;
+	vcpu->lx = &vcpu->thread_state;
 	vcpu->run = MAP_FAILED;
 	vcpu->fd = ioctl(vm->fd, KVM_CREATE_VCPU, id);
 	if (vcpu->fd < 0) {
@@ -264,8 +285,7 @@ static void vcpu_sysret(struct kvm_run *run, bool sregs_dirty)
 	struct kvm_regs *r = &run->s.regs.regs;
 	struct kvm_sregs *sr = &run->s.regs.sregs;
 
-	r->rip = r->rcx;
-	r->rflags = (r->r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+	vcpu_sysret_regs(r);
 	run->kvm_dirty_regs = KVM_SYNC_X86_REGS;
 	if (sr->cs.dpl != 3) {
 		vcpu_seg_user_code(&sr->cs);
@@ -288,6 +308,10 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu)
 	vcpu->in_syscall = true;
 	act = lx_syscall(vcpu->lx, &run->s.regs.regs, &run->s.regs.sregs, &sregs_dirty);
 	vcpu->in_syscall = false;
+	if (act == LX_EXIT_THREAD) {
+		vm_thread_exit(vcpu);
+		return true;
+	}
 	if (act != LX_RESUME) {
 		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
 		return true;
@@ -422,8 +446,8 @@ int vcpu_save_state(struct vcpu *vcpu, struct vcpu_saved *st)
 	if (vcpu->in_syscall) {
 		/* Blocked in a system call: record the moment before the `syscall`
 		 * instruction (2 bytes), so the restored guest makes the call again. */
-		st->regs.rip = st->regs.rcx - 2;
-		st->regs.rflags = (st->regs.r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+		vcpu_sysret_regs(&st->regs);
+		st->regs.rip -= 2;
 		vcpu_seg_user_code(&st->sregs.cs);
 		vcpu_seg_user_data(&st->sregs.ss, 0);
 	}

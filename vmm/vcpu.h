@@ -4,13 +4,14 @@
 #ifndef CCVM_VCPU_H
 #define CCVM_VCPU_H
 
+#include "linux/lx.h"
+
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 struct vm;
-struct lx_thread;
 
 enum vcpu_state {
 	VCPU_GUEST,   /* in KVM_RUN or about to enter it */
@@ -28,17 +29,29 @@ struct vcpu {
 	pthread_t thread;
 	enum vcpu_state state; /* guarded by vm->lock */
 	bool in_syscall;       /* between a syscall exit and its return (for snapshots) */
-	struct lx_thread *lx;  /* the guest thread this vCPU runs */
+	bool joinable;         /* its host thread was started and not yet joined */
+	struct lx_thread *lx;  /* the guest thread this vCPU runs (&thread_state) */
+	struct lx_thread thread_state;
 };
 
 /* Initial user-mode register state of a new vCPU. */
 struct vcpu_entry {
 	uint64_t rip, rsp;
-	uint64_t fs_base;
+	uint64_t fs_base, gs_base;
 };
 
 int vcpu_create(struct vm *vm, int id, const struct vcpu_entry *entry, struct vcpu **out);
 void vcpu_destroy(struct vcpu *vcpu);
+
+/* Give a vCPU (new, or one whose thread finished) a new guest thread's user state:
+ * @regs as they are at the instant the thread's clone returns to it, segment bases
+ * from @entry, and the FPU/SSE/AVX state @xsave. */
+int vcpu_set_user(struct vcpu *vcpu, const struct kvm_regs *regs, const struct vcpu_entry *entry,
+		  const struct kvm_xsave *xsave);
+
+/* The registers of a thread at the return from the system call it is in, as SYSRET
+ * leaves them (rip from rcx, rflags from r11). */
+void vcpu_sysret_regs(struct kvm_regs *regs);
 
 /* Body of a vCPU thread: runs the guest until the VM stops. */
 void *vcpu_thread(void *arg);

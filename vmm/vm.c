@@ -130,6 +130,7 @@ int vm_create(struct vm *vm, uint64_t mem_bytes)
 
 	memset(vm, 0, sizeof(*vm));
 	vm->kvm_fd = vm->fd = -1;
+	vm->max_vcpus = VM_DEFAULT_VCPUS;
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->cond, NULL);
 	rc = vm_open_kvm(vm);
@@ -190,26 +191,27 @@ static bool vm_all_quiet(struct vm *vm, bool allow_parked)
 
 int vm_run(struct vm *vm)
 {
-	int started = 0, status;
+	int status;
 
-	for (int i = 0; i < vm->n_vcpus; i++) {
-		vm->vcpus[i]->state = VCPU_GUEST;
-		if (pthread_create(&vm->vcpus[i]->thread, NULL, vcpu_thread, vm->vcpus[i])) {
-			log_err("cannot start the thread of vCPU %d", i);
-			vm_stop(vm, 1);
-			vm->vcpus[i]->state = VCPU_DONE;
-			continue;
-		}
-		started++;
-	}
 	pthread_mutex_lock(&vm->lock);
+	for (int i = 0; i < vm->n_vcpus; i++) {
+		if (vm_thread_start(vm, vm->vcpus[i])) {
+			log_err("cannot start the thread of vCPU %d", i);
+			pthread_mutex_unlock(&vm->lock);
+			vm_stop(vm, 1);
+			pthread_mutex_lock(&vm->lock);
+		}
+	}
 	while (!vm->stop_req || !vm_all_quiet(vm, false))
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	status = vm->exit_status;
 	pthread_mutex_unlock(&vm->lock);
-	for (int i = 0; i < vm->n_vcpus && started; i++)
-		if (vm->vcpus[i]->state == VCPU_DONE)
+	/* Threads still blocked in a host call are left to the process's exit. */
+	for (int i = 0; i < vm->n_vcpus; i++)
+		if (vm->vcpus[i]->joinable && vm->vcpus[i]->state == VCPU_DONE) {
 			pthread_join(vm->vcpus[i]->thread, NULL);
+			vm->vcpus[i]->joinable = false;
+		}
 	return status;
 }
 
@@ -224,10 +226,14 @@ bool vm_all_done(struct vm *vm)
 	return done;
 }
 
+/* Kick every vCPU whose host thread runs (a finished one's thread may be gone). */
 static void vm_kick_all(struct vm *vm)
 {
+	pthread_mutex_lock(&vm->lock);
 	for (int i = 0; i < vm->n_vcpus; i++)
-		vcpu_kick(vm->vcpus[i]);
+		if (vm->vcpus[i]->joinable && vm->vcpus[i]->state != VCPU_DONE)
+			vcpu_kick(vm->vcpus[i]);
+	pthread_mutex_unlock(&vm->lock);
 }
 
 void vm_stop(struct vm *vm, int status)

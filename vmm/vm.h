@@ -13,7 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define VM_MAX_VCPUS 64
+#define VM_MAX_VCPUS      64 /* most guest threads at once (--vcpus) */
+#define VM_DEFAULT_VCPUS  16
 
 struct lx_proc;
 struct vcpu;
@@ -33,8 +34,9 @@ struct vm {
 	pthread_mutex_t lock;  /* guards everything below */
 	pthread_cond_t cond;
 	struct vcpu *vcpus[VM_MAX_VCPUS];
-	int n_vcpus;
-	int n_running;         /* vCPU threads not yet finished */
+	int n_vcpus;           /* created; a finished thread's vCPU waits for the next */
+	int max_vcpus;         /* the guest's thread cap (--vcpus) */
+	int n_threads;         /* guest threads alive: the VM ends when the last exits */
 	int n_parked;          /* vCPUs that honour a pause request right now */
 	bool pause_req;
 	int pause_count;       /* nested pauses: vCPUs run again when it drops to 0 */
@@ -65,6 +67,15 @@ void vm_stop(struct vm *vm, int status);
 int vm_pause(struct vm *vm);
 int vm_resume(struct vm *vm);
 enum vm_state vm_get_state(struct vm *vm);
+
+/* Guest threads (threads.c). vm_thread_create is the personality's thread_create
+ * hook: a vCPU (reused, or new up to max_vcpus) starts the thread described by @cl.
+ * vm_thread_exit ends the calling vCPU's thread; the last one stops the VM. */
+struct lx_clone;
+int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl);
+void vm_thread_exit(struct vcpu *vcpu);
+/* Start the host thread of a vCPU that holds a guest thread. Caller holds vm->lock. */
+int vm_thread_start(struct vm *vm, struct vcpu *vcpu);
 
 /* Host resident set size of the whole monitor process, in bytes. */
 uint64_t vm_host_rss(void);

@@ -59,6 +59,7 @@ for libc in glibc spie musl dyn; do
 	run_both "clocks.$libc" -- "$T/clocks.$libc" 200000
 	run_both "futex.$libc" -- "$T/futex.$libc"
 	run_both "events.$libc" -- "$T/events.$libc"
+	run_both "threads.$libc" -- "$T/threads.$libc"
 	for how in null ud2 div0 abort int3 "exit 42" "exit 0"; do
 		# shellcheck disable=SC2086
 		run_both "crash $how.$libc" -- "$T/crash.$libc" $how
@@ -158,6 +159,30 @@ expect_fail "no program" 2 "no PROGRAM" -- "$CCVM" run --mem 64M
 expect_fail "unknown option" 2 "usage" -- "$CCVM" run --bogus -- "$G/tests/hello.glibc"
 expect_fail "unknown command" 2 "unknown command" -- "$CCVM" frobnicate
 expect_fail "ctl without a VM" 1 "cannot connect" -- "$CCVM" ctl "$WORK/none.sock" status
+expect_fail "--vcpus 0" 2 "the most guest threads at once, 1 to" -- "$CCVM" run --vcpus 0 -- "$G/tests/hello.glibc"
+expect_fail "--vcpus 65" 2 "the most guest threads at once, 1 to 64" -- "$CCVM" run --vcpus 65 -- "$G/tests/hello.glibc"
+expect_fail "--vcpus x" 2 "the most guest threads at once" -- "$CCVM" run --vcpus x -- "$G/tests/hello.glibc"
+
+echo "== threads"
+# The thread cap: --vcpus N runs N threads at most; the next pthread_create fails with
+# EAGAIN and ccvm says why.
+for libc in glibc musl; do
+	out=$(timeout 30 "$CCVM" run --vcpus 3 -- "$T/threads.$libc" cap 2>"$WORK/cap.err")
+	if [ "$out" = "created 2 threads, then: Resource temporarily unavailable" ] &&
+		grep -q "the most --vcpus 3 allows" "$WORK/cap.err"; then
+		pass "--vcpus 3 caps $libc at 3 threads: '$out'"
+	else
+		fail "--vcpus 3 ($libc)" "$out" "$(head -3 "$WORK/cap.err")"
+	fi
+done
+# Fork is not a thread: refused with ENOSYS and a log line, the program goes on.
+out=$(timeout 30 "$CCVM" run -- "$(realpath "$(type -P sh)")" -c 'echo in-shell; /bin/true; echo "status $?"' 2>"$WORK/fork.err")
+if grep -q "a new process (fork, vfork, posix_spawn) is not supported" "$WORK/fork.err" &&
+	[ "$(echo "$out" | head -1)" = in-shell ]; then
+	pass "fork refused with a clear log line: '$(grep -o 'a new process.*supported' "$WORK/fork.err" | head -1)'"
+else
+	fail "fork refused" "$out" "$(head -3 "$WORK/fork.err")"
+fi
 
 echo "== sockets"
 # The same program natively and in ccvm, its port published on another host port: the

@@ -61,6 +61,27 @@ got=$(timeout 120 "$CCVM" restore "$S/dyn.img" </dev/null 2>"$S/r.err" | grep -o
 	|| fail "dynamic zipfbench snapshot" "status $st" "$(cat "$S/dyn.json")" "got '$got'" "$(head -3 "$S/r.err")"
 rm -f "$S/dyn.img" "$S/dyn.img.ref"
 
+# 1 (threads). Five threads passing work through a condition-variable queue (futex
+#     waits and wakes on every vCPU): cow and ccow snapshots while they run, each
+#     restored with all five vCPUs, finish with the uninterrupted checksum.
+QWANT=$("$G/tests/threads.glibc" queue 150000)
+start_vm "$SOCK" "$G/tests/threads.glibc" queue 150000
+sleep 1
+"$CCVM" ctl "$SOCK" snapshot "$S/q1.img" --policy cow --wait >"$S/q1.json" 2>&1
+sleep 0.5
+"$CCVM" ctl "$SOCK" snapshot "$S/q2.img" --policy ccow --wait >"$S/q2.json" 2>&1
+wait $VMPID; st=$?
+[ $st = 0 ] && [ "$(cat "$S/vm.out")" = "$QWANT" ] && pass "threaded queue ran through 2 snapshots: $QWANT" ||
+	fail "threaded queue under snapshots" "status $st" "$(tail -2 "$S/vm.out" "$S/vm.err")"
+for i in 1 2; do
+	threads=$("$CCVM" inspect "$S/q$i.img" 2>/dev/null | sed -n 's/^threads: \([0-9]*\) .*/\1/p')
+	got=$(timeout 120 "$CCVM" restore "$S/q$i.img" </dev/null 2>"$S/r.err")
+	[ "$(field ok <"$S/q$i.json")" = true ] && [ "$threads" = 5 ] && [ "$got" = "$QWANT" ] &&
+		pass "threaded snapshot $i ($(field policy <"$S/q$i.json")): $threads threads saved, restored to the same checksum" ||
+		fail "threaded snapshot $i" "threads '$threads'" "$(cat "$S/q$i.json")" "got '$got'" "$(head -3 "$S/r.err")"
+done
+rm -f "$S"/q?.img
+
 # 1a. The coverage tracker sees what the guest rewrites: a guest rewriting 32 MiB
 # uniformly makes those 16 regions hot and leaves the other 112 of 256 MiB cold.
 "$CCVM" run --mem 256M --control "$SOCK" --coverage-window 500 -- "$G/zipfbench" --size 32M --alpha 0.01 \

@@ -23,14 +23,16 @@
 #define LX_MAX_FDS     65536
 
 struct vdso_data;
+struct lx_clone;
 
-/* What the personality needs from the VM: around host calls that may block, and
- * before it discards guest memory (a snapshot in progress may still owe those pages
- * to its image). */
+/* What the personality needs from the VM: around host calls that may block, before
+ * it discards guest memory (a snapshot in progress may still owe those pages to its
+ * image), and a new vCPU for a new guest thread (0, or -EAGAIN past the thread cap). */
 struct lx_hooks {
 	void (*block_begin)(void *vcpu);
 	void (*block_end)(void *vcpu);
 	void (*before_discard)(void *ctx, uint64_t gpa, uint64_t len);
+	int (*thread_create)(void *parent_vcpu, const struct lx_clone *cl);
 	void *ctx;
 };
 
@@ -99,7 +101,8 @@ struct lx_proc {
 	int n_mfiles;
 	struct lx_clock clock;
 	char exe[PATH_MAX];      /* guest path of the program (/proc/self/exe) */
-	int pid;
+	int pid;                 /* what the guest sees as its pid (kept across restore) */
+	int next_tid;            /* the next thread's id */
 	char comm[16];
 	struct lx_sigaction sigact[LX_NSIG + 1];
 	struct rlimit rlim[RLIM_NLIMITS];
@@ -118,6 +121,15 @@ struct lx_thread {
 	uint64_t sigmask;
 	uint64_t altstack_sp, altstack_size;
 	uint32_t altstack_flags;
+};
+
+/* A new thread as clone asks for it: the registers it starts with (those of the
+ * parent at its `syscall`, with rax 0 and its own stack), its TLS base, and its
+ * personality state. The VM turns this into a running vCPU. */
+struct lx_clone {
+	struct kvm_regs regs;
+	uint64_t fs_base, gs_base;
+	struct lx_thread thread;
 };
 
 /* Where the first thread starts. */
@@ -157,12 +169,16 @@ void lx_clock_refresh(struct lx_proc *p);
 enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
 			  bool *sregs_dirty);
 
-/* Snapshot support (state.c). lx_state_save describes the process and its thread as
- * JSON; lx_proc_restore rebuilds a process around memory already restored. */
+/* Snapshot support (state.c). lx_state_save describes the process and its @n threads
+ * as JSON; lx_proc_restore rebuilds a process around memory already restored, and
+ * lx_thread_restore its thread number @i (0 .. lx_state_threads() - 1). @net replaces
+ * the saved network policy when not NULL. */
 struct json_t;
-struct json_t *lx_state_save(struct lx_proc *p, struct lx_thread *t);
+struct json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n);
 int lx_proc_restore(struct gmem *mem, struct json_t *state, const struct lx_hooks *hooks,
-		    struct lx_proc **out, struct lx_thread *t, char *err, size_t errlen);
+		    const struct lx_net *net, struct lx_proc **out, char *err, size_t errlen);
+int lx_state_threads(struct json_t *state);
+int lx_thread_restore(struct lx_proc *p, struct json_t *state, int i, struct lx_thread *t);
 /* Guest monotonic time now, and restarting the clock where a snapshot left it. */
 uint64_t lx_clock_mono_ns(struct lx_proc *p);
 void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, uint64_t mono_ns);

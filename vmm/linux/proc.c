@@ -348,6 +348,7 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	p->mem = mem;
 	p->hooks = cfg->hooks;
 	p->pid = getpid();
+	p->next_tid = p->pid + 1;
 	pthread_mutex_init(&p->lock, NULL);
 	proc_rlimits(p);
 	rc = lx_fs_init(&p->fs, cfg->root, cfg->rw, cfg->n_rw);

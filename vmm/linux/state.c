@@ -5,7 +5,8 @@
  * Saved as JSON (readable with `ccvm inspect`): the program, working directory, root
  * and writable directories, file descriptors with how they were opened and where
  * their offsets stood, the memory map and heap, resource limits, signal dispositions,
- * the guest clock, and the thread's kernel-side fields. Restoring reopens regular
+ * the guest clock, and each thread's kernel-side fields (its id, clear-tid word,
+ * signal mask...). Restoring reopens regular
  * files by guest path and offset; the caller's stdin/stdout/stderr take the place of
  * the original ones; pipes cannot come back and are left closed.
  */
@@ -21,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define STATE_VERSION 1
+#define STATE_VERSION 2 /* 2: every thread, the pid and the next thread id */
 
 static json_t *j_u64(uint64_t v)
 {
@@ -87,24 +88,32 @@ static json_t *state_signals_limits(struct lx_proc *p, json_t **limits)
 	return sig;
 }
 
-json_t *lx_state_save(struct lx_proc *p, struct lx_thread *t)
+static json_t *state_thread(const struct lx_thread *t)
 {
-	json_t *rw = json_array(), *limits, *sig, *st;
+	return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "tid", t->tid,
+			 "clear_child_tid", j_u64(t->clear_child_tid), "robust_list",
+			 j_u64(t->robust_list), "robust_len", j_u64(t->robust_len), "sigmask",
+			 j_u64(t->sigmask), "altstack_sp", j_u64(t->altstack_sp), "altstack_size",
+			 j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags);
+}
+
+json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n)
+{
+	json_t *rw = json_array(), *th = json_array(), *limits, *sig, *st;
 
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < p->fs.n_rw; i++)
 		json_array_append_new(rw, json_string(p->fs.rw_real[i]));
+	for (int i = 0; i < n; i++)
+		json_array_append_new(th, state_thread(threads[i]));
 	sig = state_signals_limits(p, &limits);
-	st = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:o}",
+	st = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:i, "
+		       "s:o}",
 		       "version", STATE_VERSION, "exe", p->exe, "comm", p->comm, "root",
 		       p->fs.root_real, "cwd", p->fs.cwd, "rw", rw, "umask", (int)p->fs.umask,
 		       "fds", state_fds(p), "mm", state_mm(p), "rlimits", limits, "sigactions",
-		       sig, "mono_ns", j_u64(lx_clock_mono_ns(p)), "thread",
-		       json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "clear_child_tid",
-				 j_u64(t->clear_child_tid), "robust_list", j_u64(t->robust_list),
-				 "robust_len", j_u64(t->robust_len), "sigmask", j_u64(t->sigmask),
-				 "altstack_sp", j_u64(t->altstack_sp), "altstack_size",
-				 j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags));
+		       sig, "mono_ns", j_u64(lx_clock_mono_ns(p)), "pid", p->pid, "next_tid",
+		       p->next_tid, "threads", th);
 	pthread_mutex_unlock(&p->lock);
 	return st;
 }
@@ -269,24 +278,32 @@ static int restore_fs(struct lx_proc *p, json_t *st, struct rs *r)
 }
 
 int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
-		    struct lx_proc **out, struct lx_thread *t, char *err, size_t errlen)
+		    const struct lx_net *net, struct lx_proc **out, char *err, size_t errlen)
 {
 	struct lx_proc *p = calloc(1, sizeof(*p));
 	struct rs r = { .err = err, .errlen = errlen };
-	json_t *th = json_object_get(st, "thread");
 	int rc;
 
 	if (!p)
 		return -ENOMEM;
 	p->mem = mem;
 	p->hooks = hooks;
-	p->pid = getpid();
+	if (net)
+		p->net = *net;
 	pthread_mutex_init(&p->lock, NULL);
-	if (ju(st, "version") != STATE_VERSION || !json_is_object(th)) {
+	if (ju(st, "version") != STATE_VERSION) {
 		rc = rs_fail(&r, "process state version %llu; this ccvm reads version %d",
 			     (unsigned long long)ju(st, "version"), STATE_VERSION);
 		goto err;
 	}
+	if (lx_state_threads(st) < 1 || ju(st, "pid") < 1 || ju(st, "next_tid") <= ju(st, "pid") ||
+	    ju(st, "next_tid") > INT_MAX) {
+		rc = rs_fail(&r, "process state: no threads, or a bad pid or thread id");
+		goto err;
+	}
+	/* The guest keeps the ids it had: its libc caches them (thread descriptors). */
+	p->pid = (int)ju(st, "pid");
+	p->next_tid = (int)ju(st, "next_tid");
 	snprintf(p->exe, sizeof(p->exe), "%s", json_string_value(json_object_get(st, "exe")) ?: "");
 	snprintf(p->comm, sizeof(p->comm), "%s", json_string_value(json_object_get(st, "comm")) ?: "");
 	restore_signals_limits(p, st);
@@ -299,14 +316,6 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 		rc = restore_mm(p, json_object_get(st, "mm"), &r);
 	if (rc)
 		goto err;
-	lx_thread_init(p, t, NULL);
-	t->clear_child_tid = ju(th, "clear_child_tid");
-	t->robust_list = ju(th, "robust_list");
-	t->robust_len = ju(th, "robust_len");
-	t->sigmask = ju(th, "sigmask");
-	t->altstack_sp = ju(th, "altstack_sp");
-	t->altstack_size = ju(th, "altstack_size");
-	t->altstack_flags = (uint32_t)ju(th, "altstack_flags");
 	p->clock.mono_base_ns = ju(st, "mono_ns");
 	*out = p;
 	return 0;
@@ -315,4 +324,29 @@ err:
 		snprintf(err, errlen, "%s", strerror(-rc));
 	lx_proc_destroy(p);
 	return rc;
+}
+
+int lx_state_threads(json_t *st)
+{
+	json_t *th = json_object_get(st, "threads");
+
+	return json_is_array(th) ? (int)json_array_size(th) : 0;
+}
+
+int lx_thread_restore(struct lx_proc *p, json_t *st, int i, struct lx_thread *t)
+{
+	json_t *th = json_array_get(json_object_get(st, "threads"), (size_t)i);
+
+	if (!json_is_object(th) || ju(th, "tid") < 1 || ju(th, "tid") >= (uint64_t)p->next_tid)
+		return -EINVAL;
+	lx_thread_init(p, t, NULL);
+	t->tid = (int)ju(th, "tid");
+	t->clear_child_tid = ju(th, "clear_child_tid");
+	t->robust_list = ju(th, "robust_list");
+	t->robust_len = ju(th, "robust_len");
+	t->sigmask = ju(th, "sigmask");
+	t->altstack_sp = ju(th, "altstack_sp");
+	t->altstack_size = ju(th, "altstack_size");
+	t->altstack_flags = (uint32_t)ju(th, "altstack_flags");
+	return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * sys.h - internal to the Linux personality: the call context every system-call
  * handler receives, helpers for guest pointers and file descriptors, and the
- * handlers themselves (grouped by file: sys_file.c, sys_mm.c, sys_misc.c).
+ * handlers themselves (grouped by file: sys_file.c, sys_mm.c, sys_misc.c,
+ * sys_thread.c, sys_futex.c, sys_net.c, sys_poll.c).
  */
 #ifndef CCVM_LX_SYS_H
 #define CCVM_LX_SYS_H
@@ -79,6 +80,8 @@ int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end);
 int lx_clock_now(struct lx_proc *p, int clock, int64_t *ns);
 /* Sleep the calling vCPU until guest clock @clock reads @deadline_ns (sys_misc.c). */
 int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *left);
+/* A thread's exit: zero its clear-tid word and wake a waiter (sys_futex.c). */
+void lx_futex_clear_tid(struct lx_proc *p, uint64_t gva);
 /* A guest struct timespec as nanoseconds: -EFAULT, -EINVAL when out of range. */
 int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 
@@ -100,7 +103,8 @@ int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 	X(epoll_create) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait)           \
 	X(eventfd) X(eventfd2) X(socket) X(bind) X(listen) X(accept) X(accept4) X(connect)     \
 	X(shutdown) X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(sendto)      \
-	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)
+	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)    \
+	X(clone) X(clone3) X(pause) X(fork) X(vfork)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

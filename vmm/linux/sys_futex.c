@@ -1,13 +1,16 @@
 /*
- * sys_futex.c - futex(2) for a guest with one thread.
+ * sys_futex.c - futex(2): guest threads wait and wake on host futexes.
  *
- * Until guest threads run as vCPUs, no other guest thread can wait on a futex word or
- * wake one, so the calls reduce to their checks and effects on the word: a wake wakes
- * nobody (0); a wait returns EAGAIN when the word no longer holds the expected value,
- * and otherwise sleeps until its timeout, as Linux would (nobody can wake it), or for
- * good without one; WAKE_OP still applies its operation to the second word; a
- * compare-requeue still compares. Dynamic glibc calls it for once-only initialisation
- * (locale data, say), where the word is never contended. Priority-inheritance and
+ * Guest RAM is ordinary memory of the monitor process and every guest thread is a
+ * host thread of that process (a vCPU), so a guest futex word *is* a host futex word:
+ * each operation becomes the same host futex operation on the word's host address.
+ * The host kernel then does the atomic compare-and-sleep, the wake-ups, requeueing
+ * and WAKE_OP's atomic update, with all of Linux' ordering guarantees, and a guest
+ * thread blocked in a wait blocks only its own vCPU. The guest's private and shared
+ * futexes are the same thing here (there is one guest process), so every host call is
+ * private. Only timeouts need translating: the guest's clocks are not the host's (a
+ * restored guest's monotonic clock continues from its snapshot), so an absolute guest
+ * deadline becomes an absolute host CLOCK_MONOTONIC one. Priority-inheritance and
  * other operations answer ENOSYS.
  */
 #include "sys.h"
@@ -15,9 +18,12 @@
 
 #include <limits.h>
 #include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FUTEX_WORD_ALIGN 4
+#define NSEC_PER_SEC_F   1000000000LL
 
 /* The guest's futex word at @gva into *@word: -EINVAL when unaligned, -EFAULT
  * outside user memory. */
@@ -29,83 +35,67 @@ static int futex_word(struct lx_call *c, uint64_t gva, uint32_t **word)
 	return *word ? 0 : -EFAULT;
 }
 
-/* Nobody will wake this wait: sleep until @deadline_ns on @clock, or for good. */
-static int64_t futex_sleep(struct lx_call *c, int clock, bool timed, int64_t deadline_ns)
+static long host_futex(uint32_t *word, int op, uint32_t val, const void *ts_or_val2,
+		       uint32_t *word2, uint32_t val3)
 {
-	if (timed) {
-		lx_sleep_until(c, clock, deadline_ns, NULL);
-		return -ETIMEDOUT;
-	}
-	lx_block_begin(c); /* for good: the VM ends around it (exit, quit) */
-	for (;;) {
-		struct timespec hour = { .tv_sec = 3600 };
-
-		nanosleep(&hour, NULL);
-	}
+	return syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, val, ts_or_val2, word2, val3);
 }
 
-/* FUTEX_WAIT (relative timeout, monotonic) and FUTEX_WAIT_BITSET (absolute). */
+/* Guest deadline @deadline_ns on guest clock @clock as a host CLOCK_MONOTONIC time. */
+static int futex_host_deadline(struct lx_call *c, int clock, int64_t deadline_ns,
+			       struct timespec *host)
+{
+	int64_t now, host_ns;
+	int rc = lx_clock_now(c->p, clock, &now);
+
+	if (rc)
+		return rc;
+	clock_gettime(CLOCK_MONOTONIC, host);
+	host_ns = (int64_t)host->tv_sec * NSEC_PER_SEC_F + host->tv_nsec;
+	if (deadline_ns > now)
+		host_ns += deadline_ns - now > INT64_MAX / 4 ? INT64_MAX / 4 : deadline_ns - now;
+	host->tv_sec = host_ns / NSEC_PER_SEC_F;
+	host->tv_nsec = host_ns % NSEC_PER_SEC_F;
+	return 0;
+}
+
+/* FUTEX_WAIT (relative timeout on the monotonic clock) and FUTEX_WAIT_BITSET
+ * (absolute, monotonic or realtime): both become a host WAIT_BITSET with an absolute
+ * monotonic deadline, so a wait interrupted by a kick (pause, snapshot) resumes with
+ * the deadline it had. */
 static int64_t futex_wait(struct lx_call *c, int cmd, bool realtime)
 {
+	uint32_t bitset = cmd == FUTEX_WAIT_BITSET ? (uint32_t)c->a[5] : FUTEX_BITSET_MATCH_ANY;
 	int clock = realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC;
+	struct timespec host_deadline;
 	int64_t ns = 0, now;
 	uint32_t *word;
+	long r;
 	int rc = futex_word(c, c->a[0], &word);
 
 	if (rc)
 		return rc;
-	if (cmd == FUTEX_WAIT_BITSET && (uint32_t)c->a[5] == 0)
+	if (bitset == 0)
 		return -EINVAL;
 	if (c->a[3]) {
 		rc = lx_read_timespec(c, c->a[3], &ns);
+		if (!rc && cmd == FUTEX_WAIT) {
+			clock = CLOCK_MONOTONIC;
+			rc = lx_clock_now(c->p, clock, &now);
+			ns += now;
+		}
+		if (!rc)
+			rc = futex_host_deadline(c, clock, ns, &host_deadline);
 		if (rc)
 			return rc;
 	}
-	if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != (uint32_t)c->a[2])
-		return -EAGAIN;
-	if (c->a[3] && cmd == FUTEX_WAIT) {
-		rc = lx_clock_now(c->p, CLOCK_MONOTONIC, &now);
-		if (rc)
-			return rc;
-		ns += now;
-	}
-	return futex_sleep(c, clock, c->a[3] != 0, ns);
-}
-
-/* FUTEX_WAKE_OP: apply the operation encoded in val3 to the second word (then wake
- * waiters on either word, of which there are none). */
-static int64_t futex_wake_op(struct lx_call *c)
-{
-	uint32_t *word, *word2, val3 = (uint32_t)c->a[5];
-	uint32_t op = (val3 >> 28) & 7, oparg = (val3 >> 12) & 0xfff;
-	int rc = futex_word(c, c->a[0], &word);
-
-	if (!rc)
-		rc = futex_word(c, c->a[4], &word2);
-	if (rc)
-		return rc;
-	if (val3 >> 31) /* FUTEX_OP_OPARG_SHIFT */
-		oparg = oparg < 32 ? 1U << oparg : 0;
-	switch (op) {
-	case FUTEX_OP_SET:
-		__atomic_exchange_n(word2, oparg, __ATOMIC_ACQ_REL);
-		break;
-	case FUTEX_OP_ADD:
-		__atomic_fetch_add(word2, oparg, __ATOMIC_ACQ_REL);
-		break;
-	case FUTEX_OP_OR:
-		__atomic_fetch_or(word2, oparg, __ATOMIC_ACQ_REL);
-		break;
-	case FUTEX_OP_ANDN:
-		__atomic_fetch_and(word2, ~oparg, __ATOMIC_ACQ_REL);
-		break;
-	case FUTEX_OP_XOR:
-		__atomic_fetch_xor(word2, oparg, __ATOMIC_ACQ_REL);
-		break;
-	default:
-		return -ENOSYS;
-	}
-	return 0;
+	lx_block_begin(c);
+	do
+		r = host_futex(word, FUTEX_WAIT_BITSET, (uint32_t)c->a[2],
+			       c->a[3] ? &host_deadline : NULL, NULL, bitset);
+	while (r < 0 && errno == EINTR);
+	lx_block_end(c);
+	return host_ret(r);
 }
 
 int64_t sys_futex(struct lx_call *c)
@@ -114,29 +104,48 @@ int64_t sys_futex(struct lx_call *c)
 	bool realtime = op & FUTEX_CLOCK_REALTIME;
 	uint32_t *word, *word2;
 
+	if (realtime && cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET)
+		return -ENOSYS; /* as Linux: the clock flag means nothing to the others */
 	switch (cmd) {
 	case FUTEX_WAIT:
 	case FUTEX_WAIT_BITSET:
 		return futex_wait(c, cmd, realtime);
 	case FUTEX_WAKE:
 	case FUTEX_WAKE_BITSET:
-		if (cmd == FUTEX_WAKE_BITSET && (uint32_t)c->a[5] == 0)
-			return -EINVAL;
-		return futex_word(c, c->a[0], &word);
+		rc = futex_word(c, c->a[0], &word);
+		if (rc)
+			return rc;
+		return host_ret(host_futex(word, FUTEX_WAKE_BITSET, (uint32_t)c->a[2], NULL, NULL,
+					   cmd == FUTEX_WAKE ? FUTEX_BITSET_MATCH_ANY
+							     : (uint32_t)c->a[5]));
 	case FUTEX_REQUEUE:
 	case FUTEX_CMP_REQUEUE:
+	case FUTEX_WAKE_OP:
 		rc = futex_word(c, c->a[0], &word);
 		if (!rc)
 			rc = futex_word(c, c->a[4], &word2);
 		if (rc)
 			return rc;
-		if (cmd == FUTEX_CMP_REQUEUE &&
-		    __atomic_load_n(word, __ATOMIC_ACQUIRE) != (uint32_t)c->a[5])
-			return -EAGAIN;
-		return 0;
-	case FUTEX_WAKE_OP:
-		return futex_wake_op(c);
+		/* The fourth argument is a count here, not a timeout. */
+		return host_ret(host_futex(word, cmd, (uint32_t)c->a[2],
+					   (const void *)(uintptr_t)(uint32_t)c->a[3], word2,
+					   (uint32_t)c->a[5]));
 	default:
 		return -ENOSYS;
 	}
+}
+
+/* A thread's exit with CLONE_CHILD_CLEARTID / set_tid_address: zero the word and wake
+ * one waiter (pthread_join sleeps on it), as Linux does in mm_release. */
+void lx_futex_clear_tid(struct lx_proc *p, uint64_t gva)
+{
+	uint32_t *word;
+
+	if (!gva || gva % FUTEX_WORD_ALIGN)
+		return;
+	word = gmem_user_ptr(p->mem, gva, sizeof(*word));
+	if (!word)
+		return;
+	__atomic_store_n(word, 0, __ATOMIC_RELEASE);
+	host_futex(word, FUTEX_WAKE, 1, NULL, NULL, 0);
 }

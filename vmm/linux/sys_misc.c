@@ -1,5 +1,5 @@
 /*
- * sys_misc.c - process, identity, time, signal-state and exit system calls.
+ * sys_misc.c - process, identity, time and signal-state system calls.
  *
  * Identity answers are the host's (the guest runs as the user who started ccvm);
  * resource limits and signal dispositions are the guest's own, recorded here and
@@ -57,12 +57,6 @@ int64_t sys_arch_prctl(struct lx_call *c)
 	default:
 		return -EINVAL;
 	}
-}
-
-int64_t sys_set_tid_address(struct lx_call *c)
-{
-	c->t->clear_child_tid = c->a[0];
-	return c->t->tid;
 }
 
 int64_t sys_set_robust_list(struct lx_call *c)
@@ -399,6 +393,19 @@ static int64_t lx_nanosleep(struct lx_call *c, int clock, uint64_t flags, uint64
 	return lx_sleep_until(c, clock, req, NULL);
 }
 
+int64_t sys_pause(struct lx_call *c)
+{
+	/* pause returns when a signal handler ran; none is delivered to the guest, so the
+	 * calling thread sleeps until the VM ends (its vCPU blocked: pauses and snapshots
+	 * go ahead, and a restored thread calls pause again). */
+	lx_block_begin(c);
+	for (;;) {
+		struct timespec hour = { .tv_sec = 3600 };
+
+		nanosleep(&hour, NULL);
+	}
+}
+
 int64_t sys_nanosleep(struct lx_call *c)
 {
 	return lx_nanosleep(c, CLOCK_MONOTONIC, 0, c->a[0], c->a[1]);
@@ -512,21 +519,6 @@ int64_t sys_sigaltstack(struct lx_call *c)
 			c->t->altstack_flags = (uint32_t)ss->ss_flags;
 		}
 	}
-	return 0;
-}
-
-int64_t sys_exit(struct lx_call *c)
-{
-	/* With one thread, the thread's exit is the process's. */
-	c->p->exit_status = (int)(c->a[0] & 0xff);
-	c->action = LX_EXIT_THREAD;
-	return 0;
-}
-
-int64_t sys_exit_group(struct lx_call *c)
-{
-	c->p->exit_status = (int)(c->a[0] & 0xff);
-	c->action = LX_EXIT_GROUP;
 	return 0;
 }
 

@@ -1,0 +1,117 @@
+/*
+ * threads.c - guest threads as vCPUs.
+ *
+ * Every guest thread runs on a vCPU of its own, and every vCPU on a host thread of its
+ * own, so guest threads run in parallel and block independently. A clone takes a
+ * vCPU whose thread has finished (KVM cannot destroy a vCPU, and a program that
+ * starts and joins threads in a loop would otherwise run out) or creates one, up to
+ * the --vcpus cap; past it the clone fails with EAGAIN, as Linux' thread limit would,
+ * and the reason is logged once. The new vCPU starts where its creator's clone
+ * returns, with its creator's registers, FPU and vector state (as Linux copies them),
+ * rax 0, its own stack and TLS base.
+ *
+ * Pauses stay exact with threads coming and going: a vCPU joins the VM's list and is
+ * marked as running guest code under vm->lock before its host thread starts, so a
+ * pause either sees it and waits for it to park, or began earlier and finds the
+ * creator still in the monitor (a pause waits for that too).
+ */
+#include "vm.h"
+#include "log.h"
+#include "vcpu.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+/* A vCPU for a new thread: a finished one, else a new one. Caller holds vm->lock. */
+static int vm_thread_vcpu(struct vm *vm, struct vcpu **out)
+{
+	static bool cap_logged;
+	int rc;
+
+	for (int i = 0; i < vm->n_vcpus; i++) {
+		struct vcpu *v = vm->vcpus[i];
+
+		if (v->state != VCPU_DONE)
+			continue;
+		if (v->joinable)
+			pthread_join(v->thread, NULL); /* it is past its last use of the VM */
+		v->joinable = false;
+		*out = v;
+		return 0;
+	}
+	if (vm->n_vcpus >= vm->max_vcpus) {
+		if (!__atomic_exchange_n(&cap_logged, true, __ATOMIC_RELAXED))
+			log_warn("guest thread refused: the guest already runs %d threads, the most "
+				 "--vcpus %d allows (clone returns EAGAIN)",
+				 vm->n_threads, vm->max_vcpus);
+		return -EAGAIN;
+	}
+	rc = vcpu_create(vm, vm->n_vcpus, &(struct vcpu_entry){ 0 }, out);
+	if (rc)
+		return rc == -ENOMEM ? -ENOMEM : -EAGAIN;
+	(*out)->state = VCPU_DONE;
+	vm->vcpus[vm->n_vcpus++] = *out;
+	return 0;
+}
+
+int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
+{
+	vcpu->state = VCPU_GUEST;
+	if (pthread_create(&vcpu->thread, NULL, vcpu_thread, vcpu)) {
+		vcpu->state = VCPU_DONE;
+		return -EAGAIN;
+	}
+	vcpu->joinable = true;
+	vm->n_threads++;
+	return 0;
+}
+
+int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
+{
+	struct vcpu *parent = parent_vcpu, *v = NULL;
+	struct vm *vm = parent->vm;
+	struct kvm_regs regs = cl->regs;
+	struct kvm_xsave *xsave = malloc(sizeof(*xsave));
+	int rc;
+
+	if (!xsave)
+		return -ENOMEM;
+	/* The parent is this thread's own vCPU, out of KVM_RUN: its state is stable. */
+	if (ioctl(parent->fd, KVM_GET_XSAVE, xsave) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	vcpu_sysret_regs(&regs);
+	pthread_mutex_lock(&vm->lock);
+	rc = vm->stop_req ? -EAGAIN : vm_thread_vcpu(vm, &v);
+	if (!rc)
+		rc = vcpu_set_user(v, &regs,
+				   &(struct vcpu_entry){ .fs_base = cl->fs_base, .gs_base = cl->gs_base },
+				   xsave);
+	if (!rc) {
+		v->thread_state = cl->thread;
+		v->thread_state.vcpu = v;
+		rc = vm_thread_start(vm, v);
+	}
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	if (rc && rc != -EAGAIN)
+		log_warn("cannot start a vCPU for a new guest thread: %s", strerror(-rc));
+out:
+	free(xsave);
+	return rc;
+}
+
+void vm_thread_exit(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+	bool last;
+
+	pthread_mutex_lock(&vm->lock);
+	last = --vm->n_threads == 0;
+	pthread_mutex_unlock(&vm->lock);
+	if (last)
+		vm_stop(vm, vm->proc->exit_status);
+}
