@@ -11,6 +11,8 @@ PKGS=(
 	musl-tools                                 # static musl builds of the test programs
 	gnuplot-nox                                # benchmark plots
 	python3                                    # control-socket probes in the e2e tests
+	redis-server redis-tools                   # the guest workload, redis-cli, redis-benchmark
+	libhiredis-dev                             # the YCSB load generator (bench/ycsb)
 )
 
 missing=()

@@ -272,6 +272,8 @@ python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[
 
 # shellcheck source=tests/e2e/snapshot.sh
 . "$TOP/tests/e2e/snapshot.sh"
+# shellcheck source=tests/e2e/redis.sh
+. "$TOP/tests/e2e/redis.sh"
 
 echo
 echo "$PASS passed, $FAIL failed"

@@ -44,6 +44,34 @@ START_TEST(test_parse_addresses)
 }
 END_TEST
 
+/* A rule formatted and parsed again is the same rule (saved in snapshot images). */
+START_TEST(test_format_round_trip)
+{
+	static const char *specs[] = { "127.0.0.1:16379:6379", "0.0.0.0:8080:80", "[::1]:8443:443",
+				       "[::]:1:65535" };
+
+	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		struct lx_publish r, back;
+		char text[80];
+
+		ck_assert_int_eq(lx_net_parse_publish(specs[i], &r, err, sizeof(err)), 0);
+		ck_assert_int_eq(lx_net_format_publish(&r, text, sizeof(text)), 0);
+		ck_assert_str_eq(text, specs[i]);
+		ck_assert_int_eq(lx_net_parse_publish(text, &back, err, sizeof(err)), 0);
+		ck_assert_int_eq(back.guest_port, r.guest_port);
+		ck_assert_uint_eq(back.host_len, r.host_len);
+		ck_assert_mem_eq(&back.host_addr, &r.host_addr, r.host_len);
+	}
+	{
+		struct lx_publish r;
+		char small[8];
+
+		ck_assert_int_eq(lx_net_parse_publish("[::1]:8443:443", &r, err, sizeof(err)), 0);
+		ck_assert_int_eq(lx_net_format_publish(&r, small, sizeof(small)), -ENAMETOOLONG);
+	}
+}
+END_TEST
+
 START_TEST(test_parse_errors)
 {
 	static const char *bad[] = { "", "80", "abc", "70000:80", "8080:0", "0:80", "8080:80x",
@@ -113,6 +141,7 @@ Suite *net_suite(void)
 
 	tcase_add_test(tc, test_parse_default_ip);
 	tcase_add_test(tc, test_parse_addresses);
+	tcase_add_test(tc, test_format_round_trip);
 	tcase_add_test(tc, test_parse_errors);
 	tcase_add_test(tc, test_rules);
 	tcase_add_test(tc, test_loopback);

@@ -57,6 +57,22 @@ static int net_host_ip(const char *s, size_t len, struct lx_publish *out)
 	return inet_pton(AF_INET, ip, &a4->sin_addr) == 1 ? 0 : -EINVAL;
 }
 
+int lx_net_format_publish(const struct lx_publish *rule, char *out, size_t len)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)&rule->host_addr;
+	char ip[INET6_ADDRSTRLEN];
+	const void *a = sa->sa_family == AF_INET6 ?
+				(const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr :
+				(const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+	int n;
+
+	if (!inet_ntop(sa->sa_family, a, ip, sizeof(ip)))
+		return -EINVAL;
+	n = snprintf(out, len, sa->sa_family == AF_INET6 ? "[%s]:%u:%u" : "%s:%u:%u", ip,
+		     lx_net_port(sa), rule->guest_port);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 int lx_net_parse_publish(const char *spec, struct lx_publish *out, char *err, size_t errlen)
 {
 	const char *last = strrchr(spec, ':'), *mid;

@@ -32,6 +32,9 @@ struct lx_net {
  * 127.0.0.1; ports 1..65535) into @out. Returns 0, or -EINVAL with a message in @err. */
 int lx_net_parse_publish(const char *spec, struct lx_publish *out, char *err, size_t errlen);
 
+/* The rule as lx_net_parse_publish reads it ("127.0.0.1:16379:6379", "[::1]:80:8080"). */
+int lx_net_format_publish(const struct lx_publish *rule, char *out, size_t len);
+
 /* Add @rule to @net: -EEXIST when its guest port or host address is already published,
  * -E2BIG past LX_MAX_PUBLISH. */
 int lx_net_add(struct lx_net *net, const struct lx_publish *rule);

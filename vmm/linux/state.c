@@ -29,25 +29,6 @@ static json_t *j_u64(uint64_t v)
 	return json_integer((json_int_t)v);
 }
 
-static json_t *state_fds(struct lx_proc *p)
-{
-	json_t *fds = json_array();
-
-	for (int fd = 0; fd < p->n_files; fd++) {
-		const struct lx_file *f = &p->files[fd];
-		off_t off;
-
-		if (f->host_fd < 0)
-			continue;
-		off = lseek(f->host_fd, 0, SEEK_CUR);
-		json_array_append_new(fds, json_pack("{s:i, s:b, s:i, s:i, s:s?, s:I}", "fd", fd,
-						     "cloexec", f->cloexec, "std", f->std, "oflags",
-						     f->oflags, "path", f->path, "offset",
-						     (json_int_t)(off < 0 ? 0 : off)));
-	}
-	return fds;
-}
-
 static json_t *state_mm(struct lx_proc *p)
 {
 	json_t *vmas = json_array(), *files = json_array();
@@ -97,6 +78,19 @@ static json_t *state_thread(const struct lx_thread *t)
 			 j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags);
 }
 
+static json_t *state_net(const struct lx_net *net)
+{
+	json_t *rules = json_array();
+
+	for (int i = 0; i < net->n_rules; i++) {
+		char spec[80];
+
+		if (lx_net_format_publish(&net->rules[i], spec, sizeof(spec)) == 0)
+			json_array_append_new(rules, json_string(spec));
+	}
+	return json_pack("{s:b, s:o}", "host", net->host, "publish", rules);
+}
+
 json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n)
 {
 	json_t *rw = json_array(), *th = json_array(), *limits, *sig, *st;
@@ -108,12 +102,12 @@ json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n
 		json_array_append_new(th, state_thread(threads[i]));
 	sig = state_signals_limits(p, &limits);
 	st = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:i, "
-		       "s:o}",
+		       "s:o, s:o}",
 		       "version", STATE_VERSION, "exe", p->exe, "comm", p->comm, "root",
 		       p->fs.root_real, "cwd", p->fs.cwd, "rw", rw, "umask", (int)p->fs.umask,
-		       "fds", state_fds(p), "mm", state_mm(p), "rlimits", limits, "sigactions",
+		       "fds", lx_fdstate_save(p), "mm", state_mm(p), "rlimits", limits, "sigactions",
 		       sig, "mono_ns", j_u64(lx_clock_mono_ns(p)), "pid", p->pid, "next_tid",
-		       p->next_tid, "threads", th);
+		       p->next_tid, "threads", th, "net", state_net(&p->net));
 	pthread_mutex_unlock(&p->lock);
 	return st;
 }
@@ -137,46 +131,28 @@ static int rs_fail(struct rs *r, const char *fmt, ...)
 	return -EINVAL;
 }
 
+static int restore_net(struct lx_proc *p, json_t *st, struct rs *r)
+{
+	json_t *net = json_object_get(st, "net"), *spec;
+	size_t i;
+
+	memset(&p->net, 0, sizeof(p->net));
+	p->net.host = json_is_true(json_object_get(net, "host"));
+	json_array_foreach(json_object_get(net, "publish"), i, spec) {
+		struct lx_publish rule;
+		char err[LX_NET_ERR_LEN];
+
+		if (!json_is_string(spec) ||
+		    lx_net_parse_publish(json_string_value(spec), &rule, err, sizeof(err)) ||
+		    lx_net_add(&p->net, &rule))
+			return rs_fail(r, "process state: a bad saved publish rule");
+	}
+	return 0;
+}
+
 static uint64_t ju(json_t *o, const char *key)
 {
 	return (uint64_t)json_integer_value(json_object_get(o, key));
-}
-
-static int restore_fds(struct lx_proc *p, json_t *fds)
-{
-	size_t i;
-	json_t *f;
-
-	json_array_foreach(fds, i, f) {
-		int fd = (int)json_integer_value(json_object_get(f, "fd"));
-		int std = (int)json_integer_value(json_object_get(f, "std"));
-		int oflags = (int)json_integer_value(json_object_get(f, "oflags"));
-		const char *path = json_string_value(json_object_get(f, "path"));
-		bool cloexec = json_is_true(json_object_get(f, "cloexec"));
-		int host = -1;
-
-		if (fd < 0 || fd >= LX_MAX_FDS)
-			continue;
-		if (std >= 0 && std <= 2) {
-			host = fcntl(std, F_DUPFD_CLOEXEC, 3);
-		} else if (path) {
-			int flags = oflags & ~(O_CREAT | O_EXCL | O_TRUNC);
-
-			if (lx_fs_open(&p->fs, path, flags, 0, &host) == 0)
-				lseek(host, (off_t)ju(f, "offset"), SEEK_SET);
-			else
-				log_warn("restore: cannot reopen guest fd %d (%s); it stays closed",
-					 fd, path);
-		}
-		if (host < 0)
-			continue;
-		if (lx_fd_install_at(p, host, fd, cloexec) < 0) {
-			close(host);
-			continue;
-		}
-		lx_fd_set_origin(p, fd, path, oflags, std);
-	}
-	return 0;
 }
 
 static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
@@ -288,8 +264,6 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 		return -ENOMEM;
 	p->mem = mem;
 	p->hooks = hooks;
-	if (net)
-		p->net = *net;
 	pthread_mutex_init(&p->lock, NULL);
 	if (ju(st, "version") != STATE_VERSION) {
 		rc = rs_fail(&r, "process state version %llu; this ccvm reads version %d",
@@ -307,11 +281,16 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 	snprintf(p->exe, sizeof(p->exe), "%s", json_string_value(json_object_get(st, "exe")) ?: "");
 	snprintf(p->comm, sizeof(p->comm), "%s", json_string_value(json_object_get(st, "comm")) ?: "");
 	restore_signals_limits(p, st);
-	rc = restore_fs(p, st, &r);
+	/* New publish rules (ccvm restore --publish / --net) replace the saved ones. */
+	if (net)
+		p->net = *net;
+	rc = net ? 0 : restore_net(p, st, &r);
+	if (!rc)
+		rc = restore_fs(p, st, &r);
 	if (!rc)
 		rc = lx_fd_init_empty(p);
-	if (!rc)
-		rc = restore_fds(p, json_object_get(st, "fds"));
+	if (!rc && (rc = lx_fdstate_restore(p, json_object_get(st, "fds"), err, errlen)))
+		goto err_msg;
 	if (!rc)
 		rc = restore_mm(p, json_object_get(st, "mm"), &r);
 	if (rc)
@@ -322,6 +301,7 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 err:
 	if (rc != -EINVAL)
 		snprintf(err, errlen, "%s", strerror(-rc));
+err_msg:
 	lx_proc_destroy(p);
 	return rc;
 }

@@ -62,6 +62,13 @@ int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec);
  * (guest memory); on failure neither stays open. */
 int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds);
 
+/* Descriptors in snapshots (fdstate.c); the caller holds p->lock to save. Restore
+ * fails (-EADDRNOTAVAIL, message in @err) only when a listening socket cannot listen
+ * again; other descriptors that cannot come back stay closed, with a log line. */
+struct json_t;
+struct json_t *lx_fdstate_save(struct lx_proc *p);
+int lx_fdstate_restore(struct lx_proc *p, struct json_t *fds, char *err, size_t errlen);
+
 /* Paths (path.c): confined to the guest root, writable only under --rw dirs. */
 int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_rw);
 void lx_fs_fini(struct lx_fs *fs);

@@ -1,0 +1,399 @@
+/*
+ * fdstate.c - the guest's file descriptors in a snapshot, and what they become on
+ * restore.
+ *
+ * A descriptor is saved with what it is, found from the host descriptor behind it
+ * (fstat, /proc/self/fd and /proc/self/fdinfo, socket options), and rebuilt on
+ * restore as the closest thing a new process can have:
+ *   - the caller's stdin/stdout/stderr: the restoring caller's own;
+ *   - regular files: reopened by guest path, at the saved offset;
+ *   - listening sockets (and datagram sockets bound to a published port): a new socket
+ *     bound again to the port the guest used, through the publish rules in force (the
+ *     restore's own --publish, or the saved ones), and listening. If that host address
+ *     cannot be had, the restore fails with a message, as a container with a taken
+ *     port would not start;
+ *   - connected sockets: a socket whose peer has gone, so the guest reads end-of-file
+ *     and its writes fail (the connection did not survive; its peer is elsewhere);
+ *     sockets neither bound nor connected come back as new sockets of their kind;
+ *   - pipes: a new, empty pipe shared by the descriptors that shared one (a program's
+ *     self-pipe keeps working), eventfds with their counter;
+ *   - epoll instances: a new instance watching the same guest descriptors with the
+ *     same events and the guest's own event data (read from fdinfo), built after the
+ *     descriptors it watches;
+ *   - anything else stays closed, with a log line.
+ * The descriptor's O_NONBLOCK / O_APPEND flags are set again.
+ */
+#include "sys.h"
+#include "../log.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FD_KEPT_FLAGS (O_NONBLOCK | O_APPEND)
+#define FD_LISTEN_BACKLOG SOMAXCONN
+
+static json_t *j_u64(uint64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+static uint64_t ju(json_t *o, const char *key)
+{
+	return (uint64_t)json_integer_value(json_object_get(o, key));
+}
+
+static int sockopt_int(int fd, int level, int name)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	return getsockopt(fd, level, name, &v, &len) < 0 ? -1 : v;
+}
+
+/* ---- save ---- */
+
+static void save_socket(struct lx_proc *p, int host, json_t *f)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	int family = sockopt_int(host, SOL_SOCKET, SO_DOMAIN);
+	const struct lx_publish *rule = NULL;
+	bool connected;
+
+	if (getsockname(host, (struct sockaddr *)&sa, &len) == 0 &&
+	    (family == AF_INET || family == AF_INET6))
+		rule = lx_net_rule_for_host(&p->net, lx_net_port((struct sockaddr *)&sa));
+	len = sizeof(sa);
+	connected = getpeername(host, (struct sockaddr *)&sa, &len) == 0;
+	json_object_set_new(f, "kind", json_string("socket"));
+	json_object_set_new(f, "family", json_integer(family));
+	json_object_set_new(f, "type", json_integer(sockopt_int(host, SOL_SOCKET, SO_TYPE)));
+	json_object_set_new(f, "protocol", json_integer(sockopt_int(host, SOL_SOCKET, SO_PROTOCOL)));
+	json_object_set_new(f, "listening", json_boolean(sockopt_int(host, SOL_SOCKET, SO_ACCEPTCONN) == 1));
+	json_object_set_new(f, "connected", json_boolean(connected));
+	json_object_set_new(f, "port", json_integer(rule ? rule->guest_port : 0));
+	if (family == AF_INET6)
+		json_object_set_new(f, "v6only", json_integer(sockopt_int(host, IPPROTO_IPV6, IPV6_V6ONLY)));
+}
+
+/* The guest descriptor holding host descriptor @host, or -1. */
+static int guest_fd_of(struct lx_proc *p, int host)
+{
+	for (int fd = 0; fd < p->n_files; fd++)
+		if (p->files[fd].host_fd == host)
+			return fd;
+	return -1;
+}
+
+/* An epoll instance's interest list, from /proc/self/fdinfo: "tfd: N events: X data: Y". */
+static void save_epoll(struct lx_proc *p, int host, json_t *f)
+{
+	char path[64], line[256];
+	json_t *watch = json_array();
+	FILE *in;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", host);
+	in = fopen(path, "re");
+	while (in && fgets(line, sizeof(line), in)) {
+		unsigned long long data;
+		unsigned events;
+		int tfd, gfd;
+
+		if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &events, &data) != 3)
+			continue;
+		gfd = guest_fd_of(p, tfd);
+		if (gfd >= 0)
+			json_array_append_new(watch, json_pack("[i, I, o]", gfd, (json_int_t)events,
+							       j_u64(data)));
+	}
+	if (in)
+		fclose(in);
+	json_object_set_new(f, "kind", json_string("epoll"));
+	json_object_set_new(f, "watch", watch);
+}
+
+static void save_eventfd(int host, json_t *f)
+{
+	char path[64], line[128];
+	unsigned long long count = 0;
+	int sem = 0;
+	FILE *in;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", host);
+	in = fopen(path, "re");
+	while (in && fgets(line, sizeof(line), in)) {
+		if (sscanf(line, "eventfd-count: %llx", &count) == 1)
+			continue;
+		sscanf(line, "eventfd-semaphore: %d", &sem);
+	}
+	if (in)
+		fclose(in);
+	json_object_set_new(f, "kind", json_string("eventfd"));
+	json_object_set_new(f, "count", j_u64(count));
+	json_object_set_new(f, "semaphore", json_boolean(sem));
+}
+
+static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
+{
+	char link[64], target[64];
+	struct stat st;
+	ssize_t n;
+
+	if (lf->std >= 0 && lf->std <= 2) {
+		json_object_set_new(f, "kind", json_string("std"));
+		return;
+	}
+	if (lf->path) {
+		off_t off = lseek(lf->host_fd, 0, SEEK_CUR);
+
+		json_object_set_new(f, "kind", json_string("file"));
+		json_object_set_new(f, "offset", json_integer(off < 0 ? 0 : off));
+		return;
+	}
+	if (fstat(lf->host_fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		save_socket(p, lf->host_fd, f);
+		return;
+	}
+	if (fstat(lf->host_fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+		json_object_set_new(f, "kind", json_string("pipe"));
+		json_object_set_new(f, "ino", j_u64(st.st_ino));
+		return;
+	}
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", lf->host_fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	target[n > 0 ? n : 0] = '\0';
+	if (strcmp(target, "anon_inode:[eventpoll]") == 0)
+		save_epoll(p, lf->host_fd, f);
+	else if (strcmp(target, "anon_inode:[eventfd]") == 0)
+		save_eventfd(lf->host_fd, f);
+	else
+		json_object_set_new(f, "kind", json_string(target[0] ? target : "unknown"));
+}
+
+json_t *lx_fdstate_save(struct lx_proc *p)
+{
+	json_t *fds = json_array();
+
+	for (int fd = 0; fd < p->n_files; fd++) {
+		const struct lx_file *lf = &p->files[fd];
+		json_t *f;
+
+		if (lf->host_fd < 0)
+			continue;
+		int fl = fcntl(lf->host_fd, F_GETFL);
+
+		f = json_pack("{s:i, s:b, s:i, s:i, s:s?, s:i, s:i}", "fd", fd, "cloexec",
+			      lf->cloexec, "std", lf->std, "oflags", lf->oflags, "path", lf->path,
+			      "flags", fl & FD_KEPT_FLAGS, "access", fl & O_ACCMODE);
+		save_kind(p, lf, f);
+		json_array_append_new(fds, f);
+	}
+	return fds;
+}
+
+/* ---- restore ---- */
+
+static int restore_fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int restore_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EADDRNOTAVAIL;
+}
+
+/* A listening (or bound datagram) socket on its guest port, through the rules in force. */
+static int restore_listener(struct lx_proc *p, json_t *f, int *host, char *err, size_t errlen)
+{
+	int family = (int)ju(f, "family"), type = (int)ju(f, "type"), one = 1, v6only;
+	uint16_t port = (uint16_t)ju(f, "port");
+	const struct lx_publish *rule = lx_net_rule_for_guest(&p->net, port);
+	char spec[80] = "?";
+
+	if (!rule)
+		return restore_fail(err, errlen, "the guest listens on port %u, which is not "
+				    "published (give --publish HOSTPORT:%u)", port, port);
+	lx_net_format_publish(rule, spec, sizeof(spec));
+	if (rule->host_addr.ss_family != family)
+		return restore_fail(err, errlen, "the guest listens on port %u with IPv%d, but "
+				    "--publish %s is IPv%d", port, family == AF_INET6 ? 6 : 4,
+				    spec, family == AF_INET6 ? 4 : 6);
+	*host = socket(family, type | SOCK_CLOEXEC, (int)ju(f, "protocol"));
+	if (*host < 0)
+		return -errno;
+	setsockopt(*host, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	v6only = (int)ju(f, "v6only");
+	if (family == AF_INET6)
+		setsockopt(*host, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+	if (bind(*host, (const struct sockaddr *)&rule->host_addr, rule->host_len) < 0 ||
+	    (json_is_true(json_object_get(f, "listening")) && listen(*host, FD_LISTEN_BACKLOG) < 0)) {
+		int e = errno;
+
+		close(*host);
+		*host = -1;
+		return restore_fail(err, errlen, "cannot listen again for guest port %u on %s: %s",
+				    port, spec, strerror(e));
+	}
+	return 0;
+}
+
+static int restore_socket(struct lx_proc *p, json_t *f, int *host, char *err, size_t errlen)
+{
+	int sv[2];
+
+	if ((json_is_true(json_object_get(f, "listening")) || ju(f, "type") == SOCK_DGRAM) &&
+	    ju(f, "port") && !json_is_true(json_object_get(f, "connected")))
+		return restore_listener(p, f, host, err, errlen);
+	if (!json_is_true(json_object_get(f, "connected")) && ju(f, "family") != AF_UNIX) {
+		*host = socket((int)ju(f, "family"), (int)ju(f, "type") | SOCK_CLOEXEC,
+			       (int)ju(f, "protocol"));
+		return *host < 0 ? -errno : 0;
+	}
+	/* A connection that did not survive: its peer end closed at once. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	close(sv[1]);
+	*host = sv[0];
+	return 0;
+}
+
+/* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it. */
+static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, int *host)
+{
+	uint64_t ino = ju(f, "ino");
+	size_t i;
+	json_t *o;
+	int ends[2];
+
+	if (pipe2(ends, O_CLOEXEC) < 0)
+		return -errno;
+	*host = ju(f, "access") == O_WRONLY ? ends[1] : ends[0];
+	/* Give the other descriptors of this pipe their end now; mark them done. */
+	json_array_foreach(fds, i, o) {
+		int gfd = (int)ju(o, "fd"), h;
+
+		if (o == f || json_object_get(o, "done") ||
+		    strcmp(json_string_value(json_object_get(o, "kind")) ?: "", "pipe") != 0 ||
+		    ju(o, "ino") != ino)
+			continue;
+		h = fcntl(ju(o, "access") == O_WRONLY ? ends[1] : ends[0], F_DUPFD_CLOEXEC, 3);
+		if (h < 0 || lx_fd_install_at(p, h, gfd, json_is_true(json_object_get(o, "cloexec"))) < 0) {
+			if (h >= 0)
+				close(h);
+			continue;
+		}
+		fcntl(h, F_SETFL, (int)ju(o, "flags") & FD_KEPT_FLAGS);
+		lx_fd_set_origin(p, gfd, NULL, (int)ju(o, "oflags"), -1);
+		json_object_set_new(o, "done", json_true());
+	}
+	close(*host == ends[0] ? ends[1] : ends[0]);
+	return 0;
+}
+
+static int restore_epoll(struct lx_proc *p, json_t *f, int *host)
+{
+	size_t i;
+	json_t *w;
+
+	*host = epoll_create1(EPOLL_CLOEXEC);
+	if (*host < 0)
+		return -errno;
+	json_array_foreach(json_object_get(f, "watch"), i, w) {
+		int gfd = (int)json_integer_value(json_array_get(w, 0));
+		struct epoll_event ev = {
+			.events = (uint32_t)json_integer_value(json_array_get(w, 1)),
+			.data.u64 = (uint64_t)json_integer_value(json_array_get(w, 2)),
+		};
+		int target = lx_fd_host(p, gfd);
+
+		if (target < 0 || epoll_ctl(*host, EPOLL_CTL_ADD, target, &ev) < 0)
+			log_warn("restore: epoll fd %d no longer watches fd %d", (int)ju(f, "fd"), gfd);
+	}
+	return 0;
+}
+
+static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, char *err,
+		       size_t errlen)
+{
+	const char *kind = json_string_value(json_object_get(f, "kind")) ?: "";
+	const char *path = json_string_value(json_object_get(f, "path"));
+	int std = (int)json_integer_value(json_object_get(f, "std"));
+	int rc = 0;
+
+	*host = -1;
+	if (strcmp(kind, "std") == 0 && std >= 0 && std <= 2) {
+		*host = fcntl(std, F_DUPFD_CLOEXEC, 3);
+	} else if (strcmp(kind, "file") == 0 && path) {
+		int flags = (int)ju(f, "oflags") & ~(O_CREAT | O_EXCL | O_TRUNC);
+
+		if (lx_fs_open(&p->fs, path, flags, 0, host) == 0)
+			lseek(*host, (off_t)ju(f, "offset"), SEEK_SET);
+		else
+			log_warn("restore: cannot reopen guest fd %d (%s); it stays closed",
+				 (int)ju(f, "fd"), path);
+	} else if (strcmp(kind, "socket") == 0) {
+		rc = restore_socket(p, f, host, err, errlen);
+	} else if (strcmp(kind, "pipe") == 0) {
+		rc = restore_pipe(p, fds, f, host);
+	} else if (strcmp(kind, "eventfd") == 0) {
+		*host = eventfd((unsigned)ju(f, "count"),
+				EFD_CLOEXEC | (json_is_true(json_object_get(f, "semaphore")) ? EFD_SEMAPHORE : 0));
+	} else if (strcmp(kind, "epoll") == 0) {
+		rc = restore_epoll(p, f, host);
+	} else {
+		log_warn("restore: guest fd %d (%s) cannot come back; it stays closed",
+			 (int)ju(f, "fd"), kind);
+	}
+	if (rc == -EADDRNOTAVAIL)
+		return rc;
+	if (rc)
+		log_warn("restore: guest fd %d (%s) stays closed: %s", (int)ju(f, "fd"), kind,
+			 strerror(-rc));
+	return 0;
+}
+
+/* Two passes: epoll instances last, once the descriptors they watch exist. */
+int lx_fdstate_restore(struct lx_proc *p, json_t *fds, char *err, size_t errlen)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		size_t i;
+		json_t *f;
+
+		json_array_foreach(fds, i, f) {
+			int fd = (int)ju(f, "fd"), host, rc;
+			bool epoll = strcmp(json_string_value(json_object_get(f, "kind")) ?: "",
+					    "epoll") == 0;
+
+			if (fd < 0 || fd >= LX_MAX_FDS || epoll != (pass == 1) ||
+			    json_object_get(f, "done"))
+				continue;
+			rc = restore_one(p, fds, f, &host, err, errlen);
+			if (rc)
+				return rc;
+			if (host < 0)
+				continue;
+			if (lx_fd_install_at(p, host, fd, json_is_true(json_object_get(f, "cloexec"))) < 0) {
+				close(host);
+				continue;
+			}
+			fcntl(host, F_SETFL, (int)ju(f, "flags") & FD_KEPT_FLAGS);
+			lx_fd_set_origin(p, fd, json_string_value(json_object_get(f, "path")),
+					 (int)ju(f, "oflags"),
+					 (int)json_integer_value(json_object_get(f, "std")));
+		}
+	}
+	return 0;
+}
