@@ -5,7 +5,8 @@
 #                   and both again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       install missing packages, build, run the demo
 #   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
-#                   duration, throughput timeline, restore time (CSV + PNG)
+#                   duration, throughput timeline, restore time; CCoW sweep; Redis
+#                   under snapshots (CSV + PNG)
 
 CC       ?= gcc
 MUSLCC   ?= musl-gcc
@@ -31,8 +32,8 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all deps test unit e2e asan bench bench-core bench-snapshots bench-ccow demo clean format guests
-all: ccvm
+.PHONY: all deps test unit e2e asan bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
+all: ccvm bench/ycsb
 
 ccvm: $(OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -107,17 +108,22 @@ deps:
 unit: $(B)/unit
 	$(B)/unit
 
-e2e: ccvm guests
+e2e: ccvm guests bench/ycsb
 	tests/e2e/run.sh ./ccvm
 
-asan: $(B)/ccvm-asan $(B)/unit-asan guests
+asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb
 	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
 	ASAN_OPTIONS=detect_leaks=1 tests/e2e/run.sh $(B)/ccvm-asan
 
 test: deps
 	$(MAKE) unit e2e asan
 
-bench: bench-core bench-snapshots bench-ccow
+bench: bench-core bench-snapshots bench-ccow bench-redis
+
+# The YCSB load generator for Redis (hiredis); built next to its source as the issue
+# names it.
+bench/ycsb: bench/ycsb.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) $$(pkg-config --cflags hiredis) -o $@ $< $$(pkg-config --libs hiredis) -lm -pthread
 
 bench-core: deps
 	$(MAKE) ccvm guests
@@ -130,6 +136,10 @@ bench-snapshots: deps
 bench-ccow: deps
 	$(MAKE) ccvm guests
 	bench/ccow-sweep.sh
+
+bench-redis: deps
+	$(MAKE) ccvm bench/ycsb
+	bench/redis-snapshots
 
 demo: deps
 	$(MAKE) ccvm guests

@@ -60,6 +60,13 @@ int main(int argc, char **argv)
 	printf("clock_nanosleep absolute reached: %d\n", ns(&t1) >= ns(&until));
 	CHECK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1) == 0);
 	CHECK(clock_gettime(12345, &t1) < 0 && errno == EINVAL);
+	/* Disarming an interval timer (Redis does at start), reading a disarmed one. */
+	struct itimerval off = { 0 }, old, cur;
+	CHECK(setitimer(ITIMER_REAL, &off, &old) == 0);
+	CHECK(getitimer(ITIMER_REAL, &cur) == 0);
+	printf("disarmed timer reads zero: %d\n", cur.it_value.tv_sec == 0 && cur.it_value.tv_usec == 0 &&
+	       old.it_value.tv_sec == 0 && old.it_value.tv_usec == 0);
+	CHECK(setitimer(7, &off, NULL) < 0 && errno == EINVAL);
 	printf("clocks ok\n");
 	return 0;
 }

@@ -42,6 +42,16 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 	[ "$(echo "$out" | grep -c 'requests per second')" = 2 ] &&
 		pass "redis-benchmark -P 16 completes: $(echo "$out" | sed 's/, p50.*//' | tr '\n' ' ')" ||
 		fail "redis-benchmark" "$out"
+	# The YCSB load generator: a load phase, then workload F (read-modify-write).
+	out=$(timeout 120 "$TOP/bench/ycsb" --port "$RP" --records 2000 --operations 4000 --clients 4 \
+		--pipeline 8 --workload f --timeline "$RS/ycsb.csv" --quiet 2>&1)
+	if echo "$out" | grep -q '^\[LOAD\] 2000 records' && echo "$out" | grep -q '0 errors$' &&
+		[ "$(redis-cli -p "$RP" dbsize)" -ge 2000 ] && [ "$(redis-cli -p "$RP" hlen "$(redis-cli -p "$RP" --scan --pattern 'user*' | head -1)")" = 10 ] &&
+		head -1 "$RS/ycsb.csv" | grep -q '^second,ops_per_s,p50_us,p99_us,p999_us$'; then
+		pass "bench/ycsb loads 2000 records of 10 fields and runs workload F: $(echo "$out" | grep OVERALL | sed 's/.*: //')"
+	else
+		fail "bench/ycsb" "$out"
+	fi
 	# Two snapshots under a write load (ccow, then cow).
 	for pol in ccow cow; do
 		timeout 120 python3 "$LOAD" write "$RP" "$RS/progress" "$pol" &

@@ -111,7 +111,8 @@ int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 	X(eventfd) X(eventfd2) X(socket) X(bind) X(listen) X(accept) X(accept4) X(connect)     \
 	X(shutdown) X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(sendto)      \
 	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)    \
-	X(clone) X(clone3) X(pause) X(fork) X(vfork)
+	X(clone) X(clone3) X(pause) X(fork) X(vfork)    \
+	X(setitimer) X(getitimer)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)
