@@ -248,7 +248,17 @@ void vcpu_block_begin(struct vcpu *vcpu)
 
 void vcpu_block_end(struct vcpu *vcpu)
 {
-	vcpu_set_state(vcpu, VCPU_MONITOR);
+	struct vm *vm = vcpu->vm;
+
+	pthread_mutex_lock(&vm->lock);
+	/* A pause that began while the call blocked records this vCPU as not having made
+	 * the call yet (vcpu_save_state): its result must not reach its registers (rax
+	 * still holds the call's number) until the pause is over. */
+	while (vm->pause_req && !vm->stop_req)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	vcpu->state = VCPU_MONITOR;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
 }
 
 /* Between exits: honour a pause (park until resumed) or a stop. Returns true when the
@@ -271,7 +281,9 @@ static bool vcpu_check_requests(struct vcpu *vcpu)
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	}
 	stop = vm->stop_req;
-	vcpu->state = stop ? VCPU_DONE : VCPU_GUEST;
+	/* DONE is set only when the thread ends (vcpu_thread), its last use of the VM. */
+	if (!stop)
+		vcpu->state = VCPU_GUEST;
 	pthread_cond_broadcast(&vm->cond);
 	pthread_mutex_unlock(&vm->lock);
 	return stop;

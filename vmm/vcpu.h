@@ -60,8 +60,9 @@ void *vcpu_thread(void *arg);
 void vcpu_kick(struct vcpu *vcpu);
 
 /* Around a host call that may block on behalf of the guest: lets a pause proceed
- * without waiting for it. The call then completes, and the vCPU parks before it runs
- * guest code again. */
+ * without waiting for it. A call that completes during a pause waits in
+ * vcpu_block_end until the pause is over before its result reaches the registers (a
+ * snapshot records it as not yet made). */
 void vcpu_block_begin(struct vcpu *vcpu);
 void vcpu_block_end(struct vcpu *vcpu);
 
