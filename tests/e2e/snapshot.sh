@@ -82,6 +82,26 @@ for i in 1 2; do
 done
 rm -f "$S"/q?.img
 
+# 1 (descriptors). A pipe, an eventfd with a count, an epoll instance watching both
+#     and a socket pair, snapshotted while the program sleeps: restored, the pipe still
+#     connects its ends, the eventfd keeps its count, epoll hands back the program's
+#     own event data, and only the connection is gone (its read sees end-of-file).
+for libc in glibc musl; do
+	start_vm "$SOCK" "$G/tests/fdkeep.$libc" 2
+	for _ in $(seq 100); do grep -q ready "$S/vm.out" && break; sleep 0.05; done
+	"$CCVM" ctl "$SOCK" snapshot "$S/fd.img" --wait >"$S/fd.json" 2>&1
+	wait $VMPID; st=$?
+	got=$(timeout 60 "$CCVM" restore "$S/fd.img" </dev/null 2>"$S/r.err")
+	want=$(sed '1d; s/^socket pair read .*/socket pair read                   0 /' "$S/vm.out")
+	if [ $st = 0 ] && grep -q '^socket pair read .*-1 Resource temporarily unavailable' "$S/vm.out" &&
+		[ "$got" = "$want" ]; then
+		pass "descriptors across a restore ($libc): pipe, eventfd count, epoll data kept; the connection reads as closed"
+	else
+		fail "descriptors across a restore ($libc)" "status $st" "$(diff <(echo "$want") <(echo "$got"))" "$(head -3 "$S/r.err")"
+	fi
+	rm -f "$S/fd.img"
+done
+
 # 1a. The coverage tracker sees what the guest rewrites: a guest rewriting 32 MiB
 # uniformly makes those 16 regions hot and leaves the other 112 of 256 MiB cold.
 "$CCVM" run --mem 256M --control "$SOCK" --coverage-window 500 -- "$G/zipfbench" --size 32M --alpha 0.01 \
