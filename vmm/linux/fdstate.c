@@ -12,9 +12,9 @@
  *     restore's own --publish, or the saved ones), and listening. If that host address
  *     cannot be had, the restore fails with a message, as a container with a taken
  *     port would not start;
- *   - connected sockets: a socket whose peer has gone, so the guest reads end-of-file
- *     and its writes fail (the connection did not survive; its peer is elsewhere);
- *     sockets neither bound nor connected come back as new sockets of their kind;
+ *   - connected sockets, and AF_UNIX ones: a socket whose peer has gone, so the guest
+ *     reads end-of-file and its writes fail (the connection did not survive; its peer
+ *     is elsewhere); IP sockets neither bound nor connected come back new;
  *   - pipes: a new, empty pipe shared by the descriptors that shared one (a program's
  *     self-pipe keeps working), eventfds with their counter;
  *   - epoll instances: a new instance watching the same guest descriptors with the
