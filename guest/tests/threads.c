@@ -1,7 +1,8 @@
 /*
  * threads.c - POSIX threads as a program sees them: mutexes, condition variables,
  * barriers, semaphores, thread-local storage, join return values, many threads
- * created and joined in turn, thread ids, a timed wait that times out, and the
+ * created and joined in turn, thread ids, a timed wait that times out, a robust
+ * mutex whose owner dies holding it, and the
  * process ending when its last thread returns after main called pthread_exit. Every
  * result is independent of scheduling, so the e2e tests compare ccvm's output with
  * the host's line by line.
@@ -217,6 +218,37 @@ static void test_detached_timedwait(void)
 	       mono() - t0 >= 0.09 ? "yes" : "no");
 }
 
+/* A thread that dies holding a robust mutex: the waiter gets EOWNERDEAD. */
+static pthread_mutex_t robust;
+
+static void *robust_owner(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&robust);
+	sem_post(&sem);
+	usleep(50 * 1000);
+	return NULL; /* exits still holding it */
+}
+
+static void test_robust(void)
+{
+	pthread_mutexattr_t a;
+	pthread_t t;
+	int rc;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&robust, &a);
+	pthread_create(&t, NULL, robust_owner, NULL);
+	sem_wait(&sem);
+	rc = pthread_mutex_lock(&robust); /* blocks until the owner dies */
+	printf("robust mutex after its owner died: %s", strerror(rc));
+	if (rc == EOWNERDEAD)
+		printf(", consistent again: %d", pthread_mutex_consistent(&robust));
+	printf(", unlock: %d\n", pthread_mutex_unlock(&robust));
+	pthread_join(t, NULL);
+}
+
 static void *last_thread(void *arg)
 {
 	(void)arg;
@@ -322,6 +354,7 @@ int main(int argc, char **argv)
 	test_sequential();
 	test_ids();
 	test_detached_timedwait();
+	test_robust();
 	pthread_create(&t, NULL, last_thread, NULL);
 	pthread_exit(NULL);
 }

@@ -87,8 +87,10 @@ int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end);
 int lx_clock_now(struct lx_proc *p, int clock, int64_t *ns);
 /* Sleep the calling vCPU until guest clock @clock reads @deadline_ns (sys_misc.c). */
 int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *left);
-/* A thread's exit: zero its clear-tid word and wake a waiter (sys_futex.c). */
+/* A thread's exit (sys_futex.c): zero its clear-tid word and wake a waiter; release
+ * the robust locks it still held (its set_robust_list list) as OWNER_DIED. */
 void lx_futex_clear_tid(struct lx_proc *p, uint64_t gva);
+void lx_futex_exit_robust(struct lx_proc *p, uint64_t head_gva, int tid);
 /* A guest struct timespec as nanoseconds: -EFAULT, -EINVAL when out of range. */
 int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 
@@ -112,7 +114,7 @@ int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 	X(shutdown) X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(sendto)      \
 	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)    \
 	X(clone) X(clone3) X(pause) X(fork) X(vfork)    \
-	X(setitimer) X(getitimer)
+	X(setitimer) X(getitimer) X(get_robust_list)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

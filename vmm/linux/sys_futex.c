@@ -24,6 +24,14 @@
 
 #define FUTEX_WORD_ALIGN 4
 #define NSEC_PER_SEC_F   1000000000LL
+#define ROBUST_LIST_LIMIT 2048 /* as Linux: a longer (or circular) list is not walked on */
+
+/* struct robust_list_head (linux/futex.h), in guest memory. */
+struct lx_robust_head {
+	uint64_t next;          /* first entry; the list ends where it points back here */
+	int64_t futex_offset;   /* from an entry to its lock's futex word */
+	uint64_t pending;       /* an entry being locked or unlocked right now */
+};
 
 /* The guest's futex word at @gva into *@word: -EINVAL when unaligned, -EFAULT
  * outside user memory. */
@@ -133,6 +141,52 @@ int64_t sys_futex(struct lx_call *c)
 	default:
 		return -ENOSYS;
 	}
+}
+
+/* The dying thread @tid held the robust lock whose entry is @entry: mark it
+ * OWNER_DIED and wake a waiter, who then gets EOWNERDEAD (Linux' handle_futex_death). */
+static void robust_release(struct lx_proc *p, uint64_t entry, int64_t offset, int tid)
+{
+	uint32_t *word, old;
+
+	entry &= ~1ULL; /* bit 0 marks a priority-inheritance lock */
+	if ((entry + (uint64_t)offset) % FUTEX_WORD_ALIGN)
+		return;
+	word = gmem_user_ptr(p->mem, entry + (uint64_t)offset, sizeof(*word));
+	if (!word)
+		return;
+	old = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+	do {
+		if ((old & FUTEX_TID_MASK) != (uint32_t)tid)
+			return;
+	} while (!__atomic_compare_exchange_n(word, &old, (old & FUTEX_WAITERS) | FUTEX_OWNER_DIED,
+					      false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	if (old & FUTEX_WAITERS)
+		host_futex(word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void lx_futex_exit_robust(struct lx_proc *p, uint64_t head_gva, int tid)
+{
+	const struct lx_robust_head *head = gmem_user_ptr(p->mem, head_gva, sizeof(*head));
+	uint64_t entry, pending;
+	int64_t offset;
+
+	if (!head_gva || !head)
+		return;
+	entry = head->next;
+	offset = head->futex_offset;
+	pending = head->pending;
+	for (int n = 0; entry != head_gva && n < ROBUST_LIST_LIMIT; n++) {
+		const uint64_t *next = gmem_user_ptr(p->mem, entry & ~1ULL, sizeof(*next));
+
+		if (!next)
+			break;
+		if (entry != pending)
+			robust_release(p, entry, offset, tid);
+		entry = *next;
+	}
+	if (pending)
+		robust_release(p, pending, offset, tid);
 }
 
 /* A thread's exit with CLONE_CHILD_CLEARTID / set_tid_address: zero the word and wake

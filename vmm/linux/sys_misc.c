@@ -31,6 +31,7 @@
 #define LX_SS_DISABLE 2
 #define LX_MINSIGSTKSZ 2048
 #define LX_SS_AUTODISARM (1U << 31)
+#define LX_ROBUST_HEAD_SIZE 24 /* sizeof(struct robust_list_head) */
 
 int64_t sys_arch_prctl(struct lx_call *c)
 {
@@ -61,10 +62,25 @@ int64_t sys_arch_prctl(struct lx_call *c)
 
 int64_t sys_set_robust_list(struct lx_call *c)
 {
-	if (c->a[1] != 24) /* sizeof(struct robust_list_head) */
+	if (c->a[1] != LX_ROBUST_HEAD_SIZE)
 		return -EINVAL;
 	c->t->robust_list = c->a[0];
 	c->t->robust_len = c->a[1];
+	return 0;
+}
+
+/* Only the caller's own list: another thread's is not the caller's business here. */
+int64_t sys_get_robust_list(struct lx_call *c)
+{
+	uint64_t *head = lx_uptr(c, c->a[1], sizeof(*head));
+	uint64_t *len = lx_uptr(c, c->a[2], sizeof(*len));
+
+	if (c->a[0] && (int)c->a[0] != c->t->tid)
+		return -ESRCH;
+	if (!head || !len)
+		return -EFAULT;
+	*head = c->t->robust_list;
+	*len = LX_ROBUST_HEAD_SIZE;
 	return 0;
 }
 

@@ -10,7 +10,8 @@
  * word options. A new process (fork, vfork, posix_spawn) would need a second address
  * space; ccvm runs one process, so those answer ENOSYS with a log line, as would a
  * kernel built without the feature. A thread's exit clears and wakes its tid word
- * (what pthread_join sleeps on); the last thread's exit, or exit_group, ends the VM.
+ * (what pthread_join sleeps on) and releases the robust locks it held, as Linux does;
+ * the last thread's exit, or exit_group, ends the VM.
  */
 #include "sys.h"
 #include "../log.h"
@@ -158,6 +159,7 @@ int64_t sys_exit(struct lx_call *c)
 {
 	/* The thread ends; the VM ends with the last one (vcpu.c), with this status. */
 	c->p->exit_status = (int)(c->a[0] & 0xff);
+	lx_futex_exit_robust(c->p, c->t->robust_list, c->t->tid);
 	lx_futex_clear_tid(c->p, c->t->clear_child_tid);
 	c->action = LX_EXIT_THREAD;
 	return 0;
