@@ -60,6 +60,13 @@ int wp_protect(struct wp *wp, uint64_t gpa, uint64_t len, bool protect)
 	return 0;
 }
 
+bool wp_fault_pending(struct wp *wp)
+{
+	struct pollfd pfd = { .fd = wp->fd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
 int wp_next_fault(struct wp *wp, int timeout_ms, uint64_t *gpa)
 {
 	struct pollfd pfd = { .fd = wp->fd, .events = POLLIN };

@@ -24,4 +24,7 @@ int wp_protect(struct wp *wp, uint64_t gpa, uint64_t len, bool protect);
  * a non-WP event, -errno on error. */
 int wp_next_fault(struct wp *wp, int timeout_ms, uint64_t *gpa);
 
+/* A fault is waiting to be read (someone is stopped on a protected page). */
+bool wp_fault_pending(struct wp *wp);
+
 #endif

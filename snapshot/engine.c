@@ -314,6 +314,10 @@ static void snap_copy_ahead(struct snap_engine *e, uint64_t r)
 	uint64_t done = 0;
 
 	for (uint64_t q = r + 1; q < e->n_regions && done < SNAP_COPY_AHEAD && e->hot[q]; q++) {
+		/* A guest thread stopped on another page comes first: copying ahead is
+		 * only worth it while nobody waits for this thread. */
+		if (wp_fault_pending(&e->wp))
+			break;
 		if (!snap_region_protected(e, q))
 			continue;
 		if (!snap_copy_region(e, q))
