@@ -141,6 +141,17 @@ static int parse_publish(const char *spec, struct lx_net *net)
 	return rc;
 }
 
+static int parse_net(const char *mode, struct lx_net *net)
+{
+	if (strcmp(mode, "host") != 0) {
+		log_err("--net %s: the only network mode is 'host' (connections beyond loopback)",
+			mode);
+		return -EINVAL;
+	}
+	net->host = true;
+	return 0;
+}
+
 static int parse_vcpus(const char *arg, int *n)
 {
 	char *end;
@@ -215,12 +226,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 				return -EINVAL;
 			break;
 		case 'N':
-			if (strcmp(optarg, "host") != 0) {
-				log_err("--net %s: the only network mode is 'host' (connections "
-					"beyond loopback)", optarg);
+			if (parse_net(optarg, &o->net))
 				return -EINVAL;
-			}
-			o->net.host = true;
 			break;
 		case 'U':
 			if (parse_vcpus(optarg, &o->vcpus))
@@ -573,11 +580,9 @@ static int cmd_restore(int argc, char **argv)
 			new_net = true;
 			break;
 		case 'N':
-			if (strcmp(optarg, "host") != 0) {
-				log_err("--net %s: the only network mode is 'host'", optarg);
+			if (parse_net(optarg, &net))
 				return EXIT_USAGE;
-			}
-			net.host = new_net = true;
+			new_net = true;
 			break;
 		case 'U':
 			if (parse_vcpus(optarg, &ro.vcpus))

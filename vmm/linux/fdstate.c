@@ -41,16 +41,6 @@
 #define FD_KEPT_FLAGS (O_NONBLOCK | O_APPEND)
 #define FD_LISTEN_BACKLOG SOMAXCONN
 
-static json_t *j_u64(uint64_t v)
-{
-	return json_integer((json_int_t)v);
-}
-
-static uint64_t ju(json_t *o, const char *key)
-{
-	return (uint64_t)json_integer_value(json_object_get(o, key));
-}
-
 static int sockopt_int(int fd, int level, int name)
 {
 	int v = 0;
@@ -94,15 +84,22 @@ static int guest_fd_of(struct lx_proc *p, int host)
 	return -1;
 }
 
-/* An epoll instance's interest list, from /proc/self/fdinfo: "tfd: N events: X data: Y". */
-static void save_epoll(struct lx_proc *p, int host, json_t *f)
+/* What the host kernel tells of descriptor @host (its /proc/self/fdinfo), or NULL. */
+static FILE *fdinfo_open(int host)
 {
-	char path[64], line[256];
-	json_t *watch = json_array();
-	FILE *in;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", host);
-	in = fopen(path, "re");
+	return fopen(path, "re");
+}
+
+/* An epoll instance's interest list, from fdinfo: "tfd: N events: X data: Y". */
+static void save_epoll(struct lx_proc *p, int host, json_t *f)
+{
+	json_t *watch = json_array();
+	FILE *in = fdinfo_open(host);
+	char line[256];
+
 	while (in && fgets(line, sizeof(line), in)) {
 		unsigned long long data;
 		unsigned events;
@@ -113,7 +110,7 @@ static void save_epoll(struct lx_proc *p, int host, json_t *f)
 		gfd = guest_fd_of(p, tfd);
 		if (gfd >= 0)
 			json_array_append_new(watch, json_pack("[i, I, o]", gfd, (json_int_t)events,
-							       j_u64(data)));
+							       lx_j_u64(data)));
 	}
 	if (in)
 		fclose(in);
@@ -123,13 +120,11 @@ static void save_epoll(struct lx_proc *p, int host, json_t *f)
 
 static void save_eventfd(int host, json_t *f)
 {
-	char path[64], line[128];
 	unsigned long long count = 0;
+	FILE *in = fdinfo_open(host);
+	char line[128];
 	int sem = 0;
-	FILE *in;
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", host);
-	in = fopen(path, "re");
 	while (in && fgets(line, sizeof(line), in)) {
 		if (sscanf(line, "eventfd-count: %llx", &count) == 1)
 			continue;
@@ -138,7 +133,7 @@ static void save_eventfd(int host, json_t *f)
 	if (in)
 		fclose(in);
 	json_object_set_new(f, "kind", json_string("eventfd"));
-	json_object_set_new(f, "count", j_u64(count));
+	json_object_set_new(f, "count", lx_j_u64(count));
 	json_object_set_new(f, "semaphore", json_boolean(sem));
 }
 
@@ -159,13 +154,15 @@ static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
 		json_object_set_new(f, "offset", json_integer(off < 0 ? 0 : off));
 		return;
 	}
-	if (fstat(lf->host_fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+	if (fstat(lf->host_fd, &st) < 0)
+		st.st_mode = 0;
+	if (S_ISSOCK(st.st_mode)) {
 		save_socket(p, lf->host_fd, f);
 		return;
 	}
-	if (fstat(lf->host_fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+	if (S_ISFIFO(st.st_mode)) {
 		json_object_set_new(f, "kind", json_string("pipe"));
-		json_object_set_new(f, "ino", j_u64(st.st_ino));
+		json_object_set_new(f, "ino", lx_j_u64(st.st_ino));
 		return;
 	}
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", lf->host_fd);
@@ -218,8 +215,8 @@ static int restore_fail(char *err, size_t errlen, const char *fmt, ...)
 /* A listening (or bound datagram) socket on its guest port, through the rules in force. */
 static int restore_listener(struct lx_proc *p, json_t *f, int *host, char *err, size_t errlen)
 {
-	int family = (int)ju(f, "family"), type = (int)ju(f, "type"), one = 1, v6only;
-	uint16_t port = (uint16_t)ju(f, "port");
+	int family = (int)lx_ju(f, "family"), type = (int)lx_ju(f, "type"), one = 1, v6only;
+	uint16_t port = (uint16_t)lx_ju(f, "port");
 	const struct lx_publish *rule = lx_net_rule_for_guest(&p->net, port);
 	char spec[80] = "?";
 
@@ -231,11 +228,11 @@ static int restore_listener(struct lx_proc *p, json_t *f, int *host, char *err, 
 		return restore_fail(err, errlen, "the guest listens on port %u with IPv%d, but "
 				    "--publish %s is IPv%d", port, family == AF_INET6 ? 6 : 4,
 				    spec, family == AF_INET6 ? 4 : 6);
-	*host = socket(family, type | SOCK_CLOEXEC, (int)ju(f, "protocol"));
+	*host = socket(family, type | SOCK_CLOEXEC, (int)lx_ju(f, "protocol"));
 	if (*host < 0)
 		return -errno;
 	setsockopt(*host, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	v6only = (int)ju(f, "v6only");
+	v6only = (int)lx_ju(f, "v6only");
 	if (family == AF_INET6)
 		setsockopt(*host, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
 	if (bind(*host, (const struct sockaddr *)&rule->host_addr, rule->host_len) < 0 ||
@@ -254,12 +251,12 @@ static int restore_socket(struct lx_proc *p, json_t *f, int *host, char *err, si
 {
 	int sv[2];
 
-	if ((json_is_true(json_object_get(f, "listening")) || ju(f, "type") == SOCK_DGRAM) &&
-	    ju(f, "port") && !json_is_true(json_object_get(f, "connected")))
+	if ((json_is_true(json_object_get(f, "listening")) || lx_ju(f, "type") == SOCK_DGRAM) &&
+	    lx_ju(f, "port") && !json_is_true(json_object_get(f, "connected")))
 		return restore_listener(p, f, host, err, errlen);
-	if (!json_is_true(json_object_get(f, "connected")) && ju(f, "family") != AF_UNIX) {
-		*host = socket((int)ju(f, "family"), (int)ju(f, "type") | SOCK_CLOEXEC,
-			       (int)ju(f, "protocol"));
+	if (!json_is_true(json_object_get(f, "connected")) && lx_ju(f, "family") != AF_UNIX) {
+		*host = socket((int)lx_ju(f, "family"), (int)lx_ju(f, "type") | SOCK_CLOEXEC,
+			       (int)lx_ju(f, "protocol"));
 		return *host < 0 ? -errno : 0;
 	}
 	/* A connection that did not survive: its peer end closed at once. */
@@ -273,30 +270,30 @@ static int restore_socket(struct lx_proc *p, json_t *f, int *host, char *err, si
 /* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it. */
 static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, int *host)
 {
-	uint64_t ino = ju(f, "ino");
+	uint64_t ino = lx_ju(f, "ino");
 	size_t i;
 	json_t *o;
 	int ends[2];
 
 	if (pipe2(ends, O_CLOEXEC) < 0)
 		return -errno;
-	*host = ju(f, "access") == O_WRONLY ? ends[1] : ends[0];
+	*host = lx_ju(f, "access") == O_WRONLY ? ends[1] : ends[0];
 	/* Give the other descriptors of this pipe their end now; mark them done. */
 	json_array_foreach(fds, i, o) {
-		int gfd = (int)ju(o, "fd"), h;
+		int gfd = (int)lx_ju(o, "fd"), h;
 
 		if (o == f || json_object_get(o, "done") ||
 		    strcmp(json_string_value(json_object_get(o, "kind")) ?: "", "pipe") != 0 ||
-		    ju(o, "ino") != ino)
+		    lx_ju(o, "ino") != ino)
 			continue;
-		h = fcntl(ju(o, "access") == O_WRONLY ? ends[1] : ends[0], F_DUPFD_CLOEXEC, 3);
+		h = fcntl(lx_ju(o, "access") == O_WRONLY ? ends[1] : ends[0], F_DUPFD_CLOEXEC, 3);
 		if (h < 0 || lx_fd_install_at(p, h, gfd, json_is_true(json_object_get(o, "cloexec"))) < 0) {
 			if (h >= 0)
 				close(h);
 			continue;
 		}
-		fcntl(h, F_SETFL, (int)ju(o, "flags") & FD_KEPT_FLAGS);
-		lx_fd_set_origin(p, gfd, NULL, (int)ju(o, "oflags"), -1);
+		fcntl(h, F_SETFL, (int)lx_ju(o, "flags") & FD_KEPT_FLAGS);
+		lx_fd_set_origin(p, gfd, NULL, (int)lx_ju(o, "oflags"), -1);
 		json_object_set_new(o, "done", json_true());
 	}
 	close(*host == ends[0] ? ends[1] : ends[0]);
@@ -320,7 +317,7 @@ static int restore_epoll(struct lx_proc *p, json_t *f, int *host)
 		int target = lx_fd_host(p, gfd);
 
 		if (target < 0 || epoll_ctl(*host, EPOLL_CTL_ADD, target, &ev) < 0)
-			log_warn("restore: epoll fd %d no longer watches fd %d", (int)ju(f, "fd"), gfd);
+			log_warn("restore: epoll fd %d no longer watches fd %d", (int)lx_ju(f, "fd"), gfd);
 	}
 	return 0;
 }
@@ -337,30 +334,30 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, cha
 	if (strcmp(kind, "std") == 0 && std >= 0 && std <= 2) {
 		*host = fcntl(std, F_DUPFD_CLOEXEC, 3);
 	} else if (strcmp(kind, "file") == 0 && path) {
-		int flags = (int)ju(f, "oflags") & ~(O_CREAT | O_EXCL | O_TRUNC);
+		int flags = (int)lx_ju(f, "oflags") & ~(O_CREAT | O_EXCL | O_TRUNC);
 
 		if (lx_fs_open(&p->fs, path, flags, 0, host) == 0)
-			lseek(*host, (off_t)ju(f, "offset"), SEEK_SET);
+			lseek(*host, (off_t)lx_ju(f, "offset"), SEEK_SET);
 		else
 			log_warn("restore: cannot reopen guest fd %d (%s); it stays closed",
-				 (int)ju(f, "fd"), path);
+				 (int)lx_ju(f, "fd"), path);
 	} else if (strcmp(kind, "socket") == 0) {
 		rc = restore_socket(p, f, host, err, errlen);
 	} else if (strcmp(kind, "pipe") == 0) {
 		rc = restore_pipe(p, fds, f, host);
 	} else if (strcmp(kind, "eventfd") == 0) {
-		*host = eventfd((unsigned)ju(f, "count"),
+		*host = eventfd((unsigned)lx_ju(f, "count"),
 				EFD_CLOEXEC | (json_is_true(json_object_get(f, "semaphore")) ? EFD_SEMAPHORE : 0));
 	} else if (strcmp(kind, "epoll") == 0) {
 		rc = restore_epoll(p, f, host);
 	} else {
 		log_warn("restore: guest fd %d (%s) cannot come back; it stays closed",
-			 (int)ju(f, "fd"), kind);
+			 (int)lx_ju(f, "fd"), kind);
 	}
 	if (rc == -EADDRNOTAVAIL)
 		return rc;
 	if (rc)
-		log_warn("restore: guest fd %d (%s) stays closed: %s", (int)ju(f, "fd"), kind,
+		log_warn("restore: guest fd %d (%s) stays closed: %s", (int)lx_ju(f, "fd"), kind,
 			 strerror(-rc));
 	return 0;
 }
@@ -373,7 +370,7 @@ int lx_fdstate_restore(struct lx_proc *p, json_t *fds, char *err, size_t errlen)
 		json_t *f;
 
 		json_array_foreach(fds, i, f) {
-			int fd = (int)ju(f, "fd"), host, rc;
+			int fd = (int)lx_ju(f, "fd"), host, rc;
 			bool epoll = strcmp(json_string_value(json_object_get(f, "kind")) ?: "",
 					    "epoll") == 0;
 
@@ -389,9 +386,9 @@ int lx_fdstate_restore(struct lx_proc *p, json_t *fds, char *err, size_t errlen)
 				close(host);
 				continue;
 			}
-			fcntl(host, F_SETFL, (int)ju(f, "flags") & FD_KEPT_FLAGS);
+			fcntl(host, F_SETFL, (int)lx_ju(f, "flags") & FD_KEPT_FLAGS);
 			lx_fd_set_origin(p, fd, json_string_value(json_object_get(f, "path")),
-					 (int)ju(f, "oflags"),
+					 (int)lx_ju(f, "oflags"),
 					 (int)json_integer_value(json_object_get(f, "std")));
 		}
 	}

@@ -24,9 +24,14 @@
 
 #define STATE_VERSION 2 /* 2: every thread, the pid and the next thread id */
 
-static json_t *j_u64(uint64_t v)
+json_t *lx_j_u64(uint64_t v)
 {
 	return json_integer((json_int_t)v);
+}
+
+uint64_t lx_ju(json_t *o, const char *key)
+{
+	return (uint64_t)json_integer_value(json_object_get(o, key));
 }
 
 static json_t *state_mm(struct lx_proc *p)
@@ -36,18 +41,18 @@ static json_t *state_mm(struct lx_proc *p)
 	for (int i = 0; i < p->mm.map.n; i++) {
 		const struct vma *v = &p->mm.map.v[i];
 
-		json_array_append_new(vmas, json_pack("[o, o, i, i, i, i, o]", j_u64(v->start),
-						      j_u64(v->end), (int)v->prot, (int)v->flags,
-						      (int)v->kind, v->file_id, j_u64(v->file_off)));
+		json_array_append_new(vmas, json_pack("[o, o, i, i, i, i, o]", lx_j_u64(v->start),
+						      lx_j_u64(v->end), (int)v->prot, (int)v->flags,
+						      (int)v->kind, v->file_id, lx_j_u64(v->file_off)));
 	}
 	for (int i = 0; i < p->n_mfiles; i++)
 		json_array_append_new(files, p->mfile_paths[i] ? json_string(p->mfile_paths[i]) :
 								json_null());
 	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "vmas", vmas, "files",
-			 files, "brk_start", j_u64(p->mm.brk_start), "brk", j_u64(p->mm.brk),
-			 "mmap_top", j_u64(p->mm.mmap_top), "stack_lo", j_u64(p->mm.stack_lo),
-			 "stack_top", j_u64(p->mm.stack_top), "vdso_base", j_u64(p->mm.vdso_base),
-			 "ram_size", j_u64(p->mem->size));
+			 files, "brk_start", lx_j_u64(p->mm.brk_start), "brk", lx_j_u64(p->mm.brk),
+			 "mmap_top", lx_j_u64(p->mm.mmap_top), "stack_lo", lx_j_u64(p->mm.stack_lo),
+			 "stack_top", lx_j_u64(p->mm.stack_top), "vdso_base", lx_j_u64(p->mm.vdso_base),
+			 "ram_size", lx_j_u64(p->mem->size));
 }
 
 static json_t *state_signals_limits(struct lx_proc *p, json_t **limits)
@@ -59,23 +64,23 @@ static json_t *state_signals_limits(struct lx_proc *p, json_t **limits)
 		const struct lx_sigaction *a = &p->sigact[s];
 
 		if (a->handler || a->flags || a->mask)
-			json_array_append_new(sig, json_pack("[i, o, o, o, o]", s, j_u64(a->handler),
-							     j_u64(a->flags), j_u64(a->restorer),
-							     j_u64(a->mask)));
+			json_array_append_new(sig, json_pack("[i, o, o, o, o]", s, lx_j_u64(a->handler),
+							     lx_j_u64(a->flags), lx_j_u64(a->restorer),
+							     lx_j_u64(a->mask)));
 	}
 	for (int r = 0; r < RLIM_NLIMITS; r++)
-		json_array_append_new(*limits, json_pack("[o, o]", j_u64(p->rlim[r].rlim_cur),
-							 j_u64(p->rlim[r].rlim_max)));
+		json_array_append_new(*limits, json_pack("[o, o]", lx_j_u64(p->rlim[r].rlim_cur),
+							 lx_j_u64(p->rlim[r].rlim_max)));
 	return sig;
 }
 
 static json_t *state_thread(const struct lx_thread *t)
 {
 	return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "tid", t->tid,
-			 "clear_child_tid", j_u64(t->clear_child_tid), "robust_list",
-			 j_u64(t->robust_list), "robust_len", j_u64(t->robust_len), "sigmask",
-			 j_u64(t->sigmask), "altstack_sp", j_u64(t->altstack_sp), "altstack_size",
-			 j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags);
+			 "clear_child_tid", lx_j_u64(t->clear_child_tid), "robust_list",
+			 lx_j_u64(t->robust_list), "robust_len", lx_j_u64(t->robust_len), "sigmask",
+			 lx_j_u64(t->sigmask), "altstack_sp", lx_j_u64(t->altstack_sp), "altstack_size",
+			 lx_j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags);
 }
 
 static json_t *state_net(const struct lx_net *net)
@@ -106,7 +111,7 @@ json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n
 		       "version", STATE_VERSION, "exe", p->exe, "comm", p->comm, "root",
 		       p->fs.root_real, "cwd", p->fs.cwd, "rw", rw, "umask", (int)p->fs.umask,
 		       "fds", lx_fdstate_save(p), "mm", state_mm(p), "rlimits", limits, "sigactions",
-		       sig, "mono_ns", j_u64(lx_clock_mono_ns(p)), "pid", p->pid, "next_tid",
+		       sig, "mono_ns", lx_j_u64(lx_clock_mono_ns(p)), "pid", p->pid, "next_tid",
 		       p->next_tid, "threads", th, "net", state_net(&p->net));
 	pthread_mutex_unlock(&p->lock);
 	return st;
@@ -150,26 +155,21 @@ static int restore_net(struct lx_proc *p, json_t *st, struct rs *r)
 	return 0;
 }
 
-static uint64_t ju(json_t *o, const char *key)
-{
-	return (uint64_t)json_integer_value(json_object_get(o, key));
-}
-
 static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
 {
 	json_t *vmas = json_object_get(mm, "vmas"), *files = json_object_get(mm, "files"), *v;
 	uint64_t size = p->mem->size;
 	size_t i;
 
-	if (!json_is_array(vmas) || !json_is_array(files) || ju(mm, "ram_size") != size)
+	if (!json_is_array(vmas) || !json_is_array(files) || lx_ju(mm, "ram_size") != size)
 		return rs_fail(r, "process state: memory map missing or for another RAM size");
 	vma_map_init(&p->mm.map, LAYOUT_USER_BASE, size);
-	p->mm.brk_start = ju(mm, "brk_start");
-	p->mm.brk = ju(mm, "brk");
-	p->mm.mmap_top = ju(mm, "mmap_top");
-	p->mm.stack_lo = ju(mm, "stack_lo");
-	p->mm.stack_top = ju(mm, "stack_top");
-	p->mm.vdso_base = ju(mm, "vdso_base");
+	p->mm.brk_start = lx_ju(mm, "brk_start");
+	p->mm.brk = lx_ju(mm, "brk");
+	p->mm.mmap_top = lx_ju(mm, "mmap_top");
+	p->mm.stack_lo = lx_ju(mm, "stack_lo");
+	p->mm.stack_top = lx_ju(mm, "stack_top");
+	p->mm.vdso_base = lx_ju(mm, "vdso_base");
 	if (p->mm.vdso_base < LAYOUT_USER_BASE + PAGE_SIZE || p->mm.vdso_base >= size ||
 	    p->mm.vdso_base % PAGE_SIZE || p->mm.stack_top > size || p->mm.mmap_top > size)
 		return rs_fail(r, "process state: layout outside guest RAM");
@@ -249,7 +249,7 @@ static int restore_fs(struct lx_proc *p, json_t *st, struct rs *r)
 			       strerror(-rc));
 	snprintf(p->fs.cwd, sizeof(p->fs.cwd), "%s",
 		 json_string_value(json_object_get(st, "cwd")) ?: "/");
-	p->fs.umask = (mode_t)ju(st, "umask") & 0777;
+	p->fs.umask = (mode_t)lx_ju(st, "umask") & 0777;
 	return 0;
 }
 
@@ -265,19 +265,19 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 	p->mem = mem;
 	p->hooks = hooks;
 	pthread_mutex_init(&p->lock, NULL);
-	if (ju(st, "version") != STATE_VERSION) {
+	if (lx_ju(st, "version") != STATE_VERSION) {
 		rc = rs_fail(&r, "process state version %llu; this ccvm reads version %d",
-			     (unsigned long long)ju(st, "version"), STATE_VERSION);
+			     (unsigned long long)lx_ju(st, "version"), STATE_VERSION);
 		goto err;
 	}
-	if (lx_state_threads(st) < 1 || ju(st, "pid") < 1 || ju(st, "next_tid") <= ju(st, "pid") ||
-	    ju(st, "next_tid") > INT_MAX) {
+	if (lx_state_threads(st) < 1 || lx_ju(st, "pid") < 1 || lx_ju(st, "next_tid") <= lx_ju(st, "pid") ||
+	    lx_ju(st, "next_tid") > INT_MAX) {
 		rc = rs_fail(&r, "process state: no threads, or a bad pid or thread id");
 		goto err;
 	}
 	/* The guest keeps the ids it had: its libc caches them (thread descriptors). */
-	p->pid = (int)ju(st, "pid");
-	p->next_tid = (int)ju(st, "next_tid");
+	p->pid = (int)lx_ju(st, "pid");
+	p->next_tid = (int)lx_ju(st, "next_tid");
 	snprintf(p->exe, sizeof(p->exe), "%s", json_string_value(json_object_get(st, "exe")) ?: "");
 	snprintf(p->comm, sizeof(p->comm), "%s", json_string_value(json_object_get(st, "comm")) ?: "");
 	restore_signals_limits(p, st);
@@ -295,7 +295,7 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 		rc = restore_mm(p, json_object_get(st, "mm"), &r);
 	if (rc)
 		goto err;
-	p->clock.mono_base_ns = ju(st, "mono_ns");
+	p->clock.mono_base_ns = lx_ju(st, "mono_ns");
 	*out = p;
 	return 0;
 err:
@@ -317,16 +317,16 @@ int lx_thread_restore(struct lx_proc *p, json_t *st, int i, struct lx_thread *t)
 {
 	json_t *th = json_array_get(json_object_get(st, "threads"), (size_t)i);
 
-	if (!json_is_object(th) || ju(th, "tid") < 1 || ju(th, "tid") >= (uint64_t)p->next_tid)
+	if (!json_is_object(th) || lx_ju(th, "tid") < 1 || lx_ju(th, "tid") >= (uint64_t)p->next_tid)
 		return -EINVAL;
 	lx_thread_init(p, t, NULL);
-	t->tid = (int)ju(th, "tid");
-	t->clear_child_tid = ju(th, "clear_child_tid");
-	t->robust_list = ju(th, "robust_list");
-	t->robust_len = ju(th, "robust_len");
-	t->sigmask = ju(th, "sigmask");
-	t->altstack_sp = ju(th, "altstack_sp");
-	t->altstack_size = ju(th, "altstack_size");
-	t->altstack_flags = (uint32_t)ju(th, "altstack_flags");
+	t->tid = (int)lx_ju(th, "tid");
+	t->clear_child_tid = lx_ju(th, "clear_child_tid");
+	t->robust_list = lx_ju(th, "robust_list");
+	t->robust_len = lx_ju(th, "robust_len");
+	t->sigmask = lx_ju(th, "sigmask");
+	t->altstack_sp = lx_ju(th, "altstack_sp");
+	t->altstack_size = lx_ju(th, "altstack_size");
+	t->altstack_flags = (uint32_t)lx_ju(th, "altstack_flags");
 	return 0;
 }

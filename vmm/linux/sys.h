@@ -40,6 +40,9 @@ static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
  * when longer than PATH_MAX. */
 int lx_upath(struct lx_call *c, uint64_t gva, const char **path);
 
+/* True the first time this system call asks for it: its log line is said once. */
+bool lx_first_time(struct lx_call *c);
+
 /* Around host calls that may block the calling vCPU. */
 void lx_block_begin(struct lx_call *c);
 void lx_block_end(struct lx_call *c);
@@ -67,6 +70,9 @@ int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds);
  * again; other descriptors that cannot come back stay closed, with a log line. */
 struct json_t;
 struct json_t *lx_fdstate_save(struct lx_proc *p);
+/* JSON numbers of the saved state (state.c): a u64 in, a member's u64 out (0 if absent). */
+struct json_t *lx_j_u64(uint64_t v);
+uint64_t lx_ju(struct json_t *o, const char *key);
 int lx_fdstate_restore(struct lx_proc *p, struct json_t *fds, char *err, size_t errlen);
 
 /* Paths (path.c): confined to the guest root, writable only under --rw dirs. */

@@ -35,11 +35,17 @@ struct lx_robust_head {
 
 /* The guest's futex word at @gva into *@word: -EINVAL when unaligned, -EFAULT
  * outside user memory. */
+/* The host address of an aligned futex word in user memory, or NULL. */
+static uint32_t *futex_host_word(struct gmem *mem, uint64_t gva)
+{
+	return gva % FUTEX_WORD_ALIGN ? NULL : gmem_user_ptr(mem, gva, sizeof(uint32_t));
+}
+
 static int futex_word(struct lx_call *c, uint64_t gva, uint32_t **word)
 {
 	if (gva % FUTEX_WORD_ALIGN)
 		return -EINVAL;
-	*word = lx_uptr(c, gva, sizeof(uint32_t));
+	*word = futex_host_word(c->p->mem, gva);
 	return *word ? 0 : -EFAULT;
 }
 
@@ -147,12 +153,9 @@ int64_t sys_futex(struct lx_call *c)
  * OWNER_DIED and wake a waiter, who then gets EOWNERDEAD (Linux' handle_futex_death). */
 static void robust_release(struct lx_proc *p, uint64_t entry, int64_t offset, int tid)
 {
-	uint32_t *word, old;
+	/* Bit 0 of an entry marks a priority-inheritance lock. */
+	uint32_t *word = futex_host_word(p->mem, (entry & ~1ULL) + (uint64_t)offset), old;
 
-	entry &= ~1ULL; /* bit 0 marks a priority-inheritance lock */
-	if ((entry + (uint64_t)offset) % FUTEX_WORD_ALIGN)
-		return;
-	word = gmem_user_ptr(p->mem, entry + (uint64_t)offset, sizeof(*word));
 	if (!word)
 		return;
 	old = __atomic_load_n(word, __ATOMIC_ACQUIRE);
@@ -193,11 +196,8 @@ void lx_futex_exit_robust(struct lx_proc *p, uint64_t head_gva, int tid)
  * one waiter (pthread_join sleeps on it), as Linux does in mm_release. */
 void lx_futex_clear_tid(struct lx_proc *p, uint64_t gva)
 {
-	uint32_t *word;
+	uint32_t *word = gva ? futex_host_word(p->mem, gva) : NULL;
 
-	if (!gva || gva % FUTEX_WORD_ALIGN)
-		return;
-	word = gmem_user_ptr(p->mem, gva, sizeof(*word));
 	if (!word)
 		return;
 	__atomic_store_n(word, 0, __ATOMIC_RELEASE);

@@ -422,7 +422,7 @@ int64_t sys_setitimer(struct lx_call *c)
 	if (!nv || (c->a[2] && !old))
 		return -EFAULT;
 	if (nv->it_value.tv_sec || nv->it_value.tv_usec) {
-		if (!__atomic_exchange_n(&c->p->sys_unknown_logged[c->nr], 1, __ATOMIC_RELAXED))
+		if (lx_first_time(c))
 			log_warn("guest armed an interval timer: timer signals are not delivered "
 				 "yet; setitimer returns ENOSYS");
 		return -ENOSYS;

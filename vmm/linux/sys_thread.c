@@ -42,14 +42,12 @@ struct lx_clone_req {
 
 static int64_t lx_clone_refuse(struct lx_call *c, uint64_t flags)
 {
-	unsigned nr = (unsigned)c->nr;
-
 	if ((flags & LX_CLONE_THREAD) == LX_CLONE_THREAD)
 		return -EINVAL;
-	if (!__atomic_exchange_n(&c->p->sys_unknown_logged[nr], 1, __ATOMIC_RELAXED))
+	if (lx_first_time(c))
 		log_warn("guest called %s with flags %#llx: a new process (fork, vfork, "
 			 "posix_spawn) is not supported, ccvm runs one process; returning ENOSYS",
-			 lx_syscall_name(nr), (unsigned long long)flags);
+			 lx_syscall_name((unsigned)c->nr), (unsigned long long)flags);
 	return -ENOSYS;
 }
 

@@ -56,11 +56,16 @@ void lx_block_end(struct lx_call *c)
 		c->p->hooks->block_end(c->t->vcpu);
 }
 
-static int64_t lx_unknown(struct lx_call *c)
+bool lx_first_time(struct lx_call *c)
 {
 	unsigned nr = c->nr < LX_NR_SYSCALLS ? (unsigned)c->nr : LX_NR_SYSCALLS - 1;
 
-	if (!__atomic_exchange_n(&c->p->sys_unknown_logged[nr], 1, __ATOMIC_RELAXED))
+	return !__atomic_exchange_n(&c->p->sys_unknown_logged[nr], 1, __ATOMIC_RELAXED);
+}
+
+static int64_t lx_unknown(struct lx_call *c)
+{
+	if (lx_first_time(c))
 		log_warn("guest called unsupported system call %s (%llu); returning ENOSYS",
 			 lx_syscall_name((unsigned)c->nr), (unsigned long long)c->nr);
 	return -ENOSYS;
