@@ -1,6 +1,6 @@
 # ccvm - build, test and benchmark.
 #
-#   make            build ./ccvm (and the vDSO it embeds)
+#   make            build ./ccvm (and the vDSO and fastio library it embeds)
 #   make test       install missing Debian packages, then unit tests, end-to-end tests,
 #                   and both again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       install missing packages, build, run the demo
@@ -20,8 +20,8 @@ SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 B         = build
 SRCS      = $(wildcard vmm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
 LIB_SRCS  = $(filter-out vmm/main.c,$(SRCS))
-OBJS      = $(SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o
-ASAN_OBJS = $(SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o
+OBJS      = $(SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
+ASAN_OBJS = $(SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 GEN       = $(B)/gen/syscall_names.h
 
 GUEST_TESTS = $(basename $(notdir $(wildcard guest/tests/*.c)))
@@ -71,6 +71,17 @@ $(B)/obj/vdso_blob.o: guest/vdso/blob.S $(B)/vdso.so
 	@mkdir -p $(dir $@)
 	$(CC) -c -DVDSO_SO='"$(B)/vdso.so"' -o $@ $<
 
+# The exitless socket library the monitor preloads into dynamic glibc programs
+# (guest/fastio/fastio_abi.h), embedded into ccvm.
+$(B)/fastio.so: guest/fastio/fastio.c guest/fastio/fastio_abi.h
+	@mkdir -p $(B)
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -fPIC -shared -Wl,-z,now -Wl,--build-id=none $(WARN) \
+	  -o $@ guest/fastio/fastio.c
+
+$(B)/obj/fastio_blob.o: guest/fastio/blob.S $(B)/fastio.so
+	@mkdir -p $(dir $@)
+	$(CC) -c -DFASTIO_SO='"$(B)/fastio.so"' -o $@ $<
+
 # Guest programs: static glibc, static-PIE glibc, static musl and dynamic glibc (PIE, run
 # through ld-linux) builds of the same sources.
 guests: $(GUEST_BINS)
@@ -97,9 +108,9 @@ $(B)/guest/tests/%.musl: guest/tests/%.c guest/tests/report.h
 	$(MUSLCC) -O1 -static -D_GNU_SOURCE $(WARN) -o $@ $<
 
 # Unit tests (Check), linked against the monitor's code without main().
-$(B)/unit: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o
+$(B)/unit: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
-$(B)/unit-asan: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o
+$(B)/unit-asan: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
 
 deps:
@@ -146,7 +157,7 @@ demo: deps
 	scripts/demo.sh
 
 format:
-	clang-format -i $(SRCS) $(wildcard vmm/*.h vmm/linux/*.h mmu/*.h guest/*.c guest/vdso/*.[ch] guest/tests/*.c tests/unit/*.[ch])
+	clang-format -i $(SRCS) $(wildcard vmm/*.h vmm/linux/*.h mmu/*.h guest/*.c guest/vdso/*.[ch] guest/fastio/*.[ch] guest/tests/*.c tests/unit/*.[ch])
 
 clean:
 	rm -rf $(B) ccvm

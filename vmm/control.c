@@ -161,6 +161,22 @@ static json_t *ctl_status(struct ctl_server *srv)
 				      (now.tv_nsec - srv->started.tv_nsec) / 1000000));
 }
 
+/* The exitless socket path: how many guest calls it answered without an exit. */
+static json_t *ctl_fastio_stats(struct vm *vm)
+{
+	struct lx_fastio_stats st = { 0 };
+
+	if (vm->proc)
+		lx_fastio_get_stats(vm->proc, &st);
+	return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
+			 (int)st.enabled, "sockets", (json_int_t)st.sockets, "accepted",
+			 (json_int_t)st.accepted, "fast_reads", (json_int_t)st.fast_reads,
+			 "fast_writes", (json_int_t)st.fast_writes, "records", (json_int_t)st.records,
+			 "bytes_out", (json_int_t)st.bytes_out, "read_aheads", (json_int_t)st.prefetches,
+			 "bytes_in", (json_int_t)st.bytes_in, "dropped", (json_int_t)st.dropped,
+			 "backlogs", (json_int_t)st.backlogs, "lingered", (json_int_t)st.lingered);
+}
+
 static json_t *ctl_stats(struct ctl_server *srv)
 {
 	struct vm *vm = srv->vm;
@@ -180,8 +196,9 @@ static json_t *ctl_stats(struct ctl_server *srv)
 		if (n)
 			json_object_set_new(sys, lx_syscall_name(nr), json_integer((json_int_t)n));
 	}
-	return json_pack("{s:o, s:o, s:I, s:I}", "exits", exits, "syscalls", sys, "mem_bytes",
-			 (json_int_t)vm->mem.size, "host_rss_bytes", (json_int_t)vm_host_rss());
+	return json_pack("{s:o, s:o, s:I, s:I, s:o}", "exits", exits, "syscalls", sys, "mem_bytes",
+			 (json_int_t)vm->mem.size, "host_rss_bytes", (json_int_t)vm_host_rss(),
+			 "fastio", ctl_fastio_stats(vm));
 }
 
 /* The engine calls this from its writer thread when a snapshot ends. */

@@ -63,6 +63,7 @@ struct run_opts {
 	int n_rw;
 	struct lx_net net;
 	int vcpus;
+	bool fastio;
 	int argc;
 	char **argv;
 };
@@ -87,6 +88,8 @@ static void usage(FILE *out)
 		"                    to other ports are refused\n"
 		"  --net host        guest connections may go beyond loopback\n"
 		"  --vcpus N         most guest threads at once, each a vCPU (default %d, 1..%d)\n"
+		"  --fastio on|off   exitless socket reads and writes for dynamic glibc programs\n"
+		"                    (default on; off: every system call exits to the monitor)\n"
 		"  --snapshot-every SECONDS --snapshot-dir DIR [--snapshot-keep N]\n"
 		"  [--snapshot-policy ccow|cow|stop] [--snapshot-rate MB/s]\n"
 		"                    periodic live snapshots, keeping the newest N (default 2);\n"
@@ -187,6 +190,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "publish", required_argument, NULL, 'p' },
 		{ "net", required_argument, NULL, 'N' },
 		{ "vcpus", required_argument, NULL, 'U' },
+		{ "fastio", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, verbose = 0;
@@ -199,6 +203,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	o->ccow = ccow_defaults;
 	o->root = "/";
 	o->vcpus = VM_DEFAULT_VCPUS;
+	o->fastio = true;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -232,6 +237,13 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		case 'U':
 			if (parse_vcpus(optarg, &o->vcpus))
 				return -EINVAL;
+			break;
+		case 'F':
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				log_err("--fastio %s: on or off", optarg);
+				return -EINVAL;
+			}
+			o->fastio = strcmp(optarg, "on") == 0;
 			break;
 		case 'v':
 			verbose++;
@@ -513,7 +525,7 @@ static int cmd_run(int argc, char **argv)
 	vm.max_vcpus = o.vcpus;
 	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
-				 .net = &o.net, .hooks = &run_hooks };
+				 .net = &o.net, .hooks = &run_hooks, .fastio = o.fastio };
 	rc = lx_proc_create(&vm.mem, &cfg, &vm.proc, &entry);
 	if (rc) {
 		status = exit_status_for(rc);

@@ -42,6 +42,14 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 	[ "$(echo "$out" | grep -c 'requests per second')" = 2 ] &&
 		pass "redis-benchmark -P 16 completes: $(echo "$out" | sed 's/, p50.*//' | tr '\n' ' ')" ||
 		fail "redis-benchmark" "$out"
+	# Redis' client reads and writes took the exitless socket path (vmm/linux/fastio.c).
+	st=$("$CCVM" ctl "$RS/ctl.sock" stats 2>&1)
+	fr=$(echo "$st" | grep -o '"fast_reads":[0-9]*' | cut -d: -f2)
+	fw=$(echo "$st" | grep -o '"fast_writes":[0-9]*' | cut -d: -f2)
+	sr=$(echo "$st" | grep -o '"read":[0-9]*' | head -1 | cut -d: -f2)
+	[ "${fr:-0}" -gt 100 ] && [ "${fw:-0}" -gt 100 ] &&
+		pass "Redis' socket calls without an exit: $fr reads, $fw writes (reads that exited: ${sr:-0})" ||
+		fail "exitless socket path under Redis" "$st"
 	# The YCSB load generator: a load phase, then workload F (read-modify-write).
 	out=$(timeout 120 "$TOP/bench/ycsb" --port "$RP" --records 2000 --operations 4000 --clients 4 \
 		--pipeline 8 --workload f --timeline "$RS/ycsb.csv" --quiet 2>&1)

@@ -197,6 +197,37 @@ for libc in glibc spie musl dyn; do
 		&& pass "net.$libc: TCP, UDP, AF_UNIX as on the host (guest port $P on host port $H)" \
 		|| fail "net.$libc" "native $n ccvm $v" "$(diff "$WORK/native.out" "$WORK/ccvm.out" | head -5)" "$(head -3 "$WORK/ccvm.err")"
 done
+# The exitless socket path (vmm/linux/fastio.c): an epoll server and its clients give
+# the host's answers in every build; the dynamic one takes the path, and its write
+# backlog, blocked writer and close with bytes still owed all happen; --fastio off
+# gives the same answers through system calls only.
+for libc in glibc musl dyn; do
+	(timeout 60 "$G/tests/sockio.$libc" "$P" >"$WORK/native.out" 2>&1 </dev/null); n=$?
+	(timeout 120 "$CCVM" run -v --publish "127.0.0.1:$H:$P" -- "$G/tests/sockio.$libc" "$P" \
+		>"$WORK/ccvm.out" 2>"$WORK/ccvm.err" </dev/null); v=$?
+	used=$(grep -o "fastio: [0-9]* sockets; [0-9]* reads and [0-9]* writes.*" "$WORK/ccvm.err")
+	ok=1
+	if [ $libc = dyn ]; then
+		echo "$used" | grep -Eq "[1-9][0-9]* reads and [1-9][0-9]* writes without an exit" &&
+			echo "$used" | grep -Eq "[1-9][0-9]* backlogs, [1-9][0-9]* closed with bytes" || ok=0
+	else
+		[ -z "$used" ] || ok=0
+	fi
+	[ $n = 0 ] && [ $v = 0 ] && [ $ok = 1 ] && cmp -s "$WORK/native.out" "$WORK/ccvm.out" \
+		&& grep -q "identical" "$WORK/ccvm.out" \
+		&& pass "sockio.$libc: echo, bulk, close and peek as on the host${used:+ (${used#fastio: })}" \
+		|| fail "sockio.$libc" "native $n ccvm $v exitless '$used'" \
+			"$(diff "$WORK/native.out" "$WORK/ccvm.out" | head -5)" "$(grep -v "^ccvm: fastio" "$WORK/ccvm.err" | head -3)"
+done
+(timeout 120 "$CCVM" run --fastio off --publish "127.0.0.1:$H:$P" -- "$G/tests/sockio.dyn" "$P" \
+	>"$WORK/ccvm.out" 2>"$WORK/ccvm.err" </dev/null); v=$?
+[ $v = 0 ] && cmp -s "$WORK/native.out" "$WORK/ccvm.out" && ! grep -q "without an exit" "$WORK/ccvm.err" \
+	&& pass "sockio.dyn with --fastio off: the same answers, every call an exit" \
+	|| fail "sockio.dyn --fastio off" "status $v" "$(diff "$WORK/native.out" "$WORK/ccvm.out" | head -3)"
+timeout 10 "$CCVM" run --fastio maybe -- /bin/true >/dev/null 2>"$WORK/ccvm.err"; v=$?
+[ $v != 0 ] && grep -q "fastio maybe: on or off" "$WORK/ccvm.err" \
+	&& pass "--fastio maybe refused: '$(head -1 "$WORK/ccvm.err")'" \
+	|| fail "--fastio maybe" "status $v" "$(head -2 "$WORK/ccvm.err")"
 # A port that is not published cannot be bound; a client outside reaches a published one.
 timeout 60 "$CCVM" run -- "$G/tests/net.glibc" "$P" >"$WORK/ccvm.out" 2>"$WORK/ccvm.err" </dev/null
 grep -q "bind 127.0.0.1:PORT *-1 Permission denied" "$WORK/ccvm.out" && grep -q "port $P refused: not published" "$WORK/ccvm.err" \

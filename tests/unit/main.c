@@ -21,6 +21,7 @@ int main(void)
 	srunner_add_suite(sr, snapshot_suite());
 	srunner_add_suite(sr, coverage_suite());
 	srunner_add_suite(sr, net_suite());
+	srunner_add_suite(sr, fastio_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

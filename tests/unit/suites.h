@@ -19,5 +19,6 @@ Suite *image_suite(void);
 Suite *snapshot_suite(void);
 Suite *coverage_suite(void);
 Suite *net_suite(void);
+Suite *fastio_suite(void);
 
 #endif

@@ -87,6 +87,7 @@ int lx_fd_close(struct lx_proc *p, int fd)
 
 	if (host < 0)
 		return host;
+	lx_fastio_forget(p, fd);
 	free(p->files[fd].path);
 	p->files[fd] = (struct lx_file){ .host_fd = -1, .std = -1 };
 	/* Linux's close releases the descriptor even when the flush reports an error;
@@ -147,8 +148,10 @@ int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
 		if (rc)
 			return rc;
 	}
-	if (p->files[fd].host_fd >= 0)
+	if (p->files[fd].host_fd >= 0) {
+		lx_fastio_forget(p, fd);
 		close(p->files[fd].host_fd);
+	}
 	free(p->files[fd].path);
 	p->files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
 	return fd;

@@ -24,6 +24,7 @@
 
 struct vdso_data;
 struct lx_clone;
+struct lx_fastio;
 
 /* What the personality needs from the VM: around host calls that may block, before
  * it discards guest memory (a snapshot in progress may still owe those pages to its
@@ -46,6 +47,7 @@ struct lx_config {
 	int n_rw;
 	const struct lx_net *net;  /* published ports and outgoing policy; NULL: none */
 	const struct lx_hooks *hooks;
+	bool fastio;             /* preload the exitless socket path into dynamic glibc programs */
 };
 
 struct lx_file {
@@ -110,6 +112,7 @@ struct lx_proc {
 	int exit_status;
 	uint64_t sys_count[LX_NR_SYSCALLS];
 	uint8_t sys_unknown_logged[LX_NR_SYSCALLS];
+	struct lx_fastio *fio;   /* the exitless socket path, NULL when off */
 };
 
 struct lx_thread {
@@ -182,6 +185,17 @@ int lx_thread_restore(struct lx_proc *p, struct json_t *state, int i, struct lx_
 /* Guest monotonic time now, and restarting the clock where a snapshot left it. */
 uint64_t lx_clock_mono_ns(struct lx_proc *p);
 void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, uint64_t mono_ns);
+
+/* What the exitless socket path did (`ccvm ctl stats`). */
+struct lx_fastio_stats {
+	uint64_t enabled, sockets, accepted;
+	uint64_t records, bytes_out, dropped;     /* written through the ring */
+	uint64_t backlogs, lingered;              /* sockets that could not take a write at once */
+	uint64_t prefetches, bytes_in;            /* read ahead into slots */
+	uint64_t fast_reads, fast_writes;         /* guest calls that needed no exit */
+};
+void lx_fastio_get_stats(struct lx_proc *p, struct lx_fastio_stats *st);
+uint64_t lx_fastio_gva(const struct lx_proc *p);
 
 /* Name of system call @nr ("syscall_N" when unknown); stable storage. */
 const char *lx_syscall_name(unsigned nr);

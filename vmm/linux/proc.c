@@ -7,6 +7,7 @@
  *   program               at its link address (PIE: at PROC_PIE_BASE)
  *   heap (brk)            grows up from the end of the program
  *   ...                   mmap hands out ranges top-down from mmap_top
+ *   fastio area           (dynamic glibc programs) the exitless socket path's memory
  *   ELF interpreter       (dynamic programs) ld.so, right below the vDSO
  *   vDSO counters, data + image  below the stack
  *   stack                 the top of RAM, PROC_STACK_MAX at most
@@ -18,6 +19,7 @@
 #include "../x86.h"
 #include "../../mmu/layout.h"
 #include "../../guest/vdso/vdso_abi.h"
+#include "../../guest/fastio/fastio_abi.h"
 
 #include <cpuid.h>
 #include <elf.h>
@@ -276,6 +278,73 @@ static int proc_layout(struct lx_proc *p)
 	return 0;
 }
 
+/*
+ * The exitless socket path (fastio.c) for a dynamic glibc program: its shared area
+ * goes below the interpreter, and the loader preloads the library that uses it.
+ * Other programs (static, musl) make every call through the trap stub.
+ */
+static int proc_fastio(struct lx_proc *p, const char *interp)
+{
+	const char *base = strrchr(interp, '/');
+	uint64_t size = lx_fastio_area_size(), at;
+	struct vma v = { .kind = VMA_VDSO, .prot = PROT_READ | PROT_WRITE,
+			 .flags = MAP_PRIVATE | MAP_ANONYMOUS };
+	int rc;
+
+	if (strncmp(base ? base + 1 : interp, "ld-linux", 8) != 0)
+		return 0;
+	if (p->mm.mmap_top < LAYOUT_USER_BASE + size + PROC_GAP)
+		return 0; /* a tiny VM: no room to spare, and no need */
+	at = (p->mm.mmap_top - size) & ~(PAGE_SIZE - 1);
+	rc = vma_insert(&p->mm.map, at, at + size, &v);
+	if (!rc)
+		rc = lx_fastio_init(p, at, true);
+	if (!rc)
+		p->mm.mmap_top = at - PROC_GAP;
+	return rc;
+}
+
+/* The program's environment, with the fastio library first in LD_PRELOAD when the
+ * process has the exitless path (the library removes itself from it again). NULL on
+ * allocation failure; free with proc_env_free. */
+static char **proc_env(struct lx_proc *p, const struct lx_config *cfg, int *envc)
+{
+	const char *old = proc_getenv(cfg, "LD_PRELOAD");
+	int n = 0, out = 0;
+	char **env;
+
+	for (char *const *ep = cfg->envp; ep && *ep; ep++)
+		n++;
+	env = calloc((size_t)n + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		if (p->fio && strncmp(cfg->envp[i], "LD_PRELOAD=", 11) == 0)
+			continue; /* it follows ours, below */
+		if (!(env[out++] = strdup(cfg->envp[i])))
+			goto err;
+	}
+	if (p->fio && asprintf(&env[out++], "LD_PRELOAD=%s%s%s", FASTIO_PATH, old ? ":" : "",
+			       old ? old : "") < 0) {
+		env[--out] = NULL;
+		goto err;
+	}
+	*envc = out;
+	return env;
+err:
+	for (int i = 0; i < out; i++)
+		free(env[i]);
+	free(env);
+	return NULL;
+}
+
+static void proc_env_free(char **env)
+{
+	for (char **e = env; e && *e; e++)
+		free(*e);
+	free(env);
+}
+
 static void proc_auxv(struct stack_args *a, uint64_t type, uint64_t val)
 {
 	a->auxv[a->n_auxv].type = type;
@@ -290,13 +359,16 @@ static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const stru
 	struct stack_args a = { .argc = cfg->argc, .argv = cfg->argv, .execfn = p->exe,
 				.platform = "x86_64" };
 	uint64_t init = PROC_STACK_INIT;
+	char **env = proc_env(p, cfg, &a.envc);
 	int rc;
 
-	for (char *const *ep = cfg->envp; ep && *ep; ep++)
-		a.envc++;
-	a.envp = cfg->envp;
-	if (getrandom(a.random, sizeof(a.random), 0) != sizeof(a.random))
+	if (!env)
+		return -ENOMEM;
+	a.envp = env;
+	if (getrandom(a.random, sizeof(a.random), 0) != sizeof(a.random)) {
+		proc_env_free(env);
 		return -EIO;
+	}
 	__get_cpuid(1, &eax, &ebx, &ecx, &edx);
 	proc_auxv(&a, AT_SYSINFO_EHDR, p->mm.vdso_base);
 	proc_auxv(&a, AT_HWCAP, edx);
@@ -314,10 +386,13 @@ static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const stru
 	proc_auxv(&a, AT_EGID, getegid());
 	proc_auxv(&a, AT_SECURE, 0);
 	proc_auxv(&a, AT_HWCAP2, 0);
+	if (p->fio)
+		proc_auxv(&a, FASTIO_AUXV, lx_fastio_gva(p));
 	if (init > p->mm.stack_top - p->mm.stack_lo)
 		init = p->mm.stack_top - p->mm.stack_lo;
 	rc = stack_build(gmem_user_ptr(p->mem, p->mm.stack_top - init, init), p->mm.stack_top, init,
 			 &a, rsp);
+	proc_env_free(env);
 	if (rc)
 		log_err("cannot run '%s': arguments and environment do not fit in %llu KiB",
 			cfg->program, (unsigned long long)(init >> 10));
@@ -369,6 +444,8 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	close(fd);
 	if (!rc && e.interp[0])
 		rc = proc_load_interp(p, cfg, e.interp, &ibase, &ientry);
+	if (!rc && e.interp[0] && cfg->fastio)
+		rc = proc_fastio(p, e.interp);
 	if (rc)
 		goto err;
 	p->mm.brk_start = p->mm.brk = align_up(base + e.hi, PAGE_SIZE);
@@ -392,6 +469,7 @@ void lx_proc_destroy(struct lx_proc *p)
 {
 	if (!p)
 		return;
+	lx_fastio_fini(p);
 	lx_fd_fini(p);
 	for (int i = 0; i < p->n_mfiles; i++) {
 		if (p->mfiles[i] >= 0)

@@ -113,6 +113,8 @@ json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n
 		       "fds", lx_fdstate_save(p), "mm", state_mm(p), "rlimits", limits, "sigactions",
 		       sig, "mono_ns", lx_j_u64(lx_clock_mono_ns(p)), "pid", p->pid, "next_tid",
 		       p->next_tid, "threads", th, "net", state_net(&p->net));
+	/* Where the exitless socket path's area is (0: none); its contents are RAM. */
+	json_object_set_new(st, "fastio", lx_j_u64(lx_fastio_gva(p)));
 	pthread_mutex_unlock(&p->lock);
 	return st;
 }
@@ -206,6 +208,19 @@ static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
 	return 0;
 }
 
+/* The exitless socket path again, at the same place; no connection came back, so it
+ * starts with no fast socket. */
+static int restore_fastio(struct lx_proc *p, uint64_t gva, struct rs *r)
+{
+	uint64_t size = lx_fastio_area_size();
+
+	if (!gva)
+		return 0;
+	if (gva % PAGE_SIZE || gva + size < gva || !vma_range_mapped(&p->mm.map, gva, gva + size))
+		return rs_fail(r, "process state: the fastio area is outside the memory map");
+	return lx_fastio_init(p, gva, false);
+}
+
 static void restore_signals_limits(struct lx_proc *p, json_t *st)
 {
 	json_t *v;
@@ -293,6 +308,8 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 		goto err_msg;
 	if (!rc)
 		rc = restore_mm(p, json_object_get(st, "mm"), &r);
+	if (!rc)
+		rc = restore_fastio(p, lx_ju(st, "fastio"), &r);
 	if (rc)
 		goto err;
 	p->clock.mono_base_ns = lx_ju(st, "mono_ns");

@@ -100,6 +100,21 @@ void lx_futex_exit_robust(struct lx_proc *p, uint64_t head_gva, int tid);
 /* A guest struct timespec as nanoseconds: -EFAULT, -EINVAL when out of range. */
 int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
 
+/* The exitless socket path (fastio.c; guest/fastio/fastio_abi.h). All are no-ops for
+ * a process without it. */
+struct iovec;
+uint64_t lx_fastio_area_size(void);
+int lx_fastio_init(struct lx_proc *p, uint64_t gva, bool fresh);
+void lx_fastio_fini(struct lx_proc *p);
+int lx_fastio_open_lib(int *host_fd);
+void lx_fastio_accepted(struct lx_proc *p, int fd, int host); /* p->lock held */
+void lx_fastio_forget(struct lx_proc *p, int fd);              /* p->lock held */
+void lx_fastio_flush(struct lx_proc *p);
+void lx_fastio_prefetch(struct lx_proc *p);
+int lx_fastio_before_write(struct lx_call *c, int fd, bool wait);
+int64_t lx_fastio_take(struct lx_proc *p, int fd, const struct iovec *iov, int cnt, bool peek);
+bool lx_fastio_readable(struct lx_proc *p, int fd);
+
 #define LX_HANDLERS(X)                                                                       \
 	X(read) X(write) X(readv) X(writev) X(pread64) X(pwrite64) X(open) X(openat)         \
 	X(close) X(lseek) X(fstat) X(newfstatat) X(stat) X(lstat) X(statx) X(access)         \

@@ -83,6 +83,16 @@ static int64_t lx_rw(struct lx_call *c, bool is_write, bool positional)
 		return rc;
 	if (positional && (int64_t)c->a[3] < 0)
 		return -EINVAL;
+	if (!positional) {
+		/* A socket on the exitless path: bytes read ahead come first, and bytes
+		 * written earlier without an exit go out before these. */
+		struct iovec v = { .iov_base = buf, .iov_len = len };
+		int64_t got = is_write ? lx_fastio_before_write(c, (int)c->a[0], false) :
+					 lx_fastio_take(c->p, (int)c->a[0], &v, 1, false);
+
+		if (got)
+			return got;
+	}
 	lx_block_begin(c);
 	if (positional)
 		r = is_write ? pwrite(host, buf, len, (off_t)c->a[3]) : pread(host, buf, len, (off_t)c->a[3]);
@@ -142,6 +152,10 @@ static int64_t lx_rwv(struct lx_call *c, bool is_write)
 			return -EFAULT;
 		total += len;
 	}
+	r = is_write ? lx_fastio_before_write(c, (int)c->a[0], false) :
+		       lx_fastio_take(c->p, (int)c->a[0], iov, (int)cnt, false);
+	if (r)
+		return r;
 	lx_block_begin(c);
 	r = is_write ? writev(host, iov, (int)cnt) : readv(host, iov, (int)cnt);
 	err = r < 0 ? -errno : 0;

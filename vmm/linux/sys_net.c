@@ -226,7 +226,15 @@ static int64_t lx_accept(struct lx_call *c, uint64_t fd, uint64_t ua, uint64_t u
 		close(got);
 		return rc;
 	}
-	return lx_install(c, got, 0, flags & SOCK_CLOEXEC);
+	pthread_mutex_lock(&c->p->lock);
+	rc = lx_fd_install(c->p, got, 0, flags & SOCK_CLOEXEC);
+	/* A TCP connection a server accepted may take the exitless path (fastio.c). */
+	if (rc >= 0 && (sa.ss_family == AF_INET || sa.ss_family == AF_INET6))
+		lx_fastio_accepted(c->p, rc, got);
+	pthread_mutex_unlock(&c->p->lock);
+	if (rc < 0)
+		close(got);
+	return rc;
 }
 
 int64_t sys_accept(struct lx_call *c)
@@ -303,7 +311,13 @@ int64_t sys_shutdown(struct lx_call *c)
 {
 	int64_t host = lx_host_fd(c, c->a[0]);
 
-	return host < 0 ? host : host_ret(shutdown((int)host, (int)c->a[1]));
+	if (host < 0)
+		return host;
+	/* Bytes the socket still owes from the exitless path go before its FIN; an error
+	 * they met is the next send's or recv's to report, not shutdown's. */
+	if ((int)c->a[1] != SHUT_RD)
+		(void)lx_fastio_before_write(c, (int)c->a[0], true);
+	return host_ret(shutdown((int)host, (int)c->a[1]));
 }
 
 static int64_t lx_sockname(struct lx_call *c, bool peer)
@@ -389,11 +403,11 @@ int64_t sys_sendto(struct lx_call *c)
 		return host;
 	if (c->a[2] && !buf)
 		return -EFAULT;
-	if (c->a[4]) {
+	rc = lx_fastio_before_write(c, (int)c->a[0], false);
+	if (!rc && c->a[4])
 		rc = lx_read_dest(c, c->a[4], c->a[5], &sa, &len, &dirfd);
-		if (rc)
-			return rc;
-	}
+	if (rc)
+		return rc;
 	lx_block_begin(c);
 	rc = host_ret(sendto((int)host, buf, c->a[2], (int)c->a[3] | MSG_NOSIGNAL,
 			     c->a[4] ? (struct sockaddr *)&sa : NULL, c->a[4] ? len : 0));
@@ -415,9 +429,26 @@ int64_t sys_recvfrom(struct lx_call *c)
 		return host;
 	if (c->a[2] && !buf)
 		return -EFAULT;
-	lx_block_begin(c);
-	rc = host_ret(recvfrom((int)host, buf, c->a[2], (int)c->a[3], (struct sockaddr *)&sa, &len));
-	lx_block_end(c);
+	rc = lx_fastio_take(c->p, (int)c->a[0], &(struct iovec){ .iov_base = buf, .iov_len = c->a[2] },
+			    1, c->a[3] & MSG_PEEK);
+	if (rc > 0 && (c->a[3] & MSG_WAITALL) && !(c->a[3] & MSG_PEEK) && (uint64_t)rc < c->a[2]) {
+		/* The rest of what MSG_WAITALL waits for comes from the host socket. */
+		int64_t more;
+
+		lx_block_begin(c);
+		more = host_ret(recv((int)host, (uint8_t *)buf + rc, c->a[2] - (uint64_t)rc,
+				     (int)c->a[3]));
+		lx_block_end(c);
+		rc += more > 0 ? more : 0;
+	}
+	if (rc) {
+		len = 0; /* read ahead from a TCP connection: no address, as Linux gives */
+	} else {
+		lx_block_begin(c);
+		rc = host_ret(recvfrom((int)host, buf, c->a[2], (int)c->a[3],
+				       (struct sockaddr *)&sa, &len));
+		lx_block_end(c);
+	}
 	if (rc >= 0 && c->a[4]) {
 		err = lx_write_addr(c, &sa, len, c->a[4], c->a[5]);
 		if (err)
@@ -480,6 +511,8 @@ int64_t sys_sendmsg(struct lx_call *c)
 	if (host < 0)
 		return host;
 	rc = lx_msghdr(c, c->a[1], &m, iov, &sa, &g);
+	if (!rc)
+		rc = lx_fastio_before_write(c, (int)c->a[0], false);
 	if (!rc && m.msg_name)
 		rc = lx_read_dest(c, (uint64_t)(uintptr_t)g->msg_name, g->msg_namelen, &sa,
 				  &m.msg_namelen, &dirfd);
@@ -507,9 +540,15 @@ int64_t sys_recvmsg(struct lx_call *c)
 		return rc;
 	if (m.msg_name)
 		m.msg_namelen = sizeof(sa);
-	lx_block_begin(c);
-	rc = host_ret(recvmsg((int)host, &m, (int)c->a[2] & ~MSG_CMSG_CLOEXEC));
-	lx_block_end(c);
+	rc = lx_fastio_take(c->p, (int)c->a[0], iov, (int)m.msg_iovlen, c->a[2] & MSG_PEEK);
+	if (rc) {
+		m.msg_namelen = 0;
+		m.msg_flags = 0;
+	} else {
+		lx_block_begin(c);
+		rc = host_ret(recvmsg((int)host, &m, (int)c->a[2] & ~MSG_CMSG_CLOEXEC));
+		lx_block_end(c);
+	}
 	if (rc < 0)
 		return rc;
 	g->msg_flags = m.msg_flags & ~MSG_CTRUNC;

@@ -73,12 +73,17 @@ static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t
 	hfds = calloc(n ? n : 1, sizeof(*hfds));
 	if (!hfds)
 		return -ENOMEM;
+	bool buffered = false;
+
 	for (uint64_t i = 0; i < n; i++) {
 		hfds[i].fd = gfds[i].fd < 0 ? -1 : lx_host_fd(c, (uint64_t)gfds[i].fd);
 		hfds[i].events = gfds[i].events;
+		buffered |= (gfds[i].events & POLLIN) && lx_fastio_readable(c->p, gfds[i].fd);
 	}
 	lx_block_begin(c);
-	rc = poll(hfds, n, lx_timeout_ms(timeout_ns));
+	/* Bytes read ahead into guest memory make a socket readable, whatever the host
+	 * socket says: then do not wait. */
+	rc = poll(hfds, n, buffered ? 0 : lx_timeout_ms(timeout_ns));
 	lx_block_end(c);
 	if (rc < 0) {
 		rc = -errno;
@@ -88,6 +93,9 @@ static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t
 	for (uint64_t i = 0; i < n; i++) {
 		if (gfds[i].fd >= 0 && hfds[i].fd < 0)
 			hfds[i].revents = POLLNVAL;
+		else if (buffered && (gfds[i].events & POLLIN) &&
+			 lx_fastio_readable(c->p, gfds[i].fd))
+			hfds[i].revents |= POLLIN;
 		gfds[i].revents = gfds[i].fd < 0 ? 0 : hfds[i].revents;
 		rc += gfds[i].revents != 0;
 	}
@@ -174,6 +182,7 @@ static int64_t lx_select(struct lx_call *c, uint64_t nfds, uint64_t ur, uint64_t
 {
 	uint64_t *rs, *ws, *es, n = 0;
 	struct pollfd *pfds;
+	bool buffered = false;
 	int64_t rc;
 	int err[3];
 
@@ -199,10 +208,12 @@ static int64_t lx_select(struct lx_call *c, uint64_t nfds, uint64_t ur, uint64_t
 			return -EBADF;
 		}
 		pfds[n].events = ev;
+		/* Bytes read ahead (fastio.c) make it readable: then do not wait. */
+		buffered |= (ev & POLLIN) && lx_fastio_readable(c->p, (int)fd);
 		n++;
 	}
 	lx_block_begin(c);
-	rc = poll(pfds, n, lx_timeout_ms(ns));
+	rc = poll(pfds, n, buffered ? 0 : lx_timeout_ms(ns));
 	lx_block_end(c);
 	if (rc < 0) {
 		rc = -errno;
@@ -219,6 +230,8 @@ static int64_t lx_select(struct lx_call *c, uint64_t nfds, uint64_t ur, uint64_t
 		if (!r && !w && !e)
 			continue;
 		got = pfds[n++].revents;
+		if (buffered && r && lx_fastio_readable(c->p, (int)fd))
+			got |= POLLIN;
 		if (r && !(got & (POLLIN | POLLHUP | POLLERR)))
 			rs[word] &= ~bit;
 		if (w && !(got & (POLLOUT | POLLERR)))
@@ -328,6 +341,9 @@ static int64_t lx_epoll_wait(struct lx_call *c, uint64_t epfd, uint64_t uevents,
 	lx_block_begin(c);
 	rc = host_ret(epoll_wait(ep, events, max, timeout < 0 ? -1 : timeout));
 	lx_block_end(c);
+	/* The guest will now read the sockets it was told about: have their bytes
+	 * ready in guest memory so those reads need no exit. */
+	lx_fastio_prefetch(c->p);
 	return rc;
 }
 

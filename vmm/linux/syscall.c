@@ -85,6 +85,8 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 	};
 	lx_handler h = c.nr < LX_NR_SYSCALLS ? lx_table[c.nr] : NULL;
 
+	/* Writes the guest made without exiting go out before anything this call does. */
+	lx_fastio_flush(t->proc);
 	__atomic_fetch_add(&t->proc->sys_count[c.nr < LX_NR_SYSCALLS ? c.nr : LX_NR_SYSCALLS - 1],
 			   1, __ATOMIC_RELAXED);
 	regs->rax = (uint64_t)(h ? h(&c) : lx_unknown(&c));
