@@ -141,6 +141,18 @@ static void fio_sock_reset(struct fio_sock *s)
 	*s = (struct fio_sock){.host = -1, .slot = -1};
 }
 
+/*
+ * Is guest fd @fd a fast socket? An unlocked first look, so that the system calls on
+ * files, pipes and the like (most of them) never take the lock: a descriptor becomes
+ * or stops being fast only in accept and close, which a call racing with them on the
+ * same number could not order anyway.
+ */
+static bool fio_is_fast(const struct lx_fastio *f, int fd)
+{
+	return f && fd >= 0 && fd < FASTIO_FDS &&
+	       __atomic_load_n(&f->socks[fd].host, __ATOMIC_RELAXED) >= 0;
+}
+
 /* Forget every fast socket and unread slot; the ring restarts where the guest is. */
 static void fio_area_reset(struct lx_fastio *f)
 {
@@ -530,6 +542,14 @@ static void fio_drain_lingering(struct lx_fastio *f)
 	}
 }
 
+/* The ring's records out, and what the backlogs hold, as far as the sockets take it. */
+static void fio_send_locked(struct lx_fastio *f)
+{
+	if (__atomic_load_n(&f->area->enabled, __ATOMIC_RELAXED))
+		fio_flush_locked(f);
+	fio_drain_all(f);
+}
+
 /* The process is gone: what it wrote still goes out, as the kernel would send a dead
  * process's socket buffers, for FIO_LINGER_NS at most. */
 static void fio_send_remaining(struct lx_fastio *f)
@@ -537,8 +557,7 @@ static void fio_send_remaining(struct lx_fastio *f)
 	int64_t deadline = fio_now_ns() + FIO_LINGER_NS;
 
 	pthread_mutex_lock(&f->lock);
-	if (__atomic_load_n(&f->area->enabled, __ATOMIC_RELAXED))
-		fio_flush_locked(f);
+	fio_send_locked(f);
 	while ((f->n_pending || f->lingering) && fio_now_ns() < deadline) {
 		fio_drain_all(f);
 		fio_drain_lingering(f);
@@ -560,9 +579,7 @@ void lx_fastio_flush(struct lx_proc *p)
 		   !__atomic_load_n(&f->n_pending, __ATOMIC_RELAXED)))
 		return;
 	pthread_mutex_lock(&f->lock);
-	fio_flush_locked(f);
-	if (f->n_pending)
-		fio_drain_all(f);
+	fio_send_locked(f);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -583,11 +600,8 @@ static void *fio_flusher(void *arg)
 		pthread_cond_timedwait(&f->wake, &f->lock, &until);
 		if (f->stop)
 			break;
-		fio_flush_locked(f);
-		if (f->n_pending)
-			fio_drain_all(f);
-		if (f->lingering)
-			fio_drain_lingering(f);
+		fio_send_locked(f);
+		fio_drain_lingering(f);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return NULL;
@@ -602,11 +616,11 @@ static void *fio_flusher(void *arg)
 int lx_fastio_before_write(struct lx_call *c, int fd, bool wait)
 {
 	struct lx_fastio *f = c->p->fio;
-	int64_t deadline = fio_now_ns() + FIO_LINGER_NS;
+	int64_t deadline = 0;
 	struct fio_sock *s;
 	int rc = 0, host, fl;
 
-	if (!f || fd < 0 || fd >= FASTIO_FDS)
+	if (!fio_is_fast(f, fd))
 		return 0;
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
@@ -625,6 +639,8 @@ int lx_fastio_before_write(struct lx_call *c, int fd, bool wait)
 			break;
 		host = s->host;
 		fl = fcntl(host, F_GETFL);
+		if (wait && !deadline)
+			deadline = fio_now_ns() + FIO_LINGER_NS;
 		if (fl < 0 || (!wait && (fl & O_NONBLOCK)) || (wait && fio_now_ns() > deadline)) {
 			rc = wait ? 0 : -EAGAIN;
 			break;
@@ -698,7 +714,7 @@ int64_t lx_fastio_take(struct lx_proc *p, int fd, const struct iovec *iov, int c
 	struct fio_sock *s;
 	int64_t rc = 0;
 
-	if (!f || fd < 0 || fd >= FASTIO_FDS || !__atomic_load_n(&f->n_fast, __ATOMIC_RELAXED))
+	if (!fio_is_fast(f, fd))
 		return 0;
 	pthread_mutex_lock(&f->lock);
 	s = &f->socks[fd];
@@ -743,7 +759,7 @@ bool lx_fastio_readable(struct lx_proc *p, int fd)
 	uint16_t slot;
 	uint64_t w;
 
-	if (!f || fd < 0 || fd >= FASTIO_FDS || !__atomic_load_n(&f->n_fast, __ATOMIC_RELAXED))
+	if (!fio_is_fast(f, fd))
 		return false;
 	pthread_mutex_lock(&f->lock);
 	slot = f->socks[fd].host >= 0 ? (uint16_t)(f->socks[fd].slot + 1) : 0;

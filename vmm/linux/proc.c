@@ -305,44 +305,33 @@ static int proc_fastio(struct lx_proc *p, const char *interp)
 }
 
 /* The program's environment, with the fastio library first in LD_PRELOAD when the
- * process has the exitless path (the library removes itself from it again). NULL on
- * allocation failure; free with proc_env_free. */
-static char **proc_env(struct lx_proc *p, const struct lx_config *cfg, int *envc)
+ * process has the exitless path (the library removes itself from it again). The
+ * strings stay the caller's but for that one, stored in *own. NULL on allocation
+ * failure; free the array and *own. */
+static char **proc_env(struct lx_proc *p, const struct lx_config *cfg, int *envc, char **own)
 {
 	const char *old = proc_getenv(cfg, "LD_PRELOAD");
 	int n = 0, out = 0;
 	char **env;
 
+	*own = NULL;
 	for (char *const *ep = cfg->envp; ep && *ep; ep++)
 		n++;
 	env = calloc((size_t)n + 2, sizeof(*env));
 	if (!env)
 		return NULL;
-	for (int i = 0; i < n; i++) {
-		if (p->fio && strncmp(cfg->envp[i], "LD_PRELOAD=", 11) == 0)
-			continue; /* it follows ours, below */
-		if (!(env[out++] = strdup(cfg->envp[i])))
-			goto err;
-	}
-	if (p->fio && asprintf(&env[out++], "LD_PRELOAD=%s%s%s", FASTIO_PATH, old ? ":" : "",
-			       old ? old : "") < 0) {
-		env[--out] = NULL;
-		goto err;
+	for (int i = 0; i < n; i++)
+		if (!p->fio || strncmp(cfg->envp[i], "LD_PRELOAD=", 11) != 0)
+			env[out++] = cfg->envp[i]; /* the user's LD_PRELOAD follows ours */
+	if (p->fio) {
+		if (asprintf(own, "LD_PRELOAD=%s%s%s", FASTIO_PATH, old ? ":" : "", old ? old : "") < 0) {
+			free(env);
+			return NULL;
+		}
+		env[out++] = *own;
 	}
 	*envc = out;
 	return env;
-err:
-	for (int i = 0; i < out; i++)
-		free(env[i]);
-	free(env);
-	return NULL;
-}
-
-static void proc_env_free(char **env)
-{
-	for (char **e = env; e && *e; e++)
-		free(*e);
-	free(env);
 }
 
 static void proc_auxv(struct stack_args *a, uint64_t type, uint64_t val)
@@ -359,15 +348,15 @@ static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const stru
 	struct stack_args a = { .argc = cfg->argc, .argv = cfg->argv, .execfn = p->exe,
 				.platform = "x86_64" };
 	uint64_t init = PROC_STACK_INIT;
-	char **env = proc_env(p, cfg, &a.envc);
+	char *own, **env = proc_env(p, cfg, &a.envc, &own);
 	int rc;
 
 	if (!env)
 		return -ENOMEM;
 	a.envp = env;
 	if (getrandom(a.random, sizeof(a.random), 0) != sizeof(a.random)) {
-		proc_env_free(env);
-		return -EIO;
+		rc = -EIO;
+		goto out;
 	}
 	__get_cpuid(1, &eax, &ebx, &ecx, &edx);
 	proc_auxv(&a, AT_SYSINFO_EHDR, p->mm.vdso_base);
@@ -392,10 +381,12 @@ static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const stru
 		init = p->mm.stack_top - p->mm.stack_lo;
 	rc = stack_build(gmem_user_ptr(p->mem, p->mm.stack_top - init, init), p->mm.stack_top, init,
 			 &a, rsp);
-	proc_env_free(env);
 	if (rc)
 		log_err("cannot run '%s': arguments and environment do not fit in %llu KiB",
 			cfg->program, (unsigned long long)(init >> 10));
+out:
+	free(own);
+	free(env);
 	return rc;
 }
 
