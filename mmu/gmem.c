@@ -7,6 +7,16 @@
  * It becomes one KVM memslot at guest-physical 0. Every address the guest hands the
  * monitor goes through gmem_user_ptr(), which refuses anything outside user RAM:
  * this is what keeps a guest from steering the monitor at its own memory.
+ *
+ * Guest structures, strings and lengths are read with gmem_copy_in/gmem_copy_str
+ * exactly once into monitor memory (other vCPUs may rewrite them mid-call), and small
+ * results go back with gmem_copy_out. The bulk paths that touch guest RAM in place
+ * through gmem_user_ptr() by design, and never take a decision on what they read
+ * there twice: read/write/send/recv payloads and iovec buffers (the host kernel
+ * moves the bytes), results the host kernel writes (stat, statfs, epoll_wait events,
+ * getdents), futex words and robust-list entries (atomics, each read once), the
+ * fastio ring (vmm/linux/fastio.c reads each record header once), the program, vDSO
+ * and stack at load time, and the snapshot engine's page copies.
  */
 #include "gmem.h"
 #include "layout.h"
@@ -77,23 +87,56 @@ void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len)
 	return mem->host + gva;
 }
 
-const char *gmem_user_str(const struct gmem *mem, uint64_t gva, size_t max, size_t *len)
+int gmem_copy_in(const struct gmem *mem, void *dst, uint64_t gva, uint64_t len)
 {
-	const char *s, *nul;
+	const void *src = gmem_user_ptr(mem, gva, len);
+
+	if (!src)
+		return -EFAULT;
+	memcpy(dst, src, len);
+	return 0;
+}
+
+int gmem_copy_out(const struct gmem *mem, uint64_t gva, const void *src, uint64_t len)
+{
+	void *dst = gmem_user_ptr(mem, gva, len);
+
+	if (!dst)
+		return -EFAULT;
+	memcpy(dst, src, len);
+	return 0;
+}
+
+/* Chunks keep a short path from costing a PATH_MAX copy; the NUL is looked for in
+ * the monitor's copy, never in guest memory, so what was checked is what is used. */
+#define GMEM_STR_CHUNK 256
+
+int gmem_copy_str(const struct gmem *mem, char *dst, uint64_t gva, size_t max, size_t *len)
+{
 	uint64_t avail;
+	size_t done = 0;
 
 	if (!gmem_user_range_ok(mem, gva, 1))
-		return NULL;
+		return -EFAULT;
 	avail = mem->size - gva;
-	if (avail > max)
-		avail = max;
-	s = (const char *)mem->host + gva;
-	nul = memchr(s, '\0', avail);
-	if (!nul)
-		return NULL;
-	if (len)
-		*len = (size_t)(nul - s);
-	return s;
+	while (done < max) {
+		size_t n = max - done < GMEM_STR_CHUNK ? max - done : GMEM_STR_CHUNK;
+		const char *nul;
+
+		if (done >= avail)
+			return -EFAULT;
+		if (n > avail - done)
+			n = (size_t)(avail - done);
+		memcpy(dst + done, mem->host + gva + done, n);
+		nul = memchr(dst + done, '\0', n);
+		if (nul) {
+			if (len)
+				*len = (size_t)(nul - dst);
+			return 0;
+		}
+		done += n;
+	}
+	return -ENAMETOOLONG;
 }
 
 int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)

@@ -32,10 +32,22 @@ void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len);
 bool gmem_user_range_ok(const struct gmem *mem, uint64_t gva, uint64_t len);
 
 /*
- * Host pointer to a NUL-terminated guest string of at most max bytes (NUL included),
- * or NULL if it does not end inside user RAM within max bytes. *len gets strlen.
+ * Copy-in and copy-out: the way the monitor reads guest structures, strings and
+ * lengths. Guest RAM is shared with vCPUs that keep running during a system call, so a
+ * value read twice from it may differ the second time; the monitor reads each guest
+ * value once into its own memory and uses only that copy. 0 or -EFAULT (any byte
+ * outside user RAM).
  */
-const char *gmem_user_str(const struct gmem *mem, uint64_t gva, size_t max, size_t *len);
+int gmem_copy_in(const struct gmem *mem, void *dst, uint64_t gva, uint64_t len);
+int gmem_copy_out(const struct gmem *mem, uint64_t gva, const void *src, uint64_t len);
+
+/*
+ * A NUL-terminated guest string of at most @max bytes (NUL included) copied into @dst
+ * (room for @max bytes), each byte read once. Returns 0 with *@len = strlen,
+ * -ENAMETOOLONG when no NUL comes within @max bytes, -EFAULT when the string runs off
+ * user RAM first.
+ */
+int gmem_copy_str(const struct gmem *mem, char *dst, uint64_t gva, size_t max, size_t *len);
 
 /* Give [gpa, gpa + len) (page aligned) back to the host: it reads as zero again. */
 int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len);

@@ -486,11 +486,18 @@ int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN])
 	int rc;
 
 	memset(r, 0, sizeof(*r));
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Non-blocking and without a controlling tty: opening a FIFO or a device named
+	 * as an image must neither wait for a writer nor act on the device; the type is
+	 * checked on this very descriptor before anything is read. */
+	r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (r->fd < 0)
 		return img_fail(err, -errno, "cannot open: %s", strerror(errno));
 	if (fstat(r->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		rc = img_fail(err, -EINVAL, "not a regular file");
+		goto fail;
+	}
+	if (fcntl(r->fd, F_SETFL, 0) < 0) {
+		rc = img_fail(err, -errno, "fcntl: %s", strerror(errno));
 		goto fail;
 	}
 	r->file_size = (uint64_t)st.st_size;

@@ -10,6 +10,7 @@
  * than the send timeout.
  */
 #include "control.h"
+#include "cli.h"
 #include "ctl_proto.h"
 #include "log.h"
 #include "vm.h"
@@ -32,6 +33,7 @@
 #define CTL_MAX_CLIENTS 16
 #define CTL_TICK_MS     1000
 #define CTL_SEND_TIMEOUT_S 1
+#define CTL_FILE_MODE   0600 /* files ccvm creates for its user (the snapshot log) */
 
 struct ctl_client {
 	int fd;
@@ -225,13 +227,16 @@ static void ctl_deliver_snapshot(struct ctl_server *srv)
 	if (!srv->engine || !snap_figures_of(srv->engine, srv->engine->cur.id, &f) || !f.done)
 		return;
 	if (srv->snap_log) {
-		FILE *log = fopen(srv->snap_log, "a");
+		/* 0600 whatever the process umask (0 while a guest runs: path.c). */
+		int fd = open(srv->snap_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, CTL_FILE_MODE);
 		char *line = ctl_line(snap_figures_json(&f));
 
-		if (log && line)
-			fputs(line, log);
-		if (log)
-			fclose(log);
+		if (fd < 0)
+			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(errno));
+		else if (line && write(fd, line, strlen(line)) < 0)
+			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		free(line);
 	}
 	for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
@@ -276,7 +281,7 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 				       "[--pause-budget-ms MS] [--wait] [--rate MB/s]");
 	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
 		return ctl_reply_error("unknown --policy (known: ccow, cow, stop)");
-	if (thr && (!json_is_number(thr) || json_number_value(thr) < 0 || json_number_value(thr) > 1))
+	if (thr && (!json_is_number(thr) || !cli_real_ok(json_number_value(thr), 0, 1)))
 		return ctl_reply_error("--threshold must be a number from 0 to 1");
 	if (thr)
 		sr.threshold = json_number_value(thr);
@@ -284,13 +289,12 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 		return ctl_reply_error("unknown --save-order (known: hot-first, linear)");
 	if (pre && (!json_is_string(pre) || snap_precopy_parse(json_string_value(pre), &sr.precopy)))
 		return ctl_reply_error("unknown --precopy (known: lazy, eager)");
-	if (budget && (!json_is_number(budget) || !(json_number_value(budget) >= 0 &&
-						      json_number_value(budget) <= 10000)))
+	if (budget && (!json_is_number(budget) || !cli_real_ok(json_number_value(budget), 0, 10000)))
 		return ctl_reply_error("--pause-budget-ms must be a number of milliseconds, 0 to 10000");
 	if (budget)
 		sr.pause_budget_ms = json_number_value(budget);
-	if (rate && (!json_is_number(rate) || json_number_value(rate) < 0))
-		return ctl_reply_error("--rate must be a number of MB/s");
+	if (rate && (!json_is_number(rate) || !cli_real_ok(json_number_value(rate), 0, CLI_MAX_RATE_MBS)))
+		return ctl_reply_error("--rate must be a number of MB/s from 0 (unlimited) to 1000000");
 	if (rate)
 		sr.rate = (uint64_t)(json_number_value(rate) * 1e6);
 	if (snap_start(srv->engine, &sr, &f, err, sizeof(err)))

@@ -249,9 +249,10 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			verbose++;
 			break;
 		case 'E':
-			o->sched.every_s = strtod(optarg, &end);
-			if (*end || !(o->sched.every_s > 0)) {
-				log_err("--snapshot-every %s: a positive number of seconds", optarg);
+			if (cli_parse_real(optarg, 0, CLI_MAX_EVERY_S, &o->sched.every_s) ||
+			    !(o->sched.every_s > 0)) {
+				log_err("--snapshot-every %s: a positive number of seconds, at most %.0f",
+					optarg, CLI_MAX_EVERY_S);
 				return -EINVAL;
 			}
 			break;
@@ -272,10 +273,11 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			}
 			break;
 		case 'R': {
-			double mbs = strtod(optarg, &end);
+			double mbs;
 
-			if (*end || mbs < 0) {
-				log_err("--snapshot-rate %s: MB/s, a number (0 = unlimited)", optarg);
+			if (cli_parse_real(optarg, 0, CLI_MAX_RATE_MBS, &mbs)) {
+				log_err("--snapshot-rate %s: MB/s, a number from 0 (unlimited) to %.0f",
+					optarg, CLI_MAX_RATE_MBS);
 				return -EINVAL;
 			}
 			o->sched.rate = (uint64_t)(mbs * 1e6);
@@ -289,8 +291,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			}
 			break;
 		case 'T':
-			o->ccow.threshold = strtod(optarg, &end);
-			if (*end || o->ccow.threshold < 0 || o->ccow.threshold > 1) {
+			if (cli_parse_real(optarg, 0, 1, &o->ccow.threshold)) {
 				log_err("--threshold %s: a coverage from 0 (CCoW-All) to 1", optarg);
 				return -EINVAL;
 			}
@@ -308,8 +309,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			}
 			break;
 		case 'B':
-			o->ccow.pause_budget_ms = strtod(optarg, &end);
-			if (*end || !(o->ccow.pause_budget_ms >= 0 && o->ccow.pause_budget_ms <= 10000)) {
+			if (cli_parse_real(optarg, 0, 10000, &o->ccow.pause_budget_ms)) {
 				log_err("--pause-budget-ms %s: milliseconds, 0 to 10000", optarg);
 				return -EINVAL;
 			}

@@ -20,5 +20,6 @@ Suite *snapshot_suite(void);
 Suite *coverage_suite(void);
 Suite *net_suite(void);
 Suite *fastio_suite(void);
+Suite *hostile_suite(void);
 
 #endif

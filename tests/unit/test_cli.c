@@ -39,6 +39,29 @@ START_TEST(test_bad_sizes)
 }
 END_TEST
 
+/* Real-number options: finite and in range, the whole string; NaN, infinities, huge
+ * values and trailing text refused (F11: `--snapshot-rate inf`, `--threshold nan`). */
+START_TEST(test_reals)
+{
+	const char *bad[] = { "", "nan", "NaN", "inf", "-inf", "1e300", "1e999", "-0.5", "1.5",
+			      "0.5x", " ", "0x" };
+	double v = -1;
+
+	ck_assert_int_eq(cli_parse_real("0.8", 0, 1, &v), 0);
+	ck_assert(v == 0.8);
+	ck_assert_int_eq(cli_parse_real("0", 0, 1, &v), 0);
+	ck_assert_int_eq(cli_parse_real("1", 0, 1, &v), 0);
+	ck_assert(v == 1);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(cli_parse_real(bad[i], 0, 1, &v) == -EINVAL, "'%s' accepted", bad[i]);
+	ck_assert_int_eq(cli_parse_real(NULL, 0, 1, &v), -EINVAL);
+	ck_assert(cli_real_ok(1e6, 0, CLI_MAX_RATE_MBS));
+	ck_assert(!cli_real_ok(1e300, 0, CLI_MAX_RATE_MBS));
+	ck_assert(!cli_real_ok(__builtin_nan(""), 0, 1));
+	ck_assert(!cli_real_ok(__builtin_inf(), 0, __builtin_inf()));
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -46,6 +69,7 @@ Suite *cli_suite(void)
 
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_bad_sizes);
+	tcase_add_test(tc, test_reals);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -60,18 +60,43 @@ START_TEST(test_user_ptr_edges)
 }
 END_TEST
 
-/* Strings must end inside RAM within the limit. */
-START_TEST(test_user_str)
+/* Strings are copied whole with their length, and must end inside RAM within the
+ * limit: too long is ENAMETOOLONG, off the end of RAM or outside user RAM EFAULT. */
+START_TEST(test_copy_str)
 {
+	char buf[4096];
 	size_t len = 0;
 
 	memcpy(mem.host + LAYOUT_USER_BASE, "hello", 6);
-	ck_assert_str_eq(gmem_user_str(&mem, LAYOUT_USER_BASE, 64, &len), "hello");
+	ck_assert_int_eq(gmem_copy_str(&mem, buf, LAYOUT_USER_BASE, 64, &len), 0);
+	ck_assert_str_eq(buf, "hello");
 	ck_assert_uint_eq(len, 5);
-	ck_assert_ptr_null(gmem_user_str(&mem, LAYOUT_USER_BASE, 3, &len));
+	ck_assert_int_eq(gmem_copy_str(&mem, buf, LAYOUT_USER_BASE, 3, &len), -ENAMETOOLONG);
 	memset(mem.host + RAM - 8, 'x', 8);
-	ck_assert_ptr_null(gmem_user_str(&mem, RAM - 8, 4096, &len));
-	ck_assert_ptr_null(gmem_user_str(&mem, 100, 4096, &len));
+	ck_assert_int_eq(gmem_copy_str(&mem, buf, RAM - 8, sizeof(buf), &len), -EFAULT);
+	ck_assert_int_eq(gmem_copy_str(&mem, buf, 100, sizeof(buf), &len), -EFAULT);
+	/* A NUL past the first chunk is found, and one exactly at the limit is too late. */
+	memset(mem.host + LAYOUT_USER_BASE, 'a', 1000);
+	mem.host[LAYOUT_USER_BASE + 1000] = '\0';
+	ck_assert_int_eq(gmem_copy_str(&mem, buf, LAYOUT_USER_BASE, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, 1000);
+	ck_assert_int_eq(gmem_copy_str(&mem, buf, LAYOUT_USER_BASE, 1000, &len), -ENAMETOOLONG);
+	ck_assert_int_eq(gmem_copy_str(&mem, buf, LAYOUT_USER_BASE, 1001, &len), 0);
+}
+END_TEST
+
+/* Structures copy in and out only whole and inside user RAM. */
+START_TEST(test_copy_in_out)
+{
+	uint64_t v = 0x1122334455667788ULL, w = 0;
+
+	ck_assert_int_eq(gmem_copy_out(&mem, LAYOUT_USER_BASE, &v, sizeof(v)), 0);
+	ck_assert_int_eq(gmem_copy_in(&mem, &w, LAYOUT_USER_BASE, sizeof(w)), 0);
+	ck_assert_uint_eq(w, v);
+	ck_assert_int_eq(gmem_copy_in(&mem, &w, RAM - 4, sizeof(w)), -EFAULT);
+	ck_assert_int_eq(gmem_copy_out(&mem, RAM - 4, &v, sizeof(v)), -EFAULT);
+	ck_assert_int_eq(gmem_copy_in(&mem, &w, LAYOUT_USER_BASE - 8, sizeof(w)), -EFAULT);
+	ck_assert_int_eq(gmem_copy_in(&mem, &w, UINT64_MAX - 3, sizeof(w)), -EFAULT);
 }
 END_TEST
 
@@ -99,7 +124,8 @@ Suite *gmem_suite(void)
 	tcase_add_test(tc, test_map_aligned);
 	tcase_add_test(tc, test_map_bad_sizes);
 	tcase_add_test(tc, test_user_ptr_edges);
-	tcase_add_test(tc, test_user_str);
+	tcase_add_test(tc, test_copy_str);
+	tcase_add_test(tc, test_copy_in_out);
 	tcase_add_test(tc, test_discard_zeroes);
 	suite_add_tcase(s, tc);
 	return s;

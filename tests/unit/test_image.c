@@ -197,6 +197,27 @@ START_TEST(test_abort_leaves_old_image)
 }
 END_TEST
 
+/* A FIFO named as an image is refused at once, not waited on for a writer (F10), and
+ * an image written while the process umask is 0 is still private to its user (F12). */
+START_TEST(test_fifo_refused_and_mode)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN] = "";
+	struct stat st;
+	mode_t old;
+
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	ck_assert_int_eq(img_open(path, &r, err), -EINVAL);
+	ck_assert_msg(strstr(err, "not a regular file"), "error: %s", err);
+	ck_assert_int_eq(unlink(path), 0);
+	old = umask(0);
+	write_image();
+	umask(old);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+}
+END_TEST
+
 Suite *image_suite(void)
 {
 	Suite *s = suite_create("image");
@@ -208,6 +229,7 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_metadata_damage);
 	tcase_add_test(tc, test_truncated_and_foreign);
 	tcase_add_test(tc, test_abort_leaves_old_image);
+	tcase_add_test(tc, test_fifo_refused_and_mode);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -336,7 +336,7 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, cha
 	} else if (strcmp(kind, "file") == 0 && path) {
 		int flags = (int)lx_ju(f, "oflags") & ~(O_CREAT | O_EXCL | O_TRUNC);
 
-		if (lx_fs_open(&p->fs, path, flags, 0, host) == 0)
+		if (lx_fs_open(NULL, &p->fs, path, flags, 0, host) == 0)
 			lseek(*host, (off_t)lx_ju(f, "offset"), SEEK_SET);
 		else
 			log_warn("restore: cannot reopen guest fd %d (%s); it stays closed",

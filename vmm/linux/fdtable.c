@@ -5,6 +5,11 @@
  * the guest cannot name the monitor's KVM, socket or log descriptors, and closing its
  * stdout does not close ccvm's. Each slot holds a host descriptor the monitor owns.
  * The guest's stdin/stdout/stderr are duplicates of ccvm's.
+ *
+ * A system call that resolved a guest fd keeps using the host number after the table
+ * lock is dropped, while other guest threads run: holds (per host descriptor, a count
+ * with a "closed meanwhile" bit) make a guest close of a descriptor in use defer the
+ * host close to the last user, so the number is never reused under a call.
  */
 #include "sys.h"
 
@@ -14,6 +19,7 @@
 #include <unistd.h>
 
 #define FD_INITIAL_SLOTS 64
+#define FD_HOLD_CLOSED   (1U << 31) /* the table let go while a call held it */
 
 static int lx_fd_grow(struct lx_proc *p, int need)
 {
@@ -33,6 +39,58 @@ static int lx_fd_grow(struct lx_proc *p, int need)
 		nf[i] = (struct lx_file){ .host_fd = -1, .std = -1 };
 	p->files = nf;
 	p->n_files = n;
+	return 0;
+}
+
+/* Room in p->holds for host descriptor @host. */
+static int lx_hold_room(struct lx_proc *p, int host)
+{
+	int n = p->n_holds ? p->n_holds : FD_INITIAL_SLOTS;
+	uint32_t *nh;
+
+	if (host < p->n_holds)
+		return 0;
+	while (n <= host)
+		n *= 2;
+	nh = realloc(p->holds, (size_t)n * sizeof(*nh));
+	if (!nh)
+		return -ENOMEM;
+	memset(nh + p->n_holds, 0, (size_t)(n - p->n_holds) * sizeof(*nh));
+	p->holds = nh;
+	p->n_holds = n;
+	return 0;
+}
+
+int lx_fd_hold(struct lx_proc *p, int host)
+{
+	int rc = lx_hold_room(p, host);
+
+	if (!rc)
+		p->holds[host]++;
+	return rc;
+}
+
+void lx_fd_unhold(struct lx_proc *p, int host)
+{
+	if (host < 0 || host >= p->n_holds || !(p->holds[host] & ~FD_HOLD_CLOSED))
+		return;
+	if (--p->holds[host] == FD_HOLD_CLOSED) {
+		p->holds[host] = 0;
+		close(host);
+	}
+}
+
+/* The table lets go of @host: closed now, or by the last call that holds it. */
+static int lx_fd_drop_host(struct lx_proc *p, int host)
+{
+	if (host < p->n_holds && p->holds[host]) {
+		p->holds[host] |= FD_HOLD_CLOSED;
+		return 0;
+	}
+	/* Linux's close releases the descriptor even when the flush reports an error;
+	 * report EIO-type errors but never EINTR (the descriptor is gone either way). */
+	if (close(host) < 0 && errno != EINTR)
+		return -errno;
 	return 0;
 }
 
@@ -90,11 +148,7 @@ int lx_fd_close(struct lx_proc *p, int fd)
 	lx_fastio_forget(p, fd);
 	free(p->files[fd].path);
 	p->files[fd] = (struct lx_file){ .host_fd = -1, .std = -1 };
-	/* Linux's close releases the descriptor even when the flush reports an error;
-	 * report EIO-type errors but never EINTR (the descriptor is gone either way). */
-	if (close(host) < 0 && errno != EINTR)
-		return -errno;
-	return 0;
+	return lx_fd_drop_host(p, host);
 }
 
 /* A table with no descriptors open (a restore fills it). */
@@ -127,9 +181,15 @@ void lx_fd_fini(struct lx_proc *p)
 			close(p->files[fd].host_fd);
 		free(p->files[fd].path);
 	}
+	/* No call runs any more: what a call still held after the table let go. */
+	for (int h = 0; h < p->n_holds; h++)
+		if (p->holds[h] & FD_HOLD_CLOSED)
+			close(h);
 	free(p->files);
+	free(p->holds);
 	p->files = NULL;
-	p->n_files = 0;
+	p->holds = NULL;
+	p->n_files = p->n_holds = 0;
 }
 
 /**
@@ -150,7 +210,7 @@ int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
 	}
 	if (p->files[fd].host_fd >= 0) {
 		lx_fastio_forget(p, fd);
-		close(p->files[fd].host_fd);
+		lx_fd_drop_host(p, p->files[fd].host_fd);
 	}
 	free(p->files[fd].path);
 	p->files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };

@@ -97,6 +97,8 @@ struct lx_proc {
 	struct lx_net net;       /* what the guest's sockets may do (net.c) */
 	struct lx_file *files;
 	int n_files;             /* slots allocated */
+	uint32_t *holds;         /* per host fd: system calls using it (fdtable.c) */
+	int n_holds;             /* entries allocated */
 	struct lx_mm mm;
 	int *mfiles;             /* host fds of files mapped with mmap (VMA_FILE file_id) */
 	char **mfile_paths;      /* their guest paths (NULL if unknown), for restore */

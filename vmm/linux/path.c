@@ -104,19 +104,25 @@ static int fs_check_allowed(int host_fd)
 	return 0;
 }
 
-bool lx_fs_writable(struct lx_fs *fs, int host_fd)
+bool lx_fs_in_rw(struct lx_fs *fs, int host_fd)
 {
 	char host_path[PATH_MAX];
-	struct stat st;
 
-	if (fstat(host_fd, &st) == 0 && S_ISCHR(st.st_mode) && fs_harmless_chardev(st.st_rdev))
-		return true;
 	if (fs_host_path(host_fd, host_path))
 		return false;
 	for (int i = 0; i < fs->n_rw; i++)
 		if (fs_under(host_path, fs->rw_real[i]))
 			return true;
 	return false;
+}
+
+bool lx_fs_writable(struct lx_fs *fs, int host_fd)
+{
+	struct stat st;
+
+	if (fstat(host_fd, &st) == 0 && S_ISCHR(st.st_mode) && fs_harmless_chardev(st.st_rdev))
+		return true;
+	return lx_fs_in_rw(fs, host_fd);
 }
 
 int lx_fs_guest_path(struct lx_fs *fs, int host_fd, char out[PATH_MAX])
@@ -273,28 +279,74 @@ int lx_fs_parent(struct lx_fs *fs, const char *gpath, bool for_write, int *paren
 	return 0;
 }
 
-static int fs_reopen(int path_fd, int flags)
+/*
+ * Open for real what the O_PATH descriptor @path_fd names, with the guest's @flags,
+ * once everything was checked on @path_fd itself. Never a controlling terminal. A
+ * FIFO opened blocking waits for its peer inside the blocking bracket of call @c, so
+ * that a pause of the VM does not wait for it; without a call (a restore) it opens
+ * non-blocking and becomes blocking afterwards, so a restore never waits for a peer.
+ */
+static int fs_reopen(struct lx_call *c, int path_fd, int flags)
 {
+	bool wait = false, unblock = false;
+	struct stat st;
 	char link[64];
-	int fd;
+	int fd, err;
 
+	if (!(flags & O_NONBLOCK) && fstat(path_fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+		wait = c != NULL;
+		unblock = c == NULL;
+	}
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", path_fd);
-	fd = open(link, (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	if (wait)
+		lx_block_begin(c);
+	fd = open(link, (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC | O_NOCTTY |
+				(unblock ? O_NONBLOCK : 0));
+	err = errno;
+	if (wait)
+		lx_block_end(c);
+	if (fd < 0)
+		return -err;
+	if (unblock)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
 }
 
-static int fs_open_for_write(struct lx_fs *fs, const char *gpath, int flags, mode_t mode)
+/* The O_PATH descriptor of what (@gpath, @flags) names, checked: a device or a /proc
+ * entry the guest may not open is refused before anything opens it for real. */
+static int fs_lookup_checked(struct lx_fs *fs, const char *gpath, int flags)
+{
+	struct stat st;
+	int fd, rc;
+
+	fd = fs_openat2(fs->root_fd, gpath, O_PATH | (flags & (O_NOFOLLOW | O_DIRECTORY)), 0,
+			RESOLVE_GUEST);
+	if (fd < 0)
+		return fd;
+	rc = fs_check_allowed(fd);
+	/* O_NOFOLLOW on a final symlink is ELOOP, except for O_PATH itself. */
+	if (!rc && (flags & O_NOFOLLOW) && !(flags & O_PATH) && fstat(fd, &st) == 0 &&
+	    S_ISLNK(st.st_mode))
+		rc = -ELOOP;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static int fs_open_for_write(struct lx_call *c, struct lx_fs *fs, const char *gpath, int flags,
+			     mode_t mode)
 {
 	char base[NAME_MAX + 1];
 	int fd, pfd, rc;
 
-	fd = fs_openat2(fs->root_fd, gpath, O_PATH | (flags & (O_NOFOLLOW | O_DIRECTORY)), 0,
-			RESOLVE_GUEST);
+	fd = fs_lookup_checked(fs, gpath, flags);
 	if (fd >= 0) {
 		if ((flags & O_CREAT) && (flags & O_EXCL))
 			rc = -EEXIST;
-		else if ((rc = fs_check_allowed(fd)) == 0)
-			rc = lx_fs_writable(fs, fd) ? fs_reopen(fd, flags) : -EROFS;
+		else
+			rc = lx_fs_writable(fs, fd) ? fs_reopen(c, fd, flags) : -EROFS;
 		close(fd);
 		return rc;
 	}
@@ -305,35 +357,36 @@ static int fs_open_for_write(struct lx_fs *fs, const char *gpath, int flags, mod
 		return rc;
 	/* The name does not exist (or is a dangling symlink, which we refuse to follow
 	 * out of the writable tree): create it right there. */
-	fd = fs_openat2(pfd, base, (uint64_t)flags, mode & ~fs->umask & 07777,
+	fd = fs_openat2(pfd, base, (uint64_t)flags | O_NOCTTY, mode & ~fs->umask & 07777,
 			RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 	close(pfd);
 	return fd;
 }
 
-int lx_fs_open(struct lx_fs *fs, const char *gpath, int flags, mode_t mode, int *host_fd)
+int lx_fs_open(struct lx_call *c, struct lx_fs *fs, const char *gpath, int flags, mode_t mode,
+	       int *host_fd)
 {
 	bool wr = (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC));
-	int fd, rc;
+	int fd, pfd;
 
 	/* The exitless socket library is the monitor's, whatever the guest's root holds. */
 	if (strcmp(gpath, FASTIO_PATH) == 0)
 		return wr ? -EROFS : lx_fastio_open_lib(host_fd);
 	flags &= ~O_CLOEXEC; /* the monitor's descriptors are always close-on-exec */
 	if (wr) {
-		fd = fs_open_for_write(fs, gpath, flags, mode);
-		if (fd < 0)
-			return fd;
+		fd = fs_open_for_write(c, fs, gpath, flags, mode);
 	} else {
-		fd = fs_openat2(fs->root_fd, gpath, (uint64_t)flags, 0, RESOLVE_GUEST);
-		if (fd < 0)
-			return fd;
-		rc = fs_check_allowed(fd);
-		if (rc) {
-			close(fd);
-			return rc;
+		/* Look, decide, then open: nothing is opened for real before the checks. */
+		pfd = fs_lookup_checked(fs, gpath, flags);
+		if (pfd < 0 || (flags & O_PATH))
+			fd = pfd;
+		else {
+			fd = fs_reopen(c, pfd, flags);
+			close(pfd);
 		}
 	}
+	if (fd < 0)
+		return fd;
 	*host_fd = fd;
 	return 0;
 }

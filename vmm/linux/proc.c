@@ -68,7 +68,7 @@ static int proc_open_program(struct lx_proc *p, const struct lx_config *cfg, int
 	if (strchr(cfg->program, '/')) {
 		rc = lx_path_join(p, AT_FDCWD, cfg->program, gpath);
 		if (!rc)
-			rc = lx_fs_open(&p->fs, gpath, O_RDONLY, 0, fd);
+			rc = lx_fs_open(NULL, &p->fs, gpath, O_RDONLY, 0, fd);
 		goto found;
 	}
 	for (const char *dir = path ? path : PROC_DEFAULT_PATH; dir;) {
@@ -80,7 +80,7 @@ static int proc_open_program(struct lx_proc *p, const struct lx_config *cfg, int
 			char full[PATH_MAX];
 
 			if (lx_path_join(p, AT_FDCWD, gpath, full) == 0 &&
-			    lx_fs_open(&p->fs, full, O_RDONLY, 0, fd) == 0) {
+			    lx_fs_open(NULL, &p->fs, full, O_RDONLY, 0, fd) == 0) {
 				strcpy(gpath, full);
 				rc = 0;
 				break;
@@ -184,7 +184,7 @@ static int proc_load_interp(struct lx_proc *p, const struct lx_config *cfg, cons
 
 	rc = lx_path_join(p, AT_FDCWD, interp, gpath);
 	if (!rc)
-		rc = lx_fs_open(&p->fs, gpath, O_RDONLY, 0, &fd);
+		rc = lx_fs_open(NULL, &p->fs, gpath, O_RDONLY, 0, &fd);
 	if (rc) {
 		log_err("cannot run '%s': its interpreter %s: %s", cfg->program, interp,
 			rc == -ENOENT ? "no such file (in the guest's root)" : strerror(-rc));

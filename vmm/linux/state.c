@@ -184,7 +184,7 @@ static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
 		const char *path = json_string_value(v);
 
 		p->mfiles[i] = -1;
-		if (path && lx_fs_open(&p->fs, path, O_RDONLY, 0, &p->mfiles[i]) != 0)
+		if (path && lx_fs_open(NULL, &p->fs, path, O_RDONLY, 0, &p->mfiles[i]) != 0)
 			p->mfiles[i] = -1;
 		p->mfile_paths[i] = path ? strdup(path) : NULL;
 	}

@@ -11,6 +11,8 @@
 
 #include <errno.h>
 
+#define LX_CALL_HOLDS 4 /* host descriptors a call holds without allocating */
+
 struct lx_call {
 	struct lx_thread *t;
 	struct lx_proc *p;
@@ -20,6 +22,11 @@ struct lx_call {
 	struct kvm_sregs *sregs;
 	bool sregs_dirty;
 	enum lx_action action;
+	/* Host descriptors this call resolved (lx_host_fd): held open until it returns,
+	 * whatever another guest thread closes meanwhile. */
+	int held_inline[LX_CALL_HOLDS];
+	int *held;
+	int n_held, cap_held;
 };
 
 typedef int64_t (*lx_handler)(struct lx_call *c);
@@ -30,15 +37,28 @@ static inline int64_t host_ret(long r)
 	return r < 0 ? -errno : r;
 }
 
-/* Guest pointers: the only way handlers turn guest addresses into host ones. */
+/* Guest pointers for the bulk paths named in mmu/gmem.c (payloads the host kernel
+ * moves, results it writes): never for a value the monitor decides on. */
 static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
 {
 	return gmem_user_ptr(c->p->mem, gva, len);
 }
 
-/* A guest path argument: -EFAULT when it does not end inside user RAM, -ENAMETOOLONG
- * when longer than PATH_MAX. */
-int lx_upath(struct lx_call *c, uint64_t gva, const char **path);
+/* Guest structures and lengths are read once into monitor memory, results written
+ * back once: 0 or -EFAULT. */
+static inline int lx_copy_in(struct lx_call *c, void *dst, uint64_t gva, uint64_t len)
+{
+	return gmem_copy_in(c->p->mem, dst, gva, len);
+}
+
+static inline int lx_copy_out(struct lx_call *c, uint64_t gva, const void *src, uint64_t len)
+{
+	return gmem_copy_out(c->p->mem, gva, src, len);
+}
+
+/* A guest path argument copied into @path: -EFAULT when it does not end inside user
+ * RAM, -ENAMETOOLONG when longer than PATH_MAX. */
+int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX]);
 
 /* True the first time this system call asks for it: its log line is said once. */
 bool lx_first_time(struct lx_call *c);
@@ -49,6 +69,12 @@ void lx_block_end(struct lx_call *c);
 
 /* File descriptors (fdtable.c). The caller holds p->lock for the table functions. */
 int lx_fd_host(struct lx_proc *p, int fd);       /* host fd, or -EBADF */
+/* A host descriptor in use by a call is closed only when its last user lets go: a
+ * guest close (or dup2 over it) meanwhile defers the host close, so the number cannot
+ * be reused for another file under the call, as Linux keeps a file open for a call
+ * in progress. */
+int lx_fd_hold(struct lx_proc *p, int host);
+void lx_fd_unhold(struct lx_proc *p, int host);
 int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec); /* guest fd or -EMFILE */
 int lx_fd_close(struct lx_proc *p, int fd);
 int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec);
@@ -57,9 +83,11 @@ int lx_fd_init(struct lx_proc *p);
 int lx_fd_init_empty(struct lx_proc *p);
 void lx_fd_fini(struct lx_proc *p);
 
-/* For handlers (sys_file.c): guest fd -> host fd (-EBADF), and a new host descriptor
- * into the guest's table (closed on failure). */
+/* For handlers (sys_file.c): guest fd -> host fd (-EBADF; -ENOMEM), held open until
+ * the system call returns (lx_syscall lets go), and a new host descriptor into the
+ * guest's table (closed on failure). */
 int lx_host_fd(struct lx_call *c, uint64_t fd);
+void lx_call_release(struct lx_call *c);
 int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec);
 /* Both ends of a pipe or socket pair into the guest's table, their numbers into @fds
  * (guest memory); on failure neither stays open. */
@@ -79,12 +107,19 @@ int lx_fdstate_restore(struct lx_proc *p, struct json_t *fds, char *err, size_t 
 int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_rw);
 void lx_fs_fini(struct lx_fs *fs);
 int lx_path_join(struct lx_proc *p, int dirfd, const char *path, char out[PATH_MAX]);
-int lx_fs_open(struct lx_fs *fs, const char *gpath, int flags, mode_t mode, int *host_fd);
+/* Open a guest path: checked on an O_PATH descriptor first, then opened for real, never
+ * as a controlling tty. @c: the calling system call (a FIFO waits for its peer inside
+ * its blocking bracket), or NULL outside a call (FIFOs then never wait). */
+int lx_fs_open(struct lx_call *c, struct lx_fs *fs, const char *gpath, int flags, mode_t mode,
+	       int *host_fd);
 int lx_fs_open_path(struct lx_fs *fs, const char *gpath, bool follow, int *host_fd);
 int lx_fs_parent(struct lx_fs *fs, const char *gpath, bool for_write, int *parent_fd,
 		 char base[NAME_MAX + 1]);
 int lx_fs_guest_path(struct lx_fs *fs, int host_fd, char out[PATH_MAX]);
+/* May the guest write to what @host_fd is (harmless devices included)? Is it under
+ * an --rw directory (what changing its metadata needs)? */
 bool lx_fs_writable(struct lx_fs *fs, int host_fd);
+bool lx_fs_in_rw(struct lx_fs *fs, int host_fd);
 
 /* Memory (sys_mm.c): used by process setup too. */
 int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end);

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -25,22 +26,67 @@
 #define LX_AT_FDCWD      -100
 #define LX_TERMIOS_SIZE  36  /* struct termios as the kernel's TCGETS fills it */
 #define LX_STATX_SIZE    256
+#define LX_IOCTL_ARG_MAX 64  /* the largest ioctl argument passed through (termios) */
 #define LX_OPEN_FLAGS                                                                         \
 	(O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC | \
 	 O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_SYNC |  \
 	 O_PATH | O_TMPFILE)
 
-/* The host descriptor behind guest fd @fd, or -EBADF. */
+/* Remember that @c holds @host (p->lock held). */
+static int lx_call_note(struct lx_call *c, int host)
+{
+	if (!c->held) {
+		c->held = c->held_inline;
+		c->cap_held = LX_CALL_HOLDS;
+	}
+	if (c->n_held == c->cap_held) {
+		int *more = malloc(2 * (size_t)c->cap_held * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		memcpy(more, c->held, (size_t)c->n_held * sizeof(*more));
+		if (c->held != c->held_inline)
+			free(c->held);
+		c->held = more;
+		c->cap_held *= 2;
+	}
+	c->held[c->n_held++] = host;
+	return 0;
+}
+
+/* The host descriptor behind guest fd @fd, or -EBADF; it stays open until the call
+ * returns (fdtable.c, holds). */
 int lx_host_fd(struct lx_call *c, uint64_t fd)
 {
-	int host;
+	int host, rc;
 
 	if (fd > INT_MAX)
 		return -EBADF;
 	pthread_mutex_lock(&c->p->lock);
 	host = lx_fd_host(c->p, (int)fd);
+	if (host >= 0) {
+		rc = lx_fd_hold(c->p, host);
+		if (!rc && (rc = lx_call_note(c, host)))
+			lx_fd_unhold(c->p, host);
+		if (rc)
+			host = rc;
+	}
 	pthread_mutex_unlock(&c->p->lock);
 	return host;
+}
+
+void lx_call_release(struct lx_call *c)
+{
+	if (!c->n_held)
+		return;
+	pthread_mutex_lock(&c->p->lock);
+	for (int i = 0; i < c->n_held; i++)
+		lx_fd_unhold(c->p, c->held[i]);
+	pthread_mutex_unlock(&c->p->lock);
+	if (c->held != c->held_inline)
+		free(c->held);
+	c->held = NULL;
+	c->n_held = c->cap_held = 0;
 }
 
 int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec)
@@ -128,7 +174,6 @@ static int64_t lx_rwv(struct lx_call *c, bool is_write)
 	uint64_t cnt = c->a[2], total = 0;
 	int host = lx_host_fd(c, c->a[0]);
 	struct iovec iov[LX_IOV_MAX];
-	const uint64_t *giov;
 	long r;
 	int err;
 
@@ -138,11 +183,11 @@ static int64_t lx_rwv(struct lx_call *c, bool is_write)
 		return -EINVAL;
 	if (cnt == 0)
 		return 0;
-	giov = lx_uptr(c, c->a[1], cnt * 16);
-	if (!giov)
+	/* The guest's iovecs have the host's layout: copied once, then translated in place. */
+	if (lx_copy_in(c, iov, c->a[1], cnt * sizeof(*iov)))
 		return -EFAULT;
 	for (uint64_t i = 0; i < cnt; i++) {
-		uint64_t base = giov[2 * i], len = giov[2 * i + 1];
+		uint64_t base = (uint64_t)(uintptr_t)iov[i].iov_base, len = iov[i].iov_len;
 
 		if (len > LX_MAX_RW - total)
 			len = LX_MAX_RW - total;
@@ -173,18 +218,24 @@ int64_t sys_writev(struct lx_call *c)
 	return lx_rwv(c, true);
 }
 
-/* The absolute guest path named by @dirfd and the string at guest address @upath. */
-static int lx_guest_path(struct lx_call *c, int dirfd, uint64_t upath, char gpath[PATH_MAX])
+/* The absolute guest path named by @dirfd and @path (already in monitor memory). */
+static int lx_join(struct lx_call *c, int dirfd, const char *path, char gpath[PATH_MAX])
 {
-	const char *path;
-	int rc = lx_upath(c, upath, &path);
+	int rc;
 
-	if (rc)
-		return rc;
 	pthread_mutex_lock(&c->p->lock);
 	rc = lx_path_join(c->p, dirfd, path, gpath);
 	pthread_mutex_unlock(&c->p->lock);
 	return rc;
+}
+
+/* The absolute guest path named by @dirfd and the string at guest address @upath. */
+static int lx_guest_path(struct lx_call *c, int dirfd, uint64_t upath, char gpath[PATH_MAX])
+{
+	char path[PATH_MAX];
+	int rc = lx_upath(c, upath, path);
+
+	return rc ? rc : lx_join(c, dirfd, path, gpath);
 }
 
 static int64_t lx_openat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flags,
@@ -196,7 +247,7 @@ static int64_t lx_openat(struct lx_call *c, int dirfd, uint64_t upath, uint64_t 
 	rc = lx_guest_path(c, dirfd, upath, gpath);
 	if (rc)
 		return rc;
-	rc = lx_fs_open(&c->p->fs, gpath, (int)(flags & LX_OPEN_FLAGS), (mode_t)mode, &host);
+	rc = lx_fs_open(c, &c->p->fs, gpath, (int)(flags & LX_OPEN_FLAGS), (mode_t)mode, &host);
 	if (rc)
 		return rc;
 	rc = lx_install(c, host, 0, flags & O_CLOEXEC);
@@ -267,15 +318,14 @@ int64_t sys_fstat(struct lx_call *c)
  * inspect. An empty path with AT_EMPTY_PATH means dirfd itself. */
 static int lx_lookup(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flags, int *host)
 {
-	char gpath[PATH_MAX];
-	const char *path;
+	char path[PATH_MAX], gpath[PATH_MAX];
 	int rc;
 
-	rc = lx_upath(c, upath, &path);
+	rc = lx_upath(c, upath, path);
 	if (rc)
 		return rc;
 	if (path[0] || !(flags & AT_EMPTY_PATH)) {
-		rc = lx_guest_path(c, dirfd, upath, gpath);
+		rc = lx_join(c, dirfd, path, gpath);
 		if (rc)
 			return rc;
 		return lx_fs_open_path(&c->p->fs, gpath, !(flags & AT_SYMLINK_NOFOLLOW), host);
@@ -677,14 +727,18 @@ static int64_t lx_dup_at_least(struct lx_call *c, int oldfd, int host, int min_f
 
 static int64_t lx_fcntl_lock(struct lx_call *c, int host, int cmd)
 {
-	struct flock *fl = lx_uptr(c, c->a[2], sizeof(struct flock));
+	struct flock fl;
 	int rc;
 
-	if (!fl)
+	if (lx_copy_in(c, &fl, c->a[2], sizeof(fl)))
 		return -EFAULT;
 	lx_block_begin(c);
-	rc = (int)host_ret(fcntl(host, cmd, fl));
+	rc = (int)host_ret(fcntl(host, cmd, &fl));
 	lx_block_end(c);
+	/* The GETLK forms answer in the same structure. */
+	if (!rc && (cmd == F_GETLK || cmd == F_OFD_GETLK) &&
+	    lx_copy_out(c, c->a[2], &fl, sizeof(fl)))
+		return -EFAULT;
 	return rc;
 }
 
@@ -826,8 +880,10 @@ int64_t sys_ioctl(struct lx_call *c)
 {
 	int host = lx_host_fd(c, c->a[0]);
 	unsigned long req = (unsigned long)c->a[1];
+	uint8_t arg[LX_IOCTL_ARG_MAX];
 	size_t size;
-	void *arg;
+	int64_t rc;
+	bool get;
 
 	if (host < 0)
 		return host;
@@ -855,10 +911,16 @@ int64_t sys_ioctl(struct lx_call *c)
 	default:
 		return -ENOTTY;
 	}
-	arg = lx_uptr(c, c->a[2], size);
-	if (!arg)
+	/* Every request passed through takes a small structure: the set forms (and
+	 * FIONBIO) read it, copied in once; the get forms fill it, copied back. */
+	get = req == TCGETS || req == TIOCGWINSZ || req == FIONREAD || req == TIOCGPGRP;
+	memset(arg, 0, sizeof(arg));
+	if (!get && lx_copy_in(c, arg, c->a[2], size))
 		return -EFAULT;
-	return host_ret(ioctl(host, req, arg));
+	rc = host_ret(ioctl(host, req, arg));
+	if (get && rc >= 0 && lx_copy_out(c, c->a[2], arg, size))
+		return -EFAULT;
+	return rc;
 }
 
 int64_t sys_getdents64(struct lx_call *c)
@@ -889,11 +951,10 @@ int64_t sys_umask(struct lx_call *c)
 
 static int64_t lx_symlink(struct lx_call *c, uint64_t utarget, int dirfd, uint64_t upath)
 {
-	char base[NAME_MAX + 1], gpath[PATH_MAX];
-	const char *target;
+	char base[NAME_MAX + 1], gpath[PATH_MAX], target[PATH_MAX];
 	int pfd, rc;
 
-	rc = lx_upath(c, utarget, &target);
+	rc = lx_upath(c, utarget, target);
 	if (rc)
 		return rc;
 	rc = lx_parent(c, dirfd, upath, true, &pfd, base, gpath);
@@ -945,11 +1006,17 @@ int64_t sys_linkat(struct lx_call *c)
 	return lx_link(c, (int)c->a[0], c->a[1], (int)c->a[2], c->a[3], c->a[4]);
 }
 
+/* A mode change needs the file under an --rw directory: a harmless device such as
+ * /dev/null is writable, but its mode is the host's. Changed through the descriptor's
+ * /proc/self/fd link, which works for O_PATH descriptors and opens nothing. */
 static int64_t lx_chmod_fd(struct lx_call *c, int host, uint64_t mode)
 {
-	if (!lx_fs_writable(&c->p->fs, host))
+	char link[64];
+
+	if (!lx_fs_in_rw(&c->p->fs, host))
 		return -EROFS;
-	return host_ret(fchmod(host, (mode_t)(mode & 07777)));
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", host);
+	return host_ret(chmod(link, (mode_t)(mode & 07777)));
 }
 
 static int64_t lx_chmod(struct lx_call *c, int dirfd, uint64_t upath, uint64_t mode)
@@ -959,15 +1026,7 @@ static int64_t lx_chmod(struct lx_call *c, int dirfd, uint64_t upath, uint64_t m
 	rc = lx_lookup(c, dirfd, upath, 0, &host);
 	if (rc)
 		return rc;
-	/* fchmod does not work on O_PATH descriptors: reopen read-only first. */
-	char link[64];
-	int fd;
-
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", host);
-	fd = open(link, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	rc = fd < 0 ? -errno : (int)lx_chmod_fd(c, fd, mode);
-	if (fd >= 0)
-		close(fd);
+	rc = (int)lx_chmod_fd(c, host, mode);
 	close(host);
 	return rc;
 }

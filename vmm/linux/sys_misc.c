@@ -92,23 +92,22 @@ int64_t sys_rseq(struct lx_call *c)
 
 static int64_t lx_rlimit(struct lx_call *c, uint64_t resource, uint64_t unew, uint64_t uold)
 {
-	struct rlimit *nl = NULL, *ol = NULL;
+	struct rlimit nl, ol;
 
 	if (resource >= RLIM_NLIMITS)
 		return -EINVAL;
-	if (unew && !(nl = lx_uptr(c, unew, sizeof(*nl))))
+	if (unew && lx_copy_in(c, &nl, unew, sizeof(nl)))
 		return -EFAULT;
-	if (uold && !(ol = lx_uptr(c, uold, sizeof(*ol))))
+	if (uold && !gmem_user_range_ok(c->p->mem, uold, sizeof(ol)))
 		return -EFAULT;
-	if (nl && nl->rlim_cur > nl->rlim_max)
+	if (unew && nl.rlim_cur > nl.rlim_max)
 		return -EINVAL;
 	pthread_mutex_lock(&c->p->lock);
-	if (ol)
-		*ol = c->p->rlim[resource];
-	if (nl)
-		c->p->rlim[resource] = *nl;
+	ol = c->p->rlim[resource];
+	if (unew)
+		c->p->rlim[resource] = nl;
 	pthread_mutex_unlock(&c->p->lock);
-	return 0;
+	return uold ? lx_copy_out(c, uold, &ol, sizeof(ol)) : 0;
 }
 
 int64_t sys_prlimit64(struct lx_call *c)
@@ -371,16 +370,16 @@ int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *l
 
 int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns)
 {
-	const struct timespec *ts = lx_uptr(c, uts, sizeof(*ts));
+	struct timespec ts;
 
-	if (!ts)
+	if (lx_copy_in(c, &ts, uts, sizeof(ts)))
 		return -EFAULT;
-	if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= NSEC_PER_SEC)
+	if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= NSEC_PER_SEC)
 		return -EINVAL;
-	if (ts->tv_sec > INT64_MAX / NSEC_PER_SEC - 1)
+	if (ts.tv_sec > INT64_MAX / NSEC_PER_SEC - 1)
 		*ns = INT64_MAX / 2;
 	else
-		*ns = (int64_t)ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+		*ns = (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 	return 0;
 }
 
@@ -414,14 +413,14 @@ static int64_t lx_nanosleep(struct lx_call *c, int clock, uint64_t flags, uint64
  * ENOSYS with a log line, so a program that needs SIGALRM fails visibly. */
 int64_t sys_setitimer(struct lx_call *c)
 {
-	const struct itimerval *nv = lx_uptr(c, c->a[1], sizeof(*nv));
+	struct itimerval nv;
 	struct itimerval *old = c->a[2] ? lx_uptr(c, c->a[2], sizeof(*old)) : NULL;
 
 	if (c->a[0] > ITIMER_PROF)
 		return -EINVAL;
-	if (!nv || (c->a[2] && !old))
+	if (lx_copy_in(c, &nv, c->a[1], sizeof(nv)) || (c->a[2] && !old))
 		return -EFAULT;
-	if (nv->it_value.tv_sec || nv->it_value.tv_usec) {
+	if (nv.it_value.tv_sec || nv.it_value.tv_usec) {
 		if (lx_first_time(c))
 			log_warn("guest armed an interval timer: timer signals are not delivered "
 				 "yet; setitimer returns ENOSYS");
@@ -491,51 +490,48 @@ int64_t sys_getrandom(struct lx_call *c)
 int64_t sys_rt_sigaction(struct lx_call *c)
 {
 	uint64_t sig = c->a[0];
-	struct lx_sigaction *act = NULL, *old = NULL;
+	struct lx_sigaction act, old;
 
 	if (c->a[3] != LX_SIGSET_SIZE)
 		return -EINVAL;
 	if (sig < 1 || sig > LX_NSIG)
 		return -EINVAL;
-	if (c->a[1] && !(act = lx_uptr(c, c->a[1], sizeof(*act))))
+	if (c->a[1] && lx_copy_in(c, &act, c->a[1], sizeof(act)))
 		return -EFAULT;
-	if (c->a[2] && !(old = lx_uptr(c, c->a[2], sizeof(*old))))
+	if (c->a[2] && !gmem_user_range_ok(c->p->mem, c->a[2], sizeof(old)))
 		return -EFAULT;
-	if (act && (sig == SIGKILL || sig == SIGSTOP))
+	if (c->a[1] && (sig == SIGKILL || sig == SIGSTOP))
 		return -EINVAL;
 	pthread_mutex_lock(&c->p->lock);
-	if (old)
-		*old = c->p->sigact[sig];
-	if (act)
-		c->p->sigact[sig] = *act;
+	old = c->p->sigact[sig];
+	if (c->a[1])
+		c->p->sigact[sig] = act;
 	pthread_mutex_unlock(&c->p->lock);
-	return 0;
+	return c->a[2] ? lx_copy_out(c, c->a[2], &old, sizeof(old)) : 0;
 }
 
 int64_t sys_rt_sigprocmask(struct lx_call *c)
 {
 	const uint64_t unblockable = (1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1));
-	uint64_t *set = NULL, *old = NULL;
+	uint64_t set, old = c->t->sigmask;
 
 	if (c->a[3] != LX_SIGSET_SIZE)
 		return -EINVAL;
-	if (c->a[1] && !(set = lx_uptr(c, c->a[1], sizeof(*set))))
+	if (c->a[1] && lx_copy_in(c, &set, c->a[1], sizeof(set)))
 		return -EFAULT;
-	if (c->a[2] && !(old = lx_uptr(c, c->a[2], sizeof(*old))))
+	if (c->a[2] && lx_copy_out(c, c->a[2], &old, sizeof(old)))
 		return -EFAULT;
-	if (old)
-		*old = c->t->sigmask;
-	if (!set)
+	if (!c->a[1])
 		return 0;
 	switch (c->a[0]) {
 	case SIG_BLOCK:
-		c->t->sigmask |= *set;
+		c->t->sigmask |= set;
 		break;
 	case SIG_UNBLOCK:
-		c->t->sigmask &= ~*set;
+		c->t->sigmask &= ~set;
 		break;
 	case SIG_SETMASK:
-		c->t->sigmask = *set;
+		c->t->sigmask = set;
 		break;
 	default:
 		return -EINVAL;
@@ -546,29 +542,28 @@ int64_t sys_rt_sigprocmask(struct lx_call *c)
 
 int64_t sys_sigaltstack(struct lx_call *c)
 {
-	stack_t *ss = NULL, *old = NULL;
+	stack_t ss, old = {
+		.ss_sp = (void *)(uintptr_t)c->t->altstack_sp,
+		.ss_size = c->t->altstack_size,
+		.ss_flags = c->t->altstack_sp ? (int)c->t->altstack_flags : LX_SS_DISABLE,
+	};
 
-	if (c->a[0] && !(ss = lx_uptr(c, c->a[0], sizeof(*ss))))
+	if (c->a[0] && lx_copy_in(c, &ss, c->a[0], sizeof(ss)))
 		return -EFAULT;
-	if (c->a[1] && !(old = lx_uptr(c, c->a[1], sizeof(*old))))
+	if (c->a[1] && lx_copy_out(c, c->a[1], &old, sizeof(old)))
 		return -EFAULT;
-	if (old) {
-		old->ss_sp = (void *)(uintptr_t)c->t->altstack_sp;
-		old->ss_size = c->t->altstack_size;
-		old->ss_flags = c->t->altstack_sp ? (int)c->t->altstack_flags : LX_SS_DISABLE;
-	}
-	if (ss) {
-		if (ss->ss_flags & ~(LX_SS_DISABLE | LX_SS_AUTODISARM))
-			return -EINVAL;
-		if (ss->ss_flags & LX_SS_DISABLE) {
-			c->t->altstack_sp = c->t->altstack_size = 0;
-		} else {
-			if (ss->ss_size < LX_MINSIGSTKSZ)
-				return -ENOMEM;
-			c->t->altstack_sp = (uint64_t)(uintptr_t)ss->ss_sp;
-			c->t->altstack_size = ss->ss_size;
-			c->t->altstack_flags = (uint32_t)ss->ss_flags;
-		}
+	if (!c->a[0])
+		return 0;
+	if (ss.ss_flags & ~(LX_SS_DISABLE | LX_SS_AUTODISARM))
+		return -EINVAL;
+	if (ss.ss_flags & LX_SS_DISABLE) {
+		c->t->altstack_sp = c->t->altstack_size = 0;
+	} else {
+		if (ss.ss_size < LX_MINSIGSTKSZ)
+			return -ENOMEM;
+		c->t->altstack_sp = (uint64_t)(uintptr_t)ss.ss_sp;
+		c->t->altstack_size = ss.ss_size;
+		c->t->altstack_flags = (uint32_t)ss.ss_flags;
 	}
 	return 0;
 }
@@ -648,17 +643,13 @@ int64_t sys_prctl(struct lx_call *c)
 	switch (c->a[0]) {
 	case PR_SET_NAME: {
 		/* Up to 15 bytes are kept, whether or not the guest's string ends there. */
-		size_t len;
-		const char *s = gmem_user_str(c->p->mem, c->a[1], sizeof(c->p->comm), &len);
+		char name[sizeof(c->p->comm)] = { 0 };
+		int rc = gmem_copy_str(c->p->mem, name, c->a[1], sizeof(name) - 1, NULL);
 
-		if (!s) {
-			s = lx_uptr(c, c->a[1], sizeof(c->p->comm) - 1);
-			len = sizeof(c->p->comm) - 1;
-		}
-		if (!s)
-			return -EFAULT;
-		memcpy(c->p->comm, s, len);
-		c->p->comm[len] = '\0';
+		if (rc == -EFAULT)
+			return rc;
+		name[sizeof(name) - 1] = '\0';
+		memcpy(c->p->comm, name, sizeof(name));
 		return 0;
 	}
 	case PR_GET_NAME:

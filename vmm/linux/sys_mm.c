@@ -149,12 +149,7 @@ static int mm_check_file(struct lx_call *c, uint64_t fd, uint64_t type, uint64_t
 	static bool warned;
 	struct stat st;
 
-	*host = -EBADF;
-	if (fd <= INT_MAX) {
-		pthread_mutex_lock(&c->p->lock);
-		*host = lx_fd_host(c->p, (int)fd);
-		pthread_mutex_unlock(&c->p->lock);
-	}
+	*host = lx_host_fd(c, fd);
 	if (*host < 0)
 		return *host;
 	if (fstat(*host, &st) < 0)

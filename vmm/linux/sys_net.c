@@ -59,16 +59,10 @@ int64_t sys_socketpair(struct lx_call *c)
 /* A guest sockaddr of @len bytes at @ua, copied into @sa. */
 static int lx_read_addr(struct lx_call *c, uint64_t ua, uint64_t len, struct sockaddr_storage *sa)
 {
-	const void *g;
-
 	if (len > sizeof(*sa) || len < sizeof(sa_family_t))
 		return -EINVAL;
-	g = lx_uptr(c, ua, len);
-	if (!g)
-		return -EFAULT;
 	memset(sa, 0, sizeof(*sa));
-	memcpy(sa, g, len);
-	return 0;
+	return lx_copy_in(c, sa, ua, len);
 }
 
 /*
@@ -175,34 +169,38 @@ int64_t sys_listen(struct lx_call *c)
 }
 
 /* A host address back to the guest's view: a published host port reads as its guest
- * port. Writes at most *@ulen bytes at @ua and the full length to @ulen (a socklen_t
- * in guest memory), as the kernel does. */
-static int lx_write_addr(struct lx_call *c, struct sockaddr_storage *sa, socklen_t len,
-			 uint64_t ua, uint64_t ulen)
+ * port. Writes at most @room bytes (the guest's buffer size, read once by the caller)
+ * at @ua and the full length to @ulen (a socklen_t in guest memory), as the kernel
+ * does. */
+static int lx_put_addr(struct lx_call *c, struct sockaddr_storage *sa, socklen_t len,
+		       uint64_t ua, socklen_t room, uint64_t ulen)
 {
-	socklen_t *glen, n;
-	void *g;
 	const struct lx_publish *rule;
+	socklen_t n;
 
-	if (!ua)
-		return 0;
-	glen = lx_uptr(c, ulen, sizeof(*glen));
-	if (!glen)
-		return -EFAULT;
-	if ((int)*glen < 0)
+	if ((int)room < 0)
 		return -EINVAL;
 	rule = lx_net_rule_for_host(&c->p->net, lx_net_port((struct sockaddr *)sa));
 	if (rule)
 		lx_net_set_port((struct sockaddr *)sa, rule->guest_port);
-	n = *glen < len ? *glen : len;
-	if (n) {
-		g = lx_uptr(c, ua, n);
-		if (!g)
-			return -EFAULT;
-		memcpy(g, sa, n);
-	}
-	*glen = len;
-	return 0;
+	n = room < len ? room : len;
+	if (n && lx_copy_out(c, ua, sa, n))
+		return -EFAULT;
+	return lx_copy_out(c, ulen, &len, sizeof(len));
+}
+
+/* lx_put_addr for calls whose buffer size is the socklen_t at @ulen (accept,
+ * getsockname, recvfrom). */
+static int lx_write_addr(struct lx_call *c, struct sockaddr_storage *sa, socklen_t len,
+			 uint64_t ua, uint64_t ulen)
+{
+	socklen_t room;
+
+	if (!ua)
+		return 0;
+	if (lx_copy_in(c, &room, ulen, sizeof(room)))
+		return -EFAULT;
+	return lx_put_addr(c, sa, len, ua, room, ulen);
 }
 
 static int64_t lx_accept(struct lx_call *c, uint64_t fd, uint64_t ua, uint64_t ulen, int flags)
@@ -354,7 +352,7 @@ int64_t sys_setsockopt(struct lx_call *c)
 	int64_t host = lx_host_fd(c, c->a[0]);
 	int level = (int)c->a[1], name = (int)c->a[2];
 	uint64_t len = c->a[4];
-	const void *val = NULL;
+	uint8_t val[LX_SOCKOPT_MAX];
 
 	if (host < 0)
 		return host;
@@ -362,33 +360,30 @@ int64_t sys_setsockopt(struct lx_call *c)
 		return -EPERM;
 	if (len > LX_SOCKOPT_MAX)
 		return -EINVAL;
-	if (len) {
-		val = lx_uptr(c, c->a[3], len);
-		if (!val)
-			return -EFAULT;
-	}
-	return host_ret(setsockopt((int)host, level, name, val, (socklen_t)len));
+	if (len && lx_copy_in(c, val, c->a[3], len))
+		return -EFAULT;
+	return host_ret(setsockopt((int)host, level, name, len ? val : NULL, (socklen_t)len));
 }
 
 int64_t sys_getsockopt(struct lx_call *c)
 {
 	int64_t host = lx_host_fd(c, c->a[0]);
-	socklen_t *glen, len;
-	void *val;
+	uint8_t val[LX_SOCKOPT_MAX];
+	socklen_t len;
 
 	if (host < 0)
 		return host;
-	glen = lx_uptr(c, c->a[4], sizeof(*glen));
-	if (!glen)
+	if (lx_copy_in(c, &len, c->a[4], sizeof(len)))
 		return -EFAULT;
-	len = *glen > LX_SOCKOPT_MAX ? LX_SOCKOPT_MAX : *glen;
-	val = len ? lx_uptr(c, c->a[3], len) : NULL;
-	if (len && !val)
-		return -EFAULT;
+	if ((int)len < 0)
+		return -EINVAL;
+	if (len > LX_SOCKOPT_MAX)
+		len = LX_SOCKOPT_MAX;
 	if (getsockopt((int)host, (int)c->a[1], (int)c->a[2], val, &len) < 0)
 		return -errno;
-	*glen = len;
-	return 0;
+	if (len && lx_copy_out(c, c->a[3], val, len))
+		return -EFAULT;
+	return lx_copy_out(c, c->a[4], &len, sizeof(len));
 }
 
 int64_t sys_sendto(struct lx_call *c)
@@ -458,38 +453,33 @@ int64_t sys_recvfrom(struct lx_call *c)
 }
 
 /*
- * The guest's msghdr with every pointer checked: its iovecs become host iovecs into
- * guest memory, its name a copy in @sa. Control data is refused (it could carry
- * descriptors). @iov has room for LX_IOV_MAX entries; *@guest is the guest's header.
+ * The guest's msghdr, copied once into @g, with every pointer checked: its iovecs
+ * (copied once) become host iovecs into guest memory in @iov (room for LX_IOV_MAX);
+ * its name gets @sa. Control data is refused (it could carry descriptors). Everything
+ * after this uses the copies: another guest thread may rewrite the header meanwhile.
  */
-static int lx_msghdr(struct lx_call *c, uint64_t umsg, struct msghdr *m, struct iovec *iov,
-		     struct sockaddr_storage *sa, struct msghdr **guest)
+static int lx_msghdr(struct lx_call *c, uint64_t umsg, struct msghdr *g, struct msghdr *m,
+		     struct iovec *iov, struct sockaddr_storage *sa)
 {
-	struct msghdr *g = lx_uptr(c, umsg, sizeof(*g));
-	const struct iovec *giov;
-
-	*guest = g;
-	if (!g)
+	if (lx_copy_in(c, g, umsg, sizeof(*g)))
 		return -EFAULT;
 	if (g->msg_iovlen > LX_IOV_MAX)
 		return -EMSGSIZE;
 	if (g->msg_controllen)
 		return -EOPNOTSUPP;
-	giov = g->msg_iovlen ? lx_uptr(c, (uint64_t)(uintptr_t)g->msg_iov,
-				       g->msg_iovlen * sizeof(*giov)) : NULL;
-	if (g->msg_iovlen && !giov)
+	if (g->msg_iovlen &&
+	    lx_copy_in(c, iov, (uint64_t)(uintptr_t)g->msg_iov, g->msg_iovlen * sizeof(*iov)))
 		return -EFAULT;
 	memset(m, 0, sizeof(*m));
 	for (size_t i = 0; i < g->msg_iovlen; i++) {
-		iov[i].iov_len = giov[i].iov_len;
-		iov[i].iov_base = giov[i].iov_len ?
-			lx_uptr(c, (uint64_t)(uintptr_t)giov[i].iov_base, giov[i].iov_len) : NULL;
-		if (giov[i].iov_len && !iov[i].iov_base)
+		uint64_t base = (uint64_t)(uintptr_t)iov[i].iov_base;
+
+		iov[i].iov_base = iov[i].iov_len ? lx_uptr(c, base, iov[i].iov_len) : NULL;
+		if (iov[i].iov_len && !iov[i].iov_base)
 			return -EFAULT;
 	}
 	m->msg_iov = iov;
 	m->msg_iovlen = g->msg_iovlen;
-	m->msg_flags = 0;
 	if (g->msg_name) {
 		if (g->msg_namelen > sizeof(*sa))
 			return -EINVAL;
@@ -505,16 +495,16 @@ int64_t sys_sendmsg(struct lx_call *c)
 	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	static __thread struct iovec iov[LX_IOV_MAX];
 	struct sockaddr_storage sa;
-	struct msghdr m, *g;
+	struct msghdr m, g;
 	int dirfd = -1;
 
 	if (host < 0)
 		return host;
-	rc = lx_msghdr(c, c->a[1], &m, iov, &sa, &g);
+	rc = lx_msghdr(c, c->a[1], &g, &m, iov, &sa);
 	if (!rc)
 		rc = lx_fastio_before_write(c, (int)c->a[0], false);
 	if (!rc && m.msg_name)
-		rc = lx_read_dest(c, (uint64_t)(uintptr_t)g->msg_name, g->msg_namelen, &sa,
+		rc = lx_read_dest(c, (uint64_t)(uintptr_t)g.msg_name, g.msg_namelen, &sa,
 				  &m.msg_namelen, &dirfd);
 	if (rc)
 		return rc;
@@ -531,11 +521,12 @@ int64_t sys_recvmsg(struct lx_call *c)
 	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	static __thread struct iovec iov[LX_IOV_MAX];
 	struct sockaddr_storage sa;
-	struct msghdr m, *g;
+	struct msghdr m, g;
+	int flags;
 
 	if (host < 0)
 		return host;
-	rc = lx_msghdr(c, c->a[1], &m, iov, &sa, &g);
+	rc = lx_msghdr(c, c->a[1], &g, &m, iov, &sa);
 	if (rc)
 		return rc;
 	if (m.msg_name)
@@ -551,11 +542,14 @@ int64_t sys_recvmsg(struct lx_call *c)
 	}
 	if (rc < 0)
 		return rc;
-	g->msg_flags = m.msg_flags & ~MSG_CTRUNC;
+	flags = m.msg_flags & ~MSG_CTRUNC;
+	if (lx_copy_out(c, c->a[1] + offsetof(struct msghdr, msg_flags), &flags, sizeof(flags)))
+		return -EFAULT;
 	if (m.msg_name) {
-		/* The name's length field lives in the guest's header. */
-		int err = lx_write_addr(c, &sa, m.msg_namelen, (uint64_t)(uintptr_t)g->msg_name,
-					c->a[1] + offsetof(struct msghdr, msg_namelen));
+		/* Room is the name length the guest gave at the call; the length actually
+		 * used goes back into the guest's header. */
+		int err = lx_put_addr(c, &sa, m.msg_namelen, (uint64_t)(uintptr_t)g.msg_name,
+				      g.msg_namelen, c->a[1] + offsetof(struct msghdr, msg_namelen));
 
 		if (err)
 			return err;

@@ -14,6 +14,7 @@
 #include "sys.h"
 
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -63,17 +64,20 @@ static int lx_check_sigmask(struct lx_call *c, uint64_t umask, uint64_t size)
 static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t timeout_ns)
 {
 	struct pollfd *gfds, *hfds;
+	bool buffered = false;
 	int64_t rc;
 
 	if (n > LX_POLL_MAX)
 		return -EINVAL;
-	gfds = n ? lx_uptr(c, ufds, n * sizeof(*gfds)) : NULL;
-	if (n && !gfds)
-		return -EFAULT;
-	hfds = calloc(n ? n : 1, sizeof(*hfds));
-	if (!hfds)
+	/* One allocation: the guest's entries (copied once) and the host's. */
+	gfds = calloc(2 * (n ? n : 1), sizeof(*gfds));
+	if (!gfds)
 		return -ENOMEM;
-	bool buffered = false;
+	hfds = gfds + (n ? n : 1);
+	if (n && lx_copy_in(c, gfds, ufds, n * sizeof(*gfds))) {
+		free(gfds);
+		return -EFAULT;
+	}
 
 	for (uint64_t i = 0; i < n; i++) {
 		hfds[i].fd = gfds[i].fd < 0 ? -1 : lx_host_fd(c, (uint64_t)gfds[i].fd);
@@ -98,9 +102,15 @@ static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t
 			hfds[i].revents |= POLLIN;
 		gfds[i].revents = gfds[i].fd < 0 ? 0 : hfds[i].revents;
 		rc += gfds[i].revents != 0;
+		/* Only revents goes back, as Linux writes it: fd and events stay the guest's. */
+		if (lx_copy_out(c, ufds + i * sizeof(*gfds) + offsetof(struct pollfd, revents),
+				&gfds[i].revents, sizeof(gfds[i].revents))) {
+			rc = -EFAULT;
+			goto out;
+		}
 	}
 out:
-	free(hfds);
+	free(gfds);
 	return rc;
 }
 
@@ -129,13 +139,11 @@ static int64_t lx_left_ns(int64_t deadline)
 /* Write what is left of a timeout back, as the kernel does for ppoll and pselect6. */
 static void lx_timespec_left(struct lx_call *c, uint64_t uts, int64_t deadline)
 {
-	struct timespec *ts = uts ? lx_uptr(c, uts, sizeof(*ts)) : NULL;
 	int64_t left = lx_left_ns(deadline);
+	struct timespec ts = { .tv_sec = left / NSEC_PER_SEC, .tv_nsec = left % NSEC_PER_SEC };
 
-	if (!ts)
-		return;
-	ts->tv_sec = left / NSEC_PER_SEC;
-	ts->tv_nsec = left % NSEC_PER_SEC;
+	if (uts)
+		(void)lx_copy_out(c, uts, &ts, sizeof(ts));
 }
 
 int64_t sys_ppoll(struct lx_call *c)
@@ -153,16 +161,19 @@ int64_t sys_ppoll(struct lx_call *c)
 	return rc;
 }
 
-/* The guest's fd_set at @uset (NULL: none) as bits of @nfds descriptors. */
-static uint64_t *lx_fd_set(struct lx_call *c, uint64_t uset, uint64_t nfds, int *err)
+/* Bytes of an fd_set naming @nfds descriptors, in whole 64-bit words as Linux reads. */
+static uint64_t lx_fd_set_bytes(uint64_t nfds)
 {
-	uint64_t *set;
+	return (nfds + LX_FD_SET_BITS - 1) / LX_FD_SET_BITS * sizeof(uint64_t);
+}
 
-	*err = 0;
+/* The guest's fd_set at @uset (0: none) copied into @set; NULL when there is none. */
+static uint64_t *lx_fd_set_in(struct lx_call *c, uint64_t uset, uint64_t nfds, uint64_t *set,
+			      int *err)
+{
 	if (!uset)
 		return NULL;
-	set = lx_uptr(c, uset, (nfds + LX_FD_SET_BITS - 1) / LX_FD_SET_BITS * sizeof(uint64_t));
-	if (!set)
+	if (lx_copy_in(c, set, uset, lx_fd_set_bytes(nfds)))
 		*err = -EFAULT;
 	return set;
 }
@@ -172,96 +183,137 @@ static bool lx_bit(const uint64_t *set, uint64_t fd)
 	return set && (set[fd / LX_FD_SET_BITS] >> (fd % LX_FD_SET_BITS) & 1);
 }
 
-/*
- * select over poll: the read, write and except sets of @nfds guest descriptors for up
- * to @ns (-1: for ever); the sets are rewritten to the ready ones. A named descriptor
- * the guest does not have fails the call with EBADF, as on Linux.
- */
-static int64_t lx_select(struct lx_call *c, uint64_t nfds, uint64_t ur, uint64_t uw, uint64_t ue,
-			 int64_t ns)
+/* The sets' descriptors as host pollfds in @pfds; *@n of them; -EBADF for a named
+ * descriptor the guest does not have. */
+static int lx_select_fds(struct lx_call *c, uint64_t nfds, uint64_t *const sets[3],
+			 struct pollfd *pfds, uint64_t *n, bool *buffered)
 {
-	uint64_t *rs, *ws, *es, n = 0;
-	struct pollfd *pfds;
-	bool buffered = false;
-	int64_t rc;
-	int err[3];
-
-	if (nfds > LX_POLL_MAX)
-		return -EINVAL;
-	rs = lx_fd_set(c, ur, nfds, &err[0]);
-	ws = lx_fd_set(c, uw, nfds, &err[1]);
-	es = lx_fd_set(c, ue, nfds, &err[2]);
-	if (err[0] || err[1] || err[2])
-		return -EFAULT;
-	pfds = calloc(nfds ? nfds : 1, sizeof(*pfds));
-	if (!pfds)
-		return -ENOMEM;
+	*n = 0;
 	for (uint64_t fd = 0; fd < nfds; fd++) {
-		short ev = (lx_bit(rs, fd) ? POLLIN : 0) | (lx_bit(ws, fd) ? POLLOUT : 0) |
-			   (lx_bit(es, fd) ? POLLPRI : 0);
+		short ev = (lx_bit(sets[0], fd) ? POLLIN : 0) | (lx_bit(sets[1], fd) ? POLLOUT : 0) |
+			   (lx_bit(sets[2], fd) ? POLLPRI : 0);
 
 		if (!ev)
 			continue;
-		pfds[n].fd = lx_host_fd(c, fd);
-		if (pfds[n].fd < 0) {
-			free(pfds);
+		pfds[*n].fd = lx_host_fd(c, fd);
+		if (pfds[*n].fd < 0)
 			return -EBADF;
-		}
-		pfds[n].events = ev;
+		pfds[*n].events = ev;
 		/* Bytes read ahead (fastio.c) make it readable: then do not wait. */
-		buffered |= (ev & POLLIN) && lx_fastio_readable(c->p, (int)fd);
-		n++;
+		*buffered |= (ev & POLLIN) && lx_fastio_readable(c->p, (int)fd);
+		(*n)++;
 	}
+	return 0;
+}
+
+/* Clear the bits of descriptors that are not ready; the count of bits left. */
+static int64_t lx_select_ready(struct lx_call *c, uint64_t nfds, uint64_t *const sets[3],
+			       const struct pollfd *pfds, bool buffered)
+{
+	static const short ready[3] = { POLLIN | POLLHUP | POLLERR, POLLOUT | POLLERR, POLLPRI };
+	int64_t count = 0;
+	uint64_t n = 0;
+
+	for (uint64_t fd = 0; fd < nfds; fd++) {
+		bool any = lx_bit(sets[0], fd) || lx_bit(sets[1], fd) || lx_bit(sets[2], fd);
+		short got;
+
+		if (!any)
+			continue;
+		got = pfds[n++].revents;
+		if (buffered && lx_bit(sets[0], fd) && lx_fastio_readable(c->p, (int)fd))
+			got |= POLLIN;
+		for (int k = 0; k < 3; k++) {
+			if (!lx_bit(sets[k], fd))
+				continue;
+			if (got & ready[k])
+				count++;
+			else
+				sets[k][fd / LX_FD_SET_BITS] &= ~(1ULL << (fd % LX_FD_SET_BITS));
+		}
+	}
+	return count;
+}
+
+/*
+ * select over poll: the read, write and except sets of @nfds guest descriptors for up
+ * to @ns (-1: for ever); the sets are copied in once and the ready ones written back.
+ * A named descriptor the guest does not have fails the call with EBADF, as on Linux.
+ */
+static int64_t lx_select(struct lx_call *c, uint64_t nfds, const uint64_t uset[3], int64_t ns)
+{
+	uint64_t words = (nfds + LX_FD_SET_BITS - 1) / LX_FD_SET_BITS, n;
+	uint64_t *buf, *sets[3];
+	struct pollfd *pfds;
+	bool buffered = false;
+	int64_t rc;
+	int err = 0;
+
+	if (nfds > LX_POLL_MAX)
+		return -EINVAL;
+	buf = calloc(3 * words + 1, sizeof(uint64_t));
+	pfds = calloc(nfds ? nfds : 1, sizeof(*pfds));
+	if (!buf || !pfds) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int k = 0; k < 3; k++)
+		sets[k] = lx_fd_set_in(c, uset[k], nfds, buf + k * words, &err);
+	rc = err ? err : lx_select_fds(c, nfds, sets, pfds, &n, &buffered);
+	if (rc)
+		goto out;
 	lx_block_begin(c);
 	rc = poll(pfds, n, buffered ? 0 : lx_timeout_ms(ns));
 	lx_block_end(c);
 	if (rc < 0) {
 		rc = -errno;
-		free(pfds);
-		return rc;
+		goto out;
 	}
-	rc = 0;
-	n = 0;
-	for (uint64_t fd = 0; fd < nfds; fd++) {
-		bool r = lx_bit(rs, fd), w = lx_bit(ws, fd), e = lx_bit(es, fd);
-		short got;
-		uint64_t bit = 1ULL << (fd % LX_FD_SET_BITS), word = fd / LX_FD_SET_BITS;
-
-		if (!r && !w && !e)
-			continue;
-		got = pfds[n++].revents;
-		if (buffered && r && lx_fastio_readable(c->p, (int)fd))
-			got |= POLLIN;
-		if (r && !(got & (POLLIN | POLLHUP | POLLERR)))
-			rs[word] &= ~bit;
-		if (w && !(got & (POLLOUT | POLLERR)))
-			ws[word] &= ~bit;
-		if (e && !(got & POLLPRI))
-			es[word] &= ~bit;
-		rc += lx_bit(rs, fd) + lx_bit(ws, fd) + lx_bit(es, fd);
-	}
+	rc = lx_select_ready(c, nfds, sets, pfds, buffered);
+	for (int k = 0; k < 3; k++)
+		if (sets[k] && lx_copy_out(c, uset[k], sets[k], lx_fd_set_bytes(nfds)))
+			rc = -EFAULT;
+out:
+	free(buf);
 	free(pfds);
 	return rc;
 }
 
+/* A struct timeval timeout as ns: -EINVAL when negative or malformed; very long ones
+ * are clamped (a year of nanoseconds still fits, and is for ever to a guest). */
+static int lx_read_timeval(struct lx_call *c, uint64_t utv, int64_t *ns)
+{
+	struct timeval tv;
+
+	if (lx_copy_in(c, &tv, utv, sizeof(tv)))
+		return -EFAULT;
+	if (tv.tv_sec < 0 || tv.tv_usec < 0 || tv.tv_usec >= 1000000)
+		return -EINVAL;
+	if (tv.tv_sec > INT64_MAX / NSEC_PER_SEC - 1)
+		*ns = INT64_MAX / 2;
+	else
+		*ns = tv.tv_sec * NSEC_PER_SEC + tv.tv_usec * 1000;
+	return 0;
+}
+
 int64_t sys_select(struct lx_call *c)
 {
-	struct timeval *tv = NULL;
+	const uint64_t sets[3] = { c->a[1], c->a[2], c->a[3] };
 	int64_t ns = -1, start = lx_mono_ns(), rc, left;
 
 	if (c->a[4]) {
-		tv = lx_uptr(c, c->a[4], sizeof(*tv));
-		if (!tv)
-			return -EFAULT;
-		if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)
-			return -EINVAL;
-		ns = tv->tv_sec * NSEC_PER_SEC + tv->tv_usec * 1000;
+		rc = lx_read_timeval(c, c->a[4], &ns);
+		if (rc)
+			return rc;
 	}
-	rc = lx_select(c, c->a[0], c->a[1], c->a[2], c->a[3], ns);
-	if (tv) {
+	rc = lx_select(c, c->a[0], sets, ns);
+	if (c->a[4]) {
+		struct timeval tv;
+
 		left = lx_left_ns(start + ns);
-		tv->tv_sec = left / NSEC_PER_SEC;
-		tv->tv_usec = (left % NSEC_PER_SEC) / 1000;
+		tv.tv_sec = left / NSEC_PER_SEC;
+		tv.tv_usec = (left % NSEC_PER_SEC) / 1000;
+		(void)lx_copy_out(c, c->a[4], &tv, sizeof(tv));
 	}
 	return rc;
 }
@@ -269,17 +321,18 @@ int64_t sys_select(struct lx_call *c)
 int64_t sys_pselect6(struct lx_call *c)
 {
 	/* The sixth argument points at { const sigset_t *mask; size_t size; }. */
-	const uint64_t *sig = c->a[5] ? lx_uptr(c, c->a[5], 2 * sizeof(uint64_t)) : NULL;
+	const uint64_t sets[3] = { c->a[1], c->a[2], c->a[3] };
+	uint64_t sig[2];
 	int64_t ns, start = lx_mono_ns(), rc;
 	int err = lx_timespec_timeout(c, c->a[4], &ns);
 
-	if (!err && c->a[5] && !sig)
+	if (!err && c->a[5] && lx_copy_in(c, sig, c->a[5], sizeof(sig)))
 		err = -EFAULT;
-	if (!err && sig)
+	if (!err && c->a[5])
 		err = lx_check_sigmask(c, sig[0], sig[1]);
 	if (err)
 		return err;
-	rc = lx_select(c, c->a[0], c->a[1], c->a[2], c->a[3], ns);
+	rc = lx_select(c, c->a[0], sets, ns);
 	if (ns >= 0)
 		lx_timespec_left(c, c->a[4], start + ns);
 	return rc;
@@ -312,16 +365,13 @@ int64_t sys_epoll_create1(struct lx_call *c)
 int64_t sys_epoll_ctl(struct lx_call *c)
 {
 	int ep = lx_host_fd(c, c->a[0]), fd = lx_host_fd(c, c->a[2]), op = (int)c->a[1];
-	struct epoll_event *ev = NULL;
+	struct epoll_event ev;
 
 	if (ep < 0 || fd < 0)
 		return -EBADF;
-	if (op != EPOLL_CTL_DEL) {
-		ev = lx_uptr(c, c->a[3], sizeof(*ev));
-		if (!ev)
-			return -EFAULT;
-	}
-	return host_ret(epoll_ctl(ep, op, fd, ev));
+	if (op != EPOLL_CTL_DEL && lx_copy_in(c, &ev, c->a[3], sizeof(ev)))
+		return -EFAULT;
+	return host_ret(epoll_ctl(ep, op, fd, op != EPOLL_CTL_DEL ? &ev : NULL));
 }
 
 static int64_t lx_epoll_wait(struct lx_call *c, uint64_t epfd, uint64_t uevents, int max,

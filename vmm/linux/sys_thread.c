@@ -35,6 +35,7 @@ struct lx_clone_args {
 };
 
 #define LX_CLONE_ARGS_SIZE_VER0 64
+#define LX_CLONE_ARGS_MAX 4096 /* Linux refuses larger clone_args (PAGE_SIZE) */
 
 struct lx_clone_req {
 	uint64_t flags, stack, parent_tid, child_tid, tls;
@@ -111,14 +112,13 @@ int64_t sys_clone3(struct lx_call *c)
 {
 	struct lx_clone_args args = { 0 };
 	uint64_t size = c->a[1];
-	const uint8_t *u;
+	uint8_t u[LX_CLONE_ARGS_MAX];
 
 	if (size < LX_CLONE_ARGS_SIZE_VER0)
 		return -EINVAL;
-	if (size > 4096)
+	if (size > sizeof(u))
 		return -E2BIG;
-	u = lx_uptr(c, c->a[0], size);
-	if (!u)
+	if (lx_copy_in(c, u, c->a[0], size))
 		return -EFAULT;
 	/* A newer libc's extra fields are fine while zero (Linux' rule for growing structs). */
 	for (uint64_t i = sizeof(args); i < size; i++)

@@ -31,17 +31,9 @@ const char *lx_syscall_name(unsigned nr)
 	return unnamed[nr];
 }
 
-int lx_upath(struct lx_call *c, uint64_t gva, const char **path)
+int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX])
 {
-	size_t len;
-
-	*path = gmem_user_str(c->p->mem, gva, PATH_MAX, &len);
-	if (*path)
-		return 0;
-	/* Distinguish a string too long from one that runs off the end of RAM. */
-	if (gmem_user_range_ok(c->p->mem, gva, PATH_MAX))
-		return -ENAMETOOLONG;
-	return -EFAULT;
+	return gmem_copy_str(c->p->mem, path, gva, PATH_MAX, NULL);
 }
 
 void lx_block_begin(struct lx_call *c)
@@ -90,6 +82,7 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 	__atomic_fetch_add(&t->proc->sys_count[c.nr < LX_NR_SYSCALLS ? c.nr : LX_NR_SYSCALLS - 1],
 			   1, __ATOMIC_RELAXED);
 	regs->rax = (uint64_t)(h ? h(&c) : lx_unknown(&c));
+	lx_call_release(&c);
 	if (log_get_level() >= LOG_DEBUG)
 		log_debug("syscall %s(%#llx, %#llx, %#llx) = %lld", lx_syscall_name((unsigned)c.nr),
 			  (unsigned long long)c.a[0], (unsigned long long)c.a[1],
