@@ -32,7 +32,9 @@
 
 #define CTL_MAX_CLIENTS 16
 #define CTL_TICK_MS     1000
-#define CTL_SEND_TIMEOUT_S 1
+#define CTL_MAX_PENDING (1 << 20) /* reply bytes a client may leave unread before it is dropped */
+#define CTL_RATE        50.0      /* requests per second a connection may make ... */
+#define CTL_BURST       100.0     /* ... after a burst of this many */
 #define CTL_FILE_MODE   0600 /* files ccvm creates for its user (the snapshot log) */
 
 struct ctl_client {
@@ -41,6 +43,12 @@ struct ctl_client {
 	bool events;       /* asked for event lines */
 	size_t len;
 	char buf[CTL_MAX_LINE];
+	/* Replies not yet taken by the client: sent as its socket accepts them, so a
+	 * client that does not read never stalls the control thread nor other clients. */
+	char *out;
+	size_t out_len;
+	double tokens;     /* requests it may still make now (CTL_RATE, CTL_BURST) */
+	double refilled_s; /* when the tokens were last counted */
 };
 
 struct ctl_server {
@@ -130,23 +138,52 @@ static int ctl_listen(const char *path)
 	return fd;
 }
 
-static void ctl_send(struct ctl_client *c, char *line)
+/* Send what @c has pending, as much as its socket takes now. false: drop the client. */
+static bool ctl_flush(struct ctl_client *c)
 {
-	size_t off = 0, n;
-
-	if (!line)
-		return;
-	n = strlen(line);
-	while (off < n) {
-		ssize_t w = send(c->fd, line + off, n - off, MSG_NOSIGNAL);
+	while (c->out_len) {
+		ssize_t w = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return true;
 		if (w <= 0)
-			break; /* the client went away or stopped reading: drop the reply */
-		off += (size_t)w;
+			return false;
+		memmove(c->out, c->out + w, c->out_len - (size_t)w);
+		c->out_len -= (size_t)w;
 	}
+	return true;
+}
+
+/* Queue @line (freed here) for @c and send what its socket takes now. A client with
+ * more than CTL_MAX_PENDING bytes unread is marked for dropping (fd -1 then). */
+static void ctl_send(struct ctl_client *c, char *line)
+{
+	size_t n;
+	char *grown;
+
+	if (!line || c->fd < 0) {
+		free(line);
+		return;
+	}
+	n = strlen(line);
+	if (c->out_len + n > CTL_MAX_PENDING || !(grown = realloc(c->out, c->out_len + n))) {
+		log_warn("control: a client left %zu reply bytes unread; closing its connection",
+			 c->out_len);
+		free(line);
+		close(c->fd);
+		c->fd = -1;
+		return;
+	}
+	memcpy(grown + c->out_len, line, n);
+	c->out = grown;
+	c->out_len += n;
 	free(line);
+	if (!ctl_flush(c)) {
+		close(c->fd);
+		c->fd = -1;
+	}
 }
 
 static json_t *ctl_status(struct ctl_server *srv)
@@ -418,9 +455,26 @@ static void ctl_handle_line(struct ctl_server *srv, struct ctl_client *c, const 
 
 static void ctl_drop(struct ctl_server *srv, int i)
 {
-	close(srv->clients[i]->fd);
+	if (srv->clients[i]->fd >= 0)
+		close(srv->clients[i]->fd);
+	free(srv->clients[i]->out);
 	free(srv->clients[i]);
 	srv->clients[i] = NULL;
+}
+
+/* One request's worth of @c's allowance: a token bucket, CTL_RATE a second. */
+static bool ctl_rate_ok(struct ctl_client *c)
+{
+	double now = ctl_now_s();
+
+	c->tokens += (now - c->refilled_s) * CTL_RATE;
+	if (c->tokens > CTL_BURST)
+		c->tokens = CTL_BURST;
+	c->refilled_s = now;
+	if (c->tokens < 1)
+		return false;
+	c->tokens -= 1;
+	return true;
 }
 
 /* Read what the client sent and answer every complete line. Returns false when the
@@ -435,13 +489,19 @@ static bool ctl_serve_client(struct ctl_server *srv, struct ctl_client *c)
 	if (n < 0)
 		return true;
 	c->len += (size_t)n;
-	while ((nl = memchr(c->buf, '\n', c->len))) {
+	while (c->fd >= 0 && (nl = memchr(c->buf, '\n', c->len))) {
 		size_t line = (size_t)(nl - c->buf);
 
-		ctl_handle_line(srv, c, c->buf, line);
+		if (ctl_rate_ok(c))
+			ctl_handle_line(srv, c, c->buf, line);
+		else
+			ctl_send(c, ctl_reply_error("too many requests on this connection (at most 50 "
+						    "a second); slow down"));
 		memmove(c->buf, nl + 1, c->len - line - 1);
 		c->len -= line + 1;
 	}
+	if (c->fd < 0)
+		return false;
 	if (c->len == sizeof(c->buf)) {
 		ctl_send(c, ctl_reply_error("request too long (no newline within 65536 bytes); "
 					    "closing the connection"));
@@ -450,27 +510,50 @@ static bool ctl_serve_client(struct ctl_server *srv, struct ctl_client *c)
 	return true;
 }
 
+/* Only the monitor's own user (or root) may drive it: the socket file is 0600, and
+ * the peer's credentials are checked too (a descriptor passed on, a directory with
+ * looser rights on the way). */
+static bool ctl_peer_allowed(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		log_warn("control: SO_PEERCRED: %s; connection refused", strerror(errno));
+		return false;
+	}
+	if (cred.uid == geteuid() || cred.uid == 0)
+		return true;
+	log_warn("control: connection from uid %u (pid %d) refused: only uid %u or root may "
+		 "use this socket", (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
+	return false;
+}
+
 static void ctl_accept(struct ctl_server *srv)
 {
-	struct timeval tv = { .tv_sec = CTL_SEND_TIMEOUT_S };
 	int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	int i;
 
 	if (fd < 0)
 		return;
-	for (i = 0; i < CTL_MAX_CLIENTS && srv->clients[i]; i++)
-		;
-	if (i == CTL_MAX_CLIENTS || !(srv->clients[i] = calloc(1, sizeof(struct ctl_client)))) {
-		struct ctl_client tmp = { .fd = fd };
-
-		ctl_send(&tmp, ctl_reply_error("too many control connections"));
+	if (!ctl_peer_allowed(fd)) {
 		close(fd);
 		return;
 	}
-	/* Replies are sent with a bounded wait: the socket blocks for sending only. */
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	for (i = 0; i < CTL_MAX_CLIENTS && srv->clients[i]; i++)
+		;
+	if (i == CTL_MAX_CLIENTS || !(srv->clients[i] = calloc(1, sizeof(struct ctl_client)))) {
+		static const char busy[] = "{\"ok\":false,\"error\":\"too many control connections "
+					   "(at most 16)\"}\n";
+
+		if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("control: a refused client did not take its reply");
+		close(fd);
+		return;
+	}
 	srv->clients[i]->fd = fd;
+	srv->clients[i]->tokens = CTL_BURST;
+	srv->clients[i]->refilled_s = ctl_now_s();
 }
 
 /* Milliseconds until the next periodic snapshot or housekeeping tick. */
@@ -494,13 +577,20 @@ static void *ctl_thread(void *arg)
 	for (;;) {
 		int n = 0, timeout = ctl_timeout_ms(srv);
 
+		/* Clients a reply could not be queued for (ctl_send closed them) go now. */
+		for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+			if (srv->clients[i] && srv->clients[i]->fd < 0)
+				ctl_drop(srv, i);
 		pfd[n++] = (struct pollfd){ .fd = srv->wake[0], .events = POLLIN };
 		if (srv->listen_fd >= 0)
 			pfd[n++] = (struct pollfd){ .fd = srv->listen_fd, .events = POLLIN };
 		for (int i = 0; i < CTL_MAX_CLIENTS; i++)
 			if (srv->clients[i]) {
 				who[n] = i;
-				pfd[n++] = (struct pollfd){ .fd = srv->clients[i]->fd, .events = POLLIN };
+				pfd[n++] = (struct pollfd){
+					.fd = srv->clients[i]->fd,
+					.events = POLLIN | (srv->clients[i]->out_len ? POLLOUT : 0),
+				};
 			}
 		if (poll(pfd, (nfds_t)n, timeout) <= 0) {
 			if (srv->vm->proc)
@@ -523,7 +613,9 @@ static void *ctl_thread(void *arg)
 				continue;
 			if (srv->listen_fd >= 0 && pfd[k].fd == srv->listen_fd)
 				ctl_accept(srv);
-			else if (!ctl_serve_client(srv, srv->clients[who[k]]))
+			else if (((pfd[k].revents & POLLOUT) && !ctl_flush(srv->clients[who[k]])) ||
+				 ((pfd[k].revents & ~POLLOUT) &&
+				  !ctl_serve_client(srv, srv->clients[who[k]])))
 				ctl_drop(srv, who[k]);
 		}
 	}

@@ -21,5 +21,6 @@ Suite *coverage_suite(void);
 Suite *net_suite(void);
 Suite *fastio_suite(void);
 Suite *hostile_suite(void);
+Suite *control_suite(void);
 
 #endif

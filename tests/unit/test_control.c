@@ -1,0 +1,231 @@
+/*
+ * test_control.c - the control socket's limits, against a real server (ctl_start) over
+ * a real Unix socket, with a VM structure that has no KVM behind it: only the monitor's
+ * user may connect, at most 16 connections, 64 KiB a request, a per-connection request
+ * rate, and a client that stops reading never holds up the others.
+ */
+#include "suites.h"
+#include "../../vmm/control.h"
+#include "../../vmm/vm.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WAIT_MS   10000 /* a reply that takes this long means the server is stuck */
+#define MANY      1000  /* requests sent at once to meet the rate limit */
+
+static struct vm vm;
+static struct ctl_server *srv;
+static char dir[] = "/tmp/ccvm-ctl-XXXXXX", path[128];
+
+static void setup(void)
+{
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/ctl.sock", dir);
+	memset(&vm, 0, sizeof(vm));
+	pthread_mutex_init(&vm.lock, NULL);
+	pthread_cond_init(&vm.cond, NULL);
+	ck_assert_int_eq(ctl_start(&vm, path, NULL, NULL, &srv), 0);
+}
+
+static void teardown(void)
+{
+	ctl_stop(srv);
+	rmdir(dir);
+	strcpy(dir, "/tmp/ccvm-ctl-XXXXXX");
+}
+
+static int dial(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	strcpy(sa.sun_path, path);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void say(int fd, const char *s)
+{
+	size_t n = strlen(s), off = 0;
+
+	while (off < n) {
+		ssize_t w = write(fd, s + off, n - off);
+
+		ck_assert_int_gt(w, 0);
+		off += (size_t)w;
+	}
+}
+
+/* Read one reply line into @buf; "" when the server closed the connection. */
+static void hear(int fd, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	while (len < size - 1) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		ck_assert_msg(poll(&p, 1, WAIT_MS) == 1, "no reply within %d ms", WAIT_MS);
+		n = read(fd, buf + len, 1);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (buf[len - 1] == '\n')
+			break;
+	}
+	buf[len] = '\0';
+}
+
+/* A status request is answered. */
+START_TEST(test_status)
+{
+	char reply[4096];
+	int fd = dial();
+
+	say(fd, "{\"cmd\":\"status\"}\n");
+	hear(fd, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"ok\":true"), "reply: %s", reply);
+	close(fd);
+}
+END_TEST
+
+/* A connection sending far more than 50 requests a second gets some refused with a
+ * message, and every request gets a reply. */
+START_TEST(test_rate_limit)
+{
+	static char burst[MANY * 20];
+	char reply[4096];
+	int fd = dial(), ok = 0, slow = 0;
+
+	burst[0] = '\0';
+	for (int i = 0; i < MANY; i++)
+		strcat(burst, "{\"cmd\":\"status\"}\n");
+	say(fd, burst);
+	for (int i = 0; i < MANY; i++) {
+		hear(fd, reply, sizeof(reply));
+		ok += strstr(reply, "\"ok\":true") != NULL;
+		slow += strstr(reply, "too many requests") != NULL;
+	}
+	ck_assert_int_eq(ok + slow, MANY);
+	ck_assert_int_ge(ok, 100);
+	ck_assert_int_gt(slow, 0);
+	close(fd);
+}
+END_TEST
+
+/* A client that sends requests and never reads its replies does not hold up another
+ * client's reply (replies are queued, not sent with a wait). */
+START_TEST(test_stuck_client)
+{
+	char reply[4096];
+	int stuck = dial(), fd;
+
+	for (int i = 0; i < 100; i++)
+		say(stuck, "{\"cmd\":\"stats\"}\n");
+	fd = dial();
+	say(fd, "{\"cmd\":\"status\"}\n");
+	hear(fd, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"ok\":true"), "reply: %s", reply);
+	close(fd);
+	close(stuck);
+}
+END_TEST
+
+/* The 17th connection is told why and closed; the 16 others keep working. */
+START_TEST(test_connection_cap)
+{
+	char reply[4096];
+	int fds[16], extra;
+
+	for (int i = 0; i < 16; i++) {
+		fds[i] = dial();
+		say(fds[i], "{\"cmd\":\"status\"}\n");
+		hear(fds[i], reply, sizeof(reply));
+		ck_assert_msg(strstr(reply, "\"ok\":true"), "client %d: %s", i, reply);
+	}
+	extra = dial();
+	hear(extra, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "too many control connections"), "reply: %s", reply);
+	hear(extra, reply, sizeof(reply));
+	ck_assert_str_eq(reply, "");
+	say(fds[15], "{\"cmd\":\"status\"}\n");
+	hear(fds[15], reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"ok\":true"), "reply: %s", reply);
+	close(extra);
+	for (int i = 0; i < 16; i++)
+		close(fds[i]);
+}
+END_TEST
+
+/* A request longer than 64 KiB is refused with a message and the connection closed. */
+START_TEST(test_long_request)
+{
+	static char big[70000];
+	char reply[4096];
+	int fd = dial();
+
+	memset(big, 'x', sizeof(big) - 1);
+	say(fd, big);
+	hear(fd, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "request too long"), "reply: %s", reply);
+	hear(fd, reply, sizeof(reply));
+	ck_assert_str_eq(reply, "");
+	close(fd);
+}
+END_TEST
+
+/* Another user is refused without a reply, even with the socket file open to it. */
+START_TEST(test_other_user_refused)
+{
+	int status;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		return; /* only root can be another user here */
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(chmod(path, 0666), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char reply[4096];
+		int fd;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		fd = dial();
+		say(fd, "{\"cmd\":\"status\"}\n");
+		hear(fd, reply, sizeof(reply));
+		_exit(reply[0] ? 1 : 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "another user was answered (status %d)", status);
+}
+END_TEST
+
+Suite *control_suite(void)
+{
+	Suite *s = suite_create("control");
+	TCase *tc = tcase_create("limits");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_status);
+	tcase_add_test(tc, test_rate_limit);
+	tcase_add_test(tc, test_stuck_client);
+	tcase_add_test(tc, test_connection_cap);
+	tcase_add_test(tc, test_long_request);
+	tcase_add_test(tc, test_other_user_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
