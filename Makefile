@@ -4,6 +4,8 @@
 #   make test       install missing Debian packages, then unit tests, end-to-end tests,
 #                   and both again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       install missing packages, build, run the demo
+#   make fuzz       every libFuzzer target for FUZZ_SECONDS (default 60); make test
+#                   runs each for 10 s
 #   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
 #                   duration, throughput timeline, restore time; CCoW sweep; Redis
 #                   under snapshots (CSV + PNG)
@@ -32,7 +34,16 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all deps test unit e2e asan bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
+# libFuzzer targets (clang): the monitor's parsers of what users, guests and image files
+# hand it, each linked against the monitor's code built with coverage and ASan/UBSan.
+FUZZ_CC      = clang
+FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  = -std=gnu11 -O1 -g $(WARN) -Wno-gnu-variable-sized-type-not-at-end -pthread $(FUZZ_SAN)
+FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps test unit e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
 all: ccvm bench/ycsb
 
 ccvm: $(OBJS)
@@ -113,6 +124,13 @@ $(B)/unit: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/o
 $(B)/unit-asan: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
 
+$(B)/fuzz/obj/%.o: %.c $(GEN)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+
 deps:
 	@scripts/install-deps.sh
 
@@ -127,7 +145,18 @@ asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb
 	ASAN_OPTIONS=detect_leaks=1 tests/e2e/run.sh $(B)/ccvm-asan
 
 test: deps
-	$(MAKE) unit e2e asan
+	$(MAKE) unit e2e asan fuzz-quick
+
+fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
+
+# Every target for FUZZ_SECONDS (default 60) from its committed seeds; fails on a finding.
+fuzz: deps
+	$(MAKE) fuzz-build
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# What `make test` runs: every target for 10 seconds.
+fuzz-quick: fuzz-build
+	tests/fuzz/run.sh 10
 
 bench: bench-core bench-snapshots bench-ccow bench-redis
 

@@ -13,6 +13,7 @@ PKGS=(
 	python3                                    # control-socket probes in the e2e tests
 	redis-server redis-tools                   # the guest workload, redis-cli, redis-benchmark
 	libhiredis-dev                             # the YCSB load generator (bench/ycsb)
+	clang libclang-rt-14-dev                   # libFuzzer targets (tests/fuzz)
 )
 
 missing=()

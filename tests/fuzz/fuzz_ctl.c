@@ -1,0 +1,28 @@
+/*
+ * fuzz_ctl.c - libFuzzer target: the control protocol parser (vmm/ctl_proto.c), one
+ * request line as a client may send it, then the reply built for it.
+ */
+#include "../../vmm/ctl_proto.h"
+#include "../../vmm/log.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct ctl_request req;
+	char err[256];
+
+	log_set_level(LOG_ERR);
+	if (size >= CTL_MAX_LINE)
+		return 0;
+	if (ctl_parse((const char *)data, size, &req, err, sizeof(err)) == 0) {
+		free(ctl_reply_ok(json_pack("{s:s}", "cmd", ctl_cmd_name(req.cmd))));
+		ctl_request_free(&req);
+	} else {
+		free(ctl_reply_error(err));
+	}
+	return 0;
+}
