@@ -7,6 +7,11 @@
  * anonymous memory as in any VM, so a restored VM can itself be snapshotted with
  * userfaultfd write protection. The page tables and CPU tables in the image's system
  * area are rebuilt too, so an image can only ever describe a user-mode guest.
+ *
+ * An image is data, never policy: before any VM exists its vCPU and process state are
+ * checked field by field against what ccvm itself saves (restore_check_state, which
+ * inspect uses too), and the confinement and network policy come from the restoring
+ * command line.
  */
 #include "restore.h"
 #include "image.h"
@@ -21,6 +26,8 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -116,7 +123,12 @@ static int restore_state(const char *file, struct img_reader *r, const struct re
 		log_err("cannot restore '%s': the process state is not valid JSON", file);
 		goto out;
 	}
-	rc = lx_proc_restore(&vm->mem, proc, o->hooks, o->net, &vm->proc, err, sizeof(err));
+	rc = lx_proc_restore(&vm->mem, proc,
+			     &(struct lx_restore_policy){ .root = o->root, .rw = o->rw,
+							  .n_rw = o->n_rw, .net = o->net,
+							  .publish_given = o->publish_given,
+							  .hooks = o->hooks },
+			     &vm->proc, err, sizeof(err));
 	if (rc) {
 		log_err("cannot restore '%s': %s", file, err);
 		goto out;
@@ -172,6 +184,13 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 		log_err("cannot restore '%s': %s", file, err);
 		return rc;
 	}
+	rc = restore_check_state(&r, err, sizeof(err));
+	if (rc) {
+		log_err("cannot restore '%s': %s ('ccvm inspect %s' shows the image)", file, err,
+			file);
+		img_close(&r);
+		return rc;
+	}
 	if (mem && mem != r.info.ram_size) {
 		log_err("cannot restore '%s': it holds a VM with %llu MiB of RAM; --mem %llu MiB "
 			"differs (leave --mem out)", file, (unsigned long long)(r.info.ram_size >> 20),
@@ -208,6 +227,68 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 		rc = restore_state(file, &r, o, vm, mono_ns);
 	img_close(&r);
 	return rc;
+}
+
+static int check_fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int check_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int check_vcpus(const struct img_reader *r, char *err, size_t errlen)
+{
+	const struct img_section *sv = img_find(r, IMG_SEC_VCPUS);
+	struct vcpu_saved *saved = NULL;
+	char why[256];
+	size_t n;
+	int rc = 0;
+
+	if (!sv || !sv->length || sv->length % sizeof(struct vcpu_saved))
+		return check_fail(err, errlen, "vcpus section: missing, or %llu bytes (a multiple "
+				  "of %zu from this ccvm)", sv ? (unsigned long long)sv->length : 0ULL,
+				  sizeof(struct vcpu_saved));
+	if (img_read_section(r, sv, (void **)&saved))
+		return check_fail(err, errlen, "vcpus section: unreadable");
+	n = sv->length / sizeof(*saved);
+	for (size_t i = 0; i < n && !rc; i++)
+		if (vcpu_saved_check(&saved[i], why, sizeof(why)))
+			rc = check_fail(err, errlen, "vcpu %zu: %s", i, why);
+	free(saved);
+	return rc;
+}
+
+static int check_process(const struct img_reader *r, char *err, size_t errlen)
+{
+	const struct img_section *sp = img_find(r, IMG_SEC_PROCESS);
+	char *text = NULL, why[512];
+	json_t *proc;
+	int rc;
+
+	if (!sp || img_read_section(r, sp, (void **)&text))
+		return check_fail(err, errlen, "process section: missing or unreadable");
+	proc = json_loadb(text, sp->length, 0, NULL);
+	free(text);
+	if (!proc)
+		return check_fail(err, errlen, "process section: not valid JSON");
+	rc = lx_state_check(proc, r->info.ram_size, why, sizeof(why));
+	if (rc)
+		check_fail(err, errlen, "process state: %s", why);
+	json_decref(proc);
+	return rc;
+}
+
+int restore_check_state(const struct img_reader *r, char *err, size_t errlen)
+{
+	int rc = check_vcpus(r, err, errlen);
+
+	return rc ? rc : check_process(r, err, errlen);
 }
 
 static const char *section_name(uint32_t type)
@@ -254,8 +335,9 @@ static void inspect_process(const struct img_reader *r, FILE *out)
 int inspect_image(const char *file, FILE *out)
 {
 	struct img_reader r;
-	char err[IMG_ERR_LEN];
+	char err[IMG_ERR_LEN], why[512];
 	uint64_t bad = 0, data = 0;
+	bool bad_state = false;
 	uint8_t *buf;
 	time_t t;
 
@@ -274,6 +356,10 @@ int inspect_image(const char *file, FILE *out)
 		fprintf(out, "section %d: %s, %llu bytes, checksum ok\n", i,
 			section_name(r.sec[i].type), (unsigned long long)r.sec[i].length);
 	inspect_process(&r, out);
+	if (restore_check_state(&r, why, sizeof(why))) {
+		bad_state = true;
+		fprintf(out, "DAMAGED: %s\n", why);
+	}
 	buf = malloc(IMG_CHUNK);
 	if (!buf) {
 		img_close(&r);
@@ -299,5 +385,7 @@ int inspect_image(const char *file, FILE *out)
 	img_close(&r);
 	if (bad)
 		log_err("%s: %llu damaged memory chunk(s)", file, (unsigned long long)bad);
-	return bad ? 1 : 0;
+	if (bad_state)
+		log_err("%s: damaged state: %s", file, why);
+	return bad || bad_state ? 1 : 0;
 }

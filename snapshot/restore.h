@@ -16,7 +16,13 @@ struct restore_opts {
 	uint64_t mem;               /* guest RAM size asked by the user, 0 for the image's */
 	bool lazy;
 	int vcpus;                  /* thread cap; 0: the default (raised to the saved count) */
-	const struct lx_net *net;   /* new publish rules, or NULL to keep the saved ones */
+	/* Confinement and network policy: the restoring command line's, never the image's
+	 * (struct lx_restore_policy). */
+	const char *root;
+	const char *const *rw;
+	int n_rw;
+	const struct lx_net *net;   /* --net host and --publish rules given */
+	bool publish_given;         /* else the saved loopback rules are reused */
 	const struct lx_hooks *hooks;
 };
 
@@ -34,8 +40,15 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 int restore_lazy_begin(struct vm *vm);
 void restore_lazy_end(struct vm *vm);
 
-/* Print what the image holds and verify every checksum. Returns 0 when intact, 1 when
- * damaged or unreadable (reported on stderr). */
+/* Print what the image holds and verify every checksum and that its vCPU and process
+ * state are what ccvm itself could have saved. Returns 0 when intact, 1 when damaged
+ * or unreadable (reported on stderr). */
 int inspect_image(const char *file, FILE *out);
+
+/* The state sections of an open image checked as restore uses them (vcpu_saved_check,
+ * lx_state_check), without a VM: 0, or -EINVAL with the section, field and why in
+ * @err. */
+struct img_reader;
+int restore_check_state(const struct img_reader *r, char *err, size_t errlen);
 
 #endif

@@ -73,7 +73,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]\n"
 		"       ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager]\n"
-		"                    [--publish SPEC]... [--net host] [--vcpus N]\n"
+		"                    [--root DIR] [--rw DIR]... [--publish SPEC]... [--net host]\n"
+		"                    [--vcpus N]\n"
 		"       ccvm inspect FILE\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]\n"
 		"\n"
@@ -554,15 +555,18 @@ static int cmd_restore(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },   { "lazy", no_argument, NULL, 'l' },
 		{ "eager", no_argument, NULL, 'e' },     { "publish", required_argument, NULL, 'p' },
 		{ "net", required_argument, NULL, 'N' }, { "vcpus", required_argument, NULL, 'U' },
+		{ "root", required_argument, NULL, 'r' }, { "rw", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const use =
 		"usage: ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager] "
-		"[--publish [HOSTIP:]HOSTPORT:GUESTPORT]... [--net host] [--vcpus N]";
-	struct restore_opts ro = { .lazy = RESTORE_LAZY_DEFAULT, .hooks = &run_hooks };
-	const char *control = NULL;
+		"[--root DIR] [--rw DIR]... [--publish [HOSTIP:]HOSTPORT:GUESTPORT]... "
+		"[--net host] [--vcpus N]";
+	/* Confinement and network rules as for run, with run's defaults: the image's own
+	 * are not policy. */
+	struct restore_opts ro = { .lazy = RESTORE_LAZY_DEFAULT, .hooks = &run_hooks, .root = "/" };
+	const char *control = NULL, *rw[MAX_RW_DIRS];
 	struct lx_net net = { 0 };
-	bool new_net = false;
 	uint64_t mono_ns = 0;
 	int ch, verbose = 0, status;
 	struct vm vm = { .fd = -1, .kvm_fd = -1 };
@@ -589,12 +593,21 @@ static int cmd_restore(int argc, char **argv)
 		case 'p':
 			if (parse_publish(optarg, &net))
 				return EXIT_USAGE;
-			new_net = true;
+			ro.publish_given = true;
 			break;
 		case 'N':
 			if (parse_net(optarg, &net))
 				return EXIT_USAGE;
-			new_net = true;
+			break;
+		case 'r':
+			ro.root = optarg;
+			break;
+		case 'w':
+			if (ro.n_rw == MAX_RW_DIRS) {
+				log_err("too many --rw directories (at most %d)", MAX_RW_DIRS);
+				return EXIT_USAGE;
+			}
+			rw[ro.n_rw++] = optarg;
 			break;
 		case 'U':
 			if (parse_vcpus(optarg, &ro.vcpus))
@@ -611,7 +624,10 @@ static int cmd_restore(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	ro.mem = (ro.mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
-	ro.net = new_net ? &net : NULL;
+	if (ro.n_rw == 0)
+		rw[ro.n_rw++] = ".";
+	ro.rw = rw;
+	ro.net = &net;
 	if (restore_vm(argv[optind], &ro, &vm, &mono_ns) || restore_lazy_begin(&vm)) {
 		if (vm.fd >= 0 || vm.kvm_fd >= 0) {
 			lx_proc_destroy(vm.proc);

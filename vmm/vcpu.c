@@ -82,16 +82,11 @@ static int vcpu_setup_msrs(struct vcpu *vcpu)
 {
 	struct {
 		struct kvm_msrs hdr;
-		struct kvm_msr_entry e[4];
-	} m = { .hdr.nmsrs = 4 };
+		struct kvm_msr_entry e[VCPU_FIXED_MSRS];
+	} m = { .hdr.nmsrs = VCPU_FIXED_MSRS };
 
-	m.e[0] = (struct kvm_msr_entry){ .index = MSR_STAR,
-					 .data = ((uint64_t)GDT_USER_CS32 << 48) |
-						 ((uint64_t)GDT_KERNEL_CS << 32) };
-	m.e[1] = (struct kvm_msr_entry){ .index = MSR_LSTAR, .data = STUB_SYSCALL };
-	m.e[2] = (struct kvm_msr_entry){ .index = MSR_CSTAR, .data = STUB_SYSCALL };
-	m.e[3] = (struct kvm_msr_entry){ .index = MSR_SYSCALL_MASK, .data = SFMASK };
-	if (ioctl(vcpu->fd, KVM_SET_MSRS, &m) != 4)
+	memcpy(m.e, vcpu_fixed_msrs, sizeof(m.e));
+	if (ioctl(vcpu->fd, KVM_SET_MSRS, &m) != VCPU_FIXED_MSRS)
 		return -EIO;
 	return 0;
 }
@@ -431,16 +426,13 @@ void *vcpu_thread(void *arg)
 	return NULL;
 }
 
-/* MSRs a CPL3 guest depends on beyond the segment state. */
-static const uint32_t vcpu_saved_msrs[] = { MSR_STAR, MSR_LSTAR, MSR_CSTAR, MSR_SYSCALL_MASK };
-
 int vcpu_save_state(struct vcpu *vcpu, struct vcpu_saved *st)
 {
 	struct kvm_run *run = vcpu->run;
 	struct {
 		struct kvm_msrs hdr;
 		struct kvm_msr_entry e[8];
-	} m = { .hdr.nmsrs = 4 };
+	} m = { .hdr.nmsrs = VCPU_FIXED_MSRS };
 
 	memset(st, 0, sizeof(*st));
 	st->magic = VCPU_STATE_MAGIC;
@@ -467,12 +459,13 @@ int vcpu_save_state(struct vcpu *vcpu, struct vcpu_saved *st)
 	    ioctl(vcpu->fd, KVM_GET_XCRS, &st->xcrs) < 0 ||
 	    ioctl(vcpu->fd, KVM_GET_VCPU_EVENTS, &st->events) < 0)
 		return -errno;
-	for (unsigned i = 0; i < 4; i++)
-		m.e[i].index = vcpu_saved_msrs[i];
-	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) != 4)
+	/* The MSRs a CPL3 guest depends on beyond the segment state. */
+	for (unsigned i = 0; i < VCPU_FIXED_MSRS; i++)
+		m.e[i].index = vcpu_fixed_msrs[i].index;
+	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) != VCPU_FIXED_MSRS)
 		return -EIO;
-	st->n_msrs = 4;
-	memcpy(st->msrs, m.e, sizeof(m.e[0]) * 4);
+	st->n_msrs = VCPU_FIXED_MSRS;
+	memcpy(st->msrs, m.e, sizeof(m.e[0]) * VCPU_FIXED_MSRS);
 	return 0;
 }
 

@@ -91,5 +91,13 @@ struct vcpu_saved {
  * call is recorded as not yet made: restored, the guest makes it again). */
 int vcpu_save_state(struct vcpu *vcpu, struct vcpu_saved *st);
 
+/* The MSRs ccvm sets on every vCPU, with their values; the ones a snapshot saves. */
+#define VCPU_FIXED_MSRS 4
+extern const struct kvm_msr_entry vcpu_fixed_msrs[VCPU_FIXED_MSRS];
+
+/* Check a saved state field by field against what ccvm itself can save (vcpu_state.c):
+ * 0, or -EINVAL with the field and why in @err. Needs no KVM. */
+int vcpu_saved_check(const struct vcpu_saved *st, char *err, size_t errlen);
+
 /* Load a captured state into a freshly created vCPU. */
 int vcpu_load_state(struct vcpu *vcpu, const struct vcpu_saved *st);

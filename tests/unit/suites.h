@@ -22,5 +22,6 @@ Suite *net_suite(void);
 Suite *fastio_suite(void);
 Suite *hostile_suite(void);
 Suite *control_suite(void);
+Suite *restore_policy_suite(void);
 
 #endif

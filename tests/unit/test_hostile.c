@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -400,6 +401,27 @@ START_TEST(test_chmod_of_dev_null_refused)
 }
 END_TEST
 
+/* The guest gets TCP, UDP and Unix sockets; raw and packet sockets, which would see
+ * and forge the host's traffic, are refused. */
+START_TEST(test_socket_kinds)
+{
+	int64_t fd;
+
+	ck_assert_int_eq(sys(SYS_socket, AF_INET, SOCK_RAW, IPPROTO_ICMP, 0, 0, 0), -EPERM);
+	ck_assert_int_eq(sys(SYS_socket, AF_INET6, SOCK_RAW, IPPROTO_RAW, 0, 0, 0), -EPERM);
+	ck_assert_int_eq(sys(SYS_socket, AF_INET, SOCK_STREAM, IPPROTO_UDP, 0, 0, 0),
+			 -EPROTONOSUPPORT);
+	ck_assert_int_eq(sys(SYS_socket, AF_PACKET, SOCK_RAW, 0, 0, 0, 0), -EAFNOSUPPORT);
+	ck_assert_int_eq(sys(SYS_socketpair, AF_UNIX, SOCK_RAW, 0, G_FDS, 0, 0), -EPROTONOSUPPORT);
+	fd = sys(SYS_socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP, 0, 0, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(sys(SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0), 0);
+	fd = sys(SYS_socket, AF_UNIX, SOCK_SEQPACKET, 0, 0, 0, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(sys(SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0), 0);
+}
+END_TEST
+
 Suite *hostile_suite(void)
 {
 	Suite *s = suite_create("hostile");
@@ -415,6 +437,7 @@ Suite *hostile_suite(void)
 	tcase_add_test(tc, test_fifo_open_in_bracket);
 	tcase_add_test(tc, test_refused_open_opens_nothing);
 	tcase_add_test(tc, test_chmod_of_dev_null_refused);
+	tcase_add_test(tc, test_socket_kinds);
 	suite_add_tcase(s, tc);
 	return s;
 }

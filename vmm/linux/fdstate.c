@@ -362,6 +362,36 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, cha
 	return 0;
 }
 
+int lx_fdstate_check(json_t *fds, char *err, size_t errlen)
+{
+	size_t i;
+	json_t *f;
+
+	if (fds && !json_is_array(fds)) {
+		restore_fail(err, errlen, "fds: not a list");
+		return -EINVAL;
+	}
+	json_array_foreach(fds, i, f) {
+		const char *kind = json_string_value(json_object_get(f, "kind")) ?: "";
+		int fd = (int)json_integer_value(json_object_get(f, "fd"));
+
+		if (!json_is_object(f) || fd < 0 || fd >= LX_MAX_FDS) {
+			restore_fail(err, errlen, "fds[%zu]: not a descriptor number", i);
+			return -EINVAL;
+		}
+		if (strcmp(kind, "socket") == 0 &&
+		    !lx_net_socket_ok((int)lx_ju(f, "family"), (int)lx_ju(f, "type"),
+				      (int)lx_ju(f, "protocol"))) {
+			restore_fail(err, errlen, "fds[%zu] (guest fd %d): socket family %d, type %d, "
+				     "protocol %d: not one ccvm lets a guest have", i, fd,
+				     (int)lx_ju(f, "family"), (int)lx_ju(f, "type"),
+				     (int)lx_ju(f, "protocol"));
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 /* Two passes: epoll instances last, once the descriptors they watch exist. */
 int lx_fdstate_restore(struct lx_proc *p, json_t *fds, char *err, size_t errlen)
 {

@@ -174,14 +174,30 @@ void lx_clock_refresh(struct lx_proc *p);
 enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
 			  bool *sregs_dirty);
 
+/* What a restore may give the guest: decided by the restoring command line and ccvm's
+ * defaults, never by the image. The saved root must be @root (mapped files and paths
+ * are re-read from it); the guest writes under @rw; the network policy is @net (its
+ * host flag always; its rules when --publish was given, else the saved rules that bind
+ * a loopback address). */
+struct lx_restore_policy {
+	const char *root;
+	const char *const *rw;
+	int n_rw;
+	const struct lx_net *net;
+	bool publish_given;
+	const struct lx_hooks *hooks;
+};
+
 /* Snapshot support (state.c). lx_state_save describes the process and its @n threads
- * as JSON; lx_proc_restore rebuilds a process around memory already restored, and
- * lx_thread_restore its thread number @i (0 .. lx_state_threads() - 1). @net replaces
- * the saved network policy when not NULL. */
+ * as JSON; lx_state_check refuses a saved state ccvm could not have written for RAM of
+ * @ram_size bytes (-EINVAL, the field in @err; no VM needed); lx_proc_restore rebuilds
+ * a process around memory already restored, under @pol, and lx_thread_restore its
+ * thread number @i (0 .. lx_state_threads() - 1). */
 struct json_t;
 struct json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n);
-int lx_proc_restore(struct gmem *mem, struct json_t *state, const struct lx_hooks *hooks,
-		    const struct lx_net *net, struct lx_proc **out, char *err, size_t errlen);
+int lx_state_check(struct json_t *state, uint64_t ram_size, char *err, size_t errlen);
+int lx_proc_restore(struct gmem *mem, struct json_t *state, const struct lx_restore_policy *pol,
+		    struct lx_proc **out, char *err, size_t errlen);
 int lx_state_threads(struct json_t *state);
 int lx_thread_restore(struct lx_proc *p, struct json_t *state, int i, struct lx_thread *t);
 /* Guest monotonic time now, and restarting the clock where a snapshot left it. */

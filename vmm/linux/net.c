@@ -166,3 +166,21 @@ bool lx_net_is_loopback(const struct sockaddr *sa)
 	}
 	return false;
 }
+
+bool lx_net_socket_ok(int family, int type, int protocol)
+{
+	switch (family) {
+	case AF_INET:
+	case AF_INET6:
+		if (type == SOCK_STREAM)
+			return protocol == 0 || protocol == IPPROTO_TCP;
+		if (type == SOCK_DGRAM)
+			return protocol == 0 || protocol == IPPROTO_UDP;
+		return false;
+	case AF_UNIX:
+		return (type == SOCK_STREAM || type == SOCK_DGRAM || type == SOCK_SEQPACKET) &&
+		       protocol == 0;
+	default:
+		return false;
+	}
+}

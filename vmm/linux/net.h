@@ -49,6 +49,11 @@ const struct lx_publish *lx_net_rule_for_host(const struct lx_net *net, uint16_t
 uint16_t lx_net_port(const struct sockaddr *sa);
 void lx_net_set_port(struct sockaddr *sa, uint16_t port);
 
+/* The sockets a guest may have: AF_INET/AF_INET6 stream (TCP) or datagram (UDP), and
+ * AF_UNIX stream, datagram or seqpacket. @type without SOCK_NONBLOCK/SOCK_CLOEXEC;
+ * @protocol 0 or the one the type implies. Raw and packet sockets never. */
+bool lx_net_socket_ok(int family, int type, int protocol);
+
 /* Is @sa (AF_INET/AF_INET6) a loopback address? */
 bool lx_net_is_loopback(const struct sockaddr *sa);
 

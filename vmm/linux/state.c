@@ -9,6 +9,11 @@
  * signal mask...). Restoring reopens regular
  * files by guest path and offset; the caller's stdin/stdout/stderr take the place of
  * the original ones; pipes cannot come back and are left closed.
+ *
+ * A saved state is data, never policy: the root, the writable directories and the
+ * network rules come from the restoring command line (struct lx_restore_policy), and
+ * lx_state_check refuses what ccvm could not have written (layout outside user RAM,
+ * sockets a guest may not have) before anything is rebuilt.
  */
 #include "sys.h"
 #include "../log.h"
@@ -138,21 +143,38 @@ static int rs_fail(struct rs *r, const char *fmt, ...)
 	return -EINVAL;
 }
 
-static int restore_net(struct lx_proc *p, json_t *st, struct rs *r)
+/* The network policy is the restore's: --net host only from its command line; its
+ * --publish rules, or else the saved rules that bind a loopback address (what
+ * --publish gives by default), each said on stderr. A saved rule on another address
+ * would expose the guest beyond this machine on the image's word: it needs the
+ * restore's own --publish. */
+static int restore_net(struct lx_proc *p, json_t *st, const struct lx_restore_policy *pol,
+		       struct rs *r)
 {
 	json_t *net = json_object_get(st, "net"), *spec;
 	size_t i;
 
 	memset(&p->net, 0, sizeof(p->net));
-	p->net.host = json_is_true(json_object_get(net, "host"));
+	if (pol->net)
+		p->net = *pol->net;
+	if (pol->publish_given)
+		return 0;
 	json_array_foreach(json_object_get(net, "publish"), i, spec) {
 		struct lx_publish rule;
 		char err[LX_NET_ERR_LEN];
+		const char *s = json_string_value(spec);
 
-		if (!json_is_string(spec) ||
-		    lx_net_parse_publish(json_string_value(spec), &rule, err, sizeof(err)) ||
-		    lx_net_add(&p->net, &rule))
+		if (!s || lx_net_parse_publish(s, &rule, err, sizeof(err)))
 			return rs_fail(r, "process state: a bad saved publish rule");
+		if (!lx_net_is_loopback((const struct sockaddr *)&rule.host_addr)) {
+			log_warn("restore: the saved rule --publish %s binds a non-loopback address; "
+				 "not reused (give --publish %s to restore it)", s, s);
+			continue;
+		}
+		if (lx_net_add(&p->net, &rule))
+			return rs_fail(r, "process state: a bad saved publish rule");
+		log_warn("restore: reusing the saved rule --publish %s (--publish replaces the "
+			 "saved rules)", s);
 	}
 	return 0;
 }
@@ -246,45 +268,83 @@ static void restore_signals_limits(struct lx_proc *p, json_t *st)
 	}
 }
 
-static int restore_fs(struct lx_proc *p, json_t *st, struct rs *r)
+/* The file-system policy is the restore's (--root, --rw); the saved root must be the
+ * restore's root, so saved paths and mapped files are never read from another tree. */
+static int restore_fs(struct lx_proc *p, json_t *st, const struct lx_restore_policy *pol,
+		      struct rs *r)
 {
-	json_t *rwj = json_object_get(st, "rw"), *v;
-	const char *rw[64];
-	size_t i, n = 0;
+	const char *saved = json_string_value(json_object_get(st, "root"));
 	int rc;
 
-	json_array_foreach(rwj, i, v)
-		if (n < 64 && json_is_string(v))
-			rw[n++] = json_string_value(v);
-	if (!json_is_string(json_object_get(st, "root")))
-		return rs_fail(r, "process state: no root directory");
-	rc = lx_fs_init(&p->fs, json_string_value(json_object_get(st, "root")), rw, (int)n);
+	rc = lx_fs_init(&p->fs, pol->root ? pol->root : "/", pol->rw, pol->n_rw);
 	if (rc)
-		return rs_fail(r, "the guest's root or writable directories are gone (%s)",
-			       strerror(-rc));
+		return rs_fail(r, "--root or --rw: %s", strerror(-rc));
+	if (!saved || strcmp(saved, p->fs.root_real) != 0)
+		return rs_fail(r, "root: the image was taken with --root %s, this restore has "
+			       "--root %s (restore with --root %s to accept it)", saved ?: "?",
+			       p->fs.root_real, saved ?: "?");
 	snprintf(p->fs.cwd, sizeof(p->fs.cwd), "%s",
 		 json_string_value(json_object_get(st, "cwd")) ?: "/");
 	p->fs.umask = (mode_t)lx_ju(st, "umask") & 0777;
 	return 0;
 }
 
-int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
-		    const struct lx_net *net, struct lx_proc **out, char *err, size_t errlen)
+/* A saved address must lie in user RAM. */
+static bool state_user_addr(uint64_t v, uint64_t ram_size)
 {
-	struct lx_proc *p = calloc(1, sizeof(*p));
+	return v >= LAYOUT_USER_BASE && v <= ram_size;
+}
+
+static int state_check_mm(json_t *mm, uint64_t ram_size, struct rs *r)
+{
+	static const char *const keys[] = { "brk_start", "brk", "mmap_top", "stack_lo",
+					    "stack_top", "vdso_base" };
+
+	if (!json_is_object(mm) || lx_ju(mm, "ram_size") != ram_size)
+		return rs_fail(r, "mm: memory map missing or for another RAM size");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!state_user_addr(lx_ju(mm, keys[i]), ram_size))
+			return rs_fail(r, "mm.%s %#llx: outside user RAM (%#llx-%#llx)", keys[i],
+				       (unsigned long long)lx_ju(mm, keys[i]),
+				       (unsigned long long)LAYOUT_USER_BASE,
+				       (unsigned long long)ram_size);
+	if (lx_ju(mm, "brk") < lx_ju(mm, "brk_start") || lx_ju(mm, "stack_top") < lx_ju(mm, "stack_lo"))
+		return rs_fail(r, "mm: the heap or the stack ends before it starts");
+	return 0;
+}
+
+int lx_state_check(json_t *st, uint64_t ram_size, char *err, size_t errlen)
+{
 	struct rs r = { .err = err, .errlen = errlen };
+	const char *root = json_string_value(json_object_get(st, "root"));
 	int rc;
 
+	if (!json_is_object(st) || lx_ju(st, "version") != STATE_VERSION)
+		return rs_fail(&r, "version %llu: this ccvm reads process state version %d",
+			       (unsigned long long)lx_ju(st, "version"), STATE_VERSION);
+	if (!root || root[0] != '/')
+		return rs_fail(&r, "root: not an absolute directory");
+	if (lx_state_threads(st) < 1)
+		return rs_fail(&r, "threads: none");
+	rc = state_check_mm(json_object_get(st, "mm"), ram_size, &r);
+	return rc ? rc : lx_fdstate_check(json_object_get(st, "fds"), err, errlen);
+}
+
+int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_restore_policy *pol,
+		    struct lx_proc **out, char *err, size_t errlen)
+{
+	struct lx_proc *p;
+	struct rs r = { .err = err, .errlen = errlen };
+	int rc = lx_state_check(st, mem->size, err, errlen);
+
+	if (rc)
+		return rc;
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->mem = mem;
-	p->hooks = hooks;
+	p->hooks = pol->hooks;
 	pthread_mutex_init(&p->lock, NULL);
-	if (lx_ju(st, "version") != STATE_VERSION) {
-		rc = rs_fail(&r, "process state version %llu; this ccvm reads version %d",
-			     (unsigned long long)lx_ju(st, "version"), STATE_VERSION);
-		goto err;
-	}
 	if (lx_state_threads(st) < 1 || lx_ju(st, "pid") < 1 || lx_ju(st, "next_tid") <= lx_ju(st, "pid") ||
 	    lx_ju(st, "next_tid") > INT_MAX) {
 		rc = rs_fail(&r, "process state: no threads, or a bad pid or thread id");
@@ -296,12 +356,9 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_hooks *hooks,
 	snprintf(p->exe, sizeof(p->exe), "%s", json_string_value(json_object_get(st, "exe")) ?: "");
 	snprintf(p->comm, sizeof(p->comm), "%s", json_string_value(json_object_get(st, "comm")) ?: "");
 	restore_signals_limits(p, st);
-	/* New publish rules (ccvm restore --publish / --net) replace the saved ones. */
-	if (net)
-		p->net = *net;
-	rc = net ? 0 : restore_net(p, st, &r);
+	rc = restore_net(p, st, pol, &r);
 	if (!rc)
-		rc = restore_fs(p, st, &r);
+		rc = restore_fs(p, st, pol, &r);
 	if (!rc)
 		rc = lx_fd_init_empty(p);
 	if (!rc && (rc = lx_fdstate_restore(p, json_object_get(st, "fds"), err, errlen)))

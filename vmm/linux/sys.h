@@ -102,6 +102,9 @@ struct json_t *lx_fdstate_save(struct lx_proc *p);
 struct json_t *lx_j_u64(uint64_t v);
 uint64_t lx_ju(struct json_t *o, const char *key);
 int lx_fdstate_restore(struct lx_proc *p, struct json_t *fds, char *err, size_t errlen);
+/* Refuse saved descriptors ccvm could not have given a guest (a raw socket...):
+ * -EINVAL with the field in @err. */
+int lx_fdstate_check(struct json_t *fds, char *err, size_t errlen);
 
 /* Paths (path.c): confined to the guest root, writable only under --rw dirs. */
 int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_rw);

@@ -6,7 +6,8 @@
  * net.c's policy: families AF_INET, AF_INET6 and AF_UNIX (paths resolved in the
  * guest's root like files, created only under --rw directories, no abstract names);
  * binds and listens only on published ports, which land on their host address;
- * outgoing connections to loopback only unless --net host. Addresses
+ * outgoing connections to loopback only unless --net host; TCP, UDP and Unix sockets
+ * only (net.c, lx_net_socket_ok). Addresses
  * are translated both ways so the guest sees its own port numbers. Control messages
  * (sendmsg/recvmsg) are not passed: they could carry host descriptors. Blocking calls
  * block only the calling vCPU.
@@ -34,6 +35,13 @@ int64_t sys_socket(struct lx_call *c)
 		return -EAFNOSUPPORT;
 	if (type & ~(LX_SOCK_TYPE_MASK | SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return -EINVAL;
+	/* Raw and packet sockets would see and forge any traffic of the host. */
+	if (!lx_net_socket_ok(domain, type & LX_SOCK_TYPE_MASK, (int)c->a[2])) {
+		if (lx_first_time(c))
+			log_warn("guest socket(%d, %d, %d) refused: only TCP, UDP and Unix sockets",
+				 domain, type & LX_SOCK_TYPE_MASK, (int)c->a[2]);
+		return (type & LX_SOCK_TYPE_MASK) == SOCK_RAW ? -EPERM : -EPROTONOSUPPORT;
+	}
 	host = socket(domain, type | SOCK_CLOEXEC, (int)c->a[2]);
 	if (host < 0)
 		return -errno;
@@ -49,6 +57,8 @@ int64_t sys_socketpair(struct lx_call *c)
 		return -EAFNOSUPPORT;
 	if (type & ~(LX_SOCK_TYPE_MASK | SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return -EINVAL;
+	if (!lx_net_socket_ok(AF_UNIX, type & LX_SOCK_TYPE_MASK, (int)c->a[2]))
+		return -EPROTONOSUPPORT;
 	if (!fds)
 		return -EFAULT;
 	if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, (int)c->a[2], host) < 0)

@@ -1,0 +1,301 @@
+/*
+ * test_restore_policy.c - an image is data, never policy. Saved vCPU and process state
+ * built here as ccvm saves it, then altered as an attacker writing the file would:
+ * CS at DPL 0 at a user RIP, IOPL 3, a foreign MSR or a syscall entry of its own, a
+ * pending NMI, tables elsewhere, a raw socket, a heap outside user RAM. Each is
+ * refused with the field's name by the checks (vcpu_saved_check, lx_state_check), by
+ * `inspect` and by restore before any VM exists. A restore takes root, writable
+ * directories and network rules from its own options: a different saved root is
+ * refused, saved --rw and --net host are ignored, and only loopback publish rules are
+ * reused. No KVM is needed.
+ */
+#include "suites.h"
+#include "../../mmu/layout.h"
+#include "../../snapshot/image.h"
+#include "../../snapshot/restore.h"
+#include "../../vmm/cpu_tables.h"
+#include "../../vmm/vcpu.h"
+#include "../../vmm/vm.h"
+#include "../../vmm/x86.h"
+#include "../../vmm/linux/lx.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RAM (16ULL << 20)
+
+static char dir[] = "/tmp/ccvm-policy-XXXXXX", img[128];
+static char err[512];
+
+static void setup(void)
+{
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/crafted.img", dir);
+	err[0] = '\0';
+}
+
+static void teardown(void)
+{
+	unlink(img);
+	rmdir(dir);
+	strcpy(dir, "/tmp/ccvm-policy-XXXXXX");
+}
+
+/* A vCPU state as ccvm saves it for a thread running user code. */
+static void good_vcpu(struct vcpu_saved *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->magic = VCPU_STATE_MAGIC;
+	st->size = sizeof(*st);
+	st->regs.rip = LAYOUT_USER_BASE + 0x1234;
+	st->regs.rsp = RAM - 4096;
+	st->regs.rflags = RFLAGS_FIXED | RFLAGS_IF;
+	st->sregs.cs = (struct kvm_segment){ .selector = GDT_USER_CS, .dpl = 3, .l = 1, .s = 1,
+					     .present = 1, .type = 11 };
+	st->sregs.ss = (struct kvm_segment){ .selector = GDT_USER_DS, .dpl = 3, .db = 1, .s = 1,
+					     .present = 1, .type = 3 };
+	st->sregs.fs.base = LAYOUT_USER_BASE + 0x8000;
+	st->sregs.gdt = (struct kvm_dtable){ .base = LAYOUT_GDT, .limit = GDT_LIMIT };
+	st->sregs.idt = (struct kvm_dtable){ .base = LAYOUT_IDT, .limit = IDT_LIMIT };
+	st->sregs.tr = (struct kvm_segment){ .base = LAYOUT_TSS, .limit = TSS_LIMIT,
+					     .selector = GDT_TSS, .present = 1, .type = 11 };
+	st->sregs.cr0 = CR0_PE | CR0_WP | CR0_PG;
+	st->sregs.cr3 = LAYOUT_PGTABLE;
+	st->sregs.efer = EFER_LME | EFER_LMA | EFER_SCE;
+	st->n_msrs = VCPU_FIXED_MSRS;
+	memcpy(st->msrs, vcpu_fixed_msrs, sizeof(vcpu_fixed_msrs));
+}
+
+static void expect_refused(const struct vcpu_saved *st, const char *field)
+{
+	err[0] = '\0';
+	ck_assert_int_eq(vcpu_saved_check(st, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, field), "refusal '%s' does not name '%s'", err, field);
+}
+
+/* What ccvm saves passes: user code, and a vCPU caught at a trap stub's entry at CPL0
+ * (after `syscall` or an exception, before the stub's `out`). */
+START_TEST(test_vcpu_good_states)
+{
+	struct vcpu_saved st;
+
+	good_vcpu(&st);
+	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+	st.regs.rip = STUB_SYSCALL;
+	st.sregs.cs.dpl = 0;
+	st.sregs.cs.selector = GDT_KERNEL_CS;
+	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+	st.regs.rip = STUB_EXC(14);
+	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+	good_vcpu(&st);
+	st.regs.rip = STUB_SYSCALL; /* kvm_pvm runs the syscall stub at CPL3 */
+	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+}
+END_TEST
+
+/* What ccvm never saves is refused, by name. */
+START_TEST(test_vcpu_crafted_states)
+{
+	struct vcpu_saved st;
+
+	good_vcpu(&st);
+	st.sregs.cs.dpl = 0;
+	st.sregs.cs.selector = GDT_KERNEL_CS;
+	expect_refused(&st, "cs.dpl 0");
+	good_vcpu(&st);
+	st.regs.rip = STUB_EXC(3) + 2;
+	expect_refused(&st, "inside ccvm's trap stubs");
+	good_vcpu(&st);
+	st.regs.rflags |= RFLAGS_IOPL;
+	expect_refused(&st, "rflags.iopl 3");
+	good_vcpu(&st);
+	st.msrs[2].index = 0xc0000100; /* FS_BASE: not one ccvm saves */
+	expect_refused(&st, "msr 0xc0000100");
+	good_vcpu(&st);
+	st.msrs[1].data = LAYOUT_USER_BASE; /* LSTAR: syscall into guest code at CPL0 */
+	expect_refused(&st, "msr 0xc0000082");
+	good_vcpu(&st);
+	st.n_msrs = 5;
+	expect_refused(&st, "n_msrs 5");
+	good_vcpu(&st);
+	st.sregs.idt.base = LAYOUT_USER_BASE;
+	expect_refused(&st, "idt");
+	good_vcpu(&st);
+	st.sregs.cr3 = LAYOUT_USER_BASE;
+	expect_refused(&st, "cr3");
+	good_vcpu(&st);
+	st.events.nmi.pending = 1;
+	expect_refused(&st, "events.nmi");
+	good_vcpu(&st);
+	st.events.exception.injected = 1;
+	st.events.exception.nr = 200;
+	expect_refused(&st, "events.exception");
+	good_vcpu(&st);
+	st.size = 12;
+	expect_refused(&st, "size 12");
+}
+END_TEST
+
+/* A process state as ccvm saves it, rooted at @root. */
+static json_t *good_state(const char *root)
+{
+	return json_pack(
+		"{s:i, s:s, s:s, s:s, s:s, s:[s], s:i, s:[], s:{s:[], s:[], s:I, s:I, s:I, s:I, "
+		"s:I, s:I, s:I}, s:[], s:[], s:I, s:i, s:i, s:[{s:i}], s:{s:b, s:[s, s]}, s:i}",
+		"version", 2, "exe", "/bin/x", "comm", "x", "root", root, "cwd", "/", "rw", "/",
+		"umask", 18, "fds", "mm", "vmas", "files", "brk_start", (json_int_t)0x500000, "brk",
+		(json_int_t)0x501000, "mmap_top", (json_int_t)0xe00000, "stack_lo",
+		(json_int_t)0xe00000, "stack_top", (json_int_t)0xf00000, "vdso_base",
+		(json_int_t)0xf80000, "ram_size", (json_int_t)RAM, "rlimits", "sigactions",
+		"mono_ns", (json_int_t)1, "pid", 100, "next_tid", 101, "threads", "tid", 100, "net",
+		"host", 1, "publish", "0.0.0.0:18080:80", "127.0.0.1:16379:6379", "fastio", 0);
+}
+
+static void add_socket(json_t *st, int family, int type, int protocol)
+{
+	json_array_append_new(json_object_get(st, "fds"),
+			      json_pack("{s:i, s:s, s:i, s:i, s:i, s:i}", "fd", 3, "kind", "socket",
+					"family", family, "type", type, "protocol", protocol, "port",
+					0));
+}
+
+/* The process state checks: a good state passes; a raw socket, a heap or stack
+ * outside user RAM, another version are refused by name. */
+START_TEST(test_state_checks)
+{
+	json_t *st = good_state("/");
+
+	ck_assert_msg(lx_state_check(st, RAM, err, sizeof(err)) == 0, "refused: %s", err);
+	add_socket(st, AF_INET, SOCK_STREAM, 0);
+	ck_assert_msg(lx_state_check(st, RAM, err, sizeof(err)) == 0, "refused: %s", err);
+	add_socket(st, AF_INET, SOCK_RAW, IPPROTO_ICMP);
+	ck_assert_int_eq(lx_state_check(st, RAM, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "socket family 2, type 3"), "refusal: %s", err);
+	json_decref(st);
+	st = good_state("/");
+	json_object_set_new(json_object_get(st, "mm"), "brk", json_integer(0x1000));
+	ck_assert_int_eq(lx_state_check(st, RAM, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "mm.brk 0x1000"), "refusal: %s", err);
+	json_object_set_new(json_object_get(st, "mm"), "brk", json_integer(0x501000));
+	json_object_set_new(json_object_get(st, "mm"), "stack_lo", json_integer((json_int_t)RAM * 2));
+	ck_assert_int_eq(lx_state_check(st, RAM, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "mm.stack_lo"), "refusal: %s", err);
+	json_object_set_new(st, "version", json_integer(1));
+	ck_assert_int_eq(lx_state_check(st, RAM, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "version 1"), "refusal: %s", err);
+	json_decref(st);
+}
+END_TEST
+
+/* An image holding @st and @state, written as the engine writes one. */
+static void write_image(const struct vcpu_saved *st, json_t *state)
+{
+	struct img_header_info info = { .ram_size = RAM };
+	struct img_writer *w;
+	char *text = json_dumps(state, JSON_COMPACT);
+
+	static const uint8_t zero[4096];
+
+	ck_assert_int_eq(img_create(img, &info, &w), 0);
+	for (uint64_t pfn = 0; pfn < RAM / sizeof(zero); pfn++)
+		ck_assert_int_eq(img_write_page(w, pfn, zero), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_VCPUS, st, sizeof(*st)), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_PROCESS, text, strlen(text)), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+	free(text);
+}
+
+/* inspect reports the crafted field as damage (status 1), and restore refuses the
+ * image before it creates a VM (here, where no KVM is needed to see it). */
+static void expect_image_refused(const char *field)
+{
+	struct restore_opts o = { .root = "/" };
+	struct vm vm = { .fd = -1, .kvm_fd = -1 };
+	char out[8192] = "";
+	uint64_t mono = 0;
+	FILE *f = fmemopen(out, sizeof(out) - 1, "w");
+
+	ck_assert_int_eq(inspect_image(img, f), 1);
+	fclose(f);
+	/* The memory is intact: the damage is the crafted field. */
+	ck_assert_msg(strstr(out, "0 damaged") && strstr(out, "DAMAGED: ") && strstr(out, field),
+		      "inspect said: %s", out);
+	ck_assert_int_eq(restore_vm(img, &o, &vm, &mono), -EINVAL);
+	ck_assert_int_eq(vm.fd, -1);
+}
+
+START_TEST(test_crafted_images)
+{
+	struct vcpu_saved st;
+	json_t *state = good_state("/");
+
+	good_vcpu(&st);
+	st.sregs.cs.dpl = 0;
+	write_image(&st, state);
+	expect_image_refused("cs.dpl 0");
+	good_vcpu(&st);
+	st.regs.rflags |= RFLAGS_IOPL;
+	write_image(&st, state);
+	expect_image_refused("rflags.iopl 3");
+	good_vcpu(&st);
+	st.msrs[3].index = 0x1b; /* APIC base */
+	write_image(&st, state);
+	expect_image_refused("msr 0x1b");
+	good_vcpu(&st);
+	add_socket(state, AF_INET, SOCK_RAW, IPPROTO_RAW);
+	write_image(&st, state);
+	expect_image_refused("socket family 2, type 3");
+	json_decref(state);
+}
+END_TEST
+
+/* Restore under a policy: another root is refused naming it; with the same root, the
+ * saved --rw and --net host are not used and only the loopback publish rule is. */
+START_TEST(test_restore_policy)
+{
+	const char *rw[] = { dir };
+	struct lx_net none = { 0 };
+	struct lx_restore_policy pol = { .root = dir, .rw = rw, .n_rw = 1, .net = &none };
+	struct lx_proc *p = NULL;
+	struct gmem mem;
+	json_t *st = good_state("/");
+	char spec[80];
+
+	ck_assert_int_eq(gmem_map(&mem, RAM), 0);
+	ck_assert_int_eq(lx_proc_restore(&mem, st, &pol, &p, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "root: the image was taken with --root /") &&
+		      strstr(err, "restore with --root / to accept it"), "refusal: %s", err);
+	json_decref(st);
+	st = good_state(dir);
+	ck_assert_msg(lx_proc_restore(&mem, st, &pol, &p, err, sizeof(err)) == 0, "refused: %s",
+		      err);
+	ck_assert_int_eq(p->fs.n_rw, 1);
+	ck_assert_str_eq(p->fs.rw_real[0], dir);
+	ck_assert(!p->net.host);
+	ck_assert_int_eq(p->net.n_rules, 1);
+	lx_net_format_publish(&p->net.rules[0], spec, sizeof(spec));
+	ck_assert_str_eq(spec, "127.0.0.1:16379:6379");
+	lx_proc_destroy(p);
+	json_decref(st);
+	gmem_unmap(&mem);
+}
+END_TEST
+
+Suite *restore_policy_suite(void)
+{
+	Suite *s = suite_create("restore_policy");
+	TCase *tc = tcase_create("image is data");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_vcpu_good_states);
+	tcase_add_test(tc, test_vcpu_crafted_states);
+	tcase_add_test(tc, test_state_checks);
+	tcase_add_test(tc, test_crafted_images);
+	tcase_add_test(tc, test_restore_policy);
+	suite_add_tcase(s, tc);
+	return s;
+}
