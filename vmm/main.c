@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +75,7 @@ static void usage(FILE *out)
 		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]\n"
 		"       ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager]\n"
 		"                    [--root DIR] [--rw DIR]... [--publish SPEC]... [--net host]\n"
-		"                    [--vcpus N]\n"
+		"                    [--allow-port PORT]... [--allow-unix PATH]... [--vcpus N]\n"
 		"       ccvm inspect FILE\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]\n"
 		"\n"
@@ -87,7 +88,11 @@ static void usage(FILE *out)
 		"  --publish [HOSTIP:]HOSTPORT:GUESTPORT   a guest bind to GUESTPORT binds\n"
 		"                    HOSTIP:HOSTPORT (default HOSTIP 127.0.0.1; repeatable); binds\n"
 		"                    to other ports are refused\n"
-		"  --net host        guest connections may go beyond loopback\n"
+		"  --net host        guest connections may go beyond loopback, to any port\n"
+		"  --allow-port PORT  a host loopback port the guest may connect or send to\n"
+		"                    (TCP and UDP; repeatable; its own ports are always allowed)\n"
+		"  --allow-unix PATH  a host Unix socket the guest may connect to outside --rw\n"
+		"                    (repeatable; ccvm's own control socket never)\n"
 		"  --vcpus N         most guest threads at once, each a vCPU (default %d, 1..%d)\n"
 		"  --fastio on|off   exitless socket reads and writes for dynamic glibc programs\n"
 		"                    (default on; off: every system call exits to the monitor)\n"
@@ -156,6 +161,41 @@ static int parse_net(const char *mode, struct lx_net *net)
 	return 0;
 }
 
+static int parse_allow_port(const char *arg, struct lx_net *net)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (*end || end == arg || v < 1 || v > 65535) {
+		log_err("--allow-port %s: a port number, 1 to 65535", arg);
+		return -EINVAL;
+	}
+	if (lx_net_allow_port(net, (uint16_t)v)) {
+		log_err("--allow-port %s: at most %d ports", arg, LX_MAX_ALLOW);
+		return -E2BIG;
+	}
+	return 0;
+}
+
+/* A socket file the guest may reach, resolved like --rw (it must exist); kept for the
+ * life of the process. */
+static int parse_allow_unix(const char *arg, struct lx_net *net)
+{
+	char *real;
+
+	if (net->n_allow_unix == LX_MAX_ALLOW) {
+		log_err("--allow-unix %s: at most %d sockets", arg, LX_MAX_ALLOW);
+		return -E2BIG;
+	}
+	real = realpath(arg, NULL);
+	if (!real) {
+		log_err("--allow-unix %s: %s", arg, strerror(errno));
+		return -errno;
+	}
+	net->allow_unix[net->n_allow_unix++] = real;
+	return 0;
+}
+
 static int parse_vcpus(const char *arg, int *n)
 {
 	char *end;
@@ -167,6 +207,30 @@ static int parse_vcpus(const char *arg, int *n)
 	}
 	*n = (int)v;
 	return 0;
+}
+
+/* Snapshot images are trusted as far as their checks go (an image is data), but a
+ * guest that can write where they are kept can delete them or plant its own: say so
+ * once when --snapshot-dir lies under an --rw directory. */
+static void warn_snapshot_dir(const char *dir, const char *const *rw, int n_rw)
+{
+	char *real = dir ? realpath(dir, NULL) : NULL;
+
+	for (int i = 0; real && i < n_rw; i++) {
+		char *r = realpath(rw[i], NULL);
+		size_t n = r ? strlen(r) : 0;
+		bool under = r && strncmp(real, r, n) == 0 &&
+			     (real[n] == '\0' || real[n] == '/' || strcmp(r, "/") == 0);
+
+		free(r);
+		if (under) {
+			log_warn("--snapshot-dir %s lies under --rw %s: the guest can delete or "
+				 "replace its snapshot images (give --snapshot-dir outside --rw)", dir,
+				 rw[i]);
+			break;
+		}
+	}
+	free(real);
 }
 
 static int parse_run(int argc, char **argv, struct run_opts *o)
@@ -190,6 +254,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "snapshot-log", required_argument, NULL, 'J' },
 		{ "publish", required_argument, NULL, 'p' },
 		{ "net", required_argument, NULL, 'N' },
+		{ "allow-port", required_argument, NULL, 'A' },
+		{ "allow-unix", required_argument, NULL, 'X' },
 		{ "vcpus", required_argument, NULL, 'U' },
 		{ "fastio", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
@@ -233,6 +299,14 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			break;
 		case 'N':
 			if (parse_net(optarg, &o->net))
+				return -EINVAL;
+			break;
+		case 'A':
+			if (parse_allow_port(optarg, &o->net))
+				return -EINVAL;
+			break;
+		case 'X':
+			if (parse_allow_unix(optarg, &o->net))
 				return -EINVAL;
 			break;
 		case 'U':
@@ -388,6 +462,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	o->mem = (o->mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
 	if (o->n_rw == 0)
 		o->rw[o->n_rw++] = ".";
+	warn_snapshot_dir(o->sched.dir, o->rw, o->n_rw);
 	o->argc = argc - optind;
 	o->argv = argv + optind;
 	return 0;
@@ -458,6 +533,21 @@ static uint64_t guest_clock_reads(const void *proc)
 
 /* Run a VM that is fully built: monitor thread, snapshots if a control socket is
  * served, vCPUs; then tear down. Returns ccvm's exit status. */
+/* The guest never reaches ccvm's own control socket, wherever it lies (the current
+ * directory is the guest's by default): its identity is refused by the personality.
+ * Set before the guest's first instruction. */
+static void deny_control_socket(struct vm *vm, const char *control)
+{
+	struct stat st;
+
+	if (!control || !vm->proc || stat(control, &st) < 0)
+		return;
+	pthread_mutex_lock(&vm->proc->lock);
+	vm->proc->net.deny_dev = st.st_dev;
+	vm->proc->net.deny_ino = st.st_ino;
+	pthread_mutex_unlock(&vm->proc->lock);
+}
+
 static int run_vm(struct vm *vm, const char *control, const struct snap_schedule *sched,
 		  const struct ccow_opts *ccow)
 {
@@ -490,6 +580,7 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 	}
 	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
 		goto out_engine;
+	deny_control_socket(vm, control);
 	status = vm_run(vm);
 out_engine:
 	if (snaps)
@@ -556,12 +647,14 @@ static int cmd_restore(int argc, char **argv)
 		{ "eager", no_argument, NULL, 'e' },     { "publish", required_argument, NULL, 'p' },
 		{ "net", required_argument, NULL, 'N' }, { "vcpus", required_argument, NULL, 'U' },
 		{ "root", required_argument, NULL, 'r' }, { "rw", required_argument, NULL, 'w' },
+		{ "allow-port", required_argument, NULL, 'A' },
+		{ "allow-unix", required_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const use =
 		"usage: ccvm restore FILE [--control PATH] [--mem SIZE] [--lazy|--eager] "
 		"[--root DIR] [--rw DIR]... [--publish [HOSTIP:]HOSTPORT:GUESTPORT]... "
-		"[--net host] [--vcpus N]";
+		"[--net host] [--allow-port PORT]... [--allow-unix PATH]... [--vcpus N]";
 	/* Confinement and network rules as for run, with run's defaults: the image's own
 	 * are not policy. */
 	struct restore_opts ro = { .lazy = RESTORE_LAZY_DEFAULT, .hooks = &run_hooks, .root = "/" };
@@ -597,6 +690,14 @@ static int cmd_restore(int argc, char **argv)
 			break;
 		case 'N':
 			if (parse_net(optarg, &net))
+				return EXIT_USAGE;
+			break;
+		case 'A':
+			if (parse_allow_port(optarg, &net))
+				return EXIT_USAGE;
+			break;
+		case 'X':
+			if (parse_allow_unix(optarg, &net))
 				return EXIT_USAGE;
 			break;
 		case 'r':

@@ -8,7 +8,10 @@
  * (HOSTIP defaults to 127.0.0.1, so nothing is exposed beyond the machine unless
  * asked). The guest keeps seeing its own port numbers (getsockname, and connections
  * to its own published ports are sent to their host side). Outgoing connections go to
- * loopback only, unless `--net host`.
+ * loopback only, unless `--net host`, and on loopback only to the guest's own
+ * published ports, ports its own sockets are bound to, and ports named by
+ * `--allow-port`: the host's other loopback services (databases, agents, ccvm's
+ * neighbours) are not the guest's to reach.
  */
 #include "net.h"
 
@@ -183,4 +186,27 @@ bool lx_net_socket_ok(int family, int type, int protocol)
 	default:
 		return false;
 	}
+}
+
+int lx_net_allow_port(struct lx_net *net, uint16_t port)
+{
+	for (int i = 0; i < net->n_allow_ports; i++)
+		if (net->allow_ports[i] == port)
+			return 0;
+	if (net->n_allow_ports == LX_MAX_ALLOW)
+		return -E2BIG;
+	net->allow_ports[net->n_allow_ports++] = port;
+	return 0;
+}
+
+bool lx_net_loopback_port_ok(const struct lx_net *net, uint16_t port)
+{
+	if (net->host)
+		return true;
+	if (port && lx_net_rule_for_guest(net, port))
+		return true;
+	for (int i = 0; i < net->n_allow_ports; i++)
+		if (port && net->allow_ports[i] == port)
+			return true;
+	return false;
 }

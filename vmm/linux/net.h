@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #define LX_MAX_PUBLISH 32
 #define LX_NET_ERR_LEN 160
@@ -22,10 +23,21 @@ struct lx_publish {
 	uint16_t guest_port;
 };
 
+#define LX_MAX_ALLOW 32
+
 struct lx_net {
 	struct lx_publish rules[LX_MAX_PUBLISH];
 	int n_rules;
 	bool host;   /* --net host: outgoing connections anywhere, not only to loopback */
+	/* --allow-port: loopback ports (TCP and UDP) the guest may reach besides its own */
+	uint16_t allow_ports[LX_MAX_ALLOW];
+	int n_allow_ports;
+	/* --allow-unix: host socket files (real paths) the guest may reach beyond --rw */
+	const char *allow_unix[LX_MAX_ALLOW];
+	int n_allow_unix;
+	/* ccvm's own control socket: never reachable (0/0: none) */
+	dev_t deny_dev;
+	ino_t deny_ino;
 };
 
 /* Parse "[HOSTIP:]HOSTPORT:GUESTPORT" (HOSTIP an IPv4 address or [IPv6], default
@@ -48,6 +60,14 @@ const struct lx_publish *lx_net_rule_for_host(const struct lx_net *net, uint16_t
 /* Port of an AF_INET/AF_INET6 address (host order); 0 for other families. */
 uint16_t lx_net_port(const struct sockaddr *sa);
 void lx_net_set_port(struct sockaddr *sa, uint16_t port);
+
+/* Add a loopback port the guest may reach (--allow-port): -E2BIG past LX_MAX_ALLOW. */
+int lx_net_allow_port(struct lx_net *net, uint16_t port);
+
+/* May the guest reach loopback port @port (a guest port number)? Always with --net
+ * host; else a published guest port or one named by --allow-port. (Ports the guest's
+ * own sockets are bound to are the personality's to know: sys_net.c.) */
+bool lx_net_loopback_port_ok(const struct lx_net *net, uint16_t port);
 
 /* The sockets a guest may have: AF_INET/AF_INET6 stream (TCP) or datagram (UDP), and
  * AF_UNIX stream, datagram or seqpacket. @type without SOCK_NONBLOCK/SOCK_CLOEXEC;

@@ -116,6 +116,18 @@ bool lx_fs_in_rw(struct lx_fs *fs, int host_fd)
 	return false;
 }
 
+bool lx_fs_is_one_of(int host_fd, const char *const *paths, int n)
+{
+	char host_path[PATH_MAX];
+
+	if (!n || fs_host_path(host_fd, host_path))
+		return false;
+	for (int i = 0; i < n; i++)
+		if (strcmp(host_path, paths[i]) == 0)
+			return true;
+	return false;
+}
+
 bool lx_fs_writable(struct lx_fs *fs, int host_fd)
 {
 	struct stat st;

@@ -123,6 +123,8 @@ int lx_fs_guest_path(struct lx_fs *fs, int host_fd, char out[PATH_MAX]);
  * an --rw directory (what changing its metadata needs)? */
 bool lx_fs_writable(struct lx_fs *fs, int host_fd);
 bool lx_fs_in_rw(struct lx_fs *fs, int host_fd);
+/* Is what @host_fd is exactly one of the host paths @paths (canonical)? */
+bool lx_fs_is_one_of(int host_fd, const char *const *paths, int n);
 
 /* Memory (sys_mm.c): used by process setup too. */
 int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end);

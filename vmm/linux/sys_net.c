@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -75,6 +76,49 @@ static int lx_read_addr(struct lx_call *c, uint64_t ua, uint64_t len, struct soc
 	return lx_copy_in(c, sa, ua, len);
 }
 
+/* May the guest reach the Unix socket file @fd (an O_PATH descriptor) names? Never
+ * ccvm's own control socket; otherwise one under an --rw directory (the guest's own
+ * places) or named by --allow-unix. Everything else under --root (the session bus,
+ * docker.sock, an ssh agent...) is not the guest's to reach. */
+static int lx_unix_reachable(struct lx_call *c, int fd, const char *gpath)
+{
+	const struct lx_net *net = &c->p->net;
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (net->deny_ino && st.st_dev == net->deny_dev && st.st_ino == net->deny_ino) {
+		log_warn("guest connection to ccvm's own control socket (%s) refused", gpath);
+		return -EACCES;
+	}
+	if (lx_fs_in_rw(&c->p->fs, fd) || lx_fs_is_one_of(fd, net->allow_unix, net->n_allow_unix))
+		return 0;
+	if (lx_first_time(c))
+		log_warn("guest connection to Unix socket %s refused: outside the --rw directories "
+			 "(--allow-unix HOSTPATH allows one)", gpath);
+	return -EACCES;
+}
+
+/* Is @port (host order) the port of one of the guest's own IP sockets? Two guest
+ * sockets may talk over loopback, whatever port one of them got. */
+static bool lx_own_port(struct lx_call *c, uint16_t port)
+{
+	bool own = false;
+
+	pthread_mutex_lock(&c->p->lock);
+	for (int fd = 0; fd < c->p->n_files && !own; fd++) {
+		struct sockaddr_storage sa;
+		socklen_t len = sizeof(sa);
+		int host = c->p->files[fd].host_fd;
+
+		own = host >= 0 && getsockname(host, (struct sockaddr *)&sa, &len) == 0 &&
+		      (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) &&
+		      lx_net_port((struct sockaddr *)&sa) == port;
+	}
+	pthread_mutex_unlock(&c->p->lock);
+	return own;
+}
+
 /*
  * An AF_UNIX path, confined like a file and rewritten to a host path under
  * /proc/self/fd whose descriptor stays open in *@dirfd: to bind (@create), the parent
@@ -104,6 +148,8 @@ static int lx_unix_path(struct lx_call *c, struct sockaddr_storage *sa, socklen_
 				      *dirfd, base);
 	} else {
 		rc = lx_fs_open_path(&c->p->fs, gpath, true, dirfd);
+		if (!rc)
+			rc = lx_unix_reachable(c, *dirfd, gpath);
 		w = rc ? 0 : snprintf(un->sun_path, sizeof(un->sun_path), "/proc/self/fd/%d", *dirfd);
 	}
 	if (rc)
@@ -260,6 +306,7 @@ int64_t sys_accept4(struct lx_call *c)
 static int lx_dest(struct lx_call *c, struct sockaddr_storage *sa, socklen_t *len, int *dirfd)
 {
 	const struct lx_publish *rule;
+	uint16_t port;
 
 	*dirfd = -1;
 	if (sa->ss_family == AF_UNIX)
@@ -272,7 +319,14 @@ static int lx_dest(struct lx_call *c, struct sockaddr_storage *sa, socklen_t *le
 		log_warn("guest connection to a non-loopback address refused (--net host allows it)");
 		return -ENETUNREACH;
 	}
-	rule = lx_net_rule_for_guest(&c->p->net, lx_net_port((struct sockaddr *)sa));
+	port = lx_net_port((struct sockaddr *)sa);
+	if (!lx_net_loopback_port_ok(&c->p->net, port) && !lx_own_port(c, port)) {
+		if (lx_first_time(c))
+			log_warn("guest connection to loopback port %u refused: not a port of its own "
+				 "(--allow-port %u allows it)", port, port);
+		return -EACCES;
+	}
+	rule = lx_net_rule_for_guest(&c->p->net, port);
 	if (rule && rule->host_addr.ss_family == sa->ss_family &&
 	    lx_net_is_loopback((const struct sockaddr *)&rule->host_addr)) {
 		memcpy(sa, &rule->host_addr, rule->host_len);
