@@ -151,6 +151,8 @@ static void header_encode(uint8_t hdr[IMG_HDR_SIZE], const struct img_header_inf
 	put64(hdr + 56, XXH3_64bits(hdr, 56));
 }
 
+#define IMG_FILE_MODE 0600 /* images are their user's alone, whatever the umask */
+
 static char *tmp_name_for(const char *final_path)
 {
 	char *dup = strdup(final_path), *dup2 = strdup(final_path), *out = NULL;
@@ -184,7 +186,11 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 		rc = -ENOMEM;
 		goto err;
 	}
-	w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, IMG_FILE_MODE);
+	/* The name carries this process's pid, so one that exists is a leftover of a
+	 * process killed mid-snapshot that had the same pid: it must not fail this one. */
+	if (w->fd < 0 && errno == EEXIST && unlink(w->tmp_path) == 0)
+		w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, IMG_FILE_MODE);
 	if (w->fd < 0) {
 		rc = -errno;
 		goto err;

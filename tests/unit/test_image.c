@@ -218,6 +218,24 @@ START_TEST(test_fifo_refused_and_mode)
 }
 END_TEST
 
+/* A temporary left by a process killed mid-snapshot (same name: the same pid) does not
+ * make the next snapshot fail, and the image it was replacing stays intact. */
+START_TEST(test_stale_temporary)
+{
+	char tmp[256];
+	FILE *f;
+
+	write_image();
+	snprintf(tmp, sizeof(tmp), "%s/.snap.img.tmp.%d", dir, (int)getpid());
+	f = fopen(tmp, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("half an image", f);
+	fclose(f);
+	write_image();
+	ck_assert_int_eq(access(tmp, F_OK), -1);
+}
+END_TEST
+
 Suite *image_suite(void)
 {
 	Suite *s = suite_create("image");
@@ -230,6 +248,7 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_truncated_and_foreign);
 	tcase_add_test(tc, test_abort_leaves_old_image);
 	tcase_add_test(tc, test_fifo_refused_and_mode);
+	tcase_add_test(tc, test_stale_temporary);
 	suite_add_tcase(s, tc);
 	return s;
 }
