@@ -26,7 +26,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,19 +228,6 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 	return rc;
 }
 
-static int check_fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int check_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 static int check_vcpus(const struct img_reader *r, char *err, size_t errlen)
 {
 	const struct img_section *sv = img_find(r, IMG_SEC_VCPUS);
@@ -251,15 +237,16 @@ static int check_vcpus(const struct img_reader *r, char *err, size_t errlen)
 	int rc = 0;
 
 	if (!sv || !sv->length || sv->length % sizeof(struct vcpu_saved))
-		return check_fail(err, errlen, "vcpus section: missing, or %llu bytes (a multiple "
-				  "of %zu from this ccvm)", sv ? (unsigned long long)sv->length : 0ULL,
-				  sizeof(struct vcpu_saved));
+		return log_set_err(-EINVAL, err, errlen,
+				   "vcpus section: missing, or %llu bytes (a multiple of %zu from "
+				   "this ccvm)", sv ? (unsigned long long)sv->length : 0ULL,
+				   sizeof(struct vcpu_saved));
 	if (img_read_section(r, sv, (void **)&saved))
-		return check_fail(err, errlen, "vcpus section: unreadable");
+		return log_set_err(-EINVAL, err, errlen, "vcpus section: unreadable");
 	n = sv->length / sizeof(*saved);
 	for (size_t i = 0; i < n && !rc; i++)
 		if (vcpu_saved_check(&saved[i], why, sizeof(why)))
-			rc = check_fail(err, errlen, "vcpu %zu: %s", i, why);
+			rc = log_set_err(-EINVAL, err, errlen, "vcpu %zu: %s", i, why);
 	free(saved);
 	return rc;
 }
@@ -272,14 +259,14 @@ static int check_process(const struct img_reader *r, char *err, size_t errlen)
 	int rc;
 
 	if (!sp || img_read_section(r, sp, (void **)&text))
-		return check_fail(err, errlen, "process section: missing or unreadable");
+		return log_set_err(-EINVAL, err, errlen, "process section: missing or unreadable");
 	proc = json_loadb(text, sp->length, 0, NULL);
 	free(text);
 	if (!proc)
-		return check_fail(err, errlen, "process section: not valid JSON");
+		return log_set_err(-EINVAL, err, errlen, "process section: not valid JSON");
 	rc = lx_state_check(proc, r->info.ram_size, why, sizeof(why));
 	if (rc)
-		check_fail(err, errlen, "process state: %s", why);
+		log_set_err(-EINVAL, err, errlen, "process state: %s", why);
 	json_decref(proc);
 	return rc;
 }

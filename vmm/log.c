@@ -41,3 +41,13 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
 		return; /* nowhere left to report it */
 }
+
+int log_set_err(int rc, char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	return rc;
+}

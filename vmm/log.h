@@ -7,11 +7,18 @@
 #ifndef CCVM_LOG_H
 #define CCVM_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_ERR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Write a message for the caller to report into @buf (@len bytes) and return @rc: the
+ * "-errno with the reason in err" convention of checks and parsers. */
+int log_set_err(int rc, char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #define log_err(...)   log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

@@ -15,40 +15,29 @@
  */
 #include "vcpu.h"
 #include "cpu_tables.h"
+#include "log.h"
 #include "x86.h"
 #include "../mmu/layout.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 
-#define VCPU_SFMASK (RFLAGS_TF | RFLAGS_DF | RFLAGS_IF | RFLAGS_IOPL | RFLAGS_AC | RFLAGS_NT)
+#define VCPU_SFMASK	 (RFLAGS_TF | RFLAGS_DF | RFLAGS_IF | RFLAGS_IOPL | RFLAGS_AC | RFLAGS_NT)
 #define VCPU_EXC_VECTORS 32 /* architectural exceptions: the vectors with a stub */
-#define RFLAGS_VM  (1ULL << 17)
-#define RFLAGS_VIF (1ULL << 19)
-#define RFLAGS_VIP (1ULL << 20)
-#define RFLAGS_DEFINED  0x3F7FD7ULL /* CF, 1, PF, AF, ZF, SF, TF, IF, DF, OF, IOPL, NT, RF, VM, AC, VIF, VIP, ID */
-#define USER_TOP   (1ULL << 47) /* canonical user addresses lie below */
+#define RFLAGS_VM	 (1ULL << 17)
+#define RFLAGS_VIF	 (1ULL << 19)
+#define RFLAGS_VIP	 (1ULL << 20)
+#define RFLAGS_DEFINED                                                                             \
+	0x3F7FD7ULL /* CF, 1, PF, AF, ZF, SF, TF, IF, DF, OF, IOPL, NT, RF, VM, AC, VIF, VIP, ID   \
+		     */
+#define USER_TOP (1ULL << 47) /* canonical user addresses lie below */
 
 const struct kvm_msr_entry vcpu_fixed_msrs[VCPU_FIXED_MSRS] = {
-	{ .index = MSR_STAR, .data = ((uint64_t)GDT_USER_CS32 << 48) | ((uint64_t)GDT_KERNEL_CS << 32) },
-	{ .index = MSR_LSTAR, .data = STUB_SYSCALL },
-	{ .index = MSR_CSTAR, .data = STUB_SYSCALL },
-	{ .index = MSR_SYSCALL_MASK, .data = VCPU_SFMASK },
+    {.index = MSR_STAR, .data = ((uint64_t)GDT_USER_CS32 << 48) | ((uint64_t)GDT_KERNEL_CS << 32)},
+    {.index = MSR_LSTAR, .data = STUB_SYSCALL},
+    {.index = MSR_CSTAR, .data = STUB_SYSCALL},
+    {.index = MSR_SYSCALL_MASK, .data = VCPU_SFMASK},
 };
-
-static int vcpu_refuse(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int vcpu_refuse(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 /* The entry of trap stub @rip (the syscall stub or an exception's), or false. */
 static bool vcpu_stub_entry(uint64_t rip, bool *syscall)
@@ -70,18 +59,23 @@ static int vcpu_check_cpl(const struct vcpu_saved *st, char *err, size_t errlen)
 
 	if (st->sregs.cs.dpl == 0) {
 		if (!entry || st->sregs.cs.selector != GDT_KERNEL_CS)
-			return vcpu_refuse(err, errlen, "cs.dpl 0 at rip %#llx (only ccvm's trap "
-					   "stub entries run at CPL0)", (unsigned long long)rip);
+			return log_set_err(-EINVAL, err, errlen,
+					   "cs.dpl 0 at rip %#llx (only ccvm's trap "
+					   "stub entries run at CPL0)",
+					   (unsigned long long)rip);
 		return 0;
 	}
 	if (st->sregs.cs.dpl != 3 || st->sregs.cs.selector != GDT_USER_CS || !st->sregs.cs.l)
-		return vcpu_refuse(err, errlen, "cs (selector %#x, dpl %u): not ccvm's user code "
-				   "segment", st->sregs.cs.selector, st->sregs.cs.dpl);
+		return log_set_err(-EINVAL, err, errlen,
+				   "cs (selector %#x, dpl %u): not ccvm's user code "
+				   "segment",
+				   st->sregs.cs.selector, st->sregs.cs.dpl);
 	if (in_stubs && !syscall)
-		return vcpu_refuse(err, errlen, "rip %#llx: inside ccvm's trap stubs at CPL3",
+		return log_set_err(-EINVAL, err, errlen,
+				   "rip %#llx: inside ccvm's trap stubs at CPL3",
 				   (unsigned long long)rip);
 	if (rip >= USER_TOP)
-		return vcpu_refuse(err, errlen, "rip %#llx: not a user address",
+		return log_set_err(-EINVAL, err, errlen, "rip %#llx: not a user address",
 				   (unsigned long long)rip);
 	return 0;
 }
@@ -91,13 +85,16 @@ static int vcpu_check_flags(const struct vcpu_saved *st, char *err, size_t errle
 	uint64_t f = st->regs.rflags;
 
 	if (f & RFLAGS_IOPL)
-		return vcpu_refuse(err, errlen, "rflags.iopl %llu (ccvm runs guests at IOPL 0)",
+		return log_set_err(-EINVAL, err, errlen,
+				   "rflags.iopl %llu (ccvm runs guests at IOPL 0)",
 				   (unsigned long long)((f & RFLAGS_IOPL) >> 12));
 	if (f & (RFLAGS_VM | RFLAGS_VIF | RFLAGS_VIP))
-		return vcpu_refuse(err, errlen, "rflags %#llx: virtual-8086 or virtual interrupt "
-				   "bits", (unsigned long long)f);
+		return log_set_err(-EINVAL, err, errlen,
+				   "rflags %#llx: virtual-8086 or virtual interrupt "
+				   "bits",
+				   (unsigned long long)f);
 	if ((f & ~RFLAGS_DEFINED) || !(f & RFLAGS_FIXED))
-		return vcpu_refuse(err, errlen, "rflags %#llx: reserved bits",
+		return log_set_err(-EINVAL, err, errlen, "rflags %#llx: reserved bits",
 				   (unsigned long long)f);
 	return 0;
 }
@@ -108,26 +105,30 @@ static int vcpu_check_tables(const struct vcpu_saved *st, char *err, size_t errl
 	const struct kvm_sregs *s = &st->sregs;
 
 	if (s->gdt.base != LAYOUT_GDT || s->gdt.limit != GDT_LIMIT)
-		return vcpu_refuse(err, errlen, "gdt %#llx+%u: not ccvm's",
+		return log_set_err(-EINVAL, err, errlen, "gdt %#llx+%u: not ccvm's",
 				   (unsigned long long)s->gdt.base, s->gdt.limit);
 	if (s->idt.base != LAYOUT_IDT || s->idt.limit != IDT_LIMIT)
-		return vcpu_refuse(err, errlen, "idt %#llx+%u: not ccvm's",
+		return log_set_err(-EINVAL, err, errlen, "idt %#llx+%u: not ccvm's",
 				   (unsigned long long)s->idt.base, s->idt.limit);
 	if (s->tr.base != LAYOUT_TSS || s->tr.selector != GDT_TSS || s->tr.limit != TSS_LIMIT)
-		return vcpu_refuse(err, errlen, "tr %#x at %#llx: not ccvm's task state segment",
-				   s->tr.selector, (unsigned long long)s->tr.base);
+		return log_set_err(-EINVAL, err, errlen,
+				   "tr %#x at %#llx: not ccvm's task state segment", s->tr.selector,
+				   (unsigned long long)s->tr.base);
 	if (s->cr3 != LAYOUT_PGTABLE)
-		return vcpu_refuse(err, errlen, "cr3 %#llx: not ccvm's page tables",
+		return log_set_err(-EINVAL, err, errlen, "cr3 %#llx: not ccvm's page tables",
 				   (unsigned long long)s->cr3);
 	if (!(s->cr0 & CR0_PG) || !(s->cr0 & CR0_WP) || !(s->efer & EFER_LMA))
-		return vcpu_refuse(err, errlen, "cr0 %#llx / efer %#llx: not long mode with "
-				   "write protection", (unsigned long long)s->cr0,
-				   (unsigned long long)s->efer);
+		return log_set_err(-EINVAL, err, errlen,
+				   "cr0 %#llx / efer %#llx: not long mode with "
+				   "write protection",
+				   (unsigned long long)s->cr0, (unsigned long long)s->efer);
 	for (size_t i = 0; i < sizeof(s->interrupt_bitmap) / sizeof(s->interrupt_bitmap[0]); i++)
 		if (s->interrupt_bitmap[i])
-			return vcpu_refuse(err, errlen, "interrupt_bitmap: a pending interrupt");
+			return log_set_err(-EINVAL, err, errlen,
+					   "interrupt_bitmap: a pending interrupt");
 	if (s->fs.base >= USER_TOP || s->gs.base >= USER_TOP)
-		return vcpu_refuse(err, errlen, "fs/gs base %#llx/%#llx: not user addresses",
+		return log_set_err(-EINVAL, err, errlen,
+				   "fs/gs base %#llx/%#llx: not user addresses",
 				   (unsigned long long)s->fs.base, (unsigned long long)s->gs.base);
 	return 0;
 }
@@ -135,14 +136,14 @@ static int vcpu_check_tables(const struct vcpu_saved *st, char *err, size_t errl
 static int vcpu_check_msrs(const struct vcpu_saved *st, char *err, size_t errlen)
 {
 	if (st->n_msrs != VCPU_FIXED_MSRS)
-		return vcpu_refuse(err, errlen, "n_msrs %u (ccvm saves %d)", st->n_msrs,
+		return log_set_err(-EINVAL, err, errlen, "n_msrs %u (ccvm saves %d)", st->n_msrs,
 				   VCPU_FIXED_MSRS);
 	for (unsigned i = 0; i < VCPU_FIXED_MSRS; i++) {
 		if (st->msrs[i].index != vcpu_fixed_msrs[i].index)
-			return vcpu_refuse(err, errlen, "msr %#x: not one ccvm saves",
+			return log_set_err(-EINVAL, err, errlen, "msr %#x: not one ccvm saves",
 					   st->msrs[i].index);
 		if (st->msrs[i].data != vcpu_fixed_msrs[i].data)
-			return vcpu_refuse(err, errlen, "msr %#x = %#llx: ccvm sets %#llx",
+			return log_set_err(-EINVAL, err, errlen, "msr %#x = %#llx: ccvm sets %#llx",
 					   st->msrs[i].index, (unsigned long long)st->msrs[i].data,
 					   (unsigned long long)vcpu_fixed_msrs[i].data);
 	}
@@ -154,15 +155,16 @@ static int vcpu_check_events(const struct vcpu_saved *st, char *err, size_t errl
 	const struct kvm_vcpu_events *e = &st->events;
 
 	if ((e->exception.injected || e->exception.pending) && e->exception.nr >= VCPU_EXC_VECTORS)
-		return vcpu_refuse(err, errlen, "events.exception: vector %u", e->exception.nr);
+		return log_set_err(-EINVAL, err, errlen, "events.exception: vector %u",
+				   e->exception.nr);
 	if (e->interrupt.injected)
-		return vcpu_refuse(err, errlen, "events.interrupt: an injected interrupt");
+		return log_set_err(-EINVAL, err, errlen, "events.interrupt: an injected interrupt");
 	if (e->nmi.injected || e->nmi.pending)
-		return vcpu_refuse(err, errlen, "events.nmi: a pending NMI");
+		return log_set_err(-EINVAL, err, errlen, "events.nmi: a pending NMI");
 	if (e->smi.smm || e->smi.pending)
-		return vcpu_refuse(err, errlen, "events.smi: system management mode");
+		return log_set_err(-EINVAL, err, errlen, "events.smi: system management mode");
 	if (e->triple_fault.pending)
-		return vcpu_refuse(err, errlen, "events.triple_fault: pending");
+		return log_set_err(-EINVAL, err, errlen, "events.triple_fault: pending");
 	return 0;
 }
 
@@ -171,8 +173,10 @@ int vcpu_saved_check(const struct vcpu_saved *st, char *err, size_t errlen)
 	int rc;
 
 	if (st->magic != VCPU_STATE_MAGIC || st->size != sizeof(*st))
-		return vcpu_refuse(err, errlen, "magic %#x / size %u: not a vCPU state of this "
-				   "ccvm", st->magic, st->size);
+		return log_set_err(-EINVAL, err, errlen,
+				   "magic %#x / size %u: not a vCPU state of this "
+				   "ccvm",
+				   st->magic, st->size);
 	rc = vcpu_check_cpl(st, err, errlen);
 	if (!rc)
 		rc = vcpu_check_flags(st, err, errlen);
