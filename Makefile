@@ -149,6 +149,9 @@ test: deps
 
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
 
+# The instrumented objects are kept between runs (make would delete them as intermediates).
+.SECONDARY: $(FUZZ_OBJS)
+
 # Every target for FUZZ_SECONDS (default 60) from its committed seeds; fails on a finding.
 fuzz: deps
 	$(MAKE) fuzz-build
