@@ -85,6 +85,8 @@ for libc in glibc spie musl dyn; do
 	run_both "futex.$libc" -- "$T/futex.$libc"
 	run_both "events.$libc" -- "$T/events.$libc"
 	run_both "threads.$libc" -- "$T/threads.$libc"
+	# A second thread rewrites paths and msghdrs under open/stat/sendmsg/recvmsg.
+	run_both "hostile.$libc" -- "$T/hostile.$libc"
 	for how in null ud2 div0 abort int3 "exit 42" "exit 0"; do
 		# shellcheck disable=SC2086
 		run_both "crash $how.$libc" -- "$T/crash.$libc" $how
