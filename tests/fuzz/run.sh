@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every libFuzzer target in build/fuzz for SECONDS each, from its committed seed
-# corpus (tests/fuzz/corpus/TARGET, read only: new inputs go to a scratch directory).
+# corpus (tests/fuzz/corpus/TARGET, read only: it is copied to a scratch directory,
+# where seeds stored gzipped, such as a sparse image, are unpacked, and new inputs go).
 # A crash, a sanitizer report, a leak or a timeout fails the run; its input is kept in
 # build/fuzz/artifacts/ and named in the output.
 #
@@ -18,9 +19,10 @@ for bin in "$TOP"/build/fuzz/fuzz_*; do
 	[ -x "$bin" ] && [ -f "$bin" ] || continue
 	t=$(basename "$bin")
 	mkdir -p "$SCRATCH/$t"
+	cp -r "$TOP/tests/fuzz/corpus/$t/." "$SCRATCH/$t/" 2>/dev/null
+	find "$SCRATCH/$t" -name '*.gz' -exec gunzip -f {} +
 	if "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-		-artifact_prefix="$ART/$t-" "$SCRATCH/$t" "$TOP/tests/fuzz/corpus/$t" \
-		>"$SCRATCH/$t.log" 2>&1; then
+		-artifact_prefix="$ART/$t-" "$SCRATCH/$t" >"$SCRATCH/$t.log" 2>&1; then
 		PASS=$((PASS + 1))
 		echo "ok   $t: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$SCRATCH/$t.log" | grep -o '[0-9]*$') executions in ${SECONDS_EACH} s, nothing found"
 	else
