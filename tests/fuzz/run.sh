@@ -21,8 +21,12 @@ for bin in "$TOP"/build/fuzz/fuzz_*; do
 	mkdir -p "$SCRATCH/$t"
 	cp -r "$TOP/tests/fuzz/corpus/$t/." "$SCRATCH/$t/" 2>/dev/null
 	find "$SCRATCH/$t" -name '*.gz' -exec gunzip -f {} +
+	# Inputs as large as the largest seed (libFuzzer would cut every seed to 4 KiB:
+	# an image or an ELF file is larger).
+	max=$(find "$SCRATCH/$t" -type f -printf '%s\n' | sort -n | tail -1)
+	[ "${max:-0}" -gt 4096 ] || max=4096
 	if "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-		-artifact_prefix="$ART/$t-" "$SCRATCH/$t" >"$SCRATCH/$t.log" 2>&1; then
+		-max_len="$max" -artifact_prefix="$ART/$t-" "$SCRATCH/$t" >"$SCRATCH/$t.log" 2>&1; then
 		PASS=$((PASS + 1))
 		echo "ok   $t: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$SCRATCH/$t.log" | grep -o '[0-9]*$') executions in ${SECONDS_EACH} s, nothing found"
 	else
