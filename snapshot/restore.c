@@ -108,13 +108,7 @@ static int restore_state(const char *file, struct img_reader *r, const struct re
 	json_t *proc = NULL;
 	int rc = -EINVAL;
 
-	if (!sv || !sp || !sv->length || sv->length % sizeof(struct vcpu_saved)) {
-		log_err("cannot restore '%s': the image lacks vCPU or process state, or was "
-			"written by an incompatible ccvm (vCPU state %llu bytes, a multiple of %zu "
-			"expected)", file, sv ? (unsigned long long)sv->length : 0ULL,
-			sizeof(struct vcpu_saved));
-		return -EINVAL;
-	}
+	/* Both sections are there and well formed: restore_check_state said so. */
 	if (img_read_section(r, sv, (void **)&saved) || img_read_section(r, sp, (void **)&text))
 		goto out;
 	proc = json_loadb(text, sp->length, 0, NULL);

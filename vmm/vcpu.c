@@ -33,7 +33,6 @@
 #define FPU_FCW_DEFAULT  0x37F
 #define MXCSR_DEFAULT    0x1F80
 /* SYSCALL clears these in RFLAGS on entry to the stub (Linux masks the same). */
-#define SFMASK (RFLAGS_TF | RFLAGS_DF | RFLAGS_IF | RFLAGS_IOPL | RFLAGS_AC | RFLAGS_NT)
 
 static void vcpu_seg_user_code(struct kvm_segment *s)
 {

@@ -22,21 +22,14 @@
 #include <errno.h>
 #include <stdio.h>
 
-#define VCPU_SFMASK	 (RFLAGS_TF | RFLAGS_DF | RFLAGS_IF | RFLAGS_IOPL | RFLAGS_AC | RFLAGS_NT)
 #define VCPU_EXC_VECTORS 32 /* architectural exceptions: the vectors with a stub */
-#define RFLAGS_VM	 (1ULL << 17)
-#define RFLAGS_VIF	 (1ULL << 19)
-#define RFLAGS_VIP	 (1ULL << 20)
-#define RFLAGS_DEFINED                                                                             \
-	0x3F7FD7ULL /* CF, 1, PF, AF, ZF, SF, TF, IF, DF, OF, IOPL, NT, RF, VM, AC, VIF, VIP, ID   \
-		     */
 #define USER_TOP (1ULL << 47) /* canonical user addresses lie below */
 
 const struct kvm_msr_entry vcpu_fixed_msrs[VCPU_FIXED_MSRS] = {
     {.index = MSR_STAR, .data = ((uint64_t)GDT_USER_CS32 << 48) | ((uint64_t)GDT_KERNEL_CS << 32)},
     {.index = MSR_LSTAR, .data = STUB_SYSCALL},
     {.index = MSR_CSTAR, .data = STUB_SYSCALL},
-    {.index = MSR_SYSCALL_MASK, .data = VCPU_SFMASK},
+    {.index = MSR_SYSCALL_MASK, .data = RFLAGS_SYSCALL_MASK},
 };
 
 /* The entry of trap stub @rip (the syscall stub or an exception's), or false. */

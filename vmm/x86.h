@@ -38,6 +38,13 @@
 #define RFLAGS_IOPL  (3ULL << 12)
 #define RFLAGS_NT    (1ULL << 14)
 #define RFLAGS_AC    (1ULL << 18)
+#define RFLAGS_VM    (1ULL << 17)
+#define RFLAGS_VIF   (1ULL << 19)
+#define RFLAGS_VIP   (1ULL << 20)
+/* CF, 1, PF, AF, ZF, SF, TF, IF, DF, OF, IOPL, NT, RF, VM, AC, VIF, VIP, ID: the rest is reserved */
+#define RFLAGS_DEFINED 0x3F7FD7ULL
+/* What `syscall` clears (MSR_SYSCALL_MASK): the trap stub runs with these off. */
+#define RFLAGS_SYSCALL_MASK (RFLAGS_TF | RFLAGS_DF | RFLAGS_IF | RFLAGS_IOPL | RFLAGS_AC | RFLAGS_NT)
 /* The bits SYSRET restores from R11 (it clears RF and VM). */
 #define RFLAGS_SYSRET_MASK 0x3C7FD7ULL
 

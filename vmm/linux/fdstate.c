@@ -367,27 +367,22 @@ int lx_fdstate_check(json_t *fds, char *err, size_t errlen)
 	size_t i;
 	json_t *f;
 
-	if (fds && !json_is_array(fds)) {
-		restore_fail(err, errlen, "fds: not a list");
-		return -EINVAL;
-	}
+	if (fds && !json_is_array(fds))
+		return log_set_err(-EINVAL, err, errlen, "fds: not a list");
 	json_array_foreach(fds, i, f) {
 		const char *kind = json_string_value(json_object_get(f, "kind")) ?: "";
 		int fd = (int)json_integer_value(json_object_get(f, "fd"));
 
-		if (!json_is_object(f) || fd < 0 || fd >= LX_MAX_FDS) {
-			restore_fail(err, errlen, "fds[%zu]: not a descriptor number", i);
-			return -EINVAL;
-		}
+		if (!json_is_object(f) || fd < 0 || fd >= LX_MAX_FDS)
+			return log_set_err(-EINVAL, err, errlen, "fds[%zu]: not a descriptor number", i);
 		if (strcmp(kind, "socket") == 0 &&
 		    !lx_net_socket_ok((int)lx_ju(f, "family"), (int)lx_ju(f, "type"),
-				      (int)lx_ju(f, "protocol"))) {
-			restore_fail(err, errlen, "fds[%zu] (guest fd %d): socket family %d, type %d, "
-				     "protocol %d: not one ccvm lets a guest have", i, fd,
-				     (int)lx_ju(f, "family"), (int)lx_ju(f, "type"),
-				     (int)lx_ju(f, "protocol"));
-			return -EINVAL;
-		}
+				      (int)lx_ju(f, "protocol")))
+			return log_set_err(-EINVAL, err, errlen,
+					   "fds[%zu] (guest fd %d): socket family %d, type %d, "
+					   "protocol %d: not one ccvm lets a guest have", i, fd,
+					   (int)lx_ju(f, "family"), (int)lx_ju(f, "type"),
+					   (int)lx_ju(f, "protocol"));
 	}
 	return 0;
 }

@@ -194,9 +194,6 @@ static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
 	p->mm.stack_lo = lx_ju(mm, "stack_lo");
 	p->mm.stack_top = lx_ju(mm, "stack_top");
 	p->mm.vdso_base = lx_ju(mm, "vdso_base");
-	if (p->mm.vdso_base < LAYOUT_USER_BASE + PAGE_SIZE || p->mm.vdso_base >= size ||
-	    p->mm.vdso_base % PAGE_SIZE || p->mm.stack_top > size || p->mm.mmap_top > size)
-		return rs_fail(r, "process state: layout outside guest RAM");
 	p->n_mfiles = (int)json_array_size(files);
 	p->mfiles = calloc((size_t)p->n_mfiles + 1, sizeof(int));
 	p->mfile_paths = calloc((size_t)p->n_mfiles + 1, sizeof(char *));
@@ -310,6 +307,11 @@ static int state_check_mm(json_t *mm, uint64_t ram_size, struct rs *r)
 				       (unsigned long long)ram_size);
 	if (lx_ju(mm, "brk") < lx_ju(mm, "brk_start") || lx_ju(mm, "stack_top") < lx_ju(mm, "stack_lo"))
 		return rs_fail(r, "mm: the heap or the stack ends before it starts");
+	/* The vDSO's data page lies below it, inside user RAM. */
+	if (lx_ju(mm, "vdso_base") < LAYOUT_USER_BASE + PAGE_SIZE ||
+	    lx_ju(mm, "vdso_base") >= ram_size || lx_ju(mm, "vdso_base") % PAGE_SIZE)
+		return rs_fail(r, "mm.vdso_base %#llx: not a page of user RAM with its data page below",
+			       (unsigned long long)lx_ju(mm, "vdso_base"));
 	return 0;
 }
 

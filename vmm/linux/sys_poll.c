@@ -78,7 +78,6 @@ static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t
 		free(gfds);
 		return -EFAULT;
 	}
-
 	for (uint64_t i = 0; i < n; i++) {
 		hfds[i].fd = gfds[i].fd < 0 ? -1 : lx_host_fd(c, (uint64_t)gfds[i].fd);
 		hfds[i].events = gfds[i].events;
