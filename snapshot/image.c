@@ -16,17 +16,22 @@
  * A chunk's checksum is the sum (mod 2^64) of XXH3-64 of each of its pages seeded with
  * the page number, so pages can be written in any order, by any thread, and a page
  * moved to another place does not checksum the same. The file is built under a
- * temporary name and renamed into place only when complete and fsynced.
+ * temporary name and renamed into place only when complete and fsynced. The writer
+ * holds an flock on its temporary, so a later writer can tell one left by a process
+ * that was killed mid-snapshot (no lock, pid gone) and remove it.
  */
 #include "image.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -165,6 +170,73 @@ static char *tmp_name_for(const char *final_path)
 	return out;
 }
 
+/* @name is "." BASE ".tmp." PID with PID all digits; returns the pid or 0. */
+static pid_t tmp_name_pid(const char *name, const char *base)
+{
+	size_t blen = strlen(base);
+	long pid = 0;
+	const char *d;
+
+	if (name[0] != '.' || strncmp(name + 1, base, blen) || strncmp(name + 1 + blen, ".tmp.", 5))
+		return 0;
+	d = name + 1 + blen + 5;
+	if (!*d || strlen(d) > 9)
+		return 0;
+	for (; *d; d++) {
+		if (*d < '0' || *d > '9')
+			return 0;
+		pid = pid * 10 + (*d - '0');
+	}
+	return (pid_t)pid;
+}
+
+/* Remove @name in @dfd if it is a regular file nobody holds the writer's lock on. */
+static void img_remove_if_unlocked(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+		unlinkat(dfd, name, 0);
+	close(fd);
+}
+
+/*
+ * Temporaries of this image's name left by writers that died (kill -9, a crash): each
+ * is as large as the image and would stay forever, and enough of them fill the disk the
+ * next snapshot needs. One is stale when its pid no longer exists and nobody holds its
+ * lock; the lock keeps a live writer's file even when its pid is in another pid
+ * namespace. Best effort: a directory that cannot be read is left as it is.
+ */
+static void img_sweep_stale(const char *final_path)
+{
+	char *dup = strdup(final_path), *dup2 = strdup(final_path);
+	const char *base;
+	struct dirent *de;
+	DIR *d = NULL;
+
+	if (!dup || !dup2)
+		goto out;
+	base = basename(dup2);
+	d = opendir(dirname(dup));
+	if (!d)
+		goto out;
+	while ((de = readdir(d))) {
+		pid_t pid = tmp_name_pid(de->d_name, base);
+
+		if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		img_remove_if_unlocked(dirfd(d), de->d_name);
+	}
+out:
+	if (d)
+		closedir(d);
+	free(dup);
+	free(dup2);
+}
+
 int img_create(const char *final_path, const struct img_header_info *info, struct img_writer **out)
 {
 	struct img_writer *w;
@@ -195,6 +267,10 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 		rc = -errno;
 		goto err;
 	}
+	/* Marks the temporary as alive for img_sweep_stale; released when we die. A
+	 * file system without flock still works, its stale temporaries just stay. */
+	(void)flock(w->fd, LOCK_EX | LOCK_NB);
+	img_sweep_stale(final_path);
 	header_encode(hdr, info);
 	rc = pwrite_all(w->fd, hdr, sizeof(hdr), 0);
 	if (!rc && ftruncate(w->fd, (off_t)(IMG_MEM_OFFSET + info->ram_size)) < 0)

@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define RAM (4ULL << 20)
@@ -82,6 +85,38 @@ static void expect_open_fails(const char *needle)
 
 	ck_assert_msg(img_open(path, &r, err) != 0, "damaged image accepted");
 	ck_assert_msg(strstr(err, needle), "error '%s' lacks '%s'", err, needle);
+}
+
+/* The image at path opens intact and every chunk equals mem. */
+static void expect_image_is_mem(void)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	uint8_t *chunk = malloc(IMG_CHUNK);
+
+	ck_assert_ptr_nonnull(chunk);
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	for (uint64_t c = 0; c < r.n_chunks; c++) {
+		ck_assert_int_eq(img_read_chunk(&r, c, chunk), 0);
+		ck_assert_msg(memcmp(chunk, mem + c * IMG_CHUNK, IMG_CHUNK) == 0, "chunk %llu differs",
+			      (unsigned long long)c);
+	}
+	img_close(&r);
+	free(chunk);
+}
+
+static int entries_in_dir(void)
+{
+	char cmd[128];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A %s | wc -l", dir);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+	pclose(f);
+	return n;
 }
 
 /* Everything written reads back: header, sections, every chunk with its checksum. */
@@ -236,6 +271,121 @@ START_TEST(test_stale_temporary)
 }
 END_TEST
 
+/* kill -9 of a process halfway through writing a snapshot over an existing image
+ * (item 11): the image at that path still opens intact with its old contents, and the
+ * next snapshot to that path succeeds and removes the dead writer's temporary. */
+START_TEST(test_killed_writer)
+{
+	struct img_header_info info = { .ram_size = RAM };
+	int pipefd[2], status;
+	char tmp[256], ready;
+	pid_t pid;
+
+	write_image();
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct img_writer *w;
+		uint8_t page[IMG_PAGE];
+
+		memset(page, 0x5a, sizeof(page));
+		if (img_create(path, &info, &w))
+			_exit(1);
+		for (uint64_t p = 0; p < PAGES / 2; p++)
+			if (img_write_page(w, p, page))
+				_exit(1);
+		if (write(pipefd[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(pipefd[1]);
+	ck_assert_int_eq(read(pipefd[0], &ready, 1), 1);
+	close(pipefd[0]);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	snprintf(tmp, sizeof(tmp), "%s/.snap.img.tmp.%d", dir, (int)pid);
+	ck_assert_msg(access(tmp, F_OK) == 0, "the killed writer's temporary %s is missing", tmp);
+	expect_image_is_mem();
+	write_image();
+	expect_image_is_mem();
+	ck_assert_msg(access(tmp, F_OK) < 0, "stale temporary %s was not removed", tmp);
+	ck_assert_int_eq(entries_in_dir(), 1);
+}
+END_TEST
+
+/* A temporary whose writer is alive is never swept, even when its pid is not ours. */
+START_TEST(test_live_writer_kept)
+{
+	struct img_header_info info = { .ram_size = RAM };
+	struct img_writer *w;
+	char tmp[256];
+	int fd;
+
+	/* pid 1 always exists: a temporary named for it is not stale. */
+	snprintf(tmp, sizeof(tmp), "%s/.snap.img.tmp.1", dir);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	img_abort(w);
+	ck_assert_msg(access(tmp, F_OK) == 0, "a live pid's temporary was removed");
+}
+END_TEST
+
+/* Write @limit bytes at most (RLIMIT_FSIZE: writes past it fail with EFBIG), then try
+ * to write a snapshot over the image at path: return what the writer reported. */
+static int write_with_size_limit(rlim_t limit)
+{
+	struct img_header_info info = { .ram_size = RAM };
+	static uint8_t section[256 << 10];
+	struct rlimit rl = { limit, limit };
+	struct img_writer *w;
+	int rc;
+
+	signal(SIGXFSZ, SIG_IGN);
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	rc = img_create(path, &info, &w);
+	if (rc)
+		return rc;
+	for (uint64_t p = 0; p < PAGES && !rc; p++)
+		rc = img_write_page(w, p, mem + p * IMG_PAGE);
+	if (!rc)
+		rc = img_add_section(w, IMG_SEC_PROCESS, section, sizeof(section));
+	if (rc) {
+		img_abort(w);
+		return rc;
+	}
+	return img_finish(w);
+}
+
+/* A write error (here EFBIG from a file size limit; ENOSPC and EIO take the same path)
+ * fails that snapshot with the error, leaves the old image intact and no temporary,
+ * whether it strikes when the file is sized or when the tail is written. */
+START_TEST(test_write_error)
+{
+	const rlim_t limits[] = { IMG_MEM_OFFSET + RAM / 2, IMG_MEM_OFFSET + RAM + 4096 };
+
+	write_image();
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		int status;
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			_exit(write_with_size_limit(limits[i]) == -EFBIG ? 0 : 1);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			      "limit %llu: the writer did not report EFBIG",
+			      (unsigned long long)limits[i]);
+		expect_image_is_mem();
+		ck_assert_int_eq(entries_in_dir(), 1);
+	}
+}
+END_TEST
+
 Suite *image_suite(void)
 {
 	Suite *s = suite_create("image");
@@ -249,6 +399,9 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_abort_leaves_old_image);
 	tcase_add_test(tc, test_fifo_refused_and_mode);
 	tcase_add_test(tc, test_stale_temporary);
+	tcase_add_test(tc, test_killed_writer);
+	tcase_add_test(tc, test_live_writer_kept);
+	tcase_add_test(tc, test_write_error);
 	suite_add_tcase(s, tc);
 	return s;
 }
