@@ -16,7 +16,7 @@ OPT      ?= -O2 -g
 WARN      = -Wall -Wextra -Werror
 CPPFLAGS  = -D_GNU_SOURCE -Ibuild/gen
 CFLAGS    = -std=gnu11 $(OPT) $(WARN) -pthread -MMD -MP
-LDLIBS    = -ljansson -lxxhash -lm -pthread
+LDLIBS    = -ljansson -lxxhash -lseccomp -lm -pthread
 SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 B         = build

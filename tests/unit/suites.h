@@ -5,7 +5,10 @@
 #define CCVM_TEST_SUITES_H
 
 #include <check.h>
+#include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <unistd.h>
 
 Suite *elf_suite(void);
 Suite *gmem_suite(void);
@@ -23,5 +26,26 @@ Suite *fastio_suite(void);
 Suite *hostile_suite(void);
 Suite *control_suite(void);
 Suite *restore_policy_suite(void);
+Suite *confine_suite(void);
+
+#define CHILD_OUT_MAX 4096
+
+/* In a child of run_child: report what went wrong on stderr and fail. */
+#define CHILD_CHECK(cond)                                                               \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
+			dprintf(STDERR_FILENO, "%s:%d: %s failed (errno %d)\n", __FILE__, \
+				__LINE__, #cond, errno);                                \
+			_exit(1);                                                       \
+		}                                                                       \
+	} while (0)
+
+struct child_result {
+	int status;              /* from waitpid */
+	char err[CHILD_OUT_MAX]; /* what the child wrote on stderr */
+};
+
+/* Run @fn(@arg) in a child with stderr captured; the child exits 0 if @fn returns. */
+void run_child(void (*fn)(void *), void *arg, struct child_result *r);
 
 #endif

@@ -11,6 +11,7 @@
 #include "suites.h"
 #include "../../guest/fastio/fastio_abi.h"
 #include "../../mmu/layout.h"
+#include "../../vmm/confine.h"
 #include "../../vmm/linux/sys.h"
 
 #include <fcntl.h>
@@ -23,7 +24,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/epoll.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
@@ -548,6 +551,76 @@ START_TEST(test_unix_reach)
 }
 END_TEST
 
+static int64_t gsys_path(uint64_t nr, const char *path, uint64_t a1, uint64_t a2)
+{
+	strcpy(gp(G_PATH), path);
+	return sys(nr, (uint64_t)AT_FDCWD, G_PATH, a1, a2, 0, 0);
+}
+
+/* The guest's file, socket and ioctl calls, made by the real handlers under the
+ * monitor's seccomp filter and a Landlock domain of root "/" and --rw dir. */
+static void confined_calls(void)
+{
+	const char *rw[] = { dir };
+	struct confine_fs fs = { .root = "/", .rw = rw, .n_rw = 1 };
+	char err[CONFINE_ERR_LEN], host[PATH_MAX];
+	int64_t fd, fd2;
+	int n = 0;
+
+	ck_assert_msg(confine_seccomp(err) == 0, "%s", err);
+	ck_assert_msg(confine_landlock(&fs, err) == 0 || strstr(err, "no Landlock"), "%s", err);
+	/* read and write under --rw, directories, renames, listing */
+	fd = gsys_path(SYS_openat, "/f", O_RDWR | O_TRUNC, 0);
+	ck_assert(fd >= 0);
+	memcpy(gp(G_BUF), "hello", 5);
+	ck_assert(sys(SYS_write, (uint64_t)fd, G_BUF, 5, 0, 0, 0) == 5);
+	ck_assert(sys(SYS_pread64, (uint64_t)fd, G_BUF + 8, 5, 0, 0, 0) == 5);
+	ck_assert(memcmp(gp(G_BUF + 8), "hello", 5) == 0);
+	ck_assert(sys(SYS_fchmod, (uint64_t)fd, 0640, 0, 0, 0, 0) == 0);
+	ck_assert(sys(SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0) == 0);
+	ck_assert(gsys_path(SYS_mkdirat, "/d", 0755, 0) == 0);
+	ck_assert(gsys_path(SYS_unlinkat, "/d", AT_REMOVEDIR, 0) == 0);
+	fd = gsys_path(SYS_openat, "/", O_RDONLY | O_DIRECTORY, 0);
+	ck_assert(fd >= 0 && sys(SYS_getdents64, (uint64_t)fd, G_BUF, 4096, 0, 0, 0) > 0);
+	/* a pipe, epoll, ioctls: the personality's pass-through ones reach the host */
+	ck_assert(sys(SYS_pipe2, G_FDS, 0, 0, 0, 0, 0) == 0);
+	memcpy(&n, gp(G_FDS), sizeof(n));
+	ck_assert(sys(SYS_ioctl, (uint64_t)n, FIONREAD, G_BUF, 0, 0, 0) == 0);
+	ck_assert(sys(SYS_ioctl, (uint64_t)n, TCGETS, G_BUF, 0, 0, 0) == -ENOTTY);
+	ck_assert(sys(SYS_ioctl, (uint64_t)n, TIOCSTI, G_BUF, 0, 0, 0) == -ENOTTY);
+	ck_assert(sys(SYS_ioctl, GFD, FIONREAD, G_BUF, 0, 0, 0) == 0);
+	fd2 = sys(SYS_epoll_create1, 0, 0, 0, 0, 0, 0);
+	ck_assert(fd2 >= 0);
+	/* sockets: TCP, UDP, Unix made; raw refused by the personality, not the filter */
+	ck_assert((fd = sys(SYS_socket, AF_INET6, SOCK_STREAM, 0, 0, 0, 0)) >= 0);
+	ck_assert((fd = sys(SYS_socket, AF_INET, SOCK_DGRAM, 0, 0, 0, 0)) >= 0);
+	ck_assert(sys(SYS_socketpair, AF_UNIX, SOCK_DGRAM, 0, G_FDS, 0, 0) == 0);
+	ck_assert(sys(SYS_socket, AF_INET, SOCK_RAW, IPPROTO_ICMP, 0, 0, 0) == -EPERM);
+	ck_assert(sys(SYS_socket, AF_PACKET, SOCK_RAW, 0, 0, 0, 0) == -EAFNOSUPPORT);
+	/* outside --rw: the personality says EROFS; the kernel would refuse it too */
+	ck_assert(gsys_path(SYS_openat, "/", O_RDONLY | O_DIRECTORY, 0) >= 0);
+	snprintf(host, sizeof(host), "%s/f", dir);
+	ck_assert(access(host, W_OK) == 0);
+	if (!strstr(err, "no Landlock"))
+		ck_assert(open("/etc/hostname", O_WRONLY) < 0 && errno == EACCES);
+}
+
+/* The personality works under the monitor's confinement: nothing the guest's file,
+ * socket and ioctl calls make the monitor do trips the seccomp filter or Landlock.
+ * Guest RAM is not inherited by a fork (MADV_DONTFORK), so this confines the test's
+ * own process, which Check forks for each test; it is skipped when CK_FORK=no. */
+START_TEST(test_personality_confined)
+{
+	const char *fork_mode = getenv("CK_FORK");
+
+	if (fork_mode && strcmp(fork_mode, "no") == 0) {
+		fprintf(stderr, "test_personality_confined: skipped with CK_FORK=no\n");
+		return;
+	}
+	confined_calls();
+}
+END_TEST
+
 Suite *hostile_suite(void)
 {
 	Suite *s = suite_create("hostile");
@@ -566,6 +639,7 @@ Suite *hostile_suite(void)
 	tcase_add_test(tc, test_socket_kinds);
 	tcase_add_test(tc, test_loopback_ports);
 	tcase_add_test(tc, test_unix_reach);
+	tcase_add_test(tc, test_personality_confined);
 	suite_add_tcase(s, tc);
 	return s;
 }
