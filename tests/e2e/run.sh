@@ -319,6 +319,8 @@ expect_fail "--control over a regular file" 1 "not a socket" -- "$CCVM" run --co
 python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" "$WORK/stale.sock"
 "$CCVM" run --control "$WORK/stale.sock" -- "$G/tests/hello.glibc" >/dev/null 2>&1 && pass "stale socket replaced" || fail "stale socket"
 
+# shellcheck source=tests/e2e/isolation.sh
+. "$TOP/tests/e2e/isolation.sh"
 # shellcheck source=tests/e2e/snapshot.sh
 . "$TOP/tests/e2e/snapshot.sh"
 # shellcheck source=tests/e2e/redis.sh
