@@ -17,8 +17,9 @@
  * the page number, so pages can be written in any order, by any thread, and a page
  * moved to another place does not checksum the same. The file is built under a
  * temporary name and renamed into place only when complete and fsynced. The writer
- * holds an flock on its temporary, so a later writer can tell one left by a process
- * that was killed mid-snapshot (no lock, pid gone) and remove it.
+ * holds an flock on its temporary, so a later writer, once it has renamed its own
+ * image into place, can tell one left by a process that was killed mid-snapshot (no
+ * lock, pid gone) and remove it.
  */
 #include "image.h"
 
@@ -270,7 +271,6 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	/* Marks the temporary as alive for img_sweep_stale; released when we die. A
 	 * file system without flock still works, its stale temporaries just stay. */
 	(void)flock(w->fd, LOCK_EX | LOCK_NB);
-	img_sweep_stale(final_path);
 	header_encode(hdr, info);
 	rc = pwrite_all(w->fd, hdr, sizeof(hdr), 0);
 	if (!rc && ftruncate(w->fd, (off_t)(IMG_MEM_OFFSET + info->ram_size)) < 0)
@@ -391,6 +391,9 @@ int img_finish(struct img_writer *w)
 		return rc;
 	}
 	rc = fsync_dir_of(w->final_path);
+	/* Here, not in img_create: that runs while the guest is paused, and a directory
+	 * can be long to read. */
+	img_sweep_stale(w->final_path);
 	free(w->tmp_path);
 	w->tmp_path = NULL;
 	img_abort(w); /* frees what is left; the temporary name no longer exists */

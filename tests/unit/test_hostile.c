@@ -569,7 +569,7 @@ static void confined_calls(void)
 
 	ck_assert_msg(confine_seccomp(err) == 0, "%s", err);
 	ck_assert_msg(confine_landlock(&fs, err) == 0 || strstr(err, "no Landlock"), "%s", err);
-	/* read and write under --rw, directories, renames, listing */
+	/* read and write under --rw, make and remove a directory, list one */
 	fd = gsys_path(SYS_openat, "/f", O_RDWR | O_TRUNC, 0);
 	ck_assert(fd >= 0);
 	memcpy(gp(G_BUF), "hello", 5);
@@ -597,8 +597,7 @@ static void confined_calls(void)
 	ck_assert(sys(SYS_socketpair, AF_UNIX, SOCK_DGRAM, 0, G_FDS, 0, 0) == 0);
 	ck_assert(sys(SYS_socket, AF_INET, SOCK_RAW, IPPROTO_ICMP, 0, 0, 0) == -EPERM);
 	ck_assert(sys(SYS_socket, AF_PACKET, SOCK_RAW, 0, 0, 0, 0) == -EAFNOSUPPORT);
-	/* outside --rw: the personality says EROFS; the kernel would refuse it too */
-	ck_assert(gsys_path(SYS_openat, "/", O_RDONLY | O_DIRECTORY, 0) >= 0);
+	/* The domain is real: the kernel itself lets this thread write under --rw only. */
 	snprintf(host, sizeof(host), "%s/f", dir);
 	ck_assert(access(host, W_OK) == 0);
 	if (!strstr(err, "no Landlock"))

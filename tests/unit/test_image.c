@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -316,22 +317,34 @@ START_TEST(test_killed_writer)
 }
 END_TEST
 
-/* A temporary whose writer is alive is never swept, even when its pid is not ours. */
+/* A temporary whose writer is alive is never swept: one named for a pid that exists
+ * (pid 1 always does), and one whose pid is gone but whose lock is held (a writer in
+ * another pid namespace); the latter goes once nobody holds the lock. */
 START_TEST(test_live_writer_kept)
 {
-	struct img_header_info info = { .ram_size = RAM };
-	struct img_writer *w;
-	char tmp[256];
+	char live[256], locked[256];
+	pid_t gone = fork();
 	int fd;
 
-	/* pid 1 always exists: a temporary named for it is not stale. */
-	snprintf(tmp, sizeof(tmp), "%s/.snap.img.tmp.1", dir);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(gone, 0);
+	if (gone == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(gone, NULL, 0), gone);
+	snprintf(live, sizeof(live), "%s/.snap.img.tmp.1", dir);
+	snprintf(locked, sizeof(locked), "%s/.snap.img.tmp.%d", dir, (int)gone);
+	fd = open(live, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	ck_assert_int_eq(img_create(path, &info, &w), 0);
-	img_abort(w);
-	ck_assert_msg(access(tmp, F_OK) == 0, "a live pid's temporary was removed");
+	fd = open(locked, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	write_image();
+	ck_assert_msg(access(live, F_OK) == 0, "a live pid's temporary was removed");
+	ck_assert_msg(access(locked, F_OK) == 0, "a locked temporary was removed");
+	close(fd);
+	write_image();
+	ck_assert_msg(access(live, F_OK) == 0, "a live pid's temporary was removed");
+	ck_assert_msg(access(locked, F_OK) < 0, "an unlocked dead writer's temporary stayed");
 }
 END_TEST
 
