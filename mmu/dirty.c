@@ -121,15 +121,48 @@ static uint64_t dirty_count_watched(struct dirty_tracker *t)
 	return dirty_count(t);
 }
 
-/* Dirty logging on or off for the RAM memslot. */
-static int dirty_logging(struct dirty_tracker *t, bool on)
+/*
+ * KVM's dirty log of memslot 0 (the one RAM slot), the log of a VM's tracker. Each
+ * call is timed into harvest_ns by the caller (dirty_log_*).
+ */
+static int dirty_kvm_logging(void *ctx, bool on)
 {
+	struct dirty_kvm *k = ctx;
 	struct kvm_userspace_memory_region region = {
 		.slot = 0, .flags = on ? KVM_MEM_LOG_DIRTY_PAGES : 0, .guest_phys_addr = 0,
-		.memory_size = t->ram_size, .userspace_addr = (uint64_t)(uintptr_t)t->host,
+		.memory_size = k->ram_size, .userspace_addr = (uint64_t)(uintptr_t)k->host,
 	};
+
+	return ioctl(k->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+}
+
+static int dirty_kvm_watch(void *ctx, uint64_t *pages)
+{
+	struct dirty_kvm *k = ctx;
+	struct kvm_clear_dirty_log log = { .slot = 0, .first_page = 0,
+					   .num_pages = (uint32_t)(k->ram_size / COV_PAGE),
+					   .dirty_bitmap = pages };
+
+	return ioctl(k->vm_fd, KVM_CLEAR_DIRTY_LOG, &log) < 0 ? -errno : 0;
+}
+
+static int dirty_kvm_get(void *ctx, uint64_t *bitmap)
+{
+	struct dirty_kvm *k = ctx;
+	struct kvm_dirty_log log = { .slot = 0, .dirty_bitmap = bitmap };
+
+	return ioctl(k->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
+}
+
+static const struct dirty_log_ops dirty_kvm_ops = {
+	.logging = dirty_kvm_logging, .watch = dirty_kvm_watch, .get = dirty_kvm_get,
+};
+
+/* Dirty logging on or off. */
+static int dirty_logging(struct dirty_tracker *t, bool on)
+{
 	uint64_t t0 = now_ns();
-	int rc = ioctl(t->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+	int rc = t->log.ops->logging(t->log.ctx, on);
 
 	t->harvest_ns += now_ns() - t0;
 	return rc;
@@ -139,11 +172,8 @@ static int dirty_logging(struct dirty_tracker *t, bool on)
  * them (logging started with every page marked dirty and none protected). */
 static int dirty_watch(struct dirty_tracker *t)
 {
-	struct kvm_clear_dirty_log log = { .slot = 0, .first_page = 0,
-					   .num_pages = (uint32_t)(t->ram_size / COV_PAGE),
-					   .dirty_bitmap = t->present };
 	uint64_t t0 = now_ns();
-	int rc = ioctl(t->vm_fd, KVM_CLEAR_DIRTY_LOG, &log) < 0 ? -errno : 0;
+	int rc = t->log.ops->watch(t->log.ctx, t->present);
 
 	t->harvest_ns += now_ns() - t0;
 	return rc;
@@ -151,9 +181,8 @@ static int dirty_watch(struct dirty_tracker *t)
 
 static int dirty_get(struct dirty_tracker *t)
 {
-	struct kvm_dirty_log log = { .slot = 0, .dirty_bitmap = t->bitmap };
 	uint64_t t0 = now_ns();
-	int rc = ioctl(t->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
+	int rc = t->log.ops->get(t->log.ctx, t->bitmap);
 
 	t->harvest_ns += now_ns() - t0;
 	return rc;
@@ -418,6 +447,10 @@ static bool dirty_gap(struct dirty_tracker *t, double gap)
 	return false;
 }
 
+/* Without a dirty log there are no windows: only the guest's progress rate is timed,
+ * which snapshots' own observations need. */
+#define DIRTY_NOLOG_GAP_S 1.0
+
 static void *dirty_thread(void *arg)
 {
 	struct dirty_tracker *t = arg;
@@ -426,7 +459,10 @@ static void *dirty_thread(void *arg)
 
 	if (dirty_gap(t, DIRTY_FIRST_S))
 		goto out;
-	while (!dirty_wait_unheld(t)) {
+	while (!t->log.ops && !dirty_wait_unheld(t))
+		if (dirty_gap(t, DIRTY_NOLOG_GAP_S))
+			goto out;
+	while (t->log.ops && !dirty_wait_unheld(t)) {
 		double lost, gap;
 		bool counted = false;
 
@@ -447,16 +483,12 @@ out:
 	pthread_mutex_unlock(&t->lock);
 	return NULL;
 }
-int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
-	       uint64_t region_size, unsigned window_ms, struct dirty_progress progress)
+/* Everything but the log: buffers, coverage, the thread. @t->log is set. */
+static int dirty_start(struct dirty_tracker *t, uint8_t *host, uint64_t ram_size,
+		       uint64_t region_size, unsigned window_ms, struct dirty_progress progress)
 {
-	struct kvm_enable_cap cap = { .cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
-				      .args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
-						 KVM_DIRTY_LOG_INITIALLY_SET };
 	int rc;
 
-	memset(t, 0, sizeof(*t));
-	t->vm_fd = vm_fd;
 	t->host = host;
 	t->ram_size = ram_size;
 	t->adaptive = window_ms == 0;
@@ -476,14 +508,42 @@ int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_s
 	t->resident = malloc(ram_size / COV_PAGE);
 	if (!t->bitmap || !t->present || !t->acc || !t->acc_present || !t->hot || !t->resident)
 		return -ENOMEM;
-	/* Manual protect: reading the log does not re-protect pages behind our back;
-	 * initially set: turning logging on protects nothing until the sample is cleared. */
-	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0)
-		return -errno;
 	if (pthread_create(&t->thread, NULL, dirty_thread, t))
 		return -EAGAIN;
 	t->running = true;
 	return 0;
+}
+
+int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
+	       uint64_t region_size, unsigned window_ms, struct dirty_progress progress)
+{
+	struct kvm_enable_cap cap = { .cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
+				      .args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+						 KVM_DIRTY_LOG_INITIALLY_SET };
+
+	memset(t, 0, sizeof(*t));
+	t->kvm = (struct dirty_kvm){ .vm_fd = vm_fd, .host = host, .ram_size = ram_size };
+	t->log = (struct dirty_log){ .ops = &dirty_kvm_ops, .ctx = &t->kvm };
+	/* Manual protect: reading the log does not re-protect pages behind our back;
+	 * initially set: turning logging on protects nothing until the sample is cleared. */
+	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0) {
+		int rc = -errno;
+
+		pthread_mutex_init(&t->lock, NULL);
+		pthread_cond_init(&t->cond, NULL);
+		return rc;
+	}
+	return dirty_start(t, host, ram_size, region_size, window_ms, progress);
+}
+
+int dirty_init_log(struct dirty_tracker *t, const struct dirty_log *log, uint8_t *host,
+		   uint64_t ram_size, uint64_t region_size, unsigned window_ms,
+		   struct dirty_progress progress)
+{
+	memset(t, 0, sizeof(*t));
+	if (log)
+		t->log = *log;
+	return dirty_start(t, host, ram_size, region_size, window_ms, progress);
 }
 
 void dirty_fini(struct dirty_tracker *t)

@@ -17,8 +17,36 @@ struct dirty_progress {
 	const void *ctx;
 };
 
-struct dirty_tracker {
+/*
+ * Where the tracker reads which pages were written. A VM's tracker reads KVM's dirty
+ * log (dirty_init); tests pass a fake, and a tracker without one (engine-bench on
+ * plain memory) learns only from snapshots' own observations.
+ */
+struct dirty_log_ops {
+	/* Logging on (every page reads as written, none is watched yet) or off. */
+	int (*logging)(void *ctx, bool on);
+	/* Watch the pages set in @pages (one bit per page): they read as not written
+	 * until the next write to them. */
+	int (*watch)(void *ctx, uint64_t *pages);
+	/* One bit per page: written since watched (or never watched). */
+	int (*get)(void *ctx, uint64_t *bitmap);
+};
+
+struct dirty_log {
+	const struct dirty_log_ops *ops; /* NULL: no log, no windows */
+	void *ctx;
+};
+
+/* dirty_init's log: memslot 0 of a KVM VM. */
+struct dirty_kvm {
 	int vm_fd;
+	uint8_t *host;
+	uint64_t ram_size;
+};
+
+struct dirty_tracker {
+	struct dirty_log log;
+	struct dirty_kvm kvm;
 	uint64_t ram_size;
 	uint64_t *bitmap;       /* one bit per page, from KVM_GET_DIRTY_LOG */
 	uint64_t *present;      /* one bit per page: resident when the window opened */
@@ -57,6 +85,11 @@ struct dirty_tracker {
  */
 int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
 	       uint64_t region_size, unsigned window_ms, struct dirty_progress progress);
+/* The same over @log (NULL or no ops: no windows; coverage then comes only from
+ * dirty_snapshot_observed, timed by @progress). */
+int dirty_init_log(struct dirty_tracker *t, const struct dirty_log *log, uint8_t *host,
+		   uint64_t ram_size, uint64_t region_size, unsigned window_ms,
+		   struct dirty_progress progress);
 void dirty_fini(struct dirty_tracker *t);
 
 /* Mark each region hot (1) or cold (0) in @hot (n_regions bytes) for a snapshot about

@@ -16,9 +16,6 @@
 #include "engine.h"
 #include "pagestate.h"
 #include "../vmm/log.h"
-#include "../vmm/vcpu.h"
-#include "../vmm/vm.h"
-#include "../vmm/linux/lx.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -124,18 +121,20 @@ json_t *snap_figures_json(const struct snap_figures *f)
 	return o;
 }
 
-int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
+int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t pool_bytes,
 		     struct dirty_tracker *tracker, uint64_t region_size)
 {
-	uint64_t pages = vm->mem.size / PAGE, chunks = vm->mem.size / IMG_CHUNK;
+	uint64_t pages = t->mem->size / PAGE, chunks = t->mem->size / IMG_CHUNK;
 	int rc;
 
 	memset(e, 0, sizeof(*e));
-	e->vm = vm;
+	e->t = *t;
+	e->host = t->mem->host;
+	e->size = t->mem->size;
 	e->wp.fd = -1;
 	e->tracker = tracker;
 	e->region_size = region_size;
-	e->n_regions = (vm->mem.size + region_size - 1) / region_size;
+	e->n_regions = (e->size + region_size - 1) / region_size;
 	e->def = (struct snap_request){ .policy = SNAP_CCOW, .threshold = SNAP_DEFAULT_THRESHOLD,
 					.precopy = SNAP_DEFAULT_PRECOPY,
 					.pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
@@ -206,7 +205,7 @@ static bool snap_copy_one(struct snap_engine *e, uint64_t p, bool precopy)
 
 	if (!buf)
 		return false;
-	memcpy(buf, e->vm->mem.host + p * PAGE, PAGE);
+	memcpy(buf, e->host + p * PAGE, PAGE);
 	e->copy[p] = buf;
 	e->pre[p] = precopy;
 	if (ps_take(&e->state[p], PS_COPIED)) {
@@ -241,7 +240,7 @@ static void snap_region_pages(const struct snap_engine *e, uint64_t r, uint64_t 
 	uint64_t per = e->region_size / PAGE;
 
 	*first = r * per;
-	*end = *first + per < e->vm->mem.size / PAGE ? *first + per : e->vm->mem.size / PAGE;
+	*end = *first + per < e->size / PAGE ? *first + per : e->size / PAGE;
 }
 
 /* Regions [*r0, *r1] overlapping chunk @c (several small regions, or part of a large one). */
@@ -344,7 +343,7 @@ static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
 			/* copied (or someone else took the page meanwhile) */
 		} else if (ps_take(st, PS_CLAIMED)) {
 			/* Pool exhausted: save synchronously, slower but still exact. */
-			int rc = snap_save(e, p, e->vm->mem.host + p * PAGE);
+			int rc = snap_save(e, p, e->host + p * PAGE);
 
 			if (rc)
 				snap_fail(e, rc, "writing the image");
@@ -366,11 +365,11 @@ static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
  * next snapshot's write protection takes ten times longer. */
 static void snap_collapse_split(struct snap_engine *e)
 {
-	for (uint64_t c = 0; c < e->vm->mem.size / IMG_CHUNK; c++) {
+	for (uint64_t c = 0; c < e->size / IMG_CHUNK; c++) {
 		if (!e->split[c])
 			continue;
 		e->split[c] = 0;
-		madvise(e->vm->mem.host + c * IMG_CHUNK, IMG_CHUNK, MADV_COLLAPSE);
+		madvise(e->host + c * IMG_CHUNK, IMG_CHUNK, MADV_COLLAPSE);
 	}
 }
 
@@ -386,7 +385,7 @@ static void *snap_fault_thread(void *arg)
 			log_err("userfaultfd: %s", strerror(-rc));
 			break;
 		}
-		if (rc == 0 || gpa >= e->vm->mem.size)
+		if (rc == 0 || gpa >= e->size)
 			continue;
 		__atomic_fetch_add(&e->cur.cow_faults, 1, __ATOMIC_RELAXED);
 		snap_cow_page(e, gpa / PAGE, true);
@@ -398,7 +397,7 @@ void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
 {
 	if (!__atomic_load_n(&e->threads_live, __ATOMIC_ACQUIRE))
 		return;
-	for (uint64_t p = gpa / PAGE; p < (gpa + len) / PAGE && p < e->vm->mem.size / PAGE; p++) {
+	for (uint64_t p = gpa / PAGE; p < (gpa + len) / PAGE && p < e->size / PAGE; p++) {
 		snap_cow_page(e, p, false);
 		while (ps_get(&e->state[p]) == PS_CLAIMED)
 			sched_yield(); /* the writer is saving it: a page write, not long */
@@ -432,7 +431,7 @@ static uint64_t snap_progress(const struct snap_engine *e)
  * of each chunk once it is saved. */
 static int snap_write_pages(struct snap_engine *e, bool unprotect)
 {
-	uint64_t pages = e->vm->mem.size / PAGE, per_chunk = IMG_CHUNK / PAGE, written = 0;
+	uint64_t pages = e->size / PAGE, per_chunk = IMG_CHUNK / PAGE, written = 0;
 	int rc = 0;
 
 	for (uint64_t i = 0; i < pages / per_chunk && !rc; i++) {
@@ -443,7 +442,7 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 			uint8_t *st = &e->state[p];
 
 			if (ps_take(st, PS_CLAIMED)) {
-				rc = snap_save(e, p, e->vm->mem.host + p * PAGE);
+				rc = snap_save(e, p, e->host + p * PAGE);
 				e->cur.pages_saved_by_writer++;
 				written += PAGE;
 				ps_set(st, PS_SAVED);
@@ -485,12 +484,12 @@ static void snap_observe(struct snap_engine *e, bool fold)
 	uint64_t end = snap_progress(e), per_chunk = IMG_CHUNK / PAGE;
 
 	memset(e->obs, 0, e->n_regions * sizeof(e->obs[0]));
-	for (uint64_t p = 0; p < e->vm->mem.size / PAGE; p++) {
+	for (uint64_t p = 0; p < e->size / PAGE; p++) {
 		struct cov_obs *o = &e->obs[p * PAGE / e->region_size];
 		uint64_t until;
 
 		if (e->pre[p]) {
-			bool same = XXH3_64bits(e->vm->mem.host + p * PAGE, PAGE) == e->pre_hash[p];
+			bool same = XXH3_64bits(e->host + p * PAGE, PAGE) == e->pre_hash[p];
 
 			e->cur.pages_precopied_unwritten += same;
 			o->written += !same;
@@ -546,7 +545,7 @@ static void snap_finish(struct snap_engine *e, int rc)
  * it would shrink with every failure. */
 static void snap_reclaim_copies(struct snap_engine *e)
 {
-	for (uint64_t p = 0; p < e->vm->mem.size / PAGE; p++)
+	for (uint64_t p = 0; p < e->size / PAGE; p++)
 		if (ps_get(&e->state[p]) == PS_COPIED && e->copy[p]) {
 			pool_put(&e->pool, e->copy[p]);
 			e->copy[p] = NULL;
@@ -562,7 +561,7 @@ static void *snap_writer_thread(void *arg)
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
 	snap_observe(e, !rc);
 	if (rc) { /* the guest must not stay write-protected after a failure */
-		wp_protect(&e->wp, 0, e->vm->mem.size, false);
+		wp_protect(&e->wp, 0, e->size, false);
 		snap_reclaim_copies(e);
 	}
 	snap_finish(e, rc);
@@ -595,13 +594,13 @@ struct snap_pm_scan_arg {
 static int snap_mark_scan(struct snap_engine *e)
 {
 	static struct snap_page_region r[SNAP_SCAN_REGIONS];
-	uint64_t base = (uint64_t)(uintptr_t)e->vm->mem.host, end = base + e->vm->mem.size;
+	uint64_t base = (uint64_t)(uintptr_t)e->host, end = base + e->size;
 	uint64_t at = base;
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
-	memset(e->state, PS_ZERO, e->vm->mem.size / PAGE);
+	memset(e->state, PS_ZERO, e->size / PAGE);
 	while (at < end) {
 		struct snap_pm_scan_arg a = {
 			.size = sizeof(a), .start = at, .end = end, .vec = (uint64_t)(uintptr_t)r,
@@ -632,12 +631,12 @@ static int snap_mark_scan(struct snap_engine *e)
  * hosts do not have). */
 static int snap_mark_mincore(struct snap_engine *e)
 {
-	uint64_t pages = e->vm->mem.size / PAGE;
+	uint64_t pages = e->size / PAGE;
 	unsigned char *vec = malloc(pages);
 
 	if (!vec)
 		return -ENOMEM;
-	if (mincore(e->vm->mem.host, e->vm->mem.size, vec) < 0) {
+	if (mincore(e->host, e->size, vec) < 0) {
 		int rc = -errno;
 
 		free(vec);
@@ -653,8 +652,8 @@ static int snap_mark_mincore(struct snap_engine *e)
  * never need protection (UFFDIO_WRITEPROTECT skips them anyway). */
 static int snap_mark_pages(struct snap_engine *e)
 {
-	e->cur.pages_total = e->vm->mem.size / PAGE;
-	memset(e->faulted, 0, e->vm->mem.size / PAGE);
+	e->cur.pages_total = e->size / PAGE;
+	memset(e->faulted, 0, e->size / PAGE);
 	if (snap_mark_scan(e) == 0)
 		return 0;
 	return snap_mark_mincore(e);
@@ -665,7 +664,7 @@ static int snap_mark_pages(struct snap_engine *e)
  * they cost no copy at all), then the rest, each group in address order. */
 static void snap_plan(struct snap_engine *e, const struct snap_request *req)
 {
-	uint64_t chunks = e->vm->mem.size / IMG_CHUNK, n = 0;
+	uint64_t chunks = e->size / IMG_CHUNK, n = 0;
 
 	memset(e->hot, 0, e->n_regions);
 	if (req->policy == SNAP_CCOW) {
@@ -720,7 +719,7 @@ static void snap_precopy_eager(struct snap_engine *e, const struct snap_request 
 	memset(e->eager, 0, e->n_regions);
 	if (req->policy != SNAP_CCOW || req->precopy != SNAP_PRECOPY_EAGER)
 		return;
-	for (uint64_t i = 0; i < e->vm->mem.size / IMG_CHUNK; i++) {
+	for (uint64_t i = 0; i < e->size / IMG_CHUNK; i++) {
 		uint64_t r0, r1;
 
 		snap_chunk_regions(e, e->order[i], &r0, &r1);
@@ -745,8 +744,8 @@ static int snap_protect(struct snap_engine *e)
 		if (r > run) { /* regions [run, r) are protected in one call */
 			uint64_t end = r * e->region_size;
 
-			if (end > e->vm->mem.size)
-				end = e->vm->mem.size;
+			if (end > e->size)
+				end = e->size;
 			rc = wp_protect(&e->wp, run * e->region_size, end - run * e->region_size, true);
 		}
 		run = r + 1;
@@ -754,64 +753,10 @@ static int snap_protect(struct snap_engine *e)
 	return rc;
 }
 
-/* In test builds (CCVM_TEST_REFERENCE set), keep a raw copy of RAM taken at the
- * snapshot instant next to the image, so tests can compare the two byte for byte. */
-static void snap_test_reference(struct snap_engine *e, const char *file)
-{
-	char path[4200];
-	int fd;
-
-	if (!getenv("CCVM_TEST_REFERENCE"))
-		return;
-	snprintf(path, sizeof(path), "%s.ref", file);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	for (uint64_t off = 0; off < e->vm->mem.size; off += IMG_CHUNK)
-		if (pwrite(fd, e->vm->mem.host + off, IMG_CHUNK, (off_t)off) != (ssize_t)IMG_CHUNK)
-			break;
-	close(fd);
-}
-
-/* vCPU registers and process state, captured while paused. */
-static int snap_capture(struct snap_engine *e)
-{
-	struct vm *vm = e->vm;
-	struct vcpu_saved *saved = calloc((size_t)vm->n_vcpus, sizeof(*saved));
-	struct lx_thread **threads = calloc((size_t)vm->n_vcpus, sizeof(*threads));
-	json_t *proc;
-	char *text;
-	int rc = saved && threads ? 0 : -ENOMEM, n = 0;
-
-	/* Every live thread, in vCPU order; a finished thread's vCPU is no one's. */
-	for (int i = 0; i < vm->n_vcpus && !rc; i++) {
-		if (vm->vcpus[i]->state == VCPU_DONE)
-			continue;
-		threads[n] = vm->vcpus[i]->lx;
-		rc = vcpu_save_state(vm->vcpus[i], &saved[n++]);
-	}
-	if (!rc && n == 0)
-		rc = -ESRCH;
-	if (!rc)
-		rc = img_add_section(e->img, IMG_SEC_VCPUS, saved, (size_t)n * sizeof(*saved));
-	proc = rc ? NULL : lx_state_save(vm->proc, threads, n);
-	free(saved);
-	free(threads);
-	if (rc)
-		return rc;
-	text = json_dumps(proc, JSON_COMPACT);
-	json_decref(proc);
-	if (!text)
-		return -ENOMEM;
-	rc = img_add_section(e->img, IMG_SEC_PROCESS, text, strlen(text));
-	free(text);
-	return rc;
-}
-
 static int snap_begin(struct snap_engine *e, const struct snap_request *req, char *err,
 		      size_t errlen)
 {
-	struct img_header_info info = { .ram_size = e->vm->mem.size, .policy = req->policy };
+	struct img_header_info info = { .ram_size = e->size, .policy = req->policy };
 	struct timespec rt;
 	int rc;
 
@@ -824,7 +769,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	}
 	e->progress_start = snap_progress(e); /* the vCPUs are paused: it holds still */
 	uint64_t t0 = now_ns();
-	rc = snap_capture(e);
+	rc = e->t.ops->capture(e->t.ctx, e->img);
 	uint64_t t1 = now_ns();
 	if (!rc)
 		rc = snap_mark_pages(e);
@@ -832,7 +777,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 		snap_plan(e, req);
 	uint64_t t2 = now_ns();
 	if (!rc && req->policy != SNAP_STOP && e->wp.fd < 0) {
-		rc = wp_open(&e->wp, e->vm->mem.host, e->vm->mem.size);
+		rc = wp_open(&e->wp, e->host, e->size);
 		if (!rc && pthread_create(&e->faulter, NULL, snap_fault_thread, e))
 			rc = -EAGAIN;
 	}
@@ -854,6 +799,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 int snap_start(struct snap_engine *e, const struct snap_request *req, struct snap_figures *now,
 	       char *err, size_t errlen)
 {
+	const char *refusal;
 	uint64_t t_resume;
 	int rc;
 
@@ -865,9 +811,9 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 		pthread_mutex_unlock(&e->lock);
 		return -EBUSY;
 	}
-	if (__atomic_load_n(&e->vm->lazy, __ATOMIC_ACQUIRE)) {
-		snprintf(err, errlen, "this VM is still loading its memory from the image it was "
-			 "restored from; try again in a moment");
+	refusal = e->t.ops->refuse ? e->t.ops->refuse(e->t.ctx) : NULL;
+	if (refusal) {
+		snprintf(err, errlen, "%s", refusal);
 		pthread_mutex_unlock(&e->lock);
 		return -EBUSY;
 	}
@@ -886,7 +832,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	e->t_start_ns = now_ns();
 	if (e->tracker)
 		dirty_hold(e->tracker, true);
-	rc = vm_pause(e->vm);
+	rc = e->t.ops->pause(e->t.ctx);
 	if (rc) {
 		snprintf(err, errlen, "the VM has stopped");
 		goto err_unbusy;
@@ -894,11 +840,12 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	rc = snap_begin(e, req, err, errlen);
 	if (rc)
 		goto err_resume;
-	snap_test_reference(e, req->file);
+	if (e->t.ops->at_instant)
+		e->t.ops->at_instant(e->t.ctx, req->file);
 	if (req->policy == SNAP_STOP) {
 		rc = snap_write_pages(e, false);
 		e->cur.pause_us = (now_ns() - e->t_start_ns) / 1000;
-		vm_resume(e->vm);
+		e->t.ops->resume(e->t.ctx);
 		snap_finish(e, rc);
 		if (e->tracker)
 			dirty_hold(e->tracker, false);
@@ -909,12 +856,12 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 		__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
 		t_resume = now_ns();
 		e->cur.pause_us = (t_resume - e->t_start_ns) / 1000;
-		vm_resume(e->vm);
+		e->t.ops->resume(e->t.ctx);
 		e->writer_joinable = true;
 		if (pthread_create(&e->writer, NULL, snap_writer_thread, e)) {
 			e->writer_joinable = false;
 			__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
-			wp_protect(&e->wp, 0, e->vm->mem.size, false);
+			wp_protect(&e->wp, 0, e->size, false);
 			snap_fail(e, -EAGAIN, "starting the writer");
 			snap_finish(e, -EAGAIN);
 			if (e->tracker)
@@ -925,7 +872,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	return 0;
 
 err_resume:
-	vm_resume(e->vm);
+	e->t.ops->resume(e->t.ctx);
 err_unbusy:
 	if (e->tracker)
 		dirty_hold(e->tracker, false);

@@ -7,6 +7,7 @@
 #include "image.h"
 #include "pool.h"
 #include "../mmu/dirty.h"
+#include "../mmu/gmem.h"
 #include "../mmu/wp.h"
 
 #include <jansson.h>
@@ -14,7 +15,31 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct vm;
+/*
+ * What the engine snapshots, and how it stops whoever writes there. The engine knows
+ * memory and nothing else: a VM's vCPUs and process state come in through these ops
+ * (snapshot/capture.c), and tests and bench/engine-bench pass host threads instead.
+ */
+struct snap_ops {
+	/* Return once nothing writes the memory any more; -errno when it never will
+	 * again (the VM has stopped). */
+	int (*pause)(void *ctx);
+	void (*resume)(void *ctx);
+	/* While paused: add the non-memory state sections to the image. */
+	int (*capture)(void *ctx, struct img_writer *img);
+	/* Why no snapshot can start now (a lazy restore still loading), or NULL. May be
+	 * NULL itself. */
+	const char *(*refuse)(void *ctx);
+	/* May be NULL. While paused, once the state is captured: the memory as it is now
+	 * is what the image at @file will hold. */
+	void (*at_instant)(void *ctx, const char *file);
+};
+
+struct snap_target {
+	struct gmem *mem;
+	const struct snap_ops *ops;
+	void *ctx;
+};
 
 enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_CCOW = 2, SNAP_NR_POLICIES };
 enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
@@ -53,7 +78,9 @@ struct snap_figures {
 };
 
 struct snap_engine {
-	struct vm *vm;
+	struct snap_target t;
+	uint8_t *host;           /* t.mem's */
+	uint64_t size;
 	pthread_mutex_t lock;
 	bool busy;               /* one snapshot at a time */
 	bool stopping;
@@ -116,7 +143,7 @@ void snap_schedule_prune(const struct snap_schedule *s);
 
 /* @tracker may be NULL (no coverage: ccow then treats every region as cold unless
  * the threshold is 0); @region_size must match the tracker's. */
-int snap_engine_init(struct snap_engine *e, struct vm *vm, size_t pool_bytes,
+int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t pool_bytes,
 		     struct dirty_tracker *tracker, uint64_t region_size);
 void snap_engine_fini(struct snap_engine *e);
 

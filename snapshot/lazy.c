@@ -15,7 +15,6 @@
  */
 #include "lazy.h"
 #include "../vmm/log.h"
-#include "../vmm/vm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +36,9 @@ enum { CH_ABSENT, CH_LOADING, CH_LOADED };
 
 struct lazy {
 	struct img_reader r;
-	struct vm *vm;
+	struct gmem *mem;
+	void (*on_bad)(void *ctx);
+	void *ctx;
 	const char *file;
 	int uffd;
 	uint8_t *chunk;        /* per chunk: CH_* */
@@ -48,7 +49,7 @@ struct lazy {
 
 static int lazy_install(struct lazy *l, uint64_t c, uint8_t *buf)
 {
-	uint64_t base = (uint64_t)(uintptr_t)l->vm->mem.host + c * IMG_CHUNK;
+	uint64_t base = (uint64_t)(uintptr_t)l->mem->host + c * IMG_CHUNK;
 	bool data;
 	int rc = img_load_chunk(&l->r, c, buf, &data);
 
@@ -88,11 +89,12 @@ static void lazy_load(struct lazy *l, uint64_t c, uint8_t *buf)
 		return;
 	rc = lazy_install(l, c, buf);
 	if (rc) {
-		log_err("restore of '%s': memory chunk %llu (guest %#llx) %s; stopping the VM",
+		log_err("restore of '%s': memory chunk %llu (guest %#llx) %s; stopping",
 			l->file, (unsigned long long)c, (unsigned long long)(c * IMG_CHUNK),
 			rc == -EBADMSG ? "fails its checksum: the image is damaged" : strerror(-rc));
 		l->failed = true;
-		vm_stop(l->vm, 1);
+		if (l->on_bad)
+			l->on_bad(l->ctx);
 	}
 	__atomic_store_n(&l->chunk[c], CH_LOADED, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&l->n_loaded, 1, __ATOMIC_RELEASE);
@@ -111,8 +113,8 @@ static void *lazy_fault_thread(void *arg)
 		if (poll(&pfd, 1, 100) <= 0 || read(l->uffd, &msg, sizeof(msg)) != sizeof(msg) ||
 		    msg.event != UFFD_EVENT_PAGEFAULT)
 			continue;
-		gpa = msg.arg.pagefault.address - (uint64_t)(uintptr_t)l->vm->mem.host;
-		if (gpa < l->vm->mem.size)
+		gpa = msg.arg.pagefault.address - (uint64_t)(uintptr_t)l->mem->host;
+		if (gpa < l->mem->size)
 			lazy_load(l, gpa / IMG_CHUNK, buf);
 	}
 	free(buf);
@@ -141,11 +143,12 @@ static bool lazy_done(struct lazy *l)
 	return __atomic_load_n(&l->n_loaded, __ATOMIC_ACQUIRE) == l->r.n_chunks;
 }
 
-int lazy_start(struct img_reader *r, struct vm *vm, const char *file, struct lazy **out)
+int lazy_start(struct img_reader *r, const struct lazy_target *t, const char *file,
+	       struct lazy **out)
 {
 	struct uffdio_api api = { .api = UFFD_API };
 	struct uffdio_register reg = {
-		.range = { .start = (uint64_t)(uintptr_t)vm->mem.host, .len = vm->mem.size },
+		.range = { .start = (uint64_t)(uintptr_t)t->mem->host, .len = t->mem->size },
 		.mode = UFFDIO_REGISTER_MODE_MISSING,
 	};
 	struct lazy *l = calloc(1, sizeof(*l));
@@ -158,7 +161,9 @@ int lazy_start(struct img_reader *r, struct vm *vm, const char *file, struct laz
 		return -ENOMEM;
 	}
 	l->r = *r;
-	l->vm = vm;
+	l->mem = t->mem;
+	l->on_bad = t->on_bad;
+	l->ctx = t->ctx;
 	l->file = file;
 	l->chunk = calloc(r->n_chunks, 1);
 	l->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
@@ -204,7 +209,7 @@ int lazy_finish(struct lazy *l)
 	pthread_join(l->faulter, NULL);
 	close(l->uffd); /* unregisters guest RAM */
 	if (!l->failed && lazy_done(l))
-		madvise(l->vm->mem.host, l->vm->mem.size, MADV_COLLAPSE);
+		madvise(l->mem->host, l->mem->size, MADV_COLLAPSE);
 	rc = l->failed ? -EBADMSG : 0;
 	img_close(&l->r);
 	free(l->chunk);

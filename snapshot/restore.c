@@ -17,6 +17,7 @@
 #include "image.h"
 #include "engine.h"
 #include "lazy.h"
+#include "memrestore.h"
 #include "../mmu/pagetable.h"
 #include "../vmm/cpu_tables.h"
 #include "../vmm/log.h"
@@ -42,20 +43,10 @@ static void restore_system_area(struct vm *vm)
 
 static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 {
-	for (uint64_t c = 0; c < r->n_chunks; c++) {
-		bool data;
-		int rc = img_load_chunk(r, c, vm->mem.host + c * IMG_CHUNK, &data);
+	int rc = memrestore_eager(file, r, &vm->mem);
 
-		if (rc) {
-			log_err("cannot restore '%s': memory chunk %llu (guest %#llx-%#llx) %s; "
-				"use an older snapshot, or 'ccvm inspect %s' to list every damaged "
-				"chunk", file, (unsigned long long)c,
-				(unsigned long long)(c * IMG_CHUNK),
-				(unsigned long long)((c + 1) * IMG_CHUNK), rc == -EBADMSG ?
-				"fails its checksum: the image is damaged" : strerror(-rc), file);
-			return rc;
-		}
-	}
+	if (rc)
+		return rc;
 	restore_system_area(vm);
 	return 0;
 }
@@ -166,6 +157,12 @@ void restore_lazy_end(struct vm *vm)
 	lazy_thread = 0;
 }
 
+/* A chunk failed its checksum after the VM started: it cannot go on. */
+static void restore_lazy_bad(void *ctx)
+{
+	vm_stop(ctx, 1);
+}
+
 int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
 {
 	uint64_t mem = o->mem;
@@ -200,7 +197,8 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 		vm->max_vcpus = o->vcpus;
 	if (o->lazy) {
 		/* Sections are read now, while we still own the reader; memory later. */
-		rc = lazy_start(&r, vm, file, &vm->lazy);
+		rc = lazy_start(&r, &(struct lazy_target){ .mem = &vm->mem, .on_bad = restore_lazy_bad,
+							   .ctx = vm }, file, &vm->lazy);
 		if (rc) {
 			log_err("cannot restore '%s' lazily: %s", file, strerror(-rc));
 			img_close(&r);

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "vcpu.h"
 #include "vm.h"
+#include "../snapshot/capture.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/restore.h"
 #include "linux/lx.h"
@@ -569,7 +570,10 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 		}
 	}
 	if (snaps) {
-		if (snap_engine_init(&engine, vm, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
+		struct snap_target target;
+
+		capture_vm_target(vm, &target);
+		if (snap_engine_init(&engine, &target, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
 				     track ? &tracker : NULL, ccow->region_size))
 			goto out_engine;
 		engine.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
