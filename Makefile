@@ -4,6 +4,7 @@
 #   make test       install missing Debian packages, then unit tests, end-to-end tests,
 #                   and both again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       install missing packages, build, run the demo
+#   make coverage   the unit tests built with gcov: the share of the monitor's lines run
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (default 60); make test
 #                   runs each for 10 s
 #   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
@@ -31,7 +32,7 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 	      $(foreach t,$(GUEST_TESTS),$(B)/guest/tests/$(t).glibc $(B)/guest/tests/$(t).musl \
 	        $(B)/guest/tests/$(t).spie $(B)/guest/tests/$(t).dyn)
 
-UNIT_SRCS = $(wildcard tests/unit/*.c)
+UNIT_SRCS = $(wildcard tests/unit/*.c) bench/load.c
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 # libFuzzer targets (clang): the monitor's parsers of what users, guests and image files
@@ -43,8 +44,8 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test unit e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
-all: ccvm bench/ycsb
+.PHONY: all deps test unit coverage e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
+all: ccvm bench/ycsb bench/engine-bench
 
 ccvm: $(OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -96,13 +97,13 @@ $(B)/obj/fastio_blob.o: guest/fastio/blob.S $(B)/fastio.so
 # Guest programs: static glibc, static-PIE glibc, static musl and dynamic glibc (PIE, run
 # through ld-linux) builds of the same sources.
 guests: $(GUEST_BINS)
-$(B)/guest/zipfbench: guest/zipfbench.c
+$(B)/guest/zipfbench: guest/zipfbench.c guest/zipf.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -static $(WARN) -o $@ $< -lm
-$(B)/guest/zipfbench.dyn: guest/zipfbench.c
+$(B)/guest/zipfbench.dyn: guest/zipfbench.c guest/zipf.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 $(WARN) -o $@ $< -lm
-$(B)/guest/zipfbench.musl: guest/zipfbench.c
+$(B)/guest/zipfbench.musl: guest/zipfbench.c guest/zipf.h
 	@mkdir -p $(dir $@)
 	$(MUSLCC) -O2 -static $(WARN) -o $@ $< -lm
 $(B)/guest/tests/%.glibc: guest/tests/%.c guest/tests/report.h
@@ -131,16 +132,31 @@ $(B)/fuzz/obj/%.o: %.c $(GEN)
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
+# Coverage: the unit tests built with gcov, then the share of the monitor's lines
+# (vmm/, mmu/, snapshot/) they executed.
+COV_OBJS = $(LIB_SRCS:%.c=$(B)/cov/%.o)
+$(B)/cov/%.o: %.c $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -O0 --coverage -c -o $@ $<
+
+$(B)/unit-cov: $(UNIT_SRCS) $(COV_OBJS) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) --coverage -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
+
+coverage: $(B)/unit-cov
+	find $(B)/cov -name '*.gcda' -delete
+	$(B)/unit-cov
+	scripts/coverage.sh $(B)/cov $(LIB_SRCS)
+
 deps:
 	@scripts/install-deps.sh
 
 unit: $(B)/unit
 	$(B)/unit
 
-e2e: ccvm guests bench/ycsb
+e2e: ccvm guests bench/ycsb bench/engine-bench
 	tests/e2e/run.sh ./ccvm
 
-asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb
+asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb bench/engine-bench
 	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
 	ASAN_OPTIONS=detect_leaks=1 tests/e2e/run.sh $(B)/ccvm-asan
 
@@ -167,6 +183,10 @@ bench: bench-core bench-snapshots bench-ccow bench-redis
 # names it.
 bench/ycsb: bench/ycsb.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) $$(pkg-config --cflags hiredis) -o $@ $< $$(pkg-config --libs hiredis) -lm -pthread
+
+# The snapshot engine on plain memory written by host threads: no VM needed.
+bench/engine-bench: bench/engine-bench.c bench/load.c $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 bench-core: deps
 	$(MAKE) ccvm guests

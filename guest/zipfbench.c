@@ -15,8 +15,7 @@
  * Output: "report t=SECONDS updates_per_s=N" every --report-ms, then one line
  * "summary updates=N seconds=S updates_per_s=N bytes_written=N checksum=HEX".
  *
- * Zipf sampling is rejection-inversion (Hoermann and Derflinger, 1996): O(1) per
- * sample without a table, valid for any alpha > 0 including 1.
+ * Zipf sampling (rejection-inversion) is in zipf.h, shared with bench/load.c.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +26,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#include "zipf.h"
 
 #define BLOCK_SIZE   1024
 #define BLOCK_WORDS  (BLOCK_SIZE / 8)
@@ -41,95 +42,7 @@ struct opts {
 	long report_ms;
 };
 
-struct zipf {
-	uint64_t n;
-	double s, h_x1, h_n, shortcut;
-};
-
 static uint64_t rng_state;
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
-
-static double rng_uniform(void)
-{
-	return (double)(splitmix64(&rng_state) >> 11) * 0x1.0p-53;
-}
-
-/* log1p(x)/x and expm1(x)/x, accurate near 0 (where the exponent 1 - s vanishes). */
-static double helper1(double x)
-{
-	return fabs(x) > 1e-8 ? log1p(x) / x : 1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x));
-}
-
-static double helper2(double x)
-{
-	return fabs(x) > 1e-8 ? expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x));
-}
-
-/* H(x): an antiderivative of h(x) = x^-s; and its inverse. */
-static double zipf_hint(const struct zipf *z, double x)
-{
-	double lx = log(x);
-
-	return helper2((1.0 - z->s) * lx) * lx;
-}
-
-static double zipf_hint_inv(const struct zipf *z, double y)
-{
-	double t = y * (1.0 - z->s);
-
-	if (t < -1.0)
-		t = -1.0;
-	return exp(helper1(t) * y);
-}
-
-static double zipf_h(const struct zipf *z, double x)
-{
-	return exp(-z->s * log(x));
-}
-
-static void zipf_init(struct zipf *z, uint64_t n, double s)
-{
-	z->n = n;
-	z->s = s;
-	z->h_x1 = zipf_hint(z, 1.5) - 1.0;
-	z->h_n = zipf_hint(z, (double)n + 0.5);
-	z->shortcut = 2.0 - zipf_hint_inv(z, zipf_hint(z, 2.5) - zipf_h(z, 2.0));
-}
-
-/* A rank in 1..n, P(k) proportional to k^-s. */
-static uint64_t zipf_sample(const struct zipf *z)
-{
-	for (;;) {
-		double u = z->h_n + rng_uniform() * (z->h_x1 - z->h_n);
-		double x = zipf_hint_inv(z, u);
-		uint64_t k = (uint64_t)(x + 0.5);
-
-		if (k < 1)
-			k = 1;
-		else if (k > z->n)
-			k = z->n;
-		if ((double)k - x <= z->shortcut || u >= zipf_hint(z, (double)k + 0.5) - zipf_h(z, (double)k))
-			return k;
-	}
-}
-
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-	while (b) {
-		uint64_t t = a % b;
-		a = b;
-		b = t;
-	}
-	return a;
-}
 
 static double now_s(void)
 {
@@ -220,7 +133,8 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	struct zipf z;
-	uint64_t nblocks, updates = 0, perm_a = 1, perm_b = 0, target;
+	struct zipf_scatter perm = { .n = 1, .a = 1, .b = 0 };
+	uint64_t nblocks, updates = 0, target;
 	double t0, last, next_report, elapsed;
 	uint64_t *mem;
 
@@ -239,13 +153,8 @@ int main(int argc, char **argv)
 	if (o.hugepages)
 		madvise(mem, nblocks * BLOCK_SIZE, MADV_HUGEPAGE);
 	rng_state = o.seed;
-	if (o.scatter) {
-		/* block = (rank * a + b) mod n with a coprime to n: a fixed bijection. */
-		perm_a = (splitmix64(&rng_state) % nblocks) | 1;
-		while (gcd(perm_a, nblocks) != 1)
-			perm_a += 2;
-		perm_b = splitmix64(&rng_state) % nblocks;
-	}
+	if (o.scatter)
+		zipf_scatter_init(&perm, nblocks, &rng_state);
 	for (uint64_t b = 0; b < nblocks; b++)
 		block_fill(mem + b * BLOCK_WORDS, b);
 	zipf_init(&z, nblocks, o.alpha);
@@ -254,8 +163,8 @@ int main(int argc, char **argv)
 	next_report = t0 + o.report_ms / 1000.0;
 	uint64_t last_updates = 0;
 	while (updates < target) {
-		uint64_t rank = zipf_sample(&z) - 1;
-		uint64_t block = o.scatter ? (uint64_t)(((unsigned __int128)rank * perm_a + perm_b) % nblocks) : rank;
+		uint64_t rank = zipf_sample(&z, &rng_state) - 1;
+		uint64_t block = o.scatter ? zipf_scatter(&perm, rank) : rank;
 
 		block_fill(mem + block * BLOCK_WORDS, splitmix64(&rng_state));
 		updates++;

@@ -7,7 +7,8 @@
 # glibc, a static-PIE glibc and a static musl executable; stdout and the exit status
 # must be identical. Then what differs from a
 # native run by design: the sandbox, bad input, crash reports, the control socket.
-# Needs /dev/kvm: where it is absent the tests are reported as skipped.
+# Needs /dev/kvm for the VMs: where it is absent, only the checks that need no VM run
+# (bad input, the snapshot engine on plain memory) and the rest is reported skipped.
 set -u
 CCVM=$(realpath "${1:?usage: run.sh CCVM_BINARY}")
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,6 +43,41 @@ start=$(date +%s%N)
 expect_fail "inspect of a FIFO" 1 "not a regular file" -- "$CCVM" inspect "$WORK/fifo"
 [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 5000 ] && pass "inspect of a FIFO answers at once" || fail "inspect of a FIFO took 5 s or more"
 expect_fail "restore of a FIFO" 1 "not a regular file" -- "$CCVM" restore "$WORK/fifo"
+
+echo "== the snapshot engine on plain memory (bench/engine-bench: host threads, no VM)"
+# The real engine, userfaultfd and image files; every image must equal the memory at
+# its instant, and every field the benchmark promises must be there.
+EB=$TOP/bench/engine-bench
+eb_check() { # NAME ARGS...: run, then check the JSON line
+	local name=$1; shift
+	local out; out=$(timeout 300 "$EB" --mem 32M --threads 2 --alpha 0.99 --snapshot-every 0.5 \
+		--duration 2 --dir "$WORK" --verify --json "$@" 2>"$WORK/eb.err"); local st=$?
+	local why; why=$(python3 - "$out" "$@" <<'PY' 2>&1
+import json, sys
+d = json.loads(sys.argv[1])
+need = ["policy", "updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "snapshots",
+        "traps", "pause_us_max", "exact"]
+missing = [k for k in need if k not in d]
+assert not missing, "missing fields %s" % missing
+assert d["exact"] is True, "an image differs from memory at its instant"
+assert d["snapshots"] >= 2, "%d snapshots" % d["snapshots"]
+assert d["updates_per_s"] > 0 and d["during"] > 0
+if d["policy"] in ("cow", "ccow"):
+    assert d["traps"] > 0, "no write was trapped"
+if "0" in sys.argv[2:]:
+    assert d["regions_precopied"] > 0, "threshold 0 copied no region"
+print("%d snapshots, exact, during %.2f, %d traps" % (d["snapshots"], d["during"], d["traps"]))
+PY
+); local ok=$?
+	if [ "$st" = 0 ] && [ "$ok" = 0 ]; then pass "engine-bench $name: $why"
+	else fail "engine-bench $name" "status $st" "$why" "$(head -3 "$WORK/eb.err")"; fi
+}
+eb_check stop --policy stop
+eb_check cow --policy cow
+eb_check "ccow 0.8" --policy ccow
+eb_check "ccow 0 scattered" --policy ccow --threshold 0 --scatter
+expect_fail "engine-bench --policy foo" 2 "bad value for --policy" -- "$EB" --policy foo --dir "$WORK"
+ls "$WORK"/engine-bench-* >/dev/null 2>&1 && fail "engine-bench left images behind" || pass "engine-bench removed its images"
 
 if [ ! -e /dev/kvm ]; then
 	echo "e2e: /dev/kvm is absent on this machine: the end-to-end tests that run VMs are skipped"

@@ -26,6 +26,7 @@ int main(void)
 	srunner_add_suite(sr, control_suite());
 	srunner_add_suite(sr, restore_policy_suite());
 	srunner_add_suite(sr, confine_suite());
+	srunner_add_suite(sr, engine_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -27,6 +27,7 @@ Suite *hostile_suite(void);
 Suite *control_suite(void);
 Suite *restore_policy_suite(void);
 Suite *confine_suite(void);
+Suite *engine_suite(void);
 
 #define CHILD_OUT_MAX 4096
 

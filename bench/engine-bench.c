@@ -1,0 +1,500 @@
+/*
+ * engine-bench.c - the snapshot engine's data path measured without a VM.
+ *
+ * Host threads write plain memory as zipfbench does in a guest (bench/load.c) while
+ * the real engine (snapshot/engine.c, real userfaultfd write protection, real image
+ * files) snapshots it every --snapshot-every seconds under one policy. So the cost of
+ * a policy to the writers can be measured on any machine, /dev/kvm or not:
+ *
+ *   updates_per_s   all updates over the whole run
+ *   during          the writers' rate while a snapshot runs, over their rate in the
+ *                   same run's seconds without one (null for --policy none)
+ *   max_stall_ms    the longest batch of LOAD_BATCH updates any writer took
+ *   p999_batch_ms   the 99.9th percentile of batch durations (weighted by batch: each
+ *                   batch is the same number of updates)
+ *   snapshots, traps (write faults), pause_us_max, pause_us_mean, duration_ms_mean,
+ *   and summed over the snapshots pages_copied, regions_hot, regions_precopied
+ *   exact           with --verify: every image equals the memory at its instant
+ *                   (the reference is copied inside the pause, which makes pauses
+ *                   and stalls longer: measure without --verify)
+ *
+ * The writers run flat out (closed loop): these figures say how much work a policy
+ * takes away from them, not a request latency. Coverage for ccow comes only from the
+ * snapshots' own write sets, as there is no dirty log without KVM ("coverage" in the
+ * output says so). Prints one JSON line.
+ */
+#include "load.h"
+#include "../mmu/dirty.h"
+#include "../snapshot/engine.h"
+#include "../snapshot/image.h"
+#include "../vmm/log.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EB_SAMPLE_MS 5       /* how often the updates count is read */
+#define EB_REGION (2ULL << 20)
+#define EB_MIN_POOL (16ULL << 20)
+#define EB_EXIT_USAGE 2
+
+struct eb_opts {
+	uint64_t mem;
+	int threads;
+	double alpha;
+	bool scatter;
+	bool none;               /* --policy none: no snapshots, the baseline */
+	enum snap_policy policy;
+	double threshold;
+	double every_s, duration_s;
+	const char *dir;
+	bool verify, json;
+	uint64_t rate;
+	uint64_t seed;
+};
+
+/* The run: load, engine, what the snapshots added up to. */
+struct eb {
+	struct eb_opts o;
+	struct gmem mem;
+	struct load load;
+	struct snap_engine e;
+	struct dirty_tracker tracker;
+	bool tracking;
+	uint8_t *ref;            /* --verify: memory at the running snapshot's instant */
+	uint64_t snapshots, traps, pause_us_max, failed;
+	uint64_t pause_us_sum, duration_ms_sum, pages_copied, regions_hot, regions_precopied;
+	bool exact;
+	uint64_t busy_updates, idle_updates;
+	double busy_s, idle_s;
+};
+
+static double eb_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void eb_sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void eb_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: engine-bench --mem SIZE --threads N --alpha A [--scatter]\n"
+		"                    --policy none|stop|cow|ccow [--threshold T]\n"
+		"                    --snapshot-every S --duration D --dir DIR [--verify] [--json]\n"
+		"                    [--rate BYTES_PER_S] [--seed N]\n"
+		"Snapshots plain memory written by N host threads with the real engine; prints\n"
+		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
+}
+
+/* A size: bytes, or with a K, M or G suffix. */
+static int eb_size(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || errno || !(v > 0) || !isfinite(v))
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': v *= 1024; end++; break;
+	case 'm': case 'M': v *= 1024 * 1024; end++; break;
+	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+	default: break;
+	}
+	if (*end || v > 1e15)
+		return -EINVAL;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+/* A finite number in [lo, hi]. */
+static int eb_number(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(*out) || *out < lo || *out > hi)
+		return -EINVAL;
+	return 0;
+}
+
+static int eb_policy(const char *s, struct eb_opts *o)
+{
+	o->none = strcmp(s, "none") == 0;
+	if (o->none)
+		return 0;
+	return snap_policy_parse(s, &o->policy);
+}
+
+static int eb_bad(const char *opt, const char *val)
+{
+	fprintf(stderr, "engine-bench: bad value for --%s: '%s'\n", opt, val);
+	return -EINVAL;
+}
+
+static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
+{
+	double d;
+
+	switch (c) {
+	case 'm': return eb_size(arg, &o->mem) ? eb_bad("mem", arg) : 0;
+	case 't':
+		if (eb_number(arg, 1, LOAD_MAX_THREADS, &d) || d != (int)d)
+			return eb_bad("threads", arg);
+		o->threads = (int)d;
+		return 0;
+	case 'a': return eb_number(arg, 1e-6, 100, &o->alpha) ? eb_bad("alpha", arg) : 0;
+	case 'S': o->scatter = true; return 0;
+	case 'p': return eb_policy(arg, o) ? eb_bad("policy", arg) : 0;
+	case 'T': return eb_number(arg, 0, 1, &o->threshold) ? eb_bad("threshold", arg) : 0;
+	case 'e': return eb_number(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-every", arg) : 0;
+	case 'd': return eb_number(arg, 0.1, 1e6, &o->duration_s) ? eb_bad("duration", arg) : 0;
+	case 'D': o->dir = arg; return 0;
+	case 'v': o->verify = true; return 0;
+	case 'j': o->json = true; return 0;
+	case 'r': return eb_size(arg, &o->rate) ? eb_bad("rate", arg) : 0;
+	case 's':
+		if (eb_number(arg, 0, 1e15, &d) || d != (double)(uint64_t)d)
+			return eb_bad("seed", arg);
+		o->seed = (uint64_t)d;
+		return 0;
+	default: return -EINVAL;
+	}
+}
+
+static int eb_parse(int argc, char **argv, struct eb_opts *o)
+{
+	static const struct option longs[] = {
+		{ "mem", 1, 0, 'm' },       { "threads", 1, 0, 't' },   { "alpha", 1, 0, 'a' },
+		{ "scatter", 0, 0, 'S' },   { "policy", 1, 0, 'p' },    { "threshold", 1, 0, 'T' },
+		{ "snapshot-every", 1, 0, 'e' }, { "duration", 1, 0, 'd' }, { "dir", 1, 0, 'D' },
+		{ "verify", 0, 0, 'v' },    { "json", 0, 0, 'j' },      { "rate", 1, 0, 'r' },
+		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { 0, 0, 0, 0 },
+	};
+	int c;
+
+	*o = (struct eb_opts){ .mem = 256ULL << 20, .threads = 2, .alpha = 1.0, .policy = SNAP_CCOW,
+			       .threshold = SNAP_DEFAULT_THRESHOLD, .every_s = 2, .duration_s = 10,
+			       .seed = 1 };
+	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+		if (c == 'h') {
+			eb_usage(stdout);
+			return 1;
+		}
+		if (c == '?' || eb_parse_one(c, optarg, o))
+			return -EINVAL;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "engine-bench: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!o->dir && !o->none) {
+		fprintf(stderr, "engine-bench: --dir is required: where the images go\n");
+		return -EINVAL;
+	}
+	if (o->mem % (2ULL << 20) || o->mem < (16ULL << 20)) {
+		fprintf(stderr, "engine-bench: --mem must be a multiple of 2 MiB, 16 MiB at least\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int eb_pause(void *ctx)
+{
+	return load_pause(&((struct eb *)ctx)->load);
+}
+
+static void eb_resume(void *ctx)
+{
+	load_resume(&((struct eb *)ctx)->load);
+}
+
+static int eb_capture(void *ctx, struct img_writer *img)
+{
+	return load_capture(&((struct eb *)ctx)->load, img);
+}
+
+static void eb_at_instant(void *ctx, const char *file)
+{
+	struct eb *b = ctx;
+
+	(void)file;
+	if (b->ref)
+		memcpy(b->ref, b->mem.host, b->mem.size);
+}
+
+static const struct snap_ops eb_ops = {
+	.pause = eb_pause, .resume = eb_resume, .capture = eb_capture, .at_instant = eb_at_instant,
+};
+
+/* The writers' progress, which times what snapshots observe for the tracker. */
+static uint64_t eb_progress(const void *ctx)
+{
+	return load_updates((struct load *)ctx);
+}
+
+/* Does the image at @file hold exactly b->ref? */
+static bool eb_image_exact(struct eb *b, const char *file)
+{
+	uint8_t *buf = malloc(IMG_CHUNK);
+	char err[IMG_ERR_LEN];
+	struct img_reader r;
+	bool same = buf && img_open(file, &r, err) == 0;
+
+	if (!same) {
+		free(buf);
+		return false;
+	}
+	same = r.info.ram_size == b->mem.size;
+	for (uint64_t c = 0; same && c < r.n_chunks; c++)
+		same = img_read_chunk(&r, c, buf) == 0 &&
+		       memcmp(buf, b->ref + c * IMG_CHUNK, IMG_CHUNK) == 0;
+	img_close(&r);
+	free(buf);
+	return same;
+}
+
+/* A snapshot finished: add up its figures, check and remove its image. */
+static void eb_account(struct eb *b, const struct snap_figures *f)
+{
+	b->snapshots++;
+	b->traps += f->cow_faults;
+	if (f->pause_us > b->pause_us_max)
+		b->pause_us_max = f->pause_us;
+	b->pause_us_sum += f->pause_us;
+	b->duration_ms_sum += f->duration_ms;
+	b->pages_copied += f->pages_copied;
+	b->regions_hot += f->regions_hot;
+	b->regions_precopied += f->regions_precopied;
+	if (!f->ok) {
+		b->failed++;
+		fprintf(stderr, "engine-bench: snapshot %llu failed: %s\n",
+			(unsigned long long)f->id, f->error);
+	}
+	if (b->o.verify && (!f->ok || !eb_image_exact(b, f->file)))
+		b->exact = false;
+	unlink(f->file);
+}
+
+/* The updates made since the last sample go to the snapshot or the idle account. */
+static void eb_sample(struct eb *b, bool busy, uint64_t *last_u, double *last_t)
+{
+	uint64_t u = load_updates(&b->load);
+	double t = eb_now();
+
+	if (busy) {
+		b->busy_updates += u - *last_u;
+		b->busy_s += t - *last_t;
+	} else {
+		b->idle_updates += u - *last_u;
+		b->idle_s += t - *last_t;
+	}
+	*last_u = u;
+	*last_t = t;
+}
+
+/* Start a snapshot; its id, or 0 when it could not start. */
+static uint64_t eb_start(struct eb *b)
+{
+	struct snap_request req = b->e.def;
+	struct snap_figures now;
+	char file[4200], err[512] = "";
+
+	snprintf(file, sizeof(file), "%s/engine-bench-%d-%llu.img", b->o.dir, (int)getpid(),
+		 (unsigned long long)b->snapshots + b->failed + 1);
+	req.file = file;
+	if (snap_start(&b->e, &req, &now, err, sizeof(err))) {
+		fprintf(stderr, "engine-bench: %s\n", err);
+		return 0;
+	}
+	return now.id;
+}
+
+/*
+ * Snapshots every S seconds (the first after S, so the run has idle seconds to compare
+ * with) until D; a snapshot still running at D runs to its end. The count of updates is
+ * sampled every EB_SAMPLE_MS and each interval goes to the busy account when a
+ * snapshot ran in it.
+ */
+static int eb_loop(struct eb *b)
+{
+	double t0 = eb_now(), last_t = t0, due = t0 + b->o.every_s;
+	uint64_t last_u = load_updates(&b->load), id = 0;
+	struct snap_figures f;
+
+	for (;;) {
+		double now = eb_now();
+		bool running = id && snap_figures_of(&b->e, id, &f) && !f.done;
+
+		if (id && !running) {
+			eb_sample(b, true, &last_u, &last_t);
+			eb_account(b, &f);
+			id = 0;
+		}
+		if (now - t0 >= b->o.duration_s && !id)
+			break;
+		if (!b->o.none && !id && now >= due && now - t0 < b->o.duration_s) {
+			eb_sample(b, false, &last_u, &last_t);
+			id = eb_start(b);
+			if (!id)
+				return -EIO;
+			due += b->o.every_s;
+			if (due < now)
+				due = now + b->o.every_s;
+			continue;
+		}
+		eb_sleep_ms(EB_SAMPLE_MS);
+		eb_sample(b, id != 0, &last_u, &last_t);
+	}
+	return 0;
+}
+
+static int eb_setup(struct eb *b)
+{
+	struct snap_target t = { .mem = &b->mem, .ops = &eb_ops, .ctx = b };
+	uint64_t pool = b->o.mem < EB_MIN_POOL ? EB_MIN_POOL : b->o.mem;
+	int rc = gmem_map(&b->mem, b->o.mem);
+
+	if (rc)
+		return rc;
+	if (b->o.verify && !(b->ref = malloc(b->o.mem)))
+		return -ENOMEM;
+	rc = load_start(&b->load, &b->mem, &(struct load_opts){ .threads = b->o.threads,
+							       .alpha = b->o.alpha,
+							       .scatter = b->o.scatter,
+							       .seed = b->o.seed });
+	if (rc || b->o.none)
+		return rc;
+	rc = dirty_init_log(&b->tracker, NULL, b->mem.host, b->mem.size, EB_REGION, 0,
+			    (struct dirty_progress){ .read = eb_progress, .ctx = &b->load });
+	if (rc)
+		return rc;
+	b->tracking = true;
+	rc = snap_engine_init(&b->e, &t, pool, &b->tracker, EB_REGION);
+	b->e.def = (struct snap_request){ .policy = b->o.policy, .rate = b->o.rate,
+					  .threshold = b->o.threshold,
+					  .precopy = SNAP_DEFAULT_PRECOPY,
+					  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
+	return rc;
+}
+
+/* Writers and engine stopped; the figures stay readable until eb_free. */
+static void eb_stop(struct eb *b)
+{
+	load_stop(&b->load);
+	if (!b->o.none && b->e.state)
+		snap_engine_fini(&b->e);
+	if (b->tracking)
+		dirty_fini(&b->tracker);
+	b->tracking = false;
+}
+
+static void eb_free(struct eb *b)
+{
+	free(b->load.t);
+	free(b->ref);
+	gmem_unmap(&b->mem);
+}
+
+static const char *eb_policy_name(const struct eb_opts *o)
+{
+	return o->none ? "none" : snap_policy_name(o->policy);
+}
+
+static void eb_print(struct eb *b, double seconds)
+{
+	double idle_rate = b->idle_s > 0 ? (double)b->idle_updates / b->idle_s : 0;
+	double busy_rate = b->busy_s > 0 ? (double)b->busy_updates / b->busy_s : 0;
+	json_t *o = json_object();
+	char *text;
+
+	json_object_set_new(o, "policy", json_string(eb_policy_name(&b->o)));
+	json_object_set_new(o, "mem", json_integer((json_int_t)b->o.mem));
+	json_object_set_new(o, "threads", json_integer(b->o.threads));
+	json_object_set_new(o, "alpha", json_real(b->o.alpha));
+	json_object_set_new(o, "scatter", json_boolean(b->o.scatter));
+	json_object_set_new(o, "threshold", b->o.policy == SNAP_CCOW && !b->o.none ?
+				json_real(b->o.threshold) : json_null());
+	json_object_set_new(o, "seconds", json_real(seconds));
+	json_object_set_new(o, "updates_per_s", json_real((double)load_updates(&b->load) / seconds));
+	json_object_set_new(o, "during", b->o.none || !b->snapshots || idle_rate <= 0 ?
+				json_null() : json_real(busy_rate / idle_rate));
+	json_object_set_new(o, "snapshot_seconds", json_real(b->busy_s));
+	json_object_set_new(o, "max_stall_ms", json_real((double)load_max_batch_ns(&b->load) / 1e6));
+	json_object_set_new(o, "p999_batch_ms",
+			    json_real((double)load_batch_quantile_ns(&b->load, 0.999) / 1e6));
+	json_object_set_new(o, "snapshots", json_integer((json_int_t)b->snapshots));
+	json_object_set_new(o, "failed", json_integer((json_int_t)b->failed));
+	json_object_set_new(o, "traps", json_integer((json_int_t)b->traps));
+	json_object_set_new(o, "pause_us_max", json_integer((json_int_t)b->pause_us_max));
+	json_object_set_new(o, "pause_us_mean", b->snapshots ?
+				json_real((double)b->pause_us_sum / (double)b->snapshots) : json_null());
+	json_object_set_new(o, "duration_ms_mean", b->snapshots ?
+				json_real((double)b->duration_ms_sum / (double)b->snapshots) :
+				json_null());
+	/* Summed over the snapshots. */
+	json_object_set_new(o, "pages_copied", json_integer((json_int_t)b->pages_copied));
+	json_object_set_new(o, "regions_hot", json_integer((json_int_t)b->regions_hot));
+	json_object_set_new(o, "regions_precopied", json_integer((json_int_t)b->regions_precopied));
+	if (b->o.verify)
+		json_object_set_new(o, "exact", json_boolean(b->exact && !b->failed));
+	json_object_set_new(o, "coverage", json_string(b->o.none ? "none" :
+				"snapshots only: no dirty log without KVM"));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (text)
+		printf("%s\n", text);
+	free(text);
+}
+
+int main(int argc, char **argv)
+{
+	struct eb b = { .exact = true };
+	double t0, seconds;
+	int rc = eb_parse(argc, argv, &b.o);
+
+	if (rc) {
+		if (rc < 0)
+			eb_usage(stderr);
+		return rc < 0 ? EB_EXIT_USAGE : 0;
+	}
+	if (!b.o.json)
+		fprintf(stderr, "engine-bench: prints JSON only; --json says so explicitly\n");
+	log_set_level(getenv("EB_DEBUG") ? LOG_DEBUG : LOG_WARN);
+	rc = eb_setup(&b);
+	if (rc) {
+		fprintf(stderr, "engine-bench: cannot set up: %s%s\n", strerror(-rc),
+			rc == -EPERM ? " (userfaultfd: run as root, or set "
+				       "vm.unprivileged_userfaultfd=1)" : "");
+		eb_stop(&b);
+		eb_free(&b);
+		return 1;
+	}
+	t0 = eb_now();
+	rc = eb_loop(&b);
+	seconds = eb_now() - t0;
+	eb_stop(&b);
+	if (!rc)
+		eb_print(&b, seconds);
+	eb_free(&b);
+	if (rc)
+		return 1;
+	return b.failed || (b.o.verify && !b.exact) ? 1 : 0;
+}

@@ -1,0 +1,212 @@
+/*
+ * load.c - host threads that write plain memory, paused and resumed by the snapshot
+ * engine (see load.h).
+ *
+ * A thread checks for a pause request between batches of LOAD_BATCH updates and parks
+ * under the lock, so once load_pause returns no thread writes until load_resume: the
+ * memory is still, as a VM's is while its vCPUs are paused. Each batch is timed, the
+ * park included, so a snapshot's pause and its copy-on-write traps show up as long
+ * batches: the writers' own view of a stall.
+ */
+#include "load.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t load_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Log-linear bucket of @ns: exact below 16, then 16 buckets per power of two (at most
+ * 1/16 too low). */
+static unsigned load_bucket(uint64_t ns)
+{
+	unsigned msb;
+
+	if (ns < 16)
+		return (unsigned)ns;
+	msb = 63u - (unsigned)__builtin_clzll(ns);
+	return (msb - 3) * 16 + (unsigned)((ns >> (msb - 4)) & 15);
+}
+
+/* The smallest duration that falls in bucket @b. */
+static uint64_t load_bucket_floor(unsigned b)
+{
+	unsigned msb = b / 16 + 3;
+
+	if (b < 16)
+		return b;
+	return (1ULL << msb) | ((uint64_t)(b % 16) << (msb - 4));
+}
+
+static void load_fill(uint64_t *blk, uint64_t value)
+{
+	for (unsigned i = 0; i < LOAD_BLOCK / 8; i++)
+		blk[i] = value ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL);
+}
+
+/* Between batches: park while a pause is asked for. */
+static void load_maybe_park(struct load *l)
+{
+	if (!__atomic_load_n(&l->pause_req, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->parked++;
+	pthread_cond_broadcast(&l->cond);
+	while (l->pause_req && !l->stop)
+		pthread_cond_wait(&l->cond, &l->lock);
+	l->parked--;
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void *load_thread_main(void *arg)
+{
+	struct load_thread *t = arg;
+	struct load *l = t->l;
+	uint64_t *words = (uint64_t *)(void *)l->mem->host;
+
+	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t t0 = load_now_ns(), d;
+
+		load_maybe_park(l);
+		for (int i = 0; i < LOAD_BATCH; i++) {
+			uint64_t rank = zipf_sample(&l->z, &t->rng) - 1;
+			uint64_t b = l->o.scatter ? zipf_scatter(&l->perm, rank) : rank;
+
+			load_fill(words + b * (LOAD_BLOCK / 8), splitmix64(&t->rng));
+		}
+		d = load_now_ns() - t0;
+		t->hist[load_bucket(d)]++;
+		if (d > t->max_batch_ns)
+			t->max_batch_ns = d;
+		__atomic_fetch_add(&t->updates, LOAD_BATCH, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_lock(&l->lock);
+	l->live--;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
+{
+	uint64_t rng = o->seed;
+
+	memset(l, 0, sizeof(*l));
+	if (o->threads < 1 || o->threads > LOAD_MAX_THREADS || !(o->alpha > 0) ||
+	    mem->size < LOAD_BLOCK)
+		return -EINVAL;
+	l->mem = mem;
+	l->o = *o;
+	l->nblocks = mem->size / LOAD_BLOCK;
+	l->t = calloc((size_t)o->threads, sizeof(*l->t));
+	if (!l->t)
+		return -ENOMEM;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	if (o->scatter)
+		zipf_scatter_init(&l->perm, l->nblocks, &rng);
+	zipf_init(&l->z, l->nblocks, o->alpha);
+	for (uint64_t b = 0; b < l->nblocks; b++)
+		load_fill((uint64_t *)(void *)mem->host + b * (LOAD_BLOCK / 8), b);
+	for (int i = 0; i < o->threads; i++) {
+		l->t[i].l = l;
+		l->t[i].rng = o->seed * 1000003ULL + (uint64_t)i + 1;
+		pthread_mutex_lock(&l->lock);
+		l->live++;
+		pthread_mutex_unlock(&l->lock);
+		if (pthread_create(&l->t[i].th, NULL, load_thread_main, &l->t[i])) {
+			l->live--;
+			load_stop(l);
+			return -EAGAIN;
+		}
+		l->started++;
+	}
+	return 0;
+}
+
+void load_stop(struct load *l)
+{
+	pthread_mutex_lock(&l->lock);
+	__atomic_store_n(&l->stop, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	for (int i = 0; i < l->started; i++)
+		pthread_join(l->t[i].th, NULL);
+	l->started = 0;
+}
+
+uint64_t load_updates(struct load *l)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < l->o.threads; i++)
+		n += __atomic_load_n(&l->t[i].updates, __ATOMIC_RELAXED);
+	return n;
+}
+
+uint64_t load_max_batch_ns(const struct load *l)
+{
+	uint64_t m = 0;
+
+	for (int i = 0; i < l->o.threads; i++)
+		if (l->t[i].max_batch_ns > m)
+			m = l->t[i].max_batch_ns;
+	return m;
+}
+
+uint64_t load_batch_quantile_ns(const struct load *l, double q)
+{
+	uint64_t total = 0, seen = 0, want;
+
+	for (int i = 0; i < l->o.threads; i++)
+		for (unsigned b = 0; b < LOAD_HIST_BUCKETS; b++)
+			total += l->t[i].hist[b];
+	if (!total)
+		return 0;
+	want = (uint64_t)(q * (double)total);
+	want = want >= total ? total - 1 : want;
+	for (unsigned b = 0; b < LOAD_HIST_BUCKETS; b++) {
+		for (int i = 0; i < l->o.threads; i++)
+			seen += l->t[i].hist[b];
+		if (seen > want)
+			return load_bucket_floor(b);
+	}
+	return load_max_batch_ns(l);
+}
+
+int load_pause(void *ctx)
+{
+	struct load *l = ctx;
+
+	pthread_mutex_lock(&l->lock);
+	__atomic_add_fetch(&l->pause_req, 1, __ATOMIC_ACQ_REL);
+	while (l->parked < l->live)
+		pthread_cond_wait(&l->cond, &l->lock);
+	pthread_mutex_unlock(&l->lock);
+	return 0;
+}
+
+void load_resume(void *ctx)
+{
+	struct load *l = ctx;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->pause_req > 0)
+		__atomic_sub_fetch(&l->pause_req, 1, __ATOMIC_ACQ_REL);
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
+int load_capture(void *ctx, struct img_writer *img)
+{
+	(void)ctx;
+	(void)img;
+	return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * load.h - host threads that write plain memory, as a snapshot target.
+ *
+ * The snapshot engine's stand-in for a guest on machines without /dev/kvm: N threads
+ * overwrite 1 KiB blocks of a memory range chosen by a Zipf distribution (as
+ * guest/zipfbench does in a VM), and pause and resume on the engine's request
+ * (struct snap_ops). Used by bench/engine-bench and the unit tests of the engine.
+ */
+#ifndef CCVM_LOAD_H
+#define CCVM_LOAD_H
+
+#include "../guest/zipf.h"
+#include "../mmu/gmem.h"
+#include "../snapshot/engine.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LOAD_BLOCK 1024        /* bytes a write covers, as zipfbench's blocks */
+#define LOAD_BATCH 64          /* updates per timed batch */
+#define LOAD_HIST_BUCKETS 1024 /* log-linear, 16 per power of two */
+#define LOAD_MAX_THREADS 64
+
+struct load_opts {
+	int threads;
+	double alpha;            /* Zipf exponent over block ranks (rank 1 hottest) */
+	bool scatter;            /* ranks spread over memory rather than packed */
+	uint64_t seed;
+};
+
+struct load;
+
+struct load_thread {
+	struct load *l;
+	pthread_t th;
+	uint64_t rng;
+	uint64_t updates;        /* read by others while it runs */
+	uint64_t max_batch_ns;   /* the longest batch of LOAD_BATCH updates */
+	uint64_t hist[LOAD_HIST_BUCKETS]; /* batch durations */
+};
+
+struct load {
+	struct gmem *mem;
+	struct load_opts o;
+	struct zipf z;
+	uint64_t nblocks;
+	struct zipf_scatter perm;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int pause_req;           /* nested pauses asked */
+	bool stop;
+	int parked, live;
+	int started;
+	struct load_thread *t;
+};
+
+/* Fill every block of @mem once (so every page is present), then start the threads.
+ * Returns 0, -EINVAL for bad options, or -errno. */
+int load_start(struct load *l, struct gmem *mem, const struct load_opts *o);
+
+/* Stop and join the threads (a pause still held is released). */
+void load_stop(struct load *l);
+
+/* Updates done so far by all threads. */
+uint64_t load_updates(struct load *l);
+
+/* The longest batch and the batch duration at quantile @q (0..1), in ns, over all
+ * threads; call after load_stop. */
+uint64_t load_max_batch_ns(const struct load *l);
+uint64_t load_batch_quantile_ns(const struct load *l, double q);
+
+/* snap_ops for a target whose ctx is a struct load: pause waits until every thread
+ * is parked between batches; capture adds no section (plain memory has no vCPUs). */
+int load_pause(void *ctx);
+void load_resume(void *ctx);
+int load_capture(void *ctx, struct img_writer *img);
+
+#endif

@@ -1,0 +1,520 @@
+/*
+ * test_engine.c - the snapshot engine on plain memory, no VM: two host threads keep
+ * writing (bench/load.c) while the engine takes stop, cow and ccow snapshots with
+ * real userfaultfd write protection, and every image must equal, byte for byte, the
+ * memory at the instant of its pause (copied by the test's own at_instant op). The
+ * images are then restored into fresh memory, eagerly and lazily.
+ */
+#include "suites.h"
+#include "../../bench/load.h"
+#include "../../snapshot/engine.h"
+#include "../../snapshot/image.h"
+#include "../../snapshot/lazy.h"
+#include "../../snapshot/memrestore.h"
+
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define ENG_MEM (16ULL << 20)
+#define ENG_RATE (64ULL << 20)    /* writer bytes/s: a snapshot lasts ~0.25 s */
+#define ENG_REGION (2ULL << 20)
+#define ENG_WAIT_S 60
+#define ENG_TIMEOUT_S 60
+
+/* One engine over plain memory under load, and the reference copy of the last
+ * snapshot's instant. */
+struct eng {
+	struct gmem mem;
+	struct load load;
+	struct snap_engine e;
+	struct snap_ops ops;
+	uint8_t *ref;
+	uint64_t ref_taken;
+	const char *refusal;
+	int pause_rc;
+	char dir[64], file[128];
+};
+
+static struct eng g;
+
+static int eng_pause(void *ctx)
+{
+	struct eng *x = ctx;
+
+	return x->pause_rc ? x->pause_rc : load_pause(&x->load);
+}
+
+static void eng_resume(void *ctx)
+{
+	load_resume(&((struct eng *)ctx)->load);
+}
+
+static int eng_capture(void *ctx, struct img_writer *img)
+{
+	return load_capture(&((struct eng *)ctx)->load, img);
+}
+
+static const char *eng_refuse(void *ctx)
+{
+	return ((struct eng *)ctx)->refusal;
+}
+
+/* The test's reference: memory as it is at the instant, the writers parked. */
+static void eng_at_instant(void *ctx, const char *file)
+{
+	struct eng *x = ctx;
+
+	(void)file;
+	memcpy(x->ref, x->mem.host, x->mem.size);
+	x->ref_taken++;
+}
+
+static void eng_setup_pool(size_t pool_bytes)
+{
+	struct snap_target t;
+
+	memset(&g, 0, sizeof(g));
+	strcpy(g.dir, "/tmp/ccvm-engine-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(g.dir));
+	snprintf(g.file, sizeof(g.file), "%s/snap.img", g.dir);
+	ck_assert_int_eq(gmem_map(&g.mem, ENG_MEM), 0);
+	g.ref = malloc(ENG_MEM);
+	ck_assert_ptr_nonnull(g.ref);
+	g.ops = (struct snap_ops){ .pause = eng_pause, .resume = eng_resume, .capture = eng_capture,
+				   .refuse = eng_refuse, .at_instant = eng_at_instant };
+	t = (struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g };
+	ck_assert_int_eq(snap_engine_init(&g.e, &t, pool_bytes, NULL, ENG_REGION), 0);
+	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
+									  .seed = 7 }), 0);
+}
+
+static void eng_setup(void)
+{
+	eng_setup_pool(ENG_MEM);
+}
+
+#define ENG_SMALL_POOL (1ULL << 20)
+
+static void eng_setup_small(void)
+{
+	eng_setup_pool(ENG_SMALL_POOL);
+}
+
+static void eng_teardown(void)
+{
+	char cmd[128];
+
+	load_stop(&g.load);
+	snap_engine_fini(&g.e);
+	gmem_unmap(&g.mem);
+	free(g.ref);
+	free(g.load.t);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", g.dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Write protection needs userfaultfd; as a user it needs vm.unprivileged_userfaultfd. */
+static bool uffd_usable(void)
+{
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+
+	if (fd < 0) {
+		fprintf(stderr, "test_engine: userfaultfd unavailable (%s): run the unit tests as "
+			"root, as CI does\n", strerror(errno));
+		return false;
+	}
+	close(fd);
+	return true;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Wait for snapshot @id to finish; its figures. */
+static struct snap_figures eng_wait(uint64_t id)
+{
+	struct snap_figures f;
+
+	for (int i = 0; i < ENG_WAIT_S * 100; i++) {
+		ck_assert(snap_figures_of(&g.e, id, &f));
+		if (f.done)
+			return f;
+		sleep_ms(10);
+	}
+	ck_abort_msg("snapshot %llu did not finish in %d s", (unsigned long long)id, ENG_WAIT_S);
+	return f;
+}
+
+/* Every chunk of the image at @file equals @ref. */
+static void assert_image_equals(const char *file, const uint8_t *ref, uint64_t size)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	uint8_t *buf = malloc(IMG_CHUNK);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_msg(img_open(file, &r, err) == 0, "%s", err);
+	ck_assert_uint_eq(r.info.ram_size, size);
+	for (uint64_t c = 0; c < r.n_chunks; c++) {
+		ck_assert_int_eq(img_read_chunk(&r, c, buf), 0);
+		ck_assert_msg(memcmp(buf, ref + c * IMG_CHUNK, IMG_CHUNK) == 0,
+			      "chunk %llu differs from memory at the instant", (unsigned long long)c);
+	}
+	img_close(&r);
+	free(buf);
+}
+
+/* Take one snapshot with @req and check it: finished, exact, and the writers kept
+ * writing after the instant (so the copy-on-write path was under test). */
+static struct snap_figures eng_snapshot(const struct snap_request *req)
+{
+	struct snap_figures now, f;
+	char err[256] = "";
+	uint64_t before;
+
+	ck_assert_msg(snap_start(&g.e, req, &now, err, sizeof(err)) == 0, "%s", err);
+	before = load_updates(&g.load);
+	f = eng_wait(now.id);
+	ck_assert_msg(f.ok, "snapshot failed: %s", f.error);
+	ck_assert_uint_eq(f.pages_total, ENG_MEM / 4096);
+	assert_image_equals(req->file, g.ref, ENG_MEM);
+	if (req->policy != SNAP_STOP)
+		ck_assert_uint_gt(load_updates(&g.load), before);
+	ck_assert(memcmp(g.ref, g.mem.host, ENG_MEM) != 0);
+	return f;
+}
+
+struct eng_case {
+	const char *name;
+	struct snap_request req;
+};
+
+static const struct eng_case eng_cases[] = {
+	{ "stop", { .policy = SNAP_STOP } },
+	{ "cow", { .policy = SNAP_COW, .rate = ENG_RATE } },
+	{ "ccow 0.8 hot-first lazy", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0.8 } },
+	{ "ccow 0 hot-first lazy", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0 } },
+	{ "ccow 0 linear lazy", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0,
+				  .order = SNAP_LINEAR } },
+	{ "ccow 0 hot-first eager", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0,
+				      .precopy = SNAP_PRECOPY_EAGER, .pause_budget_ms = 1000 } },
+	{ "ccow 0.8 linear eager", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0.8,
+				     .order = SNAP_LINEAR, .precopy = SNAP_PRECOPY_EAGER,
+				     .pause_budget_ms = 1000 } },
+};
+
+/* Each policy, twice in a row on one engine (the second reuses its userfaultfd, pool
+ * and threads): exact images, and the figures each policy must show. */
+START_TEST(test_policy_exact)
+{
+	const struct eng_case *c = &eng_cases[_i];
+	struct snap_request req = c->req;
+
+	if (!uffd_usable() && c->req.policy != SNAP_STOP)
+		return;
+	req.file = g.file;
+	for (int round = 0; round < 2; round++) {
+		struct snap_figures f = eng_snapshot(&req);
+
+		ck_assert_uint_eq(g.ref_taken, (uint64_t)round + 1);
+		if (req.policy == SNAP_STOP) {
+			ck_assert_uint_eq(f.cow_faults, 0);
+			ck_assert_uint_eq(f.pages_saved_by_writer, ENG_MEM / 4096);
+			continue;
+		}
+		ck_assert_msg(f.cow_faults + f.regions_eager > 0, "%s: no write was trapped", c->name);
+		if (req.policy == SNAP_CCOW && req.threshold == 0) {
+			ck_assert_uint_eq(f.regions_hot, ENG_MEM / ENG_REGION);
+			ck_assert_uint_gt(f.regions_precopied, 0);
+		}
+		if (req.policy == SNAP_CCOW && req.threshold > 0)
+			ck_assert_uint_eq(f.regions_hot, 0); /* no tracker: nothing is known hot */
+		if (req.precopy == SNAP_PRECOPY_EAGER && req.threshold == 0)
+			ck_assert_uint_gt(f.regions_eager, 0);
+		ck_assert_uint_eq(pool_free_pages(&g.e.pool), g.e.pool.n_pages);
+	}
+}
+END_TEST
+
+/* A pool far smaller than what the writers dirty: faults fall back to saving their
+ * page while the writer waits, and the image is still exact. */
+START_TEST(test_pool_exhausted)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0,
+				    .rate = ENG_RATE };
+	struct snap_figures f;
+
+	if (!uffd_usable())
+		return;
+	f = eng_snapshot(&req);
+	ck_assert_uint_gt(f.cow_faults, 0);
+	ck_assert_uint_le(f.copy_bytes_peak, ENG_SMALL_POOL);
+}
+END_TEST
+
+/* One snapshot at a time; a refusal from the target and a failed pause leave the
+ * engine idle and able to snapshot afterwards. */
+START_TEST(test_refusals)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = 4ULL << 20 };
+	struct snap_figures now, again;
+	char err[256] = "";
+
+	if (!uffd_usable())
+		return;
+	ck_assert_int_eq(snap_start(&g.e, &req, &now, err, sizeof(err)), 0);
+	ck_assert_int_eq(snap_start(&g.e, &req, &again, err, sizeof(err)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "still running"));
+	eng_wait(now.id);
+
+	g.refusal = "still loading";
+	ck_assert_int_eq(snap_start(&g.e, &req, &again, err, sizeof(err)), -EBUSY);
+	ck_assert_str_eq(err, "still loading");
+	g.refusal = NULL;
+
+	g.pause_rc = -ESRCH;
+	ck_assert_int_eq(snap_start(&g.e, &req, &again, err, sizeof(err)), -ESRCH);
+	ck_assert_str_eq(err, "the VM has stopped");
+	g.pause_rc = 0;
+
+	snprintf(g.file, sizeof(g.file), "%s/no/such/dir/snap.img", g.dir);
+	req.file = g.file;
+	ck_assert_int_lt(snap_start(&g.e, &req, &again, err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(strstr(err, "cannot create the image"));
+
+	snprintf(g.file, sizeof(g.file), "%s/snap.img", g.dir);
+	req.rate = ENG_RATE;
+	eng_snapshot(&req);
+}
+END_TEST
+
+/* Memory discarded during a snapshot (munmap, MADV_DONTNEED in a guest) is saved as
+ * it was first. */
+START_TEST(test_discard_during_snapshot)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = 16ULL << 20 };
+	struct snap_figures now, f;
+	char err[256] = "";
+
+	if (!uffd_usable())
+		return;
+	ck_assert_int_eq(snap_start(&g.e, &req, &now, err, sizeof(err)), 0);
+	snap_before_discard(&g.e, ENG_MEM - (4ULL << 20), 4ULL << 20);
+	ck_assert_int_eq(gmem_discard(&g.mem, ENG_MEM - (4ULL << 20), 4ULL << 20), 0);
+	f = eng_wait(now.id);
+	ck_assert_msg(f.ok, "%s", f.error);
+	assert_image_equals(g.file, g.ref, ENG_MEM);
+}
+END_TEST
+
+/* Finishing the image fails (the file size limit stops its tail): the snapshot
+ * reports it, leaves no file, the memory is writable again, the pool gets every copy
+ * back, and the next snapshot works. In a child of its own, for the limit. */
+static void failing_finish(void *arg)
+{
+	struct rlimit lim = { .rlim_cur = IMG_MEM_OFFSET + ENG_MEM, .rlim_max = RLIM_INFINITY };
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE };
+	struct snap_figures now, f;
+	char err[256] = "";
+	uint64_t before;
+
+	(void)arg;
+	eng_setup();
+	signal(SIGXFSZ, SIG_IGN);
+	CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+	CHILD_CHECK(snap_start(&g.e, &req, &now, err, sizeof(err)) == 0);
+	f = eng_wait(now.id);
+	CHILD_CHECK(f.done && !f.ok && strstr(f.error, "finishing the image"));
+	CHILD_CHECK(access(g.file, F_OK) != 0);
+	before = load_updates(&g.load);
+	sleep_ms(100);
+	CHILD_CHECK(load_updates(&g.load) > before);
+	CHILD_CHECK(pool_free_pages(&g.e.pool) == g.e.pool.n_pages);
+	lim.rlim_cur = RLIM_INFINITY;
+	CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+	CHILD_CHECK(snap_start(&g.e, &req, &now, err, sizeof(err)) == 0);
+	f = eng_wait(now.id);
+	CHILD_CHECK(f.ok);
+	eng_teardown();
+}
+
+START_TEST(test_finish_fails)
+{
+	struct child_result r;
+
+	if (!uffd_usable())
+		return;
+	run_child(failing_finish, NULL, &r);
+	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child: %s", r.err);
+}
+END_TEST
+
+/* The VM goes away mid-snapshot: the writer stops, the snapshot fails as cancelled,
+ * its copies go back to the pool and no image appears. */
+START_TEST(test_cancelled)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = 4ULL << 20 };
+	struct snap_figures now, f;
+	char err[256] = "";
+
+	if (!uffd_usable())
+		return;
+	ck_assert_int_eq(snap_start(&g.e, &req, &now, err, sizeof(err)), 0);
+	sleep_ms(200);
+	snap_engine_fini(&g.e);
+	f = g.e.cur;
+	ck_assert(f.done && !f.ok);
+	ck_assert_str_eq(f.error, "cancelled: Operation canceled");
+	ck_assert_int_ne(access(g.file, F_OK), 0);
+	ck_assert_int_eq(snap_engine_init(&g.e, &(struct snap_target){ .mem = &g.mem, .ops = &g.ops,
+								      .ctx = &g }, ENG_MEM, NULL,
+					  ENG_REGION), 0);
+	req.rate = ENG_RATE;
+	eng_snapshot(&req);
+}
+END_TEST
+
+/* A cow snapshot of memory under load, the writers then stopped: the image to
+ * restore, and g.ref what it must restore to. */
+static void eng_image_for_restore(void)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE };
+
+	eng_snapshot(&req);
+	load_stop(&g.load);
+}
+
+static void eng_open(struct img_reader *r)
+{
+	char err[IMG_ERR_LEN];
+
+	ck_assert_msg(img_open(g.file, r, err) == 0, "%s", err);
+}
+
+/* Flip one byte of memory chunk @c in the image. */
+static void eng_damage_chunk(uint64_t c)
+{
+	int fd = open(g.file, O_RDWR);
+	off_t at = (off_t)(IMG_MEM_OFFSET + c * IMG_CHUNK + 12345);
+	uint8_t b;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+	b ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+	close(fd);
+}
+
+START_TEST(test_restore_eager)
+{
+	struct img_reader r;
+	struct gmem fresh, small;
+
+	if (!uffd_usable())
+		return;
+	eng_image_for_restore();
+	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
+	eng_open(&r);
+	ck_assert_int_eq(memrestore_eager(g.file, &r, &fresh), 0);
+	ck_assert(memcmp(fresh.host, g.ref, ENG_MEM) == 0);
+	img_close(&r);
+
+	small = fresh;
+	small.size = ENG_MEM / 2;
+	eng_open(&r);
+	ck_assert_int_eq(memrestore_eager(g.file, &r, &small), -EINVAL);
+	img_close(&r);
+	gmem_unmap(&fresh);
+
+	eng_damage_chunk(5);
+	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
+	eng_open(&r);
+	ck_assert_int_eq(memrestore_eager(g.file, &r, &fresh), -EBADMSG);
+	img_close(&r);
+	gmem_unmap(&fresh);
+}
+END_TEST
+
+static void count_bad(void *ctx)
+{
+	__atomic_fetch_add((int *)ctx, 1, __ATOMIC_RELAXED);
+}
+
+/* Lazily: this thread's reads fault each chunk in while the prefetcher loads the rest;
+ * a damaged chunk is reported once and lazy_finish says so. */
+START_TEST(test_restore_lazy)
+{
+	struct img_reader r;
+	struct gmem fresh;
+	struct lazy *l;
+	int bad = 0;
+
+	if (!uffd_usable())
+		return;
+	eng_image_for_restore();
+	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
+	eng_open(&r);
+	ck_assert_int_eq(lazy_start(&r, &(struct lazy_target){ .mem = &fresh, .on_bad = count_bad,
+							      .ctx = &bad }, g.file, &l), 0);
+	for (uint64_t c = ENG_MEM / IMG_CHUNK; c-- > 0;) /* backwards: ahead of the prefetcher */
+		ck_assert_msg(memcmp(fresh.host + c * IMG_CHUNK, g.ref + c * IMG_CHUNK, IMG_CHUNK) == 0,
+			      "chunk %llu", (unsigned long long)c);
+	ck_assert_int_eq(lazy_finish(l), 0);
+	ck_assert_int_eq(bad, 0);
+	gmem_unmap(&fresh);
+
+	eng_damage_chunk(6);
+	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
+	eng_open(&r);
+	ck_assert_int_eq(lazy_start(&r, &(struct lazy_target){ .mem = &fresh, .on_bad = count_bad,
+							      .ctx = &bad }, g.file, &l), 0);
+	ck_assert_int_eq(lazy_finish(l), -EBADMSG);
+	ck_assert_int_eq(bad, 1);
+	gmem_unmap(&fresh);
+}
+END_TEST
+
+Suite *engine_suite(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *tc = tcase_create("policies");
+	TCase *small = tcase_create("small pool");
+	TCase *edges = tcase_create("edges");
+	TCase *child = tcase_create("failures");
+	TCase *restore = tcase_create("restore");
+
+	tcase_add_checked_fixture(tc, eng_setup, eng_teardown);
+	tcase_set_timeout(tc, ENG_TIMEOUT_S);
+	tcase_add_loop_test(tc, test_policy_exact, 0, sizeof(eng_cases) / sizeof(eng_cases[0]));
+	suite_add_tcase(s, tc);
+	tcase_add_checked_fixture(small, eng_setup_small, eng_teardown);
+	tcase_set_timeout(small, ENG_TIMEOUT_S);
+	tcase_add_test(small, test_pool_exhausted);
+	suite_add_tcase(s, small);
+	tcase_add_checked_fixture(edges, eng_setup, eng_teardown);
+	tcase_set_timeout(edges, ENG_TIMEOUT_S);
+	tcase_add_test(edges, test_refusals);
+	tcase_add_test(edges, test_discard_during_snapshot);
+	tcase_add_test(edges, test_cancelled);
+	suite_add_tcase(s, edges);
+	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
+	tcase_set_timeout(restore, ENG_TIMEOUT_S);
+	tcase_add_test(restore, test_restore_eager);
+	tcase_add_test(restore, test_restore_lazy);
+	suite_add_tcase(s, restore);
+	tcase_set_timeout(child, ENG_TIMEOUT_S);
+	tcase_add_test(child, test_finish_fails);
+	suite_add_tcase(s, child);
+	return s;
+}
