@@ -27,6 +27,8 @@ int main(void)
 	srunner_add_suite(sr, restore_policy_suite());
 	srunner_add_suite(sr, confine_suite());
 	srunner_add_suite(sr, engine_suite());
+	srunner_add_suite(sr, personality_suite());
+	srunner_add_suite(sr, tracker_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

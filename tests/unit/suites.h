@@ -28,6 +28,8 @@ Suite *control_suite(void);
 Suite *restore_policy_suite(void);
 Suite *confine_suite(void);
 Suite *engine_suite(void);
+Suite *personality_suite(void);
+Suite *tracker_suite(void);
 
 #define CHILD_OUT_MAX 4096
 

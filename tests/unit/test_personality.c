@@ -1,0 +1,515 @@
+/*
+ * test_personality.c - the Linux personality on plain memory, no VM: a real process
+ * (lx_proc_create loads /usr/bin/true and its ELF interpreter into a gmem), and its
+ * system calls made through lx_syscall with a register set built here, as a vCPU's
+ * exit would hand them over. Memory mapping, files and directories, descriptors,
+ * pipes, epoll, futexes, clone, signals' bookkeeping and identity calls, each checked
+ * against what Linux gives; then the process state saved, checked and restored into a
+ * second memory, where the files and mappings are as they were.
+ */
+#include "suites.h"
+#include "../../mmu/layout.h"
+#include "../../vmm/linux/sys.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#define P_RAM      (64ULL << 20)
+#define P_PROGRAM  "/usr/bin/true"
+#define P_SCRATCH  (1ULL << 20) /* a guest mapping for arguments and results */
+#define P_TSC_KHZ  1000000      /* the guest clock only needs to run forward here */
+#define P_ARENA    (256ULL << 10)
+
+static struct gmem pmem;
+static struct lx_proc *pp;
+static struct lx_thread pt;
+static char pdir[] = "/tmp/ccvm-persona-XXXXXX";
+static uint64_t scratch;        /* guest address of the scratch mapping */
+static int discards, clones;
+static struct lx_clone last_clone;
+
+static void hook_discard(void *ctx, uint64_t gpa, uint64_t len)
+{
+	(void)ctx;
+	(void)gpa;
+	(void)len;
+	discards++;
+}
+
+static int hook_thread(void *parent_vcpu, const struct lx_clone *cl)
+{
+	(void)parent_vcpu;
+	last_clone = *cl;
+	clones++;
+	return 0;
+}
+
+static const struct lx_hooks p_hooks = { .before_discard = hook_discard,
+					 .thread_create = hook_thread };
+
+static int64_t psys_on(struct lx_thread *t, uint64_t nr, uint64_t a0, uint64_t a1, uint64_t a2,
+		       uint64_t a3, uint64_t a4, uint64_t a5, enum lx_action *act)
+{
+	struct kvm_regs regs = { .rax = nr, .rdi = a0, .rsi = a1, .rdx = a2, .r10 = a3,
+				 .r8 = a4, .r9 = a5 };
+	struct kvm_sregs sregs = { 0 };
+	bool dirty = false;
+	enum lx_action a = lx_syscall(t, &regs, &sregs, &dirty);
+
+	if (act)
+		*act = a;
+	return (int64_t)regs.rax;
+}
+
+static int64_t psys(uint64_t nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+		    uint64_t a4, uint64_t a5)
+{
+	return psys_on(&pt, nr, a0, a1, a2, a3, a4, a5, NULL);
+}
+
+#define S0(nr) psys(nr, 0, 0, 0, 0, 0, 0)
+#define S1(nr, a) psys(nr, (uint64_t)(a), 0, 0, 0, 0, 0)
+#define S2(nr, a, b) psys(nr, (uint64_t)(a), (uint64_t)(b), 0, 0, 0, 0)
+#define S3(nr, a, b, c) psys(nr, (uint64_t)(a), (uint64_t)(b), (uint64_t)(c), 0, 0, 0)
+#define S4(nr, a, b, c, d) psys(nr, (uint64_t)(a), (uint64_t)(b), (uint64_t)(c), (uint64_t)(d), 0, 0)
+#define S6(nr, a, b, c, d, e, f)                                                          \
+	psys(nr, (uint64_t)(a), (uint64_t)(b), (uint64_t)(c), (uint64_t)(d), (uint64_t)(e), \
+	     (uint64_t)(f))
+
+/* Host pointer to guest user address @gva (the scratch area and mappings). */
+static void *gp(uint64_t gva, uint64_t len)
+{
+	void *h = gmem_user_ptr(&pmem, gva, len);
+
+	ck_assert_ptr_nonnull(h);
+	return h;
+}
+
+/* Put string @s at scratch offset @off; its guest address. */
+static uint64_t gstr(uint64_t off, const char *s)
+{
+	strcpy(gp(scratch + off, strlen(s) + 1), s);
+	return scratch + off;
+}
+
+/* A path under the test directory, in the guest's scratch area at @off. */
+static uint64_t gpath(uint64_t off, const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", pdir, name);
+	return gstr(off, path);
+}
+
+static void p_setup(void)
+{
+	const char *rw[] = { pdir };
+	char *argv[] = { "true", NULL }, *envp[] = { "A=1", NULL };
+	struct lx_config cfg = { .program = P_PROGRAM, .argc = 1, .argv = argv, .envp = envp,
+				 .root = "/", .rw = rw, .n_rw = 1, .hooks = &p_hooks };
+	struct lx_entry entry;
+
+	ck_assert_ptr_nonnull(mkdtemp(pdir));
+	ck_assert_int_eq(gmem_map(&pmem, P_RAM), 0);
+	ck_assert_int_eq(lx_proc_create(&pmem, &cfg, &pp, &entry), 0);
+	ck_assert_uint_ne(entry.rip, 0);
+	ck_assert(gmem_user_range_ok(&pmem, entry.rsp - 8, 8));
+	lx_clock_init(pp, 0, P_TSC_KHZ);
+	lx_thread_init(pp, &pt, NULL);
+	discards = clones = 0;
+	scratch = (uint64_t)S6(SYS_mmap, 0, P_SCRATCH, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(gmem_user_range_ok(&pmem, scratch, P_SCRATCH));
+}
+
+static void p_teardown(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	lx_proc_destroy(pp);
+	gmem_unmap(&pmem);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", pdir);
+	ck_assert_int_eq(system(cmd), 0);
+	strcpy(pdir, "/tmp/ccvm-persona-XXXXXX");
+}
+
+/* The process as lx_proc_create left it: its name, a program break, a stack. */
+START_TEST(test_process_created)
+{
+	ck_assert_str_eq(pp->comm, "true");
+	ck_assert_str_eq(pp->exe, P_PROGRAM);
+	ck_assert_uint_gt(pp->mm.brk_start, 0);
+	ck_assert_uint_eq(pp->mm.brk, pp->mm.brk_start);
+	ck_assert_uint_gt(pp->mm.stack_top, pp->mm.stack_lo);
+	ck_assert_int_eq(S0(SYS_getpid), getpid());
+	ck_assert_int_eq(S0(SYS_gettid), getpid());
+}
+END_TEST
+
+/* mmap, mprotect, mremap, madvise, munmap and brk as Linux answers them. */
+START_TEST(test_memory_calls)
+{
+	int64_t a = S6(SYS_mmap, 0, P_ARENA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int64_t b, brk0;
+	uint8_t *h;
+
+	ck_assert_int_gt(a, 0);
+	ck_assert_int_eq(a % 4096, 0);
+	h = gp((uint64_t)a, P_ARENA);
+	ck_assert_int_eq(h[100], 0);
+	memset(h, 0x5a, P_ARENA);
+	ck_assert_int_eq(S3(SYS_mprotect, a, 4096, PROT_READ), 0);
+	ck_assert_int_eq(S3(SYS_mprotect, a + 1, 4096, PROT_READ), -EINVAL);
+	/* DONTNEED gives the memory back: it reads as zero, a snapshot was told first. */
+	ck_assert_int_eq(S3(SYS_madvise, a, 8192, MADV_DONTNEED), 0);
+	ck_assert_int_gt(discards, 0);
+	ck_assert_int_eq(h[0], 0);
+	ck_assert_int_eq(h[8192], 0x5a);
+	/* Linux refuses to move a range that spans two mappings (the mprotect split it). */
+	ck_assert_int_eq(S4(SYS_mremap, a, P_ARENA, 2 * P_ARENA, MREMAP_MAYMOVE), -EFAULT);
+	b = S4(SYS_mremap, a + 4096, P_ARENA - 4096, 2 * P_ARENA, MREMAP_MAYMOVE);
+	ck_assert_int_gt(b, 0);
+	ck_assert_int_eq(((uint8_t *)gp((uint64_t)b, 2 * P_ARENA))[4096], 0x5a);
+	ck_assert_int_eq(S2(SYS_munmap, b, 2 * P_ARENA), 0);
+	ck_assert_int_eq(S2(SYS_munmap, a, 4096), 0);
+	ck_assert_int_eq(S6(SYS_mmap, 0, 0, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), -EINVAL);
+	ck_assert_int_eq(S6(SYS_mmap, 0, 4096, PROT_READ, MAP_PRIVATE, 77, 0), -EBADF);
+	ck_assert_int_eq(S2(SYS_munmap, 4097, 4096), -EINVAL);
+
+	brk0 = S1(SYS_brk, 0);
+	ck_assert_int_eq(brk0, (int64_t)pp->mm.brk_start);
+	ck_assert_int_eq(S1(SYS_brk, brk0 + 3 * 4096), brk0 + 3 * 4096);
+	memset(gp((uint64_t)brk0, 3 * 4096), 1, 3 * 4096);
+	ck_assert_int_eq(S1(SYS_brk, brk0 + 4096), brk0 + 4096);
+	ck_assert_int_eq(S1(SYS_brk, brk0 - 4096), brk0 + 4096); /* below the start: unchanged */
+	ck_assert_int_eq(S1(SYS_brk, 1ULL << 62), brk0 + 4096);
+}
+END_TEST
+
+/* A file written, read back, mapped; the directory listed; renames, links, modes. */
+START_TEST(test_file_calls)
+{
+	int64_t fd, fd2, m;
+	char *buf = gp(scratch + 0x8000, 4096);
+	struct stat st;
+
+	fd = S4(SYS_openat, AT_FDCWD, gpath(0, "a"), O_CREAT | O_RDWR | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 3);
+	strcpy(buf, "hello, file");
+	ck_assert_int_eq(S3(SYS_write, fd, scratch + 0x8000, 11), 11);
+	ck_assert_int_eq(S3(SYS_lseek, fd, 0, SEEK_SET), 0);
+	memset(buf, 0, 32);
+	ck_assert_int_eq(S3(SYS_read, fd, scratch + 0x8000, 32), 11);
+	ck_assert_str_eq(buf, "hello, file");
+	ck_assert_int_eq(S4(SYS_pread64, fd, scratch + 0x8100, 4, 7), 4);
+	ck_assert_int_eq(memcmp(buf + 0x100, "file", 4), 0);
+	ck_assert_int_eq(S2(SYS_fstat, fd, scratch + 0x9000), 0);
+	memcpy(&st, gp(scratch + 0x9000, sizeof(st)), sizeof(st));
+	ck_assert_int_eq(st.st_size, 11);
+	ck_assert_int_eq(st.st_mode & 0777, 0644 & ~pp->fs.umask);
+
+	/* A private file mapping shows the file's bytes. */
+	m = S6(SYS_mmap, 0, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert_int_gt(m, 0);
+	ck_assert_int_eq(memcmp(gp((uint64_t)m, 11), "hello, file", 11), 0);
+
+	fd2 = S1(SYS_dup, fd);
+	ck_assert_int_gt(fd2, fd);
+	ck_assert_int_eq(S2(SYS_dup2, fd, 40), 40);
+	ck_assert_int_eq(S3(SYS_dup3, fd, 41, O_CLOEXEC), 41);
+	ck_assert_int_eq(S2(SYS_fcntl, 41, F_GETFD), FD_CLOEXEC);
+	ck_assert_int_eq(S2(SYS_fcntl, fd, F_GETFL) & O_ACCMODE, O_RDWR);
+	ck_assert_int_eq(S3(SYS_fcntl, fd, F_DUPFD, 50), 50);
+	ck_assert_int_eq(S2(SYS_ftruncate, fd, 5), 0);
+	ck_assert_int_eq(S1(SYS_fsync, fd), 0);
+	ck_assert_int_eq(S1(SYS_close, fd2), 0);
+	ck_assert_int_eq(S1(SYS_close, fd2), -EBADF);
+	ck_assert_int_eq(S1(SYS_close, 40), 0);
+
+	ck_assert_int_eq(S2(SYS_mkdir, gpath(0, "d"), 0755), 0);
+	ck_assert_int_eq(S2(SYS_mkdir, gpath(0, "d"), 0755), -EEXIST);
+	ck_assert_int_eq(S2(SYS_rename, gpath(0, "a"), gpath(0x400, "d/b")), 0);
+	ck_assert_int_eq(S2(SYS_access, gpath(0, "d/b"), R_OK), 0);
+	ck_assert_int_eq(S2(SYS_access, gpath(0, "a"), F_OK), -ENOENT);
+	ck_assert_int_eq(S2(SYS_symlink, gstr(0x800, "b"), gpath(0, "d/l")), 0);
+	ck_assert_int_eq(S3(SYS_readlink, gpath(0, "d/l"), scratch + 0x8000, 64), 1);
+	ck_assert_int_eq(buf[0], 'b');
+	ck_assert_int_eq(S2(SYS_link, gpath(0, "d/b"), gpath(0x400, "d/h")), 0);
+	ck_assert_int_eq(S2(SYS_chmod, gpath(0, "d/h"), 0600), 0);
+	ck_assert_int_eq(S2(SYS_stat, gpath(0, "d/b"), scratch + 0x9000), 0);
+	memcpy(&st, gp(scratch + 0x9000, sizeof(st)), sizeof(st));
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	ck_assert_int_eq(st.st_nlink, 2);
+
+	/* The listing has the three names. */
+	fd2 = S2(SYS_open, gpath(0, "d"), O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd2, 0);
+	m = S3(SYS_getdents64, fd2, scratch + 0x8000, 4096);
+	ck_assert_int_gt(m, 0);
+	for (const char *want[] = { "b", "h", "l" }, **w = want; w < want + 3; w++) {
+		bool found = false;
+
+		for (int64_t off = 0; off < m;) {
+			struct { uint64_t ino; int64_t off; uint16_t reclen; uint8_t type; char name[]; }
+				*d = (void *)(buf + off);
+
+			found = found || strcmp(d->name, *w) == 0;
+			off += d->reclen;
+		}
+		ck_assert_msg(found, "%s not listed", *w);
+	}
+	ck_assert_int_eq(S1(SYS_close, fd2), 0);
+
+	ck_assert_int_eq(S1(SYS_chdir, gpath(0, "d")), 0);
+	ck_assert_int_gt(S2(SYS_getcwd, scratch + 0x8000, 4096), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "/d"));
+	ck_assert_int_eq(S1(SYS_unlink, gstr(0, "h")), 0);
+	ck_assert_int_eq(S1(SYS_unlink, gstr(0, "l")), 0);
+	ck_assert_int_eq(S1(SYS_unlink, gstr(0, "b")), 0);
+	ck_assert_int_eq(S1(SYS_chdir, gstr(0, "..")), 0);
+	ck_assert_int_eq(S1(SYS_rmdir, gpath(0, "d")), 0);
+	ck_assert_int_eq(S1(SYS_umask, 077), 022);
+	ck_assert_int_eq(S1(SYS_umask, 022), 077);
+
+	/* Outside the --rw directories nothing is written. */
+	ck_assert_int_lt(S3(SYS_open, gstr(0, "/etc/ccvm-must-not-exist"), O_CREAT | O_WRONLY, 0600), 0);
+	ck_assert_int_lt(S3(SYS_open, gstr(0, "/etc/hostname"), O_WRONLY, 0), 0);
+	ck_assert_int_ge(S3(SYS_open, gstr(0, "/etc/hostname"), O_RDONLY, 0), 0);
+	ck_assert_int_eq(S3(SYS_open, gstr(0, "/no/such/file"), O_RDONLY, 0), -ENOENT);
+}
+END_TEST
+
+/* A pipe and an eventfd under epoll, and poll over them. */
+START_TEST(test_pipes_and_epoll)
+{
+	int *fds = gp(scratch, 8);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 42 }, *out;
+	int64_t ep, efd;
+	struct pollfd *pf;
+
+	ck_assert_int_eq(S2(SYS_pipe2, scratch, O_CLOEXEC), 0);
+	ep = S1(SYS_epoll_create1, 0);
+	ck_assert_int_ge(ep, 0);
+	memcpy(gp(scratch + 0x100, sizeof(ev)), &ev, sizeof(ev));
+	ck_assert_int_eq(S4(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, fds[0], scratch + 0x100), 0);
+	ck_assert_int_eq(S4(SYS_epoll_wait, ep, scratch + 0x200, 4, 0), 0);
+	ck_assert_int_eq(S3(SYS_write, fds[1], gstr(0x300, "x"), 1), 1);
+	ck_assert_int_eq(S4(SYS_epoll_wait, ep, scratch + 0x200, 4, 100), 1);
+	out = gp(scratch + 0x200, sizeof(*out));
+	ck_assert_uint_eq(out->data.u64, 42);
+
+	efd = S2(SYS_eventfd2, 3, 0);
+	ck_assert_int_ge(efd, 0);
+	pf = gp(scratch + 0x400, 2 * sizeof(*pf));
+	pf[0] = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+	pf[1] = (struct pollfd){ .fd = (int)efd, .events = POLLIN };
+	ck_assert_int_eq(S3(SYS_poll, scratch + 0x400, 2, 0), 2);
+	ck_assert_int_eq(S3(SYS_read, efd, scratch + 0x500, 8), 8);
+	ck_assert_uint_eq(*(uint64_t *)gp(scratch + 0x500, 8), 3);
+	ck_assert_int_eq(S3(SYS_poll, scratch + 0x400, 2, 10), 1);
+	ck_assert_int_eq(S1(SYS_close, ep), 0);
+}
+END_TEST
+
+/* Identity, limits, signal dispositions, the clock: what the monitor answers itself. */
+START_TEST(test_misc_calls)
+{
+	struct utsname *u = gp(scratch, sizeof(struct utsname));
+	struct lx_sigaction sa = { .handler = 0x1234, .flags = 0x04000000, .mask = 0x5 };
+	struct rlimit *rl = gp(scratch + 0x800, sizeof(*rl));
+	struct timespec *ts = gp(scratch + 0x900, 2 * sizeof(*ts));
+	int64_t t0;
+
+	ck_assert_int_eq(S1(SYS_uname, scratch), 0);
+	ck_assert_str_eq(u->sysname, "Linux");
+	ck_assert_int_eq(S3(SYS_getrandom, scratch + 0x1000, 64, 0), 64);
+	ck_assert_int_eq(S0(SYS_getuid), (int64_t)getuid());
+	ck_assert_int_gt(S0(SYS_getppid), 0);
+	ck_assert_int_eq(S4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, scratch + 0x800), 0);
+	ck_assert_uint_gt(rl->rlim_cur, 0);
+	rl->rlim_cur = 100;
+	ck_assert_int_eq(S4(SYS_prlimit64, 0, RLIMIT_NOFILE, scratch + 0x800, 0), 0);
+	ck_assert_int_eq(S2(SYS_getrlimit, RLIMIT_NOFILE, scratch + 0x800), 0);
+	ck_assert_uint_eq(rl->rlim_cur, 100);
+
+	memcpy(gp(scratch + 0xa00, sizeof(sa)), &sa, sizeof(sa));
+	ck_assert_int_eq(S4(SYS_rt_sigaction, SIGUSR1, scratch + 0xa00, 0, 8), 0);
+	ck_assert_int_eq(S4(SYS_rt_sigaction, SIGUSR1, 0, scratch + 0xb00, 8), 0);
+	ck_assert_uint_eq(((struct lx_sigaction *)gp(scratch + 0xb00, sizeof(sa)))->handler, 0x1234);
+	ck_assert_int_eq(S4(SYS_rt_sigaction, SIGKILL, scratch + 0xa00, 0, 8), -EINVAL);
+	*(uint64_t *)gp(scratch + 0xc00, 8) = 1ULL << (SIGUSR2 - 1);
+	ck_assert_int_eq(S4(SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xc00, scratch + 0xc08, 8), 0);
+	ck_assert_uint_eq(pt.sigmask, 1ULL << (SIGUSR2 - 1));
+
+	ck_assert_int_eq(S2(SYS_clock_gettime, CLOCK_MONOTONIC, scratch + 0x900), 0);
+	t0 = ts[0].tv_sec * 1000000000LL + ts[0].tv_nsec;
+	ts[1] = (struct timespec){ .tv_nsec = 2000000 };
+	ck_assert_int_eq(S2(SYS_nanosleep, scratch + 0x900 + sizeof(*ts), 0), 0);
+	ck_assert_int_eq(S2(SYS_clock_gettime, CLOCK_MONOTONIC, scratch + 0x900), 0);
+	ck_assert_int_gt(ts[0].tv_sec * 1000000000LL + ts[0].tv_nsec, t0);
+	ck_assert_int_eq(S2(SYS_clock_gettime, 1234, scratch + 0x900), -EINVAL);
+	ck_assert_int_gt(S1(SYS_time, 0), 1700000000);
+
+	ck_assert_int_eq(S2(SYS_prctl, PR_SET_NAME, gstr(0xd00, "renamed")), 0);
+	ck_assert_str_eq(pp->comm, "renamed");
+	ck_assert_int_eq(S1(SYS_set_tid_address, scratch + 0xe00), getpid());
+	ck_assert_int_gt(S3(SYS_sched_getaffinity, 0, 128, scratch + 0xf00), 0);
+	ck_assert_int_eq(S1(SYS_sysinfo, scratch + 0x1000), 0);
+	ck_assert_int_eq(S0(SYS_sched_yield), 0);
+	ck_assert_int_eq(S0(SYS_fork), -ENOSYS);
+}
+END_TEST
+
+struct waiter {
+	struct lx_thread t;
+	uint64_t word;
+	int64_t rc;
+};
+
+static void *futex_waiter(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = psys_on(&w->t, SYS_futex, w->word, FUTEX_WAIT_PRIVATE, 7, 0, 0, 0, NULL);
+	return NULL;
+}
+
+/* FUTEX_WAIT returns at once for a stale value, times out, and is woken. */
+START_TEST(test_futex_calls)
+{
+	uint32_t *word = gp(scratch, 4);
+	struct timespec *ts = gp(scratch + 0x100, sizeof(*ts));
+	struct waiter w = { .word = scratch, .rc = 1 };
+	pthread_t th;
+	int64_t woke = 0;
+
+	*word = 7;
+	ck_assert_int_eq(S4(SYS_futex, scratch, FUTEX_WAIT_PRIVATE, 8, 0), -EAGAIN);
+	*ts = (struct timespec){ .tv_nsec = 5000000 };
+	ck_assert_int_eq(S4(SYS_futex, scratch, FUTEX_WAIT_PRIVATE, 7, scratch + 0x100), -ETIMEDOUT);
+	ck_assert_int_eq(S3(SYS_futex, scratch, FUTEX_WAKE_PRIVATE, 1), 0);
+	lx_thread_init(pp, &w.t, NULL);
+	ck_assert_int_eq(pthread_create(&th, NULL, futex_waiter, &w), 0);
+	for (int i = 0; i < 2000 && woke == 0; i++) {
+		struct timespec nap = { .tv_nsec = 1000000 };
+
+		nanosleep(&nap, NULL);
+		woke = S3(SYS_futex, scratch, FUTEX_WAKE_PRIVATE, 1);
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(woke, 1);
+	ck_assert_int_eq(w.rc, 0);
+	ck_assert_int_eq(S3(SYS_futex, scratch + 1, FUTEX_WAKE_PRIVATE, 1), -EINVAL);
+}
+END_TEST
+
+/* clone of a thread hands the VM a new thread's registers and TLS; exit ends it. */
+START_TEST(test_clone_and_exit)
+{
+	enum lx_action act;
+	uint64_t flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+			 CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+	int64_t tid = S6(SYS_clone, flags, scratch + 0x10000, scratch, scratch + 8, 0x7000, 0);
+
+	ck_assert_int_gt(tid, getpid());
+	ck_assert_int_eq(clones, 1);
+	ck_assert_uint_eq(last_clone.regs.rax, 0);
+	ck_assert_uint_eq(last_clone.regs.rsp, scratch + 0x10000);
+	ck_assert_uint_eq(last_clone.fs_base, 0x7000);
+	ck_assert_int_eq(*(int *)gp(scratch, 4), tid);
+	ck_assert_int_eq(S6(SYS_clone, SIGCHLD, 0, 0, 0, 0, 0), -ENOSYS);
+	ck_assert_int_eq(psys_on(&pt, SYS_exit_group, 3, 0, 0, 0, 0, 0, &act), 0);
+	ck_assert_int_eq(act, LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 3);
+}
+END_TEST
+
+/* Saved, checked and restored into a second memory: the open file at its offset, the
+ * mapping, the break and the signal dispositions come back. */
+START_TEST(test_state_round_trip)
+{
+	struct lx_thread *threads[] = { &pt };
+	const char *rw[] = { pdir };
+	struct lx_sigaction sa = { .handler = 0x4321 };
+	struct lx_thread t2;
+	struct lx_proc *p2;
+	struct gmem mem2;
+	char err[256] = "";
+	json_t *state;
+	int64_t fd, brk;
+	struct lx_call c = { 0 };
+
+	fd = S4(SYS_openat, AT_FDCWD, gpath(0, "kept"), O_CREAT | O_RDWR, 0600);
+	ck_assert_int_eq(S3(SYS_write, fd, gstr(0x100, "0123456789"), 10), 10);
+	ck_assert_int_eq(S3(SYS_lseek, fd, 4, SEEK_SET), 4);
+	brk = S1(SYS_brk, pp->mm.brk + 8192);
+	memcpy(gp(scratch + 0x200, sizeof(sa)), &sa, sizeof(sa));
+	ck_assert_int_eq(S4(SYS_rt_sigaction, SIGUSR2, scratch + 0x200, 0, 8), 0);
+
+	state = lx_state_save(pp, threads, 1);
+	ck_assert_ptr_nonnull(state);
+	ck_assert_msg(lx_state_check(state, P_RAM, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(lx_state_threads(state), 1);
+
+	ck_assert_int_eq(gmem_map(&mem2, P_RAM), 0);
+	memcpy(mem2.host, pmem.host, P_RAM);
+	ck_assert_msg(lx_proc_restore(&mem2, state, &(struct lx_restore_policy){
+						  .root = "/", .rw = rw, .n_rw = 1 },
+				      &p2, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(lx_thread_restore(p2, state, 0, &t2), 0);
+	ck_assert_uint_eq(p2->mm.brk, (uint64_t)brk);
+	ck_assert_uint_eq(p2->sigact[SIGUSR2].handler, 0x4321);
+	ck_assert_int_eq(p2->pid, pp->pid);
+	ck_assert_str_eq(p2->exe, pp->exe);
+	/* The file is open again at offset 4. */
+	c.p = p2;
+	c.t = &t2;
+	{
+		char got[8] = "";
+		int host = lx_host_fd(&c, (uint64_t)fd);
+
+		ck_assert_int_ge(host, 0);
+		ck_assert_int_eq(read(host, got, 3), 3);
+		ck_assert_int_eq(memcmp(got, "456", 3), 0);
+		lx_call_release(&c);
+	}
+	/* A state for more RAM than there is is refused. */
+	ck_assert_int_eq(lx_state_check(state, P_RAM / 4, err, sizeof(err)), -EINVAL);
+	json_decref(state);
+	lx_proc_destroy(p2);
+	gmem_unmap(&mem2);
+}
+END_TEST
+
+Suite *personality_suite(void)
+{
+	Suite *s = suite_create("personality");
+	TCase *tc = tcase_create("calls");
+
+	tcase_add_checked_fixture(tc, p_setup, p_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_process_created);
+	tcase_add_test(tc, test_memory_calls);
+	tcase_add_test(tc, test_file_calls);
+	tcase_add_test(tc, test_pipes_and_epoll);
+	tcase_add_test(tc, test_misc_calls);
+	tcase_add_test(tc, test_futex_calls);
+	tcase_add_test(tc, test_clone_and_exit);
+	tcase_add_test(tc, test_state_round_trip);
+	suite_add_tcase(s, tc);
+	return s;
+}
