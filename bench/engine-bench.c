@@ -25,6 +25,7 @@
  */
 #include "load.h"
 #include "../mmu/dirty.h"
+#include "../mmu/mono.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
 #include "../vmm/log.h"
@@ -74,14 +75,6 @@ struct eb {
 	uint64_t busy_updates, idle_updates;
 	double busy_s, idle_s;
 };
-
-static double eb_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void eb_sleep_ms(long ms)
 {
@@ -297,7 +290,7 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 static void eb_sample(struct eb *b, bool busy, uint64_t *last_u, double *last_t)
 {
 	uint64_t u = load_updates(&b->load);
-	double t = eb_now();
+	double t = mono_s();
 
 	if (busy) {
 		b->busy_updates += u - *last_u;
@@ -335,12 +328,12 @@ static uint64_t eb_start(struct eb *b)
  */
 static int eb_loop(struct eb *b)
 {
-	double t0 = eb_now(), last_t = t0, due = t0 + b->o.every_s;
+	double t0 = mono_s(), last_t = t0, due = t0 + b->o.every_s;
 	uint64_t last_u = load_updates(&b->load), id = 0;
 	struct snap_figures f;
 
 	for (;;) {
-		double now = eb_now();
+		double now = mono_s();
 		bool running = id && snap_figures_of(&b->e, id, &f) && !f.done;
 
 		if (id && !running) {
@@ -487,9 +480,9 @@ int main(int argc, char **argv)
 		eb_free(&b);
 		return 1;
 	}
-	t0 = eb_now();
+	t0 = mono_s();
 	rc = eb_loop(&b);
-	seconds = eb_now() - t0;
+	seconds = mono_s() - t0;
 	eb_stop(&b);
 	if (!rc)
 		eb_print(&b, seconds);

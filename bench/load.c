@@ -9,19 +9,11 @@
  * batches: the writers' own view of a stall.
  */
 #include "load.h"
+#include "../mmu/mono.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static uint64_t load_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 /* Log-linear bucket of @ns: exact below 16, then 16 buckets per power of two (at most
  * 1/16 too low). */
@@ -72,7 +64,7 @@ static void *load_thread_main(void *arg)
 	uint64_t *words = (uint64_t *)(void *)l->mem->host;
 
 	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
-		uint64_t t0 = load_now_ns(), d;
+		uint64_t t0 = mono_ns(), d;
 
 		load_maybe_park(l);
 		for (int i = 0; i < LOAD_BATCH; i++) {
@@ -81,7 +73,7 @@ static void *load_thread_main(void *arg)
 
 			load_fill(words + b * (LOAD_BLOCK / 8), splitmix64(&t->rng));
 		}
-		d = load_now_ns() - t0;
+		d = mono_ns() - t0;
 		t->hist[load_bucket(d)]++;
 		if (d > t->max_batch_ns)
 			t->max_batch_ns = d;

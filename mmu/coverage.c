@@ -35,7 +35,7 @@ int coverage_init(struct coverage *c, uint64_t ram_size, uint64_t region_size)
 {
 	memset(c, 0, sizeof(*c));
 	if (region_size < COV_MIN_REGION || (region_size & (region_size - 1)) || !ram_size ||
-	    ram_size % COV_PAGE)
+	    ram_size % PAGE_SIZE)
 		return -EINVAL;
 	c->ram_size = ram_size;
 	c->region_size = region_size;
@@ -60,7 +60,7 @@ uint64_t coverage_region_pages(const struct coverage *c, uint64_t r)
 		return 0;
 	if (end > c->ram_size)
 		end = c->ram_size;
-	return (end - start) / COV_PAGE;
+	return (end - start) / PAGE_SIZE;
 }
 
 /* Set bits among pages [first, first + n) of the bitmap. */
@@ -99,7 +99,7 @@ static void coverage_fold(struct coverage *c, uint64_t r, uint64_t written, uint
 void coverage_add_window(struct coverage *c, const uint64_t *written, const uint64_t *sampled,
 			 double seconds)
 {
-	uint64_t per = c->region_size / COV_PAGE;
+	uint64_t per = c->region_size / PAGE_SIZE;
 
 	if (seconds <= 0)
 		return;

@@ -4,11 +4,12 @@
 #ifndef CCVM_COVERAGE_H
 #define CCVM_COVERAGE_H
 
+#include "pages.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
 #define COV_MIN_REGION (32ULL << 10)
-#define COV_PAGE       4096ULL
 #define COV_HIST_BUCKETS 10
 #define COV_HYSTERESIS 0.10 /* a hot region stays hot down to threshold less this */
 

@@ -37,6 +37,9 @@
  * the same memory.
  */
 #include "dirty.h"
+#include "mono.h"
+#include "pages.h"
+#include "resident.h"
 
 #include "../vmm/log.h"
 
@@ -45,7 +48,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #define DIRTY_GAP         64.0  /* idle after a window, in the guest's time lost to it */
@@ -66,57 +68,55 @@
 #define DIRTY_RATE_MIN    100.0 /* ...and serves when it grows at least this fast, per s */
 #define DIRTY_OBS_MIN_S   0.05  /* a snapshot counts if the guest ran this long during it */
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t now_ns(void)
-{
-	return (uint64_t)(mono_s() * 1e9);
-}
-
 /* Pages marked in the dirty bitmap. */
 static uint64_t dirty_count(const struct dirty_tracker *t)
 {
-	return coverage_count_bits(t->bitmap, 0, t->ram_size / COV_PAGE);
+	return coverage_count_bits(t->bitmap, 0, t->ram_size / PAGE_SIZE);
+}
+
+static void dirty_set_run(void *ctx, uint64_t first, uint64_t n)
+{
+	uint64_t *bits = ctx;
+
+	for (uint64_t p = first; p < first + n; p++)
+		bits[p / 64] |= 1ULL << (p % 64);
 }
 
 /* Which pages of RAM hold data now (host-resident): a write to any other page is the
  * guest filling fresh memory, which no snapshot has to copy. */
 static int dirty_mark_present(struct dirty_tracker *t)
 {
-	uint64_t pages = t->ram_size / COV_PAGE;
+	memset(t->present, 0, t->ram_size / PAGE_SIZE / 8);
+	return resident_scan(t->host, t->ram_size, dirty_set_run, t->present);
+}
 
-	if (mincore(t->host, t->ram_size, t->resident) < 0)
-		return -errno;
-	memset(t->present, 0, pages / 8);
-	for (uint64_t p = 0; p < pages; p++)
-		if (t->resident[p] & 1)
-			t->present[p / 64] |= 1ULL << (p % 64);
-	return 0;
+struct dirty_filled {
+	const uint64_t *present;
+	uint64_t n;
+};
+
+static void dirty_count_run(void *ctx, uint64_t first, uint64_t n)
+{
+	struct dirty_filled *f = ctx;
+
+	f->n += n - coverage_count_bits(f->present, first, n);
 }
 
 /* Pages resident now and not at the window's start: memory the guest filled. */
 static uint64_t dirty_count_filled(struct dirty_tracker *t)
 {
-	uint64_t pages = t->ram_size / COV_PAGE, filled = 0;
+	struct dirty_filled f = { .present = t->present };
 
-	if (mincore(t->host, t->ram_size, t->resident) < 0)
+	if (resident_scan(t->host, t->ram_size, dirty_count_run, &f))
 		return 0;
-	for (uint64_t p = 0; p < pages; p++)
-		filled += (t->resident[p] & 1) && !(t->present[p / 64] >> (p % 64) & 1);
-	return filled;
+	return f.n;
 }
 
 /* Keep only the watched (resident) pages in the bitmap: the others read as dirty
  * throughout. Returns how many were written. */
 static uint64_t dirty_count_watched(struct dirty_tracker *t)
 {
-	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++)
+	for (uint64_t i = 0; i < t->ram_size / PAGE_SIZE / 64; i++)
 		t->bitmap[i] &= t->present[i];
 	return dirty_count(t);
 }
@@ -140,7 +140,7 @@ static int dirty_kvm_watch(void *ctx, uint64_t *pages)
 {
 	struct dirty_kvm *k = ctx;
 	struct kvm_clear_dirty_log log = { .slot = 0, .first_page = 0,
-					   .num_pages = (uint32_t)(k->ram_size / COV_PAGE),
+					   .num_pages = (uint32_t)(k->ram_size / PAGE_SIZE),
 					   .dirty_bitmap = pages };
 
 	return ioctl(k->vm_fd, KVM_CLEAR_DIRTY_LOG, &log) < 0 ? -errno : 0;
@@ -161,10 +161,10 @@ static const struct dirty_log_ops dirty_kvm_ops = {
 /* Dirty logging on or off. */
 static int dirty_logging(struct dirty_tracker *t, bool on)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = mono_ns();
 	int rc = t->log.ops->logging(t->log.ctx, on);
 
-	t->harvest_ns += now_ns() - t0;
+	t->harvest_ns += mono_ns() - t0;
 	return rc;
 }
 
@@ -172,19 +172,19 @@ static int dirty_logging(struct dirty_tracker *t, bool on)
  * them (logging started with every page marked dirty and none protected). */
 static int dirty_watch(struct dirty_tracker *t)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = mono_ns();
 	int rc = t->log.ops->watch(t->log.ctx, t->present);
 
-	t->harvest_ns += now_ns() - t0;
+	t->harvest_ns += mono_ns() - t0;
 	return rc;
 }
 
 static int dirty_get(struct dirty_tracker *t)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = mono_ns();
 	int rc = t->log.ops->get(t->log.ctx, t->bitmap);
 
-	t->harvest_ns += now_ns() - t0;
+	t->harvest_ns += mono_ns() - t0;
 	return rc;
 }
 
@@ -292,8 +292,8 @@ static double dirty_ran(const struct dirty_tracker *t, double wall, uint64_t d, 
 static void dirty_acc_reset(struct dirty_tracker *t)
 {
 	t->acc_ran = t->acc_wall = 0;
-	memset(t->acc, 0, t->ram_size / COV_PAGE / 8);
-	memset(t->acc_present, 0, t->ram_size / COV_PAGE / 8);
+	memset(t->acc, 0, t->ram_size / PAGE_SIZE / 8);
+	memset(t->acc_present, 0, t->ram_size / PAGE_SIZE / 8);
 }
 
 /* Add a closed window to the one being assembled: windows that snapshots cut short
@@ -308,7 +308,7 @@ static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran,
 		dirty_acc_reset(t);
 		return false;
 	}
-	for (uint64_t i = 0; i < t->ram_size / COV_PAGE / 64; i++) {
+	for (uint64_t i = 0; i < t->ram_size / PAGE_SIZE / 64; i++) {
 		t->acc[i] |= t->bitmap[i];
 		t->acc_present[i] |= t->present[i];
 	}
@@ -345,7 +345,7 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 		return 0;
 	rc = dirty_mark_present(t);
 	if (!rc)
-		watched = coverage_count_bits(t->present, 0, t->ram_size / COV_PAGE);
+		watched = coverage_count_bits(t->present, 0, t->ram_size / PAGE_SIZE);
 	if (!rc)
 		rc = dirty_logging(t, true);
 	if (!rc)
@@ -499,14 +499,13 @@ static int dirty_start(struct dirty_tracker *t, uint8_t *host, uint64_t ram_size
 	rc = coverage_init(&t->cov, ram_size, region_size);
 	if (rc)
 		return rc;
-	t->bitmap = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
-	t->present = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
-	t->acc = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
-	t->acc_present = calloc(ram_size / COV_PAGE / 64, sizeof(uint64_t));
+	t->bitmap = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
+	t->present = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
+	t->acc = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
+	t->acc_present = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
 	t->hot = calloc(t->cov.n_regions, 1);
 	t->fault_s = DIRTY_FAULT_MAX;
-	t->resident = malloc(ram_size / COV_PAGE);
-	if (!t->bitmap || !t->present || !t->acc || !t->acc_present || !t->hot || !t->resident)
+	if (!t->bitmap || !t->present || !t->acc || !t->acc_present || !t->hot)
 		return -ENOMEM;
 	if (pthread_create(&t->thread, NULL, dirty_thread, t))
 		return -EAGAIN;
@@ -563,9 +562,7 @@ void dirty_fini(struct dirty_tracker *t)
 	free(t->acc_present);
 	free(t->hot);
 	t->hot = NULL;
-	free(t->resident);
 	t->bitmap = t->present = t->acc = t->acc_present = NULL;
-	t->resident = NULL;
 }
 
 uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)

@@ -56,7 +56,6 @@ struct dirty_tracker {
 	double progress_rate;   /* its growth per second when nothing slows the guest (dirty_gap) */
 	double fault_s;         /* a dirty-logging fault's cost, as measured so far */
 	double acc_ran, acc_wall;
-	unsigned char *resident; /* mincore's vector */
 	struct coverage cov;    /* guarded by lock */
 	uint8_t *hot;           /* per region: hot in the last classification (hysteresis) */
 	double hot_threshold;   /* the threshold it was made at */

@@ -147,3 +147,13 @@ int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)
 		return -errno;
 	return 0;
 }
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; our build headers may predate it */
+#endif
+
+void gmem_collapse(struct gmem *mem, uint64_t gpa, uint64_t len)
+{
+	if (gmem_sys_ptr(mem, gpa, len))
+		madvise(mem->host + gpa, len, MADV_COLLAPSE);
+}

@@ -49,6 +49,11 @@ int gmem_copy_out(const struct gmem *mem, uint64_t gva, const void *src, uint64_
  */
 int gmem_copy_str(const struct gmem *mem, char *dst, uint64_t gva, size_t max, size_t *len);
 
+/* Put [gpa, gpa + len) back together into huge pages where small ones split them
+ * (write-protecting or filling single pages does): the guest runs faster with fewer
+ * TLB misses. Best effort: kernels before 6.1 and non-THP hosts leave it as it is. */
+void gmem_collapse(struct gmem *mem, uint64_t gpa, uint64_t len);
+
 /* Give [gpa, gpa + len) (page aligned) back to the host: it reads as zero again. */
 int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len);
 

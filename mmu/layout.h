@@ -16,6 +16,9 @@
 #ifndef CCVM_LAYOUT_H
 #define CCVM_LAYOUT_H
 
+#include "pages.h"
+
+
 #define LAYOUT_GDT        0x1000ULL
 #define LAYOUT_IDT        0x2000ULL
 #define LAYOUT_TSS        0x3000ULL /* 104-byte TSS + 8 KiB I/O bitmap + 1 */
@@ -28,7 +31,7 @@
 #define LAYOUT_USER_BASE  0x400000ULL
 
 /* Page-table pages available above LAYOUT_PGTABLE: bounds the RAM size. */
-#define LAYOUT_PGTABLE_PAGES ((LAYOUT_SYS_END - LAYOUT_PGTABLE) / 0x1000ULL)
+#define LAYOUT_PGTABLE_PAGES ((LAYOUT_SYS_END - LAYOUT_PGTABLE) / PAGE_SIZE)
 
 /* Largest guest RAM ccvm accepts (well inside what the page-table area can map). */
 #define LAYOUT_MAX_RAM (256ULL << 30)

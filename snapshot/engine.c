@@ -15,22 +15,21 @@
  */
 #include "engine.h"
 #include "pagestate.h"
+#include "../mmu/mono.h"
+#include "../mmu/pages.h"
+#include "../mmu/resident.h"
 #include "../vmm/log.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-#define PAGE 4096ULL
 #define FAULT_POLL_MS 100
 
 static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow" };
@@ -61,19 +60,11 @@ int snap_order_parse(const char *name, enum snap_order *o)
 	return 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static bool page_is_zero(const uint8_t *p)
 {
-	static const uint8_t zero[PAGE];
+	static const uint8_t zero[PAGE_SIZE];
 
-	return memcmp(p, zero, PAGE) == 0;
+	return memcmp(p, zero, PAGE_SIZE) == 0;
 }
 
 int snap_precopy_parse(const char *name, enum snap_precopy *p)
@@ -124,7 +115,7 @@ json_t *snap_figures_json(const struct snap_figures *f)
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t pool_bytes,
 		     struct dirty_tracker *tracker, uint64_t region_size)
 {
-	uint64_t pages = t->mem->size / PAGE, chunks = t->mem->size / IMG_CHUNK;
+	uint64_t pages = t->mem->size / PAGE_SIZE, chunks = t->mem->size / IMG_CHUNK;
 	int rc;
 
 	memset(e, 0, sizeof(*e));
@@ -205,7 +196,7 @@ static bool snap_copy_one(struct snap_engine *e, uint64_t p, bool precopy)
 
 	if (!buf)
 		return false;
-	memcpy(buf, e->host + p * PAGE, PAGE);
+	memcpy(buf, e->host + p * PAGE_SIZE, PAGE_SIZE);
 	e->copy[p] = buf;
 	e->pre[p] = precopy;
 	if (ps_take(&e->state[p], PS_COPIED)) {
@@ -237,10 +228,10 @@ static bool snap_pool_has_room(struct snap_engine *e, uint64_t pages)
 static void snap_region_pages(const struct snap_engine *e, uint64_t r, uint64_t *first,
 			      uint64_t *end)
 {
-	uint64_t per = e->region_size / PAGE;
+	uint64_t per = e->region_size / PAGE_SIZE;
 
 	*first = r * per;
-	*end = *first + per < e->size / PAGE ? *first + per : e->size / PAGE;
+	*end = *first + per < e->size / PAGE_SIZE ? *first + per : e->size / PAGE_SIZE;
 }
 
 /* Regions [*r0, *r1] overlapping chunk @c (several small regions, or part of a large one). */
@@ -272,16 +263,16 @@ static bool snap_copy_region(struct snap_engine *e, uint64_t r)
 {
 	uint64_t first, end, c0, c1, left;
 
-	if (!snap_pool_has_room(e, e->region_size / PAGE))
+	if (!snap_pool_has_room(e, e->region_size / PAGE_SIZE))
 		return false;
 	snap_region_pages(e, r, &first, &end);
-	c0 = first * PAGE / IMG_CHUNK;
-	c1 = ((end - 1) * PAGE) / IMG_CHUNK;
+	c0 = first * PAGE_SIZE / IMG_CHUNK;
+	c1 = ((end - 1) * PAGE_SIZE) / IMG_CHUNK;
 	for (uint64_t c = c0; c <= c1; c++)
 		chunk_lock(e, c);
 	left = snap_copy_range(e, first, end);
 	if (!left)
-		wp_protect(&e->wp, first * PAGE, (end - first) * PAGE, false);
+		uffd_protect(&e->wp, first * PAGE_SIZE, (end - first) * PAGE_SIZE, false);
 	for (uint64_t c = c1 + 1; c-- > c0;)
 		chunk_unlock(e, c);
 	if (left)
@@ -315,7 +306,7 @@ static void snap_copy_ahead(struct snap_engine *e, uint64_t r)
 	for (uint64_t q = r + 1; q < e->n_regions && done < SNAP_COPY_AHEAD && e->hot[q]; q++) {
 		/* A guest thread stopped on another page comes first: copying ahead is
 		 * only worth it while nobody waits for this thread. */
-		if (wp_fault_pending(&e->wp))
+		if (uffd_fault_pending(&e->wp))
 			break;
 		if (!snap_region_protected(e, q))
 			continue;
@@ -333,8 +324,8 @@ static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
 	uint8_t *st = &e->state[p];
 
 	if (wake && e->policy == SNAP_CCOW && ps_get(st) == PS_PROTECTED &&
-	    e->hot[p * PAGE / e->region_size] && snap_copy_region(e, p * PAGE / e->region_size)) {
-		snap_copy_ahead(e, p * PAGE / e->region_size);
+	    e->hot[p * PAGE_SIZE / e->region_size] && snap_copy_region(e, p * PAGE_SIZE / e->region_size)) {
+		snap_copy_ahead(e, p * PAGE_SIZE / e->region_size);
 		return;
 	}
 	if (ps_get(st) == PS_PROTECTED) {
@@ -343,7 +334,7 @@ static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
 			/* copied (or someone else took the page meanwhile) */
 		} else if (ps_take(st, PS_CLAIMED)) {
 			/* Pool exhausted: save synchronously, slower but still exact. */
-			int rc = snap_save(e, p, e->host + p * PAGE);
+			int rc = snap_save(e, p, e->host + p * PAGE_SIZE);
 
 			if (rc)
 				snap_fail(e, rc, "writing the image");
@@ -351,14 +342,10 @@ static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
 		}
 	}
 	if (wake && ps_get(st) != PS_CLAIMED) {
-		wp_protect(&e->wp, p * PAGE, PAGE, false);
-		e->split[p / (IMG_CHUNK / PAGE)] = 1;
+		uffd_protect(&e->wp, p * PAGE_SIZE, PAGE_SIZE, false);
+		e->split[p / (IMG_CHUNK / PAGE_SIZE)] = 1;
 	}
 }
-
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
 
 /* Unprotecting single pages split the huge pages that back guest RAM; put them back
  * together once the snapshot is done, or the guest runs slower (TLB misses) and the
@@ -369,7 +356,7 @@ static void snap_collapse_split(struct snap_engine *e)
 		if (!e->split[c])
 			continue;
 		e->split[c] = 0;
-		madvise(e->host + c * IMG_CHUNK, IMG_CHUNK, MADV_COLLAPSE);
+		gmem_collapse(e->t.mem, c * IMG_CHUNK, IMG_CHUNK);
 	}
 }
 
@@ -379,7 +366,7 @@ static void *snap_fault_thread(void *arg)
 	uint64_t gpa;
 
 	while (!__atomic_load_n(&e->fault_stop, __ATOMIC_ACQUIRE)) {
-		int rc = wp_next_fault(&e->wp, FAULT_POLL_MS, &gpa);
+		int rc = uffd_next_fault(&e->wp, FAULT_POLL_MS, &gpa);
 
 		if (rc < 0) {
 			log_err("userfaultfd: %s", strerror(-rc));
@@ -388,7 +375,7 @@ static void *snap_fault_thread(void *arg)
 		if (rc == 0 || gpa >= e->size)
 			continue;
 		__atomic_fetch_add(&e->cur.cow_faults, 1, __ATOMIC_RELAXED);
-		snap_cow_page(e, gpa / PAGE, true);
+		snap_cow_page(e, gpa / PAGE_SIZE, true);
 	}
 	return NULL;
 }
@@ -397,7 +384,7 @@ void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
 {
 	if (!__atomic_load_n(&e->threads_live, __ATOMIC_ACQUIRE))
 		return;
-	for (uint64_t p = gpa / PAGE; p < (gpa + len) / PAGE && p < e->size / PAGE; p++) {
+	for (uint64_t p = gpa / PAGE_SIZE; p < (gpa + len) / PAGE_SIZE && p < e->size / PAGE_SIZE; p++) {
 		snap_cow_page(e, p, false);
 		while (ps_get(&e->state[p]) == PS_CLAIMED)
 			sched_yield(); /* the writer is saving it: a page write, not long */
@@ -412,7 +399,7 @@ static void snap_throttle(struct snap_engine *e, uint64_t bytes)
 	if (!e->rate)
 		return;
 	due_ns = (uint64_t)((double)bytes / (double)e->rate * 1e9);
-	elapsed = now_ns() - e->t_start_ns;
+	elapsed = mono_ns() - e->t_start_ns;
 	if (due_ns > elapsed) {
 		struct timespec ts = { .tv_sec = (time_t)((due_ns - elapsed) / 1000000000ULL),
 				       .tv_nsec = (long)((due_ns - elapsed) % 1000000000ULL) };
@@ -431,7 +418,7 @@ static uint64_t snap_progress(const struct snap_engine *e)
  * of each chunk once it is saved. */
 static int snap_write_pages(struct snap_engine *e, bool unprotect)
 {
-	uint64_t pages = e->size / PAGE, per_chunk = IMG_CHUNK / PAGE, written = 0;
+	uint64_t pages = e->size / PAGE_SIZE, per_chunk = IMG_CHUNK / PAGE_SIZE, written = 0;
 	int rc = 0;
 
 	for (uint64_t i = 0; i < pages / per_chunk && !rc; i++) {
@@ -442,24 +429,24 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 			uint8_t *st = &e->state[p];
 
 			if (ps_take(st, PS_CLAIMED)) {
-				rc = snap_save(e, p, e->host + p * PAGE);
+				rc = snap_save(e, p, e->host + p * PAGE_SIZE);
 				e->cur.pages_saved_by_writer++;
-				written += PAGE;
+				written += PAGE_SIZE;
 				ps_set(st, PS_SAVED);
 			} else if (ps_get(st) == PS_COPIED) {
 				rc = snap_save(e, p, e->copy[p]);
 				if (e->pre[p])
-					e->pre_hash[p] = XXH3_64bits(e->copy[p], PAGE);
+					e->pre_hash[p] = XXH3_64bits(e->copy[p], PAGE_SIZE);
 				pool_put(&e->pool, e->copy[p]);
 				e->copy[p] = NULL;
-				written += PAGE;
+				written += PAGE_SIZE;
 				ps_set(st, PS_SAVED);
 			} else if (ps_get(st) == PS_ZERO) {
 				rc = snap_save(e, p, NULL);
 			}
 		}
 		if (unprotect)
-			wp_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
+			uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
 		e->chunk_saved_at[c] = snap_progress(e);
 		chunk_unlock(e, c);
 		if (__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
@@ -481,15 +468,15 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
  */
 static void snap_observe(struct snap_engine *e, bool fold)
 {
-	uint64_t end = snap_progress(e), per_chunk = IMG_CHUNK / PAGE;
+	uint64_t end = snap_progress(e), per_chunk = IMG_CHUNK / PAGE_SIZE;
 
 	memset(e->obs, 0, e->n_regions * sizeof(e->obs[0]));
-	for (uint64_t p = 0; p < e->size / PAGE; p++) {
-		struct cov_obs *o = &e->obs[p * PAGE / e->region_size];
+	for (uint64_t p = 0; p < e->size / PAGE_SIZE; p++) {
+		struct cov_obs *o = &e->obs[p * PAGE_SIZE / e->region_size];
 		uint64_t until;
 
 		if (e->pre[p]) {
-			bool same = XXH3_64bits(e->host + p * PAGE, PAGE) == e->pre_hash[p];
+			bool same = XXH3_64bits(e->host + p * PAGE_SIZE, PAGE_SIZE) == e->pre_hash[p];
 
 			e->cur.pages_precopied_unwritten += same;
 			o->written += !same;
@@ -521,8 +508,8 @@ static void snap_finish(struct snap_engine *e, int rc)
 	}
 	e->img = NULL;
 	pthread_mutex_lock(&e->lock);
-	e->cur.copy_bytes_peak = pool_take_peak(&e->pool) * PAGE;
-	e->cur.duration_ms = (now_ns() - e->t_start_ns) / 1000000ULL;
+	e->cur.copy_bytes_peak = pool_take_peak(&e->pool) * PAGE_SIZE;
+	e->cur.duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
 	if (e->tracker) {
 		e->cur.dirty_harvests = e->tracker->harvests;
 		e->cur.harvest_ms = e->tracker->harvest_ns / 1000000ULL;
@@ -545,7 +532,7 @@ static void snap_finish(struct snap_engine *e, int rc)
  * it would shrink with every failure. */
 static void snap_reclaim_copies(struct snap_engine *e)
 {
-	for (uint64_t p = 0; p < e->size / PAGE; p++)
+	for (uint64_t p = 0; p < e->size / PAGE_SIZE; p++)
 		if (ps_get(&e->state[p]) == PS_COPIED && e->copy[p]) {
 			pool_put(&e->pool, e->copy[p]);
 			e->copy[p] = NULL;
@@ -561,7 +548,7 @@ static void *snap_writer_thread(void *arg)
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
 	snap_observe(e, !rc);
 	if (rc) { /* the guest must not stay write-protected after a failure */
-		wp_protect(&e->wp, 0, e->size, false);
+		uffd_protect(&e->wp, 0, e->size, false);
 		snap_reclaim_copies(e);
 	}
 	snap_finish(e, rc);
@@ -574,89 +561,19 @@ static void *snap_writer_thread(void *arg)
 	return NULL;
 }
 
-/* PAGEMAP_SCAN (Linux 6.7): which ranges are present or swapped, a range at a time
- * rather than a byte per page like mincore. Defined here because our build headers
- * predate it; the ABI is fixed. */
-struct snap_page_region {
-	uint64_t start, end, categories;
-};
-
-struct snap_pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-
-#define SNAP_PAGEMAP_SCAN _IOWR('f', 16, struct snap_pm_scan_arg)
-#define SNAP_PAGE_IS_PRESENT (1ULL << 3)
-#define SNAP_PAGE_IS_SWAPPED (1ULL << 4)
-#define SNAP_SCAN_REGIONS 4096
-
-static int snap_mark_scan(struct snap_engine *e)
+static void snap_mark_run(void *ctx, uint64_t first, uint64_t n)
 {
-	static struct snap_page_region r[SNAP_SCAN_REGIONS];
-	uint64_t base = (uint64_t)(uintptr_t)e->host, end = base + e->size;
-	uint64_t at = base;
-	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	memset(e->state, PS_ZERO, e->size / PAGE);
-	while (at < end) {
-		struct snap_pm_scan_arg a = {
-			.size = sizeof(a), .start = at, .end = end, .vec = (uint64_t)(uintptr_t)r,
-			.vec_len = SNAP_SCAN_REGIONS,
-			.category_anyof_mask = SNAP_PAGE_IS_PRESENT | SNAP_PAGE_IS_SWAPPED,
-			.return_mask = SNAP_PAGE_IS_PRESENT | SNAP_PAGE_IS_SWAPPED,
-		};
-		long n = ioctl(fd, SNAP_PAGEMAP_SCAN, &a);
-
-		if (n < 0) {
-			int rc = -errno;
-
-			close(fd);
-			return rc;
-		}
-		for (long i = 0; i < n; i++)
-			memset(e->state + (r[i].start - base) / PAGE, PS_PROTECTED,
-			       (r[i].end - r[i].start) / PAGE);
-		if (a.walk_end <= at)
-			break;
-		at = a.walk_end;
-	}
-	close(fd);
-	return 0;
-}
-
-/* Older kernels: mincore, a byte per page (and blind to swapped-out pages, which our
- * hosts do not have). */
-static int snap_mark_mincore(struct snap_engine *e)
-{
-	uint64_t pages = e->size / PAGE;
-	unsigned char *vec = malloc(pages);
-
-	if (!vec)
-		return -ENOMEM;
-	if (mincore(e->host, e->size, vec) < 0) {
-		int rc = -errno;
-
-		free(vec);
-		return rc;
-	}
-	for (uint64_t p = 0; p < pages; p++)
-		e->state[p] = (vec[p] & 1) ? PS_PROTECTED : PS_ZERO;
-	free(vec);
-	return 0;
+	memset(((struct snap_engine *)ctx)->state + first, PS_PROTECTED, n);
 }
 
 /* Pages present (or swapped out) at the pause must be saved; the others are zero and
  * never need protection (UFFDIO_WRITEPROTECT skips them anyway). */
 static int snap_mark_pages(struct snap_engine *e)
 {
-	e->cur.pages_total = e->size / PAGE;
-	memset(e->faulted, 0, e->size / PAGE);
-	if (snap_mark_scan(e) == 0)
-		return 0;
-	return snap_mark_mincore(e);
+	e->cur.pages_total = e->size / PAGE_SIZE;
+	memset(e->faulted, 0, e->size / PAGE_SIZE);
+	memset(e->state, PS_ZERO, e->size / PAGE_SIZE);
+	return resident_scan(e->host, e->size, snap_mark_run, e);
 }
 
 /* Which regions are hot now, and the writer's chunk order: chunks holding hot regions
@@ -698,7 +615,7 @@ static bool snap_eager_region(struct snap_engine *e, uint64_t r)
 {
 	uint64_t first, end;
 
-	if (!snap_pool_has_room(e, e->region_size / PAGE))
+	if (!snap_pool_has_room(e, e->region_size / PAGE_SIZE))
 		return false;
 	snap_region_pages(e, r, &first, &end);
 	if (snap_copy_range(e, first, end))
@@ -726,7 +643,7 @@ static void snap_precopy_eager(struct snap_engine *e, const struct snap_request 
 		for (uint64_t r = r0; r <= r1; r++) {
 			if (!e->hot[r] || e->eager[r])
 				continue;
-			if (now_ns() - e->t_start_ns >= budget_ns || !snap_eager_region(e, r))
+			if (mono_ns() - e->t_start_ns >= budget_ns || !snap_eager_region(e, r))
 				return;
 		}
 	}
@@ -746,7 +663,7 @@ static int snap_protect(struct snap_engine *e)
 
 			if (end > e->size)
 				end = e->size;
-			rc = wp_protect(&e->wp, run * e->region_size, end - run * e->region_size, true);
+			rc = uffd_protect(&e->wp, run * e->region_size, end - run * e->region_size, true);
 		}
 		run = r + 1;
 	}
@@ -768,16 +685,16 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 		return rc;
 	}
 	e->progress_start = snap_progress(e); /* the vCPUs are paused: it holds still */
-	uint64_t t0 = now_ns();
+	uint64_t t0 = mono_ns();
 	rc = e->t.ops->capture(e->t.ctx, e->img);
-	uint64_t t1 = now_ns();
+	uint64_t t1 = mono_ns();
 	if (!rc)
 		rc = snap_mark_pages(e);
 	if (!rc)
 		snap_plan(e, req);
-	uint64_t t2 = now_ns();
+	uint64_t t2 = mono_ns();
 	if (!rc && req->policy != SNAP_STOP && e->wp.fd < 0) {
-		rc = wp_open(&e->wp, e->host, e->size);
+		rc = uffd_open(&e->wp, e->host, e->size, UFFD_MODE_WP);
 		if (!rc && pthread_create(&e->faulter, NULL, snap_fault_thread, e))
 			rc = -EAGAIN;
 	}
@@ -787,7 +704,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	}
 	log_debug("pause parts: create %llu us, capture %llu us, mark %llu us, protect %llu us",
 		 (unsigned long long)(t0 - e->t_start_ns) / 1000, (unsigned long long)(t1 - t0) / 1000,
-		 (unsigned long long)(t2 - t1) / 1000, (unsigned long long)(now_ns() - t2) / 1000);
+		 (unsigned long long)(t2 - t1) / 1000, (unsigned long long)(mono_ns() - t2) / 1000);
 	if (rc) {
 		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
 		img_abort(e->img);
@@ -829,7 +746,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	pthread_mutex_unlock(&e->lock);
 
 	e->rate = req->rate;
-	e->t_start_ns = now_ns();
+	e->t_start_ns = mono_ns();
 	if (e->tracker)
 		dirty_hold(e->tracker, true);
 	rc = e->t.ops->pause(e->t.ctx);
@@ -844,7 +761,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 		e->t.ops->at_instant(e->t.ctx, req->file);
 	if (req->policy == SNAP_STOP) {
 		rc = snap_write_pages(e, false);
-		e->cur.pause_us = (now_ns() - e->t_start_ns) / 1000;
+		e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
 		e->t.ops->resume(e->t.ctx);
 		snap_finish(e, rc);
 		if (e->tracker)
@@ -854,14 +771,14 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 			pthread_join(e->writer, NULL);
 		e->writer_joinable = false;
 		__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
-		t_resume = now_ns();
+		t_resume = mono_ns();
 		e->cur.pause_us = (t_resume - e->t_start_ns) / 1000;
 		e->t.ops->resume(e->t.ctx);
 		e->writer_joinable = true;
 		if (pthread_create(&e->writer, NULL, snap_writer_thread, e)) {
 			e->writer_joinable = false;
 			__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
-			wp_protect(&e->wp, 0, e->size, false);
+			uffd_protect(&e->wp, 0, e->size, false);
 			snap_fail(e, -EAGAIN, "starting the writer");
 			snap_finish(e, -EAGAIN);
 			if (e->tracker)
@@ -891,7 +808,7 @@ bool snap_figures_of(struct snap_engine *e, uint64_t id, struct snap_figures *ou
 	if (found) {
 		*out = e->cur;
 		if (!out->done)
-			out->duration_ms = (now_ns() - e->t_start_ns) / 1000000ULL;
+			out->duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
 	}
 	pthread_mutex_unlock(&e->lock);
 	return found;
@@ -908,7 +825,7 @@ void snap_engine_fini(struct snap_engine *e)
 	if (e->wp.fd >= 0) {
 		__atomic_store_n(&e->fault_stop, true, __ATOMIC_RELEASE);
 		pthread_join(e->faulter, NULL);
-		wp_close(&e->wp);
+		uffd_close(&e->wp);
 	}
 	pool_fini(&e->pool);
 	free(e->state);

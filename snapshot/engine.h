@@ -8,7 +8,7 @@
 #include "pool.h"
 #include "../mmu/dirty.h"
 #include "../mmu/gmem.h"
-#include "../mmu/wp.h"
+#include "../mmu/uffd.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -91,7 +91,7 @@ struct snap_engine {
 
 	/* copy-on-write machinery, kept across snapshots */
 	struct pool pool;
-	struct wp wp;
+	struct uffd wp;          /* write protection, kept across snapshots */
 	uint8_t *state;          /* one enum page_state per guest page */
 	void **copy;             /* COPIED pages: their pool buffer */
 	uint8_t *split;          /* per 2 MiB chunk: a page-sized unprotect split its THP */

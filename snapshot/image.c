@@ -127,9 +127,9 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 
 static uint64_t page_hash(uint64_t pfn, const void *page)
 {
-	static const uint8_t zero[IMG_PAGE];
+	static const uint8_t zero[PAGE_SIZE];
 
-	return XXH3_64bits_withSeed(page ? page : zero, IMG_PAGE, pfn);
+	return XXH3_64bits_withSeed(page ? page : zero, PAGE_SIZE, pfn);
 }
 
 static uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk)
@@ -137,8 +137,8 @@ static uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk)
 	const uint8_t *p = chunk;
 	uint64_t h = 0;
 
-	for (uint64_t i = 0; i < IMG_CHUNK / IMG_PAGE; i++)
-		h += page_hash(first_pfn + i, p + i * IMG_PAGE);
+	for (uint64_t i = 0; i < IMG_CHUNK / PAGE_SIZE; i++)
+		h += page_hash(first_pfn + i, p + i * PAGE_SIZE);
 	return h;
 }
 
@@ -147,7 +147,7 @@ static void header_encode(uint8_t hdr[IMG_HDR_SIZE], const struct img_header_inf
 	memset(hdr, 0, IMG_HDR_SIZE);
 	memcpy(hdr, IMG_MAGIC, 8);
 	put32(hdr + 8, IMG_VERSION);
-	put32(hdr + 12, (uint32_t)IMG_PAGE);
+	put32(hdr + 12, (uint32_t)PAGE_SIZE);
 	put64(hdr + 16, info->ram_size);
 	put32(hdr + 24, info->policy);
 	put32(hdr + 28, info->flags);
@@ -286,13 +286,13 @@ err:
 
 int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 {
-	if (pfn >= w->info.ram_size / IMG_PAGE)
+	if (pfn >= w->info.ram_size / PAGE_SIZE)
 		return -EINVAL;
-	__atomic_fetch_add(&w->chunk_hash[pfn / (IMG_CHUNK / IMG_PAGE)], page_hash(pfn, data),
+	__atomic_fetch_add(&w->chunk_hash[pfn / (IMG_CHUNK / PAGE_SIZE)], page_hash(pfn, data),
 			   __ATOMIC_RELAXED);
 	if (!data)
 		return 0;
-	return pwrite_all(w->fd, data, IMG_PAGE, IMG_MEM_OFFSET + pfn * IMG_PAGE);
+	return pwrite_all(w->fd, data, PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 }
 
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len)
@@ -455,7 +455,7 @@ static int img_check_header(struct img_reader *r, char err[IMG_ERR_LEN])
 	r->info.policy = get32(hdr + 24);
 	r->info.flags = get32(hdr + 28);
 	r->info.created_ns = get64(hdr + 32);
-	if (get32(hdr + 12) != IMG_PAGE || get64(hdr + 40) != IMG_MEM_OFFSET ||
+	if (get32(hdr + 12) != PAGE_SIZE || get64(hdr + 40) != IMG_MEM_OFFSET ||
 	    get64(hdr + 48) != IMG_CHUNK || !r->info.ram_size || r->info.ram_size % IMG_CHUNK ||
 	    r->info.ram_size > IMG_MAX_RAM)
 		return img_fail(err, -EINVAL, "the image header has impossible values (page %u, "
@@ -616,7 +616,7 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
 	rc = pread_all(r->fd, dst, IMG_CHUNK, IMG_MEM_OFFSET + c * IMG_CHUNK);
 	if (rc)
 		return rc;
-	return img_chunk_hash(c * (IMG_CHUNK / IMG_PAGE), dst) == r->chunk_hash[c] ? 0 : -EBADMSG;
+	return img_chunk_hash(c * (IMG_CHUNK / PAGE_SIZE), dst) == r->chunk_hash[c] ? 0 : -EBADMSG;
 }
 
 /* False when chunk @c is entirely a hole of the sparse file. */
@@ -633,14 +633,14 @@ static bool img_chunk_has_data(const struct img_reader *r, uint64_t c)
 
 int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_data)
 {
-	uint64_t first = c * (IMG_CHUNK / IMG_PAGE), h = 0;
+	uint64_t first = c * (IMG_CHUNK / PAGE_SIZE), h = 0;
 
 	if (c >= r->n_chunks)
 		return -EINVAL;
 	*has_data = img_chunk_has_data(r, c);
 	if (*has_data)
 		return img_read_chunk(r, c, dst);
-	for (uint64_t i = 0; i < IMG_CHUNK / IMG_PAGE; i++)
+	for (uint64_t i = 0; i < IMG_CHUNK / PAGE_SIZE; i++)
 		h += page_hash(first + i, NULL);
 	return h == r->chunk_hash[c] ? 0 : -EBADMSG;
 }

@@ -5,13 +5,14 @@
 #ifndef CCVM_IMAGE_H
 #define CCVM_IMAGE_H
 
+#include "../mmu/pages.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define IMG_VERSION     1
-#define IMG_PAGE        4096ULL
-#define IMG_CHUNK       (2ULL << 20) /* a checksum per 2 MiB of guest memory */
+#define IMG_CHUNK       HUGE_SIZE /* a checksum per 2 MiB of guest memory */
 #define IMG_MEM_OFFSET  (1ULL << 20) /* memory starts here: page p at IMG_MEM_OFFSET + p*4 KiB */
 #define IMG_MAX_SECTIONS 16
 #define IMG_ERR_LEN     512

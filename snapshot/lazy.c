@@ -14,23 +14,15 @@
  * collapsed back into huge pages at the end.
  */
 #include "lazy.h"
+#include "../mmu/uffd.h"
 #include "../vmm/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/userfaultfd.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
+#define LAZY_POLL_MS 100 /* how often the fault thread looks at the stop flag */
 
 enum { CH_ABSENT, CH_LOADING, CH_LOADED };
 
@@ -40,7 +32,7 @@ struct lazy {
 	void (*on_bad)(void *ctx);
 	void *ctx;
 	const char *file;
-	int uffd;
+	struct uffd uffd;      /* missing mode over all of the memory */
 	uint8_t *chunk;        /* per chunk: CH_* */
 	uint64_t n_loaded;
 	bool stop, failed;
@@ -49,33 +41,14 @@ struct lazy {
 
 static int lazy_install(struct lazy *l, uint64_t c, uint8_t *buf)
 {
-	uint64_t base = (uint64_t)(uintptr_t)l->mem->host + c * IMG_CHUNK;
 	bool data;
 	int rc = img_load_chunk(&l->r, c, buf, &data);
 
 	if (rc)
 		return rc;
-	if (!data) {
-		struct uffdio_zeropage z = { .range = { .start = base, .len = IMG_CHUNK } };
-
-		if (ioctl(l->uffd, UFFDIO_ZEROPAGE, &z) < 0 && errno != EEXIST)
-			return -errno;
-		return 0;
-	}
-	/* Page by page where some pages already exist (EEXIST), all at once otherwise. */
-	for (uint64_t off = 0; off < IMG_CHUNK;) {
-		struct uffdio_copy cp = { .dst = base + off, .src = (uint64_t)(uintptr_t)(buf + off),
-					  .len = IMG_CHUNK - off };
-
-		if (ioctl(l->uffd, UFFDIO_COPY, &cp) == 0) {
-			off = IMG_CHUNK;
-		} else if (errno == EEXIST || errno == EAGAIN) {
-			off += cp.copy > 0 ? (uint64_t)cp.copy : 4096;
-		} else {
-			return -errno;
-		}
-	}
-	return 0;
+	if (!data)
+		return uffd_zero(&l->uffd, c * IMG_CHUNK, IMG_CHUNK);
+	return uffd_fill(&l->uffd, c * IMG_CHUNK, buf, IMG_CHUNK);
 }
 
 /* Load chunk @c unless someone else is or did. */
@@ -106,15 +79,9 @@ static void *lazy_fault_thread(void *arg)
 	uint8_t *buf = malloc(IMG_CHUNK);
 
 	while (buf && !__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
-		struct pollfd pfd = { .fd = l->uffd, .events = POLLIN };
-		struct uffd_msg msg;
 		uint64_t gpa;
 
-		if (poll(&pfd, 1, 100) <= 0 || read(l->uffd, &msg, sizeof(msg)) != sizeof(msg) ||
-		    msg.event != UFFD_EVENT_PAGEFAULT)
-			continue;
-		gpa = msg.arg.pagefault.address - (uint64_t)(uintptr_t)l->mem->host;
-		if (gpa < l->mem->size)
+		if (uffd_next_fault(&l->uffd, LAZY_POLL_MS, &gpa) == 1)
 			lazy_load(l, gpa / IMG_CHUNK, buf);
 	}
 	free(buf);
@@ -146,11 +113,6 @@ static bool lazy_done(struct lazy *l)
 int lazy_start(struct img_reader *r, const struct lazy_target *t, const char *file,
 	       struct lazy **out)
 {
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = {
-		.range = { .start = (uint64_t)(uintptr_t)t->mem->host, .len = t->mem->size },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
-	};
 	struct lazy *l = calloc(1, sizeof(*l));
 	uint8_t *buf = malloc(IMG_CHUNK);
 	int rc;
@@ -165,13 +127,12 @@ int lazy_start(struct img_reader *r, const struct lazy_target *t, const char *fi
 	l->on_bad = t->on_bad;
 	l->ctx = t->ctx;
 	l->file = file;
+	l->uffd.fd = -1;
 	l->chunk = calloc(r->n_chunks, 1);
-	l->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (!l->chunk || l->uffd < 0 || ioctl(l->uffd, UFFDIO_API, &api) < 0 ||
-	    ioctl(l->uffd, UFFDIO_REGISTER, &reg) < 0) {
-		rc = l->uffd < 0 || !l->chunk ? -ENOMEM : -errno;
+	rc = l->chunk ? uffd_open(&l->uffd, t->mem->host, t->mem->size, UFFD_MODE_MISSING) :
+			-ENOMEM;
+	if (rc)
 		goto err;
-	}
 	/* The system area first: the CPU needs its tables before the first instruction. */
 	lazy_load(l, 0, buf);
 	if (l->failed) {
@@ -192,8 +153,7 @@ int lazy_start(struct img_reader *r, const struct lazy_target *t, const char *fi
 	*out = l;
 	return 0;
 err:
-	if (l->uffd >= 0)
-		close(l->uffd);
+	uffd_close(&l->uffd);
 	free(l->chunk);
 	free(l);
 	free(buf);
@@ -207,9 +167,9 @@ int lazy_finish(struct lazy *l)
 	pthread_join(l->prefetcher, NULL);
 	__atomic_store_n(&l->stop, true, __ATOMIC_RELEASE);
 	pthread_join(l->faulter, NULL);
-	close(l->uffd); /* unregisters guest RAM */
+	uffd_close(&l->uffd); /* unregisters guest RAM */
 	if (!l->failed && lazy_done(l))
-		madvise(l->mem->host, l->mem->size, MADV_COLLAPSE);
+		gmem_collapse(l->mem, 0, l->mem->size);
 	rc = l->failed ? -EBADMSG : 0;
 	img_close(&l->r);
 	free(l->chunk);

@@ -10,30 +10,30 @@
  * recently used (cache-warm, resident) pages in use.
  */
 #include "pool.h"
+#include "../mmu/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#define POOL_PAGE 4096
 
 int pool_init(struct pool *p, size_t bytes)
 {
 	memset(p, 0, sizeof(*p));
-	p->n_pages = bytes / POOL_PAGE;
+	p->n_pages = bytes / PAGE_SIZE;
 	if (!p->n_pages)
 		return -EINVAL;
-	p->base = mmap(NULL, p->n_pages * POOL_PAGE, PROT_READ | PROT_WRITE,
+	p->base = mmap(NULL, p->n_pages * PAGE_SIZE, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p->base == MAP_FAILED) {
 		p->base = NULL;
 		return -errno;
 	}
-	madvise(p->base, p->n_pages * POOL_PAGE, MADV_HUGEPAGE);
+	madvise(p->base, p->n_pages * PAGE_SIZE, MADV_HUGEPAGE);
 	p->free = malloc(p->n_pages * sizeof(uint32_t));
 	if (!p->free) {
-		munmap(p->base, p->n_pages * POOL_PAGE);
+		munmap(p->base, p->n_pages * PAGE_SIZE);
 		p->base = NULL;
 		return -ENOMEM;
 	}
@@ -47,7 +47,7 @@ int pool_init(struct pool *p, size_t bytes)
 void pool_fini(struct pool *p)
 {
 	if (p->base) {
-		munmap(p->base, p->n_pages * POOL_PAGE);
+		munmap(p->base, p->n_pages * PAGE_SIZE);
 		pthread_mutex_destroy(&p->lock);
 	}
 	free(p->free);
@@ -60,7 +60,7 @@ void *pool_get(struct pool *p)
 
 	pthread_mutex_lock(&p->lock);
 	if (p->n_free) {
-		buf = p->base + (size_t)p->free[--p->n_free] * POOL_PAGE;
+		buf = p->base + (size_t)p->free[--p->n_free] * PAGE_SIZE;
 		if (p->n_pages - p->n_free > p->in_use_peak)
 			p->in_use_peak = p->n_pages - p->n_free;
 	}
@@ -71,7 +71,7 @@ void *pool_get(struct pool *p)
 void pool_put(struct pool *p, void *buf)
 {
 	pthread_mutex_lock(&p->lock);
-	p->free[p->n_free++] = (uint32_t)(((uint8_t *)buf - p->base) / POOL_PAGE);
+	p->free[p->n_free++] = (uint32_t)(((uint8_t *)buf - p->base) / PAGE_SIZE);
 	pthread_mutex_unlock(&p->lock);
 }
 

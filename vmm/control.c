@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "ctl_proto.h"
 #include "log.h"
+#include "../mmu/mono.h"
 #include "vm.h"
 #include "linux/lx.h"
 #include "../snapshot/engine.h"
@@ -65,14 +66,6 @@ struct ctl_server {
 	struct timespec started;
 	struct ctl_client *clients[CTL_MAX_CLIENTS];
 };
-
-static double ctl_now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int ctl_sockaddr(const char *path, struct sockaddr_un *sa)
 {
@@ -465,7 +458,7 @@ static void ctl_drop(struct ctl_server *srv, int i)
 /* One request's worth of @c's allowance: a token bucket, CTL_RATE a second. */
 static bool ctl_rate_ok(struct ctl_client *c)
 {
-	double now = ctl_now_s();
+	double now = mono_s();
 
 	c->tokens += (now - c->refilled_s) * CTL_RATE;
 	if (c->tokens > CTL_BURST)
@@ -553,7 +546,7 @@ static void ctl_accept(struct ctl_server *srv)
 	}
 	srv->clients[i]->fd = fd;
 	srv->clients[i]->tokens = CTL_BURST;
-	srv->clients[i]->refilled_s = ctl_now_s();
+	srv->clients[i]->refilled_s = mono_s();
 }
 
 /* Milliseconds until the next periodic snapshot or housekeeping tick. */
@@ -563,8 +556,8 @@ static int ctl_timeout_ms(struct ctl_server *srv)
 
 	if (!srv->sched)
 		return CTL_TICK_MS;
-	srv->sched_due = snap_schedule_tick(srv->engine, srv->sched, ctl_now_s(), srv->sched_due);
-	left = (srv->sched_due - ctl_now_s()) * 1000.0;
+	srv->sched_due = snap_schedule_tick(srv->engine, srv->sched, mono_s(), srv->sched_due);
+	left = (srv->sched_due - mono_s()) * 1000.0;
 	return left < 1 ? 1 : left > CTL_TICK_MS ? CTL_TICK_MS : (int)left;
 }
 
@@ -641,7 +634,7 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	srv->listen_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &srv->started);
 	if (srv->sched)
-		srv->sched_due = ctl_now_s() + srv->sched->every_s;
+		srv->sched_due = mono_s() + srv->sched->every_s;
 	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
 		free(srv);
 		return -errno;

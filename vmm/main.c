@@ -460,7 +460,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	if (o->ccow.window_ms == UINT32_MAX)
 		o->ccow.window_ms = 0;
 	/* Whole 2 MiB pages: the guest page tables map RAM with them. */
-	o->mem = (o->mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+	o->mem = (o->mem + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
 	if (o->n_rw == 0)
 		o->rw[o->n_rw++] = ".";
 	warn_snapshot_dir(o->sched.dir, o->rw, o->n_rw);
@@ -728,7 +728,7 @@ static int cmd_restore(int argc, char **argv)
 		log_err("%s", use);
 		return EXIT_USAGE;
 	}
-	ro.mem = (ro.mem + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+	ro.mem = (ro.mem + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
 	if (ro.n_rw == 0)
 		rw[ro.n_rw++] = ".";
 	ro.rw = rw;

@@ -7,6 +7,8 @@
 #ifndef CCVM_X86_H
 #define CCVM_X86_H
 
+#include "../mmu/pages.h"
+
 #include <stdint.h>
 
 /* Control register 0 */
@@ -121,8 +123,6 @@ enum x86_vector {
 #define PF_ERR_U  (1U << 2)
 #define PF_ERR_ID (1U << 4)
 
-#define PAGE_SIZE   4096ULL
-#define HUGE_SIZE   (2ULL << 20)
 #define GIB         (1ULL << 30)
 
 #endif

@@ -4,9 +4,11 @@
 #include "suites.h"
 #include "../../mmu/gmem.h"
 #include "../../mmu/layout.h"
+#include "../../mmu/resident.h"
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define RAM (16ULL << 20)
 
@@ -115,6 +117,49 @@ START_TEST(test_discard_zeroes)
 }
 END_TEST
 
+struct runs {
+	uint64_t first[8], n[8];
+	int count;
+};
+
+static void note_run(void *ctx, uint64_t first, uint64_t n)
+{
+	struct runs *r = ctx;
+
+	if (r->count < 8) {
+		r->first[r->count] = first;
+		r->n[r->count] = n;
+	}
+	r->count++;
+}
+
+/* The resident-page scanner reports exactly the pages that were written, as runs;
+ * pages given back read as absent again. */
+START_TEST(test_resident_runs)
+{
+	const uint64_t size = 64 * PAGE_SIZE;
+	uint8_t *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct runs r = { 0 };
+
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	madvise(m, size, MADV_NOHUGEPAGE);
+	for (uint64_t p = 3; p < 6; p++)
+		m[p * PAGE_SIZE] = 1;
+	m[40 * PAGE_SIZE + 7] = 1;
+	ck_assert_int_eq(resident_scan(m, size, note_run, &r), 0);
+	ck_assert_int_eq(r.count, 2);
+	ck_assert_uint_eq(r.first[0], 3);
+	ck_assert_uint_eq(r.n[0], 3);
+	ck_assert_uint_eq(r.first[1], 40);
+	ck_assert_uint_eq(r.n[1], 1);
+	ck_assert_int_eq(madvise(m + 4 * PAGE_SIZE, PAGE_SIZE, MADV_DONTNEED), 0);
+	r.count = 0;
+	ck_assert_int_eq(resident_scan(m, size, note_run, &r), 0);
+	ck_assert_int_eq(r.count, 3);
+	munmap(m, size);
+}
+END_TEST
+
 Suite *gmem_suite(void)
 {
 	Suite *s = suite_create("gmem");
@@ -127,6 +172,7 @@ Suite *gmem_suite(void)
 	tcase_add_test(tc, test_copy_str);
 	tcase_add_test(tc, test_copy_in_out);
 	tcase_add_test(tc, test_discard_zeroes);
+	tcase_add_test(tc, test_resident_runs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #define RAM (4ULL << 20)
-#define PAGES (RAM / IMG_PAGE)
+#define PAGES (RAM / PAGE_SIZE)
 
 static char dir[64], path[128];
 static uint8_t *mem;
@@ -30,7 +30,7 @@ static void setup(void)
 	snprintf(path, sizeof(path), "%s/snap.img", dir);
 	mem = calloc(1, RAM);
 	for (uint64_t p = 0; p < PAGES; p += 3)
-		memset(mem + p * IMG_PAGE, (int)(p & 0xff) | 1, IMG_PAGE);
+		memset(mem + p * PAGE_SIZE, (int)(p & 0xff) | 1, PAGE_SIZE);
 }
 
 static void teardown(void)
@@ -44,7 +44,7 @@ static void teardown(void)
 
 static bool page_zero(const uint8_t *p)
 {
-	for (size_t i = 0; i < IMG_PAGE; i++)
+	for (size_t i = 0; i < PAGE_SIZE; i++)
 		if (p[i])
 			return false;
 	return true;
@@ -58,7 +58,7 @@ static void write_image(void)
 
 	ck_assert_int_eq(img_create(path, &info, &w), 0);
 	for (uint64_t p = PAGES; p-- > 0;) {
-		const uint8_t *d = mem + p * IMG_PAGE;
+		const uint8_t *d = mem + p * PAGE_SIZE;
 
 		ck_assert_int_eq(img_write_page(w, p, page_zero(d) ? NULL : d), 0);
 	}
@@ -155,7 +155,7 @@ START_TEST(test_memory_damage)
 	uint8_t *chunk = malloc(IMG_CHUNK);
 
 	write_image();
-	flip_byte(IMG_MEM_OFFSET + IMG_CHUNK + 5 * IMG_PAGE + 17);
+	flip_byte(IMG_MEM_OFFSET + IMG_CHUNK + 5 * PAGE_SIZE + 17);
 	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
 	ck_assert_int_eq(img_read_chunk(&r, 0, chunk), 0);
 	ck_assert_int_eq(img_read_chunk(&r, 1, chunk), -EBADMSG);
@@ -288,7 +288,7 @@ START_TEST(test_killed_writer)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		struct img_writer *w;
-		uint8_t page[IMG_PAGE];
+		uint8_t page[PAGE_SIZE];
 
 		memset(page, 0x5a, sizeof(page));
 		if (img_create(path, &info, &w))
@@ -364,7 +364,7 @@ static int write_with_size_limit(rlim_t limit)
 	if (rc)
 		return rc;
 	for (uint64_t p = 0; p < PAGES && !rc; p++)
-		rc = img_write_page(w, p, mem + p * IMG_PAGE);
+		rc = img_write_page(w, p, mem + p * PAGE_SIZE);
 	if (!rc)
 		rc = img_add_section(w, IMG_SEC_PROCESS, section, sizeof(section));
 	if (rc) {

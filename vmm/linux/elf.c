@@ -8,6 +8,7 @@
  * in words a user can act on.
  */
 #include "elf.h"
+#include "../../mmu/pages.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define ELF_PAGE 4096ULL
 /* Above the 47-bit user half of the address space nothing can be mapped. */
 #define ELF_VADDR_LIMIT (1ULL << 47)
 
@@ -154,7 +154,7 @@ int elf_parse(const uint8_t *buf, size_t len, struct elf_info *info, char err[EL
 	rc = elf_check_header(eh, len, err);
 	if (rc)
 		return rc;
-	info->align = ELF_PAGE;
+	info->align = PAGE_SIZE;
 	info->lo = UINT64_MAX;
 	for (unsigned i = 0; i < eh->e_phnum; i++) {
 		Elf64_Phdr ph;
@@ -164,11 +164,11 @@ int elf_parse(const uint8_t *buf, size_t len, struct elf_info *info, char err[EL
 			rc = elf_add_load(&ph, len, info, err);
 			if (rc)
 				return rc;
-			if (ph.p_vaddr / ELF_PAGE * ELF_PAGE < info->lo)
-				info->lo = ph.p_vaddr / ELF_PAGE * ELF_PAGE;
-			if ((ph.p_vaddr + ph.p_memsz + ELF_PAGE - 1) / ELF_PAGE * ELF_PAGE > info->hi)
-				info->hi = (ph.p_vaddr + ph.p_memsz + ELF_PAGE - 1) / ELF_PAGE *
-					   ELF_PAGE;
+			if (ph.p_vaddr / PAGE_SIZE * PAGE_SIZE < info->lo)
+				info->lo = ph.p_vaddr / PAGE_SIZE * PAGE_SIZE;
+			if ((ph.p_vaddr + ph.p_memsz + PAGE_SIZE - 1) / PAGE_SIZE * PAGE_SIZE > info->hi)
+				info->hi = (ph.p_vaddr + ph.p_memsz + PAGE_SIZE - 1) / PAGE_SIZE *
+					   PAGE_SIZE;
 		} else if (ph.p_type == PT_INTERP) {
 			rc = elf_read_interp(buf, len, &ph, info, err);
 			if (rc)

@@ -25,6 +25,7 @@
  * system calls, which still work). Lock order: p->lock, then fio->lock.
  */
 #include "sys.h"
+#include "../../mmu/mono.h"
 #include "../log.h"
 #include "../x86.h"
 #include "../../guest/fastio/fastio_abi.h"
@@ -121,14 +122,6 @@ int lx_fastio_open_lib(int *host_fd)
 }
 
 /* ---- setup ---- */
-
-static int64_t fio_now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 uint64_t lx_fastio_area_size(void)
 {
@@ -341,7 +334,7 @@ static void fio_linger(struct lx_fastio *f, struct fio_sock *s)
 	}
 	l->pend = s->pend;
 	l->len = s->pend_len;
-	l->deadline = fio_now_ns() + FIO_LINGER_NS;
+	l->deadline = (int64_t)mono_ns() + FIO_LINGER_NS;
 	l->next = f->lingering;
 	f->lingering = l;
 	f->stats.lingered++;
@@ -521,7 +514,7 @@ static void fio_drain_all(struct lx_fastio *f)
 
 static void fio_drain_lingering(struct lx_fastio *f)
 {
-	int64_t now = fio_now_ns();
+	int64_t now = (int64_t)mono_ns();
 
 	for (struct fio_linger **lp = &f->lingering; *lp;) {
 		struct fio_linger *l = *lp;
@@ -554,11 +547,11 @@ static void fio_send_locked(struct lx_fastio *f)
  * process's socket buffers, for FIO_LINGER_NS at most. */
 static void fio_send_remaining(struct lx_fastio *f)
 {
-	int64_t deadline = fio_now_ns() + FIO_LINGER_NS;
+	int64_t deadline = (int64_t)mono_ns() + FIO_LINGER_NS;
 
 	pthread_mutex_lock(&f->lock);
 	fio_send_locked(f);
-	while ((f->n_pending || f->lingering) && fio_now_ns() < deadline) {
+	while ((f->n_pending || f->lingering) && (int64_t)mono_ns() < deadline) {
 		fio_drain_all(f);
 		fio_drain_lingering(f);
 		pthread_mutex_unlock(&f->lock);
@@ -595,7 +588,7 @@ static void *fio_flusher(void *arg)
 			pthread_cond_wait(&f->wake, &f->lock);
 			continue;
 		}
-		t = fio_now_ns() + FIO_FLUSH_NS;
+		t = (int64_t)mono_ns() + FIO_FLUSH_NS;
 		until = (struct timespec){.tv_sec = t / 1000000000LL, .tv_nsec = t % 1000000000LL};
 		pthread_cond_timedwait(&f->wake, &f->lock, &until);
 		if (f->stop)
@@ -640,8 +633,8 @@ int lx_fastio_before_write(struct lx_call *c, int fd, bool wait)
 		host = s->host;
 		fl = fcntl(host, F_GETFL);
 		if (wait && !deadline)
-			deadline = fio_now_ns() + FIO_LINGER_NS;
-		if (fl < 0 || (!wait && (fl & O_NONBLOCK)) || (wait && fio_now_ns() > deadline)) {
+			deadline = (int64_t)mono_ns() + FIO_LINGER_NS;
+		if (fl < 0 || (!wait && (fl & O_NONBLOCK)) || (wait && (int64_t)mono_ns() > deadline)) {
 			rc = wait ? 0 : -EAGAIN;
 			break;
 		}

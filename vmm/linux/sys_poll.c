@@ -12,6 +12,7 @@
  * delivered to the guest yet.
  */
 #include "sys.h"
+#include "../../mmu/mono.h"
 
 #include <poll.h>
 #include <stddef.h>
@@ -36,14 +37,6 @@ static int lx_timeout_ms(int64_t ns)
 	if (ns / NSEC_PER_MSEC >= INT32_MAX)
 		return INT32_MAX;
 	return (int)((ns + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
-}
-
-static int64_t lx_mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * NSEC_PER_SEC + t.tv_nsec;
 }
 
 /* A signal mask argument: ignored, but checked as the kernel does. */
@@ -130,7 +123,7 @@ static int lx_timespec_timeout(struct lx_call *c, uint64_t uts, int64_t *ns)
 /* What is left until @deadline (monotonic ns), never below 0. */
 static int64_t lx_left_ns(int64_t deadline)
 {
-	int64_t left = deadline - lx_mono_ns();
+	int64_t left = deadline - (int64_t)mono_ns();
 
 	return left < 0 ? 0 : left;
 }
@@ -147,7 +140,7 @@ static void lx_timespec_left(struct lx_call *c, uint64_t uts, int64_t deadline)
 
 int64_t sys_ppoll(struct lx_call *c)
 {
-	int64_t ns, start = lx_mono_ns(), rc;
+	int64_t ns, start = (int64_t)mono_ns(), rc;
 	int err = lx_timespec_timeout(c, c->a[2], &ns);
 
 	if (!err)
@@ -298,7 +291,7 @@ static int lx_read_timeval(struct lx_call *c, uint64_t utv, int64_t *ns)
 int64_t sys_select(struct lx_call *c)
 {
 	const uint64_t sets[3] = { c->a[1], c->a[2], c->a[3] };
-	int64_t ns = -1, start = lx_mono_ns(), rc, left;
+	int64_t ns = -1, start = (int64_t)mono_ns(), rc, left;
 
 	if (c->a[4]) {
 		rc = lx_read_timeval(c, c->a[4], &ns);
@@ -322,7 +315,7 @@ int64_t sys_pselect6(struct lx_call *c)
 	/* The sixth argument points at { const sigset_t *mask; size_t size; }. */
 	const uint64_t sets[3] = { c->a[1], c->a[2], c->a[3] };
 	uint64_t sig[2];
-	int64_t ns, start = lx_mono_ns(), rc;
+	int64_t ns, start = (int64_t)mono_ns(), rc;
 	int err = lx_timespec_timeout(c, c->a[4], &ns);
 
 	if (!err && c->a[5] && lx_copy_in(c, sig, c->a[5], sizeof(sig)))

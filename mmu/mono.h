@@ -1,0 +1,27 @@
+/*
+ * mono.h - the host's monotonic clock, the one every part of the monitor times with
+ * (pauses, windows, timeouts, rates). Not the guest's clocks: those are
+ * vmm/linux/clock.c's.
+ */
+#ifndef CCVM_MONO_H
+#define CCVM_MONO_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC now, in nanoseconds. */
+static inline uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The same in seconds. */
+static inline double mono_s(void)
+{
+	return (double)mono_ns() / 1e9;
+}
+
+#endif

@@ -1,0 +1,13 @@
+/*
+ * pages.h - the page sizes every layer works in: the x86-64 base page, and the 2 MiB
+ * huge page that guest RAM is mapped with (by the guest page tables and, with THP, by
+ * the host). Image chunks, coverage regions and the page pool are counted in these.
+ */
+#ifndef CCVM_PAGES_H
+#define CCVM_PAGES_H
+
+#define PAGE_SHIFT 12
+#define PAGE_SIZE  (1ULL << PAGE_SHIFT)  /* 4 KiB */
+#define HUGE_SIZE  (2ULL << 20)          /* 2 MiB */
+
+#endif

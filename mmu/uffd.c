@@ -1,0 +1,125 @@
+/*
+ * uffd.c - userfaultfd over guest RAM.
+ *
+ * Thin wrappers around the userfaultfd ioctls: open the descriptor and register guest
+ * RAM in write-protect or missing mode (undone if any step fails), protect or unprotect
+ * a range, fill absent pages, read fault events. Writes by the vCPU (through KVM), by
+ * the monitor, and by host system calls copying into guest RAM all fault the same way.
+ * Which pages to copy or load and when is snapshot/'s business. UFFDIO_WRITEPROTECT
+ * skips pages never touched: callers treat those as zero.
+ */
+#include "uffd.h"
+#include "pages.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int uffd_open(struct uffd *u, uint8_t *base, uint64_t size, enum uffd_mode mode)
+{
+	struct uffdio_api api = { .api = UFFD_API,
+				  .features = mode == UFFD_MODE_WP ? UFFD_FEATURE_PAGEFAULT_FLAG_WP : 0 };
+	struct uffdio_register reg = {
+		.range = { .start = (uint64_t)(uintptr_t)base, .len = size },
+		.mode = mode == UFFD_MODE_WP ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING,
+	};
+	int rc;
+
+	u->fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (u->fd < 0)
+		return -errno;
+	u->base = base;
+	u->size = size;
+	u->mode = mode;
+	if (ioctl(u->fd, UFFDIO_API, &api) < 0 || ioctl(u->fd, UFFDIO_REGISTER, &reg) < 0) {
+		rc = -errno;
+		close(u->fd);
+		u->fd = -1;
+		return rc;
+	}
+	return 0;
+}
+
+void uffd_close(struct uffd *u)
+{
+	if (u->fd >= 0)
+		close(u->fd); /* also unregisters and lifts any protection */
+	u->fd = -1;
+}
+
+int uffd_protect(struct uffd *u, uint64_t gpa, uint64_t len, bool protect)
+{
+	struct uffdio_writeprotect arg = {
+		.range = { .start = (uint64_t)(uintptr_t)(u->base + gpa), .len = len },
+		.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
+	};
+
+	if (ioctl(u->fd, UFFDIO_WRITEPROTECT, &arg) < 0)
+		return -errno;
+	return 0;
+}
+
+bool uffd_fault_pending(struct uffd *u)
+{
+	struct pollfd pfd = { .fd = u->fd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
+int uffd_next_fault(struct uffd *u, int timeout_ms, uint64_t *gpa)
+{
+	struct pollfd pfd = { .fd = u->fd, .events = POLLIN };
+	struct uffd_msg msg;
+	ssize_t n;
+	int rc = poll(&pfd, 1, timeout_ms);
+	bool wp;
+
+	if (rc <= 0)
+		return rc < 0 && errno != EINTR ? -errno : 0;
+	n = read(u->fd, &msg, sizeof(msg));
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	if (n != sizeof(msg) || msg.event != UFFD_EVENT_PAGEFAULT)
+		return 0;
+	wp = msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP;
+	if (wp != (u->mode == UFFD_MODE_WP) || msg.arg.pagefault.address < (uintptr_t)u->base)
+		return 0;
+	*gpa = msg.arg.pagefault.address - (uint64_t)(uintptr_t)u->base;
+	return *gpa < u->size;
+}
+
+int uffd_fill(struct uffd *u, uint64_t gpa, const void *src, uint64_t len)
+{
+	uint64_t base = (uint64_t)(uintptr_t)u->base + gpa;
+
+	/* All at once, or page by page past pages that exist (EEXIST) or a racing
+	 * change of the range (EAGAIN). */
+	for (uint64_t off = 0; off < len;) {
+		struct uffdio_copy cp = { .dst = base + off,
+					  .src = (uint64_t)(uintptr_t)src + off, .len = len - off };
+
+		if (ioctl(u->fd, UFFDIO_COPY, &cp) == 0)
+			off = len;
+		else if (errno == EEXIST || errno == EAGAIN)
+			off += cp.copy > 0 ? (uint64_t)cp.copy : PAGE_SIZE;
+		else
+			return -errno;
+	}
+	return 0;
+}
+
+int uffd_zero(struct uffd *u, uint64_t gpa, uint64_t len)
+{
+	struct uffdio_zeropage z = {
+		.range = { .start = (uint64_t)(uintptr_t)u->base + gpa, .len = len },
+	};
+
+	if (ioctl(u->fd, UFFDIO_ZEROPAGE, &z) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
