@@ -1,8 +1,8 @@
 # ccvm - build, test and benchmark.
 #
 #   make            build ./ccvm (and the vDSO and fastio library it embeds)
-#   make test       install missing Debian packages, then unit tests, end-to-end tests,
-#                   and both again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test       install missing Debian packages, then the layer checks, unit tests,
+#                   end-to-end tests, and both again under AddressSanitizer + UBSan
 #   make demo       install missing packages, build, run the demo
 #   make coverage   the unit tests built with gcov: the share of the monitor's lines run
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (default 60); make test
@@ -32,6 +32,18 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 	      $(foreach t,$(GUEST_TESTS),$(B)/guest/tests/$(t).glibc $(B)/guest/tests/$(t).musl \
 	        $(B)/guest/tests/$(t).spie $(B)/guest/tests/$(t).dyn)
 
+# The monitor in layers, each a static archive that may use only the layers after it
+# (README, Layout): ccvm is linked from them in this order, and `make layers` links
+# each layer alone with the ones below it, so a call upwards is a link error.
+LAYER_NAMES    = vmm linux snapshot mmu base
+LAYER_base     = vmm/log.c
+LAYER_mmu      = $(wildcard mmu/*.c)
+LAYER_snapshot = $(filter-out snapshot/capture.c snapshot/restore.c,$(wildcard snapshot/*.c))
+LAYER_linux    = $(wildcard vmm/linux/*.c)
+LAYER_vmm      = $(filter-out vmm/main.c $(LAYER_base),$(wildcard vmm/*.c)) snapshot/capture.c snapshot/restore.c
+LAYER_BLOBS_linux = $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
+LAYER_LIBS     = $(LAYER_NAMES:%=$(B)/lib/libccvm-%.a)
+
 UNIT_SRCS = $(wildcard tests/unit/*.c) bench/load.c
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
@@ -44,11 +56,32 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test unit coverage e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
+.PHONY: all deps test layers unit coverage e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
 all: ccvm bench/ycsb bench/engine-bench
 
-ccvm: $(OBJS)
+ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+define LAYER_RULE
+$(B)/lib/libccvm-$(1).a: $(patsubst %.c,$(B)/obj/%.o,$(LAYER_$(1))) $(LAYER_BLOBS_$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach l,$(LAYER_NAMES),$(eval $(call LAYER_RULE,$(l))))
+
+# Each layer linked alone with the layers below it (whole, so every call it makes must
+# resolve), and the include rules and cycles checked.
+layers: $(LAYER_LIBS)
+	@printf 'int main(void) { return 0; }\n' > $(B)/layer-stub.c
+	@set -e; below="$(LAYER_LIBS)"; for l in $(LAYER_NAMES); do \
+		below=$${below#* }; [ "$$l" = base ] && below=; \
+		$(CC) -o $(B)/layer-$$l $(B)/layer-stub.c -Wl,--whole-archive $(B)/lib/libccvm-$$l.a \
+			-Wl,--no-whole-archive $$below $(LDLIBS) || \
+			{ echo "layers: $$l calls into a layer above it (see the undefined references)"; exit 1; }; \
+		echo "layers: $$l links with only: $$below"; \
+	done
+	scripts/check-layers.py
 
 $(B)/ccvm-asan: $(ASAN_OBJS)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
@@ -162,7 +195,7 @@ asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb bench/engine-bench
 	ASAN_OPTIONS=detect_leaks=1 tests/e2e/run.sh $(B)/ccvm-asan
 
 test: deps
-	$(MAKE) unit e2e asan fuzz-quick
+	$(MAKE) layers unit e2e asan fuzz-quick
 
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
 

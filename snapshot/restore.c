@@ -18,8 +18,6 @@
 #include "engine.h"
 #include "lazy.h"
 #include "memrestore.h"
-#include "../mmu/pagetable.h"
-#include "../vmm/cpu_tables.h"
 #include "../vmm/log.h"
 #include "../vmm/vcpu.h"
 #include "../vmm/vm.h"
@@ -34,11 +32,11 @@
 #include <pthread.h>
 #include <time.h>
 
-/* The system area is ours, not the guest's: rebuild it rather than trust it. */
+/* The system area is ours, not the guest's: rebuild it rather than trust it (it was
+ * built for this very memory by vm_create, so it cannot fail here). */
 static void restore_system_area(struct vm *vm)
 {
-	pt_build(vm->mem.host, vm->mem.size, &vm->cr3);
-	cpu_tables_build(vm->mem.host);
+	(void)vm_system_area(vm);
 }
 
 static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)

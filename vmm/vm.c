@@ -117,7 +117,13 @@ static int vm_map_ram(struct vm *vm, uint64_t mem_bytes)
 			strerror(errno));
 		return rc;
 	}
-	rc = pt_build(vm->mem.host, vm->mem.size, &vm->cr3);
+	return vm_system_area(vm);
+}
+
+int vm_system_area(struct vm *vm)
+{
+	int rc = pt_build(vm->mem.host, vm->mem.size, &vm->cr3);
+
 	if (rc)
 		return rc;
 	cpu_tables_build(vm->mem.host);

@@ -50,6 +50,9 @@ struct vm {
 };
 
 int vm_create(struct vm *vm, uint64_t mem_bytes);
+/* (Re)build the system area of guest RAM: page tables and CPU tables. ccvm's own,
+ * never an image's. */
+int vm_system_area(struct vm *vm);
 void vm_destroy(struct vm *vm);
 
 /* Start every vCPU thread and wait until the VM stops. Returns the exit status. */
