@@ -4,6 +4,7 @@
 #   make test       install missing Debian packages, then the layer checks, unit tests,
 #                   end-to-end tests, and both again under AddressSanitizer + UBSan
 #   make demo       install missing packages, build, run the demo
+#   make install    ccvm and its man page into $(DESTDIR)$(PREFIX) (default /usr/local)
 #   make coverage   the unit tests built with gcov: the share of the monitor's lines run
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (default 60); make test
 #                   runs each for 10 s
@@ -56,7 +57,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
+.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
 all: ccvm bench/ycsb bench/engine-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -241,6 +242,16 @@ bench-redis: deps
 demo: deps
 	$(MAKE) ccvm guests
 	scripts/demo.sh
+
+# The binary and its man page (PREFIX and DESTDIR as usual).
+PREFIX ?= /usr/local
+install: ccvm
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 ccvm $(DESTDIR)$(PREFIX)/bin/ccvm
+	install -m 0644 ccvm.1 $(DESTDIR)$(PREFIX)/share/man/man1/ccvm.1
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/ccvm $(DESTDIR)$(PREFIX)/share/man/man1/ccvm.1
 
 format:
 	clang-format -i $(SRCS) $(wildcard vmm/*.h vmm/linux/*.h mmu/*.h guest/*.c guest/vdso/*.[ch] guest/fastio/*.[ch] guest/tests/*.c tests/unit/*.[ch])

@@ -713,24 +713,22 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	return rc;
 }
 
-int snap_start(struct snap_engine *e, const struct snap_request *req, struct snap_figures *now,
-	       char *err, size_t errlen)
+/* Claim the engine for a new snapshot: -EBUSY with a message when one runs, the VM
+ * is stopping, or the target refuses. */
+static int snap_reserve(struct snap_engine *e, const struct snap_request *req, char *err,
+			size_t errlen)
 {
 	const char *refusal;
-	uint64_t t_resume;
-	int rc;
 
 	pthread_mutex_lock(&e->lock);
-	if (e->busy || e->stopping) {
-		snprintf(err, errlen, e->busy ? "snapshot %llu is still running; one at a time" :
-						"the VM is stopping",
-			 (unsigned long long)e->cur.id);
-		pthread_mutex_unlock(&e->lock);
-		return -EBUSY;
-	}
 	refusal = e->t.ops->refuse ? e->t.ops->refuse(e->t.ctx) : NULL;
-	if (refusal) {
-		snprintf(err, errlen, "%s", refusal);
+	if (e->busy || e->stopping || refusal) {
+		if (refusal)
+			snprintf(err, errlen, "%s", refusal);
+		else
+			snprintf(err, errlen, e->busy ? "snapshot %llu is still running; one at a time" :
+							"the VM is stopping",
+				 (unsigned long long)e->cur.id);
 		pthread_mutex_unlock(&e->lock);
 		return -EBUSY;
 	}
@@ -744,7 +742,49 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	e->policy = req->policy;
 	snprintf(e->cur.file, sizeof(e->cur.file), "%s", req->file);
 	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
 
+/* stop: all of memory written while paused, then resume. */
+static void snap_write_paused(struct snap_engine *e)
+{
+	int rc = snap_write_pages(e, false);
+
+	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
+	e->t.ops->resume(e->t.ctx);
+	snap_finish(e, rc);
+	if (e->tracker)
+		dirty_hold(e->tracker, false);
+}
+
+/* cow, ccow: resume at once; the writer thread saves memory in the background. */
+static void snap_write_background(struct snap_engine *e)
+{
+	if (e->writer_joinable) /* the previous snapshot's writer has finished */
+		pthread_join(e->writer, NULL);
+	e->writer_joinable = false;
+	__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
+	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
+	e->t.ops->resume(e->t.ctx);
+	e->writer_joinable = true;
+	if (pthread_create(&e->writer, NULL, snap_writer_thread, e)) {
+		e->writer_joinable = false;
+		__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
+		uffd_protect(&e->wp, 0, e->size, false);
+		snap_fail(e, -EAGAIN, "starting the writer");
+		snap_finish(e, -EAGAIN);
+		if (e->tracker)
+			dirty_hold(e->tracker, false);
+	}
+}
+
+int snap_start(struct snap_engine *e, const struct snap_request *req, struct snap_figures *now,
+	       char *err, size_t errlen)
+{
+	int rc = snap_reserve(e, req, err, errlen);
+
+	if (rc)
+		return rc;
 	e->rate = req->rate;
 	e->t_start_ns = mono_ns();
 	if (e->tracker)
@@ -759,32 +799,10 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 		goto err_resume;
 	if (e->t.ops->at_instant)
 		e->t.ops->at_instant(e->t.ctx, req->file);
-	if (req->policy == SNAP_STOP) {
-		rc = snap_write_pages(e, false);
-		e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
-		e->t.ops->resume(e->t.ctx);
-		snap_finish(e, rc);
-		if (e->tracker)
-			dirty_hold(e->tracker, false);
-	} else {
-		if (e->writer_joinable) /* the previous snapshot's writer has finished */
-			pthread_join(e->writer, NULL);
-		e->writer_joinable = false;
-		__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
-		t_resume = mono_ns();
-		e->cur.pause_us = (t_resume - e->t_start_ns) / 1000;
-		e->t.ops->resume(e->t.ctx);
-		e->writer_joinable = true;
-		if (pthread_create(&e->writer, NULL, snap_writer_thread, e)) {
-			e->writer_joinable = false;
-			__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
-			uffd_protect(&e->wp, 0, e->size, false);
-			snap_fail(e, -EAGAIN, "starting the writer");
-			snap_finish(e, -EAGAIN);
-			if (e->tracker)
-				dirty_hold(e->tracker, false);
-		}
-	}
+	if (req->policy == SNAP_STOP)
+		snap_write_paused(e);
+	else
+		snap_write_background(e);
 	snap_figures_of(e, e->cur.id, now);
 	return 0;
 

@@ -3,6 +3,11 @@
  */
 #include "suites.h"
 #include "../../vmm/cli.h"
+#include "../../vmm/options.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <errno.h>
 
@@ -62,6 +67,152 @@ START_TEST(test_reals)
 }
 END_TEST
 
+/* argv for opt_parse from a string of words. */
+static int words(char *line, char **argv, int max)
+{
+	int n = 0;
+
+	for (char *w = strtok(line, " "); w && n < max - 1; w = strtok(NULL, " "))
+		argv[n++] = w;
+	argv[n] = NULL;
+	return n;
+}
+
+static int parse_line(enum opt_cmd cmd, const char *line, struct cli_opts *o)
+{
+	static char buf[512];
+	static char *argv[32];
+	int argc;
+
+	snprintf(buf, sizeof(buf), "%s", line);
+	argc = words(buf, argv, 32);
+	return opt_parse(cmd, argc, argv, o) || opt_finish(cmd, o);
+}
+
+/* The shared table: run and restore take what they should, with their defaults. */
+START_TEST(test_option_table)
+{
+	struct cli_opts o;
+
+	ck_assert_int_eq(parse_line(OPT_RUN, "run --mem 64M --threshold 0.5 --snapshot-policy cow "
+				    "--coverage-window off -- /bin/true x", &o), 0);
+	ck_assert_uint_eq(o.mem, 64ULL << 20);
+	ck_assert_double_eq(o.sched.threshold, 0.5);
+	ck_assert_int_eq(o.sched.policy, SNAP_COW);
+	ck_assert(!o.ccow.tracker);
+	ck_assert_int_eq(o.argc, 2);
+	ck_assert_str_eq(o.argv[0], "/bin/true");
+	ck_assert_str_eq(o.rw[0], ".");
+	ck_assert_int_eq(parse_line(OPT_RUN, "run -- /bin/true", &o), 0);
+	ck_assert(o.ccow.tracker); /* ccow by default: coverage is tracked */
+	ck_assert_uint_eq(o.mem, OPT_DEFAULT_MEM);
+
+	ck_assert_int_eq(parse_line(OPT_RESTORE, "restore --lazy snap.img --rw /tmp --vcpus 4", &o), 0);
+	ck_assert(o.lazy);
+	ck_assert_int_eq(o.vcpus, 4);
+	ck_assert_str_eq(o.argv[0], "snap.img");
+	ck_assert_uint_eq(o.mem, 0); /* the image's */
+	ck_assert_int_eq(parse_line(OPT_RESTORE, "restore snap.img", &o), 0);
+	ck_assert(!o.lazy);
+
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --lazy -- /bin/true", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RESTORE, "restore --fastio on snap.img", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RESTORE, "restore a.img b.img", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RESTORE, "restore", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --snapshot-every 1 -- /bin/true", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --snapshot-keep 0 -- /bin/true", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --region-size 48K -- /bin/true", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --mem 1M -- /bin/true", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --vcpus 0 -- /bin/true", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run", &o), 0);
+	ck_assert_int_eq(opt_parse(OPT_RUN, 2, (char *[]){ "run", "--help", NULL }, &o), 0);
+	ck_assert(o.help);
+}
+END_TEST
+
+/* Is @name (an option's long name) in @text as the man page writes it, \-\-name? */
+static bool man_has(const char *text, const char *name)
+{
+	char want[128], *w = want;
+
+	w += sprintf(w, "\\-\\-");
+	for (const char *c = name; *c && w < want + sizeof(want) - 3; c++)
+		w += *c == '-' ? sprintf(w, "\\-") : sprintf(w, "%c", *c);
+	for (const char *at = strstr(text, want); at; at = strstr(at + 1, want)) {
+		char next = at[strlen(want)];
+
+		if (!(next == '-' || next == '\\' || (next >= 'a' && next <= 'z')))
+			return true;
+	}
+	return false;
+}
+
+/* ccvm.1 and the option table agree: every option is in the man page's OPTIONS, marked
+ * (run) or (restore) when only one command takes it, and the page names no option of
+ * run or restore that the table lacks. */
+START_TEST(test_man_page_matches)
+{
+	FILE *f = fopen("ccvm.1", "r");
+	static char text[65536];
+	char *opts, *end;
+	size_t n;
+
+	ck_assert_msg(f, "ccvm.1 not found (run the unit tests from the top directory)");
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	opts = strstr(text, "\n.SH OPTIONS");
+	ck_assert_ptr_nonnull(opts);
+	end = strstr(opts + 1, "\n.SH ");
+	ck_assert_ptr_nonnull(end);
+	*end = '\0';
+	for (int i = 0; opt_name(i, NULL); i++) {
+		unsigned cmds;
+		const char *name = opt_name(i, &cmds);
+		char *entry;
+
+		ck_assert_msg(man_has(opts, name), "--%s is not in ccvm.1", name);
+		entry = strstr(opts, ".TP\n.B");
+		for (; entry; entry = strstr(entry + 1, ".TP\n")) {
+			char *eol = strchr(entry + 4, '\n');
+			char line[256];
+
+			snprintf(line, sizeof(line), "%.*s", (int)(eol - entry), entry);
+			if (!man_has(line, name))
+				continue;
+			if (cmds == OPT_RUN)
+				ck_assert_msg(strncmp(eol + 1, "(run)", 5) == 0, "--%s: not marked (run)", name);
+			else if (cmds == OPT_RESTORE)
+				ck_assert_msg(strncmp(eol + 1, "(restore)", 9) == 0,
+					      "--%s: not marked (restore)", name);
+			else
+				ck_assert_msg(eol[1] != '(', "--%s: marked for one command", name);
+			break;
+		}
+	}
+	for (char *at = strstr(opts, "\\-\\-"); at; at = strstr(at + 4, "\\-\\-")) {
+		char name[64];
+		int k = 0;
+		bool known = false;
+
+		for (char *c = at + 4; k < 63 && ((*c >= 'a' && *c <= 'z') || *c == '\\');) {
+			if (c[0] == '\\' && c[1] == '-') {
+				name[k++] = '-';
+				c += 2;
+			} else if (*c == '\\') {
+				break;
+			} else {
+				name[k++] = *c++;
+			}
+		}
+		name[k] = '\0';
+		for (int i = 0; opt_name(i, NULL); i++)
+			known = known || strcmp(opt_name(i, NULL), name) == 0;
+		ck_assert_msg(known, "ccvm.1 names --%s, which no command takes", name);
+	}
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -70,6 +221,8 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_bad_sizes);
 	tcase_add_test(tc, test_reals);
+	tcase_add_test(tc, test_option_table);
+	tcase_add_test(tc, test_man_page_matches);
 	suite_add_tcase(s, tc);
 	return s;
 }

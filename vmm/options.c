@@ -1,0 +1,570 @@
+/*
+ * options.c - the options of `ccvm run` and `ccvm restore`, from one table.
+ *
+ * Each entry names an option, the commands that take it, its help and the function
+ * that checks and stores its argument. getopt's table, `--help` and the unit test that
+ * holds the man page (ccvm.1) to it are all built from here, so they cannot disagree.
+ * Restore takes what still means something once a VM exists (where it may run, what it
+ * may reach, RAM, threads, the control socket) and none of what only shapes a new
+ * process; the snapshot policy options are run's until a restore has been seen to
+ * honour them in a VM.
+ */
+#include "options.h"
+#include "cli.h"
+#include "log.h"
+#include "vm.h"
+#include "../mmu/layout.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define OPT_BOTH (OPT_RUN | OPT_RESTORE)
+#define OPT_VAL_BASE 256          /* getopt values: past every character */
+#define OPT_MAX_WINDOW_MS 600000
+#define OPT_MIN_POOL (1ULL << 20)
+#define OPT_MAX_BUDGET_MS 10000
+#define OPT_HELP_COLUMN 20
+#define OPT_STR_(x) #x
+#define OPT_STR(x) OPT_STR_(x)
+
+/* Measured (bench/restore-modes.sh): see docs. */
+#define OPT_RESTORE_LAZY_DEFAULT false
+
+struct opt_def {
+	const char *name;
+	const char *arg;          /* its argument's name; NULL: none */
+	unsigned cmds;
+	const char *help;
+	int (*set)(struct cli_opts *o, const char *arg);
+};
+
+static int set_mem(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_size(arg, &o->mem)) {
+		log_err("--mem %s: not a size (examples: 512M, 2G)", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_control(struct cli_opts *o, const char *arg)
+{
+	o->control = arg;
+	return 0;
+}
+
+static int set_root(struct cli_opts *o, const char *arg)
+{
+	o->root = arg;
+	return 0;
+}
+
+static int set_rw(struct cli_opts *o, const char *arg)
+{
+	if (o->n_rw == OPT_MAX_RW_DIRS) {
+		log_err("too many --rw directories (at most %d)", OPT_MAX_RW_DIRS);
+		return -EINVAL;
+	}
+	o->rw[o->n_rw++] = arg;
+	return 0;
+}
+
+/* One --publish rule, with a message for the user when it cannot be. */
+static int set_publish(struct cli_opts *o, const char *arg)
+{
+	struct lx_publish rule;
+	char err[LX_NET_ERR_LEN];
+	int rc = lx_net_parse_publish(arg, &rule, err, sizeof(err));
+
+	if (rc) {
+		log_err("%s", err);
+		return rc;
+	}
+	rc = lx_net_add(&o->net, &rule);
+	if (rc == -EEXIST)
+		log_err("--publish %s: that guest port or host address is already published", arg);
+	else if (rc)
+		log_err("--publish %s: at most %d ports can be published", arg, LX_MAX_PUBLISH);
+	o->publish_given = true;
+	return rc;
+}
+
+static int set_net(struct cli_opts *o, const char *arg)
+{
+	if (strcmp(arg, "host") != 0) {
+		log_err("--net %s: the only network mode is 'host' (connections beyond loopback)",
+			arg);
+		return -EINVAL;
+	}
+	o->net.host = true;
+	return 0;
+}
+
+static int set_allow_port(struct cli_opts *o, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (*end || end == arg || v < 1 || v > 65535) {
+		log_err("--allow-port %s: a port number, 1 to 65535", arg);
+		return -EINVAL;
+	}
+	if (lx_net_allow_port(&o->net, (uint16_t)v)) {
+		log_err("--allow-port %s: at most %d ports", arg, LX_MAX_ALLOW);
+		return -E2BIG;
+	}
+	return 0;
+}
+
+/* A socket file the guest may reach, resolved like --rw (it must exist); kept for the
+ * life of the process. */
+static int set_allow_unix(struct cli_opts *o, const char *arg)
+{
+	char *real;
+
+	if (o->net.n_allow_unix == LX_MAX_ALLOW) {
+		log_err("--allow-unix %s: at most %d sockets", arg, LX_MAX_ALLOW);
+		return -E2BIG;
+	}
+	real = realpath(arg, NULL);
+	if (!real) {
+		int rc = -errno;
+
+		log_err("--allow-unix %s: %s", arg, strerror(errno));
+		return rc;
+	}
+	o->net.allow_unix[o->net.n_allow_unix++] = real;
+	return 0;
+}
+
+static int set_vcpus(struct cli_opts *o, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (*end || end == arg || v < 1 || v > VM_MAX_VCPUS) {
+		log_err("--vcpus %s: the most guest threads at once, 1 to %d", arg, VM_MAX_VCPUS);
+		return -EINVAL;
+	}
+	o->vcpus = (int)v;
+	return 0;
+}
+
+static int set_fastio(struct cli_opts *o, const char *arg)
+{
+	if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+		log_err("--fastio %s: on or off", arg);
+		return -EINVAL;
+	}
+	o->fastio = strcmp(arg, "on") == 0;
+	return 0;
+}
+
+static int set_lazy(struct cli_opts *o, const char *arg)
+{
+	(void)arg;
+	o->lazy = true;
+	return 0;
+}
+
+static int set_eager(struct cli_opts *o, const char *arg)
+{
+	(void)arg;
+	o->lazy = false;
+	return 0;
+}
+
+static int set_every(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_real(arg, 0, CLI_MAX_EVERY_S, &o->sched.every_s) || !(o->sched.every_s > 0)) {
+		log_err("--snapshot-every %s: a positive number of seconds, at most %.0f", arg,
+			CLI_MAX_EVERY_S);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_dir(struct cli_opts *o, const char *arg)
+{
+	o->sched.dir = arg;
+	return 0;
+}
+
+static int set_keep(struct cli_opts *o, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (*end || end == arg || v < 1 || v > INT32_MAX) {
+		log_err("--snapshot-keep %s: a count of at least 1", arg);
+		return -EINVAL;
+	}
+	o->sched.keep = (int)v;
+	return 0;
+}
+
+static int set_policy(struct cli_opts *o, const char *arg)
+{
+	if (snap_policy_parse(arg, &o->sched.policy)) {
+		log_err("--snapshot-policy %s: known policies are ccow, cow and stop", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_rate(struct cli_opts *o, const char *arg)
+{
+	double mbs;
+
+	if (cli_parse_real(arg, 0, CLI_MAX_RATE_MBS, &mbs)) {
+		log_err("--snapshot-rate %s: MB/s, a number from 0 (unlimited) to %.0f", arg,
+			CLI_MAX_RATE_MBS);
+		return -EINVAL;
+	}
+	o->sched.rate = (uint64_t)(mbs * 1e6);
+	return 0;
+}
+
+static int set_log(struct cli_opts *o, const char *arg)
+{
+	o->sched.log = arg;
+	return 0;
+}
+
+static int set_region(struct cli_opts *o, const char *arg)
+{
+	uint64_t r;
+
+	if (cli_parse_size(arg, &r) || r < COV_MIN_REGION || (r & (r - 1))) {
+		log_err("--region-size %s: a power of two, at least 32K (e.g. 2M)", arg);
+		return -EINVAL;
+	}
+	o->ccow.region_size = r;
+	return 0;
+}
+
+static int set_threshold(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_real(arg, 0, 1, &o->ccow.threshold)) {
+		log_err("--threshold %s: a coverage from 0 (CCoW-All) to 1", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_order(struct cli_opts *o, const char *arg)
+{
+	if (snap_order_parse(arg, &o->ccow.order)) {
+		log_err("--save-order %s: hot-first or linear", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_precopy(struct cli_opts *o, const char *arg)
+{
+	if (snap_precopy_parse(arg, &o->ccow.precopy)) {
+		log_err("--precopy %s: lazy or eager", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_budget(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_real(arg, 0, OPT_MAX_BUDGET_MS, &o->ccow.pause_budget_ms)) {
+		log_err("--pause-budget-ms %s: milliseconds, 0 to %d", arg, OPT_MAX_BUDGET_MS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_window(struct cli_opts *o, const char *arg)
+{
+	char *end;
+	long ms;
+
+	if (strcmp(arg, "off") == 0) {
+		o->ccow.tracker = false;
+		o->ccow.window_off = true;
+		return 0;
+	}
+	ms = strtol(arg, &end, 10);
+	if (*end || end == arg || ms < 0 || ms > OPT_MAX_WINDOW_MS) {
+		log_err("--coverage-window %s: milliseconds (0 = adapt to the last snapshot), or off",
+			arg);
+		return -EINVAL;
+	}
+	o->ccow.window_ms = (unsigned)ms;
+	o->ccow.window_off = false;
+	o->ccow.tracker = true;
+	return 0;
+}
+
+static int set_pool(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_size(arg, &o->ccow.pool_bytes) || o->ccow.pool_bytes < OPT_MIN_POOL) {
+		log_err("--snapshot-pool %s: a size of at least 1M", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_verbose(struct cli_opts *o, const char *arg)
+{
+	(void)arg;
+	o->verbose++;
+	return 0;
+}
+
+static int set_help(struct cli_opts *o, const char *arg)
+{
+	(void)arg;
+	o->help = true;
+	return 0;
+}
+
+static const struct opt_def opt_table[] = {
+	{ "mem", "SIZE", OPT_BOTH, "guest RAM (run: default 1G, suffixes K, M, G; restore: the "
+	  "image's, which --mem must equal)", set_mem },
+	{ "control", "PATH", OPT_BOTH, "serve the control socket at PATH", set_control },
+	{ "root", "DIR", OPT_BOTH, "the guest's / (default /)", set_root },
+	{ "rw", "DIR", OPT_BOTH, "a directory the guest may write under (repeatable; default: "
+	  "the current directory)", set_rw },
+	{ "publish", "[HOSTIP:]HOSTPORT:GUESTPORT", OPT_BOTH, "a guest bind to GUESTPORT binds "
+	  "HOSTIP:HOSTPORT (default HOSTIP 127.0.0.1; repeatable); binds to other ports are "
+	  "refused. restore: replaces the saved rules, of which only loopback ones are reused "
+	  "without it", set_publish },
+	{ "net", "host", OPT_BOTH, "guest connections may go beyond loopback, to any port",
+	  set_net },
+	{ "allow-port", "PORT", OPT_BOTH, "a host loopback port the guest may connect or send to "
+	  "(TCP and UDP; repeatable; its own ports are always allowed)", set_allow_port },
+	{ "allow-unix", "PATH", OPT_BOTH, "a host Unix socket the guest may connect to outside "
+	  "--rw (repeatable; ccvm's own control socket never)", set_allow_unix },
+	{ "vcpus", "N", OPT_BOTH, "most guest threads at once, each a vCPU (run: default "
+	  OPT_STR(VM_DEFAULT_VCPUS) "; restore: the saved threads at least; 1.."
+	  OPT_STR(VM_MAX_VCPUS) ")", set_vcpus },
+	{ "fastio", "on|off", OPT_RUN, "exitless socket reads and writes for dynamic glibc "
+	  "programs (default on; off: every system call exits to the monitor)", set_fastio },
+	{ "lazy", NULL, OPT_RESTORE, "load memory on first touch, the rest in the background",
+	  set_lazy },
+	{ "eager", NULL, OPT_RESTORE, "load all memory before the guest runs (the default)",
+	  set_eager },
+	{ "snapshot-every", "SECONDS", OPT_RUN, "take a live snapshot this often (needs "
+	  "--snapshot-dir)", set_every },
+	{ "snapshot-dir", "DIR", OPT_RUN, "where periodic snapshots go (outside --rw, or the "
+	  "guest can replace them)", set_dir },
+	{ "snapshot-keep", "N", OPT_RUN, "newest periodic snapshots kept (default 2)", set_keep },
+	{ "snapshot-policy", "ccow|cow|stop", OPT_RUN, "the periodic snapshots' policy, also "
+	  "ctl snapshot's default (default ccow)", set_policy },
+	{ "snapshot-rate", "MB/s", OPT_RUN, "the snapshot writer's bandwidth limit (default 0: "
+	  "none)", set_rate },
+	{ "snapshot-log", "FILE", OPT_RUN, "append each finished snapshot's figures (JSON lines)",
+	  set_log },
+	{ "region-size", "SIZE", OPT_RUN, "CCoW region (power of two >= 32K, default 2M)",
+	  set_region },
+	{ "threshold", "T", OPT_RUN, "coverage at which a region is hot (default 0.80; 0 = "
+	  "CCoW-All)", set_threshold },
+	{ "save-order", "hot-first|linear", OPT_RUN, "writer order under ccow (default "
+	  "hot-first)", set_order },
+	{ "precopy", "lazy|eager", OPT_RUN, "ccow: copy hot regions on their first fault (lazy, "
+	  "the default) or during the pause, never protecting them (eager)", set_precopy },
+	{ "pause-budget-ms", "MS", OPT_RUN, "eager: how long the pause may grow to copy "
+	  "(default 10)", set_budget },
+	{ "coverage-window", "MS|off", OPT_RUN, "track coverage with the KVM dirty log in "
+	  "windows of MS of guest run time (default: the last snapshot's duration); on under "
+	  "ccow when snapshots are possible, off otherwise", set_window },
+	{ "snapshot-pool", "SIZE", OPT_RUN, "copy buffers (default: RAM, 16M..16G)", set_pool },
+	{ "verbose", NULL, OPT_BOTH, "more messages (-v; twice: trace every system call)",
+	  set_verbose },
+	{ "help", NULL, OPT_BOTH, "print these options (-h)", set_help },
+};
+
+#define OPT_N ((int)(sizeof(opt_table) / sizeof(opt_table[0])))
+
+const char *opt_name(int i, unsigned *cmds)
+{
+	if (i < 0 || i >= OPT_N)
+		return NULL;
+	if (cmds)
+		*cmds = opt_table[i].cmds;
+	return opt_table[i].name;
+}
+
+/* Help text wrapped at @width columns, each line indented to OPT_HELP_COLUMN. */
+static void opt_print_help(FILE *out, const char *text, int col)
+{
+	const int width = 88;
+
+	while (*text) {
+		int room = width - OPT_HELP_COLUMN, n = (int)strlen(text);
+
+		if (col > OPT_HELP_COLUMN - 2) {
+			fprintf(out, "\n%*s", OPT_HELP_COLUMN, "");
+		} else {
+			fprintf(out, "%*s", OPT_HELP_COLUMN - col, "");
+		}
+		if (n > room) {
+			n = room;
+			while (n > 0 && text[n] != ' ')
+				n--;
+			if (n == 0)
+				n = room;
+		}
+		fprintf(out, "%.*s", n, text);
+		text += n;
+		while (*text == ' ')
+			text++;
+		col = width;
+	}
+	fputc('\n', out);
+}
+
+void opt_usage(enum opt_cmd cmd, FILE *out)
+{
+	fprintf(out, "%s", cmd == OPT_RUN ? "usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]\n" :
+					    "usage: ccvm restore FILE [OPTIONS]\n");
+	for (int i = 0; i < OPT_N; i++) {
+		const struct opt_def *d = &opt_table[i];
+		int col;
+
+		if (!(d->cmds & cmd))
+			continue;
+		col = fprintf(out, "  --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+		opt_print_help(out, d->help, col);
+	}
+}
+
+static void opt_defaults(enum opt_cmd cmd, struct cli_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->mem = cmd == OPT_RUN ? OPT_DEFAULT_MEM : 0;
+	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_CCOW,
+					   .threshold = SNAP_DEFAULT_THRESHOLD };
+	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20,
+				      .threshold = SNAP_DEFAULT_THRESHOLD,
+				      .precopy = SNAP_DEFAULT_PRECOPY,
+				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
+	o->root = "/";
+	o->vcpus = cmd == OPT_RUN ? VM_DEFAULT_VCPUS : 0;
+	o->fastio = true;
+	o->lazy = OPT_RESTORE_LAZY_DEFAULT;
+}
+
+/* getopt's table for @cmd: each option's value is OPT_VAL_BASE + its index. */
+static void opt_getopt_table(enum opt_cmd cmd, struct option *lo)
+{
+	int n = 0;
+
+	for (int i = 0; i < OPT_N; i++)
+		if (opt_table[i].cmds & cmd)
+			lo[n++] = (struct option){ .name = opt_table[i].name,
+						   .has_arg = opt_table[i].arg ? required_argument :
+										 no_argument,
+						   .val = OPT_VAL_BASE + i };
+	lo[n] = (struct option){ 0 };
+}
+
+static int opt_index(int ch)
+{
+	for (int i = 0; i < OPT_N; i++)
+		if ((ch == 'v' && strcmp(opt_table[i].name, "verbose") == 0) ||
+		    (ch == 'h' && strcmp(opt_table[i].name, "help") == 0))
+			return i;
+	return ch >= OPT_VAL_BASE && ch < OPT_VAL_BASE + OPT_N ? ch - OPT_VAL_BASE : -1;
+}
+
+int opt_parse(enum opt_cmd cmd, int argc, char **argv, struct cli_opts *o)
+{
+	struct option lo[OPT_N + 1];
+	int ch;
+
+	opt_defaults(cmd, o);
+	opt_getopt_table(cmd, lo);
+	optind = 0; /* 0, not 1: glibc then starts afresh, ordering mode included */
+	/* run stops at the program's name (its own options follow); restore's FILE may
+	 * stand anywhere. */
+	while ((ch = getopt_long(argc, argv, cmd == OPT_RUN ? "+vh" : "vh", lo, NULL)) != -1) {
+		int i = opt_index(ch);
+
+		if (i < 0 || opt_table[i].set(o, optarg))
+			return -EINVAL;
+		if (o->help)
+			return 0;
+	}
+	o->argc = argc - optind;
+	o->argv = argv + optind;
+	return 0;
+}
+
+/* The schedule takes the CCoW knobs, and the tracker runs where coverage is wanted:
+ * dirty logging costs the guest a fault per first write after each clear. */
+static void opt_snapshot_defaults(struct cli_opts *o)
+{
+	o->sched.threshold = o->ccow.threshold;
+	o->sched.order = o->ccow.order;
+	o->sched.precopy = o->ccow.precopy;
+	o->sched.pause_budget_ms = o->ccow.pause_budget_ms;
+	if (o->sched.policy == SNAP_CCOW && !o->ccow.window_off)
+		o->ccow.tracker = true;
+}
+
+/* Physical memory of the host, 0 if unknown. */
+static uint64_t opt_host_ram(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+static int opt_check_run(struct cli_opts *o)
+{
+	uint64_t host = opt_host_ram();
+
+	if (o->argc < 1) {
+		log_err("run: no PROGRAM given");
+		return -EINVAL;
+	}
+	if (o->sched.every_s > 0 && !o->sched.dir) {
+		log_err("--snapshot-every needs --snapshot-dir DIR");
+		return -EINVAL;
+	}
+	if (o->sched.dir && access(o->sched.dir, W_OK) != 0) {
+		log_err("--snapshot-dir %s: %s (it must be a writable directory)", o->sched.dir,
+			strerror(errno));
+		return -EINVAL;
+	}
+	if (o->mem < LAYOUT_MIN_RAM || o->mem > LAYOUT_MAX_RAM) {
+		log_err("--mem %llu bytes: guest RAM must be between %llu MiB and %llu GiB",
+			(unsigned long long)o->mem, (unsigned long long)(LAYOUT_MIN_RAM >> 20),
+			(unsigned long long)(LAYOUT_MAX_RAM >> 30));
+		return -EINVAL;
+	}
+	/* Guest RAM is reserved lazily, but a VM larger than the machine could only end in
+	 * the OOM killer. */
+	if (host && o->mem > host) {
+		log_err("--mem %llu MiB: more than this host's memory (%llu MiB)",
+			(unsigned long long)(o->mem >> 20), (unsigned long long)(host >> 20));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
+{
+	if (cmd == OPT_RUN && opt_check_run(o))
+		return -EINVAL;
+	if (cmd == OPT_RESTORE && o->argc != 1) {
+		log_err(o->argc ? "restore: one FILE only" : "restore: no FILE given");
+		return -EINVAL;
+	}
+	opt_snapshot_defaults(o);
+	/* Whole 2 MiB pages: the guest page tables map RAM with them. */
+	o->mem = (o->mem + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+	if (o->n_rw == 0)
+		o->rw[o->n_rw++] = ".";
+	return 0;
+}
