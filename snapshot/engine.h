@@ -47,7 +47,7 @@ enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1 };
 
 #define SNAP_DEFAULT_THRESHOLD 0.80
 #define SNAP_DEFAULT_PAUSE_BUDGET_MS 10.0
-#define SNAP_DEFAULT_PRECOPY SNAP_PRECOPY_LAZY /* see README, CCoW evaluation */
+#define SNAP_DEFAULT_PRECOPY SNAP_PRECOPY_LAZY /* see docs/evaluation.md, CCoW evaluation */
 
 struct snap_request {
 	const char *file;
