@@ -1,5 +1,8 @@
 /*
- * engine.c - the snapshot engine: point-in-time images of a running VM.
+ * engine.c - the copy-on-write core of the snapshot engine: point-in-time images of a
+ * memory range that others keep writing (a VM's RAM through capture.c; host threads'
+ * memory in the tests and bench/engine-bench). Planning is plan.c's, figures and names
+ * figures.c's, periodic snapshots schedule.c's.
  *
  * Policy stop (the Firecracker-style baseline): pause the vCPUs, write all of RAM,
  * resume. Policy cow: pause, capture vCPU and process state, write-protect all guest
@@ -15,12 +18,12 @@
  */
 #include "engine.h"
 #include "pagestate.h"
+#include "plan.h"
 #include "../mmu/mono.h"
 #include "../mmu/pages.h"
 #include "../mmu/resident.h"
 #include "../vmm/log.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -32,84 +35,11 @@
 
 #define FAULT_POLL_MS 100
 
-static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow" };
-
-const char *snap_policy_name(enum snap_policy p)
-{
-	return (unsigned)p < SNAP_NR_POLICIES ? policy_names[p] : "?";
-}
-
-int snap_policy_parse(const char *name, enum snap_policy *p)
-{
-	for (int i = 0; i < SNAP_NR_POLICIES; i++)
-		if (strcmp(name, policy_names[i]) == 0) {
-			*p = (enum snap_policy)i;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-int snap_order_parse(const char *name, enum snap_order *o)
-{
-	if (strcmp(name, "hot-first") == 0)
-		*o = SNAP_HOT_FIRST;
-	else if (strcmp(name, "linear") == 0)
-		*o = SNAP_LINEAR;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 static bool page_is_zero(const uint8_t *p)
 {
 	static const uint8_t zero[PAGE_SIZE];
 
 	return memcmp(p, zero, PAGE_SIZE) == 0;
-}
-
-int snap_precopy_parse(const char *name, enum snap_precopy *p)
-{
-	if (strcmp(name, "lazy") == 0)
-		*p = SNAP_PRECOPY_LAZY;
-	else if (strcmp(name, "eager") == 0)
-		*p = SNAP_PRECOPY_EAGER;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-json_t *snap_figures_json(const struct snap_figures *f)
-{
-	json_t *o = json_pack("{s:b, s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			      "s:I}",
-			      "ok", f->ok || !f->done, "id", (json_int_t)f->id, "file", f->file,
-			      "policy", snap_policy_name(f->policy), "state",
-			      !f->done ? "running" : f->ok ? "done" : "failed", "pause_us",
-			      (json_int_t)f->pause_us, "duration_ms", (json_int_t)f->duration_ms,
-			      "bytes", (json_int_t)f->bytes, "pages_total",
-			      (json_int_t)f->pages_total, "pages_zero", (json_int_t)f->pages_zero,
-			      "pages_saved_by_writer", (json_int_t)f->pages_saved_by_writer,
-			      "cow_faults", (json_int_t)f->cow_faults, "pages_copied",
-			      (json_int_t)f->pages_copied, "copy_bytes_peak",
-			      (json_int_t)f->copy_bytes_peak);
-
-	if (f->policy == SNAP_CCOW) {
-		json_t *c = json_pack("{s:f, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "threshold",
-				      f->threshold, "region_size", (json_int_t)f->region_size,
-				      "precopy", f->precopy == SNAP_PRECOPY_EAGER ? "eager" : "lazy",
-				      "regions_eager", (json_int_t)f->regions_eager, "regions_hot",
-				      (json_int_t)f->regions_hot, "regions_precopied",
-				      (json_int_t)f->regions_precopied, "pages_precopied",
-				      (json_int_t)f->pages_precopied, "pages_precopied_unwritten",
-				      (json_int_t)f->pages_precopied_unwritten);
-
-		json_object_update_new(o, c);
-	}
-	json_object_set_new(o, "dirty_harvests", json_integer((json_int_t)f->dirty_harvests));
-	json_object_set_new(o, "harvest_ms", json_integer((json_int_t)f->harvest_ms));
-	if (f->done && !f->ok)
-		json_object_set_new(o, "error", json_string(f->error));
-	return o;
 }
 
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t pool_bytes,
@@ -224,25 +154,6 @@ static bool snap_pool_has_room(struct snap_engine *e, uint64_t pages)
 	return pool_free_pages(&e->pool) >= pages + e->pool.n_pages / POOL_RESERVE_DIV;
 }
 
-/* Pages [*first, *end) of region @r (the last region may be cut short by the end of RAM). */
-static void snap_region_pages(const struct snap_engine *e, uint64_t r, uint64_t *first,
-			      uint64_t *end)
-{
-	uint64_t per = e->region_size / PAGE_SIZE;
-
-	*first = r * per;
-	*end = *first + per < e->size / PAGE_SIZE ? *first + per : e->size / PAGE_SIZE;
-}
-
-/* Regions [*r0, *r1] overlapping chunk @c (several small regions, or part of a large one). */
-static void snap_chunk_regions(const struct snap_engine *e, uint64_t c, uint64_t *r0, uint64_t *r1)
-{
-	*r0 = c * IMG_CHUNK / e->region_size;
-	*r1 = ((c + 1) * IMG_CHUNK - 1) / e->region_size;
-	if (*r1 >= e->n_regions)
-		*r1 = e->n_regions - 1;
-}
-
 /* Copy the still protected pages among [first, end) to the pool; returns how many the
  * pool had no room for. */
 static uint64_t snap_copy_range(struct snap_engine *e, uint64_t first, uint64_t end)
@@ -265,7 +176,7 @@ static bool snap_copy_region(struct snap_engine *e, uint64_t r)
 
 	if (!snap_pool_has_room(e, e->region_size / PAGE_SIZE))
 		return false;
-	snap_region_pages(e, r, &first, &end);
+	plan_region_pages(e, r, &first, &end);
 	c0 = first * PAGE_SIZE / IMG_CHUNK;
 	c1 = ((end - 1) * PAGE_SIZE) / IMG_CHUNK;
 	for (uint64_t c = c0; c <= c1; c++)
@@ -288,7 +199,7 @@ static bool snap_region_protected(const struct snap_engine *e, uint64_t r)
 {
 	uint64_t first, end;
 
-	snap_region_pages(e, r, &first, &end);
+	plan_region_pages(e, r, &first, &end);
 	for (uint64_t p = first; p < end; p++)
 		if (ps_get(&e->state[p]) == PS_PROTECTED)
 			return true;
@@ -576,38 +487,6 @@ static int snap_mark_pages(struct snap_engine *e)
 	return resident_scan(e->host, e->size, snap_mark_run, e);
 }
 
-/* Which regions are hot now, and the writer's chunk order: chunks holding hot regions
- * first (they are the likeliest to be written soon: saved before the guest gets there,
- * they cost no copy at all), then the rest, each group in address order. */
-static void snap_plan(struct snap_engine *e, const struct snap_request *req)
-{
-	uint64_t chunks = e->size / IMG_CHUNK, n = 0;
-
-	memset(e->hot, 0, e->n_regions);
-	if (req->policy == SNAP_CCOW) {
-		if (e->tracker)
-			e->cur.regions_hot = dirty_classify(e->tracker, req->threshold, e->hot);
-		else if (req->threshold <= 0)
-			e->cur.regions_hot = e->n_regions, memset(e->hot, 1, e->n_regions);
-	}
-	if (req->policy != SNAP_CCOW || req->order == SNAP_LINEAR) {
-		for (uint64_t c = 0; c < chunks; c++)
-			e->order[c] = c;
-		return;
-	}
-	for (int pass = 0; pass < 2; pass++)
-		for (uint64_t c = 0; c < chunks; c++) {
-			uint64_t r0, r1;
-			bool hot = false;
-
-			snap_chunk_regions(e, c, &r0, &r1);
-			for (uint64_t r = r0; r <= r1; r++)
-				hot = hot || e->hot[r];
-			if (hot == (pass == 0))
-				e->order[n++] = c;
-		}
-}
-
 /* Eager pre-copy of region @r during the pause: its protected pages go to the pool.
  * False when the pool ran dry (the pages copied so far stay copies; the region is
  * then protected like any other). */
@@ -617,7 +496,7 @@ static bool snap_eager_region(struct snap_engine *e, uint64_t r)
 
 	if (!snap_pool_has_room(e, e->region_size / PAGE_SIZE))
 		return false;
-	snap_region_pages(e, r, &first, &end);
+	plan_region_pages(e, r, &first, &end);
 	if (snap_copy_range(e, first, end))
 		return false;
 	e->eager[r] = 1;
@@ -639,7 +518,7 @@ static void snap_precopy_eager(struct snap_engine *e, const struct snap_request 
 	for (uint64_t i = 0; i < e->size / IMG_CHUNK; i++) {
 		uint64_t r0, r1;
 
-		snap_chunk_regions(e, e->order[i], &r0, &r1);
+		plan_chunk_regions(e, e->order[i], &r0, &r1);
 		for (uint64_t r = r0; r <= r1; r++) {
 			if (!e->hot[r] || e->eager[r])
 				continue;
@@ -691,7 +570,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	if (!rc)
 		rc = snap_mark_pages(e);
 	if (!rc)
-		snap_plan(e, req);
+		plan_snapshot(e, req);
 	uint64_t t2 = mono_ns();
 	if (!rc && req->policy != SNAP_STOP && e->wp.fd < 0) {
 		rc = uffd_open(&e->wp, e->host, e->size, UFFD_MODE_WP);
@@ -865,76 +744,4 @@ void snap_engine_fini(struct snap_engine *e)
 	e->chunk_saved_at = NULL;
 	e->obs = NULL;
 	e->order = NULL;
-}
-
-#define SCHED_PREFIX "snapshot-"
-#define SCHED_SUFFIX ".img"
-
-double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, double now_s,
-			  double due_s)
-{
-	struct snap_request req = { .policy = s->policy, .rate = s->rate,
-				    .threshold = s->threshold, .order = s->order,
-				    .precopy = s->precopy, .pause_budget_ms = s->pause_budget_ms };
-	struct snap_figures f;
-	char file[4096], stamp[32], err[512];
-	struct timespec rt;
-	struct tm tm;
-
-	if (s->every_s <= 0 || now_s < due_s)
-		return due_s;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	gmtime_r(&rt.tv_sec, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-	/* Names sort by time, so pruning keeps the newest. */
-	snprintf(file, sizeof(file), "%s/" SCHED_PREFIX "%s.%03ld" SCHED_SUFFIX, s->dir, stamp,
-		 rt.tv_nsec / 1000000);
-	req.file = file;
-	if (snap_start(e, &req, &f, err, sizeof(err)) == -EBUSY)
-		return now_s + 0.1; /* the previous one is still being written: soon */
-	if (err[0] && !f.id)
-		log_warn("periodic snapshot: %s", err);
-	return due_s + s->every_s > now_s ? due_s + s->every_s : now_s + s->every_s;
-}
-
-static int sched_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-void snap_schedule_prune(const struct snap_schedule *s)
-{
-	char **names = NULL, path[4200];
-	size_t n = 0, cap = 0;
-	struct dirent *d;
-	DIR *dir;
-
-	if (s->every_s <= 0 || !(dir = opendir(s->dir)))
-		return;
-	while ((d = readdir(dir))) {
-		size_t len = strlen(d->d_name);
-
-		if (strncmp(d->d_name, SCHED_PREFIX, strlen(SCHED_PREFIX)) != 0 ||
-		    len < strlen(SCHED_SUFFIX) ||
-		    strcmp(d->d_name + len - strlen(SCHED_SUFFIX), SCHED_SUFFIX) != 0)
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof(*names));
-
-			if (!nn)
-				break;
-			names = nn;
-		}
-		names[n++] = strdup(d->d_name);
-	}
-	closedir(dir);
-	qsort(names, n, sizeof(*names), sched_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (names[i] && i + (size_t)s->keep < n) {
-			snprintf(path, sizeof(path), "%s/%s", s->dir, names[i]);
-			unlink(path);
-		}
-		free(names[i]);
-	}
-	free(names);
 }

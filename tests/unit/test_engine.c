@@ -11,6 +11,9 @@
 #include "../../snapshot/image.h"
 #include "../../snapshot/lazy.h"
 #include "../../snapshot/memrestore.h"
+#include "../../snapshot/plan.h"
+#include "../../mmu/mono.h"
+#include "../../mmu/dirty.h"
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -34,6 +37,7 @@ struct eng {
 	struct gmem mem;
 	struct load load;
 	struct snap_engine e;
+	struct dirty_tracker tracker; /* no dirty log: coverage is what a test folds in */
 	struct snap_ops ops;
 	uint8_t *ref;
 	uint64_t ref_taken;
@@ -90,7 +94,9 @@ static void eng_setup_pool(size_t pool_bytes)
 	g.ops = (struct snap_ops){ .pause = eng_pause, .resume = eng_resume, .capture = eng_capture,
 				   .refuse = eng_refuse, .at_instant = eng_at_instant };
 	t = (struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g };
-	ck_assert_int_eq(snap_engine_init(&g.e, &t, pool_bytes, NULL, ENG_REGION), 0);
+	ck_assert_int_eq(dirty_init_log(&g.tracker, NULL, g.mem.host, ENG_MEM, ENG_REGION, 1000,
+					(struct dirty_progress){ 0 }), 0);
+	ck_assert_int_eq(snap_engine_init(&g.e, &t, pool_bytes, &g.tracker, ENG_REGION), 0);
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
 									  .seed = 7 }), 0);
 }
@@ -113,6 +119,7 @@ static void eng_teardown(void)
 
 	load_stop(&g.load);
 	snap_engine_fini(&g.e);
+	dirty_fini(&g.tracker);
 	gmem_unmap(&g.mem);
 	free(g.ref);
 	free(g.load.t);
@@ -195,6 +202,21 @@ static struct snap_figures eng_snapshot(const struct snap_request *req)
 	return f;
 }
 
+#define ENG_HOT 2 /* regions the tracker is told are written whole: where the Zipf
+		   * writers' hottest blocks are */
+
+/* Tell the tracker regions 0 .. @n-1 were written whole in a window. */
+static void eng_hot_regions(uint64_t n)
+{
+	static uint64_t written[ENG_MEM / 4096 / 64];
+
+	memset(written, 0, sizeof(written));
+	memset(written, 0xff, n * ENG_REGION / 4096 / 8);
+	pthread_mutex_lock(&g.tracker.lock);
+	coverage_add_window(&g.tracker.cov, written, NULL, 1.0);
+	pthread_mutex_unlock(&g.tracker.lock);
+}
+
 struct eng_case {
 	const char *name;
 	struct snap_request req;
@@ -224,6 +246,7 @@ START_TEST(test_policy_exact)
 	if (!uffd_usable() && c->req.policy != SNAP_STOP)
 		return;
 	req.file = g.file;
+	eng_hot_regions(ENG_HOT);
 	for (int round = 0; round < 2; round++) {
 		struct snap_figures f = eng_snapshot(&req);
 
@@ -239,9 +262,13 @@ START_TEST(test_policy_exact)
 			ck_assert_uint_gt(f.regions_precopied, 0);
 		}
 		if (req.policy == SNAP_CCOW && req.threshold > 0)
-			ck_assert_uint_eq(f.regions_hot, 0); /* no tracker: nothing is known hot */
+			ck_assert_uint_eq(f.regions_hot, ENG_HOT);
+		if (req.policy == SNAP_CCOW && req.precopy == SNAP_PRECOPY_LAZY)
+			ck_assert_uint_gt(f.regions_precopied, 0);
 		if (req.precopy == SNAP_PRECOPY_EAGER && req.threshold == 0)
 			ck_assert_uint_gt(f.regions_eager, 0);
+		if (req.precopy == SNAP_PRECOPY_EAGER && req.threshold > 0)
+			ck_assert_uint_eq(f.regions_eager, ENG_HOT); /* the budget covers both */
 		ck_assert_uint_eq(pool_free_pages(&g.e.pool), g.e.pool.n_pages);
 	}
 }
@@ -378,7 +405,7 @@ START_TEST(test_cancelled)
 	ck_assert_str_eq(f.error, "cancelled: Operation canceled");
 	ck_assert_int_ne(access(g.file, F_OK), 0);
 	ck_assert_int_eq(snap_engine_init(&g.e, &(struct snap_target){ .mem = &g.mem, .ops = &g.ops,
-								      .ctx = &g }, ENG_MEM, NULL,
+								      .ctx = &g }, ENG_MEM, &g.tracker,
 					  ENG_REGION), 0);
 	req.rate = ENG_RATE;
 	eng_snapshot(&req);
@@ -485,6 +512,92 @@ START_TEST(test_restore_lazy)
 }
 END_TEST
 
+/* The writer's plan: under ccow hot-first, chunks holding the regions the tracker
+ * calls hot come first, each group in address order; linear, other policies, and ccow
+ * with nothing known, in address order. */
+START_TEST(test_plan_order)
+{
+	static uint64_t written[ENG_MEM / 4096 / 64];
+	struct snap_request req = { .policy = SNAP_CCOW, .threshold = 0.5 };
+	const uint64_t chunks = ENG_MEM / IMG_CHUNK, per = ENG_REGION / 4096;
+	const uint64_t want[] = { 2, 5, 0, 1, 3, 4, 6, 7 };
+	struct dirty_tracker *tr = &g.tracker;
+	uint64_t first, end;
+
+	plan_snapshot(&g.e, &req);
+	ck_assert_uint_eq(g.e.cur.regions_hot, 0); /* nothing known yet: all cold */
+	for (uint64_t i = 0; i < chunks; i++)
+		ck_assert_uint_eq(g.e.order[i], i);
+	/* A window in which regions 2 and 5 were written whole. */
+	memset(written + 2 * per / 64, 0xff, per / 8);
+	memset(written + 5 * per / 64, 0xff, per / 8);
+	coverage_add_window(&tr->cov, written, NULL, 1.0);
+	plan_snapshot(&g.e, &req);
+	ck_assert_uint_eq(g.e.cur.regions_hot, 2);
+	ck_assert(g.e.hot[2] && g.e.hot[5] && !g.e.hot[0]);
+	for (uint64_t i = 0; i < chunks; i++)
+		ck_assert_uint_eq(g.e.order[i], want[i]);
+	req.order = SNAP_LINEAR;
+	plan_snapshot(&g.e, &req);
+	ck_assert_uint_eq(g.e.order[0], 0);
+	req.policy = SNAP_COW;
+	req.order = SNAP_HOT_FIRST;
+	plan_snapshot(&g.e, &req);
+	for (uint64_t i = 0; i < chunks; i++)
+		ck_assert_uint_eq(g.e.order[i], i);
+	plan_region_pages(&g.e, g.e.n_regions - 1, &first, &end);
+	ck_assert_uint_eq(end, ENG_MEM / 4096);
+	ck_assert_uint_eq(end - first, per);
+}
+END_TEST
+
+static int count_images(const char *dir)
+{
+	char cmd[256];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -c '^snapshot-.*\\.img$'", dir);
+	f = popen(cmd, "r");
+	if (f && fscanf(f, "%d", &n) != 1)
+		n = -1;
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/* Periodic snapshots: one starts when due and the engine is idle, the next is due one
+ * period later, a busy engine defers it; pruning keeps the newest. */
+START_TEST(test_schedule)
+{
+	struct snap_schedule s = { .every_s = 0.2, .dir = g.dir, .keep = 2, .policy = SNAP_COW,
+				   .rate = ENG_RATE };
+	double due = 0, now;
+
+	if (!uffd_usable())
+		return;
+	for (int taken = 0; taken < 3;) {
+		struct snap_figures f;
+
+		now = mono_s();
+		if (snap_schedule_tick(&g.e, &s, now, due) != due) {
+			taken++;
+			ck_assert(snap_figures_of(&g.e, g.e.cur.id, &f));
+			f = eng_wait(f.id);
+			ck_assert_msg(f.ok, "%s", f.error);
+			due = now + s.every_s;
+			sleep_ms(5); /* distinct names: they carry milliseconds */
+		}
+		sleep_ms(20);
+	}
+	ck_assert_int_eq(count_images(g.dir), 3);
+	snap_schedule_prune(&s);
+	ck_assert_int_eq(count_images(g.dir), 2);
+	s.every_s = 0; /* off: never starts, never prunes */
+	ck_assert_double_eq(snap_schedule_tick(&g.e, &s, mono_s(), 0), 0);
+}
+END_TEST
+
 Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -507,6 +620,8 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_refusals);
 	tcase_add_test(edges, test_discard_during_snapshot);
 	tcase_add_test(edges, test_cancelled);
+	tcase_add_test(edges, test_plan_order);
+	tcase_add_test(edges, test_schedule);
 	suite_add_tcase(s, edges);
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);

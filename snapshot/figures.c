@@ -1,0 +1,82 @@
+/*
+ * figures.c - a snapshot's figures as JSON (the control socket's replies and events,
+ * --snapshot-log), and the names of policies and options as users write them.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <string.h>
+
+static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow" };
+
+const char *snap_policy_name(enum snap_policy p)
+{
+	return (unsigned)p < SNAP_NR_POLICIES ? policy_names[p] : "?";
+}
+
+int snap_policy_parse(const char *name, enum snap_policy *p)
+{
+	for (int i = 0; i < SNAP_NR_POLICIES; i++)
+		if (strcmp(name, policy_names[i]) == 0) {
+			*p = (enum snap_policy)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+int snap_order_parse(const char *name, enum snap_order *o)
+{
+	if (strcmp(name, "hot-first") == 0)
+		*o = SNAP_HOT_FIRST;
+	else if (strcmp(name, "linear") == 0)
+		*o = SNAP_LINEAR;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int snap_precopy_parse(const char *name, enum snap_precopy *p)
+{
+	if (strcmp(name, "lazy") == 0)
+		*p = SNAP_PRECOPY_LAZY;
+	else if (strcmp(name, "eager") == 0)
+		*p = SNAP_PRECOPY_EAGER;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+json_t *snap_figures_json(const struct snap_figures *f)
+{
+	json_t *o = json_pack("{s:b, s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			      "s:I}",
+			      "ok", f->ok || !f->done, "id", (json_int_t)f->id, "file", f->file,
+			      "policy", snap_policy_name(f->policy), "state",
+			      !f->done ? "running" : f->ok ? "done" : "failed", "pause_us",
+			      (json_int_t)f->pause_us, "duration_ms", (json_int_t)f->duration_ms,
+			      "bytes", (json_int_t)f->bytes, "pages_total",
+			      (json_int_t)f->pages_total, "pages_zero", (json_int_t)f->pages_zero,
+			      "pages_saved_by_writer", (json_int_t)f->pages_saved_by_writer,
+			      "cow_faults", (json_int_t)f->cow_faults, "pages_copied",
+			      (json_int_t)f->pages_copied, "copy_bytes_peak",
+			      (json_int_t)f->copy_bytes_peak);
+
+	if (f->policy == SNAP_CCOW) {
+		json_t *c = json_pack("{s:f, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "threshold",
+				      f->threshold, "region_size", (json_int_t)f->region_size,
+				      "precopy", f->precopy == SNAP_PRECOPY_EAGER ? "eager" : "lazy",
+				      "regions_eager", (json_int_t)f->regions_eager, "regions_hot",
+				      (json_int_t)f->regions_hot, "regions_precopied",
+				      (json_int_t)f->regions_precopied, "pages_precopied",
+				      (json_int_t)f->pages_precopied, "pages_precopied_unwritten",
+				      (json_int_t)f->pages_precopied_unwritten);
+
+		json_object_update_new(o, c);
+	}
+	json_object_set_new(o, "dirty_harvests", json_integer((json_int_t)f->dirty_harvests));
+	json_object_set_new(o, "harvest_ms", json_integer((json_int_t)f->harvest_ms));
+	if (f->done && !f->ok)
+		json_object_set_new(o, "error", json_string(f->error));
+	return o;
+}
+

@@ -1,0 +1,87 @@
+/*
+ * schedule.c - periodic snapshots (ccvm run --snapshot-every): started by the monitor
+ * thread when due and the engine is idle, named by time so that pruning keeps the
+ * newest --snapshot-keep.
+ */
+#include "engine.h"
+#include "../vmm/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SCHED_PREFIX "snapshot-"
+#define SCHED_SUFFIX ".img"
+
+double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, double now_s,
+			  double due_s)
+{
+	struct snap_request req = { .policy = s->policy, .rate = s->rate,
+				    .threshold = s->threshold, .order = s->order,
+				    .precopy = s->precopy, .pause_budget_ms = s->pause_budget_ms };
+	struct snap_figures f;
+	char file[4096], stamp[32], err[512];
+	struct timespec rt;
+	struct tm tm;
+
+	if (s->every_s <= 0 || now_s < due_s)
+		return due_s;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	gmtime_r(&rt.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	/* Names sort by time, so pruning keeps the newest. */
+	snprintf(file, sizeof(file), "%s/" SCHED_PREFIX "%s.%03ld" SCHED_SUFFIX, s->dir, stamp,
+		 rt.tv_nsec / 1000000);
+	req.file = file;
+	if (snap_start(e, &req, &f, err, sizeof(err)) == -EBUSY)
+		return now_s + 0.1; /* the previous one is still being written: soon */
+	if (err[0] && !f.id)
+		log_warn("periodic snapshot: %s", err);
+	return due_s + s->every_s > now_s ? due_s + s->every_s : now_s + s->every_s;
+}
+
+static int sched_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void snap_schedule_prune(const struct snap_schedule *s)
+{
+	char **names = NULL, path[4200];
+	size_t n = 0, cap = 0;
+	struct dirent *d;
+	DIR *dir;
+
+	if (s->every_s <= 0 || !(dir = opendir(s->dir)))
+		return;
+	while ((d = readdir(dir))) {
+		size_t len = strlen(d->d_name);
+
+		if (strncmp(d->d_name, SCHED_PREFIX, strlen(SCHED_PREFIX)) != 0 ||
+		    len < strlen(SCHED_SUFFIX) ||
+		    strcmp(d->d_name + len - strlen(SCHED_SUFFIX), SCHED_SUFFIX) != 0)
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof(*names));
+
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n++] = strdup(d->d_name);
+	}
+	closedir(dir);
+	qsort(names, n, sizeof(*names), sched_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (names[i] && i + (size_t)s->keep < n) {
+			snprintf(path, sizeof(path), "%s/%s", s->dir, names[i]);
+			unlink(path);
+		}
+		free(names[i]);
+	}
+	free(names);
+}
