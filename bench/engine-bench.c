@@ -24,7 +24,7 @@
  * output says so). Prints one JSON line.
  */
 #include "load.h"
-#include "../mmu/dirty.h"
+#include "../mmu/tracker.h"
 #include "../mmu/mono.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
@@ -66,7 +66,7 @@ struct eb {
 	struct gmem mem;
 	struct load load;
 	struct snap_engine e;
-	struct dirty_tracker tracker;
+	struct tracker tracker;
 	bool tracking;
 	uint8_t *ref;            /* --verify: memory at the running snapshot's instant */
 	uint64_t snapshots, traps, pause_us_max, failed;
@@ -375,8 +375,8 @@ static int eb_setup(struct eb *b)
 							       .seed = b->o.seed });
 	if (rc || b->o.none)
 		return rc;
-	rc = dirty_init_log(&b->tracker, NULL, b->mem.host, b->mem.size, EB_REGION, 0,
-			    (struct dirty_progress){ .read = eb_progress, .ctx = &b->load });
+	rc = tracker_init(&b->tracker, NULL, b->mem.host, b->mem.size, EB_REGION, 0,
+			    (struct tracker_progress){ .read = eb_progress, .ctx = &b->load });
 	if (rc)
 		return rc;
 	b->tracking = true;
@@ -395,7 +395,7 @@ static void eb_stop(struct eb *b)
 	if (!b->o.none && b->e.state)
 		snap_engine_fini(&b->e);
 	if (b->tracking)
-		dirty_fini(&b->tracker);
+		tracker_fini(&b->tracker);
 	b->tracking = false;
 }
 

@@ -5,7 +5,7 @@
  * writes within a snapshot's duration. A region whose share reaches the threshold is
  * hot: on its first write fault during a snapshot, copying the whole region costs one
  * trap instead of hundreds. The dirty-page bitmaps come from KVM's dirty log
- * (dirty.c); this file only does the arithmetic, so it can be tested without KVM.
+ * (tracker.c); this file only does the arithmetic, so it can be tested without KVM.
  *
  * A window's length seldom equals a snapshot's (the guest runs slowly while logging,
  * and snapshots vary), so each region keeps a write rate instead of a share: with
@@ -16,11 +16,11 @@
  * short one and a single odd one does not flip a region. Coverage for any duration
  * follows from the rate.
  *
- * Observations come from two places: dirty-log windows (dirty.c), which watch the
+ * Observations come from two places: dirty-log windows (tracker.c), which watch the
  * resident pages; and each snapshot's own write set (snapshot/engine.c): which pages
  * the guest wrote while the snapshot watched them, the very thing coverage predicts.
  * Both are timed by the guest's progress rather than the clock, as the guest runs far
- * slower while watched than it normally does (see dirty.c).
+ * slower while watched than it normally does (see tracker.c).
  */
 #include "coverage.h"
 

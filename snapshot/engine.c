@@ -43,7 +43,7 @@ static bool page_is_zero(const uint8_t *p)
 }
 
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t pool_bytes,
-		     struct dirty_tracker *tracker, uint64_t region_size)
+		     struct tracker *tracker, uint64_t region_size)
 {
 	uint64_t pages = t->mem->size / PAGE_SIZE, chunks = t->mem->size / IMG_CHUNK;
 	int rc;
@@ -319,10 +319,10 @@ static void snap_throttle(struct snap_engine *e, uint64_t bytes)
 	}
 }
 
-/* The guest's progress count (mmu/dirty.h), which times what a snapshot sees. */
+/* The guest's progress count (mmu/tracker.h), which times what a snapshot sees. */
 static uint64_t snap_progress(const struct snap_engine *e)
 {
-	return e->tracker ? dirty_progress_now(e->tracker) : 0;
+	return e->tracker ? tracker_progress_now(e->tracker) : 0;
 }
 
 /* Save every page still owed to the image, chunk by chunk, lifting the protection
@@ -403,7 +403,7 @@ static void snap_observe(struct snap_engine *e, bool fold)
 		o->exposure += until > e->progress_start ? (double)(until - e->progress_start) : 0;
 	}
 	if (fold && e->tracker)
-		dirty_snapshot_observed(e->tracker, e->obs,
+		tracker_snapshot_observed(e->tracker, e->obs,
 					end > e->progress_start ? end - e->progress_start : 0);
 }
 
@@ -425,7 +425,7 @@ static void snap_finish(struct snap_engine *e, int rc)
 		e->cur.dirty_harvests = e->tracker->harvests;
 		e->cur.harvest_ms = e->tracker->harvest_ns / 1000000ULL;
 		if (!rc)
-			dirty_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
+			tracker_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
 	}
 	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
 	e->cur.ok = !rc;
@@ -468,7 +468,7 @@ static void *snap_writer_thread(void *arg)
 	/* Only now may coverage be measured again: while huge pages are put back
 	 * together the guest stalls, and a window would take that for running. */
 	if (e->tracker)
-		dirty_hold(e->tracker, false);
+		tracker_hold(e->tracker, false);
 	return NULL;
 }
 
@@ -633,7 +633,7 @@ static void snap_write_paused(struct snap_engine *e)
 	e->t.ops->resume(e->t.ctx);
 	snap_finish(e, rc);
 	if (e->tracker)
-		dirty_hold(e->tracker, false);
+		tracker_hold(e->tracker, false);
 }
 
 /* cow, ccow: resume at once; the writer thread saves memory in the background. */
@@ -653,7 +653,7 @@ static void snap_write_background(struct snap_engine *e)
 		snap_fail(e, -EAGAIN, "starting the writer");
 		snap_finish(e, -EAGAIN);
 		if (e->tracker)
-			dirty_hold(e->tracker, false);
+			tracker_hold(e->tracker, false);
 	}
 }
 
@@ -667,7 +667,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	e->rate = req->rate;
 	e->t_start_ns = mono_ns();
 	if (e->tracker)
-		dirty_hold(e->tracker, true);
+		tracker_hold(e->tracker, true);
 	rc = e->t.ops->pause(e->t.ctx);
 	if (rc) {
 		snprintf(err, errlen, "the VM has stopped");
@@ -689,7 +689,7 @@ err_resume:
 	e->t.ops->resume(e->t.ctx);
 err_unbusy:
 	if (e->tracker)
-		dirty_hold(e->tracker, false);
+		tracker_hold(e->tracker, false);
 	pthread_mutex_lock(&e->lock);
 	e->busy = false;
 	pthread_mutex_unlock(&e->lock);

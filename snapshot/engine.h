@@ -6,7 +6,7 @@
 
 #include "image.h"
 #include "pool.h"
-#include "../mmu/dirty.h"
+#include "../mmu/tracker.h"
 #include "../mmu/gmem.h"
 #include "../mmu/uffd.h"
 
@@ -105,7 +105,7 @@ struct snap_engine {
 	uint8_t *hot;            /* per region: hot at the snapshot instant */
 	uint8_t *eager;          /* per region: copied during the pause, never protected */
 	uint64_t *order;         /* chunks in the order the writer saves them */
-	struct dirty_tracker *tracker; /* coverage, or NULL when not tracked */
+	struct tracker *tracker; /* coverage, or NULL when not tracked */
 	uint64_t region_size;
 	uint64_t n_regions;      /* the last one may be cut short by the end of RAM */
 	enum snap_policy policy;
@@ -144,7 +144,7 @@ void snap_schedule_prune(const struct snap_schedule *s);
 /* @tracker may be NULL (no coverage: ccow then treats every region as cold unless
  * the threshold is 0); @region_size must match the tracker's. */
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t pool_bytes,
-		     struct dirty_tracker *tracker, uint64_t region_size);
+		     struct tracker *tracker, uint64_t region_size);
 void snap_engine_fini(struct snap_engine *e);
 
 /*

@@ -35,7 +35,7 @@ void plan_snapshot(struct snap_engine *e, const struct snap_request *req)
 	memset(e->hot, 0, e->n_regions);
 	if (req->policy == SNAP_CCOW) {
 		if (e->tracker)
-			e->cur.regions_hot = dirty_classify(e->tracker, req->threshold, e->hot);
+			e->cur.regions_hot = tracker_classify(e->tracker, req->threshold, e->hot);
 		else if (req->threshold <= 0)
 			e->cur.regions_hot = e->n_regions, memset(e->hot, 1, e->n_regions);
 	}

@@ -349,7 +349,7 @@ static void ctl_set_real(json_t *o, const char *key, double v)
 /* `stats regions`: the coverage tracker's view. */
 static json_t *ctl_stats_regions(struct ctl_server *srv)
 {
-	struct dirty_tracker *t = srv->engine ? srv->engine->tracker : NULL;
+	struct tracker *t = srv->engine ? srv->engine->tracker : NULL;
 	double thr = srv->engine ? srv->engine->def.threshold : 0;
 	uint64_t hist[COV_HIST_BUCKETS], hot = 0;
 	json_t *o, *h;

@@ -192,7 +192,7 @@ static size_t pool_bytes_for(uint64_t mem, uint64_t asked)
 	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (16ULL << 30) ? (16ULL << 30) : b);
 }
 
-/* The coverage tracker's measure of the guest's work (mmu/dirty.c). */
+/* The coverage tracker's measure of the guest's work (mmu/tracker.c). */
 static uint64_t guest_clock_reads(const void *proc)
 {
 	return lx_clock_reads(proc);
@@ -220,15 +220,21 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 {
 	struct ctl_server *ctl = NULL;
 	struct snap_engine engine;
-	struct dirty_tracker tracker;
+	struct tracker tracker;
 	bool snaps = control != NULL || (sched && sched->every_s > 0);
 	bool track = snaps && ccow->tracker;
 	int status = 1, rc;
 
+	memset(&tracker, 0, sizeof(tracker)); /* tracker_fini is safe on it whatever fails */
 	if (track) {
-		rc = dirty_init(&tracker, vm->fd, vm->mem.host, vm->mem.size, ccow->region_size,
-				ccow->window_ms,
-				(struct dirty_progress){ .read = guest_clock_reads, .ctx = vm->proc });
+		struct tracker_log log;
+
+		rc = vm_dirty_log(vm, &log);
+		if (!rc)
+			rc = tracker_init(&tracker, &log, vm->mem.host, vm->mem.size,
+					  ccow->region_size, ccow->window_ms,
+					  (struct tracker_progress){ .read = guest_clock_reads,
+								     .ctx = vm->proc });
 		if (rc) {
 			log_err("cannot start the coverage tracker (KVM dirty logging): %s; "
 				"--coverage-window off runs without it", strerror(-rc));
@@ -258,7 +264,7 @@ out_engine:
 	hook_engine = NULL;
 out_tracker:
 	if (track)
-		dirty_fini(&tracker);
+		tracker_fini(&tracker);
 	if (!ctl)
 		return status;
 	ctl_stop(ctl);

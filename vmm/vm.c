@@ -8,6 +8,7 @@
  * code (each is parked between exits, or blocked in a host call for the guest).
  */
 #include "vm.h"
+#include "../mmu/tracker.h"
 #include "cpu_tables.h"
 #include "log.h"
 #include "vcpu.h"
@@ -312,4 +313,57 @@ uint64_t vm_host_rss(void)
 		rss = 0;
 	fclose(f);
 	return rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * KVM's dirty log of memslot 0 (the one RAM slot): the log a VM's coverage tracker
+ * reads (mmu/tracker.c). Logging is switched per window by re-registering the slot
+ * with KVM_MEM_LOG_DIRTY_PAGES; watching clears bits (manual protect), which
+ * write-protects those pages until their next write.
+ */
+static int vm_log_logging(void *ctx, bool on)
+{
+	struct vm *vm = ctx;
+	struct kvm_userspace_memory_region region = {
+		.slot = 0, .flags = on ? KVM_MEM_LOG_DIRTY_PAGES : 0, .guest_phys_addr = 0,
+		.memory_size = vm->mem.size, .userspace_addr = (uint64_t)(uintptr_t)vm->mem.host,
+	};
+
+	return ioctl(vm->fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+}
+
+static int vm_log_watch(void *ctx, uint64_t *pages)
+{
+	struct vm *vm = ctx;
+	struct kvm_clear_dirty_log log = { .slot = 0, .first_page = 0,
+					   .num_pages = (uint32_t)(vm->mem.size / PAGE_SIZE),
+					   .dirty_bitmap = pages };
+
+	return ioctl(vm->fd, KVM_CLEAR_DIRTY_LOG, &log) < 0 ? -errno : 0;
+}
+
+static int vm_log_get(void *ctx, uint64_t *bitmap)
+{
+	struct vm *vm = ctx;
+	struct kvm_dirty_log log = { .slot = 0, .dirty_bitmap = bitmap };
+
+	return ioctl(vm->fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
+}
+
+static const struct tracker_log_ops vm_log_ops = {
+	.logging = vm_log_logging, .watch = vm_log_watch, .get = vm_log_get,
+};
+
+int vm_dirty_log(struct vm *vm, struct tracker_log *log)
+{
+	/* Manual protect: reading the log does not re-protect pages behind our back;
+	 * initially set: turning logging on protects nothing until the sample is cleared. */
+	struct kvm_enable_cap cap = { .cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
+				      .args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+						 KVM_DIRTY_LOG_INITIALLY_SET };
+
+	if (ioctl(vm->fd, KVM_ENABLE_CAP, &cap) < 0)
+		return -errno;
+	*log = (struct tracker_log){ .ops = &vm_log_ops, .ctx = vm };
+	return 0;
 }

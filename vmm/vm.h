@@ -71,6 +71,11 @@ int vm_pause(struct vm *vm);
 int vm_resume(struct vm *vm);
 enum vm_state vm_get_state(struct vm *vm);
 
+/* The dirty log of guest RAM for the coverage tracker (manual protect switched on).
+ * Returns 0 or -errno. */
+struct tracker_log;
+int vm_dirty_log(struct vm *vm, struct tracker_log *log);
+
 /* Guest threads (threads.c). vm_thread_create is the personality's thread_create
  * hook: a vCPU (reused, or new up to max_vcpus) starts the thread described by @cl.
  * vm_thread_exit ends the calling vCPU's thread; the last one stops the VM. */

@@ -8,7 +8,7 @@
  *
  * The page below it holds counters the vDSO bumps and the monitor only reads: how
  * often the guest read the clock, a measure of how much work it got done that needs no
- * VM exit (mmu/dirty.c times its measuring windows by it).
+ * VM exit (mmu/tracker.c times its measuring windows by it).
  */
 #ifndef CCVM_VDSO_ABI_H
 #define CCVM_VDSO_ABI_H

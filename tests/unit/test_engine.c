@@ -13,7 +13,7 @@
 #include "../../snapshot/memrestore.h"
 #include "../../snapshot/plan.h"
 #include "../../mmu/mono.h"
-#include "../../mmu/dirty.h"
+#include "../../mmu/tracker.h"
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -37,7 +37,7 @@ struct eng {
 	struct gmem mem;
 	struct load load;
 	struct snap_engine e;
-	struct dirty_tracker tracker; /* no dirty log: coverage is what a test folds in */
+	struct tracker tracker; /* no dirty log: coverage is what a test folds in */
 	struct snap_ops ops;
 	uint8_t *ref;
 	uint64_t ref_taken;
@@ -94,8 +94,8 @@ static void eng_setup_pool(size_t pool_bytes)
 	g.ops = (struct snap_ops){ .pause = eng_pause, .resume = eng_resume, .capture = eng_capture,
 				   .refuse = eng_refuse, .at_instant = eng_at_instant };
 	t = (struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g };
-	ck_assert_int_eq(dirty_init_log(&g.tracker, NULL, g.mem.host, ENG_MEM, ENG_REGION, 1000,
-					(struct dirty_progress){ 0 }), 0);
+	ck_assert_int_eq(tracker_init(&g.tracker, NULL, g.mem.host, ENG_MEM, ENG_REGION, 1000,
+					(struct tracker_progress){ 0 }), 0);
 	ck_assert_int_eq(snap_engine_init(&g.e, &t, pool_bytes, &g.tracker, ENG_REGION), 0);
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
 									  .seed = 7 }), 0);
@@ -119,7 +119,7 @@ static void eng_teardown(void)
 
 	load_stop(&g.load);
 	snap_engine_fini(&g.e);
-	dirty_fini(&g.tracker);
+	tracker_fini(&g.tracker);
 	gmem_unmap(&g.mem);
 	free(g.ref);
 	free(g.load.t);
@@ -521,7 +521,7 @@ START_TEST(test_plan_order)
 	struct snap_request req = { .policy = SNAP_CCOW, .threshold = 0.5 };
 	const uint64_t chunks = ENG_MEM / IMG_CHUNK, per = ENG_REGION / 4096;
 	const uint64_t want[] = { 2, 5, 0, 1, 3, 4, 6, 7 };
-	struct dirty_tracker *tr = &g.tracker;
+	struct tracker *tr = &g.tracker;
 	uint64_t first, end;
 
 	plan_snapshot(&g.e, &req);

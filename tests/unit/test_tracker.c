@@ -1,5 +1,5 @@
 /*
- * test_tracker.c - the coverage tracker's window policy (mmu/dirty.c) against a fake
+ * test_tracker.c - the coverage tracker's window policy (mmu/tracker.c) against a fake
  * dirty log, no VM: the log reports the first regions of memory as written whenever a
  * window reads it, and the guest's progress is a clock. The tracker must open a window
  * after its start-up gap, count it, classify exactly those regions hot, keep windows
@@ -7,7 +7,7 @@
  * it has no log.
  */
 #include "suites.h"
-#include "../../mmu/dirty.h"
+#include "../../mmu/tracker.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,7 @@ struct fake_log {
 
 static struct fake_log fl;
 static uint8_t *tr_mem;
-static struct dirty_tracker tr;
+static struct tracker tr;
 
 static int fake_logging(void *ctx, bool on)
 {
@@ -58,7 +58,7 @@ static int fake_get(void *ctx, uint64_t *bitmap)
 	return 0;
 }
 
-static const struct dirty_log_ops fake_ops = {
+static const struct tracker_log_ops fake_ops = {
 	.logging = fake_logging, .watch = fake_watch, .get = fake_get,
 };
 
@@ -89,7 +89,7 @@ static void tr_setup(void)
 
 static void tr_teardown(void)
 {
-	dirty_fini(&tr);
+	tracker_fini(&tr);
 	free(tr_mem);
 }
 
@@ -97,7 +97,7 @@ static void tr_teardown(void)
 static bool tr_wait_hot(double threshold, uint64_t want, uint8_t *hot)
 {
 	for (int i = 0; i < TR_WAIT_S * 20; i++) {
-		if (dirty_classify(&tr, threshold, hot) == want)
+		if (tracker_classify(&tr, threshold, hot) == want)
 			return true;
 		tr_sleep_ms(50);
 	}
@@ -108,13 +108,13 @@ static bool tr_wait_hot(double threshold, uint64_t want, uint8_t *hot)
  * log said were written are hot; the others are not. */
 START_TEST(test_window_classifies)
 {
-	struct dirty_log log = { .ops = &fake_ops, .ctx = &fl };
+	struct tracker_log log = { .ops = &fake_ops, .ctx = &fl };
 	uint8_t hot[TR_REGIONS];
 
-	ck_assert_int_eq(dirty_init_log(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
-					(struct dirty_progress){ .read = clock_progress }), 0);
-	ck_assert_uint_eq(dirty_classify(&tr, 0.8, hot), 0); /* nothing known yet */
-	ck_assert_uint_eq(dirty_classify(&tr, 0, hot), TR_REGIONS); /* CCoW-All */
+	ck_assert_int_eq(tracker_init(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
+					(struct tracker_progress){ .read = clock_progress }), 0);
+	ck_assert_uint_eq(tracker_classify(&tr, 0.8, hot), 0); /* nothing known yet */
+	ck_assert_uint_eq(tracker_classify(&tr, 0, hot), TR_REGIONS); /* CCoW-All */
 	ck_assert_msg(tr_wait_hot(0.8, TR_HOT, hot), "no window was counted (%d gets)", fl.gets);
 	for (uint64_t r = 0; r < TR_REGIONS; r++)
 		ck_assert_int_eq(hot[r], r < TR_HOT);
@@ -128,20 +128,20 @@ END_TEST
 /* While a snapshot holds the tracker no window is open, and none opens. */
 START_TEST(test_hold_shuts_windows)
 {
-	struct dirty_log log = { .ops = &fake_ops, .ctx = &fl };
+	struct tracker_log log = { .ops = &fake_ops, .ctx = &fl };
 	uint8_t hot[TR_REGIONS];
 	int gets;
 
-	ck_assert_int_eq(dirty_init_log(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
-					(struct dirty_progress){ .read = clock_progress }), 0);
+	ck_assert_int_eq(tracker_init(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
+					(struct tracker_progress){ .read = clock_progress }), 0);
 	ck_assert(tr_wait_hot(0.8, TR_HOT, hot));
-	dirty_hold(&tr, true);
+	tracker_hold(&tr, true);
 	ck_assert(!fl.on);
 	gets = fl.gets;
 	tr_sleep_ms(1500);
 	ck_assert(!fl.on);
 	ck_assert_int_eq(fl.gets, gets);
-	dirty_hold(&tr, false);
+	tracker_hold(&tr, false);
 	for (int i = 0; i < TR_WAIT_S * 20 && fl.gets == gets; i++)
 		tr_sleep_ms(50);
 	ck_assert_int_gt(fl.gets, gets);
@@ -155,8 +155,8 @@ START_TEST(test_snapshots_only)
 	struct cov_obs obs[TR_REGIONS];
 	uint8_t hot[TR_REGIONS];
 
-	ck_assert_int_eq(dirty_init_log(&tr, NULL, tr_mem, TR_RAM, TR_REGION, 0,
-					(struct dirty_progress){ .read = clock_progress }), 0);
+	ck_assert_int_eq(tracker_init(&tr, NULL, tr_mem, TR_RAM, TR_REGION, 0,
+					(struct tracker_progress){ .read = clock_progress }), 0);
 	for (int i = 0; i < TR_WAIT_S * 20 && tr.progress_rate <= 0; i++)
 		tr_sleep_ms(50);
 	ck_assert_double_gt(tr.progress_rate, 0);
@@ -167,15 +167,15 @@ START_TEST(test_snapshots_only)
 		obs[r].exposure = (double)TR_PAGES_PER_REGION * tr.progress_rate * 0.5;
 	}
 	/* Too little progress during it: ignored. */
-	dirty_snapshot_observed(&tr, obs, 1);
-	ck_assert_uint_eq(dirty_classify(&tr, 0.8, hot), 0);
-	dirty_snapshot_observed(&tr, obs, (uint64_t)(tr.progress_rate * 0.5));
-	ck_assert_uint_eq(dirty_classify(&tr, 0.8, hot), 2);
+	tracker_snapshot_observed(&tr, obs, 1);
+	ck_assert_uint_eq(tracker_classify(&tr, 0.8, hot), 0);
+	tracker_snapshot_observed(&tr, obs, (uint64_t)(tr.progress_rate * 0.5));
+	ck_assert_uint_eq(tracker_classify(&tr, 0.8, hot), 2);
 	ck_assert(hot[0] && hot[1] && !hot[2]);
 	ck_assert_uint_eq(tr.harvests, 0);
-	dirty_snapshot_took(&tr, 3.0);
+	tracker_snapshot_took(&tr, 3.0);
 	ck_assert_double_eq(tr.window_s, 3.0);
-	dirty_snapshot_took(&tr, 100.0);
+	tracker_snapshot_took(&tr, 100.0);
 	ck_assert_double_eq(tr.window_s, 10.0);
 }
 END_TEST

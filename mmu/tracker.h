@@ -1,8 +1,10 @@
 /*
- * dirty.h - the coverage tracker: KVM dirty logging harvested into per-region coverage.
+ * tracker.h - the coverage tracker: a dirty log harvested in windows into per-region
+ * coverage, and the window policy (tracker.c). The log comes through struct
+ * tracker_log_ops: a VM's is KVM's (vm_dirty_log in vmm/vm.c).
  */
-#ifndef CCVM_DIRTY_H
-#define CCVM_DIRTY_H
+#ifndef CCVM_TRACKER_H
+#define CCVM_TRACKER_H
 
 #include "coverage.h"
 
@@ -12,17 +14,17 @@
 
 /* A count that grows with the guest's work and not with time it spends stalled (the
  * guest's clock reads through the vDSO); NULL read: none. */
-struct dirty_progress {
+struct tracker_progress {
 	uint64_t (*read)(const void *ctx);
 	const void *ctx;
 };
 
 /*
  * Where the tracker reads which pages were written. A VM's tracker reads KVM's dirty
- * log (dirty_init); tests pass a fake, and a tracker without one (engine-bench on
+ * log (vm_dirty_log); tests pass a fake, and a tracker without one (engine-bench on
  * plain memory) learns only from snapshots' own observations.
  */
-struct dirty_log_ops {
+struct tracker_log_ops {
 	/* Logging on (every page reads as written, none is watched yet) or off. */
 	int (*logging)(void *ctx, bool on);
 	/* Watch the pages set in @pages (one bit per page): they read as not written
@@ -32,28 +34,20 @@ struct dirty_log_ops {
 	int (*get)(void *ctx, uint64_t *bitmap);
 };
 
-struct dirty_log {
-	const struct dirty_log_ops *ops; /* NULL: no log, no windows */
+struct tracker_log {
+	const struct tracker_log_ops *ops; /* NULL: no log, no windows */
 	void *ctx;
 };
 
-/* dirty_init's log: memslot 0 of a KVM VM. */
-struct dirty_kvm {
-	int vm_fd;
-	uint8_t *host;
+struct tracker {
+	struct tracker_log log;
 	uint64_t ram_size;
-};
-
-struct dirty_tracker {
-	struct dirty_log log;
-	struct dirty_kvm kvm;
-	uint64_t ram_size;
-	uint64_t *bitmap;       /* one bit per page, from KVM_GET_DIRTY_LOG */
+	uint64_t *bitmap;       /* one bit per page, from the log's get */
 	uint64_t *present;      /* one bit per page: resident when the window opened */
-	uint64_t *acc;          /* windows cut short, added up (see dirty_accumulate) */
+	uint64_t *acc;          /* windows cut short, added up (see tracker_accumulate) */
 	uint64_t *acc_present;  /* and the pages they watched */
-	struct dirty_progress progress;
-	double progress_rate;   /* its growth per second when nothing slows the guest (dirty_gap) */
+	struct tracker_progress progress;
+	double progress_rate;   /* its growth per second when nothing slows the guest (tracker_gap) */
 	double fault_s;         /* a dirty-logging fault's cost, as measured so far */
 	double acc_ran, acc_wall;
 	struct coverage cov;    /* guarded by lock */
@@ -76,40 +70,32 @@ struct dirty_tracker {
 	double lost_s;          /* all windows: time the guest spent in logging faults */
 };
 
-/*
- * dirty_init - track coverage of memslot 0 of @vm_fd (@ram_size bytes at @host): enable
- * manual dirty-log protect and start the thread that switches dirty logging on for
- * each measuring window. @window_ms 0 means adaptive (1 s until a snapshot says
- * otherwise). @progress (its read may be NULL) times the windows. Returns 0 or -errno.
- */
-int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
-	       uint64_t region_size, unsigned window_ms, struct dirty_progress progress);
 /* The same over @log (NULL or no ops: no windows; coverage then comes only from
- * dirty_snapshot_observed, timed by @progress). */
-int dirty_init_log(struct dirty_tracker *t, const struct dirty_log *log, uint8_t *host,
+ * tracker_snapshot_observed, timed by @progress). */
+int tracker_init(struct tracker *t, const struct tracker_log *log, uint8_t *host,
 		   uint64_t ram_size, uint64_t region_size, unsigned window_ms,
-		   struct dirty_progress progress);
-void dirty_fini(struct dirty_tracker *t);
+		   struct tracker_progress progress);
+void tracker_fini(struct tracker *t);
 
 /* Mark each region hot (1) or cold (0) in @hot (n_regions bytes) for a snapshot about
  * to start (coverage_classify); returns the count. */
-uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot);
+uint64_t tracker_classify(struct tracker *t, double threshold, uint8_t *hot);
 
 /* The guest's progress count now (0 without one): what snapshots time their
  * observations by. */
-uint64_t dirty_progress_now(const struct dirty_tracker *t);
+uint64_t tracker_progress_now(const struct tracker *t);
 
 /* What a snapshot saw the guest write, per region, exposure in progress counts
  * (coverage_add_snapshot), the guest having made @progress during it; ignored while
  * the guest's normal progress rate is unknown, or when it made too little progress. */
-void dirty_snapshot_observed(struct dirty_tracker *t, const struct cov_obs *obs, uint64_t progress);
+void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uint64_t progress);
 
 /* A snapshot took @seconds: adaptive windows follow it (0.25 s .. 10 s). */
-void dirty_snapshot_took(struct dirty_tracker *t, double seconds);
+void tracker_snapshot_took(struct tracker *t, double seconds);
 
 /* Around a snapshot: no dirty logging while it runs; holding closes (and counts) an
- * open window first (see dirty.c). Holds nest: each true needs one false. */
-void dirty_hold(struct dirty_tracker *t, bool hold);
+ * open window first (see tracker.c). Holds nest: each true needs one false. */
+void tracker_hold(struct tracker *t, bool hold);
 
 
 #endif

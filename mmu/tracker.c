@@ -1,7 +1,8 @@
 /*
- * dirty.c - the coverage tracker.
+ * tracker.c - the coverage tracker and its window policy.
  *
- * KVM dirty logging (manual protect, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2, with
+ * The dirty log is reached through struct tracker_log_ops; for a VM that is KVM's
+ * (vmm/vm.c), described here because its costs shape the policy. KVM dirty logging (manual protect, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2, with
  * KVM_DIRTY_LOG_INITIALLY_SET) is switched on only for a measuring window: logging
  * starts with every page marked dirty and none protected, and KVM_CLEAR_DIRTY_LOG then
  * protects the pages resident at that moment (a write to any other page is the guest
@@ -19,7 +20,7 @@
  * make the guest faster), so a guest that writes much memory gets 2-5% of its work done
  * in a window, and the wall clock says little about how long it ran. A window is timed
  * by the guest's progress instead: how often it read the clock through the vDSO
- * (struct dirty_progress), over the rate it did so with no window open (dirty_gap).
+ * (struct tracker_progress), over the rate it did so with no window open (tracker_gap).
  * A guest that reads the clock too seldom is timed by its faults (wall time less a
  * fault per page written, floored). A window stays open until the guest has run the
  * planned time, or lost DIRTY_LOST_CAP of it to faults, or a snapshot starts.
@@ -32,11 +33,11 @@
  * Why not leave logging on: while logging, KVM maps guest memory with 4 KiB pages, and
  * a snapshot's write protection then zaps and re-faults hundreds of thousands of small
  * mappings instead of a few hundred huge ones (measured: the guest ran 20x slower
- * under periodic snapshots). So a snapshot first closes the open window (dirty_hold),
+ * under periodic snapshots). So a snapshot first closes the open window (tracker_hold),
  * and no window opens while it runs. Works alongside userfaultfd write protection on
  * the same memory.
  */
-#include "dirty.h"
+#include "tracker.h"
 #include "mono.h"
 #include "pages.h"
 #include "resident.h"
@@ -44,10 +45,8 @@
 #include "../vmm/log.h"
 
 #include <errno.h>
-#include <linux/kvm.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <time.h>
 
 #define DIRTY_GAP         64.0  /* idle after a window, in the guest's time lost to it */
@@ -69,12 +68,12 @@
 #define DIRTY_OBS_MIN_S   0.05  /* a snapshot counts if the guest ran this long during it */
 
 /* Pages marked in the dirty bitmap. */
-static uint64_t dirty_count(const struct dirty_tracker *t)
+static uint64_t tracker_count(const struct tracker *t)
 {
 	return coverage_count_bits(t->bitmap, 0, t->ram_size / PAGE_SIZE);
 }
 
-static void dirty_set_run(void *ctx, uint64_t first, uint64_t n)
+static void tracker_set_run(void *ctx, uint64_t first, uint64_t n)
 {
 	uint64_t *bits = ctx;
 
@@ -84,82 +83,45 @@ static void dirty_set_run(void *ctx, uint64_t first, uint64_t n)
 
 /* Which pages of RAM hold data now (host-resident): a write to any other page is the
  * guest filling fresh memory, which no snapshot has to copy. */
-static int dirty_mark_present(struct dirty_tracker *t)
+static int tracker_mark_present(struct tracker *t)
 {
 	memset(t->present, 0, t->ram_size / PAGE_SIZE / 8);
-	return resident_scan(t->host, t->ram_size, dirty_set_run, t->present);
+	return resident_scan(t->host, t->ram_size, tracker_set_run, t->present);
 }
 
-struct dirty_filled {
+struct tracker_filled {
 	const uint64_t *present;
 	uint64_t n;
 };
 
-static void dirty_count_run(void *ctx, uint64_t first, uint64_t n)
+static void tracker_count_run(void *ctx, uint64_t first, uint64_t n)
 {
-	struct dirty_filled *f = ctx;
+	struct tracker_filled *f = ctx;
 
 	f->n += n - coverage_count_bits(f->present, first, n);
 }
 
 /* Pages resident now and not at the window's start: memory the guest filled. */
-static uint64_t dirty_count_filled(struct dirty_tracker *t)
+static uint64_t tracker_count_filled(struct tracker *t)
 {
-	struct dirty_filled f = { .present = t->present };
+	struct tracker_filled f = { .present = t->present };
 
-	if (resident_scan(t->host, t->ram_size, dirty_count_run, &f))
+	if (resident_scan(t->host, t->ram_size, tracker_count_run, &f))
 		return 0;
 	return f.n;
 }
 
 /* Keep only the watched (resident) pages in the bitmap: the others read as dirty
  * throughout. Returns how many were written. */
-static uint64_t dirty_count_watched(struct dirty_tracker *t)
+static uint64_t tracker_count_watched(struct tracker *t)
 {
 	for (uint64_t i = 0; i < t->ram_size / PAGE_SIZE / 64; i++)
 		t->bitmap[i] &= t->present[i];
-	return dirty_count(t);
+	return tracker_count(t);
 }
-
-/*
- * KVM's dirty log of memslot 0 (the one RAM slot), the log of a VM's tracker. Each
- * call is timed into harvest_ns by the caller (dirty_log_*).
- */
-static int dirty_kvm_logging(void *ctx, bool on)
-{
-	struct dirty_kvm *k = ctx;
-	struct kvm_userspace_memory_region region = {
-		.slot = 0, .flags = on ? KVM_MEM_LOG_DIRTY_PAGES : 0, .guest_phys_addr = 0,
-		.memory_size = k->ram_size, .userspace_addr = (uint64_t)(uintptr_t)k->host,
-	};
-
-	return ioctl(k->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
-}
-
-static int dirty_kvm_watch(void *ctx, uint64_t *pages)
-{
-	struct dirty_kvm *k = ctx;
-	struct kvm_clear_dirty_log log = { .slot = 0, .first_page = 0,
-					   .num_pages = (uint32_t)(k->ram_size / PAGE_SIZE),
-					   .dirty_bitmap = pages };
-
-	return ioctl(k->vm_fd, KVM_CLEAR_DIRTY_LOG, &log) < 0 ? -errno : 0;
-}
-
-static int dirty_kvm_get(void *ctx, uint64_t *bitmap)
-{
-	struct dirty_kvm *k = ctx;
-	struct kvm_dirty_log log = { .slot = 0, .dirty_bitmap = bitmap };
-
-	return ioctl(k->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
-}
-
-static const struct dirty_log_ops dirty_kvm_ops = {
-	.logging = dirty_kvm_logging, .watch = dirty_kvm_watch, .get = dirty_kvm_get,
-};
 
 /* Dirty logging on or off. */
-static int dirty_logging(struct dirty_tracker *t, bool on)
+static int tracker_logging(struct tracker *t, bool on)
 {
 	uint64_t t0 = mono_ns();
 	int rc = t->log.ops->logging(t->log.ctx, on);
@@ -170,7 +132,7 @@ static int dirty_logging(struct dirty_tracker *t, bool on)
 
 /* Start watching the resident pages: clear their dirty bits, which write-protects
  * them (logging started with every page marked dirty and none protected). */
-static int dirty_watch(struct dirty_tracker *t)
+static int tracker_watch(struct tracker *t)
 {
 	uint64_t t0 = mono_ns();
 	int rc = t->log.ops->watch(t->log.ctx, t->present);
@@ -179,7 +141,7 @@ static int dirty_watch(struct dirty_tracker *t)
 	return rc;
 }
 
-static int dirty_get(struct dirty_tracker *t)
+static int tracker_get(struct tracker *t)
 {
 	uint64_t t0 = mono_ns();
 	int rc = t->log.ops->get(t->log.ctx, t->bitmap);
@@ -188,7 +150,7 @@ static int dirty_get(struct dirty_tracker *t)
 	return rc;
 }
 
-void dirty_hold(struct dirty_tracker *t, bool hold)
+void tracker_hold(struct tracker *t, bool hold)
 {
 	pthread_mutex_lock(&t->lock);
 	/* Counted: a snapshot may start while the last one's writer still tidies up. */
@@ -206,7 +168,7 @@ void dirty_hold(struct dirty_tracker *t, bool hold)
 
 /* Sleep @s seconds unless told to stop, or (@wake_on_hold) a snapshot is coming;
  * returns true when stopping. */
-static bool dirty_sleep(struct dirty_tracker *t, double s, bool wake_on_hold)
+static bool tracker_sleep(struct tracker *t, double s, bool wake_on_hold)
 {
 	struct timespec until;
 	bool stop;
@@ -227,7 +189,7 @@ static bool dirty_sleep(struct dirty_tracker *t, double s, bool wake_on_hold)
 	return stop;
 }
 
-static bool dirty_held(struct dirty_tracker *t)
+static bool tracker_held(struct tracker *t)
 {
 	bool held;
 
@@ -238,7 +200,7 @@ static bool dirty_held(struct dirty_tracker *t)
 }
 
 /* Wait while a snapshot runs; true when stopping. */
-static bool dirty_wait_unheld(struct dirty_tracker *t)
+static bool tracker_wait_unheld(struct tracker *t)
 {
 	bool stop;
 
@@ -250,15 +212,15 @@ static bool dirty_wait_unheld(struct dirty_tracker *t)
 	return stop;
 }
 
-uint64_t dirty_progress_now(const struct dirty_tracker *t)
+uint64_t tracker_progress_now(const struct tracker *t)
 {
 	return t->progress.read ? t->progress.read(t->progress.ctx) : 0;
 }
 
 /* Progress since count @c0; the guest writes the count, so it may go back: none then. */
-static uint64_t dirty_progress_since(const struct dirty_tracker *t, uint64_t c0)
+static uint64_t tracker_progress_since(const struct tracker *t, uint64_t c0)
 {
-	uint64_t c = dirty_progress_now(t);
+	uint64_t c = tracker_progress_now(t);
 
 	return c > c0 ? c - c0 : 0;
 }
@@ -269,7 +231,7 @@ static uint64_t dirty_progress_since(const struct dirty_tracker *t, uint64_t c0)
  * fault's cost is known to a few per cent only: it is never taken below
  * DIRTY_RAN_FLOOR of the wall time (zipfbench's own reports showed it doing 2.5% of
  * its normal work during such a window). */
-static double dirty_ran_by_faults(double wall, uint64_t d, double fault)
+static double tracker_ran_by_faults(double wall, uint64_t d, double fault)
 {
 	double ran = wall - (double)d * fault;
 
@@ -279,17 +241,17 @@ static double dirty_ran_by_faults(double wall, uint64_t d, double fault)
 /* How long the guest ran in the @wall seconds since a window opened, in which it
  * dirtied @d watched pages: by its progress count when it has one (progress since
  * @c0 over the rate it had before the window), else by the faults. */
-static double dirty_ran(const struct dirty_tracker *t, double wall, uint64_t d, uint64_t c0)
+static double tracker_ran(const struct tracker *t, double wall, uint64_t d, uint64_t c0)
 {
 	double ran;
 
 	if (t->progress_rate <= 0)
-		return dirty_ran_by_faults(wall, d, t->fault_s);
-	ran = (double)dirty_progress_since(t, c0) / t->progress_rate;
+		return tracker_ran_by_faults(wall, d, t->fault_s);
+	ran = (double)tracker_progress_since(t, c0) / t->progress_rate;
 	return ran > wall ? wall : ran;
 }
 
-static void dirty_acc_reset(struct dirty_tracker *t)
+static void tracker_acc_reset(struct tracker *t)
 {
 	t->acc_ran = t->acc_wall = 0;
 	memset(t->acc, 0, t->ram_size / PAGE_SIZE / 8);
@@ -301,11 +263,11 @@ static void dirty_acc_reset(struct dirty_tracker *t)
  * guest has run enough. A window in which the guest mostly filled fresh memory
  * (@rewrites false: start-up) says nothing about rewrites and restarts the assembly.
  * True when the assembled window is ready to count. */
-static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran, double wall,
+static bool tracker_accumulate(struct tracker *t, bool rewrites, double ran, double wall,
 			     double plan)
 {
 	if (!rewrites) {
-		dirty_acc_reset(t);
+		tracker_acc_reset(t);
 		return false;
 	}
 	for (uint64_t i = 0; i < t->ram_size / PAGE_SIZE / 64; i++) {
@@ -320,17 +282,17 @@ static bool dirty_accumulate(struct dirty_tracker *t, bool rewrites, double ran,
 /*
  * One measuring window: logging on, the resident pages watched, until the guest has
  * run the planned time, or lost DIRTY_LOST_CAP of it to faults (DIRTY_LOST_MIN at
- * least), or a snapshot is coming. The log is read every step; how long the guest ran comes from dirty_ran. A
+ * least), or a snapshot is coming. The log is read every step; how long the guest ran comes from tracker_ran. A
  * fault's cost is the shortest time per newly dirty page seen in a step of any window
  * so far (then the guest did nothing but fault), within DIRTY_FAULT_MIN..MAX. What
  * the window saw is folded in with the time the guest ran (coverage.c). Stores its
  * wall length in @wall, the time the guest lost to faults in @lost, and in @counted
  * whether the window went into the coverage.
  */
-static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, bool *counted)
+static int tracker_window(struct tracker *t, double *wall, double *lost, bool *counted)
 {
 	double plan, lost_cap, ran = 0, w0 = mono_s(), t_prev = w0;
-	uint64_t d = 0, d_prev = 0, watched = 0, filled, c0 = dirty_progress_now(t);
+	uint64_t d = 0, d_prev = 0, watched = 0, filled, c0 = tracker_progress_now(t);
 	bool open;
 	int rc;
 
@@ -343,20 +305,20 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 	*counted = false;
 	if (!open)
 		return 0;
-	rc = dirty_mark_present(t);
+	rc = tracker_mark_present(t);
 	if (!rc)
 		watched = coverage_count_bits(t->present, 0, t->ram_size / PAGE_SIZE);
 	if (!rc)
-		rc = dirty_logging(t, true);
+		rc = tracker_logging(t, true);
 	if (!rc)
-		rc = dirty_watch(t);
+		rc = tracker_watch(t);
 	while (!rc && ran < plan && mono_s() - w0 - ran < lost_cap &&
-	       !dirty_sleep(t, DIRTY_STEP_S, true) && !dirty_held(t)) {
+	       !tracker_sleep(t, DIRTY_STEP_S, true) && !tracker_held(t)) {
 		double now;
 
-		rc = dirty_get(t);
+		rc = tracker_get(t);
 		now = mono_s();
-		d = dirty_count_watched(t);
+		d = tracker_count_watched(t);
 		if (d >= d_prev + DIRTY_FAULT_BATCH) {
 			double per = (now - t_prev) / (double)(d - d_prev);
 
@@ -365,23 +327,23 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 		}
 		d_prev = d;
 		t_prev = now;
-		ran = dirty_ran(t, now - w0, d, c0);
+		ran = tracker_ran(t, now - w0, d, c0);
 	}
 	if (!rc)
-		rc = dirty_get(t);
-	if (dirty_logging(t, false) && !rc)
+		rc = tracker_get(t);
+	if (tracker_logging(t, false) && !rc)
 		rc = -EIO;
 	*wall = mono_s() - w0;
 	if (!rc) {
-		d = dirty_count_watched(t);
-		ran = dirty_ran(t, *wall, d, c0);
+		d = tracker_count_watched(t);
+		ran = tracker_ran(t, *wall, d, c0);
 	}
 	*lost = *wall - ran;
 	/* Start-up: the guest filled more memory than it rewrote. */
-	filled = rc ? 0 : dirty_count_filled(t);
+	filled = rc ? 0 : tracker_count_filled(t);
 	pthread_mutex_lock(&t->lock);
 	*counted = !rc && watched &&
-		   dirty_accumulate(t, filled <= d, ran, *wall, plan);
+		   tracker_accumulate(t, filled <= d, ran, *wall, plan);
 	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f (%s %.0f/s): %llu of %llu "
 		  "resident pages written, %llu filled, fault %.1f us: %s", *wall, ran, plan,
 		  t->progress_rate > 0 ? "by progress" : "by faults", t->progress_rate,
@@ -393,7 +355,7 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
 		t->last_ran_s = t->acc_ran;
 		t->last_wall_s = t->acc_wall;
 		t->last_fault_us = t->fault_s * 1e6;
-		dirty_acc_reset(t);
+		tracker_acc_reset(t);
 	}
 	t->lost_s += *lost;
 	t->logging = false;
@@ -410,20 +372,20 @@ static int dirty_window(struct dirty_tracker *t, double *wall, double *lost, boo
  * then would make the guest seem to have run longer than it did. A gap with no such
  * step keeps the rate known before. True when stopping.
  */
-static bool dirty_gap(struct dirty_tracker *t, double gap)
+static bool tracker_gap(struct tracker *t, double gap)
 {
 	double end = mono_s() + gap, best = 0, prev = -1;
 	bool timed = false;
 
 	for (double now = mono_s(); now < end; now = mono_s()) {
 		double step = end - now < DIRTY_RATE_S ? end - now : DIRTY_RATE_S, rate;
-		uint64_t c0 = dirty_progress_now(t);
+		uint64_t c0 = tracker_progress_now(t);
 
-		if (dirty_sleep(t, step > DIRTY_STEP_S ? step : DIRTY_STEP_S, true))
+		if (tracker_sleep(t, step > DIRTY_STEP_S ? step : DIRTY_STEP_S, true))
 			return true;
-		if (dirty_held(t)) {
+		if (tracker_held(t)) {
 			prev = -1;
-			if (dirty_wait_unheld(t))
+			if (tracker_wait_unheld(t))
 				return true;
 			continue;
 		}
@@ -432,7 +394,7 @@ static bool dirty_gap(struct dirty_tracker *t, double gap)
 			prev = -1;
 			continue;
 		}
-		rate = (double)dirty_progress_since(t, c0) / step;
+		rate = (double)tracker_progress_since(t, c0) / step;
 		if (prev >= 0 && prev >= rate / 2) {
 			best = rate > best ? rate : best;
 			timed = true;
@@ -451,27 +413,27 @@ static bool dirty_gap(struct dirty_tracker *t, double gap)
  * which snapshots' own observations need. */
 #define DIRTY_NOLOG_GAP_S 1.0
 
-static void *dirty_thread(void *arg)
+static void *tracker_thread(void *arg)
 {
-	struct dirty_tracker *t = arg;
+	struct tracker *t = arg;
 	double wall = 0;
 	int rc = 0;
 
-	if (dirty_gap(t, DIRTY_FIRST_S))
+	if (tracker_gap(t, DIRTY_FIRST_S))
 		goto out;
-	while (!t->log.ops && !dirty_wait_unheld(t))
-		if (dirty_gap(t, DIRTY_NOLOG_GAP_S))
+	while (!t->log.ops && !tracker_wait_unheld(t))
+		if (tracker_gap(t, DIRTY_NOLOG_GAP_S))
 			goto out;
-	while (t->log.ops && !dirty_wait_unheld(t)) {
+	while (t->log.ops && !tracker_wait_unheld(t)) {
 		double lost, gap;
 		bool counted = false;
 
-		rc = dirty_window(t, &wall, &lost, &counted);
+		rc = tracker_window(t, &wall, &lost, &counted);
 		/* The gap keeps the guest's loss to windows near 1 / DIRTY_GAP (~1.5%). A window
 		 * that did not count (cut short by a snapshot, or start-up filling memory) is
 		 * tried again sooner: such windows cost the guest up to 1 / DIRTY_RETRY. */
 		gap = lost * (counted ? DIRTY_GAP : DIRTY_RETRY);
-		if (rc || dirty_gap(t, gap))
+		if (rc || tracker_gap(t, gap))
 			break;
 	}
 	if (rc)
@@ -484,8 +446,8 @@ out:
 	return NULL;
 }
 /* Everything but the log: buffers, coverage, the thread. @t->log is set. */
-static int dirty_start(struct dirty_tracker *t, uint8_t *host, uint64_t ram_size,
-		       uint64_t region_size, unsigned window_ms, struct dirty_progress progress)
+static int tracker_start(struct tracker *t, uint8_t *host, uint64_t ram_size,
+		       uint64_t region_size, unsigned window_ms, struct tracker_progress progress)
 {
 	int rc;
 
@@ -507,45 +469,23 @@ static int dirty_start(struct dirty_tracker *t, uint8_t *host, uint64_t ram_size
 	t->fault_s = DIRTY_FAULT_MAX;
 	if (!t->bitmap || !t->present || !t->acc || !t->acc_present || !t->hot)
 		return -ENOMEM;
-	if (pthread_create(&t->thread, NULL, dirty_thread, t))
+	if (pthread_create(&t->thread, NULL, tracker_thread, t))
 		return -EAGAIN;
 	t->running = true;
 	return 0;
 }
 
-int dirty_init(struct dirty_tracker *t, int vm_fd, uint8_t *host, uint64_t ram_size,
-	       uint64_t region_size, unsigned window_ms, struct dirty_progress progress)
-{
-	struct kvm_enable_cap cap = { .cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
-				      .args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
-						 KVM_DIRTY_LOG_INITIALLY_SET };
-
-	memset(t, 0, sizeof(*t));
-	t->kvm = (struct dirty_kvm){ .vm_fd = vm_fd, .host = host, .ram_size = ram_size };
-	t->log = (struct dirty_log){ .ops = &dirty_kvm_ops, .ctx = &t->kvm };
-	/* Manual protect: reading the log does not re-protect pages behind our back;
-	 * initially set: turning logging on protects nothing until the sample is cleared. */
-	if (ioctl(vm_fd, KVM_ENABLE_CAP, &cap) < 0) {
-		int rc = -errno;
-
-		pthread_mutex_init(&t->lock, NULL);
-		pthread_cond_init(&t->cond, NULL);
-		return rc;
-	}
-	return dirty_start(t, host, ram_size, region_size, window_ms, progress);
-}
-
-int dirty_init_log(struct dirty_tracker *t, const struct dirty_log *log, uint8_t *host,
+int tracker_init(struct tracker *t, const struct tracker_log *log, uint8_t *host,
 		   uint64_t ram_size, uint64_t region_size, unsigned window_ms,
-		   struct dirty_progress progress)
+		   struct tracker_progress progress)
 {
 	memset(t, 0, sizeof(*t));
 	if (log)
 		t->log = *log;
-	return dirty_start(t, host, ram_size, region_size, window_ms, progress);
+	return tracker_start(t, host, ram_size, region_size, window_ms, progress);
 }
 
-void dirty_fini(struct dirty_tracker *t)
+void tracker_fini(struct tracker *t)
 {
 	if (t->running) {
 		pthread_mutex_lock(&t->lock);
@@ -565,7 +505,7 @@ void dirty_fini(struct dirty_tracker *t)
 	t->bitmap = t->present = t->acc = t->acc_present = NULL;
 }
 
-uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)
+uint64_t tracker_classify(struct tracker *t, double threshold, uint8_t *hot)
 {
 	uint64_t n;
 
@@ -587,7 +527,7 @@ uint64_t dirty_classify(struct dirty_tracker *t, double threshold, uint8_t *hot)
 	return n;
 }
 
-void dirty_snapshot_observed(struct dirty_tracker *t, const struct cov_obs *obs, uint64_t progress)
+void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uint64_t progress)
 {
 	pthread_mutex_lock(&t->lock);
 	/* The count grows in steps (zipfbench reads the clock every 4096 updates): a
@@ -611,7 +551,7 @@ void dirty_snapshot_observed(struct dirty_tracker *t, const struct cov_obs *obs,
 	pthread_mutex_unlock(&t->lock);
 }
 
-void dirty_snapshot_took(struct dirty_tracker *t, double seconds)
+void tracker_snapshot_took(struct tracker *t, double seconds)
 {
 	if (!t->adaptive)
 		return;
