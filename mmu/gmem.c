@@ -11,12 +11,7 @@
  * Guest structures, strings and lengths are read with gmem_copy_in/gmem_copy_str
  * exactly once into monitor memory (other vCPUs may rewrite them mid-call), and small
  * results go back with gmem_copy_out. The bulk paths that touch guest RAM in place
- * through gmem_user_ptr() by design, and never take a decision on what they read
- * there twice: read/write/send/recv payloads and iovec buffers (the host kernel
- * moves the bytes), results the host kernel writes (stat, statfs, epoll_wait events,
- * getdents), futex words and robust-list entries (atomics, each read once), the
- * fastio ring (vmm/linux/fastio.c reads each record header once), the program, vDSO
- * and stack at load time, and the snapshot engine's page copies.
+ * through gmem_user_ptr() by design are named in gmem.h.
  */
 #include "gmem.h"
 #include "layout.h"

@@ -23,7 +23,14 @@ void *gmem_sys_ptr(const struct gmem *mem, uint64_t gpa, uint64_t len);
 
 /*
  * Host pointer for guest *user* memory [gva, gva + len): the only translation for
- * addresses that come from the guest. NULL when any byte lies outside user RAM (the
+ * addresses that come from the guest. Used in place only by the bulk paths, which
+ * never take a decision on what they read there twice: read/write/send/recv payloads
+ * and iovec buffers (the host kernel moves the bytes), results written in place by the
+ * host kernel (stat, statfs, epoll_wait events, getdents) or once by the monitor
+ * (uname, sysinfo, times), futex words and robust-list entries (atomics, each read
+ * once), the fastio ring (each record header read once), the program, vDSO and stack
+ * at load time, and the snapshot engine's page copies. Everything else goes through
+ * the copy-in and copy-out helpers below. NULL when any byte lies outside user RAM (the
  * system area included) or the range wraps.
  */
 void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len);

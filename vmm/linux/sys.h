@@ -37,7 +37,7 @@ static inline int64_t host_ret(long r)
 	return r < 0 ? -errno : r;
 }
 
-/* Guest pointers for the bulk paths named in mmu/gmem.c (payloads the host kernel
+/* Guest pointers for the bulk paths named in mmu/gmem.h (payloads the host kernel
  * moves, results it writes): never for a value the monitor decides on. */
 static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
 {
