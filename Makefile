@@ -10,7 +10,7 @@
 #                   runs each for 10 s
 #   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
 #                   duration, throughput timeline, restore time; CCoW sweep; Redis
-#                   under snapshots (CSV + PNG)
+#                   under snapshots; the engine's policies without a VM (CSV + PNG)
 
 CC       ?= gcc
 MUSLCC   ?= musl-gcc
@@ -57,7 +57,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis demo clean format guests
+.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine demo clean format guests
 all: ccvm bench/ycsb bench/engine-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -212,7 +212,7 @@ fuzz: deps
 fuzz-quick: fuzz-build
 	tests/fuzz/run.sh 10
 
-bench: bench-core bench-snapshots bench-ccow bench-redis
+bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine
 
 # The YCSB load generator for Redis (hiredis); built next to its source as the issue
 # names it.
@@ -234,6 +234,11 @@ bench-snapshots: deps
 bench-ccow: deps
 	$(MAKE) ccvm guests
 	bench/ccow-sweep.sh
+
+# The engine's policies on plain memory, no VM needed (bench/engine-sweep.sh).
+bench-engine: deps
+	$(MAKE) bench/engine-bench
+	bench/engine-sweep.sh
 
 bench-redis: deps
 	$(MAKE) ccvm bench/ycsb

@@ -294,7 +294,7 @@ END_TEST
  * engine idle and able to snapshot afterwards. */
 START_TEST(test_refusals)
 {
-	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = 4ULL << 20 };
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = 16ULL << 20 };
 	struct snap_figures now, again;
 	char err[256] = "";
 

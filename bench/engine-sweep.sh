@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The snapshot engine's policies side by side without a VM (bench/engine-bench: host
+# threads writing plain memory, the real engine, userfaultfd and image files).
+#
+# ROUNDS rounds (default 5); in each, every configuration runs once, in an order
+# shuffled per round, so that drift of the machine spreads over all of them. Writes
+# bench/results/engine_sweep.csv (one row per run), engine_sweep_summary.csv and
+# engine_sweep.md (mean and 95% confidence interval per configuration, Student's t over
+# the rounds) and engine_sweep.png; every file records the commit and machine.
+#
+# Environment: ROUNDS, MEM (default 256M), THREADS (2), ALPHA (0.99), EVERY (snapshot
+# every S seconds, default 1), DURATION (seconds per run, default 8), SCATTER (1: spread
+# hot blocks over memory), IMGDIR (where images go; default a temporary directory).
+#
+# The writers run flat out (closed loop): max_stall_ms and p999_batch_ms are how long
+# a writer's batch of 64 updates took, the snapshot's pause and traps included, not a
+# request latency measured from intended start times.
+set -euo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+EB=$TOP/bench/engine-bench
+OUT=${OUT:-$TOP/bench/results}
+ROUNDS=${ROUNDS:-5}
+MEM=${MEM:-256M}
+THREADS=${THREADS:-2}
+ALPHA=${ALPHA:-0.99}
+EVERY=${EVERY:-1}
+DURATION=${DURATION:-8}
+SCATTER=${SCATTER:-0}
+IMGDIR=${IMGDIR:-$(mktemp -d /var/tmp/ccvm-engine-sweep.XXXXXX)}
+mkdir -p "$OUT" "$IMGDIR"
+trap 'rm -rf "$IMGDIR"' EXIT
+[ -x "$EB" ] || { echo "engine-sweep: build bench/engine-bench first (make)" >&2; exit 1; }
+
+# name:policy:threshold (threshold - for none, stop and cow)
+CONFIGS="none:none:- stop:stop:- cow:cow:- ccow:ccow:0.8 ccow-all:ccow:0"
+commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$TOP" diff --quiet 2>/dev/null || commit="$commit+dirty"
+machine="$(hostname) $(nproc) cpus, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kvm $([ -e /dev/kvm ] && echo present || echo absent)"
+stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+raw=$OUT/engine_sweep.csv
+scatter=; [ "$SCATTER" = 1 ] && scatter=--scatter
+
+{
+	echo "# commit $commit; machine $machine; $stamp"
+	echo "# mem $MEM threads $THREADS alpha $ALPHA every ${EVERY}s duration ${DURATION}s scatter $SCATTER rounds $ROUNDS"
+	echo "round,order,config,policy,threshold,updates_per_s,during,max_stall_ms,p999_batch_ms,snapshots,traps,pause_us_max,pause_us_mean,duration_ms_mean,pages_copied,regions_hot,regions_precopied"
+} >"$raw"
+
+for round in $(seq 1 "$ROUNDS"); do
+	order=0
+	for cfg in $(echo $CONFIGS | tr ' ' '\n' | shuf --random-source=<(yes "$round")); do
+		IFS=: read -r name policy thr <<<"$cfg"
+		args=(--mem "$MEM" --threads "$THREADS" --alpha "$ALPHA" --policy "$policy"
+		      --snapshot-every "$EVERY" --duration "$DURATION" --dir "$IMGDIR" --json)
+		[ "$thr" != - ] && args+=(--threshold "$thr")
+		[ -n "$scatter" ] && args+=("$scatter")
+		order=$((order + 1))
+		echo "engine-sweep: round $round/$ROUNDS, $name" >&2
+		line=$("$EB" "${args[@]}")
+		python3 - "$round" "$order" "$name" "$thr" "$line" >>"$raw" <<'PY'
+import json, sys
+r, order, name, thr, line = sys.argv[1:6]
+d = json.loads(line)
+keys = ["updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "snapshots", "traps",
+        "pause_us_max", "pause_us_mean", "duration_ms_mean", "pages_copied", "regions_hot",
+        "regions_precopied"]
+vals = ["" if d.get(k) is None else "%.6g" % d[k] for k in keys]
+print(",".join([r, order, name, d["policy"], thr] + vals))
+PY
+	done
+done
+
+python3 - "$raw" "$OUT" <<'PY'
+import csv, math, sys
+raw, out = sys.argv[1], sys.argv[2]
+lines = open(raw).read().splitlines()
+meta = [l for l in lines if l.startswith("#")]
+rows = list(csv.DictReader([l for l in lines if not l.startswith("#")]))
+# Student's t, two-sided 95%, by degrees of freedom
+T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+     9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
+def t95(df):
+    return T.get(df) or T[max(k for k in T if k <= df)] if df > 0 else float("nan")
+def stats(v):
+    v = [x for x in v if x is not None]
+    n = len(v)
+    if n == 0:
+        return (0, float("nan"), float("nan"))
+    m = sum(v) / n
+    if n < 2:
+        return (n, m, float("nan"))
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1))
+    return (n, m, t95(n - 1) * sd / math.sqrt(n))
+configs = []
+for r in rows:
+    if r["config"] not in configs:
+        configs.append(r["config"])
+order = [c for c in ["none", "stop", "cow", "ccow", "ccow-all"] if c in configs]
+metrics = ["updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "traps", "pause_us_max",
+           "pages_copied", "regions_hot"]
+def num(x):
+    return float(x) if x not in ("", None) else None
+summary = []
+for c in order:
+    rs = [r for r in rows if r["config"] == c]
+    rec = {"config": c}
+    for k in metrics:
+        n, m, ci = stats([num(r[k]) for r in rs])
+        rec[k] = (m, ci)
+        rec["n"] = n
+    summary.append(rec)
+with open(out + "/engine_sweep_summary.csv", "w") as f:
+    for l in meta:
+        f.write(l + "\n")
+    f.write("config,n," + ",".join("%s_mean,%s_ci95" % (k, k) for k in metrics) + "\n")
+    for rec in summary:
+        f.write("%s,%d," % (rec["config"], rec["n"]) +
+                ",".join("%.6g,%.6g" % rec[k] for k in metrics) + "\n")
+none = next((r for r in summary if r["config"] == "none"), None)
+with open(out + "/engine_sweep.md", "w") as f:
+    f.write("Engine sweep (bench/engine-sweep.sh): " + "; ".join(l[2:] for l in meta) + "\n\n")
+    f.write("Mean ± 95% CI over the rounds. *vs none*: updates/s relative to the same rounds' runs "
+            "without snapshots; *during*: the writers' rate while a snapshot runs over their rate "
+            "in the same run without one.\n\n")
+    f.write("| config | n | updates/s | vs none | during | max stall ms | p99.9 batch ms | traps | "
+            "pause max µs | regions hot |\n|---|---|---|---|---|---|---|---|---|---|\n")
+    for rec in summary:
+        u = rec["updates_per_s"]
+        rel = u[0] / none["updates_per_s"][0] if none else float("nan")
+        def pm(k, fmt):
+            m, ci = rec[k]
+            return (fmt % m) + (" ± " + fmt % ci if not math.isnan(ci) else "")
+        f.write("| %s | %d | %s | %.2f | %s | %s | %s | %s | %s | %s |\n" % (
+            rec["config"], rec["n"], pm("updates_per_s", "%.3g"), rel, pm("during", "%.2f"),
+            pm("max_stall_ms", "%.1f"), pm("p999_batch_ms", "%.2f"), pm("traps", "%.0f"),
+            pm("pause_us_max", "%.0f"), pm("regions_hot", "%.1f")))
+with open(out + "/engine_sweep.dat", "w") as f:
+    for i, rec in enumerate(summary):
+        m, ci = rec["updates_per_s"]
+        d, dci = rec["during"]
+        f.write("%d %s %g %g %g %g\n" % (i, rec["config"], m / 1e6, ci / 1e6,
+                                         0 if math.isnan(d) else d, 0 if math.isnan(dci) else dci))
+PY
+
+gnuplot <<EOF
+set terminal pngcairo size 900,420 font ",10"
+set output "$OUT/engine_sweep.png"
+set multiplot layout 1,2 title "engine-bench: $MEM, $THREADS writers, alpha $ALPHA, a snapshot every ${EVERY}s ($commit; mean, 95% CI)"
+set style fill solid 0.5
+set boxwidth 0.6
+set xtics rotate by -30
+set yrange [0:*]
+set xrange [-0.6:4.6]
+set ylabel "million updates/s"
+plot "$OUT/engine_sweep.dat" using 1:3:4:xtic(2) with boxerrorbars notitle
+set ylabel "during (rate in a snapshot / rate outside)"
+set yrange [0:1.1]
+plot "$OUT/engine_sweep.dat" using 1:5:6:xtic(2) with boxerrorbars notitle
+unset multiplot
+EOF
+rm -f "$OUT/engine_sweep.dat"
+cat "$OUT/engine_sweep.md"
