@@ -10,11 +10,20 @@
  * onto the record count, so the hot records are spread over the key space). The
  * binding's sorted-set index for scans is not kept: no core workload here scans.
  *
- * Each client is a thread with its own connection that keeps --pipeline requests in
- * flight (sends a batch, then reads its replies); a request's latency is from its
- * batch being sent to its reply arriving. Output: one line per second (throughput,
- * p50/p99 latency), overall percentiles (p50/p99/p99.9), and with --timeline a CSV of
- * the per-second figures.
+ * Each client is a thread with its own connection that sends --pipeline requests at a
+ * time and reads their replies. Closed loop (the default), the next batch goes as soon
+ * as the last reply is in, and a request's latency runs from its batch being sent to
+ * its own reply. Open loop (--target OPS, over all clients together), every request
+ * has an intended start time on a fixed schedule, a batch goes when its last request
+ * is due (at once when the client is behind), and latency runs from each request's
+ * intended time to its reply (YCSB's intended latency, wrk2's constant throughput): a
+ * server that stalls is charged for every request it held up, not only for the ones
+ * in flight (no coordinated omission).
+ *
+ * Output: one line per second (throughput, p50/p99), overall percentiles weighted by
+ * operations (p50/p99/p99.9/max) and the longest stall (the longest time in which no
+ * operation completed), with --timeline a CSV per second, and with --json a last line
+ * holding one JSON object with the run phase's figures.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -66,9 +75,10 @@ struct opts {
 	uint64_t operations; /* 0: run for duration_s */
 	double duration_s;
 	int clients, pipeline;
-	bool load, run, quiet;
+	bool load, run, quiet, json;
 	const char *timeline;
 	uint64_t seed;
+	double target;       /* open loop: operations per second, all clients; 0: closed */
 };
 
 /* A latency histogram: bucket i holds latencies in [1.01^i, 1.01^(i+1)) us. */
@@ -80,8 +90,13 @@ struct stats {
 	struct hist all;
 	struct hist *sec;              /* per second of the run phase */
 	_Atomic uint64_t ops[MAX_SECONDS];
+	_Atomic uint64_t max_ns[MAX_SECONDS];
 	_Atomic uint64_t errors;
 	_Atomic uint64_t done;         /* operations finished, all clients */
+	_Atomic uint64_t max_lat_ns;   /* the longest operation */
+	_Atomic uint64_t last_done_ns; /* when the last operation completed */
+	_Atomic uint64_t stall_ns;     /* the longest time without a completion */
+	double t0;                     /* the run phase's start (now_s) */
 };
 
 struct client {
@@ -100,6 +115,31 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint64_t s_to_ns(double s)
+{
+	return s > 0 ? (uint64_t)(s * 1e9) : 0;
+}
+
+static void atomic_max(_Atomic uint64_t *v, uint64_t x)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
+
+	while (x > cur && !atomic_compare_exchange_weak(v, &cur, x))
+		;
+}
+
+/* Sleep until now_s() reads @t. */
+static void sleep_until(double t)
+{
+	double d = t - now_s();
+
+	if (d > 0) {
+		struct timespec ts = { .tv_sec = (time_t)d, .tv_nsec = (long)((d - (double)(time_t)d) * 1e9) };
+
+		nanosleep(&ts, NULL);
+	}
 }
 
 static uint64_t rng_next(uint64_t *s) /* splitmix64 */
@@ -309,34 +349,72 @@ static bool run_finished(struct client *cl, double t)
 	return t - cl->t0 >= o->duration_s;
 }
 
+/* One operation completed at @t (now_s) after starting (or being due) at @start. */
+static void op_done(struct stats *st, double start, double t)
+{
+	uint64_t lat = s_to_ns(t - start), t_ns = s_to_ns(t - st->t0);
+	uint64_t prev = atomic_exchange(&st->last_done_ns, t_ns);
+	long sec = (long)(t - st->t0);
+
+	if (sec >= MAX_SECONDS)
+		sec = MAX_SECONDS - 1;
+	if (sec < 0)
+		sec = 0;
+	if (t_ns > prev)
+		atomic_max(&st->stall_ns, t_ns - prev);
+	atomic_max(&st->max_lat_ns, lat);
+	atomic_max(&st->max_ns[sec], lat);
+	hist_add(&st->all, (double)lat / 1e3);
+	hist_add(&st->sec[sec], (double)lat / 1e3);
+	atomic_fetch_add(&st->ops[sec], 1);
+	atomic_fetch_add(&st->done, 1);
+}
+
+/* Read the replies of @n operations (@kinds their kinds), each timed from @start[i]. */
+static bool read_batch(struct client *cl, redisContext *c, int n, const enum op *kinds,
+		       const double *start)
+{
+	for (int i = 0; i < n; i++) {
+		if (!read_replies(cl, c, kinds[i] == OP_RMW ? 2 : 1))
+			return false;
+		op_done(cl->st, start[i], now_s());
+	}
+	return true;
+}
+
 static void *run_client(void *arg)
 {
 	struct client *cl = arg;
-	redisContext *c = connect_redis(cl->o);
-	double t;
+	const struct opts *o = cl->o;
+	redisContext *c = connect_redis(o);
+	/* Open loop: this client's share of the target, its requests evenly spaced. */
+	double period = o->target > 0 ? (double)o->clients / o->target : 0;
+	double start[MAX_PIPELINE];
+	enum op kinds[MAX_PIPELINE];
+	uint64_t issued = 0;
 
 	cl->rc = 1;
 	if (!c)
 		return NULL;
-	while (!run_finished(cl, t = now_s())) {
-		int replies = 0, ops = cl->o->pipeline;
-		double lat_us;
-		long sec;
+	while (!run_finished(cl, now_s())) {
+		int ops = o->pipeline;
+		double send;
 
-		for (int i = 0; i < ops; i++)
-			replies += append_op(cl, c, pick_op(cl), zipf_next(&cl->rng, cl->o->records));
-		if (!read_replies(cl, c, replies))
-			goto out;
-		lat_us = (now_s() - t) * 1e6;
-		sec = (long)(now_s() - cl->t0);
-		if (sec >= MAX_SECONDS)
-			sec = MAX_SECONDS - 1;
 		for (int i = 0; i < ops; i++) {
-			hist_add(&cl->st->all, lat_us);
-			hist_add(&cl->st->sec[sec], lat_us);
+			kinds[i] = pick_op(cl);
+			append_op(cl, c, kinds[i], zipf_next(&cl->rng, o->records));
+			start[i] = cl->t0 + (double)cl->id / o->target +
+				   (double)(issued + (uint64_t)i) * period;
 		}
-		atomic_fetch_add(&cl->st->ops[sec], (uint64_t)ops);
-		atomic_fetch_add(&cl->st->done, (uint64_t)ops);
+		if (period > 0)
+			sleep_until(start[ops - 1]); /* the batch goes when its last one is due */
+		send = now_s();
+		if (period == 0)
+			for (int i = 0; i < ops; i++)
+				start[i] = send;
+		issued += (uint64_t)ops;
+		if (!read_batch(cl, c, ops, kinds, start))
+			goto out;
 	}
 	cl->rc = 0;
 out:
@@ -354,6 +432,7 @@ static int run_clients(const struct opts *o, struct stats *st, void *(*body)(voi
 	int rc = 0, started = 0;
 
 	atomic_store(&st->done, 0);
+	st->t0 = t0;
 	for (int i = 0; i < o->clients; i++) {
 		cl[i] = (struct client){ .o = o, .st = st, .id = i, .t0 = t0,
 					 .rng = o->seed * 1000003 + (uint64_t)i + 1 };
@@ -398,29 +477,45 @@ static int run_clients(const struct opts *o, struct stats *st, void *(*body)(voi
 static void print_run(const struct opts *o, struct stats *st, double secs)
 {
 	FILE *csv = o->timeline ? fopen(o->timeline, "w") : NULL;
-	uint64_t total = 0;
+	uint64_t total = 0, stall;
 	int n = (int)ceil(secs), full = (int)secs; /* the CSV has whole seconds only */
 
 	if (o->timeline && !csv)
 		fprintf(stderr, "ycsb: cannot write %s: %s\n", o->timeline, strerror(errno));
 	if (csv)
-		fprintf(csv, "second,ops_per_s,p50_us,p99_us,p999_us\n");
+		fprintf(csv, "second,ops_per_s,p50_us,p99_us,p999_us,max_us\n");
 	for (int s = 0; s < n && s < MAX_SECONDS; s++) {
 		uint64_t ops = st->ops[s];
 
 		total += ops;
 		if (csv && s < full)
-			fprintf(csv, "%d,%llu,%.1f,%.1f,%.1f\n", s + 1, (unsigned long long)ops,
+			fprintf(csv, "%d,%llu,%.1f,%.1f,%.1f,%.1f\n", s + 1, (unsigned long long)ops,
 				hist_quantile(&st->sec[s], 0.5), hist_quantile(&st->sec[s], 0.99),
-				hist_quantile(&st->sec[s], 0.999));
+				hist_quantile(&st->sec[s], 0.999), (double)st->max_ns[s] / 1e3);
 	}
 	if (csv)
 		fclose(csv);
-	printf("[OVERALL] workload %c, %d clients, pipeline %d: %llu operations in %.2f s, "
-	       "%.0f ops/s; latency p50 %.0f us, p99 %.0f us, p99.9 %.0f us; %llu errors\n",
-	       o->wl->name, o->clients, o->pipeline, (unsigned long long)total, secs,
-	       (double)total / secs, hist_quantile(&st->all, 0.5), hist_quantile(&st->all, 0.99),
-	       hist_quantile(&st->all, 0.999), (unsigned long long)st->errors);
+	/* The run's end counts too: a server that never answered again stalled till then. */
+	stall = st->stall_ns;
+	if (s_to_ns(secs) > st->last_done_ns && s_to_ns(secs) - st->last_done_ns > stall)
+		stall = s_to_ns(secs) - st->last_done_ns;
+	printf("[OVERALL] workload %c, %d clients, pipeline %d, %s: %llu operations in %.2f s, "
+	       "%.0f ops/s; latency p50 %.0f us, p99 %.0f us, p99.9 %.0f us, max %.0f us; "
+	       "longest stall %.1f ms; %llu errors\n",
+	       o->wl->name, o->clients, o->pipeline, o->target > 0 ? "open loop" : "closed loop",
+	       (unsigned long long)total, secs, (double)total / secs, hist_quantile(&st->all, 0.5),
+	       hist_quantile(&st->all, 0.99), hist_quantile(&st->all, 0.999),
+	       (double)st->max_lat_ns / 1e3, (double)stall / 1e6, (unsigned long long)st->errors);
+	if (o->json)
+		printf("{\"workload\":\"%c\",\"clients\":%d,\"pipeline\":%d,\"target\":%.0f,"
+		       "\"open_loop\":%s,\"seconds\":%.3f,\"ops\":%llu,\"ops_per_s\":%.1f,"
+		       "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,"
+		       "\"stall_ms\":%.3f,\"errors\":%llu}\n",
+		       o->wl->name, o->clients, o->pipeline, o->target, o->target > 0 ? "true" : "false",
+		       secs, (unsigned long long)total, (double)total / secs,
+		       hist_quantile(&st->all, 0.5), hist_quantile(&st->all, 0.99),
+		       hist_quantile(&st->all, 0.999), (double)st->max_lat_ns / 1e3,
+		       (double)stall / 1e6, (unsigned long long)st->errors);
 }
 
 static void usage(FILE *out)
@@ -429,10 +524,13 @@ static void usage(FILE *out)
 		"usage: ycsb [--host H] [--port P] [--workload a|b|c|f] [--records N]\n"
 		"            [--operations N | --duration S] [--clients C] [--pipeline P]\n"
 		"            [--phase load|run|both] [--timeline FILE.csv] [--seed S] [--quiet]\n"
+		"            [--target OPS] [--json]\n"
 		"  YCSB core workloads against Redis: A 50%% read / 50%% update, B 95/5, C read\n"
 		"  only, F 50%% read / 50%% read-modify-write; scrambled Zipfian (0.99); records\n"
 		"  of 10 fields x 100 B in a hash. Defaults: 127.0.0.1:6379, workload a, 100000\n"
-		"  records, 30 s, 8 clients, pipeline 1, both phases.\n");
+		"  records, 30 s, 8 clients, pipeline 1, both phases.\n"
+		"  --target OPS: open loop, OPS operations per second over all clients, latency\n"
+		"  from each operation's intended start. --json: a last line of JSON figures.\n");
 }
 
 static int parse_count(const char *arg, const char *what, uint64_t min, uint64_t max, uint64_t *v)
@@ -470,6 +568,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "pipeline", required_argument, NULL, 'P' }, { "phase", required_argument, NULL, 'f' },
 		{ "timeline", required_argument, NULL, 't' }, { "seed", required_argument, NULL, 's' },
 		{ "quiet", no_argument, NULL, 'q' },          { "help", no_argument, NULL, 'H' },
+		{ "target", required_argument, NULL, 'T' },   { "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
@@ -531,6 +630,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return -1;
 			break;
 		case 'q': o->quiet = true; break;
+		case 'j': o->json = true; break;
+		case 'T':
+			o->target = strtod(optarg, &end);
+			if (*end || end == optarg || !(o->target >= 1) || o->target > 1e9) {
+				fprintf(stderr, "ycsb: --target %s: operations per second, 1 to 1e9\n",
+					optarg);
+				return -1;
+			}
+			break;
 		case 'H': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}

@@ -79,6 +79,37 @@ eb_check "ccow 0 scattered" --policy ccow --threshold 0 --scatter
 expect_fail "engine-bench --policy foo" 2 "bad value for --policy" -- "$EB" --policy foo --dir "$WORK"
 ls "$WORK"/engine-bench-* >/dev/null 2>&1 && fail "engine-bench left images behind" || pass "engine-bench removed its images"
 
+echo "== bench/ycsb open loop against a native Redis that stops for 2 s (no VM)"
+# Latency from intended start times: a 2 s pause of the server must show in the
+# maximum, the p99.9 and the longest stall, not only in the requests in flight.
+if command -v redis-server >/dev/null; then
+	YP=$((20000 + $$ % 20000))
+	redis-server --port "$YP" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+		--pidfile "$WORK/ycsb-redis.pid" --logfile "$WORK/ycsb-redis.log" >/dev/null
+	for _ in $(seq 50); do [ -s "$WORK/ycsb-redis.pid" ] && break; sleep 0.1; done
+	RPID=$(cat "$WORK/ycsb-redis.pid" 2>/dev/null)
+	timeout 60 "$TOP/bench/ycsb" --port "$YP" --records 2000 --phase load --quiet >/dev/null 2>&1
+	(sleep 2; kill -STOP "$RPID"; sleep 2; kill -CONT "$RPID") &
+	yout=$(timeout 60 "$TOP/bench/ycsb" --port "$YP" --records 2000 --phase run --duration 6 \
+		--target 4000 --clients 4 --json --quiet 2>&1 | tail -1)
+	wait
+	kill "$RPID" 2>/dev/null
+	why=$(python3 - "$yout" <<'PY' 2>&1
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["open_loop"] is True, "not open loop"
+assert d["max_us"] >= 2.0e6, "max %.0f us: the 2 s pause is missing" % d["max_us"]
+assert d["stall_ms"] >= 1900, "longest stall %.0f ms" % d["stall_ms"]
+assert d["p999_us"] >= 1.0e6, "p99.9 %.0f us does not reflect the pause" % d["p999_us"]
+print("p50 %.0f us, p99.9 %.2f s, max %.2f s, stall %.2f s" % (d["p50_us"], d["p999_us"] / 1e6,
+      d["max_us"] / 1e6, d["stall_ms"] / 1e3))
+PY
+)
+	[ $? = 0 ] && pass "ycsb --target: $why" || fail "ycsb --target" "$why" "$yout"
+else
+	SKIP=$((SKIP + 1)); echo "skip ycsb --target: no redis-server (make deps installs it)"
+fi
+
 if [ ! -e /dev/kvm ]; then
 	echo "e2e: /dev/kvm is absent on this machine: the end-to-end tests that run VMs are skipped"
 	echo "$PASS passed, $FAIL failed, 1 skipped"
