@@ -87,7 +87,7 @@ static void eb_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: engine-bench --mem SIZE --threads N --alpha A [--scatter]\n"
-		"                    --policy none|stop|cow|ccow [--threshold T]\n"
+		"                    --policy none|stop|cow|ccow|fork [--threshold T]\n"
 		"                    --snapshot-every S --duration D --dir DIR [--verify] [--json]\n"
 		"                    [--rate BYTES_PER_S] [--seed N]\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"

@@ -32,7 +32,7 @@ trap 'rm -rf "$IMGDIR"' EXIT
 [ -x "$EB" ] || { echo "engine-sweep: build bench/engine-bench first (make)" >&2; exit 1; }
 
 # name:policy:threshold (threshold - for none, stop and cow)
-CONFIGS="none:none:- stop:stop:- cow:cow:- ccow:ccow:0.8 ccow-all:ccow:0"
+CONFIGS="none:none:- stop:stop:- cow:cow:- ccow:ccow:0.8 ccow-all:ccow:0 fork:fork:-"
 commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$TOP" diff --quiet 2>/dev/null || commit="$commit+dirty"
 machine="$(hostname) $(nproc) cpus, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kvm $([ -e /dev/kvm ] && echo present || echo absent)"
@@ -95,7 +95,7 @@ configs = []
 for r in rows:
     if r["config"] not in configs:
         configs.append(r["config"])
-order = [c for c in ["none", "stop", "cow", "ccow", "ccow-all"] if c in configs]
+order = [c for c in ["none", "stop", "cow", "ccow", "ccow-all", "fork"] if c in configs]
 metrics = ["updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "traps", "pause_us_max",
            "pages_copied", "regions_hot"]
 def num(x):
@@ -150,7 +150,7 @@ set style fill solid 0.5
 set boxwidth 0.6
 set xtics rotate by -30
 set yrange [0:*]
-set xrange [-0.6:4.6]
+set xrange [-0.6:5.6]
 set ylabel "million updates/s"
 plot "$OUT/engine_sweep.dat" using 1:3:4:xtic(2) with boxerrorbars notitle
 set ylabel "during (rate in a snapshot / rate outside)"

@@ -32,6 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #define FAULT_POLL_MS 100
 
@@ -410,7 +415,9 @@ static void snap_observe(struct snap_engine *e, bool fold)
 /* Wrap up: sections, fsync, rename, figures; or remove the temporary file. */
 static void snap_finish(struct snap_engine *e, int rc)
 {
-	if (!rc) {
+	if (!rc && e->policy == SNAP_FORK) {
+		img_forget(e->img); /* the child finished it */
+	} else if (!rc) {
 		rc = img_finish(e->img);
 		if (rc)
 			snap_fail(e, rc, "finishing the image");
@@ -549,6 +556,12 @@ static int snap_protect(struct snap_engine *e)
 	return rc;
 }
 
+/* cow and ccow write-protect memory with userfaultfd; stop and fork do not. */
+static bool snap_uses_wp(enum snap_policy p)
+{
+	return p == SNAP_COW || p == SNAP_CCOW;
+}
+
 static int snap_begin(struct snap_engine *e, const struct snap_request *req, char *err,
 		      size_t errlen)
 {
@@ -572,12 +585,12 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	if (!rc)
 		plan_snapshot(e, req);
 	uint64_t t2 = mono_ns();
-	if (!rc && req->policy != SNAP_STOP && e->wp.fd < 0) {
+	if (!rc && snap_uses_wp(req->policy) && e->wp.fd < 0) {
 		rc = uffd_open(&e->wp, e->host, e->size, UFFD_MODE_WP);
 		if (!rc && pthread_create(&e->faulter, NULL, snap_fault_thread, e))
 			rc = -EAGAIN;
 	}
-	if (!rc && req->policy != SNAP_STOP) {
+	if (!rc && snap_uses_wp(req->policy)) {
 		snap_precopy_eager(e, req);
 		rc = snap_protect(e);
 	}
@@ -590,6 +603,155 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 		e->img = NULL;
 	}
 	return rc;
+}
+
+/*
+ * Policy fork: the kernel's copy-on-write. While paused, the monitor forks; the child
+ * sees memory as it was at the fork, writes it into the image and exits, while the
+ * parent resumes at once and pays a kernel copy-on-write fault for each first write
+ * to a page it still shares with the child. A waiter thread reaps the child and takes
+ * the figures: the parent's minor faults during the snapshot, and the extra memory
+ * (PSS of both, so that shared pages count once, less the parent's before).
+ */
+#define FORK_POLL_MS 20
+
+/* Proportional set size of process @pid in bytes, 0 if unknown. */
+static uint64_t snap_pss(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+static long snap_minflt(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : 0;
+}
+
+/* In the child: only the forking thread lives here. Save every page as the fork left
+ * it (holes where nothing was resident), finish the image, exit 0 or with the error
+ * number. It dies with the monitor, so a killed monitor leaves no child to rename an
+ * image later. */
+static void snap_fork_child(struct snap_engine *e)
+{
+	uint64_t pages = e->size / PAGE_SIZE;
+	int rc = 0;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != e->parent)
+		_exit(ESRCH); /* the monitor died before the line above */
+	for (uint64_t p = 0; p < pages && !rc; p++) {
+		rc = snap_save(e, p, ps_get(&e->state[p]) == PS_ZERO ? NULL : e->host + p * PAGE_SIZE);
+		if ((p + 1) % (IMG_CHUNK / PAGE_SIZE) == 0)
+			snap_throttle(e, (p + 1) * PAGE_SIZE);
+	}
+	if (!rc)
+		rc = img_finish(e->img);
+	_exit(rc ? ((-rc & 0xff) ? (-rc & 0xff) : EIO) : 0);
+}
+
+/* While paused: fork the writer. Guest RAM is MADV_DONTFORK (nothing the monitor
+ * starts may share it), so it is made forkable for this one fork only. */
+static int snap_fork(struct snap_engine *e)
+{
+	pid_t pid;
+	int rc;
+
+	e->parent = (int)getpid();
+	e->minflt0 = snap_minflt();
+	if (madvise(e->host, e->size, MADV_DOFORK) < 0)
+		return -errno;
+	pid = fork();
+	if (pid == 0)
+		snap_fork_child(e);
+	rc = pid < 0 ? -errno : 0;
+	madvise(e->host, e->size, MADV_DONTFORK);
+	e->child = pid > 0 ? pid : 0;
+	return rc;
+}
+
+/* The child's end as a result: 0, or -errno with the error set. */
+static int snap_fork_status(struct snap_engine *e, int status)
+{
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFEXITED(status)) {
+		snap_fail(e, -WEXITSTATUS(status), "writing the image (child)");
+		return -WEXITSTATUS(status);
+	}
+	snap_fail(e, -ECHILD, "the writing child was killed");
+	return -ECHILD;
+}
+
+static void *snap_fork_waiter(void *arg)
+{
+	struct snap_engine *e = arg;
+	struct timespec nap = { .tv_nsec = FORK_POLL_MS * 1000000L };
+	uint64_t peak = 0, zero = 0;
+	int status = 0;
+
+	for (;;) {
+		pid_t w = waitpid(e->child, &status, WNOHANG);
+		uint64_t pss;
+
+		if (w == e->child || (w < 0 && errno != EINTR))
+			break;
+		if (__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
+			kill(e->child, SIGKILL);
+		pss = snap_pss(getpid()) + snap_pss(e->child);
+		peak = pss > peak ? pss : peak;
+		nanosleep(&nap, NULL);
+	}
+	for (uint64_t p = 0; p < e->size / PAGE_SIZE; p++)
+		zero += ps_get(&e->state[p]) == PS_ZERO;
+	e->child = 0;
+	e->cur.cow_faults = (uint64_t)(snap_minflt() - e->minflt0);
+	e->cur.extra_bytes = peak > e->child_pss0 ? peak - e->child_pss0 : 0;
+	e->cur.pages_zero = zero;
+	e->cur.pages_saved_by_writer = e->cur.pages_total - zero;
+	snap_finish(e, snap_fork_status(e, status));
+	if (e->tracker)
+		tracker_hold(e->tracker, false);
+	return NULL;
+}
+
+/* fork: the child writes; resume at once; a thread waits for the child. */
+static void snap_write_forked(struct snap_engine *e)
+{
+	int rc;
+
+	if (e->writer_joinable) /* the previous snapshot's writer has finished */
+		pthread_join(e->writer, NULL);
+	e->writer_joinable = false;
+	rc = snap_fork(e);
+	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
+	e->t.ops->resume(e->t.ctx);
+	if (!rc && pthread_create(&e->writer, NULL, snap_fork_waiter, e)) {
+		kill(e->child, SIGKILL);
+		waitpid(e->child, NULL, 0);
+		e->child = 0;
+		rc = -EAGAIN;
+	}
+	if (!rc) {
+		e->writer_joinable = true;
+		return;
+	}
+	snap_fail(e, rc, "forking the writer");
+	snap_finish(e, rc);
+	if (e->tracker)
+		tracker_hold(e->tracker, false);
 }
 
 /* Claim the engine for a new snapshot: -EBUSY with a message when one runs, the VM
@@ -665,6 +827,8 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	if (rc)
 		return rc;
 	e->rate = req->rate;
+	if (req->policy == SNAP_FORK) /* before the pause: reading it walks every mapping */
+		e->child_pss0 = snap_pss(getpid());
 	e->t_start_ns = mono_ns();
 	if (e->tracker)
 		tracker_hold(e->tracker, true);
@@ -680,6 +844,8 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 		e->t.ops->at_instant(e->t.ctx, req->file);
 	if (req->policy == SNAP_STOP)
 		snap_write_paused(e);
+	else if (req->policy == SNAP_FORK)
+		snap_write_forked(e);
 	else
 		snap_write_background(e);
 	snap_figures_of(e, e->cur.id, now);

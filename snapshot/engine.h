@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * What the engine snapshots, and how it stops whoever writes there. The engine knows
@@ -41,7 +42,9 @@ struct snap_target {
 	void *ctx;
 };
 
-enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_CCOW = 2, SNAP_NR_POLICIES };
+/* fork: the kernel's copy-on-write in a child process that writes the image (Redis
+ * BGSAVE's mechanism, the CCoW paper's baseline). */
+enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_CCOW = 2, SNAP_FORK = 3, SNAP_NR_POLICIES };
 enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
 enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1 };
 
@@ -75,6 +78,7 @@ struct snap_figures {
 	uint64_t regions_hot, regions_precopied, pages_precopied, pages_precopied_unwritten;
 	uint64_t regions_eager;  /* of regions_precopied: copied during the pause */
 	uint64_t dirty_harvests, harvest_ms;
+	uint64_t extra_bytes;    /* fork: peak PSS of parent and child less the parent's before */
 };
 
 struct snap_engine {
@@ -115,6 +119,10 @@ struct snap_engine {
 	bool writer_joinable;    /* a writer thread ran and was not joined yet */
 	bool fault_stop;
 	struct img_writer *img;
+	pid_t child;             /* fork: the process writing the image, or 0 */
+	int parent;              /* fork: our pid, which the child checks is still alive */
+	uint64_t child_pss0;     /* fork: our PSS before the fork */
+	long minflt0;            /* fork: our minor faults before it */
 	uint64_t rate;
 	uint64_t t_start_ns;
 };

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow" };
+static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow", "fork" };
 
 const char *snap_policy_name(enum snap_policy p)
 {
@@ -73,6 +73,8 @@ json_t *snap_figures_json(const struct snap_figures *f)
 
 		json_object_update_new(o, c);
 	}
+	if (f->policy == SNAP_FORK)
+		json_object_set_new(o, "extra_bytes", json_integer((json_int_t)f->extra_bytes));
 	json_object_set_new(o, "dirty_harvests", json_integer((json_int_t)f->dirty_harvests));
 	json_object_set_new(o, "harvest_ms", json_integer((json_int_t)f->harvest_ms));
 	if (f->done && !f->ok)

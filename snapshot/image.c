@@ -408,6 +408,16 @@ void img_abort(struct img_writer *w)
 		close(w->fd);
 	if (w->tmp_path)
 		unlink(w->tmp_path);
+	w->fd = -1;
+	img_forget(w);
+}
+
+void img_forget(struct img_writer *w)
+{
+	if (!w)
+		return;
+	if (w->fd >= 0)
+		close(w->fd);
 	for (int i = 0; i < w->n_sections; i++)
 		free(w->sec[i].data);
 	free(w->chunk_hash);

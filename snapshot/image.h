@@ -61,6 +61,10 @@ int img_finish(struct img_writer *w);
 /* Give up: remove the temporary file and free @w. */
 void img_abort(struct img_writer *w);
 
+/* Free @w and close its file, leaving the file as it is: for a process that forked
+ * while writing an image, whose child finishes (or abandons) it. */
+void img_forget(struct img_writer *w);
+
 /* Bytes the image occupies on disk (holes excluded) once finished. */
 uint64_t img_disk_bytes(const char *path);
 

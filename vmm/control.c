@@ -306,11 +306,11 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	else if (json_is_array(args) && json_is_string(json_array_get(args, 0)))
 		sr.file = json_string_value(json_array_get(args, 0));
 	if (!sr.file || !sr.file[0])
-		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop] "
+		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop|fork] "
 				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager] "
 				       "[--pause-budget-ms MS] [--wait] [--rate MB/s]");
 	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
-		return ctl_reply_error("unknown --policy (known: ccow, cow, stop)");
+		return ctl_reply_error("unknown --policy (known: ccow, cow, stop, fork)");
 	if (thr && (!json_is_number(thr) || !cli_real_ok(json_number_value(thr), 0, 1)))
 		return ctl_reply_error("--threshold must be a number from 0 to 1");
 	if (thr)

@@ -209,7 +209,7 @@ static int set_keep(struct cli_opts *o, const char *arg)
 static int set_policy(struct cli_opts *o, const char *arg)
 {
 	if (snap_policy_parse(arg, &o->sched.policy)) {
-		log_err("--snapshot-policy %s: known policies are ccow, cow and stop", arg);
+		log_err("--snapshot-policy %s: known policies are ccow, cow, stop and fork", arg);
 		return -EINVAL;
 	}
 	return 0;
@@ -358,8 +358,8 @@ static const struct opt_def opt_table[] = {
 	{ "snapshot-dir", "DIR", OPT_RUN, "where periodic snapshots go (outside --rw, or the "
 	  "guest can replace them)", set_dir },
 	{ "snapshot-keep", "N", OPT_RUN, "newest periodic snapshots kept (default 2)", set_keep },
-	{ "snapshot-policy", "ccow|cow|stop", OPT_RUN, "the periodic snapshots' policy, also "
-	  "ctl snapshot's default (default ccow)", set_policy },
+	{ "snapshot-policy", "ccow|cow|stop|fork", OPT_RUN, "the periodic snapshots' policy, "
+	  "also ctl snapshot's default (default ccow)", set_policy },
 	{ "snapshot-rate", "MB/s", OPT_RUN, "the snapshot writer's bandwidth limit (default 0: "
 	  "none)", set_rate },
 	{ "snapshot-log", "FILE", OPT_RUN, "append each finished snapshot's figures (JSON lines)",

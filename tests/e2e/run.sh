@@ -62,7 +62,7 @@ assert not missing, "missing fields %s" % missing
 assert d["exact"] is True, "an image differs from memory at its instant"
 assert d["snapshots"] >= 2, "%d snapshots" % d["snapshots"]
 assert d["updates_per_s"] > 0 and d["during"] > 0
-if d["policy"] in ("cow", "ccow"):
+if d["policy"] in ("cow", "ccow", "fork"):
     assert d["traps"] > 0, "no write was trapped"
 if "0" in sys.argv[2:]:
     assert d["regions_precopied"] > 0, "threshold 0 copied no region"
@@ -76,6 +76,7 @@ eb_check stop --policy stop
 eb_check cow --policy cow
 eb_check "ccow 0.8" --policy ccow
 eb_check "ccow 0 scattered" --policy ccow --threshold 0 --scatter
+eb_check fork --policy fork
 expect_fail "engine-bench --policy foo" 2 "bad value for --policy" -- "$EB" --policy foo --dir "$WORK"
 ls "$WORK"/engine-bench-* >/dev/null 2>&1 && fail "engine-bench left images behind" || pass "engine-bench removed its images"
 

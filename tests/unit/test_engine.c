@@ -127,6 +127,14 @@ static void eng_teardown(void)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
+static void rmdir_all(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
 /* Write protection needs userfaultfd; as a user it needs vm.unprivileged_userfaultfd. */
 static bool uffd_usable(void)
 {
@@ -234,6 +242,7 @@ static const struct eng_case eng_cases[] = {
 	{ "ccow 0.8 linear eager", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0.8,
 				     .order = SNAP_LINEAR, .precopy = SNAP_PRECOPY_EAGER,
 				     .pause_budget_ms = 1000 } },
+	{ "fork", { .policy = SNAP_FORK, .rate = ENG_RATE } },
 };
 
 /* Each policy, twice in a row on one engine (the second reuses its userfaultfd, pool
@@ -257,6 +266,11 @@ START_TEST(test_policy_exact)
 			continue;
 		}
 		ck_assert_msg(f.cow_faults + f.regions_eager > 0, "%s: no write was trapped", c->name);
+		if (req.policy == SNAP_FORK) {
+			ck_assert_uint_eq(f.pages_copied, 0); /* the kernel copied, not the pool */
+			ck_assert_uint_eq(f.pages_saved_by_writer + f.pages_zero, ENG_MEM / 4096);
+			ck_assert_int_eq(g.e.child, 0);
+		}
 		if (req.policy == SNAP_CCOW && req.threshold == 0) {
 			ck_assert_uint_eq(f.regions_hot, ENG_MEM / ENG_REGION);
 			ck_assert_uint_gt(f.regions_precopied, 0);
@@ -409,6 +423,44 @@ START_TEST(test_cancelled)
 					  ENG_REGION), 0);
 	req.rate = ENG_RATE;
 	eng_snapshot(&req);
+}
+END_TEST
+
+/* The monitor dies mid-snapshot: its fork's child dies with it (PR_SET_PDEATHSIG)
+ * and never renames an image into place. The "monitor" is a child of the test. */
+static void monitor_dies(void *arg)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_FORK, .rate = 1ULL << 20 };
+	struct snap_figures now;
+	char err[256] = "";
+
+	(void)arg;
+	eng_setup();
+	CHILD_CHECK(snap_start(&g.e, &req, &now, err, sizeof(err)) == 0);
+	dprintf(STDERR_FILENO, "writer %d %s %s\n", (int)g.e.child, g.dir, g.file);
+	_exit(0); /* no teardown: as a killed monitor */
+}
+
+START_TEST(test_fork_dies_with_monitor)
+{
+	struct child_result r;
+	char dir[64], file[128];
+	int writer = 0;
+	bool gone = false;
+
+	run_child(monitor_dies, NULL, &r);
+	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s", r.err);
+	ck_assert_ptr_nonnull(strstr(r.err, "writer "));
+	ck_assert_int_eq(sscanf(strstr(r.err, "writer "), "writer %d %63s %127s", &writer, dir, file), 3);
+	ck_assert_int_gt(writer, 0);
+	for (int i = 0; i < 500 && !gone; i++) {
+		gone = kill(writer, 0) < 0 && errno == ESRCH;
+		sleep_ms(10);
+	}
+	ck_assert_msg(gone, "the writing child %d outlived its monitor", writer);
+	ck_assert_int_ne(access(file, F_OK), 0); /* never renamed into place */
+	ck_assert_int_eq(access(dir, F_OK), 0);
+	rmdir_all(dir);
 }
 END_TEST
 
@@ -630,6 +682,7 @@ Suite *engine_suite(void)
 	suite_add_tcase(s, restore);
 	tcase_set_timeout(child, ENG_TIMEOUT_S);
 	tcase_add_test(child, test_finish_fails);
+	tcase_add_test(child, test_fork_dies_with_monitor);
 	suite_add_tcase(s, child);
 	return s;
 }
