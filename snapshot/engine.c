@@ -332,7 +332,7 @@ static uint64_t snap_progress(const struct snap_engine *e)
 
 /* Save every page still owed to the image, chunk by chunk, lifting the protection
  * of each chunk once it is saved. */
-static int snap_write_pages(struct snap_engine *e, bool unprotect)
+static int snap_write_pages(struct snap_engine *e)
 {
 	uint64_t pages = e->size / PAGE_SIZE, per_chunk = IMG_CHUNK / PAGE_SIZE, written = 0;
 	int rc = 0;
@@ -361,14 +361,46 @@ static int snap_write_pages(struct snap_engine *e, bool unprotect)
 				rc = snap_save(e, p, NULL);
 			}
 		}
-		if (unprotect)
-			uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
+		uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
 		e->chunk_saved_at[c] = snap_progress(e);
 		chunk_unlock(e, c);
 		if (__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 			rc = rc ? rc : -ECANCELED;
 		snap_throttle(e, written);
 	}
+	if (rc)
+		snap_fail(e, rc, rc == -ECANCELED ? "cancelled" : "writing the image");
+	return rc;
+}
+
+/* Policy stop: with the guest paused the memory is the writer's alone, so each run
+ * of present, non-zero pages goes to the image in one write (zero and absent pages
+ * stay holes), and no rate limit applies: a limit would only lengthen the pause. */
+static int snap_write_paused_pages(struct snap_engine *e)
+{
+	uint64_t pages = e->size / PAGE_SIZE, run = 0;
+	int rc = 0;
+
+	for (uint64_t p = 0; p <= pages && !rc; p++) {
+		bool data = p < pages && ps_get(&e->state[p]) == PS_PROTECTED &&
+			    !page_is_zero(e->host + p * PAGE_SIZE);
+
+		/* A run ends at a hole, at the end, or at a chunk boundary (bounded writes). */
+		if (p > run && (!data || p == pages || p % (IMG_CHUNK / PAGE_SIZE) == 0)) {
+			rc = img_write_pages(e->img, run, e->host + run * PAGE_SIZE, p - run);
+			e->cur.pages_saved_by_writer += p - run;
+			run = p;
+		}
+		if (rc || p == pages)
+			break;
+		if (!data) {
+			rc = snap_save(e, p, NULL);
+			run = p + 1;
+		}
+		ps_set(&e->state[p], PS_SAVED);
+	}
+	if (!rc && __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
+		rc = -ECANCELED;
 	if (rc)
 		snap_fail(e, rc, rc == -ECANCELED ? "cancelled" : "writing the image");
 	return rc;
@@ -461,7 +493,7 @@ static void snap_reclaim_copies(struct snap_engine *e)
 static void *snap_writer_thread(void *arg)
 {
 	struct snap_engine *e = arg;
-	int rc = snap_write_pages(e, true);
+	int rc = snap_write_pages(e);
 
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
 	snap_observe(e, !rc);
@@ -789,7 +821,7 @@ static int snap_reserve(struct snap_engine *e, const struct snap_request *req, c
 /* stop: all of memory written while paused, then resume. */
 static void snap_write_paused(struct snap_engine *e)
 {
-	int rc = snap_write_pages(e, false);
+	int rc = snap_write_paused_pages(e);
 
 	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
 	e->t.ops->resume(e->t.ctx);

@@ -295,6 +295,18 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 	return pwrite_all(w->fd, data, PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 }
 
+int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n)
+{
+	const uint8_t *d = data;
+
+	if (pfn >= w->info.ram_size / PAGE_SIZE || n > w->info.ram_size / PAGE_SIZE - pfn)
+		return -EINVAL;
+	for (uint64_t i = 0; i < n; i++)
+		__atomic_fetch_add(&w->chunk_hash[(pfn + i) / (IMG_CHUNK / PAGE_SIZE)],
+				   page_hash(pfn + i, d + i * PAGE_SIZE), __ATOMIC_RELAXED);
+	return pwrite_all(w->fd, data, n * PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
+}
+
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len)
 {
 	void *copy;

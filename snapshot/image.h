@@ -51,6 +51,10 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
  * page (left as a hole). Thread-safe for distinct pages. Returns 0 or -errno. */
 int img_write_page(struct img_writer *w, uint64_t pfn, const void *data);
 
+/* Record @n consecutive pages from @pfn, all data (no holes), in one write: what a
+ * writer that owns the memory meanwhile (policy stop) uses. Returns 0 or -errno. */
+int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n);
+
 /* Add a section (copied). Returns 0, -E2BIG or -ENOMEM. */
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len);
 
