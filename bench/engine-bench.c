@@ -54,6 +54,7 @@ struct eb_opts {
 	enum snap_policy policy;
 	double threshold;
 	double every_s, duration_s;
+	bool gap;                /* every_s counts from a snapshot's end, not its start */
 	const char *dir;
 	bool verify, json;
 	uint64_t rate;
@@ -88,7 +89,8 @@ static void eb_usage(FILE *f)
 	fprintf(f,
 		"usage: engine-bench --mem SIZE --threads N --alpha A [--scatter]\n"
 		"                    --policy none|stop|cow|ccow|fork [--threshold T]\n"
-		"                    --snapshot-every S --duration D --dir DIR [--verify] [--json]\n"
+		"                    --snapshot-every S | --snapshot-gap S --duration D --dir DIR\n"
+		"                    [--verify] [--json]\n"
 		"                    [--rate BYTES_PER_S] [--seed N]\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
@@ -158,6 +160,9 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	case 'p': return eb_policy(arg, o) ? eb_bad("policy", arg) : 0;
 	case 'T': return eb_number(arg, 0, 1, &o->threshold) ? eb_bad("threshold", arg) : 0;
 	case 'e': return eb_number(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-every", arg) : 0;
+	case 'g':
+		o->gap = true;
+		return eb_number(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-gap", arg) : 0;
 	case 'd': return eb_number(arg, 0.1, 1e6, &o->duration_s) ? eb_bad("duration", arg) : 0;
 	case 'D': o->dir = arg; return 0;
 	case 'v': o->verify = true; return 0;
@@ -178,6 +183,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "mem", 1, 0, 'm' },       { "threads", 1, 0, 't' },   { "alpha", 1, 0, 'a' },
 		{ "scatter", 0, 0, 'S' },   { "policy", 1, 0, 'p' },    { "threshold", 1, 0, 'T' },
 		{ "snapshot-every", 1, 0, 'e' }, { "duration", 1, 0, 'd' }, { "dir", 1, 0, 'D' },
+		{ "snapshot-gap", 1, 0, 'g' },
 		{ "verify", 0, 0, 'v' },    { "json", 0, 0, 'j' },      { "rate", 1, 0, 'r' },
 		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { 0, 0, 0, 0 },
 	};
@@ -322,7 +328,8 @@ static uint64_t eb_start(struct eb *b)
 
 /*
  * Snapshots every S seconds (the first after S, so the run has idle seconds to compare
- * with) until D; a snapshot still running at D runs to its end. The count of updates is
+ * with), start to start, or with --snapshot-gap S seconds after the previous one ended,
+ * until D; a snapshot still running at D runs to its end. The count of updates is
  * sampled every EB_SAMPLE_MS and each interval goes to the busy account when a
  * snapshot ran in it.
  */
@@ -340,6 +347,8 @@ static int eb_loop(struct eb *b)
 			eb_sample(b, true, &last_u, &last_t);
 			eb_account(b, &f);
 			id = 0;
+			if (b->o.gap) /* the same idle time after every policy's snapshot */
+				due = mono_s() + b->o.every_s;
 		}
 		if (now - t0 >= b->o.duration_s && !id)
 			break;
@@ -348,7 +357,7 @@ static int eb_loop(struct eb *b)
 			id = eb_start(b);
 			if (!id)
 				return -EIO;
-			due += b->o.every_s;
+			due = b->o.gap ? INFINITY : due + b->o.every_s;
 			if (due < now)
 				due = now + b->o.every_s;
 			continue;

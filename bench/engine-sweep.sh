@@ -8,9 +8,10 @@
 # engine_sweep.md (mean and 95% confidence interval per configuration, Student's t over
 # the rounds) and engine_sweep.png; every file records the commit and machine.
 #
-# Environment: ROUNDS, MEM (default 256M), THREADS (2), ALPHA (0.99), EVERY (snapshot
-# every S seconds, default 1), DURATION (seconds per run, default 8), SCATTER (1: spread
-# hot blocks over memory), IMGDIR (where images go; default a temporary directory).
+# Environment: ROUNDS, MEM (default 256M), THREADS (2), ALPHA (0.99), GAP (seconds from
+# one snapshot's end to the next one's start, the same for every policy; default 1),
+# DURATION (seconds per run, default 8), SCATTER (1: spread hot blocks over memory),
+# IMGDIR (where images go; default a temporary directory).
 #
 # The writers run flat out (closed loop): max_stall_ms and p999_batch_ms are how long
 # a writer's batch of 64 updates took, the snapshot's pause and traps included, not a
@@ -23,7 +24,7 @@ ROUNDS=${ROUNDS:-5}
 MEM=${MEM:-256M}
 THREADS=${THREADS:-2}
 ALPHA=${ALPHA:-0.99}
-EVERY=${EVERY:-1}
+GAP=${GAP:-1}
 DURATION=${DURATION:-8}
 SCATTER=${SCATTER:-0}
 IMGDIR=${IMGDIR:-$(mktemp -d /var/tmp/ccvm-engine-sweep.XXXXXX)}
@@ -42,7 +43,7 @@ scatter=; [ "$SCATTER" = 1 ] && scatter=--scatter
 
 {
 	echo "# commit $commit; machine $machine; $stamp"
-	echo "# mem $MEM threads $THREADS alpha $ALPHA every ${EVERY}s duration ${DURATION}s scatter $SCATTER rounds $ROUNDS"
+	echo "# mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER rounds $ROUNDS"
 	echo "round,order,config,policy,threshold,updates_per_s,during,max_stall_ms,p999_batch_ms,snapshots,traps,pause_us_max,pause_us_mean,duration_ms_mean,pages_copied,regions_hot,regions_precopied"
 } >"$raw"
 
@@ -51,7 +52,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	for cfg in $(echo $CONFIGS | tr ' ' '\n' | shuf --random-source=<(yes "$round")); do
 		IFS=: read -r name policy thr <<<"$cfg"
 		args=(--mem "$MEM" --threads "$THREADS" --alpha "$ALPHA" --policy "$policy"
-		      --snapshot-every "$EVERY" --duration "$DURATION" --dir "$IMGDIR" --json)
+		      --snapshot-gap "$GAP" --duration "$DURATION" --dir "$IMGDIR" --json)
 		[ "$thr" != - ] && args+=(--threshold "$thr")
 		[ -n "$scatter" ] && args+=("$scatter")
 		order=$((order + 1))
@@ -145,7 +146,7 @@ PY
 gnuplot <<EOF
 set terminal pngcairo size 900,420 font ",10"
 set output "$OUT/engine_sweep.png"
-set multiplot layout 1,2 title "engine-bench: $MEM, $THREADS writers, alpha $ALPHA, a snapshot every ${EVERY}s ($commit; mean, 95% CI)"
+set multiplot layout 1,2 title "engine-bench: $MEM, $THREADS writers, alpha $ALPHA, ${GAP}s between snapshots ($commit; mean, 95% CI)"
 set style fill solid 0.5
 set boxwidth 0.6
 set xtics rotate by -30

@@ -470,6 +470,7 @@ static void snap_finish(struct snap_engine *e, int rc)
 	e->cur.ok = !rc;
 	e->cur.done = true;
 	e->busy = false;
+	e->last_end_s = mono_s();
 	pthread_mutex_unlock(&e->lock);
 	if (rc)
 		log_warn("snapshot %llu to %s failed: %s", (unsigned long long)e->cur.id,

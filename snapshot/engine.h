@@ -125,11 +125,13 @@ struct snap_engine {
 	long minflt0;            /* fork: our minor faults before it */
 	uint64_t rate;
 	uint64_t t_start_ns;
+	double last_end_s;       /* when the last snapshot finished (mono_s), 0: none yet */
 };
 
 /* Periodic snapshots (ccvm run --snapshot-every ...), driven by the monitor thread. */
 struct snap_schedule {
-	double every_s;          /* 0: off */
+	double every_s;          /* start to start; 0: off */
+	double gap_s;            /* or: from one snapshot's end to the next one's start */
 	const char *dir;
 	int keep;                /* newest images kept in dir */
 	enum snap_policy policy;
@@ -141,8 +143,15 @@ struct snap_schedule {
 	const char *log;         /* append each finished snapshot's figures here (JSON lines) */
 };
 
+/* True when periodic snapshots are on (every_s or gap_s). */
+bool snap_schedule_on(const struct snap_schedule *s);
+
+/* The first periodic snapshot's time, for a schedule starting at @now_s. */
+double snap_schedule_first(const struct snap_schedule *s, double now_s);
+
 /* Start the periodic snapshot due at @now_s (CLOCK_MONOTONIC seconds) if the engine is
- * idle; returns the time the next one is due. */
+ * idle; returns the time the next one is due (with gap_s, a time to look again while
+ * one runs). */
 double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, double now_s,
 			  double due_s);
 

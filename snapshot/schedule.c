@@ -4,6 +4,7 @@
  * newest --snapshot-keep.
  */
 #include "engine.h"
+#include "../mmu/mono.h"
 #include "../vmm/log.h"
 
 #include <dirent.h>
@@ -17,6 +18,35 @@
 #define SCHED_PREFIX "snapshot-"
 #define SCHED_SUFFIX ".img"
 
+#define SCHED_POLL_S 0.1 /* how soon to look again while a snapshot runs */
+
+bool snap_schedule_on(const struct snap_schedule *s)
+{
+	return s && (s->every_s > 0 || s->gap_s > 0);
+}
+
+double snap_schedule_first(const struct snap_schedule *s, double now_s)
+{
+	return now_s + (s->gap_s > 0 ? s->gap_s : s->every_s);
+}
+
+/* With gap_s: the next snapshot is due gap_s after the last one (of any origin)
+ * ended; none is due while one runs. */
+static double sched_gap_due(struct snap_engine *e, const struct snap_schedule *s, double now_s,
+			    double due_s)
+{
+	bool busy;
+	double end;
+
+	pthread_mutex_lock(&e->lock);
+	busy = e->busy;
+	end = e->last_end_s;
+	pthread_mutex_unlock(&e->lock);
+	if (busy)
+		return now_s + SCHED_POLL_S;
+	return end > 0 && end + s->gap_s > due_s ? end + s->gap_s : due_s;
+}
+
 double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, double now_s,
 			  double due_s)
 {
@@ -28,7 +58,11 @@ double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, 
 	struct timespec rt;
 	struct tm tm;
 
-	if (s->every_s <= 0 || now_s < due_s)
+	if (!snap_schedule_on(s))
+		return due_s;
+	if (s->gap_s > 0)
+		due_s = sched_gap_due(e, s, now_s, due_s);
+	if (now_s < due_s)
 		return due_s;
 	clock_gettime(CLOCK_REALTIME, &rt);
 	gmtime_r(&rt.tv_sec, &tm);
@@ -38,9 +72,11 @@ double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, 
 		 rt.tv_nsec / 1000000);
 	req.file = file;
 	if (snap_start(e, &req, &f, err, sizeof(err)) == -EBUSY)
-		return now_s + 0.1; /* the previous one is still being written: soon */
+		return now_s + SCHED_POLL_S; /* the previous one is still being written: soon */
 	if (err[0] && !f.id)
 		log_warn("periodic snapshot: %s", err);
+	if (s->gap_s > 0)
+		return now_s + SCHED_POLL_S; /* the next one is due once this one ended */
 	return due_s + s->every_s > now_s ? due_s + s->every_s : now_s + s->every_s;
 }
 
@@ -56,7 +92,7 @@ void snap_schedule_prune(const struct snap_schedule *s)
 	struct dirent *d;
 	DIR *dir;
 
-	if (s->every_s <= 0 || !(dir = opendir(s->dir)))
+	if (!snap_schedule_on(s) || !(dir = opendir(s->dir)))
 		return;
 	while ((d = readdir(dir))) {
 		size_t len = strlen(d->d_name);

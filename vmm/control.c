@@ -625,7 +625,7 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 		return -ENOMEM;
 	srv->vm = vm;
 	srv->engine = engine;
-	srv->sched = sched && sched->every_s > 0 && engine ? sched : NULL;
+	srv->sched = snap_schedule_on(sched) && engine ? sched : NULL;
 	srv->snap_log = sched && engine ? sched->log : NULL;
 	if (engine) {
 		engine->on_done = ctl_snapshot_done;
@@ -634,7 +634,7 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	srv->listen_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &srv->started);
 	if (srv->sched)
-		srv->sched_due = mono_s() + srv->sched->every_s;
+		srv->sched_due = snap_schedule_first(srv->sched, mono_s());
 	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
 		free(srv);
 		return -errno;

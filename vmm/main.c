@@ -221,7 +221,7 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 	struct ctl_server *ctl = NULL;
 	struct snap_engine engine;
 	struct tracker tracker;
-	bool snaps = control != NULL || (sched && sched->every_s > 0);
+	bool snaps = control != NULL || snap_schedule_on(sched);
 	bool track = snaps && ccow->tracker;
 	int status = 1, rc;
 

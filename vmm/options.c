@@ -187,6 +187,16 @@ static int set_every(struct cli_opts *o, const char *arg)
 	return 0;
 }
 
+static int set_gap(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_real(arg, 0, CLI_MAX_EVERY_S, &o->sched.gap_s) || !(o->sched.gap_s > 0)) {
+		log_err("--snapshot-gap %s: a positive number of seconds, at most %.0f", arg,
+			CLI_MAX_EVERY_S);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int set_dir(struct cli_opts *o, const char *arg)
 {
 	o->sched.dir = arg;
@@ -355,6 +365,8 @@ static const struct opt_def opt_table[] = {
 	  set_eager },
 	{ "snapshot-every", "SECONDS", OPT_RUN, "take a live snapshot this often (needs "
 	  "--snapshot-dir)", set_every },
+	{ "snapshot-gap", "SECONDS", OPT_RUN, "or: take the next one this long after the "
+	  "previous one ended (needs --snapshot-dir)", set_gap },
 	{ "snapshot-dir", "DIR", OPT_RUN, "where periodic snapshots go (outside --rw, or the "
 	  "guest can replace them)", set_dir },
 	{ "snapshot-keep", "N", OPT_RUN, "newest periodic snapshots kept (default 2)", set_keep },
@@ -528,8 +540,13 @@ static int opt_check_run(struct cli_opts *o)
 		log_err("run: no PROGRAM given");
 		return -EINVAL;
 	}
-	if (o->sched.every_s > 0 && !o->sched.dir) {
-		log_err("--snapshot-every needs --snapshot-dir DIR");
+	if (o->sched.every_s > 0 && o->sched.gap_s > 0) {
+		log_err("--snapshot-every and --snapshot-gap: one or the other (start to start, "
+			"or end to start)");
+		return -EINVAL;
+	}
+	if ((o->sched.every_s > 0 || o->sched.gap_s > 0) && !o->sched.dir) {
+		log_err("--snapshot-%s needs --snapshot-dir DIR", o->sched.gap_s > 0 ? "gap" : "every");
 		return -EINVAL;
 	}
 	if (o->sched.dir && access(o->sched.dir, W_OK) != 0) {

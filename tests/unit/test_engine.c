@@ -426,6 +426,56 @@ START_TEST(test_cancelled)
 }
 END_TEST
 
+static int count_images(const char *dir)
+{
+	char cmd[256];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -c '^snapshot-.*\\.img$'", dir);
+	f = popen(cmd, "r");
+	if (f && fscanf(f, "%d", &n) != 1)
+		n = -1;
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/* --snapshot-gap: each periodic snapshot starts no sooner than the gap after the
+ * previous one ended, and none starts while one runs. */
+START_TEST(test_schedule_gap)
+{
+	struct snap_schedule s = { .gap_s = 0.3, .dir = g.dir, .keep = 5, .policy = SNAP_COW,
+				   .rate = ENG_RATE };
+	double due = snap_schedule_first(&s, mono_s()), last_end = 0;
+	uint64_t seen = 0;
+
+	if (!uffd_usable())
+		return;
+	ck_assert(snap_schedule_on(&s));
+	while (seen < 3) {
+		double now = mono_s();
+
+		due = snap_schedule_tick(&g.e, &s, now, due);
+		if (g.e.cur.id != seen) { /* one started at now */
+			struct snap_figures f;
+
+			seen = g.e.cur.id;
+			ck_assert_msg(!last_end || now >= last_end + s.gap_s,
+				      "started %.3f s after the last end", now - last_end);
+			ck_assert(snap_figures_of(&g.e, seen, &f));
+			f = eng_wait(seen);
+			ck_assert_msg(f.ok, "%s", f.error);
+			last_end = g.e.last_end_s;
+			ck_assert_double_gt(last_end, now);
+		}
+		sleep_ms(10);
+	}
+	snap_schedule_prune(&s);
+	ck_assert_int_eq(count_images(g.dir), 3);
+}
+END_TEST
+
 /* The monitor dies mid-snapshot: its fork's child dies with it (PR_SET_PDEATHSIG)
  * and never renames an image into place. The "monitor" is a child of the test. */
 static void monitor_dies(void *arg)
@@ -603,21 +653,6 @@ START_TEST(test_plan_order)
 }
 END_TEST
 
-static int count_images(const char *dir)
-{
-	char cmd[256];
-	FILE *f;
-	int n = -1;
-
-	snprintf(cmd, sizeof(cmd), "ls %s | grep -c '^snapshot-.*\\.img$'", dir);
-	f = popen(cmd, "r");
-	if (f && fscanf(f, "%d", &n) != 1)
-		n = -1;
-	if (f)
-		pclose(f);
-	return n;
-}
-
 /* Periodic snapshots: one starts when due and the engine is idle, the next is due one
  * period later, a busy engine defers it; pruning keeps the newest. */
 START_TEST(test_schedule)
@@ -674,6 +709,7 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_cancelled);
 	tcase_add_test(edges, test_plan_order);
 	tcase_add_test(edges, test_schedule);
+	tcase_add_test(edges, test_schedule_gap);
 	suite_add_tcase(s, edges);
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);
