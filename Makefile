@@ -133,13 +133,13 @@ $(B)/obj/fastio_blob.o: guest/fastio/blob.S $(B)/fastio.so
 guests: $(GUEST_BINS)
 $(B)/guest/zipfbench: guest/zipfbench.c guest/zipf.h
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -static $(WARN) -o $@ $< -lm
+	$(CC) -O2 -static -pthread $(WARN) -o $@ $< -lm
 $(B)/guest/zipfbench.dyn: guest/zipfbench.c guest/zipf.h
 	@mkdir -p $(dir $@)
-	$(CC) -O2 $(WARN) -o $@ $< -lm
+	$(CC) -O2 -pthread $(WARN) -o $@ $< -lm
 $(B)/guest/zipfbench.musl: guest/zipfbench.c guest/zipf.h
 	@mkdir -p $(dir $@)
-	$(MUSLCC) -O2 -static $(WARN) -o $@ $< -lm
+	$(MUSLCC) -O2 -static -pthread $(WARN) -o $@ $< -lm
 $(B)/guest/tests/%.glibc: guest/tests/%.c guest/tests/report.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -static -D_GNU_SOURCE $(WARN) -Wno-error=unused-result -o $@ $<

@@ -11,6 +11,10 @@
  * snapshot. A static binary; it runs unchanged natively and as a ccvm guest.
  *
  * --hugepages asks for transparent huge pages (guest RAM in ccvm always has them).
+ * --threads N: N threads update the one shared area, each with its own random
+ * sequence (derived from --seed) and a share of --write-total; with N > 1 the order
+ * of their writes, hence the checksum, differs from run to run. N = 1 (the default) is
+ * the single loop it always was, same bytes, same checksum.
  *
  * Output: "report t=SECONDS updates_per_s=N" every --report-ms, then one line
  * "summary updates=N seconds=S updates_per_s=N bytes_written=N checksum=HEX".
@@ -25,9 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "zipf.h"
+
+#define MAX_THREADS 64
 
 #define BLOCK_SIZE   1024
 #define BLOCK_WORDS  (BLOCK_SIZE / 8)
@@ -38,6 +46,7 @@ struct opts {
 	double alpha, duration;
 	int scatter;
 	int hugepages;
+	int threads;
 	uint64_t seed;
 	long report_ms;
 };
@@ -93,7 +102,8 @@ static int parse_size(const char *s, uint64_t *out)
 static void usage(void)
 {
 	fprintf(stderr, "usage: zipfbench [--size BYTES] [--alpha A] [--scatter] [--write-total BYTES]\n"
-			"                 [--duration SECONDS] [--seed N] [--report-ms MS] [--hugepages]\n");
+			"                 [--duration SECONDS] [--seed N] [--report-ms MS] [--hugepages]\n"
+			"                 [--threads N]\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -102,11 +112,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "size", 1, 0, 's' },  { "alpha", 1, 0, 'a' },     { "scatter", 0, 0, 'S' },
 		{ "write-total", 1, 0, 'w' }, { "duration", 1, 0, 'd' }, { "seed", 1, 0, 'r' },
 		{ "report-ms", 1, 0, 'p' }, { "hugepages", 0, 0, 'H' }, { "help", 0, 0, 'h' },
+		{ "threads", 1, 0, 't' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
 
-	*o = (struct opts){ .size = 64 << 20, .alpha = 1.0, .seed = 1, .report_ms = 1000 };
+	*o = (struct opts){ .size = 64 << 20, .alpha = 1.0, .seed = 1, .report_ms = 1000, .threads = 1 };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 's': if (parse_size(optarg, &o->size)) return -1; break;
@@ -117,8 +128,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'd': o->duration = atof(optarg); break;
 		case 'r': o->seed = strtoull(optarg, NULL, 0); break;
 		case 'p': o->report_ms = atol(optarg); break;
+		case 't': o->threads = atoi(optarg); break;
 		default: return -1;
 		}
+	}
+	if (o->threads < 1 || o->threads > MAX_THREADS) {
+		fprintf(stderr, "zipfbench: --threads from 1 to %d\n", MAX_THREADS);
+		return -1;
 	}
 	if (o->size < BLOCK_SIZE || !(o->alpha > 0)) {
 		fprintf(stderr, "zipfbench: --size must be at least %d and --alpha positive\n", BLOCK_SIZE);
@@ -129,13 +145,64 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/* One updating thread; thread 0 (the main thread) also prints the reports. */
+struct worker {
+	const struct opts *o;
+	const struct zipf *z;
+	const struct zipf_scatter *perm;
+	uint64_t *mem;
+	uint64_t rng, target, updates;
+	double t0;
+	int id;
+	pthread_t th;
+};
+
+static _Atomic uint64_t total_updates; /* all threads, in steps of CLOCK_EVERY */
+static _Atomic int stop_all;           /* one thread reached --duration */
+
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+	const struct opts *o = w->o;
+	double last = w->t0, next_report = w->t0 + o->report_ms / 1000.0;
+	uint64_t last_updates = 0;
+	int reporter = w->id == 0;
+
+	while (w->updates < w->target) {
+		uint64_t rank = zipf_sample(w->z, &w->rng) - 1;
+		uint64_t block = o->scatter ? zipf_scatter(w->perm, rank) : rank;
+
+		block_fill(w->mem + block * BLOCK_WORDS, splitmix64(&w->rng));
+		w->updates++;
+		if (w->updates % CLOCK_EVERY == 0) {
+			uint64_t all = atomic_fetch_add(&total_updates, CLOCK_EVERY) + CLOCK_EVERY;
+			double t = now_s();
+
+			if (reporter && o->report_ms > 0 && t >= next_report) {
+				printf("report t=%.3f updates_per_s=%.0f\n", t - w->t0,
+				       (all - last_updates) / (t - last));
+				fflush(stdout);
+				last = t;
+				last_updates = all;
+				next_report = t + o->report_ms / 1000.0;
+			}
+			if ((o->duration > 0 && t - w->t0 >= o->duration) || atomic_load(&stop_all)) {
+				atomic_store(&stop_all, 1);
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
 	struct zipf z;
 	struct zipf_scatter perm = { .n = 1, .a = 1, .b = 0 };
 	uint64_t nblocks, updates = 0, target;
-	double t0, last, next_report, elapsed;
+	static struct worker w[MAX_THREADS];
+	double t0, elapsed;
 	uint64_t *mem;
 
 	if (parse_opts(argc, argv, &o)) {
@@ -159,29 +226,24 @@ int main(int argc, char **argv)
 		block_fill(mem + b * BLOCK_WORDS, b);
 	zipf_init(&z, nblocks, o.alpha);
 	target = o.write_total ? o.write_total / BLOCK_SIZE : UINT64_MAX;
-	t0 = last = now_s();
-	next_report = t0 + o.report_ms / 1000.0;
-	uint64_t last_updates = 0;
-	while (updates < target) {
-		uint64_t rank = zipf_sample(&z, &rng_state) - 1;
-		uint64_t block = o.scatter ? zipf_scatter(&perm, rank) : rank;
-
-		block_fill(mem + block * BLOCK_WORDS, splitmix64(&rng_state));
-		updates++;
-		if (updates % CLOCK_EVERY == 0) {
-			double t = now_s();
-
-			if (o.report_ms > 0 && t >= next_report) {
-				printf("report t=%.3f updates_per_s=%.0f\n", t - t0,
-				       (updates - last_updates) / (t - last));
-				fflush(stdout);
-				last = t;
-				last_updates = updates;
-				next_report = t + o.report_ms / 1000.0;
-			}
-			if (o.duration > 0 && t - t0 >= o.duration)
-				break;
+	t0 = now_s();
+	for (int i = 0; i < o.threads; i++) {
+		/* Thread 0 continues the seed's sequence, as the single loop always did. */
+		w[i] = (struct worker){ .o = &o, .z = &z, .perm = &perm, .mem = mem, .t0 = t0, .id = i,
+					.rng = i ? o.seed ^ (0x9E3779B97F4A7C15ULL * (uint64_t)i) : rng_state,
+					.target = target == UINT64_MAX ? target :
+						  target / (uint64_t)o.threads +
+						  (i ? 0 : target % (uint64_t)o.threads) };
+		if (i && pthread_create(&w[i].th, NULL, worker_run, &w[i])) {
+			fprintf(stderr, "zipfbench: cannot start thread %d\n", i);
+			return 1;
 		}
+	}
+	worker_run(&w[0]);
+	for (int i = 0; i < o.threads; i++) {
+		if (i)
+			pthread_join(w[i].th, NULL);
+		updates += w[i].updates;
 	}
 	elapsed = now_s() - t0;
 	printf("summary updates=%llu seconds=%.3f updates_per_s=%.0f bytes_written=%llu checksum=%016llx\n",

@@ -80,6 +80,16 @@ eb_check fork --policy fork
 expect_fail "engine-bench --policy foo" 2 "bad value for --policy" -- "$EB" --policy foo --dir "$WORK"
 ls "$WORK"/engine-bench-* >/dev/null 2>&1 && fail "engine-bench left images behind" || pass "engine-bench removed its images"
 
+echo "== zipfbench --threads (natively; the same binary runs in VMs)"
+zout=$("$G/zipfbench" --threads 3 --size 8M --write-total 30M --report-ms 0 2>&1)
+z1=$("$G/zipfbench" --size 8M --alpha 0.99 --write-total 64M --report-ms 0 2>&1)
+if echo "$zout" | grep -q "^summary updates=30720 " &&
+   echo "$z1" | grep -q "checksum=c03d8284aaea3b69"; then
+	pass "zipfbench: 3 threads share --write-total; one thread writes the same bytes as ever"
+else
+	fail "zipfbench --threads" "$zout" "$z1"
+fi
+
 echo "== bench/ycsb open loop against a native Redis that stops for 2 s (no VM)"
 # Latency from intended start times: a 2 s pause of the server must show in the
 # maximum, the p99.9 and the longest stall, not only in the requests in flight.
