@@ -57,8 +57,8 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine demo clean format guests
-all: ccvm bench/ycsb bench/engine-bench
+.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs demo clean format guests
+all: ccvm bench/ycsb bench/engine-bench bench/cost-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -212,7 +212,7 @@ fuzz: deps
 fuzz-quick: fuzz-build
 	tests/fuzz/run.sh 10
 
-bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine
+bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs
 
 # The YCSB load generator for Redis (hiredis); built next to its source as the issue
 # names it.
@@ -221,6 +221,10 @@ bench/ycsb: bench/ycsb.c
 
 # The snapshot engine on plain memory written by host threads: no VM needed.
 bench/engine-bench: bench/engine-bench.c bench/load.c $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
+# What a uffd trap, a kernel CoW fault and a region copy cost here, no VM needed.
+bench/cost-bench: bench/cost-bench.c $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 bench-core: deps
@@ -239,6 +243,11 @@ bench-ccow: deps
 bench-engine: deps
 	$(MAKE) bench/engine-bench
 	bench/engine-sweep.sh
+
+# The per-page costs of the copy-on-write mechanisms (bench/costs.sh), no VM needed.
+bench-costs: deps
+	$(MAKE) bench/cost-bench
+	bench/costs.sh
 
 bench-redis: deps
 	$(MAKE) ccvm bench/ycsb
