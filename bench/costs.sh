@@ -14,10 +14,13 @@ mkdir -p "$OUT"
 commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$TOP" diff --quiet 2>/dev/null || commit="$commit+dirty"
 machine="$(hostname) $(nproc) cpus, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kvm $([ -e /dev/kvm ] && echo present || echo absent)"
-"$TOP/bench/cost-bench" "$ROUNDS" | python3 - "$OUT" "# commit $commit; machine $machine; $(date -u +%Y-%m-%dT%H:%M:%SZ)" <<'PY'
+runs=$(mktemp)
+trap 'rm -f "$runs"' EXIT
+"$TOP/bench/cost-bench" "$ROUNDS" >"$runs"
+python3 - "$OUT" "# commit $commit; machine $machine; $(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runs" <<'PY'
 import json, math, sys
-out, meta = sys.argv[1], sys.argv[2]
-rows = [json.loads(l) for l in sys.stdin if l.strip()]
+out, meta, runs = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = [json.loads(l) for l in open(runs) if l.strip()]
 keys = ["write_ns", "trap_us", "fork_cow_us", "region_us", "breakeven_uffd", "breakeven_fork"]
 T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 def ci(v):
