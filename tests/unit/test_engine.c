@@ -476,6 +476,22 @@ START_TEST(test_schedule_gap)
 }
 END_TEST
 
+/* fork after cow on one engine: the userfaultfd the cow snapshot registered stays on
+ * the memory, and the forked child must still see and save it exactly. */
+START_TEST(test_fork_after_cow)
+{
+	struct snap_request cow = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE };
+	struct snap_request fork_req = { .file = g.file, .policy = SNAP_FORK };
+
+	if (!uffd_usable())
+		return;
+	eng_snapshot(&cow);
+	ck_assert_int_ge(g.e.wp.fd, 0);
+	eng_snapshot(&fork_req);
+	eng_snapshot(&cow);
+}
+END_TEST
+
 /* The monitor dies mid-snapshot: its fork's child dies with it (PR_SET_PDEATHSIG)
  * and never renames an image into place. The "monitor" is a child of the test. */
 static void monitor_dies(void *arg)
@@ -710,6 +726,7 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_plan_order);
 	tcase_add_test(edges, test_schedule);
 	tcase_add_test(edges, test_schedule_gap);
+	tcase_add_test(edges, test_fork_after_cow);
 	suite_add_tcase(s, edges);
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);
