@@ -25,6 +25,7 @@
  */
 #include "load.h"
 #include "../mmu/tracker.h"
+#include "../vmm/cli.h"
 #include "../mmu/mono.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
@@ -69,7 +70,6 @@ struct eb {
 	struct snap_engine e;
 	struct tracker tracker;
 	bool tracking;
-	uint8_t *ref;            /* --verify: memory at the running snapshot's instant */
 	uint64_t snapshots, traps, pause_us_max, failed;
 	uint64_t pause_us_sum, duration_ms_sum, pages_copied, regions_hot, regions_precopied;
 	bool exact;
@@ -96,40 +96,6 @@ static void eb_usage(FILE *f)
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
 }
 
-/* A size: bytes, or with a K, M or G suffix. */
-static int eb_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || errno || !(v > 0) || !isfinite(v))
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': v *= 1024; end++; break;
-	case 'm': case 'M': v *= 1024 * 1024; end++; break;
-	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-	default: break;
-	}
-	if (*end || v > 1e15)
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
-}
-
-/* A finite number in [lo, hi]. */
-static int eb_number(const char *s, double lo, double hi, double *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtod(s, &end);
-	if (end == s || *end || errno || !isfinite(*out) || *out < lo || *out > hi)
-		return -EINVAL;
-	return 0;
-}
-
 static int eb_policy(const char *s, struct eb_opts *o)
 {
 	o->none = strcmp(s, "none") == 0;
@@ -149,27 +115,27 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	double d;
 
 	switch (c) {
-	case 'm': return eb_size(arg, &o->mem) ? eb_bad("mem", arg) : 0;
+	case 'm': return cli_parse_size(arg, &o->mem) ? eb_bad("mem", arg) : 0;
 	case 't':
-		if (eb_number(arg, 1, LOAD_MAX_THREADS, &d) || d != (int)d)
+		if (cli_parse_real(arg, 1, LOAD_MAX_THREADS, &d) || d != (int)d)
 			return eb_bad("threads", arg);
 		o->threads = (int)d;
 		return 0;
-	case 'a': return eb_number(arg, 1e-6, 100, &o->alpha) ? eb_bad("alpha", arg) : 0;
+	case 'a': return cli_parse_real(arg, 1e-6, 100, &o->alpha) ? eb_bad("alpha", arg) : 0;
 	case 'S': o->scatter = true; return 0;
 	case 'p': return eb_policy(arg, o) ? eb_bad("policy", arg) : 0;
-	case 'T': return eb_number(arg, 0, 1, &o->threshold) ? eb_bad("threshold", arg) : 0;
-	case 'e': return eb_number(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-every", arg) : 0;
+	case 'T': return cli_parse_real(arg, 0, 1, &o->threshold) ? eb_bad("threshold", arg) : 0;
+	case 'e': return cli_parse_real(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-every", arg) : 0;
 	case 'g':
 		o->gap = true;
-		return eb_number(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-gap", arg) : 0;
-	case 'd': return eb_number(arg, 0.1, 1e6, &o->duration_s) ? eb_bad("duration", arg) : 0;
+		return cli_parse_real(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-gap", arg) : 0;
+	case 'd': return cli_parse_real(arg, 0.1, 1e6, &o->duration_s) ? eb_bad("duration", arg) : 0;
 	case 'D': o->dir = arg; return 0;
 	case 'v': o->verify = true; return 0;
 	case 'j': o->json = true; return 0;
-	case 'r': return eb_size(arg, &o->rate) ? eb_bad("rate", arg) : 0;
+	case 'r': return cli_parse_size(arg, &o->rate) ? eb_bad("rate", arg) : 0;
 	case 's':
-		if (eb_number(arg, 0, 1e15, &d) || d != (double)(uint64_t)d)
+		if (cli_parse_real(arg, 0, 1e15, &d) || d != (double)(uint64_t)d)
 			return eb_bad("seed", arg);
 		o->seed = (uint64_t)d;
 		return 0;
@@ -215,41 +181,13 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 	return 0;
 }
 
-static int eb_pause(void *ctx)
-{
-	return load_pause(&((struct eb *)ctx)->load);
-}
-
-static void eb_resume(void *ctx)
-{
-	load_resume(&((struct eb *)ctx)->load);
-}
-
-static int eb_capture(void *ctx, struct img_writer *img)
-{
-	return load_capture(&((struct eb *)ctx)->load, img);
-}
-
-static void eb_at_instant(void *ctx, const char *file)
-{
-	struct eb *b = ctx;
-
-	(void)file;
-	if (b->ref)
-		memcpy(b->ref, b->mem.host, b->mem.size);
-}
-
-static const struct snap_ops eb_ops = {
-	.pause = eb_pause, .resume = eb_resume, .capture = eb_capture, .at_instant = eb_at_instant,
-};
-
 /* The writers' progress, which times what snapshots observe for the tracker. */
 static uint64_t eb_progress(const void *ctx)
 {
 	return load_updates((struct load *)ctx);
 }
 
-/* Does the image at @file hold exactly b->ref? */
+/* Does the image at @file hold exactly the memory at its instant (b->load.ref)? */
 static bool eb_image_exact(struct eb *b, const char *file)
 {
 	uint8_t *buf = malloc(IMG_CHUNK);
@@ -264,7 +202,7 @@ static bool eb_image_exact(struct eb *b, const char *file)
 	same = r.info.ram_size == b->mem.size;
 	for (uint64_t c = 0; same && c < r.n_chunks; c++)
 		same = img_read_chunk(&r, c, buf) == 0 &&
-		       memcmp(buf, b->ref + c * IMG_CHUNK, IMG_CHUNK) == 0;
+		       memcmp(buf, b->load.ref + c * IMG_CHUNK, IMG_CHUNK) == 0;
 	img_close(&r);
 	free(buf);
 	return same;
@@ -370,18 +308,17 @@ static int eb_loop(struct eb *b)
 
 static int eb_setup(struct eb *b)
 {
-	struct snap_target t = { .mem = &b->mem, .ops = &eb_ops, .ctx = b };
+	struct snap_target t = { .mem = &b->mem, .ops = &load_snap_ops, .ctx = &b->load };
 	uint64_t pool = b->o.mem < EB_MIN_POOL ? EB_MIN_POOL : b->o.mem;
 	int rc = gmem_map(&b->mem, b->o.mem);
 
 	if (rc)
 		return rc;
-	if (b->o.verify && !(b->ref = malloc(b->o.mem)))
-		return -ENOMEM;
 	rc = load_start(&b->load, &b->mem, &(struct load_opts){ .threads = b->o.threads,
 							       .alpha = b->o.alpha,
 							       .scatter = b->o.scatter,
-							       .seed = b->o.seed });
+							       .seed = b->o.seed,
+							       .reference = b->o.verify });
 	if (rc || b->o.none)
 		return rc;
 	rc = tracker_init(&b->tracker, NULL, b->mem.host, b->mem.size, EB_REGION, 0,
@@ -410,8 +347,7 @@ static void eb_stop(struct eb *b)
 
 static void eb_free(struct eb *b)
 {
-	free(b->load.t);
-	free(b->ref);
+	load_fini(&b->load);
 	gmem_unmap(&b->mem);
 }
 

@@ -91,6 +91,8 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 	uint64_t rng = o->seed;
 
 	memset(l, 0, sizeof(*l));
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
 	if (o->threads < 1 || o->threads > LOAD_MAX_THREADS || !(o->alpha > 0) ||
 	    mem->size < LOAD_BLOCK)
 		return -EINVAL;
@@ -98,10 +100,9 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 	l->o = *o;
 	l->nblocks = mem->size / LOAD_BLOCK;
 	l->t = calloc((size_t)o->threads, sizeof(*l->t));
-	if (!l->t)
+	l->ref = o->reference ? malloc(mem->size) : NULL;
+	if (!l->t || (o->reference && !l->ref))
 		return -ENOMEM;
-	pthread_mutex_init(&l->lock, NULL);
-	pthread_cond_init(&l->cond, NULL);
 	if (o->scatter)
 		zipf_scatter_init(&l->perm, l->nblocks, &rng);
 	zipf_init(&l->z, l->nblocks, o->alpha);
@@ -132,6 +133,15 @@ void load_stop(struct load *l)
 	for (int i = 0; i < l->started; i++)
 		pthread_join(l->t[i].th, NULL);
 	l->started = 0;
+}
+
+void load_fini(struct load *l)
+{
+	load_stop(l);
+	free(l->t);
+	free(l->ref);
+	l->t = NULL;
+	l->ref = NULL;
 }
 
 uint64_t load_updates(struct load *l)
@@ -202,3 +212,18 @@ int load_capture(void *ctx, struct img_writer *img)
 	(void)img;
 	return 0;
 }
+
+void load_at_instant(void *ctx, const char *file)
+{
+	struct load *l = ctx;
+
+	(void)file;
+	if (l->ref)
+		memcpy(l->ref, l->mem->host, l->mem->size);
+	l->instants++;
+}
+
+const struct snap_ops load_snap_ops = {
+	.pause = load_pause, .resume = load_resume, .capture = load_capture,
+	.at_instant = load_at_instant,
+};

@@ -27,6 +27,7 @@ struct load_opts {
 	double alpha;            /* Zipf exponent over block ranks (rank 1 hottest) */
 	bool scatter;            /* ranks spread over memory rather than packed */
 	uint64_t seed;
+	bool reference;          /* keep a copy of memory at each snapshot's instant */
 };
 
 struct load;
@@ -53,14 +54,18 @@ struct load {
 	int parked, live;
 	int started;
 	struct load_thread *t;
+	uint8_t *ref;            /* with o.reference: memory at the last snapshot's instant */
+	uint64_t instants;       /* snapshots that reached their instant */
 };
 
 /* Fill every block of @mem once (so every page is present), then start the threads.
  * Returns 0, -EINVAL for bad options, or -errno. */
 int load_start(struct load *l, struct gmem *mem, const struct load_opts *o);
 
-/* Stop and join the threads (a pause still held is released). */
+/* Stop and join the threads (a pause still held is released). The figures stay
+ * readable until load_fini frees them. */
 void load_stop(struct load *l);
+void load_fini(struct load *l);
 
 /* Updates done so far by all threads. */
 uint64_t load_updates(struct load *l);
@@ -71,9 +76,13 @@ uint64_t load_max_batch_ns(const struct load *l);
 uint64_t load_batch_quantile_ns(const struct load *l, double q);
 
 /* snap_ops for a target whose ctx is a struct load: pause waits until every thread
- * is parked between batches; capture adds no section (plain memory has no vCPUs). */
+ * is parked between batches; capture adds no section (plain memory has no vCPUs);
+ * at_instant copies memory to l->ref when asked for (o.reference). Tests that need
+ * more wrap these functions. */
+extern const struct snap_ops load_snap_ops;
 int load_pause(void *ctx);
 void load_resume(void *ctx);
 int load_capture(void *ctx, struct img_writer *img);
+void load_at_instant(void *ctx, const char *file);
 
 #endif

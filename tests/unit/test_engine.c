@@ -39,8 +39,6 @@ struct eng {
 	struct snap_engine e;
 	struct tracker tracker; /* no dirty log: coverage is what a test folds in */
 	struct snap_ops ops;
-	uint8_t *ref;
-	uint64_t ref_taken;
 	const char *refusal;
 	int pause_rc;
 	char dir[64], file[128];
@@ -70,14 +68,11 @@ static const char *eng_refuse(void *ctx)
 	return ((struct eng *)ctx)->refusal;
 }
 
-/* The test's reference: memory as it is at the instant, the writers parked. */
+/* The test's reference: memory as it is at the instant, the writers parked (kept by
+ * the load in g.load.ref). */
 static void eng_at_instant(void *ctx, const char *file)
 {
-	struct eng *x = ctx;
-
-	(void)file;
-	memcpy(x->ref, x->mem.host, x->mem.size);
-	x->ref_taken++;
+	load_at_instant(&((struct eng *)ctx)->load, file);
 }
 
 static void eng_setup_pool(size_t pool_bytes)
@@ -89,8 +84,6 @@ static void eng_setup_pool(size_t pool_bytes)
 	ck_assert_ptr_nonnull(mkdtemp(g.dir));
 	snprintf(g.file, sizeof(g.file), "%s/snap.img", g.dir);
 	ck_assert_int_eq(gmem_map(&g.mem, ENG_MEM), 0);
-	g.ref = malloc(ENG_MEM);
-	ck_assert_ptr_nonnull(g.ref);
 	g.ops = (struct snap_ops){ .pause = eng_pause, .resume = eng_resume, .capture = eng_capture,
 				   .refuse = eng_refuse, .at_instant = eng_at_instant };
 	t = (struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g };
@@ -98,7 +91,7 @@ static void eng_setup_pool(size_t pool_bytes)
 					(struct tracker_progress){ 0 }), 0);
 	ck_assert_int_eq(snap_engine_init(&g.e, &t, pool_bytes, &g.tracker, ENG_REGION), 0);
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
-									  .seed = 7 }), 0);
+									  .seed = 7, .reference = true }), 0);
 }
 
 static void eng_setup(void)
@@ -121,8 +114,7 @@ static void eng_teardown(void)
 	snap_engine_fini(&g.e);
 	tracker_fini(&g.tracker);
 	gmem_unmap(&g.mem);
-	free(g.ref);
-	free(g.load.t);
+	load_fini(&g.load);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", g.dir);
 	ck_assert_int_eq(system(cmd), 0);
 }
@@ -203,10 +195,10 @@ static struct snap_figures eng_snapshot(const struct snap_request *req)
 	f = eng_wait(now.id);
 	ck_assert_msg(f.ok, "snapshot failed: %s", f.error);
 	ck_assert_uint_eq(f.pages_total, ENG_MEM / 4096);
-	assert_image_equals(req->file, g.ref, ENG_MEM);
+	assert_image_equals(req->file, g.load.ref, ENG_MEM);
 	if (req->policy != SNAP_STOP)
 		ck_assert_uint_gt(load_updates(&g.load), before);
-	ck_assert(memcmp(g.ref, g.mem.host, ENG_MEM) != 0);
+	ck_assert(memcmp(g.load.ref, g.mem.host, ENG_MEM) != 0);
 	return f;
 }
 
@@ -259,7 +251,7 @@ START_TEST(test_policy_exact)
 	for (int round = 0; round < 2; round++) {
 		struct snap_figures f = eng_snapshot(&req);
 
-		ck_assert_uint_eq(g.ref_taken, (uint64_t)round + 1);
+		ck_assert_uint_eq(g.load.instants, (uint64_t)round + 1);
 		if (req.policy == SNAP_STOP) {
 			ck_assert_uint_eq(f.cow_faults, 0);
 			ck_assert_uint_eq(f.pages_saved_by_writer, ENG_MEM / 4096);
@@ -355,7 +347,7 @@ START_TEST(test_discard_during_snapshot)
 	ck_assert_int_eq(gmem_discard(&g.mem, ENG_MEM - (4ULL << 20), 4ULL << 20), 0);
 	f = eng_wait(now.id);
 	ck_assert_msg(f.ok, "%s", f.error);
-	assert_image_equals(g.file, g.ref, ENG_MEM);
+	assert_image_equals(g.file, g.load.ref, ENG_MEM);
 }
 END_TEST
 
@@ -531,7 +523,7 @@ START_TEST(test_fork_dies_with_monitor)
 END_TEST
 
 /* A cow snapshot of memory under load, the writers then stopped: the image to
- * restore, and g.ref what it must restore to. */
+ * restore, and g.load.ref what it must restore to. */
 static void eng_image_for_restore(void)
 {
 	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE };
@@ -572,7 +564,7 @@ START_TEST(test_restore_eager)
 	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
 	eng_open(&r);
 	ck_assert_int_eq(memrestore_eager(g.file, &r, &fresh), 0);
-	ck_assert(memcmp(fresh.host, g.ref, ENG_MEM) == 0);
+	ck_assert(memcmp(fresh.host, g.load.ref, ENG_MEM) == 0);
 	img_close(&r);
 
 	small = fresh;
@@ -613,7 +605,7 @@ START_TEST(test_restore_lazy)
 	ck_assert_int_eq(lazy_start(&r, &(struct lazy_target){ .mem = &fresh, .on_bad = count_bad,
 							      .ctx = &bad }, g.file, &l), 0);
 	for (uint64_t c = ENG_MEM / IMG_CHUNK; c-- > 0;) /* backwards: ahead of the prefetcher */
-		ck_assert_msg(memcmp(fresh.host + c * IMG_CHUNK, g.ref + c * IMG_CHUNK, IMG_CHUNK) == 0,
+		ck_assert_msg(memcmp(fresh.host + c * IMG_CHUNK, g.load.ref + c * IMG_CHUNK, IMG_CHUNK) == 0,
 			      "chunk %llu", (unsigned long long)c);
 	ck_assert_int_eq(lazy_finish(l), 0);
 	ck_assert_int_eq(bad, 0);
