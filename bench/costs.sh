@@ -17,18 +17,12 @@ machine="$(hostname) $(nproc) cpus, $(uname -r), $(grep -m1 'model name' /proc/c
 runs=$(mktemp)
 trap 'rm -f "$runs"' EXIT
 "$TOP/bench/cost-bench" "$ROUNDS" >"$runs"
-python3 - "$OUT" "# commit $commit; machine $machine; $(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runs" <<'PY'
-import json, math, sys
+PYTHONPATH="$TOP/bench" python3 - "$OUT" "# commit $commit; machine $machine; $(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runs" <<'PY'
+import json, sys
+from ci95 import mean_ci
 out, meta, runs = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = [json.loads(l) for l in open(runs) if l.strip()]
 keys = ["write_ns", "trap_us", "fork_cow_us", "region_us", "breakeven_uffd", "breakeven_fork"]
-T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-def ci(v):
-    n = len(v); m = sum(v) / n
-    if n < 2:
-        return m, float("nan")
-    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1))
-    return m, T.get(n - 1, 2.0) * sd / math.sqrt(n)
 with open(out + "/costs.csv", "w") as f:
     f.write(meta + "\n" + "round," + ",".join(keys) + "\n")
     for r in rows:
@@ -44,7 +38,7 @@ with open(out + "/costs.md", "w") as f:
              "breakeven_uffd": "coverage above which a region copy beats uffd traps",
              "breakeven_fork": "coverage above which a region copy beats fork's faults"}
     for k in keys:
-        m, c = ci([r[k] for r in rows])
+        _, m, c = mean_ci([r[k] for r in rows])
         f.write("| %s | %.4g ± %.2g |\n" % (names[k], m, c))
 print(open(out + "/costs.md").read())
 PY

@@ -71,27 +71,13 @@ PY
 	done
 done
 
-python3 - "$raw" "$OUT" <<'PY'
+PYTHONPATH="$TOP/bench" python3 - "$raw" "$OUT" <<'PY'
 import csv, math, sys
+from ci95 import mean_ci
 raw, out = sys.argv[1], sys.argv[2]
 lines = open(raw).read().splitlines()
 meta = [l for l in lines if l.startswith("#")]
 rows = list(csv.DictReader([l for l in lines if not l.startswith("#")]))
-# Student's t, two-sided 95%, by degrees of freedom
-T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-     9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
-def t95(df):
-    return T.get(df) or T[max(k for k in T if k <= df)] if df > 0 else float("nan")
-def stats(v):
-    v = [x for x in v if x is not None]
-    n = len(v)
-    if n == 0:
-        return (0, float("nan"), float("nan"))
-    m = sum(v) / n
-    if n < 2:
-        return (n, m, float("nan"))
-    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1))
-    return (n, m, t95(n - 1) * sd / math.sqrt(n))
 configs = []
 for r in rows:
     if r["config"] not in configs:
@@ -106,7 +92,7 @@ for c in order:
     rs = [r for r in rows if r["config"] == c]
     rec = {"config": c}
     for k in metrics:
-        n, m, ci = stats([num(r[k]) for r in rs])
+        n, m, ci = mean_ci([num(r[k]) for r in rs])
         rec[k] = (m, ci)
         rec["n"] = n
     summary.append(rec)
