@@ -37,12 +37,6 @@ static uint64_t load_bucket_floor(unsigned b)
 	return (1ULL << msb) | ((uint64_t)(b % 16) << (msb - 4));
 }
 
-static void load_fill(uint64_t *blk, uint64_t value)
-{
-	for (unsigned i = 0; i < LOAD_BLOCK / 8; i++)
-		blk[i] = value ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL);
-}
-
 /* Between batches: park while a pause is asked for. */
 static void load_maybe_park(struct load *l)
 {
@@ -71,7 +65,7 @@ static void *load_thread_main(void *arg)
 			uint64_t rank = zipf_sample(&l->z, &t->rng) - 1;
 			uint64_t b = l->o.scatter ? zipf_scatter(&l->perm, rank) : rank;
 
-			load_fill(words + b * (LOAD_BLOCK / 8), splitmix64(&t->rng));
+			zipf_block_fill(words + b * (LOAD_BLOCK / 8), splitmix64(&t->rng));
 		}
 		d = mono_ns() - t0;
 		t->hist[load_bucket(d)]++;
@@ -107,7 +101,7 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 		zipf_scatter_init(&l->perm, l->nblocks, &rng);
 	zipf_init(&l->z, l->nblocks, o->alpha);
 	for (uint64_t b = 0; b < l->nblocks; b++)
-		load_fill((uint64_t *)(void *)mem->host + b * (LOAD_BLOCK / 8), b);
+		zipf_block_fill((uint64_t *)(void *)mem->host + b * (LOAD_BLOCK / 8), b);
 	for (int i = 0; i < o->threads; i++) {
 		l->t[i].l = l;
 		l->t[i].rng = o->seed * 1000003ULL + (uint64_t)i + 1;

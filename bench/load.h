@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LOAD_BLOCK 1024        /* bytes a write covers, as zipfbench's blocks */
+#define LOAD_BLOCK ZIPF_BLOCK_SIZE /* bytes a write covers, as zipfbench's blocks */
 #define LOAD_BATCH 64          /* updates per timed batch */
 #define LOAD_HIST_BUCKETS 1024 /* log-linear, 16 per power of two */
 #define LOAD_MAX_THREADS 64

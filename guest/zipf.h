@@ -1,5 +1,8 @@
 /*
- * zipf.h - Zipf-distributed ranks, shared by guest/zipfbench.c and bench/load.c.
+ * zipf.h - zipfbench's workload: Zipf-distributed ranks, the --scatter permutation,
+ * what an update writes into a 1 KiB block and the area's checksum. Shared by
+ * guest/zipfbench.c, bench/load.c and the QEMU peer's guest (bench/peers/guest), so
+ * all three write the same bytes for the same seed.
  *
  * Rejection-inversion (Hoermann and Derflinger, 1996): O(1) per sample without a
  * table, valid for any exponent > 0 including 1. The random state is the caller's
@@ -121,6 +124,30 @@ static inline void zipf_scatter_init(struct zipf_scatter *sc, uint64_t n, uint64
 static inline uint64_t zipf_scatter(const struct zipf_scatter *sc, uint64_t rank)
 {
 	return (uint64_t)(((unsigned __int128)rank * sc->a + sc->b) % sc->n);
+}
+
+/* Block size of every update, and what one writes: @value spread over the block. */
+#define ZIPF_BLOCK_SIZE  1024
+#define ZIPF_BLOCK_WORDS (ZIPF_BLOCK_SIZE / 8)
+
+static inline void zipf_block_fill(uint64_t *blk, uint64_t value)
+{
+	for (int i = 0; i < ZIPF_BLOCK_WORDS; i++)
+		blk[i] = value ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL);
+}
+
+/* The area's checksum zipfbench prints: four FNV-style lanes, folded. */
+static inline uint64_t zipf_checksum(const uint64_t *w, uint64_t words)
+{
+	uint64_t h[4] = { 1, 2, 3, 4 };
+	uint64_t i;
+
+	for (i = 0; i + 4 <= words; i += 4)
+		for (int l = 0; l < 4; l++)
+			h[l] = (h[l] ^ w[i + l]) * 0x100000001B3ULL;
+	for (; i < words; i++)
+		h[0] = (h[0] ^ w[i]) * 0x100000001B3ULL;
+	return h[0] ^ (h[1] << 1) ^ (h[2] << 2) ^ (h[3] << 3);
 }
 
 #endif

@@ -16,7 +16,8 @@
  * of their writes, hence the checksum, differs from run to run. N = 1 (the default) is
  * the single loop it always was, same bytes, same checksum.
  *
- * Output: "report t=SECONDS updates_per_s=N" every --report-ms, then one line
+ * Output: "report t=SECONDS updates_per_s=N updates=TOTAL" every --report-ms (TOTAL: all
+ * threads' updates so far, counted in steps of 4096 per thread), then one line
  * "summary updates=N seconds=S updates_per_s=N bytes_written=N checksum=HEX".
  *
  * Zipf sampling (rejection-inversion) is in zipf.h, shared with bench/load.c.
@@ -37,8 +38,8 @@
 
 #define MAX_THREADS 64
 
-#define BLOCK_SIZE   1024
-#define BLOCK_WORDS  (BLOCK_SIZE / 8)
+#define BLOCK_SIZE   ZIPF_BLOCK_SIZE
+#define BLOCK_WORDS  ZIPF_BLOCK_WORDS
 #define CLOCK_EVERY  4096 /* updates between clock reads */
 
 struct opts {
@@ -59,25 +60,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void block_fill(uint64_t *blk, uint64_t value)
-{
-	for (int i = 0; i < BLOCK_WORDS; i++)
-		blk[i] = value ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL);
-}
-
-static uint64_t checksum(const uint64_t *w, uint64_t words)
-{
-	uint64_t h[4] = { 1, 2, 3, 4 };
-	uint64_t i;
-
-	for (i = 0; i + 4 <= words; i += 4)
-		for (int l = 0; l < 4; l++)
-			h[l] = (h[l] ^ w[i + l]) * 0x100000001B3ULL;
-	for (; i < words; i++)
-		h[0] = (h[0] ^ w[i]) * 0x100000001B3ULL;
-	return h[0] ^ (h[1] << 1) ^ (h[2] << 2) ^ (h[3] << 3);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -172,15 +154,15 @@ static void *worker_run(void *arg)
 		uint64_t rank = zipf_sample(w->z, &w->rng) - 1;
 		uint64_t block = o->scatter ? zipf_scatter(w->perm, rank) : rank;
 
-		block_fill(w->mem + block * BLOCK_WORDS, splitmix64(&w->rng));
+		zipf_block_fill(w->mem + block * BLOCK_WORDS, splitmix64(&w->rng));
 		w->updates++;
 		if (w->updates % CLOCK_EVERY == 0) {
 			uint64_t all = atomic_fetch_add(&total_updates, CLOCK_EVERY) + CLOCK_EVERY;
 			double t = now_s();
 
 			if (reporter && o->report_ms > 0 && t >= next_report) {
-				printf("report t=%.3f updates_per_s=%.0f\n", t - w->t0,
-				       (all - last_updates) / (t - last));
+				printf("report t=%.3f updates_per_s=%.0f updates=%llu\n", t - w->t0,
+				       (all - last_updates) / (t - last), (unsigned long long)all);
 				fflush(stdout);
 				last = t;
 				last_updates = all;
@@ -223,7 +205,7 @@ int main(int argc, char **argv)
 	if (o.scatter)
 		zipf_scatter_init(&perm, nblocks, &rng_state);
 	for (uint64_t b = 0; b < nblocks; b++)
-		block_fill(mem + b * BLOCK_WORDS, b);
+		zipf_block_fill(mem + b * BLOCK_WORDS, b);
 	zipf_init(&z, nblocks, o.alpha);
 	target = o.write_total ? o.write_total / BLOCK_SIZE : UINT64_MAX;
 	t0 = now_s();
@@ -249,6 +231,6 @@ int main(int argc, char **argv)
 	printf("summary updates=%llu seconds=%.3f updates_per_s=%.0f bytes_written=%llu checksum=%016llx\n",
 	       (unsigned long long)updates, elapsed, updates / (elapsed > 0 ? elapsed : 1e-9),
 	       (unsigned long long)updates * BLOCK_SIZE,
-	       (unsigned long long)checksum(mem, nblocks * BLOCK_WORDS));
+	       (unsigned long long)zipf_checksum(mem, nblocks * BLOCK_WORDS));
 	return 0;
 }
