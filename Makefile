@@ -10,7 +10,9 @@
 #                   runs each for 10 s
 #   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
 #                   duration, throughput timeline, restore time; CCoW sweep; Redis
-#                   under snapshots; the engine's policies without a VM (CSV + PNG)
+#                   under snapshots; the engine's policies without a VM; ccvm beside
+#                   QEMU's live snapshots (CSV + PNG)
+#   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
 
 CC       ?= gcc
 MUSLCC   ?= musl-gcc
@@ -188,10 +190,10 @@ deps:
 unit: $(B)/unit
 	$(B)/unit
 
-e2e: ccvm guests bench/ycsb bench/engine-bench
+e2e: ccvm guests bench/ycsb bench/engine-bench peer-guest
 	tests/e2e/run.sh ./ccvm
 
-asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb bench/engine-bench
+asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb bench/engine-bench peer-guest
 	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
 	ASAN_OPTIONS=detect_leaks=1 tests/e2e/run.sh $(B)/ccvm-asan
 
@@ -212,7 +214,7 @@ fuzz: deps
 fuzz-quick: fuzz-build
 	tests/fuzz/run.sh 10
 
-bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs
+bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs bench-peers
 
 # The YCSB load generator for Redis (hiredis); built next to its source as the issue
 # names it.
@@ -252,6 +254,25 @@ bench-costs: deps
 bench-redis: deps
 	$(MAKE) ccvm bench/ycsb
 	bench/redis-snapshots
+
+# The QEMU peer's guest: zipfbench's loop on bare metal, booted by QEMU's multiboot
+# loader (bench/peers/guest). Freestanding; math from musl's libc.a.
+PEER_GUEST   = $(B)/peers/zipfguest.bin
+PEER_CFLAGS  = -O2 -ffreestanding -fno-pic -fno-pie -mno-red-zone -fno-stack-protector \
+	       -fno-asynchronous-unwind-tables $(WARN) -Iguest
+PEER_LDFLAGS = -no-pie -static -nostartfiles -Wl,-T,bench/peers/guest/zipfguest.ld \
+	       -Wl,--build-id=none -Wl,-z,noexecstack -Wl,--no-warn-rwx-segments
+peer-guest: $(PEER_GUEST)
+$(PEER_GUEST): bench/peers/guest/boot.S bench/peers/guest/zipfguest.c bench/peers/guest/zipfguest.ld guest/zipf.h
+	@mkdir -p $(dir $@)
+	$(MUSLCC) $(PEER_CFLAGS) $(PEER_LDFLAGS) -o $(@:.bin=.elf) $(filter %.S %.c,$^) -lm
+	objcopy -O binary $(@:.bin=.elf) $@
+
+# ccvm's policies beside QEMU's background-snapshot and pre-copy on zipfbench
+# (bench/peers/peers.py); QUICK=1: one round, one workload.
+bench-peers: deps
+	$(MAKE) ccvm guests peer-guest
+	bench/peers/peers.py
 
 demo: deps
 	$(MAKE) ccvm guests

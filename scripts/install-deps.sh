@@ -14,6 +14,7 @@ PKGS=(
 	python3                                    # control-socket probes in the e2e tests
 	redis-server redis-tools                   # the guest workload, redis-cli, redis-benchmark
 	libhiredis-dev                             # the YCSB load generator (bench/ycsb)
+	qemu-system-x86                            # the peer: QEMU's live snapshots (bench/peers)
 	clang libclang-rt-14-dev                   # libFuzzer targets (tests/fuzz)
 )
 
