@@ -251,9 +251,11 @@ bench-costs: deps
 	$(MAKE) bench/cost-bench
 	bench/costs.sh
 
+# Redis serving in ccvm against natively; Redis under snapshots beside native BGSAVE.
 bench-redis: deps
 	$(MAKE) ccvm bench/ycsb
 	bench/redis-snapshots
+	bench/peers/redis.py
 
 # The QEMU peer's guest: zipfbench's loop on bare metal, booted by QEMU's multiboot
 # loader (bench/peers/guest). Freestanding; math from musl's libc.a.

@@ -22,8 +22,11 @@
  *
  * Output: one line per second (throughput, p50/p99), overall percentiles weighted by
  * operations (p50/p99/p99.9/max) and the longest stall (the longest time in which no
- * operation completed), with --timeline a CSV per second, and with --json a last line
- * holding one JSON object with the run phase's figures.
+ * operation completed), with --timeline a CSV per second, with --histograms every
+ * second's latency histogram (so that a script can weigh percentiles by operations over
+ * any set of seconds, e.g. those in which a snapshot ran), and with --json a last line
+ * holding one JSON object with the run phase's figures, t0_unix (the wall-clock start of
+ * second 1) among them.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -76,7 +79,7 @@ struct opts {
 	double duration_s;
 	int clients, pipeline;
 	bool load, run, quiet, json;
-	const char *timeline;
+	const char *timeline, *histograms;
 	uint64_t seed;
 	double target;       /* open loop: operations per second, all clients; 0: closed */
 };
@@ -97,6 +100,7 @@ struct stats {
 	_Atomic uint64_t last_done_ns; /* when the last operation completed */
 	_Atomic uint64_t stall_ns;     /* the longest time without a completion */
 	double t0;                     /* the run phase's start (now_s) */
+	double t0_unix;                /* the same instant on the wall clock */
 };
 
 struct client {
@@ -114,6 +118,14 @@ static double now_s(void)
 	struct timespec t;
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double unix_now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
@@ -433,6 +445,7 @@ static int run_clients(const struct opts *o, struct stats *st, void *(*body)(voi
 
 	atomic_store(&st->done, 0);
 	st->t0 = t0;
+	st->t0_unix = unix_now_s();
 	for (int i = 0; i < o->clients; i++) {
 		cl[i] = (struct client){ .o = o, .st = st, .id = i, .t0 = t0,
 					 .rng = o->seed * 1000003 + (uint64_t)i + 1 };
@@ -474,6 +487,27 @@ static int run_clients(const struct opts *o, struct stats *st, void *(*body)(voi
 	return started == o->clients ? rc : 1;
 }
 
+/* --histograms: "second,bucket,count" for every non-empty bucket of every second;
+ * bucket b holds latencies in [1.01^b, 1.01^(b+1)) us. */
+static void write_histograms(const struct opts *o, struct stats *st, int seconds)
+{
+	FILE *f = fopen(o->histograms, "w");
+
+	if (!f) {
+		fprintf(stderr, "ycsb: cannot write %s: %s\n", o->histograms, strerror(errno));
+		return;
+	}
+	fprintf(f, "# bucket b: latency in [%.2f^b, %.2f^(b+1)) us; t0_unix %.6f\n", HIST_STEP,
+		HIST_STEP, st->t0_unix);
+	fprintf(f, "second,bucket,count\n");
+	for (int s = 0; s < seconds && s < MAX_SECONDS; s++)
+		for (int b = 0; b < HIST_BUCKETS; b++)
+			if (st->sec[s].n[b])
+				fprintf(f, "%d,%d,%llu\n", s + 1, b, (unsigned long long)st->sec[s].n[b]);
+	if (fclose(f))
+		fprintf(stderr, "ycsb: cannot write %s: %s\n", o->histograms, strerror(errno));
+}
+
 static void print_run(const struct opts *o, struct stats *st, double secs)
 {
 	FILE *csv = o->timeline ? fopen(o->timeline, "w") : NULL;
@@ -495,6 +529,8 @@ static void print_run(const struct opts *o, struct stats *st, double secs)
 	}
 	if (csv)
 		fclose(csv);
+	if (o->histograms)
+		write_histograms(o, st, n);
 	/* The run's end counts too: a server that never answered again stalled till then. */
 	stall = st->stall_ns;
 	if (s_to_ns(secs) > st->last_done_ns && s_to_ns(secs) - st->last_done_ns > stall)
@@ -510,12 +546,12 @@ static void print_run(const struct opts *o, struct stats *st, double secs)
 		printf("{\"workload\":\"%c\",\"clients\":%d,\"pipeline\":%d,\"target\":%.0f,"
 		       "\"open_loop\":%s,\"seconds\":%.3f,\"ops\":%llu,\"ops_per_s\":%.1f,"
 		       "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,"
-		       "\"stall_ms\":%.3f,\"errors\":%llu}\n",
+		       "\"stall_ms\":%.3f,\"errors\":%llu,\"t0_unix\":%.6f}\n",
 		       o->wl->name, o->clients, o->pipeline, o->target, o->target > 0 ? "true" : "false",
 		       secs, (unsigned long long)total, (double)total / secs,
 		       hist_quantile(&st->all, 0.5), hist_quantile(&st->all, 0.99),
 		       hist_quantile(&st->all, 0.999), (double)st->max_lat_ns / 1e3,
-		       (double)stall / 1e6, (unsigned long long)st->errors);
+		       (double)stall / 1e6, (unsigned long long)st->errors, st->t0_unix);
 }
 
 static void usage(FILE *out)
@@ -524,13 +560,14 @@ static void usage(FILE *out)
 		"usage: ycsb [--host H] [--port P] [--workload a|b|c|f] [--records N]\n"
 		"            [--operations N | --duration S] [--clients C] [--pipeline P]\n"
 		"            [--phase load|run|both] [--timeline FILE.csv] [--seed S] [--quiet]\n"
-		"            [--target OPS] [--json]\n"
+		"            [--target OPS] [--json] [--histograms FILE.csv]\n"
 		"  YCSB core workloads against Redis: A 50%% read / 50%% update, B 95/5, C read\n"
 		"  only, F 50%% read / 50%% read-modify-write; scrambled Zipfian (0.99); records\n"
 		"  of 10 fields x 100 B in a hash. Defaults: 127.0.0.1:6379, workload a, 100000\n"
 		"  records, 30 s, 8 clients, pipeline 1, both phases.\n"
 		"  --target OPS: open loop, OPS operations per second over all clients, latency\n"
-		"  from each operation's intended start. --json: a last line of JSON figures.\n");
+		"  from each operation's intended start. --json: a last line of JSON figures.\n"
+		"  --histograms: each second's latency histogram (second,bucket,count).\n");
 }
 
 static int parse_count(const char *arg, const char *what, uint64_t min, uint64_t max, uint64_t *v)
@@ -569,6 +606,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "timeline", required_argument, NULL, 't' }, { "seed", required_argument, NULL, 's' },
 		{ "quiet", no_argument, NULL, 'q' },          { "help", no_argument, NULL, 'H' },
 		{ "target", required_argument, NULL, 'T' },   { "json", no_argument, NULL, 'j' },
+		{ "histograms", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
@@ -625,6 +663,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			}
 			break;
 		case 't': o->timeline = optarg; break;
+		case 'G': o->histograms = optarg; break;
 		case 's':
 			if (parse_count(optarg, "seed", 0, UINT64_MAX, &o->seed))
 				return -1;

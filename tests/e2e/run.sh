@@ -121,6 +121,32 @@ else
 	SKIP=$((SKIP + 1)); echo "skip ycsb --target: no redis-server (make deps installs it)"
 fi
 
+echo "== bench/peers/redis.py: native Redis with and without BGSAVE, open loop (no VM)"
+# The driver's native half: BGSAVE on the end-to-start cadence, ycsb's histograms
+# merged over the seconds a snapshot ran, every figure present.
+if command -v redis-server >/dev/null; then
+	RECORDS=5000 DURATION=5 GAP=1 ROUNDS=1 WORKLOADS=ycsb-a SYSTEMS="native native-bgsave" \
+		OUT="$WORK/redis" IMGDIR="$WORK" timeout 300 "$TOP/bench/peers/redis.py" >"$WORK/redis.out" 2>&1; st=$?
+	why=$(python3 - "$WORK/redis/redis_peers.csv" <<'PY' 2>&1
+import csv, sys
+rows = {r["system"]: r for r in csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#"))}
+assert set(rows) == {"native", "native-bgsave"}, sorted(rows)
+b, n = rows["native-bgsave"], rows["native"]
+assert int(b["snapshots"]) >= 1 and int(n["snapshots"]) == 0, (b["snapshots"], n["snapshots"])
+assert float(b["image_mb"]) > 1, "rdb of %s MiB" % b["image_mb"]
+assert float(b["p999_us"]) >= float(b["p99_us"]) > 0, (b["p99_us"], b["p999_us"])
+assert float(b["run_max_us"]) >= float(b["max_us"]) > 0
+assert 0 < float(b["during"]) < 2 and float(b["duration_s"]) > 0
+print("BGSAVE %d x %.2f s, p99.9 during %.1f ms" % (int(b["snapshots"]), float(b["duration_s"]),
+      float(b["p999_us"]) / 1e3))
+PY
+); ok=$?
+	[ "$st" = 0 ] && [ "$ok" = 0 ] && pass "redis.py native: $why" || fail "redis.py native" "status $st" "$why" "$(tail -3 "$WORK/redis.out")"
+	expect_fail "redis.py WORKLOADS=ycsb-z" 1 "WORKLOADS: unknown ycsb-z" -- env WORKLOADS=ycsb-z "$TOP/bench/peers/redis.py"
+else
+	SKIP=$((SKIP + 1)); echo "skip redis.py: no redis-server (make deps installs it)"
+fi
+
 echo "== the QEMU peer's guest and driver (bench/peers; QEMU under TCG, no KVM needed)"
 # The bare-metal guest must write what zipfbench writes (same checksum after the same
 # updates), refuse bad options, and the driver must take QEMU background snapshots and

@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""redis.py - Redis under live snapshots: ccvm's policies beside Redis' own BGSAVE, open loop.
+
+Debian's redis-server natively (with and without a periodic BGSAVE, Redis' fork-based
+snapshot) and in ccvm (none, stop, cow, ccow, fork; the policy given to `run
+--snapshot-policy`, so the coverage tracker runs only for ccow), loaded with RECORDS
+YCSB records, then YCSB workload A or B from bench/ycsb in open loop: TARGET operations
+per second over all clients, each operation's latency measured from its intended start
+(no coordinated omission). Snapshots on the cadence of bench/peers/peers.py: the first
+GAP seconds after the run phase starts, each next one GAP seconds after the previous one
+ended, the same for BGSAVE.
+
+Per run, from ycsb's JSON line, its per-second timeline and histograms (--timeline,
+--histograms) and the snapshot windows the driver saw (wall clock, mapped onto ycsb's
+seconds through its t0_unix):
+
+  during        ops/s in the seconds a snapshot overlapped over the same server's ops/s
+                without snapshots (native or ccvm-none, same round)
+  p99_us, p999_us, max_us
+                ops-weighted latency percentiles over those seconds (histograms merged)
+  run_p999_us, run_max_us, stall_ms
+                the whole run phase's p99.9, max and longest time without a completion
+  duration_s, extra_mb, image_mb
+                as in peers.py (extra: PSS of server, monitor and children)
+
+TARGET defaults to half of what the slowest server selected serves closed loop without
+snapshots (measured first, 5 s), so that every server can keep up outside snapshots.
+ROUNDS rounds (default 5), systems shuffled per round. Writes bench/results/redis_peers.csv
+(a row per run), redis_peers_summary.csv and redis_peers.md (mean and 95% CI) and
+redis_peers.png; each records commit, machine, THP mode and the servers' huge pages.
+
+Environment: ROUNDS, RECORDS (default 250000), DURATION (run phase seconds, 30), GAP (2),
+TARGET, CLIENTS (8), WORKLOADS ("ycsb-a ycsb-b"), SYSTEMS (subset of native
+native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork), MEM (ccvm guest RAM,
+default 2G), OUT, IMGDIR. Without /dev/kvm the ccvm systems are left out.
+"""
+import csv
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers  # noqa: E402
+from peers import Failed, env_float, mean_ci  # noqa: E402
+
+YCSB = os.path.join(peers.TOP, "bench", "ycsb")
+HIST_STEP = 1.01           # bench/ycsb's histogram buckets
+BGSAVE_TIMEOUT_S = 900
+SYSTEMS = {
+    "native": ("native", None), "native-bgsave": ("native", "bgsave"),
+    "ccvm-none": ("ccvm", None), "ccvm-stop": ("ccvm", "stop"), "ccvm-cow": ("ccvm", "cow"),
+    "ccvm-ccow": ("ccvm", "ccow"), "ccvm-fork": ("ccvm", "fork"),
+}
+BASELINE = {"native": "native", "ccvm": "ccvm-none"}
+METRICS = ["ops_per_s", "during", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
+           "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots"]
+
+
+def redis_cli(port, *args, timeout=10):
+    r = subprocess.run(["redis-cli", "-p", str(port)] + list(args), capture_output=True,
+                       text=True, timeout=timeout)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def info(port, section):
+    out = redis_cli(port, "info", section) or ""
+    return dict(l.split(":", 1) for l in out.splitlines() if ":" in l)
+
+
+class Server:
+    """One Redis: native or in ccvm, on a free loopback port."""
+
+    def __init__(self, name, cfg, work):
+        self.name, self.cfg, self.work = name, cfg, work
+        self.family, self.mode = SYSTEMS[name]
+        self.port = 20000 + random.randrange(20000)
+        self.windows, self.durations, self.images = [], [], []
+
+    def start(self):
+        redis = "redis-server"
+        if self.family == "native":
+            args = [redis, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--dir", self.work]
+        else:
+            self.sock = os.path.join(self.work, "ctl.sock")
+            args = [peers.CCVM, "run", "--mem", self.cfg["mem"], "--control", self.sock,
+                    "--publish", f"127.0.0.1:{self.port}:6379"]
+            if self.mode:
+                args += ["--snapshot-policy", self.mode]
+            args += ["--", shutil.which(redis) or redis, "--port", "6379", "--save", "", "--appendonly", "no"]
+        self.log = open(os.path.join(self.work, "server.log"), "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        for _ in range(600):
+            if redis_cli(self.port, "ping") == "PONG":
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise Failed(f"{self.name}: Redis did not come up: {self.tail()}")
+
+    def tail(self):
+        try:
+            return open(os.path.join(self.work, "server.log")).read()[-400:].strip()
+        except OSError:
+            return ""
+
+    def huge_kib(self):
+        """AnonHugePages of the server's process tree (ccvm: the monitor's guest RAM)."""
+        total = 0
+        for p in peers.tree_pids(self.proc.pid):
+            try:
+                for line in open(f"/proc/{p}/smaps_rollup"):
+                    if line.startswith("AnonHugePages:"):
+                        total += int(line.split()[1])
+            except OSError:
+                pass
+        return total
+
+    def snapshot(self, i):
+        if self.mode == "bgsave":
+            return self.bgsave()
+        path = os.path.join(self.work, f"s{i}.img")
+        r = subprocess.run([peers.CCVM, "ctl", self.sock, "snapshot", path, "--wait"],
+                           capture_output=True, text=True, timeout=900)
+        if r.returncode:
+            raise Failed(f"{self.name}: ctl snapshot: {(r.stderr or r.stdout).strip()}")
+        fig = json.loads(r.stdout.strip().splitlines()[-1])
+        if fig.get("state") != "done":
+            raise Failed(f"{self.name}: snapshot {fig.get('state')}: {fig.get('error')}")
+        self.durations.append(fig["duration_ms"] / 1000)
+        self.images.append(peers.allocated_bytes(path))
+        os.unlink(path)
+
+    def bgsave(self):
+        """BGSAVE and wait for its end: rdb_saves (Redis 7) counts finished saves."""
+        s = time.monotonic()
+        before = info(self.port, "persistence").get("rdb_saves")
+        if before is None:
+            raise Failed(f"{self.name}: INFO persistence has no rdb_saves (Redis 7 needed)")
+        if not (redis_cli(self.port, "bgsave") or "").startswith("Background saving"):
+            raise Failed(f"{self.name}: BGSAVE refused")
+        while True:
+            p = info(self.port, "persistence")
+            if p.get("rdb_bgsave_in_progress") == "0":
+                if p.get("rdb_saves") != before:
+                    break
+                if p.get("rdb_last_bgsave_status") != "ok":
+                    raise Failed(f"{self.name}: BGSAVE failed")
+            if time.monotonic() - s > BGSAVE_TIMEOUT_S:
+                raise Failed(f"{self.name}: BGSAVE still running after {BGSAVE_TIMEOUT_S} s")
+            time.sleep(peers.POLL_S)
+        self.durations.append(time.monotonic() - s)
+        rdb = os.path.join(self.work, "dump.rdb")
+        self.images.append(peers.allocated_bytes(rdb))
+        os.unlink(rdb)
+
+    def stop(self):
+        redis_cli(self.port, "shutdown", "nosave")
+        peers.stop_process(self.proc)
+        self.log.close()
+
+
+def ycsb(port, *args, timeout):
+    r = subprocess.run([YCSB, "--port", str(port), "--quiet"] + list(args), capture_output=True,
+                       text=True, timeout=timeout)
+    if r.returncode:
+        raise Failed(f"ycsb {' '.join(args)}: {(r.stderr or r.stdout).strip()[-300:]}")
+    return r.stdout
+
+
+def snapshot_loop(srv, cfg, end, stop, errors):
+    try:
+        if stop.wait(cfg["gap"]):
+            return
+        i = 0
+        while time.time() < end - 1 and not stop.is_set():
+            s = time.time()
+            srv.snapshot(i)
+            srv.windows.append((s, time.time()))
+            i += 1
+            if stop.wait(cfg["gap"]):
+                return
+    except (Failed, OSError, subprocess.TimeoutExpired) as e:
+        errors.append(str(e))
+
+
+def one_run(name, wl, cfg, work, target):
+    srv = Server(name, cfg, work)
+    srv.start()
+    try:
+        ycsb(srv.port, "--phase", "load", "--records", str(cfg["records"]), "--clients", "8",
+             "--pipeline", "16", timeout=1800)
+        huge = srv.huge_kib()
+        sampler = peers.PssSampler(srv.proc.pid)
+        sampler.start()
+        tl, hist = os.path.join(work, "tl.csv"), os.path.join(work, "hist.csv")
+        stop, errors = threading.Event(), []
+        snap = None
+        if srv.mode:
+            snap = threading.Thread(target=snapshot_loop, daemon=True, args=(
+                srv, cfg, time.time() + cfg["duration"], stop, errors))
+            snap.start()
+        try:
+            out = ycsb(srv.port, "--phase", "run", "--workload", wl[-1], "--records",
+                       str(cfg["records"]), "--duration", str(cfg["duration"]), "--target",
+                       str(target), "--clients", str(cfg["clients"]), "--timeline", tl,
+                       "--histograms", hist, "--json", timeout=cfg["duration"] + 900)
+        finally:
+            stop.set()
+            if snap:
+                snap.join()
+            sampler.stop.set()
+            sampler.join()
+        if errors:
+            raise Failed(errors[0])
+        summary = json.loads(out.strip().splitlines()[-1])
+        return measure(srv, summary, tl, hist, sampler.samples, huge)
+    finally:
+        srv.stop()
+
+
+def merged_quantiles(hist_rows, seconds):
+    buckets = {}
+    for sec, b, n in hist_rows:
+        if sec in seconds:
+            buckets[b] = buckets.get(b, 0) + n
+    total = sum(buckets.values())
+    out = []
+    for q in (0.99, 0.999):
+        seen, val = 0, 0.0
+        for b in sorted(buckets):
+            seen += buckets[b]
+            if seen >= q * total:
+                val = HIST_STEP ** (b + 1)
+                break
+        out.append(val)
+    return out
+
+
+def measure(srv, summary, tl_path, hist_path, pss, huge):
+    t0 = summary["t0_unix"]
+    per_sec = {int(r["second"]): r for r in csv.DictReader(open(tl_path))}
+    hist_rows = [(int(r["second"]), int(r["bucket"]), int(r["count"]))
+                 for r in csv.DictReader(l for l in open(hist_path) if not l.startswith("#"))]
+    # Second s covers [t0 + s - 1, t0 + s): those a snapshot window overlapped.
+    inside = {s for s in per_sec for a, b in srv.windows if t0 + s - 1 < b and t0 + s > a}
+    n_in = len(inside)
+    ops_in = sum(int(per_sec[s]["ops_per_s"]) for s in inside)
+    p99, p999 = merged_quantiles(hist_rows, inside) if inside else (0.0, 0.0)
+    max_in = max((float(per_sec[s]["max_us"]) for s in inside), default=0.0)
+    off = time.monotonic() - time.time()   # the PSS samples are on the monotonic clock
+    mono_windows = [(a + off, b + off) for a, b in srv.windows]
+    start = mono_windows[0][0] if mono_windows else float("inf")
+    before = [k for t, k in pss if t < start]
+    during = [k for t, k in pss for a, b in mono_windows if a <= t <= b]
+    pss0 = sorted(before)[len(before) // 2] if before else 0
+    return {
+        "ops_per_s": summary["ops_per_s"],
+        "ops_per_s_in": ops_in / n_in if n_in else summary["ops_per_s"],
+        "p99_us": p99, "p999_us": p999, "max_us": max_in,
+        "run_p999_us": summary["p999_us"], "run_max_us": summary["max_us"],
+        "stall_ms": summary["stall_ms"],
+        "duration_s": sum(srv.durations) / len(srv.durations) if srv.durations else 0.0,
+        "extra_mb": max(0, max(during, default=pss0) - pss0) / 1024,
+        "image_mb": sum(srv.images) / len(srv.images) / (1 << 20) if srv.images else 0.0,
+        "snapshots": len(srv.windows), "huge_mib": huge / 1024,
+    }
+
+
+def calibrate(names, cfg, work):
+    """Half the closed-loop rate of the slowest baseline selected."""
+    rates = []
+    for base in sorted({BASELINE[SYSTEMS[n][0]] for n in names}):
+        srv = Server(base, cfg, os.path.join(work, "calibrate-" + base))
+        os.makedirs(srv.work, exist_ok=True)
+        srv.start()
+        try:
+            ycsb(srv.port, "--phase", "load", "--records", str(cfg["records"]), "--clients", "8",
+                 "--pipeline", "16", timeout=1800)
+            out = ycsb(srv.port, "--phase", "run", "--records", str(cfg["records"]),
+                       "--duration", "5", "--clients", str(cfg["clients"]), "--json",
+                       timeout=120)
+            rates.append(json.loads(out.strip().splitlines()[-1])["ops_per_s"])
+        finally:
+            srv.stop()
+    return max(100, int(min(rates) / 2))
+
+
+def pick(names_env, known, what):
+    names = names_env.split()
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise Failed(f"{what}: unknown {' '.join(bad)} (known: {' '.join(known)})")
+    return names
+
+
+def settings():
+    c = {"records": int(env_float("RECORDS", 250000)), "duration": int(env_float("DURATION", 30)),
+         "gap": env_float("GAP", 2.0), "clients": int(env_float("CLIENTS", 8)),
+         "mem": os.environ.get("MEM", "2G")}
+    if c["records"] < 1 or c["duration"] < 2 or c["gap"] < 0 or c["clients"] < 1:
+        raise Failed("RECORDS and CLIENTS at least 1, DURATION at least 2, GAP not negative")
+    return c
+
+
+def write_outputs(out, header, rows, target):
+    cols = ["round", "workload", "system"] + METRICS + ["huge_mib"]
+    with open(os.path.join(out, "redis_peers.csv"), "w") as f:
+        f.write(f"# {header}; target {target} ops/s\n" + ",".join(cols) + "\n")
+        for r in rows:
+            f.write(",".join(str(r[k]) if isinstance(r[k], (str, int)) else "%.6g" % r[k]
+                             for k in cols) + "\n")
+    keys = []
+    for r in rows:
+        if (r["workload"], r["system"]) not in keys:
+            keys.append((r["workload"], r["system"]))
+    keys.sort(key=lambda k: (k[0], list(SYSTEMS).index(k[1])))
+    summary = []
+    for wl, name in keys:
+        rs = [r for r in rows if r["workload"] == wl and r["system"] == name]
+        rec = {"workload": wl, "system": name, "n": len(rs)}
+        for k in METRICS + ["huge_mib"]:
+            rec[k] = mean_ci([r[k] for r in rs])[1:]
+        summary.append(rec)
+    with open(os.path.join(out, "redis_peers_summary.csv"), "w") as f:
+        f.write(f"# {header}; target {target} ops/s\nworkload,system,n," +
+                ",".join(f"{k}_mean,{k}_ci95" for k in METRICS + ["huge_mib"]) + "\n")
+        for s in summary:
+            f.write(f"{s['workload']},{s['system']},{s['n']}," +
+                    ",".join("%.6g,%.6g" % s[k] for k in METRICS + ["huge_mib"]) + "\n")
+    def ci(pair, fmt, snapshots=True):
+        return peers.fmt_ci(pair, fmt) if snapshots else "-"
+    with open(os.path.join(out, "redis_peers.md"), "w") as f:
+        f.write(f"Redis under snapshots (bench/peers/redis.py): {header}; open loop at {target} "
+                "ops/s\n\nMean ± 95% CI over the rounds. *during*: ops/s in the seconds a "
+                "snapshot overlapped over the same server's without snapshots; p99, p99.9 and "
+                "max over those seconds, weighted by operations, from each operation's "
+                "intended start; *run*: the whole run phase; *huge*: the server's "
+                "AnonHugePages after loading.\n\n| workload | system | n | during | p99 ms | "
+                "p99.9 ms | max ms | run p99.9 ms | run max ms | stall ms | duration s | "
+                "extra MiB | image MiB | huge MiB |\n" + "|---" * 14 + "|\n")
+        for s in summary:
+            snap = SYSTEMS[s["system"]][1] is not None
+            ms = lambda k: (s[k][0] / 1000, s[k][1] / 1000)  # noqa: E731
+            f.write(f"| {s['workload']} | {s['system']} | {s['n']} | "
+                    f"{ci(s['during'], '%.2f', snap)} | {ci(ms('p99_us'), '%.2f', snap)} | "
+                    f"{ci(ms('p999_us'), '%.1f', snap)} | {ci(ms('max_us'), '%.0f', snap)} | "
+                    f"{ci(ms('run_p999_us'), '%.1f')} | {ci(ms('run_max_us'), '%.0f')} | "
+                    f"{ci(s['stall_ms'], '%.0f')} | {ci(s['duration_s'], '%.2f', snap)} | "
+                    f"{ci(s['extra_mb'], '%.0f', snap)} | {ci(s['image_mb'], '%.0f', snap)} | "
+                    f"{ci(s['huge_mib'], '%.0f')} |\n")
+    plot(out, summary, header)
+
+
+def plot(out, summary, header):
+    snaps = [s for s in summary if SYSTEMS[s["system"]][1]]
+    if not snaps:
+        return
+    dat = os.path.join(out, "redis_peers.dat")
+    with open(dat, "w") as f:
+        for i, s in enumerate(snaps):
+            m, c = s["p999_us"]
+            f.write(f"{i} {s['workload']}:{s['system']} {m / 1000:g} "
+                    f"{0 if math.isnan(c) else c / 1000:g}\n")
+    script = f"""set terminal pngcairo size 1000,450 font ",9"
+set output "{out}/redis_peers.png"
+set title "Redis, open loop: p99.9 latency in the seconds a snapshot ran (mean, 95% CI)\\n{header[:110]}"
+set style fill solid 0.5
+set boxwidth 0.6
+set xtics rotate by -45
+set logscale y
+set ylabel "p99.9 (ms, from intended start)"
+plot "{dat}" using 1:3:4:xtic(2) with boxerrorbars notitle
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    os.unlink(dat)
+
+
+def main():
+    try:
+        cfg = settings()
+        rounds = int(env_float("ROUNDS", 5))
+        wls = pick(os.environ.get("WORKLOADS", "ycsb-a ycsb-b"), ["ycsb-a", "ycsb-b"], "WORKLOADS")
+        names = pick(os.environ.get("SYSTEMS", " ".join(SYSTEMS)), list(SYSTEMS), "SYSTEMS")
+        if not os.path.exists("/dev/kvm"):
+            left = [n for n in names if SYSTEMS[n][0] == "ccvm"]
+            if left:
+                print(f"redis: no /dev/kvm, leaving out {' '.join(left)}", file=sys.stderr)
+            names = [n for n in names if SYSTEMS[n][0] != "ccvm"]
+        for fam in {SYSTEMS[n][0] for n in names}:
+            if BASELINE[fam] not in names:
+                names.append(BASELINE[fam])
+        for f in [YCSB] + ([peers.CCVM] if any(SYSTEMS[n][0] == "ccvm" for n in names) else []):
+            if not os.path.exists(f):
+                raise Failed(f"{f} is missing: build first (make bench-redis does)")
+        out = os.environ.get("OUT") or os.path.join(peers.TOP, "bench", "results")
+        os.makedirs(out, exist_ok=True)
+        work = tempfile.mkdtemp(prefix="ccvm-redis.", dir=os.environ.get("IMGDIR") or "/var/tmp")
+        rows = []
+        try:
+            target = int(env_float("TARGET", 0)) or calibrate(names, cfg, work)
+            header = (peers.machine_line("kvm").replace(" accel kvm", "") +
+                      f"; records {cfg['records']} duration {cfg['duration']}s gap {cfg['gap']}s "
+                      f"(end to start) clients {cfg['clients']} rounds {rounds}")
+            for rnd in range(1, rounds + 1):
+                for wl in wls:
+                    order = list(names)
+                    random.Random(f"{rnd}-{wl}").shuffle(order)
+                    got = {}
+                    for k, name in enumerate(order):
+                        print(f"redis: round {rnd}, {wl}, {name} ({k + 1}/{len(order)}), "
+                              f"{target} ops/s", file=sys.stderr)
+                        d = os.path.join(work, f"{name}-{wl}-r{rnd}")
+                        os.makedirs(d)
+                        got[name] = one_run(name, wl, cfg, d, target)
+                    for name in order:
+                        m = got[name]
+                        base = got[BASELINE[SYSTEMS[name][0]]]["ops_per_s"]
+                        m["during"] = m["ops_per_s_in"] / base if base else 0.0
+                        rows.append(dict(m, round=rnd, workload=wl, system=name))
+        finally:
+            subprocess.run(["rm", "-rf", work], check=False)
+        write_outputs(out, header, rows, target)
+    except (Failed, subprocess.TimeoutExpired) as e:
+        print(f"redis: {e}", file=sys.stderr)
+        return 1
+    print(f"redis: {len(rows)} runs measured; results in {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
