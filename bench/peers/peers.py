@@ -68,6 +68,7 @@ CHUNK = 65536                    # updates per progress byte from the QEMU guest
 REPORT_MS = 20                   # zipfbench's report period in ccvm: the same ~20 ms
 PSS_PERIOD_S = 0.05
 POLL_S = 0.01
+SNAPSHOT_TIMEOUT_S = 900
 # Guest RAM beyond the area: ccvm's process layout; the QEMU guest's 4 MiB below its
 # area. Kept small for QEMU because its first snapshot backs all of a VM's untouched
 # RAM with memory (seen under TCG: +59 MiB PSS for 64 MiB never touched).
@@ -263,6 +264,18 @@ class Run:
             pass
 
 
+def ccvm_snapshot(sock, path, who):
+    """One live snapshot through ccvm's control socket, its figures once it is done."""
+    r = subprocess.run([CCVM, "ctl", sock, "snapshot", path, "--wait"], capture_output=True,
+                       text=True, timeout=SNAPSHOT_TIMEOUT_S)
+    if r.returncode:
+        raise Failed(f"{who}: ctl snapshot: {(r.stderr or r.stdout).strip()}")
+    fig = json.loads(r.stdout.strip().splitlines()[-1])
+    if fig.get("state") != "done":
+        raise Failed(f"{who}: snapshot {fig.get('state')}: {fig.get('error')}")
+    return fig
+
+
 def zipfbench_args(c):
     args = [ZIPFBENCH, "--size", f"{c['size']}M", "--alpha", str(c["alpha"]),
             "--seed", str(c["seed"]), "--duration", str(c["run_s"]),
@@ -299,14 +312,7 @@ class CcvmRun(Run):
 
     def snapshot(self, i):
         path = self.image_path(i)
-        r = subprocess.run([CCVM, "ctl", self.sock, "snapshot", path, "--wait"],
-                           capture_output=True, text=True, timeout=600)
-        if r.returncode:
-            raise Failed(f"{self.name}: ctl snapshot: {r.stderr.strip() or r.stdout.strip()}")
-        fig = json.loads(r.stdout.strip().splitlines()[-1])
-        if fig.get("state") != "done":
-            raise Failed(f"{self.name}: snapshot {fig.get('state')}: {fig.get('error')}")
-        self.durations.append(fig["duration_ms"] / 1000)
+        self.durations.append(ccvm_snapshot(self.sock, path, self.name)["duration_ms"] / 1000)
         self.record_image(path)
 
     def stop(self):
@@ -677,7 +683,7 @@ def main():
         finally:
             subprocess.run(["rm", "-rf", work], check=False)
         write_outputs(out, header, rows, notes, quick)
-    except Failed as e:
+    except (Failed, subprocess.TimeoutExpired) as e:
         print(f"peers: {e}", file=sys.stderr)
         return 1
     for n in notes:

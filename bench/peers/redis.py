@@ -128,13 +128,7 @@ class Server:
         if self.mode == "bgsave":
             return self.bgsave()
         path = os.path.join(self.work, f"s{i}.img")
-        r = subprocess.run([peers.CCVM, "ctl", self.sock, "snapshot", path, "--wait"],
-                           capture_output=True, text=True, timeout=900)
-        if r.returncode:
-            raise Failed(f"{self.name}: ctl snapshot: {(r.stderr or r.stdout).strip()}")
-        fig = json.loads(r.stdout.strip().splitlines()[-1])
-        if fig.get("state") != "done":
-            raise Failed(f"{self.name}: snapshot {fig.get('state')}: {fig.get('error')}")
+        fig = peers.ccvm_snapshot(self.sock, path, self.name)
         self.durations.append(fig["duration_ms"] / 1000)
         self.images.append(peers.allocated_bytes(path))
         os.unlink(path)
