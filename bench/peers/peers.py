@@ -57,6 +57,7 @@ import time
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 from ci95 import mean_ci  # noqa: E402
+import provenance  # noqa: E402
 
 CCVM = os.path.join(TOP, "ccvm")
 ZIPFBENCH = os.path.join(TOP, "build", "guest", "zipfbench")
@@ -490,27 +491,8 @@ def workloads(quick):
 
 
 def machine_line(accel):
-    def sh(*cmd):
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=TOP)
-        return r.stdout.strip() if r.returncode == 0 else ""
-    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
-    if sh("git", "status", "--porcelain", "--untracked-files=no"):
-        commit += "+dirty"
-    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                  if l.startswith("model name")), "?")
-    nested = "absent"
-    if os.path.exists("/dev/kvm"):
-        nested = "present, nested" if "hypervisor" in open("/proc/cpuinfo").read() else "present"
-    thp = "?"
-    try:
-        thp = open("/sys/kernel/mm/transparent_hugepage/enabled").read().split("[")[1].split("]")[0]
-    except (OSError, IndexError):
-        pass
-    qemu = sh(QEMU, "--version").splitlines()[0:1]
-    return (f"commit {commit}; machine {socket.gethostname()} {os.cpu_count()} cpus, "
-            f"{os.uname().release}, {model}, kvm {nested}, THP {thp}; "
-            f"{qemu[0] if qemu else 'no QEMU'} accel {accel}; "
-            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+    qemu = provenance.sh(QEMU, "--version").splitlines()[0:1]
+    return f"{provenance.line()}; {qemu[0] if qemu else 'no QEMU'} accel {accel}"
 
 
 def settings(quick):

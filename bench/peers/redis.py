@@ -401,7 +401,7 @@ def main():
         rows = []
         try:
             target = int(env_float("TARGET", 0)) or calibrate(names, cfg, work)
-            header = (peers.machine_line("kvm").replace(" accel kvm", "") +
+            header = (peers.provenance.line() +
                       f"; records {cfg['records']} duration {cfg['duration']}s gap {cfg['gap']}s "
                       f"(end to start) clients {cfg['clients']} rounds {rounds}")
             for rnd in range(1, rounds + 1):
