@@ -11,7 +11,8 @@
 #   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
 #                   duration, throughput timeline, restore time; CCoW sweep; Redis
 #                   under snapshots; the engine's policies without a VM; ccvm beside
-#                   QEMU's live snapshots (CSV + PNG)
+#                   QEMU's live snapshots; ccow's threshold against the cost model
+#                   (CSV + PNG)
 #   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
 
 CC       ?= gcc
@@ -59,7 +60,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs demo clean format guests
+.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs demo clean format guests bench-peers peer-guest bench-threshold
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -214,7 +215,7 @@ fuzz: deps
 fuzz-quick: fuzz-build
 	tests/fuzz/run.sh 10
 
-bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs bench-peers
+bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs bench-threshold bench-peers
 
 # The YCSB load generator for Redis (hiredis); built next to its source as the issue
 # names it.
@@ -250,6 +251,12 @@ bench-engine: deps
 bench-costs: deps
 	$(MAKE) bench/cost-bench
 	bench/costs.sh
+
+# ccow's threshold against the prediction from those costs, on the engine, no VM needed.
+bench-threshold: deps
+	$(MAKE) bench/engine-bench
+	[ -f bench/results/costs.csv ] || $(MAKE) bench-costs
+	bench/threshold-sweep.py
 
 # Redis serving in ccvm against natively; Redis under snapshots beside native BGSAVE.
 bench-redis: deps

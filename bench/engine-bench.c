@@ -14,6 +14,8 @@
  *                   batch is the same number of updates)
  *   snapshots, traps (write faults), pause_us_max, pause_us_mean, duration_ms_mean,
  *   and summed over the snapshots pages_copied, regions_hot, regions_precopied
+ *   region_coverage with --region-coverage: each region's expected coverage over the
+ *                   mean snapshot's duration, as the tracker learnt it
  *   exact           with --verify: every image equals the memory at its instant
  *                   (the reference is copied inside the pause, which makes pauses
  *                   and stalls longer: measure without --verify)
@@ -58,6 +60,7 @@ struct eb_opts {
 	bool gap;                /* every_s counts from a snapshot's end, not its start */
 	const char *dir;
 	bool verify, json;
+	bool region_coverage;    /* print the tracker's per-region coverage */
 	uint64_t rate;
 	uint64_t seed;
 };
@@ -69,6 +72,8 @@ struct eb {
 	struct load load;
 	struct snap_engine e;
 	struct tracker tracker;
+	double *cov;             /* --region-coverage, taken before the tracker ends */
+	uint64_t n_cov;
 	bool tracking;
 	uint64_t snapshots, traps, pause_us_max, failed;
 	uint64_t pause_us_sum, duration_ms_sum, pages_copied, regions_hot, regions_precopied;
@@ -90,7 +95,7 @@ static void eb_usage(FILE *f)
 		"usage: engine-bench --mem SIZE --threads N --alpha A [--scatter]\n"
 		"                    --policy none|stop|cow|ccow|fork [--threshold T]\n"
 		"                    --snapshot-every S | --snapshot-gap S --duration D --dir DIR\n"
-		"                    [--verify] [--json]\n"
+		"                    [--verify] [--json] [--region-coverage]\n"
 		"                    [--rate BYTES_PER_S] [--seed N]\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
@@ -133,6 +138,7 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	case 'D': o->dir = arg; return 0;
 	case 'v': o->verify = true; return 0;
 	case 'j': o->json = true; return 0;
+	case 'R': o->region_coverage = true; return 0;
 	case 'r': return cli_parse_size(arg, &o->rate) ? eb_bad("rate", arg) : 0;
 	case 's':
 		if (cli_parse_real(arg, 0, 1e15, &d) || d != (double)(uint64_t)d)
@@ -151,7 +157,8 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "snapshot-every", 1, 0, 'e' }, { "duration", 1, 0, 'd' }, { "dir", 1, 0, 'D' },
 		{ "snapshot-gap", 1, 0, 'g' },
 		{ "verify", 0, 0, 'v' },    { "json", 0, 0, 'j' },      { "rate", 1, 0, 'r' },
-		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { 0, 0, 0, 0 },
+		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { "region-coverage", 0, 0, 'R' },
+		{ 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -347,6 +354,7 @@ static void eb_stop(struct eb *b)
 
 static void eb_free(struct eb *b)
 {
+	free(b->cov);
 	load_fini(&b->load);
 	gmem_unmap(&b->mem);
 }
@@ -354,6 +362,30 @@ static void eb_free(struct eb *b)
 static const char *eb_policy_name(const struct eb_opts *o)
 {
 	return o->none ? "none" : snap_policy_name(o->policy);
+}
+
+/* --region-coverage: each region's coverage over the mean snapshot's duration, as the
+ * tracker learnt it from the snapshots (bench/threshold-sweep.py predicts from it).
+ * Read before eb_stop, which ends the tracker. */
+static void eb_take_coverage(struct eb *b)
+{
+	uint64_t n = b->tracker.cov.n_regions;
+
+	if (!b->o.region_coverage || !b->snapshots || !b->tracking || !n)
+		return;
+	b->cov = calloc(n, sizeof(*b->cov));
+	if (b->cov)
+		b->n_cov = tracker_region_coverage(&b->tracker, (double)b->duration_ms_sum /
+						   (double)b->snapshots / 1000.0, b->cov, n);
+}
+
+static json_t *eb_region_coverage(const struct eb *b)
+{
+	json_t *a = json_array();
+
+	for (uint64_t r = 0; r < b->n_cov; r++)
+		json_array_append_new(a, json_real(b->cov[r])); /* full precision: near 1 matters */
+	return a;
 }
 
 static void eb_print(struct eb *b, double seconds)
@@ -395,6 +427,8 @@ static void eb_print(struct eb *b, double seconds)
 		json_object_set_new(o, "exact", json_boolean(b->exact && !b->failed));
 	json_object_set_new(o, "coverage", json_string(b->o.none ? "none" :
 				"snapshots only: no dirty log without KVM"));
+	if (b->o.region_coverage && b->snapshots)
+		json_object_set_new(o, "region_coverage", eb_region_coverage(b));
 	text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (text)
@@ -428,6 +462,7 @@ int main(int argc, char **argv)
 	t0 = mono_s();
 	rc = eb_loop(&b);
 	seconds = mono_s() - t0;
+	eb_take_coverage(&b);
 	eb_stop(&b);
 	if (!rc)
 		eb_print(&b, seconds);

@@ -505,6 +505,19 @@ void tracker_fini(struct tracker *t)
 	t->bitmap = t->present = t->acc = t->acc_present = NULL;
 }
 
+uint64_t tracker_region_coverage(struct tracker *t, double seconds, double *out, uint64_t n)
+{
+	uint64_t r;
+
+	pthread_mutex_lock(&t->lock);
+	if (n > t->cov.n_regions)
+		n = t->cov.n_regions;
+	for (r = 0; r < n; r++)
+		out[r] = coverage_known(&t->cov) ? coverage_of(&t->cov, r, seconds) : 0;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 uint64_t tracker_classify(struct tracker *t, double threshold, uint8_t *hot)
 {
 	uint64_t n;
@@ -533,6 +546,9 @@ void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uin
 	/* The count grows in steps (zipfbench reads the clock every 4096 updates): a
 	 * snapshot in which the guest hardly ran cannot be timed by it. */
 	if (t->progress_rate <= 0 || (double)progress < t->progress_rate * DIRTY_OBS_MIN_S) {
+		log_debug("coverage: a snapshot's observations left out: progress %llu, rate %.0f "
+			  "per s (%s)", (unsigned long long)progress, t->progress_rate,
+			  t->progress_rate <= 0 ? "not timed yet" : "the guest hardly ran");
 		pthread_mutex_unlock(&t->lock);
 		return;
 	}

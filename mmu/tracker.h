@@ -81,6 +81,11 @@ void tracker_fini(struct tracker *t);
  * to start (coverage_classify); returns the count. */
 uint64_t tracker_classify(struct tracker *t, double threshold, uint8_t *hot);
 
+/* Each region's expected coverage over @seconds (coverage_of) into @out, at most @n
+ * of them, all 0 while nothing is known; returns how many were written. For the
+ * benchmarks that compare the threshold with a cost model. */
+uint64_t tracker_region_coverage(struct tracker *t, double seconds, double *out, uint64_t n);
+
 /* The guest's progress count now (0 without one): what snapshots time their
  * observations by. */
 uint64_t tracker_progress_now(const struct tracker *t);
