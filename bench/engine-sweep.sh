@@ -10,8 +10,9 @@
 #
 # Environment: ROUNDS, MEM (default 256M), THREADS (2), ALPHA (0.99), GAP (seconds from
 # one snapshot's end to the next one's start, the same for every policy; default 1),
-# DURATION (seconds per run, default 8), SCATTER (1: spread hot blocks over memory),
-# IMGDIR (where images go; default a temporary directory).
+# DURATION (seconds per run, default 8), SCATTER (default 1: hot blocks spread over
+# memory, the layout every comparison uses; 0: packed), IMGDIR (where images go;
+# default a temporary directory).
 #
 # The writers run flat out (closed loop): max_stall_ms and p999_batch_ms are how long
 # a writer's batch of 64 updates took, the snapshot's pause and traps included, not a
@@ -26,7 +27,7 @@ THREADS=${THREADS:-2}
 ALPHA=${ALPHA:-0.99}
 GAP=${GAP:-1}
 DURATION=${DURATION:-8}
-SCATTER=${SCATTER:-0}
+SCATTER=${SCATTER:-1}
 IMGDIR=${IMGDIR:-$(mktemp -d /var/tmp/ccvm-engine-sweep.XXXXXX)}
 mkdir -p "$OUT" "$IMGDIR"
 trap 'rm -rf "$IMGDIR"' EXIT
