@@ -662,6 +662,11 @@ def main():
             for rnd in range(1, rounds + 1):
                 for wl in wls:
                     run_round(rnd, wl, names, cfg, work, rows, notes)
+        except (Failed, subprocess.TimeoutExpired):
+            if rows:  # the runs that finished are kept, marked as such
+                write_outputs(out, header + f"; STOPPED after {len(rows)} runs", rows, notes,
+                              quick)
+            raise
         finally:
             subprocess.run(["rm", "-rf", work], check=False)
         write_outputs(out, header, rows, notes, quick)

@@ -40,6 +40,7 @@ import math
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,8 @@ from peers import Failed, env_float, mean_ci  # noqa: E402
 YCSB = os.path.join(peers.TOP, "bench", "ycsb")
 HIST_STEP = 1.01           # bench/ycsb's histogram buckets
 BGSAVE_TIMEOUT_S = 900
+PORT_MIN = 10000
+PORT_TRIES = 3
 SYSTEMS = {
     "native": ("native", None), "native-bgsave": ("native", "bgsave"),
     "ccvm-none": ("ccvm", None), "ccvm-stop": ("ccvm", "stop"), "ccvm-cow": ("ccvm", "cow"),
@@ -61,6 +64,23 @@ SYSTEMS = {
 BASELINE = {"native": "native", "ccvm": "ccvm-none"}
 METRICS = ["ops_per_s", "during", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
            "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots"]
+
+
+def free_port():
+    """A loopback TCP port nobody holds now, below the ephemeral range."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(PORT_MIN, max(PORT_MIN + 1, low))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise Failed("no free loopback port")
 
 
 def redis_cli(port, *args, timeout=10):
@@ -80,10 +100,21 @@ class Server:
     def __init__(self, name, cfg, work):
         self.name, self.cfg, self.work = name, cfg, work
         self.family, self.mode = SYSTEMS[name]
-        self.port = 20000 + random.randrange(20000)
+        self.port = 0
         self.windows, self.durations, self.images = [], [], []
 
     def start(self):
+        """Start on a free port below the kernel's ephemeral range (client sockets of
+        earlier runs may hold any port in it); a lost race for the port is retried."""
+        for attempt in range(PORT_TRIES):
+            self.port = free_port()
+            try:
+                return self.start_on_port()
+            except Failed:
+                if attempt == PORT_TRIES - 1 or "Address already in use" not in self.tail():
+                    raise
+
+    def start_on_port(self):
         redis = "redis-server"
         if self.family == "native":
             args = [redis, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
@@ -95,6 +126,8 @@ class Server:
             if self.mode:
                 args += ["--snapshot-policy", self.mode]
             args += ["--", shutil.which(redis) or redis, "--port", "6379", "--save", "", "--appendonly", "no"]
+        if getattr(self, "log", None):
+            self.log.close()
         self.log = open(os.path.join(self.work, "server.log"), "w")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
@@ -420,6 +453,10 @@ def main():
                         base = got[BASELINE[SYSTEMS[name][0]]]["ops_per_s"]
                         m["during"] = m["ops_per_s_in"] / base if base else 0.0
                         rows.append(dict(m, round=rnd, workload=wl, system=name))
+        except (Failed, subprocess.TimeoutExpired):
+            if rows:  # the rounds that finished are kept, marked as such
+                write_outputs(out, header + f"; STOPPED after {len(rows)} runs", rows, target)
+            raise
         finally:
             subprocess.run(["rm", "-rf", work], check=False)
         write_outputs(out, header, rows, target)
