@@ -481,12 +481,9 @@ def workloads(quick):
     every = [dict(base, name="zipf-a0.9", alpha=0.9), dict(base, name="zipf-a0.99", alpha=0.99),
              dict(base, name="zipf-a1.2", alpha=1.2),
              dict(base, name="zipf-a0.99-t4", alpha=0.99, threads=4)]
-    names = os.environ.get("WORKLOADS", "").split() or (["zipf-a0.99"] if quick else
-                                                        [w["name"] for w in every])
-    bad = [n for n in names if n not in [w["name"] for w in every]]
-    if bad:
-        raise Failed(f"WORKLOADS: unknown {' '.join(bad)} "
-                     f"(known: {' '.join(w['name'] for w in every)})")
+    known = [w["name"] for w in every]
+    names = pick_names(os.environ.get("WORKLOADS", "zipf-a0.99" if quick else " ".join(known)),
+                       known, "WORKLOADS")
     return [w for w in every if w["name"] in names]
 
 
@@ -508,26 +505,38 @@ def settings(quick):
     return c
 
 
+def pick_names(value, known, what):
+    """The space-separated names in @value, each one of @known."""
+    names = value.split()
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise Failed(f"{what}: unknown {' '.join(bad)} (known: {' '.join(known)})")
+    return names
+
+
+def runnable(names, systems, baseline, who):
+    """@names less ccvm's where there is no /dev/kvm (said on stderr), plus each
+    family's baseline, which `during` and `lost_s` are measured against."""
+    if not os.path.exists("/dev/kvm"):
+        dropped = [n for n in names if systems[n][0] == "ccvm"]
+        if dropped:
+            print(f"{who}: no /dev/kvm, leaving out {' '.join(dropped)}", file=sys.stderr)
+        names = [n for n in names if systems[n][0] != "ccvm"]
+    for fam in sorted({systems[n][0] for n in names}):
+        if baseline[fam] not in names:
+            names.append(baseline[fam])
+    return names
+
+
 def pick_systems(accel, quick):
     # QUICK's file has the snapshot systems only: native would cost time for nothing.
-    names = os.environ.get("SYSTEMS", "").split() or [n for n in SYSTEMS
-                                                      if not (quick and n == "native")]
-    bad = [n for n in names if n not in SYSTEMS]
-    if bad:
-        raise Failed(f"SYSTEMS: unknown {' '.join(bad)} (known: {' '.join(SYSTEMS)})")
-    kvm = os.path.exists("/dev/kvm")
+    default = [n for n in SYSTEMS if not (quick and n == "native")]
+    names = pick_names(os.environ.get("SYSTEMS", " ".join(default)), list(SYSTEMS), "SYSTEMS")
     vms = [n for n in names if SYSTEMS[n][0] != "native"]
-    if not kvm and accel == "kvm" and vms:
+    if not os.path.exists("/dev/kvm") and accel == "kvm" and vms:
         raise Failed("no /dev/kvm: the peers benchmark measures VMs under KVM "
                      "(ACCEL=tcg runs QEMU's half under emulation, to check the scripts)")
-    if not kvm:
-        dropped = [n for n in names if SYSTEMS[n][0] == "ccvm"]
-        if dropped:
-            print(f"peers: no /dev/kvm, leaving out {' '.join(dropped)}", file=sys.stderr)
-        names = [n for n in names if SYSTEMS[n][0] != "ccvm"]
-    for fam in {SYSTEMS[n][0] for n in names}:
-        if BASELINE[fam] not in names:
-            names.append(BASELINE[fam])
+    names = runnable(names, SYSTEMS, BASELINE, "peers")
     needs = {"native": [ZIPFBENCH], "ccvm": [CCVM, ZIPFBENCH], "qemu": [PEER_GUEST]}
     for fam in {SYSTEMS[n][0] for n in names}:
         for f in needs[fam]:

@@ -321,14 +321,6 @@ def calibrate(names, cfg, work):
     return max(100, int(min(rates) / 2))
 
 
-def pick(names_env, known, what):
-    names = names_env.split()
-    bad = [n for n in names if n not in known]
-    if bad:
-        raise Failed(f"{what}: unknown {' '.join(bad)} (known: {' '.join(known)})")
-    return names
-
-
 def settings():
     c = {"records": int(env_float("RECORDS", 250000)), "duration": int(env_float("DURATION", 30)),
          "gap": env_float("GAP", 2.0), "clients": int(env_float("CLIENTS", 8)),
@@ -415,16 +407,11 @@ def main():
     try:
         cfg = settings()
         rounds = int(env_float("ROUNDS", 5))
-        wls = pick(os.environ.get("WORKLOADS", "ycsb-a ycsb-b"), ["ycsb-a", "ycsb-b"], "WORKLOADS")
-        names = pick(os.environ.get("SYSTEMS", " ".join(SYSTEMS)), list(SYSTEMS), "SYSTEMS")
-        if not os.path.exists("/dev/kvm"):
-            left = [n for n in names if SYSTEMS[n][0] == "ccvm"]
-            if left:
-                print(f"redis: no /dev/kvm, leaving out {' '.join(left)}", file=sys.stderr)
-            names = [n for n in names if SYSTEMS[n][0] != "ccvm"]
-        for fam in {SYSTEMS[n][0] for n in names}:
-            if BASELINE[fam] not in names:
-                names.append(BASELINE[fam])
+        wls = peers.pick_names(os.environ.get("WORKLOADS", "ycsb-a ycsb-b"),
+                               ["ycsb-a", "ycsb-b"], "WORKLOADS")
+        names = peers.pick_names(os.environ.get("SYSTEMS", " ".join(SYSTEMS)), list(SYSTEMS),
+                                 "SYSTEMS")
+        names = peers.runnable(names, SYSTEMS, BASELINE, "redis")
         for f in [YCSB] + ([peers.CCVM] if any(SYSTEMS[n][0] == "ccvm" for n in names) else []):
             if not os.path.exists(f):
                 raise Failed(f"{f} is missing: build first (make bench-redis does)")
