@@ -126,9 +126,11 @@ class Progress:
         return pts[-1][1]
 
     def longest_gap(self, start, end):
+        """The longest time in [start, end] without a progress point; the period's ends
+        count, so a guest that stops before the end shows the stall."""
         with self.lock:
-            ts = [t for t, _ in self.points if start <= t <= end]
-        return max((b - a for a, b in zip(ts, ts[1:])), default=end - start)
+            ts = [start] + [t for t, _ in self.points if start < t < end] + [end]
+        return max(b - a for a, b in zip(ts, ts[1:]))
 
 
 def read_qemu_progress(stream, prog, log):
@@ -197,7 +199,7 @@ class PssSampler(threading.Thread):
 
 
 class Qmp:
-    def __init__(self, path, deadline):
+    def __init__(self, path, deadline, run):
         while True:
             try:
                 self.sock = socket.socket(socket.AF_UNIX)
@@ -205,8 +207,10 @@ class Qmp:
                 break
             except OSError:
                 self.sock.close()
+                if run.proc.poll() is not None:
+                    raise Failed(f"{run.name}: QEMU did not start: {describe_exit(run)}")
                 if time.monotonic() > deadline:
-                    raise Failed(f"QMP socket {path} did not come up")
+                    raise Failed(f"{run.name}: QMP socket {path} did not come up")
                 time.sleep(0.05)
         self.file = self.sock.makefile("rwb")
         self._read()  # greeting
@@ -214,7 +218,10 @@ class Qmp:
 
     def _read(self):
         while True:
-            line = self.file.readline()
+            try:
+                line = self.file.readline()
+            except OSError as e:
+                raise Failed(f"QMP: {e}")
             if not line:
                 raise Failed("QEMU closed its QMP socket")
             msg = json.loads(line)
@@ -225,8 +232,11 @@ class Qmp:
         req = {"execute": name}
         if args:
             req["arguments"] = args
-        self.file.write(json.dumps(req).encode() + b"\n")
-        self.file.flush()
+        try:
+            self.file.write(json.dumps(req).encode() + b"\n")
+            self.file.flush()
+        except OSError as e:
+            raise Failed(f"QMP {name}: {e}")
         reply = self._read()
         if "error" in reply:
             raise Failed(f"QMP {name}: {reply['error'].get('desc')}")
@@ -253,6 +263,12 @@ class Run:
         self.windows, self.durations, self.images = [], [], []
         self.skipped = None
         self.proc = None
+
+    def err_file(self):
+        """The system's stderr goes to a file: a pipe nobody reads while the run lasts
+        could fill and block it."""
+        self.err_path = os.path.join(self.work, "stderr.log")
+        return open(self.err_path, "wb")
 
     def image_path(self, i):
         return os.path.join(self.work, f"{self.name}-{i}.img")
@@ -289,7 +305,7 @@ class NativeRun(Run):
 
     def start(self):
         self.proc = subprocess.Popen(zipfbench_args(self.cfg) + ["--hugepages"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err_file(),
                                      stdin=subprocess.DEVNULL)
         threading.Thread(target=read_zipfbench_reports, args=(self.proc.stdout, self.prog,
                                                               self.log), daemon=True).start()
@@ -307,7 +323,7 @@ class CcvmRun(Run):
         if self.mode:
             args += ["--snapshot-policy", self.mode]
         self.proc = subprocess.Popen(args + ["--"] + zipfbench_args(c), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                                     stderr=self.err_file(), stdin=subprocess.DEVNULL)
         threading.Thread(target=read_zipfbench_reports, args=(self.proc.stdout, self.prog,
                                                               self.log), daemon=True).start()
 
@@ -336,11 +352,11 @@ class QemuRun(Run):
                 "-kernel", PEER_GUEST, "-append", append, "-debugcon", "stdio",
                 "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
                 "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.err_file(),
                                      stdin=subprocess.DEVNULL)
         threading.Thread(target=read_qemu_progress, args=(self.proc.stdout, self.prog,
                                                           self.log), daemon=True).start()
-        self.qmp = Qmp(self.qmp_path, time.monotonic() + 30)
+        self.qmp = Qmp(self.qmp_path, time.monotonic() + 30, self)
         bg = self.mode in ("bg", "bg-unlimited")
         if self.mode:
             self.qmp.cmd("migrate-set-capabilities", {"capabilities": [
@@ -402,7 +418,11 @@ def stop_process(proc):
 def drive(run):
     """Start, warm up, take snapshots on the cadence, measure; fills run's fields."""
     c = run.cfg
-    run.start()
+    try:
+        run.start()
+    except BaseException:
+        run.stop()  # a QEMU whose QMP never answered is still running
+        raise
     if run.skipped:
         return
     sampler = PssSampler(run.proc.pid)
@@ -444,7 +464,10 @@ def drive(run):
 
 def describe_exit(run):
     rc = run.proc.poll()
-    err = run.proc.stderr.read().decode(errors="replace") if rc is not None else ""
+    try:
+        err = open(run.err_path, errors="replace").read()
+    except (OSError, AttributeError):
+        err = ""
     text = "".join(x if isinstance(x, str) else x.decode(errors="replace") for x in run.log)
     return f"exit {rc}; {(err + text).strip()[-400:]}"
 
@@ -455,6 +478,8 @@ def rate(run):
 
 
 def metrics(run, base):
+    if base <= 0:
+        raise Failed(f"{run.name}: its baseline made no progress")
     t0, t1 = run.period
     done = run.prog.at(t1) - run.prog.at(t0)
     n = len(run.windows)
@@ -673,7 +698,7 @@ def main():
             for rnd in range(1, rounds + 1):
                 for wl in wls:
                     run_round(rnd, wl, names, cfg, work, rows, notes)
-        except (Failed, subprocess.TimeoutExpired):
+        except (Failed, subprocess.TimeoutExpired, OSError):
             if rows:  # the runs that finished are kept, marked as such
                 write_outputs(out, header + f"; STOPPED after {len(rows)} runs", rows, notes,
                               quick)
@@ -681,7 +706,7 @@ def main():
         finally:
             subprocess.run(["rm", "-rf", work], check=False)
         write_outputs(out, header, rows, notes, quick)
-    except (Failed, subprocess.TimeoutExpired) as e:
+    except (Failed, subprocess.TimeoutExpired, OSError) as e:
         print(f"peers: {e}", file=sys.stderr)
         return 1
     for n in notes:

@@ -440,14 +440,14 @@ def main():
                         base = got[BASELINE[SYSTEMS[name][0]]]["ops_per_s"]
                         m["during"] = m["ops_per_s_in"] / base if base else 0.0
                         rows.append(dict(m, round=rnd, workload=wl, system=name))
-        except (Failed, subprocess.TimeoutExpired):
+        except (Failed, subprocess.TimeoutExpired, OSError):
             if rows:  # the rounds that finished are kept, marked as such
                 write_outputs(out, header + f"; STOPPED after {len(rows)} runs", rows, target)
             raise
         finally:
             subprocess.run(["rm", "-rf", work], check=False)
         write_outputs(out, header, rows, target)
-    except (Failed, subprocess.TimeoutExpired) as e:
+    except (Failed, subprocess.TimeoutExpired, OSError) as e:
         print(f"redis: {e}", file=sys.stderr)
         return 1
     print(f"redis: {len(rows)} runs measured; results in {out}", file=sys.stderr)

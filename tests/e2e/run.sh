@@ -206,6 +206,9 @@ PY
 		fail "peers.py native" "status $st" "$row" "$(tail -3 "$WORK/peers.out")"
 	fi
 	expect_fail "peers.py SYSTEMS=foo" 1 "SYSTEMS: unknown foo" -- env SYSTEMS=foo ACCEL=tcg "$TOP/bench/peers/peers.py"
+	expect_fail "peers.py SIZE=abc" 1 "SIZE=abc: not a number" -- env SIZE=abc ACCEL=tcg "$TOP/bench/peers/peers.py"
+	expect_fail "peers.py, a guest QEMU cannot allocate" 1 "QEMU did not start\|QMP" -- \
+		env QUICK=1 ACCEL=tcg SYSTEMS=qemu-bg SIZE=100000000 IMGDIR="$WORK" "$TOP/bench/peers/peers.py"
 	if [ ! -e /dev/kvm ]; then
 		expect_fail "peers.py without /dev/kvm" 1 "no /dev/kvm" -- env QUICK=1 OUT="$WORK/peers" "$TOP/bench/peers/peers.py"
 	fi
