@@ -263,6 +263,7 @@ bench-redis: deps
 	$(MAKE) ccvm bench/ycsb
 	bench/redis-snapshots
 	bench/peers/redis.py
+	bench/peers/table.py
 
 # The QEMU peer's guest: zipfbench's loop on bare metal, booted by QEMU's multiboot
 # loader (bench/peers/guest). Freestanding; math from musl's libc.a.
@@ -282,6 +283,7 @@ $(PEER_GUEST): bench/peers/guest/boot.S bench/peers/guest/zipfguest.c bench/peer
 bench-peers: deps
 	$(MAKE) ccvm guests peer-guest
 	bench/peers/peers.py
+	[ -n "$(QUICK)" ] || bench/peers/table.py
 
 demo: deps
 	$(MAKE) ccvm guests

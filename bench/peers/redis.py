@@ -16,6 +16,8 @@ seconds through its t0_unix):
 
   during        ops/s in the seconds a snapshot overlapped over the same server's ops/s
                 without snapshots (native or ccvm-none, same round)
+  lost_s        work not done by the run's end, per snapshot, in seconds of that rate
+                (open loop: the backlog still queued)
   p99_us, p999_us, max_us
                 ops-weighted latency percentiles over those seconds (histograms merged)
   run_p999_us, run_max_us, stall_ms
@@ -62,7 +64,7 @@ SYSTEMS = {
     "ccvm-ccow": ("ccvm", "ccow"), "ccvm-fork": ("ccvm", "fork"),
 }
 BASELINE = {"native": "native", "ccvm": "ccvm-none"}
-METRICS = ["ops_per_s", "during", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
+METRICS = ["ops_per_s", "during", "lost_s", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
            "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots"]
 
 
@@ -439,6 +441,10 @@ def main():
                         m = got[name]
                         base = got[BASELINE[SYSTEMS[name][0]]]["ops_per_s"]
                         m["during"] = m["ops_per_s_in"] / base if base else 0.0
+                        # Work not done by the end, in seconds of the baseline's pace.
+                        m["lost_s"] = ((cfg["duration"] - m["ops_per_s"] * cfg["duration"] /
+                                        base) / m["snapshots"]
+                                       if base and m["snapshots"] else 0.0)
                         rows.append(dict(m, round=rnd, workload=wl, system=name))
         except (Failed, subprocess.TimeoutExpired, OSError):
             if rows:  # the rounds that finished are kept, marked as such

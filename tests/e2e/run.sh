@@ -205,6 +205,11 @@ PY
 	else
 		fail "peers.py native" "status $st" "$row" "$(tail -3 "$WORK/peers.out")"
 	fi
+	OUT="$WORK/peers" "$TOP/bench/peers/table.py" 2>/dev/null
+	grep -q '^| zipf-a0.99 | native | 1 | - | - | [0-9]' "$WORK/peers/comparison.md" &&
+		grep -q 'not measured yet: redis_peers_summary.csv' "$WORK/peers/comparison.md" &&
+		pass "table.py: the comparison table from the summaries, missing ones named" ||
+		fail "table.py" "$(tail -3 "$WORK/peers/comparison.md" 2>&1)"
 	expect_fail "peers.py SYSTEMS=foo" 1 "SYSTEMS: unknown foo" -- env SYSTEMS=foo ACCEL=tcg "$TOP/bench/peers/peers.py"
 	expect_fail "peers.py SIZE=abc" 1 "SIZE=abc: not a number" -- env SIZE=abc ACCEL=tcg "$TOP/bench/peers/peers.py"
 	expect_fail "peers.py, a guest QEMU cannot allocate" 1 "QEMU did not start\|QMP" -- \
