@@ -595,17 +595,34 @@ def run_round(rnd, wl, names, cfg, imgdir, rows, notes):
         rows.append(dict(m, system=name, workload=wl["name"], round=rnd))
 
 
-def summarise(rows):
+def summarise(rows, systems, metrics):
+    """Per (workload, system), in the table's system order: n and (mean, 95% CI) of
+    each of @metrics over the rounds."""
     keys = sorted({(r["workload"], r["system"]) for r in rows},
-                  key=lambda k: (k[0], list(SYSTEMS).index(k[1])))
+                  key=lambda k: (k[0], list(systems).index(k[1])))
     out = []
     for wl, sysname in keys:
         rs = [r for r in rows if r["workload"] == wl and r["system"] == sysname]
         rec = {"workload": wl, "system": sysname, "n": len(rs)}
-        for k in METRICS + ["updates_per_s"]:
+        for k in metrics:
             rec[k] = mean_ci([r[k] for r in rs])[1:]
         out.append(rec)
     return out
+
+
+def write_csvs(runs_path, summary_path, header, rows, cols, summary, metrics):
+    """A row per run (@cols), and the summary's mean and CI per metric."""
+    with open(runs_path, "w") as f:
+        f.write(f"# {header}\n" + ",".join(cols) + "\n")
+        for r in rows:
+            f.write(",".join(str(r[k]) if isinstance(r[k], (str, int)) else "%.6g" % r[k]
+                             for k in cols) + "\n")
+    with open(summary_path, "w") as f:
+        f.write(f"# {header}\nworkload,system,n," +
+                ",".join(f"{k}_mean,{k}_ci95" for k in metrics) + "\n")
+        for s in summary:
+            f.write(f"{s['workload']},{s['system']},{s['n']}," +
+                    ",".join("%.6g,%.6g" % s[k] for k in metrics) + "\n")
 
 
 def fmt_ci(pair, fmt):
@@ -625,18 +642,9 @@ def write_outputs(out, header, rows, notes, quick):
                                  ["%.6g" % r[k] for k in METRICS]) + "\n")
         return
     cols = ["round", "workload", "system", "updates_per_s", "snapshots"] + METRICS
-    with open(os.path.join(out, "peers.csv"), "w") as f:
-        f.write(f"# {header}\n" + ",".join(cols) + "\n")
-        for r in rows:
-            f.write(",".join(str(r[k]) if isinstance(r[k], (str, int)) else "%.6g" % r[k]
-                             for k in cols) + "\n")
-    summary = summarise(rows)
-    with open(os.path.join(out, "peers_summary.csv"), "w") as f:
-        f.write(f"# {header}\nworkload,system,n," +
-                ",".join(f"{k}_mean,{k}_ci95" for k in ["updates_per_s"] + METRICS) + "\n")
-        for s in summary:
-            f.write(f"{s['workload']},{s['system']},{s['n']}," +
-                    ",".join("%.6g,%.6g" % s[k] for k in ["updates_per_s"] + METRICS) + "\n")
+    summary = summarise(rows, SYSTEMS, ["updates_per_s"] + METRICS)
+    write_csvs(os.path.join(out, "peers.csv"), os.path.join(out, "peers_summary.csv"), header,
+               rows, cols, summary, ["updates_per_s"] + METRICS)
     with open(os.path.join(out, "peers.md"), "w") as f:
         f.write(f"Peers (bench/peers/peers.py): {header}\n\n"
                 "Mean ± 95% CI over the rounds. *during*: updates/s inside snapshots over the "

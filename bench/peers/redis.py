@@ -51,7 +51,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers  # noqa: E402
-from peers import Failed, env_float, mean_ci  # noqa: E402
+from peers import Failed, env_float  # noqa: E402
 
 YCSB = os.path.join(peers.TOP, "bench", "ycsb")
 HIST_STEP = 1.01           # bench/ycsb's histogram buckets
@@ -334,29 +334,11 @@ def settings():
 
 def write_outputs(out, header, rows, target):
     cols = ["round", "workload", "system"] + METRICS + ["huge_mib"]
-    with open(os.path.join(out, "redis_peers.csv"), "w") as f:
-        f.write(f"# {header}; target {target} ops/s\n" + ",".join(cols) + "\n")
-        for r in rows:
-            f.write(",".join(str(r[k]) if isinstance(r[k], (str, int)) else "%.6g" % r[k]
-                             for k in cols) + "\n")
-    keys = []
-    for r in rows:
-        if (r["workload"], r["system"]) not in keys:
-            keys.append((r["workload"], r["system"]))
-    keys.sort(key=lambda k: (k[0], list(SYSTEMS).index(k[1])))
-    summary = []
-    for wl, name in keys:
-        rs = [r for r in rows if r["workload"] == wl and r["system"] == name]
-        rec = {"workload": wl, "system": name, "n": len(rs)}
-        for k in METRICS + ["huge_mib"]:
-            rec[k] = mean_ci([r[k] for r in rs])[1:]
-        summary.append(rec)
-    with open(os.path.join(out, "redis_peers_summary.csv"), "w") as f:
-        f.write(f"# {header}; target {target} ops/s\nworkload,system,n," +
-                ",".join(f"{k}_mean,{k}_ci95" for k in METRICS + ["huge_mib"]) + "\n")
-        for s in summary:
-            f.write(f"{s['workload']},{s['system']},{s['n']}," +
-                    ",".join("%.6g,%.6g" % s[k] for k in METRICS + ["huge_mib"]) + "\n")
+    summary = peers.summarise(rows, SYSTEMS, METRICS + ["huge_mib"])
+    peers.write_csvs(os.path.join(out, "redis_peers.csv"),
+                     os.path.join(out, "redis_peers_summary.csv"),
+                     f"{header}; target {target} ops/s", rows, cols, summary,
+                     METRICS + ["huge_mib"])
     def ci(pair, fmt, snapshots=True):
         return peers.fmt_ci(pair, fmt) if snapshots else "-"
     with open(os.path.join(out, "redis_peers.md"), "w") as f:
