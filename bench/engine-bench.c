@@ -16,6 +16,11 @@
  *   and summed over the snapshots pages_copied, regions_hot, regions_precopied
  *   region_coverage with --region-coverage: each region's expected coverage over the
  *                   mean snapshot's duration, as the tracker learnt it
+ *   writer_mb_per_s data saved (pages neither zero nor absent) over the snapshots'
+ *                   durations: with --threads 0 (nobody writes) the writer's own rate
+ *   faults_parallel_max, the most write faults served at once in any snapshot
+ *   pool_bytes, pool_resident_bytes  the copy pool after the last snapshot
+ *   regions_background  hot regions the background copier copied (summed)
  *   exact           with --verify: every image equals the memory at its instant
  *                   (the reference is copied inside the pause, which makes pauses
  *                   and stalls longer: measure without --verify)
@@ -63,6 +68,7 @@ struct eb_opts {
 	bool region_coverage;    /* print the tracker's per-region coverage */
 	uint64_t rate;
 	uint64_t seed;
+	struct snap_tuning tune;
 };
 
 /* The run: load, engine, what the snapshots added up to. */
@@ -77,6 +83,7 @@ struct eb {
 	bool tracking;
 	uint64_t snapshots, traps, pause_us_max, failed;
 	uint64_t pause_us_sum, duration_ms_sum, pages_copied, regions_hot, regions_precopied;
+	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
 	bool exact;
 	uint64_t busy_updates, idle_updates;
 	double busy_s, idle_s;
@@ -96,7 +103,8 @@ static void eb_usage(FILE *f)
 		"                    --policy none|stop|cow|ccow|fork [--threshold T]\n"
 		"                    --snapshot-every S | --snapshot-gap S --duration D --dir DIR\n"
 		"                    [--verify] [--json] [--region-coverage]\n"
-		"                    [--rate BYTES_PER_S] [--seed N]\n"
+		"                    [--rate BYTES_PER_S] [--seed N] [--fault-threads N]\n"
+		"                    [--copier-nice N] [--writer-nice N]\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
 }
@@ -115,6 +123,16 @@ static int eb_bad(const char *opt, const char *val)
 	return -EINVAL;
 }
 
+static int eb_int(const char *arg, int lo, int hi, int *out, const char *name)
+{
+	double d;
+
+	if (cli_parse_real(arg, lo, hi, &d) || d != (int)d)
+		return eb_bad(name, arg);
+	*out = (int)d;
+	return 0;
+}
+
 static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 {
 	double d;
@@ -122,7 +140,7 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	switch (c) {
 	case 'm': return cli_parse_size(arg, &o->mem) ? eb_bad("mem", arg) : 0;
 	case 't':
-		if (cli_parse_real(arg, 1, LOAD_MAX_THREADS, &d) || d != (int)d)
+		if (cli_parse_real(arg, 0, LOAD_MAX_THREADS, &d) || d != (int)d)
 			return eb_bad("threads", arg);
 		o->threads = (int)d;
 		return 0;
@@ -145,6 +163,9 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 			return eb_bad("seed", arg);
 		o->seed = (uint64_t)d;
 		return 0;
+	case 'F': return eb_int(arg, 1, SNAP_FAULT_THREADS_MAX, &o->tune.fault_threads, "fault-threads");
+	case 'C': return eb_int(arg, 0, 19, &o->tune.copier_nice, "copier-nice");
+	case 'W': return eb_int(arg, 0, 19, &o->tune.writer_nice, "writer-nice");
 	default: return -EINVAL;
 	}
 }
@@ -158,13 +179,17 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "snapshot-gap", 1, 0, 'g' },
 		{ "verify", 0, 0, 'v' },    { "json", 0, 0, 'j' },      { "rate", 1, 0, 'r' },
 		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { "region-coverage", 0, 0, 'R' },
+		{ "fault-threads", 1, 0, 'F' }, { "copier-nice", 1, 0, 'C' }, { "writer-nice", 1, 0, 'W' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
 
 	*o = (struct eb_opts){ .mem = 256ULL << 20, .threads = 2, .alpha = 1.0, .policy = SNAP_CCOW,
 			       .threshold = SNAP_DEFAULT_THRESHOLD, .every_s = 2, .duration_s = 10,
-			       .seed = 1 };
+			       .seed = 1,
+			       .tune = { .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
+					 .copier_nice = SNAP_DEFAULT_COPIER_NICE,
+					 .writer_nice = SNAP_DEFAULT_WRITER_NICE } };
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		if (c == 'h') {
 			eb_usage(stdout);
@@ -227,6 +252,12 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	b->pages_copied += f->pages_copied;
 	b->regions_hot += f->regions_hot;
 	b->regions_precopied += f->regions_precopied;
+	b->regions_background += f->regions_background;
+	b->data_bytes += (f->pages_total - f->pages_zero) * 4096;
+	if (f->faults_parallel_max > b->faults_parallel_max)
+		b->faults_parallel_max = f->faults_parallel_max;
+	b->pool_bytes = f->pool_bytes;
+	b->pool_resident_bytes = f->pool_resident_bytes;
 	if (!f->ok) {
 		b->failed++;
 		fprintf(stderr, "engine-bench: snapshot %llu failed: %s\n",
@@ -334,6 +365,7 @@ static int eb_setup(struct eb *b)
 		return rc;
 	b->tracking = true;
 	rc = snap_engine_init(&b->e, &t, pool, &b->tracker, EB_REGION);
+	b->e.tune = b->o.tune;
 	b->e.def = (struct snap_request){ .policy = b->o.policy, .rate = b->o.rate,
 					  .threshold = b->o.threshold,
 					  .precopy = SNAP_DEFAULT_PRECOPY,
@@ -423,6 +455,14 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "pages_copied", json_integer((json_int_t)b->pages_copied));
 	json_object_set_new(o, "regions_hot", json_integer((json_int_t)b->regions_hot));
 	json_object_set_new(o, "regions_precopied", json_integer((json_int_t)b->regions_precopied));
+	json_object_set_new(o, "regions_background", json_integer((json_int_t)b->regions_background));
+	json_object_set_new(o, "writer_mb_per_s", b->duration_ms_sum ?
+				json_real((double)b->data_bytes / 1e3 / (double)b->duration_ms_sum) :
+				json_null());
+	json_object_set_new(o, "faults_parallel_max",
+			    json_integer((json_int_t)b->faults_parallel_max));
+	json_object_set_new(o, "pool_bytes", json_integer((json_int_t)b->pool_bytes));
+	json_object_set_new(o, "pool_resident_bytes", json_integer((json_int_t)b->pool_resident_bytes));
 	if (b->o.verify)
 		json_object_set_new(o, "exact", json_boolean(b->exact && !b->failed));
 	json_object_set_new(o, "coverage", json_string(b->o.none ? "none" :

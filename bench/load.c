@@ -87,13 +87,13 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 	memset(l, 0, sizeof(*l));
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
-	if (o->threads < 1 || o->threads > LOAD_MAX_THREADS || !(o->alpha > 0) ||
+	if (o->threads < 0 || o->threads > LOAD_MAX_THREADS || !(o->alpha > 0) ||
 	    mem->size < LOAD_BLOCK)
 		return -EINVAL;
 	l->mem = mem;
 	l->o = *o;
 	l->nblocks = mem->size / LOAD_BLOCK;
-	l->t = calloc((size_t)o->threads, sizeof(*l->t));
+	l->t = calloc(o->threads ? (size_t)o->threads : 1, sizeof(*l->t));
 	l->ref = o->reference ? malloc(mem->size) : NULL;
 	if (!l->t || (o->reference && !l->ref))
 		return -ENOMEM;

@@ -17,6 +17,7 @@
  * during a snapshot calls snap_before_discard() first.
  */
 #include "engine.h"
+#include "cow.h"
 #include "pagestate.h"
 #include "plan.h"
 #include "../mmu/mono.h"
@@ -38,13 +39,23 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-#define FAULT_POLL_MS 100
-
 static bool page_is_zero(const uint8_t *p)
 {
 	static const uint8_t zero[PAGE_SIZE];
 
 	return memcmp(p, zero, PAGE_SIZE) == 0;
+}
+
+/* A pool slot holds a region; a pool smaller than one region holds single pages. */
+static size_t snap_slot_size(size_t pool_bytes, uint64_t region_size)
+{
+	size_t slot = PAGE_SIZE;
+
+	if (pool_bytes >= region_size)
+		return (size_t)region_size;
+	while (slot * 2 <= pool_bytes)
+		slot *= 2;
+	return slot;
 }
 
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t pool_bytes,
@@ -68,7 +79,12 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 	e->state = calloc(pages, 1);
 	e->copy = calloc(pages, sizeof(void *));
 	e->split = calloc(chunks, 1);
-	e->chunk_busy = calloc(chunks, 1);
+	e->region_busy = calloc(e->n_regions, 1);
+	e->tune = (struct snap_tuning){ .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
+					.copier_nice = SNAP_DEFAULT_COPIER_NICE,
+					.writer_nice = SNAP_DEFAULT_WRITER_NICE };
+	pthread_mutex_init(&e->copier_lock, NULL);
+	pthread_cond_init(&e->copier_cv, NULL);
 	e->pre = calloc(pages, 1);
 	e->pre_hash = calloc(pages, sizeof(uint64_t));
 	e->faulted = calloc(pages, 1);
@@ -77,17 +93,17 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 	e->hot = calloc(e->n_regions, 1);
 	e->eager = calloc(e->n_regions, 1);
 	e->order = calloc(chunks, sizeof(uint64_t));
-	if (!e->state || !e->copy || !e->split || !e->chunk_busy || !e->pre || !e->pre_hash || !e->hot ||
+	if (wq_init(&e->wq) || !e->state || !e->copy || !e->split || !e->region_busy || !e->pre || !e->pre_hash || !e->hot ||
 	    !e->eager || !e->order || !e->faulted || !e->chunk_saved_at || !e->obs)
 		return -ENOMEM;
-	rc = pool_init(&e->pool, pool_bytes);
+	rc = pool_init(&e->pool, pool_bytes, snap_slot_size(pool_bytes, region_size));
 	if (rc)
 		log_err("cannot reserve the %zu MiB snapshot page pool: %s", pool_bytes >> 20,
 			strerror(-rc));
 	return rc;
 }
 
-static void snap_fail(struct snap_engine *e, int rc, const char *what)
+void snap_fail(struct snap_engine *e, int rc, const char *what)
 {
 	pthread_mutex_lock(&e->lock);
 	if (!e->cur.error[0])
@@ -95,172 +111,13 @@ static void snap_fail(struct snap_engine *e, int rc, const char *what)
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* Save page @p to the image from @data (NULL or all zero: a hole). */
-static int snap_save(struct snap_engine *e, uint64_t p, const uint8_t *data)
+int snap_save(struct snap_engine *e, uint64_t p, const uint8_t *data)
 {
 	if (!data || page_is_zero(data)) {
 		__atomic_fetch_add(&e->cur.pages_zero, 1, __ATOMIC_RELAXED);
 		return img_write_page(e->img, p, NULL);
 	}
 	return img_write_page(e->img, p, data);
-}
-
-/* The writer and a region copy must not work on the same chunk at once: a region is
- * unprotected whole, which must never cover a page the writer has claimed but not
- * saved yet. Held for one chunk's worth of page writes at most. */
-static void chunk_lock(struct snap_engine *e, uint64_t c)
-{
-	uint8_t expect = 0;
-
-	while (!__atomic_compare_exchange_n(&e->chunk_busy[c], &expect, 1, false, __ATOMIC_ACQUIRE,
-					    __ATOMIC_RELAXED)) {
-		expect = 0;
-		sched_yield();
-	}
-}
-
-static void chunk_unlock(struct snap_engine *e, uint64_t c)
-{
-	__atomic_store_n(&e->chunk_busy[c], 0, __ATOMIC_RELEASE);
-}
-
-/* Copy one protected page into a pool buffer; false when the pool is empty. */
-static bool snap_copy_one(struct snap_engine *e, uint64_t p, bool precopy)
-{
-	void *buf = pool_get(&e->pool);
-
-	if (!buf)
-		return false;
-	memcpy(buf, e->host + p * PAGE_SIZE, PAGE_SIZE);
-	e->copy[p] = buf;
-	e->pre[p] = precopy;
-	if (ps_take(&e->state[p], PS_COPIED)) {
-		__atomic_fetch_add(&e->cur.pages_copied, 1, __ATOMIC_RELAXED);
-		if (precopy)
-			__atomic_fetch_add(&e->cur.pages_precopied, 1, __ATOMIC_RELAXED);
-	} else {
-		e->copy[p] = NULL;
-		e->pre[p] = 0;
-		pool_put(&e->pool, buf);
-	}
-	return true;
-}
-
-/* Region copies leave this share of the pool to single pages: when it runs dry, a
- * fault must write its page to the image while the guest waits, which costs far more
- * than the trap a region copy saves. */
-#define POOL_RESERVE_DIV 8
-
-/* Hot regions copied along after a fault in one (snap_copy_ahead). */
-#define SNAP_COPY_AHEAD 8
-
-static bool snap_pool_has_room(struct snap_engine *e, uint64_t pages)
-{
-	return pool_free_pages(&e->pool) >= pages + e->pool.n_pages / POOL_RESERVE_DIV;
-}
-
-/* Copy the still protected pages among [first, end) to the pool; returns how many the
- * pool had no room for. */
-static uint64_t snap_copy_range(struct snap_engine *e, uint64_t first, uint64_t end)
-{
-	uint64_t left = 0;
-
-	for (uint64_t p = first; p < end; p++)
-		if (ps_get(&e->state[p]) == PS_PROTECTED && !snap_copy_one(e, p, true))
-			left++;
-	return left;
-}
-
-/* CCoW: the first write fault in a hot region copies every page of the region not yet
- * saved and lifts the protection of the whole region in one call (a 2 MiB region
- * stays one huge page on the host). Returns false when the pool is (nearly) dry: the
- * caller falls back to the single page. */
-static bool snap_copy_region(struct snap_engine *e, uint64_t r)
-{
-	uint64_t first, end, c0, c1, left;
-
-	if (!snap_pool_has_room(e, e->region_size / PAGE_SIZE))
-		return false;
-	plan_region_pages(e, r, &first, &end);
-	c0 = first * PAGE_SIZE / IMG_CHUNK;
-	c1 = ((end - 1) * PAGE_SIZE) / IMG_CHUNK;
-	for (uint64_t c = c0; c <= c1; c++)
-		chunk_lock(e, c);
-	left = snap_copy_range(e, first, end);
-	if (!left)
-		uffd_protect(&e->wp, first * PAGE_SIZE, (end - first) * PAGE_SIZE, false);
-	for (uint64_t c = c1 + 1; c-- > c0;)
-		chunk_unlock(e, c);
-	if (left)
-		return false;
-	__atomic_fetch_add(&e->cur.regions_precopied, 1, __ATOMIC_RELAXED);
-	if (e->region_size < IMG_CHUNK)
-		e->split[c0] = 1;
-	return true;
-}
-
-/* Does region @r still have a page the snapshot protects? */
-static bool snap_region_protected(const struct snap_engine *e, uint64_t r)
-{
-	uint64_t first, end;
-
-	plan_region_pages(e, r, &first, &end);
-	for (uint64_t p = first; p < end; p++)
-		if (ps_get(&e->state[p]) == PS_PROTECTED)
-			return true;
-	return false;
-}
-
-/* After a hot region's copy let the guest go on: the hot regions right after it are
- * copied too, up to SNAP_COPY_AHEAD of them, while the guest runs. Hot data tends to
- * lie together, and a hot region is all but sure to be written during the snapshot, so
- * its copy is owed anyway; made now, it costs no trap. */
-static void snap_copy_ahead(struct snap_engine *e, uint64_t r)
-{
-	uint64_t done = 0;
-
-	for (uint64_t q = r + 1; q < e->n_regions && done < SNAP_COPY_AHEAD && e->hot[q]; q++) {
-		/* A guest thread stopped on another page comes first: copying ahead is
-		 * only worth it while nobody waits for this thread. */
-		if (uffd_fault_pending(&e->wp))
-			break;
-		if (!snap_region_protected(e, q))
-			continue;
-		if (!snap_copy_region(e, q))
-			break;
-		done++;
-	}
-}
-
-/* The guest (or the monitor) wants to write page @p: make sure its old contents are
- * kept, then let the write proceed unless the writer is saving the page right now
- * (its unprotect of the chunk wakes the writer-up). */
-static void snap_cow_page(struct snap_engine *e, uint64_t p, bool wake)
-{
-	uint8_t *st = &e->state[p];
-
-	if (wake && e->policy == SNAP_CCOW && ps_get(st) == PS_PROTECTED &&
-	    e->hot[p * PAGE_SIZE / e->region_size] && snap_copy_region(e, p * PAGE_SIZE / e->region_size)) {
-		snap_copy_ahead(e, p * PAGE_SIZE / e->region_size);
-		return;
-	}
-	if (ps_get(st) == PS_PROTECTED) {
-		e->faulted[p] = 1;
-		if (snap_copy_one(e, p, false)) {
-			/* copied (or someone else took the page meanwhile) */
-		} else if (ps_take(st, PS_CLAIMED)) {
-			/* Pool exhausted: save synchronously, slower but still exact. */
-			int rc = snap_save(e, p, e->host + p * PAGE_SIZE);
-
-			if (rc)
-				snap_fail(e, rc, "writing the image");
-			ps_set(st, PS_SAVED);
-		}
-	}
-	if (wake && ps_get(st) != PS_CLAIMED) {
-		uffd_protect(&e->wp, p * PAGE_SIZE, PAGE_SIZE, false);
-		e->split[p / (IMG_CHUNK / PAGE_SIZE)] = 1;
-	}
 }
 
 /* Unprotecting single pages split the huge pages that back guest RAM; put them back
@@ -276,34 +133,12 @@ static void snap_collapse_split(struct snap_engine *e)
 	}
 }
 
-static void *snap_fault_thread(void *arg)
-{
-	struct snap_engine *e = arg;
-	uint64_t gpa;
-
-	while (!__atomic_load_n(&e->fault_stop, __ATOMIC_ACQUIRE)) {
-		int rc = uffd_next_fault(&e->wp, FAULT_POLL_MS, &gpa);
-
-		if (rc < 0) {
-			log_err("userfaultfd: %s", strerror(-rc));
-			break;
-		}
-		if (rc == 0 || gpa >= e->size)
-			continue;
-		__atomic_fetch_add(&e->cur.cow_faults, 1, __ATOMIC_RELAXED);
-		snap_cow_page(e, gpa / PAGE_SIZE, true);
-	}
-	return NULL;
-}
-
 void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
 {
 	if (!__atomic_load_n(&e->threads_live, __ATOMIC_ACQUIRE))
 		return;
 	for (uint64_t p = gpa / PAGE_SIZE; p < (gpa + len) / PAGE_SIZE && p < e->size / PAGE_SIZE; p++) {
-		snap_cow_page(e, p, false);
-		while (ps_get(&e->state[p]) == PS_CLAIMED)
-			sched_yield(); /* the writer is saving it: a page write, not long */
+		cow_page(e, p, false);
 	}
 }
 
@@ -330,44 +165,100 @@ static uint64_t snap_progress(const struct snap_engine *e)
 	return e->tracker ? tracker_progress_now(e->tracker) : 0;
 }
 
-/* Save every page still owed to the image, chunk by chunk, lifting the protection
- * of each chunk once it is saved. */
+/* After chunk staging: who saves page @p. The writer takes a page still protected
+ * (its bytes, staged before, are the instant's), waits out a copy being published,
+ * and leaves pages a fault thread saved itself. */
+static enum img_page_what snap_take_staged(struct snap_engine *e, uint64_t p)
+{
+	uint8_t *st = &e->state[p];
+
+	for (;;) {
+		if (ps_take(st, PS_SAVED)) {
+			e->cur.pages_saved_by_writer++;
+			return IMG_PAGE_DATA;
+		}
+		switch (ps_get(st)) {
+		case PS_COPYING: /* its copy[] is being set: a few instructions */
+			sched_yield();
+			continue;
+		case PS_COPIED:
+			return IMG_PAGE_DATA;
+		case PS_ZERO:
+			return IMG_PAGE_HOLE;
+		default:
+			return IMG_PAGE_DONE;
+		}
+	}
+}
+
+/* Copies of chunk @c's pages into the staged chunk @stage; their buffers go back. */
+static void snap_stage_copies(struct snap_engine *e, uint64_t c, uint8_t *stage)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
+
+	for (uint64_t i = 0, p = c * per; i < per; i++, p++) {
+		if (ps_get(&e->state[p]) != PS_COPIED)
+			continue;
+		memcpy(stage + i * PAGE_SIZE, e->copy[p], PAGE_SIZE);
+		if (e->pre[p])
+			e->pre_hash[p] = XXH3_64bits(e->copy[p], PAGE_SIZE);
+		pool_put(&e->pool, e->copy[p]);
+		e->copy[p] = NULL;
+		ps_set(&e->state[p], PS_SAVED);
+	}
+}
+
+/*
+ * Save chunk @c: stage, release, write. Its protected pages are copied to a staging
+ * buffer without any lock (they cannot change while protected) and then taken; the
+ * chunk is unprotected at once, so the guest never waits for the disk; copies made by
+ * faults are added; the chunk is checksummed and queued for the I/O thread, which
+ * writes its runs of data pages. Adds the bytes of data to *@written.
+ */
+static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
+	struct wq_chunk *ch = wq_next(&e->wq);
+	uint64_t zero = 0, data = 0;
+	int rc;
+
+	if (!ch)
+		return wq_finish(&e->wq); /* a write failed */
+	for (uint64_t i = 0; i < per; i++)
+		if (ps_get(&e->state[first + i]) == PS_PROTECTED)
+			memcpy(ch->buf + i * PAGE_SIZE, e->host + (first + i) * PAGE_SIZE, PAGE_SIZE);
+	for (uint64_t i = 0; i < per; i++) {
+		ch->what[i] = (uint8_t)snap_take_staged(e, first + i);
+		data += ch->what[i] == IMG_PAGE_DATA;
+	}
+	uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
+	e->chunk_saved_at[c] = snap_progress(e);
+	snap_stage_copies(e, c, ch->buf);
+	rc = img_chunk_prepare(e->img, c, ch->buf, ch->what, &zero);
+	ch->c = c;
+	if (!rc)
+		wq_push(&e->wq);
+	__atomic_fetch_add(&e->cur.pages_zero, zero, __ATOMIC_RELAXED);
+	*written += data * PAGE_SIZE;
+	return rc;
+}
+
+/* Save every page still owed to the image, chunk by chunk in the plan's order; then
+ * wait until the copier, every fault being served and every write are done. */
 static int snap_write_pages(struct snap_engine *e)
 {
-	uint64_t pages = e->size / PAGE_SIZE, per_chunk = IMG_CHUNK / PAGE_SIZE, written = 0;
-	int rc = 0;
+	uint64_t written = 0;
+	int rc = wq_start(&e->wq, e->img, 0), wrc;
 
-	for (uint64_t i = 0; i < pages / per_chunk && !rc; i++) {
-		uint64_t c = e->order[i];
-
-		chunk_lock(e, c);
-		for (uint64_t p = c * per_chunk; p < (c + 1) * per_chunk && !rc; p++) {
-			uint8_t *st = &e->state[p];
-
-			if (ps_take(st, PS_CLAIMED)) {
-				rc = snap_save(e, p, e->host + p * PAGE_SIZE);
-				e->cur.pages_saved_by_writer++;
-				written += PAGE_SIZE;
-				ps_set(st, PS_SAVED);
-			} else if (ps_get(st) == PS_COPIED) {
-				rc = snap_save(e, p, e->copy[p]);
-				if (e->pre[p])
-					e->pre_hash[p] = XXH3_64bits(e->copy[p], PAGE_SIZE);
-				pool_put(&e->pool, e->copy[p]);
-				e->copy[p] = NULL;
-				written += PAGE_SIZE;
-				ps_set(st, PS_SAVED);
-			} else if (ps_get(st) == PS_ZERO) {
-				rc = snap_save(e, p, NULL);
-			}
-		}
-		uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
-		e->chunk_saved_at[c] = snap_progress(e);
-		chunk_unlock(e, c);
-		if (__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
-			rc = rc ? rc : -ECANCELED;
+	for (uint64_t i = 0; i < e->size / IMG_CHUNK && !rc; i++) {
+		rc = snap_write_chunk(e, e->order[i], &written);
+		if (!rc && __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
+			rc = -ECANCELED;
 		snap_throttle(e, written);
 	}
+	wrc = wq_finish(&e->wq);
+	rc = rc ? rc : wrc;
+	cow_copy_end(e);
 	if (rc)
 		snap_fail(e, rc, rc == -ECANCELED ? "cancelled" : "writing the image");
 	return rc;
@@ -458,7 +349,9 @@ static void snap_finish(struct snap_engine *e, int rc)
 	}
 	e->img = NULL;
 	pthread_mutex_lock(&e->lock);
-	e->cur.copy_bytes_peak = pool_take_peak(&e->pool) * PAGE_SIZE;
+	e->cur.copy_bytes_peak = pool_take_peak(&e->pool);
+	e->cur.pool_bytes = pool_ready_bytes(&e->pool);
+	e->cur.pool_resident_bytes = pool_resident_bytes(&e->pool);
 	e->cur.duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
 	if (e->tracker) {
 		e->cur.dirty_harvests = e->tracker->harvests;
@@ -494,7 +387,10 @@ static void snap_reclaim_copies(struct snap_engine *e)
 static void *snap_writer_thread(void *arg)
 {
 	struct snap_engine *e = arg;
-	int rc = snap_write_pages(e);
+	int rc;
+
+	cow_nice(e->tune.writer_nice);
+	rc = snap_write_pages(e);
 
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
 	snap_observe(e, !rc);
@@ -527,20 +423,26 @@ static int snap_mark_pages(struct snap_engine *e)
 	return resident_scan(e->host, e->size, snap_mark_run, e);
 }
 
-/* Eager pre-copy of region @r during the pause: its protected pages go to the pool.
- * False when the pool ran dry (the pages copied so far stay copies; the region is
- * then protected like any other). */
-static bool snap_eager_region(struct snap_engine *e, uint64_t r)
+/* Does region @r hold a page the snapshot must save and nobody took yet? */
+static bool snap_region_has_data(const struct snap_engine *e, uint64_t r)
 {
 	uint64_t first, end;
 
-	if (!snap_pool_has_room(e, e->region_size / PAGE_SIZE))
-		return false;
 	plan_region_pages(e, r, &first, &end);
-	if (snap_copy_range(e, first, end))
+	for (uint64_t p = first; p < end; p++)
+		if (ps_get(&e->state[p]) == PS_PROTECTED)
+			return true;
+	return false;
+}
+
+/* Eager pre-copy of region @r during the pause: its protected pages go to a pool
+ * slot, faulted in now if none is ready (this is what the pause budget is for).
+ * False when the pool cannot take it (the region is then protected like any other). */
+static bool snap_eager_region(struct snap_engine *e, uint64_t r)
+{
+	if (!cow_copy_eager(e, r) && snap_region_has_data(e, r))
 		return false;
 	e->eager[r] = 1;
-	e->cur.regions_precopied++;
 	e->cur.regions_eager++;
 	return true;
 }
@@ -618,12 +520,10 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	if (!rc)
 		plan_snapshot(e, req);
 	uint64_t t2 = mono_ns();
-	if (!rc && snap_uses_wp(req->policy) && e->wp.fd < 0) {
-		rc = uffd_open(&e->wp, e->host, e->size, UFFD_MODE_WP);
-		if (!rc && pthread_create(&e->faulter, NULL, snap_fault_thread, e))
-			rc = -EAGAIN;
-	}
+	if (!rc && snap_uses_wp(req->policy))
+		rc = cow_threads_start(e);
 	if (!rc && snap_uses_wp(req->policy)) {
+		cow_pool_plan(e);
 		snap_precopy_eager(e, req);
 		rc = snap_protect(e);
 	}
@@ -840,9 +740,11 @@ static void snap_write_background(struct snap_engine *e)
 	__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
 	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
 	e->t.ops->resume(e->t.ctx);
+	cow_copy_begin(e);
 	e->writer_joinable = true;
 	if (pthread_create(&e->writer, NULL, snap_writer_thread, e)) {
 		e->writer_joinable = false;
+		cow_copy_end(e);
 		__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
 		uffd_protect(&e->wp, 0, e->size, false);
 		snap_fail(e, -EAGAIN, "starting the writer");
@@ -918,16 +820,15 @@ void snap_engine_fini(struct snap_engine *e)
 	if (e->writer_joinable)
 		pthread_join(e->writer, NULL);
 	e->writer_joinable = false;
-	if (e->wp.fd >= 0) {
-		__atomic_store_n(&e->fault_stop, true, __ATOMIC_RELEASE);
-		pthread_join(e->faulter, NULL);
-		uffd_close(&e->wp);
-	}
+	cow_threads_stop(e);
 	pool_fini(&e->pool);
+	pthread_mutex_destroy(&e->copier_lock);
+	pthread_cond_destroy(&e->copier_cv);
+	wq_fini(&e->wq);
 	free(e->state);
 	free(e->copy);
 	free(e->split);
-	free(e->chunk_busy);
+	free(e->region_busy);
 	free(e->pre);
 	free(e->pre_hash);
 	free(e->faulted);
@@ -939,7 +840,7 @@ void snap_engine_fini(struct snap_engine *e)
 	e->state = NULL;
 	e->copy = NULL;
 	e->split = NULL;
-	e->chunk_busy = e->pre = e->hot = e->eager = e->faulted = NULL;
+	e->region_busy = e->pre = e->hot = e->eager = e->faulted = NULL;
 	e->chunk_saved_at = NULL;
 	e->obs = NULL;
 	e->order = NULL;

@@ -6,6 +6,7 @@
 
 #include "image.h"
 #include "pool.h"
+#include "wqueue.h"
 #include "../mmu/tracker.h"
 #include "../mmu/gmem.h"
 #include "../mmu/uffd.h"
@@ -79,6 +80,22 @@ struct snap_figures {
 	uint64_t regions_eager;  /* of regions_precopied: copied during the pause */
 	uint64_t dirty_harvests, harvest_ms;
 	uint64_t extra_bytes;    /* fork: peak PSS of parent and child less the parent's before */
+	uint64_t regions_background; /* of regions_precopied: copied by the background copier */
+	uint64_t faults_parallel_max; /* most write faults served at the same time */
+	uint64_t pool_bytes, pool_resident_bytes; /* the copy pool at the end */
+};
+
+/* Threads of the copy-on-write data path, and their priorities (nice levels, relative
+ * to the process: a positive number yields to the vCPUs). Defaults measured in
+ * docs/internals.md, "The snapshot data path". */
+#define SNAP_FAULT_THREADS_MAX 8
+#define SNAP_DEFAULT_FAULT_THREADS 2
+#define SNAP_DEFAULT_COPIER_NICE 5
+#define SNAP_DEFAULT_WRITER_NICE 10
+
+struct snap_tuning {
+	int fault_threads;       /* 1..SNAP_FAULT_THREADS_MAX */
+	int copier_nice, writer_nice;
 };
 
 struct snap_engine {
@@ -99,7 +116,7 @@ struct snap_engine {
 	uint8_t *state;          /* one enum page_state per guest page */
 	void **copy;             /* COPIED pages: their pool buffer */
 	uint8_t *split;          /* per 2 MiB chunk: a page-sized unprotect split its THP */
-	uint8_t *chunk_busy;     /* per chunk: the writer or a region copy works on it */
+	uint8_t *region_busy;    /* per region: a thread is copying it (a try-lock) */
 	uint8_t *pre;            /* per page: copied as part of a hot region */
 	uint64_t *pre_hash;      /* their contents' hash, to tell at the end if written */
 	uint8_t *faulted;        /* per page: the guest wrote it before the writer saved it */
@@ -114,7 +131,21 @@ struct snap_engine {
 	uint64_t n_regions;      /* the last one may be cut short by the end of RAM */
 	enum snap_policy policy;
 	struct snap_request def; /* what a request gets for what it does not name */
-	pthread_t writer, faulter;
+	struct snap_tuning tune; /* set before the first snapshot */
+	pthread_t writer;
+	pthread_t faulter[SNAP_FAULT_THREADS_MAX];
+	int n_faulters;
+	int faults_now;          /* write faults being served right now */
+	uint64_t faults_most;    /* most at once since the engine started */
+	/* the background copier (snapshot/cow.c), which also keeps the pool */
+	pthread_t copier;
+	bool copier_live, copier_stop, copy_wanted, copier_busy;
+	pthread_mutex_t copier_lock;
+	pthread_cond_t copier_cv;
+	size_t pool_target;      /* slots the running (or next) snapshot should find ready */
+	uint64_t single_peak;    /* bytes of single-page copies the last snapshot made */
+	double last_start_s, interval_s; /* for giving the pool back when snapshots stop */
+	struct wqueue wq;        /* chunks staged by the writer, written by its I/O thread */
 	bool threads_live;
 	bool writer_joinable;    /* a writer thread ran and was not joined yet */
 	bool fault_stop;

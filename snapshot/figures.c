@@ -75,6 +75,16 @@ json_t *snap_figures_json(const struct snap_figures *f)
 	}
 	if (f->policy == SNAP_FORK)
 		json_object_set_new(o, "extra_bytes", json_integer((json_int_t)f->extra_bytes));
+	if (f->policy == SNAP_CCOW)
+		json_object_set_new(o, "regions_background",
+				    json_integer((json_int_t)f->regions_background));
+	if (f->policy == SNAP_COW || f->policy == SNAP_CCOW) {
+		json_object_set_new(o, "faults_parallel_max",
+				    json_integer((json_int_t)f->faults_parallel_max));
+		json_object_set_new(o, "pool_bytes", json_integer((json_int_t)f->pool_bytes));
+		json_object_set_new(o, "pool_resident_bytes",
+				    json_integer((json_int_t)f->pool_resident_bytes));
+	}
 	json_object_set_new(o, "dirty_harvests", json_integer((json_int_t)f->dirty_harvests));
 	json_object_set_new(o, "harvest_ms", json_integer((json_int_t)f->harvest_ms));
 	if (f->done && !f->ok)

@@ -20,6 +20,12 @@
  * holds an flock on its temporary, so a later writer, once it has renamed its own
  * image into place, can tell one left by a process that was killed mid-snapshot (no
  * lock, pid gone) and remove it.
+ *
+ * Memory goes through a second descriptor opened with O_DIRECT where the file system
+ * takes it: a snapshot's pages are written once and never read back by this process,
+ * so the page cache would only add a copy and a flush that competes with the guest
+ * for memory. A file system that refuses O_DIRECT (tmpfs) gets buffered writes. One
+ * fsync at the end makes either durable.
  */
 #include "image.h"
 
@@ -46,6 +52,7 @@
 
 struct img_writer {
 	int fd;
+	int dfd;               /* the same file opened O_DIRECT for memory, or -1 */
 	char *final_path;
 	char *tmp_path;
 	struct img_header_info info;
@@ -250,6 +257,7 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	if (!w)
 		return -ENOMEM;
 	w->fd = -1;
+	w->dfd = -1;
 	w->info = *info;
 	w->n_chunks = info->ram_size / IMG_CHUNK;
 	w->chunk_hash = calloc(w->n_chunks, sizeof(uint64_t));
@@ -271,6 +279,7 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	/* Marks the temporary as alive for img_sweep_stale; released when we die. A
 	 * file system without flock still works, its stale temporaries just stay. */
 	(void)flock(w->fd, LOCK_EX | LOCK_NB);
+	w->dfd = open(w->tmp_path, O_WRONLY | O_DIRECT | O_CLOEXEC);
 	header_encode(hdr, info);
 	rc = pwrite_all(w->fd, hdr, sizeof(hdr), 0);
 	if (!rc && ftruncate(w->fd, (off_t)(IMG_MEM_OFFSET + info->ram_size)) < 0)
@@ -295,6 +304,22 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 	return pwrite_all(w->fd, data, PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 }
 
+/* Write page-aligned memory to the image: O_DIRECT where it works, buffered where
+ * the file system (or an unaligned buffer) makes it refuse. */
+static int img_write_mem(struct img_writer *w, const void *data, size_t len, uint64_t off)
+{
+	int rc;
+
+	if (w->dfd >= 0 && (uintptr_t)data % PAGE_SIZE == 0) {
+		rc = pwrite_all(w->dfd, data, len, off);
+		if (rc != -EINVAL)
+			return rc;
+		close(w->dfd); /* refused: buffered from now on */
+		w->dfd = -1;
+	}
+	return pwrite_all(w->fd, data, len, off);
+}
+
 int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n)
 {
 	const uint8_t *d = data;
@@ -304,7 +329,56 @@ int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64
 	for (uint64_t i = 0; i < n; i++)
 		__atomic_fetch_add(&w->chunk_hash[(pfn + i) / (IMG_CHUNK / PAGE_SIZE)],
 				   page_hash(pfn + i, d + i * PAGE_SIZE), __ATOMIC_RELAXED);
-	return pwrite_all(w->fd, data, n * PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
+	return img_write_mem(w, data, n * PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
+}
+
+static bool img_page_zero(const uint8_t *p)
+{
+	static const uint8_t zero[PAGE_SIZE];
+
+	return memcmp(p, zero, PAGE_SIZE) == 0;
+}
+
+int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_t *what,
+		      uint64_t *zero)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
+	const uint8_t *d = data;
+	uint64_t h = 0;
+
+	*zero = 0;
+	if (c >= w->n_chunks)
+		return -EINVAL;
+	for (uint64_t i = 0; i < per; i++) {
+		if (what[i] == IMG_PAGE_DONE)
+			continue;
+		if (what[i] == IMG_PAGE_DATA && img_page_zero(d + i * PAGE_SIZE))
+			what[i] = IMG_PAGE_HOLE;
+		h += page_hash(first + i, what[i] == IMG_PAGE_DATA ? d + i * PAGE_SIZE : NULL);
+		*zero += what[i] == IMG_PAGE_HOLE;
+	}
+	__atomic_fetch_add(&w->chunk_hash[c], h, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
+	const uint8_t *d = data;
+	uint64_t run = 0;
+	int rc = 0;
+
+	if (c >= w->n_chunks)
+		return -EINVAL;
+	for (uint64_t i = 0; i <= per && !rc; i++) {
+		if (i < per && what[i] == IMG_PAGE_DATA)
+			continue;
+		if (i > run) /* pages [run, i) are one run of data */
+			rc = img_write_mem(w, d + run * PAGE_SIZE, (i - run) * PAGE_SIZE,
+					   IMG_MEM_OFFSET + (first + run) * PAGE_SIZE);
+		run = i + 1;
+	}
+	return rc;
 }
 
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len)
@@ -396,6 +470,9 @@ int img_finish(struct img_writer *w)
 	if (!rc && close(w->fd) < 0)
 		rc = -errno;
 	w->fd = -1;
+	if (w->dfd >= 0)
+		close(w->dfd);
+	w->dfd = -1;
 	if (!rc && rename(w->tmp_path, w->final_path) < 0)
 		rc = -errno;
 	if (rc) {
@@ -430,6 +507,8 @@ void img_forget(struct img_writer *w)
 		return;
 	if (w->fd >= 0)
 		close(w->fd);
+	if (w->dfd >= 0)
+		close(w->dfd);
 	for (int i = 0; i < w->n_sections; i++)
 		free(w->sec[i].data);
 	free(w->chunk_hash);

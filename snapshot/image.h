@@ -55,6 +55,22 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data);
  * writer that owns the memory meanwhile (policy stop) uses. Returns 0 or -errno. */
 int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n);
 
+/* How the writer hands each page of a chunk to img_write_chunk. */
+enum img_page_what {
+	IMG_PAGE_DATA = 0,  /* its contents are in the buffer (all zero: left as a hole) */
+	IMG_PAGE_HOLE,      /* a zero page: a hole */
+	IMG_PAGE_DONE,      /* recorded already with img_write_page: not touched */
+};
+
+/* Chunk @c is in @data (IMG_CHUNK bytes, page aligned) as @what says per page: add
+ * its checksum, turn data pages that are all zero into holes in @what, and set *zero
+ * to the holes. Thread-safe for distinct chunks. Returns 0 or -EINVAL. */
+int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_t *what,
+		      uint64_t *zero);
+/* Then write its data pages, each run in one write (O_DIRECT where the file system
+ * takes it). Returns 0 or -errno. */
+int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what);
+
 /* Add a section (copied). Returns 0, -E2BIG or -ENOMEM. */
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len);
 

@@ -1,12 +1,17 @@
 /*
  * pagestate.h - who saves each page of a copy-on-write snapshot, decided once.
  *
- *   PROTECTED --writer claims--> CLAIMED --writer wrote it--> SAVED
- *   PROTECTED --fault copies---> COPIED  --writer wrote the copy--> SAVED
+ *   PROTECTED --writer staged it-------> SAVED
+ *   PROTECTED --copied to the pool----> COPYING --copy[] set--> COPIED --writer--> SAVED
+ *   PROTECTED --copied, no pool left--> CLAIMED --saved by the copier--> SAVED
  *   ZERO: not present at the snapshot instant; saved as a hole, never copied.
  *
- * Every transition out of PROTECTED is a compare-and-swap, so exactly one of the
- * writer and the fault handler takes a page, and the image gets each page once.
+ * Every transition out of PROTECTED is a compare-and-swap made after the page's bytes
+ * were copied somewhere, so exactly one of the writer, the fault handlers and the
+ * copier takes a page, the image gets each page once, and a page is never unprotected
+ * before its contents at the instant are safe: a page still PROTECTED when taken
+ * cannot have been written since the instant (the write would have trapped and taken
+ * it first), so bytes copied before the take are the instant's.
  */
 #ifndef CCVM_PAGESTATE_H
 #define CCVM_PAGESTATE_H
@@ -14,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum page_state { PS_PROTECTED = 0, PS_CLAIMED, PS_COPIED, PS_SAVED, PS_ZERO };
+enum page_state { PS_PROTECTED = 0, PS_CLAIMED, PS_COPIED, PS_SAVED, PS_ZERO, PS_COPYING };
 
 static inline bool ps_take(uint8_t *st, enum page_state to)
 {

@@ -1,5 +1,6 @@
 /*
- * pool.h - 4 KiB copy buffers for copy-on-write, allocated once and kept.
+ * pool.h - the copy buffers a snapshot engine owns: region-sized slots, faulted in off
+ * the fault path and kept between snapshots.
  */
 #ifndef CCVM_POOL_H
 #define CCVM_POOL_H
@@ -10,25 +11,51 @@
 
 struct pool {
 	uint8_t *base;
-	size_t n_pages;
-	uint32_t *free;     /* stack of free page indices */
-	size_t n_free;
-	size_t in_use_peak;
-	pthread_mutex_t lock;
+	size_t slot_size;        /* a CCoW region; single pages are carved from slots */
+	size_t n_slots;          /* the reservation (address space only) */
+	size_t ready;            /* slots [0, ready) are resident: only they are handed out */
+	uint32_t *free_slots;    /* stack of free ready slots */
+	size_t n_free_slots;
+	uint8_t *kind;           /* per slot: POOL_SLOT_* */
+	uint32_t *left;          /* per region slot: its pages still held */
+	uint32_t *free_pages;    /* stack of free pages of page slots */
+	size_t n_free_pages;
+	size_t in_use, in_use_peak; /* bytes */
+	pthread_mutex_t lock;    /* the stacks and counters */
+	pthread_mutex_t grow_lock; /* one grower or releaser at a time */
 };
 
-/* Reserve @bytes of huge-page-backed buffers and touch them now, so the fault path
- * never pays for a first touch. Returns 0 or -errno. */
-int pool_init(struct pool *p, size_t bytes);
+/* Reserve @bytes of address space (huge-page backed where the host allows) in slots
+ * of @slot_size (a power of two, at least a page). Nothing is resident yet. Returns 0
+ * or -errno (-EINVAL: less than one slot). */
+int pool_init(struct pool *p, size_t bytes, size_t slot_size);
 void pool_fini(struct pool *p);
 
-/* A 4 KiB buffer, or NULL when the pool is exhausted. */
-void *pool_get(struct pool *p);
-void pool_put(struct pool *p, void *buf);
-size_t pool_in_use(struct pool *p);
-/* Buffers free now. */
-size_t pool_free_pages(struct pool *p);
-/* Most buffers in use at once since the last call; resets the mark. */
+/* Fault in slots until @slots are ready (at most the reservation). Slow (first
+ * touches): never call it on a fault path. Returns 0 or -errno. */
+int pool_grow(struct pool *p, size_t slots);
+/* When nothing is in use: give back all but the first @slots ready slots. */
+void pool_shrink(struct pool *p, size_t slots);
+/* When nothing is in use: every ready slot free again, page slots included. */
+void pool_reset(struct pool *p);
+
+/* A 4 KiB buffer, or NULL when no ready memory is left. */
+void *pool_get_page(struct pool *p);
+/* A whole slot for a region copy, or NULL unless more than @reserve slots are free
+ * (they stay for single pages). Its pages go back one by one with pool_put; pages of
+ * it never used go back with pool_unused. */
+void *pool_get_slot(struct pool *p, size_t reserve);
+void pool_unused(struct pool *p, void *slot, size_t pages);
+/* Give back one page, from a page slot or a region slot. */
+void pool_put(struct pool *p, void *page);
+
+size_t pool_in_use(struct pool *p);       /* bytes */
+size_t pool_ready_bytes(struct pool *p);  /* the pool's size now */
+size_t pool_free_slots(struct pool *p);
+size_t pool_free_pages(struct pool *p);   /* pages handed out as single buffers next */
+/* Bytes of the pool resident in host memory (mincore). */
+size_t pool_resident_bytes(struct pool *p);
+/* Most bytes in use at once since the last call; resets the mark. */
 size_t pool_take_peak(struct pool *p);
 
 #endif

@@ -62,30 +62,74 @@ START_TEST(test_race_one_winner)
 }
 END_TEST
 
-/* The pool hands out distinct, zeroed, page-aligned buffers until empty, takes them
- * back, and remembers its peak. */
+/* Nothing is handed out before it is faulted in; then pages (cut from slots) are
+ * distinct and page-aligned until the ready memory is gone; they come back; the peak
+ * is remembered. */
 START_TEST(test_pool)
 {
+	const size_t slot = 4 * 4096;
 	struct pool p;
-	void *bufs[16];
+	void *bufs[8];
 
-	ck_assert_int_eq(pool_init(&p, 16 * 4096), 0);
-	for (int i = 0; i < 16; i++) {
-		bufs[i] = pool_get(&p);
+	ck_assert_int_eq(pool_init(&p, 4 * slot, slot), 0);
+	ck_assert_ptr_null(pool_get_page(&p));
+	ck_assert_uint_eq(pool_resident_bytes(&p), 0);
+	ck_assert_int_eq(pool_grow(&p, 2), 0);
+	ck_assert_uint_eq(pool_ready_bytes(&p), 2 * slot);
+	ck_assert_uint_ge(pool_resident_bytes(&p), 2 * slot);
+	for (int i = 0; i < 8; i++) {
+		bufs[i] = pool_get_page(&p);
 		ck_assert_ptr_nonnull(bufs[i]);
 		ck_assert_uint_eq((uintptr_t)bufs[i] % 4096, 0);
 		for (int j = 0; j < i; j++)
 			ck_assert_ptr_ne(bufs[i], bufs[j]);
 	}
-	ck_assert_ptr_null(pool_get(&p));
-	ck_assert_uint_eq(pool_in_use(&p), 16);
-	for (int i = 0; i < 16; i++)
+	ck_assert_ptr_null(pool_get_page(&p));
+	ck_assert_uint_eq(pool_in_use(&p), 8 * 4096);
+	for (int i = 0; i < 8; i++)
 		pool_put(&p, bufs[i]);
 	ck_assert_uint_eq(pool_in_use(&p), 0);
-	ck_assert_uint_eq(pool_take_peak(&p), 16);
+	ck_assert_uint_eq(pool_take_peak(&p), 8 * 4096);
 	ck_assert_uint_eq(pool_take_peak(&p), 0);
 	pool_fini(&p);
-	ck_assert_int_ne(pool_init(&p, 100), 0);
+	ck_assert_int_ne(pool_init(&p, 100, 4096), 0);
+	ck_assert_int_ne(pool_init(&p, 8192, 3000), 0);
+}
+END_TEST
+
+/* A region slot comes whole, only while more than the reserve is free; its pages go
+ * back one by one (unused ones at once) and the slot is free again after the last.
+ * Shrinking gives the memory back. */
+START_TEST(test_pool_slots)
+{
+	const size_t slot = 4 * 4096;
+	struct pool p;
+	uint8_t *s1, *s2;
+
+	ck_assert_int_eq(pool_init(&p, 4 * slot, slot), 0);
+	ck_assert_int_eq(pool_grow(&p, 4), 0);
+	s1 = pool_get_slot(&p, 1);
+	s2 = pool_get_slot(&p, 1);
+	ck_assert_ptr_nonnull(s1);
+	ck_assert_ptr_nonnull(s2);
+	ck_assert_uint_eq((uintptr_t)s1 % slot, 0);
+	ck_assert_ptr_null(pool_get_slot(&p, 2)); /* two free, both reserved */
+	ck_assert_uint_eq(pool_in_use(&p), 2 * slot);
+	pool_unused(&p, s1, 1);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(pool_free_slots(&p), 2);
+		pool_put(&p, s1 + i * 4096);
+	}
+	ck_assert_uint_eq(pool_free_slots(&p), 3);
+	pool_unused(&p, s2, 4);
+	ck_assert_uint_eq(pool_in_use(&p), 0);
+	ck_assert_uint_eq(pool_free_slots(&p), 4);
+	pool_shrink(&p, 1);
+	ck_assert_uint_eq(pool_ready_bytes(&p), slot);
+	ck_assert_uint_le(pool_resident_bytes(&p), slot);
+	ck_assert_ptr_nonnull(pool_get_slot(&p, 0));
+	ck_assert_ptr_null(pool_get_page(&p));
+	pool_fini(&p);
 }
 END_TEST
 
@@ -97,6 +141,7 @@ Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_take_once);
 	tcase_add_test(tc, test_race_one_winner);
 	tcase_add_test(tc, test_pool);
+	tcase_add_test(tc, test_pool_slots);
 	suite_add_tcase(s, tc);
 	return s;
 }
