@@ -12,7 +12,8 @@
  *   max_stall_ms    the longest batch of LOAD_BATCH updates any writer took
  *   p999_batch_ms   the 99.9th percentile of batch durations (weighted by batch: each
  *                   batch is the same number of updates)
- *   snapshots, traps (write faults), pause_us_max, pause_us_mean, duration_ms_mean,
+ *   snapshots, traps (write faults), pause_us_max, pause_us_mean, pauses_us (each
+ *                   snapshot's), duration_ms_mean,
  *   and summed over the snapshots pages_copied, regions_hot, regions_precopied
  *   region_coverage with --region-coverage: each region's expected coverage over the
  *                   mean snapshot's duration, as the tracker learnt it
@@ -52,6 +53,7 @@
 #define EB_REGION (2ULL << 20)
 #define EB_MIN_POOL (16ULL << 20)
 #define EB_EXIT_USAGE 2
+#define EB_MAX_PAUSES 1024
 
 struct eb_opts {
 	uint64_t mem;
@@ -83,6 +85,7 @@ struct eb {
 	bool tracking;
 	uint64_t snapshots, traps, pause_us_max, failed;
 	uint64_t pause_us_sum, duration_ms_sum, pages_copied, regions_hot, regions_precopied;
+	uint64_t pauses_us[EB_MAX_PAUSES]; /* each snapshot's, the first EB_MAX_PAUSES */
 	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
 	bool exact;
 	uint64_t busy_updates, idle_updates;
@@ -104,7 +107,7 @@ static void eb_usage(FILE *f)
 		"                    --snapshot-every S | --snapshot-gap S --duration D --dir DIR\n"
 		"                    [--verify] [--json] [--region-coverage]\n"
 		"                    [--rate BYTES_PER_S] [--seed N] [--fault-threads N]\n"
-		"                    [--copier-nice N] [--writer-nice N]\n"
+		"                    [--copier-nice N] [--writer-nice N] [--fault-rt 0|1]\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
 }
@@ -136,6 +139,7 @@ static int eb_int(const char *arg, int lo, int hi, int *out, const char *name)
 static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 {
 	double d;
+	int rt;
 
 	switch (c) {
 	case 'm': return cli_parse_size(arg, &o->mem) ? eb_bad("mem", arg) : 0;
@@ -166,6 +170,11 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	case 'F': return eb_int(arg, 1, SNAP_FAULT_THREADS_MAX, &o->tune.fault_threads, "fault-threads");
 	case 'C': return eb_int(arg, 0, 19, &o->tune.copier_nice, "copier-nice");
 	case 'W': return eb_int(arg, 0, 19, &o->tune.writer_nice, "writer-nice");
+	case 'P':
+		if (eb_int(arg, 0, 1, &rt, "fault-rt"))
+			return -EINVAL;
+		o->tune.fault_rt = rt;
+		return 0;
 	default: return -EINVAL;
 	}
 }
@@ -180,6 +189,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "verify", 0, 0, 'v' },    { "json", 0, 0, 'j' },      { "rate", 1, 0, 'r' },
 		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { "region-coverage", 0, 0, 'R' },
 		{ "fault-threads", 1, 0, 'F' }, { "copier-nice", 1, 0, 'C' }, { "writer-nice", 1, 0, 'W' },
+		{ "fault-rt", 1, 0, 'P' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -188,6 +198,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 			       .threshold = SNAP_DEFAULT_THRESHOLD, .every_s = 2, .duration_s = 10,
 			       .seed = 1,
 			       .tune = { .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
+					 .fault_rt = SNAP_DEFAULT_FAULT_RT,
 					 .copier_nice = SNAP_DEFAULT_COPIER_NICE,
 					 .writer_nice = SNAP_DEFAULT_WRITER_NICE } };
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -248,6 +259,8 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	if (f->pause_us > b->pause_us_max)
 		b->pause_us_max = f->pause_us;
 	b->pause_us_sum += f->pause_us;
+	if (b->snapshots <= EB_MAX_PAUSES)
+		b->pauses_us[b->snapshots - 1] = f->pause_us;
 	b->duration_ms_sum += f->duration_ms;
 	b->pages_copied += f->pages_copied;
 	b->regions_hot += f->regions_hot;
@@ -420,6 +433,15 @@ static json_t *eb_region_coverage(const struct eb *b)
 	return a;
 }
 
+static json_t *eb_pauses(const struct eb *b)
+{
+	json_t *a = json_array();
+
+	for (uint64_t i = 0; i < b->snapshots && i < EB_MAX_PAUSES; i++)
+		json_array_append_new(a, json_integer((json_int_t)b->pauses_us[i]));
+	return a;
+}
+
 static void eb_print(struct eb *b, double seconds)
 {
 	double idle_rate = b->idle_s > 0 ? (double)b->idle_updates / b->idle_s : 0;
@@ -455,6 +477,7 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "pages_copied", json_integer((json_int_t)b->pages_copied));
 	json_object_set_new(o, "regions_hot", json_integer((json_int_t)b->regions_hot));
 	json_object_set_new(o, "regions_precopied", json_integer((json_int_t)b->regions_precopied));
+	json_object_set_new(o, "pauses_us", eb_pauses(b));
 	json_object_set_new(o, "regions_background", json_integer((json_int_t)b->regions_background));
 	json_object_set_new(o, "writer_mb_per_s", b->duration_ms_sum ?
 				json_real((double)b->data_bytes / 1e3 / (double)b->duration_ms_sum) :

@@ -28,6 +28,7 @@
 #include "../vmm/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #define FAULT_POLL_MS 100
+#define COW_FAULT_RT_PRIORITY 1         /* the lowest real-time priority is enough */
 /* Region copies leave this share of the ready pool to single pages: without a buffer
  * a fault must save its page to the image while the guest waits. */
 #define POOL_RESERVE_DIV 8
@@ -240,10 +242,23 @@ static void cow_fault_in(struct snap_engine *e)
 		;
 }
 
+/* A fault thread preempts the vCPUs, the copier and the writer at once where the
+ * process may use real-time scheduling (root, CAP_SYS_NICE); its work is bounded
+ * (one region copy), and the kernel's real-time throttling bounds the rest. */
+static void cow_fault_priority(const struct snap_engine *e)
+{
+	struct sched_param sp = { .sched_priority = COW_FAULT_RT_PRIORITY };
+
+	if (e->tune.fault_rt)
+		(void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+}
+
 static void *cow_fault_thread(void *arg)
 {
 	struct snap_engine *e = arg;
 	uint64_t gpa;
+
+	cow_fault_priority(e);
 
 	while (!__atomic_load_n(&e->fault_stop, __ATOMIC_ACQUIRE)) {
 		int rc = uffd_next_fault(&e->wp, FAULT_POLL_MS, &gpa);

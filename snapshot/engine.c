@@ -46,6 +46,34 @@ static bool page_is_zero(const uint8_t *p)
 	return memcmp(p, zero, PAGE_SIZE) == 0;
 }
 
+/*
+ * The per-page tables (copy, pre_hash, state, pre, faulted: 19 bytes per guest page)
+ * in one mapping, backed by huge pages where the host allows and resident from the
+ * start: the pause and the fault path write them, and a first touch there costs a page
+ * fault each (more where the host backs memory lazily, as on our nested machines).
+ */
+#define SNAP_TABLE_BYTES_PER_PAGE (2 * sizeof(uint64_t) + 3)
+
+static int snap_tables_alloc(struct snap_engine *e, uint64_t pages)
+{
+	size_t len = (pages * SNAP_TABLE_BYTES_PER_PAGE + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+	uint8_t *t = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (t == MAP_FAILED)
+		return -ENOMEM;
+	madvise(t, len, MADV_HUGEPAGE);
+	for (size_t i = 0; i < len; i += PAGE_SIZE)
+		((volatile uint8_t *)t)[i] = 0;
+	e->tables = t;
+	e->tables_len = len;
+	e->copy = (void **)(void *)t;
+	e->pre_hash = (uint64_t *)(void *)(t + pages * sizeof(uint64_t));
+	e->state = t + pages * 2 * sizeof(uint64_t);
+	e->pre = e->state + pages;
+	e->faulted = e->pre + pages;
+	return 0;
+}
+
 /* A pool slot holds a region; a pool smaller than one region holds single pages. */
 static size_t snap_slot_size(size_t pool_bytes, uint64_t region_size)
 {
@@ -76,25 +104,21 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 					.precopy = SNAP_DEFAULT_PRECOPY,
 					.pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
 	pthread_mutex_init(&e->lock, NULL);
-	e->state = calloc(pages, 1);
-	e->copy = calloc(pages, sizeof(void *));
 	e->split = calloc(chunks, 1);
 	e->region_busy = calloc(e->n_regions, 1);
 	e->tune = (struct snap_tuning){ .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
+					.fault_rt = SNAP_DEFAULT_FAULT_RT,
 					.copier_nice = SNAP_DEFAULT_COPIER_NICE,
 					.writer_nice = SNAP_DEFAULT_WRITER_NICE };
 	pthread_mutex_init(&e->copier_lock, NULL);
 	pthread_cond_init(&e->copier_cv, NULL);
-	e->pre = calloc(pages, 1);
-	e->pre_hash = calloc(pages, sizeof(uint64_t));
-	e->faulted = calloc(pages, 1);
 	e->chunk_saved_at = calloc(chunks, sizeof(uint64_t));
 	e->obs = calloc(e->n_regions, sizeof(struct cov_obs));
 	e->hot = calloc(e->n_regions, 1);
 	e->eager = calloc(e->n_regions, 1);
 	e->order = calloc(chunks, sizeof(uint64_t));
-	if (wq_init(&e->wq) || !e->state || !e->copy || !e->split || !e->region_busy || !e->pre || !e->pre_hash || !e->hot ||
-	    !e->eager || !e->order || !e->faulted || !e->chunk_saved_at || !e->obs)
+	if (wq_init(&e->wq) || snap_tables_alloc(e, pages) || !e->copy || !e->split || !e->region_busy || !e->pre ||
+	    !e->pre_hash || !e->hot || !e->eager || !e->order || !e->faulted || !e->chunk_saved_at || !e->obs)
 		return -ENOMEM;
 	rc = pool_init(&e->pool, pool_bytes, snap_slot_size(pool_bytes, region_size));
 	if (rc)
@@ -497,8 +521,10 @@ static bool snap_uses_wp(enum snap_policy p)
 	return p == SNAP_COW || p == SNAP_CCOW;
 }
 
-static int snap_begin(struct snap_engine *e, const struct snap_request *req, char *err,
-		      size_t errlen)
+/* Before the pause (none of it needs the guest still): create the image file and,
+ * for the first cow or ccow snapshot, the write protection and its threads. */
+static int snap_prepare(struct snap_engine *e, const struct snap_request *req, char *err,
+			size_t errlen)
 {
 	struct img_header_info info = { .ram_size = e->size, .policy = req->policy };
 	struct timespec rt;
@@ -511,23 +537,36 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 		snprintf(err, errlen, "cannot create the image %s: %s", req->file, strerror(-rc));
 		return rc;
 	}
+	rc = snap_uses_wp(req->policy) ? cow_threads_start(e) : 0;
+	if (rc) {
+		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
+		img_abort(e->img);
+		e->img = NULL;
+	}
+	return rc;
+}
+
+/* The pause: state, which pages the instant holds, the plan, write protection. */
+static int snap_begin(struct snap_engine *e, const struct snap_request *req, char *err,
+		      size_t errlen)
+{
+	uint64_t t0 = mono_ns(), t1, t2;
+	int rc;
+
 	e->progress_start = snap_progress(e); /* the vCPUs are paused: it holds still */
-	uint64_t t0 = mono_ns();
 	rc = e->t.ops->capture(e->t.ctx, e->img);
-	uint64_t t1 = mono_ns();
+	t1 = mono_ns();
 	if (!rc)
 		rc = snap_mark_pages(e);
 	if (!rc)
 		plan_snapshot(e, req);
-	uint64_t t2 = mono_ns();
-	if (!rc && snap_uses_wp(req->policy))
-		rc = cow_threads_start(e);
+	t2 = mono_ns();
 	if (!rc && snap_uses_wp(req->policy)) {
 		cow_pool_plan(e);
 		snap_precopy_eager(e, req);
 		rc = snap_protect(e);
 	}
-	log_debug("pause parts: create %llu us, capture %llu us, mark %llu us, protect %llu us",
+	log_debug("pause parts: pausing %llu us, capture %llu us, mark %llu us, protect %llu us",
 		 (unsigned long long)(t0 - e->t_start_ns) / 1000, (unsigned long long)(t1 - t0) / 1000,
 		 (unsigned long long)(t2 - t1) / 1000, (unsigned long long)(mono_ns() - t2) / 1000);
 	if (rc) {
@@ -764,13 +803,18 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 	e->rate = req->rate;
 	if (req->policy == SNAP_FORK) /* before the pause: reading it walks every mapping */
 		e->child_pss0 = snap_pss(getpid());
+	rc = snap_prepare(e, req, err, errlen);
+	if (rc)
+		goto err_unbusy;
 	e->t_start_ns = mono_ns();
 	if (e->tracker)
 		tracker_hold(e->tracker, true);
 	rc = e->t.ops->pause(e->t.ctx);
 	if (rc) {
 		snprintf(err, errlen, "the VM has stopped");
-		goto err_unbusy;
+		img_abort(e->img);
+		e->img = NULL;
+		goto err_unhold;
 	}
 	rc = snap_begin(e, req, err, errlen);
 	if (rc)
@@ -788,9 +832,10 @@ int snap_start(struct snap_engine *e, const struct snap_request *req, struct sna
 
 err_resume:
 	e->t.ops->resume(e->t.ctx);
-err_unbusy:
+err_unhold:
 	if (e->tracker)
 		tracker_hold(e->tracker, false);
+err_unbusy:
 	pthread_mutex_lock(&e->lock);
 	e->busy = false;
 	pthread_mutex_unlock(&e->lock);
@@ -825,13 +870,11 @@ void snap_engine_fini(struct snap_engine *e)
 	pthread_mutex_destroy(&e->copier_lock);
 	pthread_cond_destroy(&e->copier_cv);
 	wq_fini(&e->wq);
-	free(e->state);
-	free(e->copy);
+	if (e->tables)
+		munmap(e->tables, e->tables_len);
+	e->tables = NULL;
 	free(e->split);
 	free(e->region_busy);
-	free(e->pre);
-	free(e->pre_hash);
-	free(e->faulted);
 	free(e->chunk_saved_at);
 	free(e->obs);
 	free(e->hot);
@@ -841,7 +884,7 @@ void snap_engine_fini(struct snap_engine *e)
 	e->copy = NULL;
 	e->split = NULL;
 	e->region_busy = e->pre = e->hot = e->eager = e->faulted = NULL;
-	e->chunk_saved_at = NULL;
+	e->pre_hash = e->chunk_saved_at = NULL;
 	e->obs = NULL;
 	e->order = NULL;
 }

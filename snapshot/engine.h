@@ -85,16 +85,19 @@ struct snap_figures {
 	uint64_t pool_bytes, pool_resident_bytes; /* the copy pool at the end */
 };
 
-/* Threads of the copy-on-write data path, and their priorities (nice levels, relative
- * to the process: a positive number yields to the vCPUs). Defaults measured in
- * docs/internals.md, "The snapshot data path". */
+/* Threads of the copy-on-write data path, and their priorities: fault threads first
+ * (real-time where the process may, so a fault preempts whatever runs), then the
+ * copier, then the writer (nice levels below the process: a positive number yields to
+ * the vCPUs). Defaults measured in docs/internals.md, "The snapshot data path". */
 #define SNAP_FAULT_THREADS_MAX 8
 #define SNAP_DEFAULT_FAULT_THREADS 2
+#define SNAP_DEFAULT_FAULT_RT true
 #define SNAP_DEFAULT_COPIER_NICE 5
 #define SNAP_DEFAULT_WRITER_NICE 10
 
 struct snap_tuning {
 	int fault_threads;       /* 1..SNAP_FAULT_THREADS_MAX */
+	bool fault_rt;           /* fault threads SCHED_FIFO when permitted */
 	int copier_nice, writer_nice;
 };
 
@@ -113,6 +116,8 @@ struct snap_engine {
 	/* copy-on-write machinery, kept across snapshots */
 	struct pool pool;
 	struct uffd wp;          /* write protection, kept across snapshots */
+	uint8_t *tables;         /* the per-page tables below, one mapping */
+	size_t tables_len;
 	uint8_t *state;          /* one enum page_state per guest page */
 	void **copy;             /* COPIED pages: their pool buffer */
 	uint8_t *split;          /* per 2 MiB chunk: a page-sized unprotect split its THP */
