@@ -43,8 +43,7 @@
 #define POOL_RESERVE_DIV 8
 #define POOL_MIN_RESERVE (16ULL << 20)  /* bytes kept for single pages at least */
 #define POOL_GROW_STEP (32ULL << 20)    /* faulted in at once while a snapshot needs more */
-#define POOL_KEEP_MIN_S 30.0            /* the pool is kept this long after a snapshot... */
-#define POOL_KEEP_INTERVALS 3.0         /* ...or this many of the last intervals, if longer */
+#define POOL_KEEP_INTERVALS 3.0         /* kept for this many of the last intervals too */
 #define COPIER_IDLE_MS 1000             /* how often an idle copier looks at the pool */
 #define COPIER_NAP_NS 2000000L          /* its pace while topping up the reserve */
 
@@ -341,7 +340,7 @@ static void cow_pool_idle(struct snap_engine *e)
 	if (!e->last_start_s)
 		return;
 	since = mono_s() - e->last_start_s;
-	if (since > (keep > POOL_KEEP_MIN_S ? keep : POOL_KEEP_MIN_S))
+	if (since > (keep > e->tune.pool_keep_s ? keep : e->tune.pool_keep_s))
 		pool_shrink(&e->pool, 0);
 	else if (pool_ready_bytes(&e->pool) < e->pool_target * e->pool.slot_size)
 		pool_grow(&e->pool, e->pool_target);
@@ -391,16 +390,24 @@ static size_t cow_pool_need(struct snap_engine *e, uint64_t hot)
 	return need < e->pool.n_slots ? (size_t)need : e->pool.n_slots;
 }
 
-void cow_pool_plan(struct snap_engine *e)
+void cow_pool_prepare(struct snap_engine *e)
 {
+	size_t want = (POOL_MIN_RESERVE + e->pool.slot_size - 1) / e->pool.slot_size;
 	double now = mono_s();
 
-	pool_reset(&e->pool);
-	memset(e->region_busy, REGION_FREE, e->n_regions);
-	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
+	/* First, so that an idle copier does not give the pool back meanwhile. */
 	if (e->last_start_s)
 		e->interval_s = now - e->last_start_s;
 	e->last_start_s = now;
+	if (pool_ready_bytes(&e->pool) < want * e->pool.slot_size)
+		pool_grow(&e->pool, want);
+}
+
+void cow_pool_plan(struct snap_engine *e)
+{
+	pool_reset(&e->pool);
+	memset(e->region_busy, REGION_FREE, e->n_regions);
+	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
 }
 
 void cow_copy_begin(struct snap_engine *e)

@@ -109,7 +109,8 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 	e->tune = (struct snap_tuning){ .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
 					.fault_rt = SNAP_DEFAULT_FAULT_RT,
 					.copier_nice = SNAP_DEFAULT_COPIER_NICE,
-					.writer_nice = SNAP_DEFAULT_WRITER_NICE };
+					.writer_nice = SNAP_DEFAULT_WRITER_NICE,
+					.pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S };
 	pthread_mutex_init(&e->copier_lock, NULL);
 	pthread_cond_init(&e->copier_cv, NULL);
 	e->chunk_saved_at = calloc(chunks, sizeof(uint64_t));
@@ -538,6 +539,8 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 		return rc;
 	}
 	rc = snap_uses_wp(req->policy) ? cow_threads_start(e) : 0;
+	if (!rc && snap_uses_wp(req->policy))
+		cow_pool_prepare(e);
 	if (rc) {
 		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
 		img_abort(e->img);

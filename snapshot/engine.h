@@ -94,11 +94,14 @@ struct snap_figures {
 #define SNAP_DEFAULT_FAULT_RT true
 #define SNAP_DEFAULT_COPIER_NICE 5
 #define SNAP_DEFAULT_WRITER_NICE 10
+#define SNAP_DEFAULT_POOL_KEEP_S 30.0
 
 struct snap_tuning {
 	int fault_threads;       /* 1..SNAP_FAULT_THREADS_MAX */
 	bool fault_rt;           /* fault threads SCHED_FIFO when permitted */
 	int copier_nice, writer_nice;
+	double pool_keep_s;      /* the pool is given back after this long without a
+				  * snapshot (or three of the last intervals, if longer) */
 };
 
 struct snap_engine {
@@ -216,6 +219,9 @@ bool snap_figures_of(struct snap_engine *e, uint64_t id, struct snap_figures *ou
 void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len);
 
 json_t *snap_figures_json(const struct snap_figures *f);
+/* The engine between and during snapshots, for `ccvm ctl stats`: the copy pool's size,
+ * resident and in-use bytes, the most write faults served at once since it started. */
+json_t *snap_engine_stats_json(struct snap_engine *e);
 const char *snap_policy_name(enum snap_policy p);
 int snap_policy_parse(const char *name, enum snap_policy *p);
 int snap_order_parse(const char *name, enum snap_order *o);

@@ -92,3 +92,18 @@ json_t *snap_figures_json(const struct snap_figures *f)
 	return o;
 }
 
+
+json_t *snap_engine_stats_json(struct snap_engine *e)
+{
+	bool running;
+
+	pthread_mutex_lock(&e->lock);
+	running = e->busy;
+	pthread_mutex_unlock(&e->lock);
+	return json_pack("{s:I, s:I, s:I, s:I, s:i, s:b}", "pool_bytes",
+			 (json_int_t)pool_ready_bytes(&e->pool), "pool_resident_bytes",
+			 (json_int_t)pool_resident_bytes(&e->pool), "pool_in_use_bytes",
+			 (json_int_t)pool_in_use(&e->pool), "faults_parallel_max",
+			 (json_int_t)__atomic_load_n(&e->faults_most, __ATOMIC_RELAXED),
+			 "fault_threads", e->n_faulters, "running", running);
+}

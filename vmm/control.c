@@ -228,9 +228,13 @@ static json_t *ctl_stats(struct ctl_server *srv)
 		if (n)
 			json_object_set_new(sys, lx_syscall_name(nr), json_integer((json_int_t)n));
 	}
-	return json_pack("{s:o, s:o, s:I, s:I, s:o}", "exits", exits, "syscalls", sys, "mem_bytes",
-			 (json_int_t)vm->mem.size, "host_rss_bytes", (json_int_t)vm_host_rss(),
-			 "fastio", ctl_fastio_stats(vm));
+	json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:o}", "exits", exits, "syscalls", sys,
+			      "mem_bytes", (json_int_t)vm->mem.size, "host_rss_bytes",
+			      (json_int_t)vm_host_rss(), "fastio", ctl_fastio_stats(vm));
+
+	if (o && srv->engine)
+		json_object_set_new(o, "snapshots", snap_engine_stats_json(srv->engine));
+	return o;
 }
 
 /* The engine calls this from its writer thread when a snapshot ends. */

@@ -695,6 +695,54 @@ START_TEST(test_schedule)
 }
 END_TEST
 
+/* The copy pool is resident before faults need it, the figures and `stats` say so,
+ * and it is given back once snapshots stop (here after 0.1 s instead of 30). */
+START_TEST(test_pool_kept_and_given_back)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE };
+	struct snap_figures f;
+	json_t *st;
+
+	if (!uffd_usable())
+		return;
+	g.e.tune.pool_keep_s = 0.1;
+	f = eng_snapshot(&req);
+	ck_assert_uint_gt(f.cow_faults, 0);
+	ck_assert_uint_ge(f.faults_parallel_max, 1);
+	ck_assert_uint_ge(f.pool_bytes, ENG_REGION);
+	ck_assert_uint_ge(f.pool_resident_bytes, f.pool_bytes);
+	st = snap_engine_stats_json(&g.e);
+	ck_assert_ptr_nonnull(json_object_get(st, "pool_resident_bytes"));
+	ck_assert_int_ge(json_integer_value(json_object_get(st, "faults_parallel_max")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(st, "fault_threads")),
+			 SNAP_DEFAULT_FAULT_THREADS);
+	json_decref(st);
+	for (int i = 0; i < ENG_WAIT_S * 10 && pool_ready_bytes(&g.e.pool); i++)
+		sleep_ms(100);
+	ck_assert_uint_eq(pool_ready_bytes(&g.e.pool), 0);
+	ck_assert_uint_eq(pool_resident_bytes(&g.e.pool), 0);
+	f = eng_snapshot(&req); /* and it comes back for the next snapshot */
+	ck_assert_uint_gt(f.pool_bytes, 0);
+}
+END_TEST
+
+/* An image on a file system that refuses O_DIRECT (tmpfs) is written buffered, and
+ * exact. */
+START_TEST(test_image_without_direct_io)
+{
+	char dir[] = "/dev/shm/ccvm-engine-XXXXXX", file[64];
+	struct snap_request req = { .file = file, .policy = SNAP_CCOW, .threshold = 0,
+				    .rate = ENG_RATE };
+
+	if (!uffd_usable() || access("/dev/shm", W_OK) != 0)
+		return;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/snap.img", dir);
+	eng_snapshot(&req);
+	rmdir_all(dir);
+}
+END_TEST
+
 Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -721,6 +769,8 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_schedule);
 	tcase_add_test(edges, test_schedule_gap);
 	tcase_add_test(edges, test_fork_after_cow);
+	tcase_add_test(edges, test_pool_kept_and_given_back);
+	tcase_add_test(edges, test_image_without_direct_io);
 	suite_add_tcase(s, edges);
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);
