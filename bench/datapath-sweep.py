@@ -6,9 +6,8 @@ host threads write plain memory as zipfbench does), each ROUNDS rounds (default 
 the configurations of a round run in a shuffled order:
 
   tune    cow and ccow at threshold 0 (every region hot: the background copier has
-          work), writes scattered, under the default thread counts and priorities and
-          under each alternative: 1 or 4 fault threads, fault threads not real-time,
-          copier and writer at the process's priority, or far below it. Per run:
+          work), writes scattered, under CONFIGS: fault thread count, real-time fault
+          threads or not, copier and writer nice levels (POLICY/FAULTS/rt|-/CNICE/WNICE). Per run:
           updates/s, during (the writers' rate while a snapshot runs over their rate
           without one), the longest stall (a batch of 64 updates), p99.9 of batches,
           snapshot duration, most faults served at once, the copy pool's size. The
@@ -24,7 +23,7 @@ the configurations of a round run in a shuffled order:
 
 Writes bench/results/datapath_{tune,writer,pause}.csv (a row per run), datapath.md
 (means and 95% CIs) and datapath.png, each with commit and machine. Environment: ROUNDS,
-SECTIONS ("tune writer pause"), MEM (256M), THREADS (2), ALPHA (0.99), GAP (1),
+SECTIONS ("tune writer pause"), CONFIGS, MEM (256M), THREADS (2), ALPHA (0.99), GAP (1),
 DURATION (8), WMEM (2G), PMEM (4G), PSNAPS (1), OUT, IMGDIR.
 """
 import csv
@@ -53,20 +52,20 @@ OUT = ENV("OUT", os.path.join(TOP, "bench", "results"))
 DD_BYTES = 2 << 30
 DD_BLOCK = 2 << 20
 
-# name: engine-bench arguments beyond the common ones
-TUNE = {
-    "cow": ["--policy", "cow"],
-    "ccow": ["--policy", "ccow", "--threshold", "0"],
-    "ccow-1fault": ["--policy", "ccow", "--threshold", "0", "--fault-threads", "1"],
-    "ccow-4fault": ["--policy", "ccow", "--threshold", "0", "--fault-threads", "4"],
-    "ccow-no-rt": ["--policy", "ccow", "--threshold", "0", "--fault-rt", "0"],
-    "cow-no-rt": ["--policy", "cow", "--fault-rt", "0"],
-    "ccow-nice-0-0": ["--policy", "ccow", "--threshold", "0", "--copier-nice", "0",
-                      "--writer-nice", "0"],
-    "ccow-nice-10-19": ["--policy", "ccow", "--threshold", "0", "--copier-nice", "10",
-                        "--writer-nice", "19"],
-    "cow-nice-0-0": ["--policy", "cow", "--copier-nice", "0", "--writer-nice", "0"],
-}
+# Configurations as POLICY/FAULT_THREADS/RT/COPIER_NICE/WRITER_NICE, e.g. ccow/2/rt/0/5
+# (ccow at threshold 0; rt: fault threads SCHED_FIFO, -: not).
+DEFAULT_CONFIGS = ("cow/2/rt/0/5 ccow/2/rt/0/5 cow/2/-/0/5 ccow/2/-/0/5 ccow/1/rt/0/5 "
+                   "ccow/4/rt/0/5 ccow/2/rt/0/0 cow/2/rt/5/10 ccow/2/rt/5/10")
+CONFIGS = ENV("CONFIGS", DEFAULT_CONFIGS).split()
+
+
+def config_args(name):
+    policy, faults, rt, cnice, wnice = name.split("/")
+    a = ["--policy", policy] + (["--threshold", "0"] if policy == "ccow" else [])
+    return a + ["--fault-threads", faults, "--fault-rt", "1" if rt == "rt" else "0",
+                "--copier-nice", cnice, "--writer-nice", wnice]
+
+
 TUNE_KEYS = ["updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "duration_ms_mean",
              "traps", "faults_parallel_max", "pool_bytes", "regions_background", "snapshots"]
 
@@ -85,7 +84,7 @@ def engine(args):
 def tune_run(name, imgdir):
     common = ["--mem", MEM, "--threads", THREADS, "--alpha", ALPHA, "--scatter",
               "--snapshot-gap", GAP, "--duration", DURATION, "--dir", imgdir]
-    d = engine(common + TUNE[name])
+    d = engine(common + config_args(name))
     return {k: d.get(k) for k in TUNE_KEYS}
 
 
@@ -146,7 +145,7 @@ def main():
     for rnd in range(1, ROUNDS + 1):
         jobs = []
         if "tune" in SECTIONS:
-            jobs += [("tune", n) for n in TUNE]
+            jobs += [("tune", n) for n in CONFIGS]
         if "writer" in SECTIONS:
             jobs += [("writer", "dd"), ("writer", "engine")]
         if "pause" in SECTIONS:
@@ -189,7 +188,7 @@ def report(head, rows):
                 "snapshots, %ss runs)" % (MEM, THREADS, ALPHA, GAP, DURATION), "",
                 "| config | updates/s | during | longest stall ms | p99.9 batch ms | "
                 "snapshot s | faults at once (max) | pool MiB |", "|---|---|---|---|---|---|---|---|"]
-        for n in TUNE:
+        for n in CONFIGS:
             if not per(t, n, "updates_per_s"):
                 continue
             out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
@@ -198,12 +197,14 @@ def report(head, rows):
                 fmt([x / 1000 for x in per(t, n, "duration_ms_mean")], "%.2f"),
                 fmt(per(t, n, "faults_parallel_max"), "%.1f"),
                 fmt([x / 2**20 for x in per(t, n, "pool_bytes")], "%.0f")))
-        cow, ccow = per(t, "cow", "updates_per_s"), per(t, "ccow", "updates_per_s")
-        if cow and ccow:
-            out += ["", "ccow (threshold 0) over cow, updates/s: %.2fx; longest stall %.1f vs "
-                    "%.1f ms (means)." % (mean_ci(ccow)[1] / mean_ci(cow)[1],
-                                          mean_ci(per(t, "ccow", "max_stall_ms"))[1],
-                                          mean_ci(per(t, "cow", "max_stall_ms"))[1])]
+        for c in CONFIGS:  # each ccow beside the cow with the same threads and priorities
+            w = "cow/" + c.split("/", 1)[1]
+            if not c.startswith("ccow/") or not per(t, w, "updates_per_s"):
+                continue
+            out.append("")
+            out.append("%s over %s: updates/s %.2fx; longest stall %.1f vs %.1f ms (means)." % (
+                c, w, mean_ci(per(t, c, "updates_per_s"))[1] / mean_ci(per(t, w, "updates_per_s"))[1],
+                mean_ci(per(t, c, "max_stall_ms"))[1], mean_ci(per(t, w, "max_stall_ms"))[1]))
         out.append("")
     if rows["writer"]:
         w = rows["writer"]
@@ -237,7 +238,7 @@ def plot(head, rows):
     if not t:
         return
     dat = os.path.join(OUT, "datapath.dat")
-    names = [n for n in TUNE if per(t, n, "updates_per_s")]
+    names = [n for n in CONFIGS if per(t, n, "updates_per_s")]
     with open(dat, "w") as f:
         for i, n in enumerate(names):
             _, u, uci = mean_ci(per(t, n, "updates_per_s"))
