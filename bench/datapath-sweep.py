@@ -163,29 +163,55 @@ def main():
                 row.update(pause_run(name, imgdir))
             rows[sec].append(row)
     base = ["round", "order", "config"]
-    if rows["tune"]:
+    heads = {sec: head for sec in rows if rows[sec]}
+    for sec in rows:  # a section not run this time: its last results stay in the report
+        if not rows[sec]:
+            heads[sec], rows[sec] = read_csv(os.path.join(OUT, "datapath_%s.csv" % sec))
+    write_results(head, base, rows, heads)
+
+
+def read_csv(path):
+    """(provenance line, rows) of an earlier run's CSV; ("", []) if none."""
+    if not os.path.exists(path):
+        return "", []
+    with open(path) as f:
+        head = f.readline()[2:].strip()
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k, v in r.items():
+            try:
+                r[k] = float(v) if k != "pauses_us" and k != "config" else v
+            except (TypeError, ValueError):
+                r[k] = None if v == "" else v
+    return head, rows
+
+
+def write_results(head, base, rows, heads):
+    if rows["tune"] and heads.get("tune") == head:
         write_csv(os.path.join(OUT, "datapath_tune.csv"), head, base + TUNE_KEYS, rows["tune"])
-    if rows["writer"]:
+    if rows["writer"] and heads.get("writer") == head:
         write_csv(os.path.join(OUT, "datapath_writer.csv"), head, base + ["mb_per_s"],
                   rows["writer"])
-    if rows["pause"]:
+    if rows["pause"] and heads.get("pause") == head:
         write_csv(os.path.join(OUT, "datapath_pause.csv"), head,
                   base + ["snapshots", "median_us", "max_us", "pauses_us"], rows["pause"])
-    report(head, rows)
-    plot(head, rows)
+    report(heads, rows)
+    plot(heads.get("tune", head), rows)
 
 
 def per(rows, name, key):
     return [r[key] for r in rows if r["config"] == name and r.get(key) is not None]
 
 
-def report(head, rows):
-    out = ["# The snapshot data path without a VM (bench/datapath-sweep.py)", "", head, "",
-           "Mean ± 95%% CI over %d rounds, configurations shuffled in each round." % ROUNDS, ""]
+def report(heads, rows):
+    out = ["# The snapshot data path without a VM (bench/datapath-sweep.py)", "",
+           "Mean ± 95% CI over the rounds, configurations shuffled in each round. Each "
+           "section names the run it comes from.", ""]
     if rows["tune"]:
         t = rows["tune"]
         out += ["## Threads and priorities (%s, %s writers, alpha %s, scattered, %ss between "
                 "snapshots, %ss runs)" % (MEM, THREADS, ALPHA, GAP, DURATION), "",
+                heads["tune"], "",
                 "| config | updates/s | during | longest stall ms | p99.9 batch ms | "
                 "snapshot s | faults at once (max) | pool MiB |", "|---|---|---|---|---|---|---|---|"]
         for n in CONFIGS:
@@ -211,20 +237,20 @@ def report(head, rows):
         dd, en = per(w, "dd", "mb_per_s"), per(w, "engine", "mb_per_s")
         ratios = [e / d for e, d in zip(en, dd)]  # same round
         out += ["## The writer against the disk (%s snapshot, nobody writing; dd: 2 GiB, "
-                "O_DIRECT, 2 MiB blocks, fsync)" % WMEM, "",
+                "O_DIRECT, 2 MiB blocks, fsync)" % WMEM, "", heads["writer"], "",
                 "| | MB/s |", "|---|---|",
                 "| dd | %s |" % fmt(dd, "%.0f"), "| snapshot writer | %s |" % fmt(en, "%.0f"),
                 "| writer / dd, same round | %s |" % fmt(ratios, "%.2f"), ""]
     if rows["pause"]:
         p = rows["pause"]
-        out += ["## The pause at %s (all memory touched, 2 writers)" % PMEM, "",
+        out += ["## The pause at %s (all memory touched, 2 writers)" % PMEM, "", heads["pause"], "",
                 "| policy | snapshots per run | median µs | max µs |", "|---|---|---|---|"]
         for n in ("cow", "ccow"):
             if per(p, n, "median_us"):
                 out.append("| %s | %s | %s | %s |" % (n, fmt(per(p, n, "snapshots"), "%.0f"),
                                                      fmt(per(p, n, "median_us"), "%.0f"),
                                                      fmt(per(p, n, "max_us"), "%.0f")))
-        allp = [int(x) for r in p for x in r["pauses_us"].split()]
+        allp = [int(x) for r in p for x in str(r["pauses_us"] or "").split()]
         if allp:
             out += ["", "Over all %d snapshots: median %.0f µs, max %d µs." % (
                 len(allp), statistics.median(allp), max(allp))]
