@@ -46,6 +46,7 @@
 #define POOL_KEEP_INTERVALS 3.0         /* kept for this many of the last intervals too */
 #define COPIER_IDLE_MS 1000             /* how often an idle copier looks at the pool */
 #define COPIER_NAP_NS 2000000L          /* its pace while topping up the reserve */
+#define REGION_WAIT_NS 20000L           /* a fault waiting for another's region copy */
 
 enum { REGION_FREE = 0, REGION_COPYING, REGION_DONE }; /* region_busy[] */
 
@@ -63,12 +64,14 @@ void cow_nice(int n)
 		setpriority(PRIO_PROCESS, tid, now + n > 19 ? 19 : now + n);
 }
 
-/* Slots of the ready pool that region copies leave free. */
+/* Slots of the ready pool that region copies leave free for single pages: an eighth,
+ * but no more than the cold regions could ever need (none under CCoW-All). */
 static size_t cow_reserve_slots(struct snap_engine *e)
 {
 	size_t ready = pool_ready_bytes(&e->pool) / e->pool.slot_size;
+	size_t share = ready / POOL_RESERVE_DIV ? ready / POOL_RESERVE_DIV : 1;
 
-	return ready / POOL_RESERVE_DIV ? ready / POOL_RESERVE_DIV : 1;
+	return share < e->cold_slots ? share : e->cold_slots;
 }
 
 /* Copy page @p alone: into a pool buffer, or, with none ready, saved right here from
@@ -186,9 +189,11 @@ bool cow_copy_eager(struct snap_engine *e, uint64_t r)
 }
 
 /* A fault in hot region @r: copy the region unless another fault thread is at it
- * (then wait for it: ~0.2 ms). True once the whole region is unprotected. */
+ * (then wait for it: ~0.2 ms, in naps rather than yields, which a real-time thread
+ * would give only to its peers). True once the whole region is unprotected. */
 static bool cow_region_fault(struct snap_engine *e, uint64_t r)
 {
+	struct timespec nap = { .tv_nsec = REGION_WAIT_NS };
 	uint8_t *busy = &e->region_busy[r];
 	bool ok;
 
@@ -200,7 +205,7 @@ static bool cow_region_fault(struct snap_engine *e, uint64_t r)
 			break;
 		if (expect == REGION_DONE)
 			return true;
-		sched_yield();
+		nanosleep(&nap, NULL);
 	}
 	ok = cow_copy_region(e, r, false, true);
 	__atomic_store_n(busy, ok ? REGION_DONE : REGION_FREE, __ATOMIC_RELEASE);
@@ -361,6 +366,10 @@ static void *cow_copier_thread(void *arg)
 			pthread_mutex_lock(&e->copier_lock);
 			e->copier_busy = false;
 			pthread_cond_broadcast(&e->copier_cv);
+			pthread_mutex_unlock(&e->copier_lock);
+			/* Ready for the next one now: a periodic snapshot may come soon. */
+			pool_grow(&e->pool, e->pool_target);
+			pthread_mutex_lock(&e->copier_lock);
 			continue;
 		}
 		struct timespec until;
@@ -405,6 +414,9 @@ void cow_pool_prepare(struct snap_engine *e)
 
 void cow_pool_plan(struct snap_engine *e)
 {
+	uint64_t cold = e->n_regions - e->cur.regions_hot;
+
+	e->cold_slots = (size_t)((cold * e->region_size + e->pool.slot_size - 1) / e->pool.slot_size);
 	pool_reset(&e->pool);
 	memset(e->region_busy, REGION_FREE, e->n_regions);
 	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
@@ -420,6 +432,9 @@ void cow_copy_begin(struct snap_engine *e)
 
 void cow_copy_end(struct snap_engine *e)
 {
+	/* What the next snapshot will need, for the copier to get ready at once. */
+	e->single_peak = (e->cur.pages_copied - e->cur.pages_precopied) * PAGE_SIZE;
+	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
 	pthread_mutex_lock(&e->copier_lock);
 	e->copy_wanted = false;
 	while (e->copier_busy)
@@ -430,8 +445,6 @@ void cow_copy_end(struct snap_engine *e)
 	for (uint64_t p = 0; p < e->size / PAGE_SIZE; p++) /* a save from a stack copy */
 		while (ps_get(&e->state[p]) == PS_CLAIMED)
 			sched_yield();
-	e->single_peak = (e->cur.pages_copied - e->cur.pages_precopied) * PAGE_SIZE;
-	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
 }
 
 int cow_threads_start(struct snap_engine *e)

@@ -118,8 +118,8 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 	e->hot = calloc(e->n_regions, 1);
 	e->eager = calloc(e->n_regions, 1);
 	e->order = calloc(chunks, sizeof(uint64_t));
-	if (wq_init(&e->wq) || snap_tables_alloc(e, pages) || !e->copy || !e->split || !e->region_busy || !e->pre ||
-	    !e->pre_hash || !e->hot || !e->eager || !e->order || !e->faulted || !e->chunk_saved_at || !e->obs)
+	if (wq_init(&e->wq) || snap_tables_alloc(e, pages) || !e->split || !e->region_busy ||
+	    !e->hot || !e->eager || !e->order || !e->chunk_saved_at || !e->obs)
 		return -ENOMEM;
 	rc = pool_init(&e->pool, pool_bytes, snap_slot_size(pool_bytes, region_size));
 	if (rc)

@@ -96,23 +96,31 @@ static int pool_populate(struct pool *p, size_t off, size_t len)
 	return 0;
 }
 
+/* Faulted in this much at a time: populating holds the mmap lock, and a thread that
+ * needs it for writing (a huge page collapse) would stop page faults behind it. */
+#define POOL_POPULATE_STEP (4ULL << 20)
+
 int pool_grow(struct pool *p, size_t slots)
 {
-	size_t from;
+	size_t step = POOL_POPULATE_STEP / p->slot_size ? POOL_POPULATE_STEP / p->slot_size : 1;
 	int rc = 0;
 
 	pthread_mutex_lock(&p->grow_lock);
 	if (slots > p->n_slots)
 		slots = p->n_slots;
-	from = __atomic_load_n(&p->ready, __ATOMIC_ACQUIRE);
-	if (slots > from)
-		rc = pool_populate(p, from * p->slot_size, (slots - from) * p->slot_size);
-	if (!rc && slots > from) {
+	while (!rc && p->ready < slots) {
+		size_t from = p->ready, to = from + step < slots ? from + step : slots;
+
+		rc = pool_populate(p, from * p->slot_size, (to - from) * p->slot_size);
+		if (rc)
+			break;
 		pthread_mutex_lock(&p->lock);
-		/* Pushed highest first: the stack hands out low addresses first. */
-		for (size_t s = slots; s-- > from;)
-			p->free_slots[p->n_free_slots++] = (uint32_t)s;
-		__atomic_store_n(&p->ready, slots, __ATOMIC_RELEASE);
+		/* Pushed under the free ones: the stack hands out the oldest first. */
+		memmove(p->free_slots + (to - from), p->free_slots, p->n_free_slots * sizeof(uint32_t));
+		for (size_t s = from; s < to; s++)
+			p->free_slots[s - from] = (uint32_t)s;
+		p->n_free_slots += to - from;
+		__atomic_store_n(&p->ready, to, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&p->lock);
 	}
 	pthread_mutex_unlock(&p->grow_lock);
