@@ -43,6 +43,7 @@
 #define POOL_RESERVE_DIV 8
 #define POOL_MIN_RESERVE (16ULL << 20)  /* bytes kept for single pages at least */
 #define POOL_GROW_STEP (32ULL << 20)    /* faulted in at once while a snapshot needs more */
+#define POOL_PREPARE_MAX_S 0.5          /* a cold pool delays a snapshot's start this much */
 #define POOL_KEEP_INTERVALS 3.0         /* kept for this many of the last intervals too */
 #define COPIER_IDLE_MS 1000             /* how often an idle copier looks at the pool */
 #define COPIER_NAP_NS 2000000L          /* its pace while topping up the reserve */
@@ -399,17 +400,23 @@ static size_t cow_pool_need(struct snap_engine *e, uint64_t hot)
 	return need < e->pool.n_slots ? (size_t)need : e->pool.n_slots;
 }
 
-void cow_pool_prepare(struct snap_engine *e)
+void cow_pool_prepare(struct snap_engine *e, const struct snap_request *req)
 {
-	size_t want = (POOL_MIN_RESERVE + e->pool.slot_size - 1) / e->pool.slot_size;
-	double now = mono_s();
+	double now = mono_s(), until = now + POOL_PREPARE_MAX_S;
+	size_t want, step = POOL_GROW_STEP / e->pool.slot_size + 1;
 
 	/* First, so that an idle copier does not give the pool back meanwhile. */
 	if (e->last_start_s)
 		e->interval_s = now - e->last_start_s;
 	e->last_start_s = now;
-	if (pool_ready_bytes(&e->pool) < want * e->pool.slot_size)
-		pool_grow(&e->pool, want);
+	plan_snapshot(e, req); /* its hot count now; planned again in the pause */
+	want = cow_pool_need(e, e->cur.regions_hot);
+	while (pool_ready_bytes(&e->pool) < want * e->pool.slot_size && mono_s() < until) {
+		size_t ready = pool_ready_bytes(&e->pool) / e->pool.slot_size;
+
+		if (pool_grow(&e->pool, ready + step < want ? ready + step : want))
+			break;
+	}
 }
 
 void cow_pool_plan(struct snap_engine *e)

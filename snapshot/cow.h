@@ -13,9 +13,10 @@ int cow_threads_start(struct snap_engine *e);
 /* Stop and join them (the engine is going away). */
 void cow_threads_stop(struct snap_engine *e);
 
-/* Before the pause: fault in the pool's minimum for single pages if it is cold (the
- * first snapshot, or the first after the pool was given back). */
-void cow_pool_prepare(struct snap_engine *e);
+/* Before the pause: fault in what the snapshot will need if the pool is cold (the
+ * first snapshot, or the first after the pool was given back), for at most
+ * POOL_PREPARE_MAX_S; the copier does the rest while the snapshot runs. */
+void cow_pool_prepare(struct snap_engine *e, const struct snap_request *req);
 /* While paused: size the pool for this snapshot and hand it out afresh. */
 void cow_pool_plan(struct snap_engine *e);
 /* After the resume: the copier starts on the hot regions. */

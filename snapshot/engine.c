@@ -540,7 +540,7 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 	}
 	rc = snap_uses_wp(req->policy) ? cow_threads_start(e) : 0;
 	if (!rc && snap_uses_wp(req->policy))
-		cow_pool_prepare(e);
+		cow_pool_prepare(e, req);
 	if (rc) {
 		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
 		img_abort(e->img);
