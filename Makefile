@@ -60,7 +60,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs demo clean format guests bench-peers peer-guest bench-threshold
+.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-costs demo clean format guests bench-peers peer-guest bench-threshold
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -215,7 +215,7 @@ fuzz: deps
 fuzz-quick: fuzz-build
 	tests/fuzz/run.sh 10
 
-bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-costs bench-threshold bench-peers
+bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-costs bench-threshold bench-peers
 
 # The YCSB load generator for Redis (hiredis); built next to its source as the issue
 # names it.
@@ -246,6 +246,12 @@ bench-ccow: deps
 bench-engine: deps
 	$(MAKE) bench/engine-bench
 	bench/engine-sweep.sh
+
+# The snapshot data path's threads and priorities, its writer against dd and the 4 GiB
+# pause (bench/datapath-sweep.py), no VM needed.
+bench-datapath: deps
+	$(MAKE) bench/engine-bench
+	bench/datapath-sweep.py
 
 # The per-page costs of the copy-on-write mechanisms (bench/costs.sh), no VM needed.
 bench-costs: deps

@@ -180,8 +180,8 @@ static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
 
 /* Copy-on-write copies: as much as guest RAM, 16 MiB .. 16 GiB. CCoW copies whole
  * regions: with half of RAM the pool ran dry on a guest rewriting 2/3 of its RAM and
- * hot regions fell back to a trap per page. Address space only until copies need it
- * (the host RSS shows what they took). When it runs out the fault path saves pages
+ * hot regions fell back to a trap per page. Address space only: the engine faults in
+ * what snapshots need (snapshot/cow.c). When it runs out the fault path saves pages
  * synchronously instead (slower, still exact). */
 static size_t pool_bytes_for(uint64_t mem, uint64_t asked)
 {
