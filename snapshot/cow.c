@@ -181,6 +181,11 @@ static bool cow_copy_region(struct snap_engine *e, uint64_t r, bool background, 
 bool cow_copy_eager(struct snap_engine *e, uint64_t r)
 {
 	size_t ready = pool_ready_bytes(&e->pool) / e->pool.slot_size;
+	uint64_t first, end;
+
+	plan_region_pages(e, r, &first, &end);
+	if (!cow_region_protected(e, first, end))
+		return true; /* nothing to copy: it needs no protection either */
 
 	/* In the pause the pool may still be cold: this is what the budget is for. */
 	while (pool_free_slots(&e->pool) <= cow_reserve_slots(e) && ready < e->pool.n_slots)

@@ -30,7 +30,8 @@ void cow_copy_end(struct snap_engine *e);
 void cow_page(struct snap_engine *e, uint64_t p, bool wake);
 
 /* While paused (--precopy eager): copy hot region @r, not yet protected, to the
- * pool; false when the pool has no slot to spare. */
+ * pool (true also when it holds nothing to copy); false when the pool has no slot to
+ * spare. */
 bool cow_copy_eager(struct snap_engine *e, uint64_t r);
 
 /* Lower the calling thread's priority by @n nice levels. */

@@ -39,13 +39,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-static bool page_is_zero(const uint8_t *p)
-{
-	static const uint8_t zero[PAGE_SIZE];
-
-	return memcmp(p, zero, PAGE_SIZE) == 0;
-}
-
 /*
  * The per-page tables (copy, pre_hash, state, pre, faulted: 19 bytes per guest page)
  * in one mapping, backed by huge pages where the host allows and resident from the
@@ -138,7 +131,7 @@ void snap_fail(struct snap_engine *e, int rc, const char *what)
 
 int snap_save(struct snap_engine *e, uint64_t p, const uint8_t *data)
 {
-	if (!data || page_is_zero(data)) {
+	if (!data || img_page_is_zero(data)) {
 		__atomic_fetch_add(&e->cur.pages_zero, 1, __ATOMIC_RELAXED);
 		return img_write_page(e->img, p, NULL);
 	}
@@ -299,7 +292,7 @@ static int snap_write_paused_pages(struct snap_engine *e)
 
 	for (uint64_t p = 0; p <= pages && !rc; p++) {
 		bool data = p < pages && ps_get(&e->state[p]) == PS_PROTECTED &&
-			    !page_is_zero(e->host + p * PAGE_SIZE);
+			    !img_page_is_zero(e->host + p * PAGE_SIZE);
 
 		/* A run ends at a hole, at the end, or at a chunk boundary (bounded writes). */
 		if (p > run && (!data || p == pages || p % (IMG_CHUNK / PAGE_SIZE) == 0)) {
@@ -448,24 +441,12 @@ static int snap_mark_pages(struct snap_engine *e)
 	return resident_scan(e->host, e->size, snap_mark_run, e);
 }
 
-/* Does region @r hold a page the snapshot must save and nobody took yet? */
-static bool snap_region_has_data(const struct snap_engine *e, uint64_t r)
-{
-	uint64_t first, end;
-
-	plan_region_pages(e, r, &first, &end);
-	for (uint64_t p = first; p < end; p++)
-		if (ps_get(&e->state[p]) == PS_PROTECTED)
-			return true;
-	return false;
-}
-
 /* Eager pre-copy of region @r during the pause: its protected pages go to a pool
  * slot, faulted in now if none is ready (this is what the pause budget is for).
  * False when the pool cannot take it (the region is then protected like any other). */
 static bool snap_eager_region(struct snap_engine *e, uint64_t r)
 {
-	if (!cow_copy_eager(e, r) && snap_region_has_data(e, r))
+	if (!cow_copy_eager(e, r))
 		return false;
 	e->eager[r] = 1;
 	e->cur.regions_eager++;

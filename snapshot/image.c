@@ -332,7 +332,7 @@ int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64
 	return img_write_mem(w, data, n * PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 }
 
-static bool img_page_zero(const uint8_t *p)
+bool img_page_is_zero(const void *p)
 {
 	static const uint8_t zero[PAGE_SIZE];
 
@@ -352,7 +352,7 @@ int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_
 	for (uint64_t i = 0; i < per; i++) {
 		if (what[i] == IMG_PAGE_DONE)
 			continue;
-		if (what[i] == IMG_PAGE_DATA && img_page_zero(d + i * PAGE_SIZE))
+		if (what[i] == IMG_PAGE_DATA && img_page_is_zero(d + i * PAGE_SIZE))
 			what[i] = IMG_PAGE_HOLE;
 		h += page_hash(first + i, what[i] == IMG_PAGE_DATA ? d + i * PAGE_SIZE : NULL);
 		*zero += what[i] == IMG_PAGE_HOLE;

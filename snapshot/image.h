@@ -55,7 +55,10 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data);
  * writer that owns the memory meanwhile (policy stop) uses. Returns 0 or -errno. */
 int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n);
 
-/* How the writer hands each page of a chunk to img_write_chunk. */
+/* A 4 KiB page of zeros (saved as a hole). */
+bool img_page_is_zero(const void *p);
+
+/* How the writer hands each page of a chunk to img_chunk_prepare and img_chunk_write. */
 enum img_page_what {
 	IMG_PAGE_DATA = 0,  /* its contents are in the buffer (all zero: left as a hole) */
 	IMG_PAGE_HOLE,      /* a zero page: a hole */
