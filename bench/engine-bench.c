@@ -200,7 +200,8 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 			       .tune = { .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
 					 .fault_rt = SNAP_DEFAULT_FAULT_RT,
 					 .copier_nice = SNAP_DEFAULT_COPIER_NICE,
-					 .writer_nice = SNAP_DEFAULT_WRITER_NICE } };
+					 .writer_nice = SNAP_DEFAULT_WRITER_NICE,
+					 .pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S } };
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		if (c == 'h') {
 			eb_usage(stdout);

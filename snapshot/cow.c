@@ -397,7 +397,7 @@ static void *cow_copier_thread(void *arg)
  * last one copied page by page, and a quarter more). */
 static size_t cow_pool_need(struct snap_engine *e, uint64_t hot)
 {
-	uint64_t single = e->single_peak + e->single_peak / 4, need;
+	uint64_t single = e->single_bytes + e->single_bytes / 4, need;
 
 	if (single < POOL_MIN_RESERVE)
 		single = POOL_MIN_RESERVE;
@@ -445,7 +445,7 @@ void cow_copy_begin(struct snap_engine *e)
 void cow_copy_end(struct snap_engine *e)
 {
 	/* What the next snapshot will need, for the copier to get ready at once. */
-	e->single_peak = (e->cur.pages_copied - e->cur.pages_precopied) * PAGE_SIZE;
+	e->single_bytes = (e->cur.pages_copied - e->cur.pages_precopied) * PAGE_SIZE;
 	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
 	pthread_mutex_lock(&e->copier_lock);
 	e->copy_wanted = false;

@@ -152,7 +152,7 @@ struct snap_engine {
 	pthread_cond_t copier_cv;
 	size_t pool_target;      /* slots the running (or next) snapshot should find ready */
 	size_t cold_slots;       /* slots the cold regions of this snapshot could fill */
-	uint64_t single_peak;    /* bytes of single-page copies the last snapshot made */
+	uint64_t single_bytes;   /* bytes of single-page copies the last snapshot made */
 	double last_start_s, interval_s; /* for giving the pool back when snapshots stop */
 	struct wqueue wq;        /* chunks staged by the writer, written by its I/O thread */
 	bool threads_live;
