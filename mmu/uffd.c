@@ -64,13 +64,6 @@ int uffd_protect(struct uffd *u, uint64_t gpa, uint64_t len, bool protect)
 	return 0;
 }
 
-bool uffd_fault_pending(struct uffd *u)
-{
-	struct pollfd pfd = { .fd = u->fd, .events = POLLIN };
-
-	return poll(&pfd, 1, 0) > 0;
-}
-
 int uffd_next_fault(struct uffd *u, int timeout_ms, uint64_t *gpa)
 {
 	struct pollfd pfd = { .fd = u->fd, .events = POLLIN };

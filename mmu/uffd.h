@@ -33,9 +33,6 @@ int uffd_protect(struct uffd *u, uint64_t gpa, uint64_t len, bool protect);
  * 0 on timeout or another event, -errno on error. */
 int uffd_next_fault(struct uffd *u, int timeout_ms, uint64_t *gpa);
 
-/* A fault is waiting to be read (someone is stopped on a protected page). */
-bool uffd_fault_pending(struct uffd *u);
-
 /* MISSING mode: fill [gpa, gpa + len) from @src, waking whoever waits there. Pages
  * that exist already are skipped (page by page, so a racing fill costs nothing). */
 int uffd_fill(struct uffd *u, uint64_t gpa, const void *src, uint64_t len);

@@ -65,11 +65,29 @@ void cow_nice(int n)
 		setpriority(PRIO_PROCESS, tid, now + n > 19 ? 19 : now + n);
 }
 
+static size_t cow_ready_slots(struct snap_engine *e)
+{
+	return pool_ready_bytes(&e->pool) / e->pool.slot_size;
+}
+
+/* Fault in one more step of the pool (POOL_GROW_STEP), up to @cap slots. Returns 0,
+ * -ENOSPC when the pool already holds @cap (or all it reserved), or -errno. */
+static int cow_grow_step(struct snap_engine *e, size_t cap)
+{
+	size_t ready = cow_ready_slots(e), step = POOL_GROW_STEP / e->pool.slot_size + 1;
+
+	if (cap > e->pool.n_slots)
+		cap = e->pool.n_slots;
+	if (ready >= cap)
+		return -ENOSPC;
+	return pool_grow(&e->pool, ready + step < cap ? ready + step : cap);
+}
+
 /* Slots of the ready pool that region copies leave free for single pages: an eighth,
  * but no more than the cold regions could ever need (none under CCoW-All). */
 static size_t cow_reserve_slots(struct snap_engine *e)
 {
-	size_t ready = pool_ready_bytes(&e->pool) / e->pool.slot_size;
+	size_t ready = cow_ready_slots(e);
 	size_t share = ready / POOL_RESERVE_DIV ? ready / POOL_RESERVE_DIV : 1;
 
 	return share < e->cold_slots ? share : e->cold_slots;
@@ -180,7 +198,7 @@ static bool cow_copy_region(struct snap_engine *e, uint64_t r, bool background, 
 
 bool cow_copy_eager(struct snap_engine *e, uint64_t r)
 {
-	size_t ready = pool_ready_bytes(&e->pool) / e->pool.slot_size;
+	size_t ready = cow_ready_slots(e);
 	uint64_t first, end;
 
 	plan_region_pages(e, r, &first, &end);
@@ -295,14 +313,10 @@ static bool cow_copy_on(struct snap_engine *e)
  * time, not the guest's) when there is none. */
 static bool cow_slot_room(struct snap_engine *e)
 {
-	size_t ready = pool_ready_bytes(&e->pool) / e->pool.slot_size;
-
 	if (pool_free_slots(&e->pool) > cow_reserve_slots(e))
 		return true;
-	if (ready >= e->pool.n_slots)
-		return false;
-	pool_grow(&e->pool, ready + POOL_GROW_STEP / e->pool.slot_size + 1);
-	return pool_free_slots(&e->pool) > cow_reserve_slots(e);
+	return cow_grow_step(e, e->pool.n_slots) == 0 &&
+	       pool_free_slots(&e->pool) > cow_reserve_slots(e);
 }
 
 /* The hot regions the guest has not reached, in the writer's order (the writer is
@@ -333,12 +347,10 @@ static void cow_keep_reserve(struct snap_engine *e)
 	struct timespec nap = { .tv_nsec = COPIER_NAP_NS };
 
 	while (cow_copy_on(e)) {
-		size_t ready = pool_ready_bytes(&e->pool);
+		bool low = pool_free_pages(&e->pool) * PAGE_SIZE < POOL_MIN_RESERVE;
 
-		if (pool_free_pages(&e->pool) * PAGE_SIZE < POOL_MIN_RESERVE &&
-		    ready < e->pool.n_slots * e->pool.slot_size)
-			pool_grow(&e->pool, (ready + POOL_GROW_STEP) / e->pool.slot_size + 1);
-		else
+		/* Nap when nothing is needed, or nothing more can be had. */
+		if (!low || cow_grow_step(e, e->pool.n_slots))
 			nanosleep(&nap, NULL);
 	}
 }
@@ -408,7 +420,7 @@ static size_t cow_pool_need(struct snap_engine *e, uint64_t hot)
 void cow_pool_prepare(struct snap_engine *e, const struct snap_request *req)
 {
 	double now = mono_s(), until = now + POOL_PREPARE_MAX_S;
-	size_t want, step = POOL_GROW_STEP / e->pool.slot_size + 1;
+	size_t want;
 
 	/* First, so that an idle copier does not give the pool back meanwhile. */
 	if (e->last_start_s)
@@ -416,12 +428,9 @@ void cow_pool_prepare(struct snap_engine *e, const struct snap_request *req)
 	e->last_start_s = now;
 	plan_snapshot(e, req); /* its hot count now; planned again in the pause */
 	want = cow_pool_need(e, e->cur.regions_hot);
-	while (pool_ready_bytes(&e->pool) < want * e->pool.slot_size && mono_s() < until) {
-		size_t ready = pool_ready_bytes(&e->pool) / e->pool.slot_size;
-
-		if (pool_grow(&e->pool, ready + step < want ? ready + step : want))
+	while (mono_s() < until) /* step by step: the budget is checked between steps */
+		if (cow_grow_step(e, want))
 			break;
-	}
 }
 
 void cow_pool_plan(struct snap_engine *e)
