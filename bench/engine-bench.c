@@ -22,6 +22,12 @@
  *   faults_parallel_max, the most write faults served at once in any snapshot
  *   pool_bytes, pool_resident_bytes  the copy pool after the last snapshot
  *   regions_background  hot regions the background copier copied (summed)
+ *   bytes_disk, bytes_raw, bytes_stored  summed over the images: blocks on disk, bytes
+ *                   of data pages, and the bytes those took (compressed frames, raw
+ *                   pages); --data text makes memory compressible, --compress picks the
+ *                   codec (default zstd), --snapshot-threads how many compress and write
+ *   restore_ms      with --restore: an eager restore of the last image into fresh
+ *                   memory (the writers stopped), from opening it to the last chunk
  *   exact           with --verify: every image equals the memory at its instant
  *                   (the reference is copied inside the pause, which makes pauses
  *                   and stalls longer: measure without --verify)
@@ -37,6 +43,7 @@
 #include "../mmu/mono.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
+#include "../snapshot/memrestore.h"
 #include "../vmm/log.h"
 
 #include <errno.h>
@@ -71,6 +78,11 @@ struct eb_opts {
 	uint64_t rate;
 	uint64_t seed;
 	struct snap_tuning tune;
+	enum load_data data;     /* --data zipf|text, or --data-file */
+	const char *data_file;
+	enum img_codec codec;    /* --compress */
+	int level, snap_threads; /* --compress-level, --snapshot-threads */
+	bool restore;            /* --restore: time an eager restore of the last image */
 };
 
 /* The run: load, engine, what the snapshots added up to. */
@@ -87,6 +99,11 @@ struct eb {
 	uint64_t pause_us_sum, duration_ms_sum, pages_copied, regions_hot, regions_precopied;
 	uint64_t pauses_us[EB_MAX_PAUSES]; /* each snapshot's, the first EB_MAX_PAUSES */
 	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
+	uint64_t bytes_disk, bytes_raw, bytes_stored; /* summed over the images */
+	char last_file[4200];    /* --restore: the last image, kept until then */
+	double restore_ms;
+	uint8_t *dump;           /* --data-file */
+	uint64_t dump_len;
 	bool exact;
 	uint64_t busy_updates, idle_updates;
 	double busy_s, idle_s;
@@ -108,6 +125,8 @@ static void eb_usage(FILE *f)
 		"                    [--verify] [--json] [--region-coverage]\n"
 		"                    [--rate BYTES_PER_S] [--seed N] [--fault-threads N]\n"
 		"                    [--copier-nice N] [--writer-nice N] [--fault-rt 0|1]\n"
+		"                    [--data zipf|text | --data-file DUMP] [--compress zstd|lz4|none]\n"
+		"                    [--compress-level N] [--snapshot-threads N] [--restore]\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
 }
@@ -170,6 +189,16 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	case 'F': return eb_int(arg, 1, SNAP_FAULT_THREADS_MAX, &o->tune.fault_threads, "fault-threads");
 	case 'C': return eb_int(arg, 0, 19, &o->tune.copier_nice, "copier-nice");
 	case 'W': return eb_int(arg, 0, 19, &o->tune.writer_nice, "writer-nice");
+	case 'X':
+		if (strcmp(arg, "zipf") && strcmp(arg, "text"))
+			return eb_bad("data", arg);
+		o->data = strcmp(arg, "text") == 0 ? LOAD_DATA_TEXT : LOAD_DATA_ZIPF;
+		return 0;
+	case 'E': o->restore = true; return 0;
+	case 'Y': o->data = LOAD_DATA_DUMP; o->data_file = arg; return 0;
+	case 'Z': return codec_parse(arg, &o->codec) ? eb_bad("compress", arg) : 0;
+	case 'L': return eb_int(arg, -7, 19, &o->level, "compress-level");
+	case 'N': return eb_int(arg, 1, WQ_THREADS_MAX, &o->snap_threads, "snapshot-threads");
 	case 'P':
 		if (eb_int(arg, 0, 1, &rt, "fault-rt"))
 			return -EINVAL;
@@ -189,14 +218,16 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "verify", 0, 0, 'v' },    { "json", 0, 0, 'j' },      { "rate", 1, 0, 'r' },
 		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { "region-coverage", 0, 0, 'R' },
 		{ "fault-threads", 1, 0, 'F' }, { "copier-nice", 1, 0, 'C' }, { "writer-nice", 1, 0, 'W' },
-		{ "fault-rt", 1, 0, 'P' },
+		{ "fault-rt", 1, 0, 'P' },  { "data", 1, 0, 'X' },      { "compress", 1, 0, 'Z' },
+		{ "compress-level", 1, 0, 'L' }, { "snapshot-threads", 1, 0, 'N' },
+		{ "data-file", 1, 0, 'Y' }, { "restore", 0, 0, 'E' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
 
 	*o = (struct eb_opts){ .mem = 256ULL << 20, .threads = 2, .alpha = 1.0, .policy = SNAP_CCOW,
 			       .threshold = SNAP_DEFAULT_THRESHOLD, .every_s = 2, .duration_s = 10,
-			       .seed = 1,
+			       .seed = 1, .codec = SNAP_DEFAULT_CODEC,
 			       .tune = { .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
 					 .fault_rt = SNAP_DEFAULT_FAULT_RT,
 					 .copier_nice = SNAP_DEFAULT_COPIER_NICE,
@@ -272,6 +303,9 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 		b->faults_parallel_max = f->faults_parallel_max;
 	b->pool_bytes = f->pool_bytes;
 	b->pool_resident_bytes = f->pool_resident_bytes;
+	b->bytes_disk += f->bytes;
+	b->bytes_raw += f->bytes_raw;
+	b->bytes_stored += f->bytes_stored;
 	if (!f->ok) {
 		b->failed++;
 		fprintf(stderr, "engine-bench: snapshot %llu failed: %s\n",
@@ -279,7 +313,13 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	}
 	if (b->o.verify && (!f->ok || !eb_image_exact(b, f->file)))
 		b->exact = false;
-	unlink(f->file);
+	if (!b->o.restore || !f->ok) {
+		unlink(f->file);
+		return;
+	}
+	if (b->last_file[0])
+		unlink(b->last_file);
+	snprintf(b->last_file, sizeof(b->last_file), "%s", f->file);
 }
 
 /* The updates made since the last sample go to the snapshot or the idle account. */
@@ -358,6 +398,30 @@ static int eb_loop(struct eb *b)
 	return 0;
 }
 
+/* --data-file: the dump, whole blocks of it, into memory. */
+static int eb_read_dump(struct eb *b)
+{
+	FILE *f = fopen(b->o.data_file, "rb");
+	long n;
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < LOAD_BLOCK) {
+		fclose(f);
+		return -EINVAL;
+	}
+	b->dump_len = (uint64_t)n / LOAD_BLOCK * LOAD_BLOCK;
+	b->dump = malloc(b->dump_len);
+	rewind(f);
+	if (!b->dump)
+		rc = -ENOMEM;
+	else if (fread(b->dump, 1, b->dump_len, f) != b->dump_len)
+		rc = -EIO;
+	fclose(f);
+	return rc;
+}
+
 static int eb_setup(struct eb *b)
 {
 	struct snap_target t = { .mem = &b->mem, .ops = &load_snap_ops, .ctx = &b->load };
@@ -366,11 +430,18 @@ static int eb_setup(struct eb *b)
 
 	if (rc)
 		return rc;
+	if (b->o.data_file) {
+		rc = eb_read_dump(b);
+		if (rc)
+			return rc;
+	}
 	rc = load_start(&b->load, &b->mem, &(struct load_opts){ .threads = b->o.threads,
 							       .alpha = b->o.alpha,
 							       .scatter = b->o.scatter,
 							       .seed = b->o.seed,
-							       .reference = b->o.verify });
+							       .reference = b->o.verify,
+							       .data = b->o.data, .dump = b->dump,
+							       .dump_len = b->dump_len });
 	if (rc || b->o.none)
 		return rc;
 	rc = tracker_init(&b->tracker, NULL, b->mem.host, b->mem.size, EB_REGION, 0,
@@ -383,7 +454,38 @@ static int eb_setup(struct eb *b)
 	b->e.def = (struct snap_request){ .policy = b->o.policy, .rate = b->o.rate,
 					  .threshold = b->o.threshold,
 					  .precopy = SNAP_DEFAULT_PRECOPY,
-					  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
+					  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+					  .codec = b->o.codec, .level = b->o.level,
+					  .threads = b->o.snap_threads };
+	return rc;
+}
+
+/* --restore, once the writers stopped: the last image loaded eagerly into fresh
+ * memory (as `ccvm restore` loads a VM's RAM), timed from the open to the last chunk,
+ * then removed. */
+static int eb_time_restore(struct eb *b)
+{
+	char err[IMG_ERR_LEN];
+	struct img_reader r;
+	struct gmem fresh;
+	double t0 = mono_s();
+	int rc;
+
+	if (!b->o.restore || !b->last_file[0])
+		return 0;
+	rc = gmem_map(&fresh, b->mem.size);
+	if (rc)
+		return rc;
+	rc = img_open(b->last_file, &r, err);
+	if (rc) {
+		fprintf(stderr, "engine-bench: %s: %s\n", b->last_file, err);
+	} else {
+		rc = memrestore_eager(b->last_file, &r, &fresh);
+		img_close(&r);
+	}
+	b->restore_ms = (mono_s() - t0) * 1e3;
+	gmem_unmap(&fresh);
+	unlink(b->last_file);
 	return rc;
 }
 
@@ -401,6 +503,7 @@ static void eb_stop(struct eb *b)
 static void eb_free(struct eb *b)
 {
 	free(b->cov);
+	free(b->dump);
 	load_fini(&b->load);
 	gmem_unmap(&b->mem);
 }
@@ -487,6 +590,18 @@ static void eb_print(struct eb *b, double seconds)
 			    json_integer((json_int_t)b->faults_parallel_max));
 	json_object_set_new(o, "pool_bytes", json_integer((json_int_t)b->pool_bytes));
 	json_object_set_new(o, "pool_resident_bytes", json_integer((json_int_t)b->pool_resident_bytes));
+	json_object_set_new(o, "data", json_string(b->o.data == LOAD_DATA_TEXT ? "text" :
+						   b->o.data == LOAD_DATA_DUMP ? b->o.data_file : "zipf"));
+	json_object_set_new(o, "compress", json_string(codec_name(b->o.codec)));
+	json_object_set_new(o, "compress_level", json_integer(b->o.level ? b->o.level :
+						  codec_default_level(b->o.codec)));
+	json_object_set_new(o, "snapshot_threads", json_integer(b->o.snap_threads ?
+						    b->o.snap_threads : SNAP_DEFAULT_THREADS));
+	/* Summed over the images: blocks on disk, bytes of data pages, bytes they took. */
+	json_object_set_new(o, "bytes_disk", json_integer((json_int_t)b->bytes_disk));
+	json_object_set_new(o, "bytes_raw", json_integer((json_int_t)b->bytes_raw));
+	json_object_set_new(o, "bytes_stored", json_integer((json_int_t)b->bytes_stored));
+	json_object_set_new(o, "restore_ms", b->restore_ms > 0 ? json_real(b->restore_ms) : json_null());
 	if (b->o.verify)
 		json_object_set_new(o, "exact", json_boolean(b->exact && !b->failed));
 	json_object_set_new(o, "coverage", json_string(b->o.none ? "none" :
@@ -528,6 +643,8 @@ int main(int argc, char **argv)
 	seconds = mono_s() - t0;
 	eb_take_coverage(&b);
 	eb_stop(&b);
+	if (!rc && eb_time_restore(&b))
+		rc = -EIO;
 	if (!rc)
 		eb_print(&b, seconds);
 	eb_free(&b);

@@ -12,6 +12,7 @@
 #include "../mmu/mono.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,48 @@ static uint64_t load_bucket_floor(unsigned b)
 	if (b < 16)
 		return b;
 	return (1ULL << msb) | ((uint64_t)(b % 16) << (msb - 4));
+}
+
+static const char *const load_words[] = {
+	"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+	"juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
+	"sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
+	"user", "session", "order", "status", "active", "pending", "shipped", "cart",
+};
+#define LOAD_NWORDS (sizeof(load_words) / sizeof(load_words[0]))
+
+/* Records like "id=123456 name=kilo tango status=shipped count=42 ts=1701..." until
+ * the block is full: words from a small vocabulary and numbers of varying length,
+ * which compress about as well as typical application data. */
+static void load_text_fill(char *blk, uint64_t value)
+{
+	uint64_t rng = value, ts = 1700000000ULL + value % 100000000ULL;
+	size_t at = 0;
+
+	while (at < LOAD_BLOCK) {
+		char rec[160];
+		uint64_t r = splitmix64(&rng);
+		int n = snprintf(rec, sizeof(rec), "id=%llu name=%s %s status=%s count=%llu ts=%llu\n",
+				 (unsigned long long)(r % 1000000), load_words[(r >> 20) % LOAD_NWORDS],
+				 load_words[(r >> 28) % LOAD_NWORDS], load_words[(r >> 36) % LOAD_NWORDS],
+				 (unsigned long long)((r >> 44) % 1000), (unsigned long long)ts++);
+		size_t take = (size_t)n < LOAD_BLOCK - at ? (size_t)n : LOAD_BLOCK - at;
+
+		memcpy(blk + at, rec, take);
+		at += take;
+	}
+}
+
+void load_block_fill(const struct load_opts *o, uint64_t *blk, uint64_t b, uint64_t value)
+{
+	if (o->data == LOAD_DATA_TEXT) {
+		load_text_fill((char *)blk, value);
+	} else if (o->data == LOAD_DATA_DUMP) {
+		memcpy(blk, o->dump + b % (o->dump_len / LOAD_BLOCK) * LOAD_BLOCK, LOAD_BLOCK);
+		blk[0] = value;
+	} else {
+		zipf_block_fill(blk, value);
+	}
 }
 
 /* Between batches: park while a pause is asked for. */
@@ -65,7 +108,7 @@ static void *load_thread_main(void *arg)
 			uint64_t rank = zipf_sample(&l->z, &t->rng) - 1;
 			uint64_t b = l->o.scatter ? zipf_scatter(&l->perm, rank) : rank;
 
-			zipf_block_fill(words + b * (LOAD_BLOCK / 8), splitmix64(&t->rng));
+			load_block_fill(&l->o, words + b * (LOAD_BLOCK / 8), b, splitmix64(&t->rng));
 		}
 		d = mono_ns() - t0;
 		t->hist[load_bucket(d)]++;
@@ -88,7 +131,7 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	if (o->threads < 0 || o->threads > LOAD_MAX_THREADS || !(o->alpha > 0) ||
-	    mem->size < LOAD_BLOCK)
+	    mem->size < LOAD_BLOCK || (o->data == LOAD_DATA_DUMP && o->dump_len < LOAD_BLOCK))
 		return -EINVAL;
 	l->mem = mem;
 	l->o = *o;
@@ -101,7 +144,9 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 		zipf_scatter_init(&l->perm, l->nblocks, &rng);
 	zipf_init(&l->z, l->nblocks, o->alpha);
 	for (uint64_t b = 0; b < l->nblocks; b++)
-		zipf_block_fill((uint64_t *)(void *)mem->host + b * (LOAD_BLOCK / 8), b);
+		load_block_fill(o, (uint64_t *)(void *)mem->host + b * (LOAD_BLOCK / 8), b,
+				o->data == LOAD_DATA_DUMP ? ((uint64_t *)(void *)o->dump)[b %
+					(o->dump_len / LOAD_BLOCK) * (LOAD_BLOCK / 8)] : b);
 	for (int i = 0; i < o->threads; i++) {
 		l->t[i].l = l;
 		l->t[i].rng = o->seed * 1000003ULL + (uint64_t)i + 1;

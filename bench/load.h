@@ -22,8 +22,18 @@
 #define LOAD_HIST_BUCKETS 1024 /* log-linear, 16 per power of two */
 #define LOAD_MAX_THREADS 64
 
+/* What the blocks hold: zipfbench's words (incompressible), text records of words and
+ * numbers (compressible as a key-value store's values are), or a memory dump tiled
+ * over memory (a real program's data, e.g. Redis': an update rewrites a block with the
+ * dump's block at its place, its first 8 bytes a new value, so memory stays as
+ * compressible as the program's own while every write still changes it). */
+enum load_data { LOAD_DATA_ZIPF = 0, LOAD_DATA_TEXT = 1, LOAD_DATA_DUMP = 2 };
+
 struct load_opts {
 	int threads;
+	enum load_data data;
+	const uint8_t *dump;     /* LOAD_DATA_DUMP: the dump, whole blocks */
+	uint64_t dump_len;
 	double alpha;            /* Zipf exponent over block ranks (rank 1 hottest) */
 	bool scatter;            /* ranks spread over memory rather than packed */
 	uint64_t seed;
@@ -66,6 +76,9 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o);
  * readable until load_fini frees them. */
 void load_stop(struct load *l);
 void load_fini(struct load *l);
+
+/* Fill block @b of memory, at @blk (LOAD_BLOCK bytes), as @o->data says, from @value. */
+void load_block_fill(const struct load_opts *o, uint64_t *blk, uint64_t b, uint64_t value);
 
 /* Updates done so far by all threads. */
 uint64_t load_updates(struct load *l);

@@ -8,6 +8,7 @@ PKGS=(
 	check libsubunit-dev                       # unit tests
 	libjansson-dev                             # control protocol (JSON)
 	libxxhash-dev                              # snapshot image checksums (XXH3)
+	libzstd-dev liblz4-dev                     # snapshot compression (zstd, LZ4)
 	libseccomp-dev                             # the monitor's own seccomp filter
 	musl-tools                                 # static musl builds of the test programs
 	gnuplot-nox                                # benchmark plots

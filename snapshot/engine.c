@@ -95,7 +95,8 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 	e->n_regions = (e->size + region_size - 1) / region_size;
 	e->def = (struct snap_request){ .policy = SNAP_CCOW, .threshold = SNAP_DEFAULT_THRESHOLD,
 					.precopy = SNAP_DEFAULT_PRECOPY,
-					.pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
+					.pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+					.codec = SNAP_DEFAULT_CODEC };
 	pthread_mutex_init(&e->lock, NULL);
 	e->split = calloc(chunks, 1);
 	e->region_busy = calloc(e->n_regions, 1);
@@ -248,14 +249,17 @@ static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written
 	for (uint64_t i = 0; i < per; i++) {
 		ch->what[i] = (uint8_t)snap_take_staged(e, first + i);
 		data += ch->what[i] == IMG_PAGE_DATA;
+		if (ch->what[i] == IMG_PAGE_HOLE) /* compressed, a hole reads as zero */
+			memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE);
 	}
 	uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
 	e->chunk_saved_at[c] = snap_progress(e);
 	snap_stage_copies(e, c, ch->buf);
 	rc = img_chunk_prepare(e->img, c, ch->buf, ch->what, &zero);
 	ch->c = c;
+	ch->data = ch->buf;
 	if (!rc)
-		wq_push(&e->wq);
+		wq_push(&e->wq, ch);
 	__atomic_fetch_add(&e->cur.pages_zero, zero, __ATOMIC_RELAXED);
 	*written += data * PAGE_SIZE;
 	return rc;
@@ -266,7 +270,7 @@ static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written
 static int snap_write_pages(struct snap_engine *e)
 {
 	uint64_t written = 0;
-	int rc = wq_start(&e->wq, e->img, 0), wrc;
+	int rc = wq_start(&e->wq, e->img, e->cur.threads, 0), wrc;
 
 	for (uint64_t i = 0; i < e->size / IMG_CHUNK && !rc; i++) {
 		rc = snap_write_chunk(e, e->order[i], &written);
@@ -282,32 +286,55 @@ static int snap_write_pages(struct snap_engine *e)
 	return rc;
 }
 
-/* Policy stop: with the guest paused the memory is the writer's alone, so each run
- * of present, non-zero pages goes to the image in one write (zero and absent pages
- * stay holes), and no rate limit applies: a limit would only lengthen the pause. */
+/* Stop: chunk @c of paused memory to the I/O threads. A chunk whose pages are all
+ * present is stored straight from guest memory; one with absent pages is staged, so
+ * that compressing it does not fault them in. */
+static int snap_queue_paused_chunk(struct snap_engine *e, uint64_t c)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
+	const uint8_t *mem = e->host + c * IMG_CHUNK;
+	struct wq_chunk *ch = wq_next(&e->wq);
+	uint64_t zero = 0, absent = 0;
+	int rc;
+
+	if (!ch)
+		return wq_finish(&e->wq); /* a write failed */
+	for (uint64_t i = 0; i < per; i++) {
+		bool present = ps_get(&e->state[first + i]) == PS_PROTECTED;
+
+		ch->what[i] = present ? IMG_PAGE_DATA : IMG_PAGE_HOLE;
+		absent += !present;
+		ps_set(&e->state[first + i], PS_SAVED);
+	}
+	ch->data = mem;
+	if (absent) {
+		for (uint64_t i = 0; i < per; i++)
+			if (ch->what[i] == IMG_PAGE_DATA)
+				memcpy(ch->buf + i * PAGE_SIZE, mem + i * PAGE_SIZE, PAGE_SIZE);
+			else
+				memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE);
+		ch->data = ch->buf;
+	}
+	rc = img_chunk_prepare(e->img, c, ch->data, ch->what, &zero);
+	ch->c = c;
+	if (!rc)
+		wq_push(&e->wq, ch);
+	e->cur.pages_zero += zero;
+	e->cur.pages_saved_by_writer += per - zero;
+	return rc;
+}
+
+/* Policy stop: with the guest paused the memory is the writer's alone; the I/O
+ * threads store it chunk by chunk (zero and absent pages stay holes), and no rate
+ * limit applies: a limit would only lengthen the pause. */
 static int snap_write_paused_pages(struct snap_engine *e)
 {
-	uint64_t pages = e->size / PAGE_SIZE, run = 0;
-	int rc = 0;
+	int rc = wq_start(&e->wq, e->img, e->cur.threads, 0), wrc;
 
-	for (uint64_t p = 0; p <= pages && !rc; p++) {
-		bool data = p < pages && ps_get(&e->state[p]) == PS_PROTECTED &&
-			    !img_page_is_zero(e->host + p * PAGE_SIZE);
-
-		/* A run ends at a hole, at the end, or at a chunk boundary (bounded writes). */
-		if (p > run && (!data || p == pages || p % (IMG_CHUNK / PAGE_SIZE) == 0)) {
-			rc = img_write_pages(e->img, run, e->host + run * PAGE_SIZE, p - run);
-			e->cur.pages_saved_by_writer += p - run;
-			run = p;
-		}
-		if (rc || p == pages)
-			break;
-		if (!data) {
-			rc = snap_save(e, p, NULL);
-			run = p + 1;
-		}
-		ps_set(&e->state[p], PS_SAVED);
-	}
+	for (uint64_t c = 0; c < e->size / IMG_CHUNK && !rc; c++)
+		rc = snap_queue_paused_chunk(e, c);
+	wrc = wq_finish(&e->wq);
+	rc = rc ? rc : wrc;
 	if (!rc && __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 		rc = -ECANCELED;
 	if (rc)
@@ -353,12 +380,26 @@ static void snap_observe(struct snap_engine *e, bool fold)
 					end > e->progress_start ? end - e->progress_start : 0);
 }
 
+/* Fork: the child wrote the image, so its figures are read back from it. */
+static void snap_stored_bytes(struct snap_engine *e)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+
+	if (img_open(e->cur.file, &r, err) == 0) {
+		img_reader_bytes(&r, &e->cur.bytes_raw, &e->cur.bytes_stored);
+		img_close(&r);
+	}
+}
+
 /* Wrap up: sections, fsync, rename, figures; or remove the temporary file. */
 static void snap_finish(struct snap_engine *e, int rc)
 {
 	if (!rc && e->policy == SNAP_FORK) {
 		img_forget(e->img); /* the child finished it */
+		snap_stored_bytes(e);
 	} else if (!rc) {
+		img_writer_bytes(e->img, &e->cur.bytes_raw, &e->cur.bytes_stored);
 		rc = img_finish(e->img);
 		if (rc)
 			snap_fail(e, rc, "finishing the image");
@@ -508,7 +549,8 @@ static bool snap_uses_wp(enum snap_policy p)
 static int snap_prepare(struct snap_engine *e, const struct snap_request *req, char *err,
 			size_t errlen)
 {
-	struct img_header_info info = { .ram_size = e->size, .policy = req->policy };
+	struct img_header_info info = { .ram_size = e->size, .policy = req->policy,
+					.codec = req->codec, .level = req->level };
 	struct timespec rt;
 	int rc;
 
@@ -602,16 +644,29 @@ static long snap_minflt(void)
  * image later. */
 static void snap_fork_child(struct snap_engine *e)
 {
-	uint64_t pages = e->size / PAGE_SIZE;
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
+	struct wq_chunk *ch = &e->wq.slot[0]; /* the queue is idle: its buffers are free */
 	int rc = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != e->parent)
 		_exit(ESRCH); /* the monitor died before the line above */
-	for (uint64_t p = 0; p < pages && !rc; p++) {
-		rc = snap_save(e, p, ps_get(&e->state[p]) == PS_ZERO ? NULL : e->host + p * PAGE_SIZE);
-		if ((p + 1) % (IMG_CHUNK / PAGE_SIZE) == 0)
-			snap_throttle(e, (p + 1) * PAGE_SIZE);
+	for (uint64_t c = 0; c < e->size / IMG_CHUNK && !rc; c++) {
+		uint64_t zero;
+
+		for (uint64_t i = 0; i < per; i++) {
+			bool present = ps_get(&e->state[c * per + i]) != PS_ZERO;
+
+			ch->what[i] = present ? IMG_PAGE_DATA : IMG_PAGE_HOLE;
+			if (present)
+				memcpy(ch->buf + i * PAGE_SIZE, e->host + (c * per + i) * PAGE_SIZE, PAGE_SIZE);
+			else
+				memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE);
+		}
+		rc = img_chunk_prepare(e->img, c, ch->buf, ch->what, &zero);
+		if (!rc)
+			rc = img_chunk_write(e->img, c, ch->buf, ch->what, e->wq.scratch[0]);
+		snap_throttle(e, (c + 1) * IMG_CHUNK);
 	}
 	if (!rc)
 		rc = img_finish(e->img);
@@ -736,6 +791,9 @@ static int snap_reserve(struct snap_engine *e, const struct snap_request *req, c
 	e->cur.threshold = req->threshold;
 	e->cur.precopy = req->precopy;
 	e->cur.region_size = e->region_size;
+	e->cur.codec = req->codec;
+	e->cur.level = req->level;
+	e->cur.threads = req->threads;
 	e->policy = req->policy;
 	snprintf(e->cur.file, sizeof(e->cur.file), "%s", req->file);
 	pthread_mutex_unlock(&e->lock);
@@ -777,11 +835,39 @@ static void snap_write_background(struct snap_engine *e)
 	}
 }
 
-int snap_start(struct snap_engine *e, const struct snap_request *req, struct snap_figures *now,
-	       char *err, size_t errlen)
+int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
 {
-	int rc = snap_reserve(e, req, err, errlen);
+	if ((unsigned)req->codec >= IMG_CODEC_NR) {
+		snprintf(err, errlen, "unknown compression (known: zstd, lz4, none)");
+		return -EINVAL;
+	}
+	if (!req->level)
+		req->level = codec_default_level(req->codec);
+	if (codec_level_check(req->codec, req->level)) {
+		snprintf(err, errlen, req->codec == IMG_CODEC_NONE ?
+			 "--compress-level needs a codec (--compress zstd or lz4)" :
+			 req->codec == IMG_CODEC_ZSTD ?
+			 "--compress-level for zstd must be from -7 to 19, not 0" :
+			 "--compress-level for lz4 must be from 1 (fast) to 12 (high compression)");
+		return -EINVAL;
+	}
+	if (!req->threads)
+		req->threads = SNAP_DEFAULT_THREADS;
+	if (req->threads < 1 || req->threads > WQ_THREADS_MAX) {
+		snprintf(err, errlen, "--snapshot-threads must be from 1 to %d", WQ_THREADS_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
 
+int snap_start(struct snap_engine *e, const struct snap_request *request,
+	       struct snap_figures *now, char *err, size_t errlen)
+{
+	struct snap_request copy = *request, *req = &copy;
+	int rc = snap_storage_check(req, err, errlen);
+
+	if (!rc)
+		rc = snap_reserve(e, req, err, errlen);
 	if (rc)
 		return rc;
 	e->rate = req->rate;

@@ -61,7 +61,18 @@ struct snap_request {
 	enum snap_order order;   /* ccow: hot regions saved first, or address order */
 	enum snap_precopy precopy; /* ccow: hot regions copied on first fault, or in the pause */
 	double pause_budget_ms;  /* eager: how long the pause may grow to copy them */
+	enum img_codec codec;    /* each chunk compressed with this when it shrinks */
+	int level;               /* the codec's level; 0: its default */
+	int threads;             /* compressing and writing the image; 0: SNAP_DEFAULT_THREADS */
 };
+
+/* Snapshot storage defaults, measured in docs/evaluation.md, "Snapshot storage". */
+#define SNAP_DEFAULT_CODEC IMG_CODEC_ZSTD
+#define SNAP_DEFAULT_THREADS 2
+
+/* Fill in a request's level and threads when 0; -EINVAL with a message when the codec
+ * does not take the level or threads is out of range. */
+int snap_storage_check(struct snap_request *req, char *err, size_t errlen);
 
 /* Figures of one snapshot (the JSON reply/event carries all of them). */
 struct snap_figures {
@@ -83,6 +94,10 @@ struct snap_figures {
 	uint64_t regions_background; /* of regions_precopied: copied by the background copier */
 	uint64_t faults_parallel_max; /* most write faults served at the same time */
 	uint64_t pool_bytes, pool_resident_bytes; /* the copy pool at the end */
+	enum img_codec codec;
+	int level, threads;
+	uint64_t bytes_raw;      /* bytes of data pages (holes excluded) */
+	uint64_t bytes_stored;   /* what they take in the image: frames and raw pages */
 };
 
 /* Threads of the copy-on-write data path, and their priorities: fault threads first
@@ -180,6 +195,8 @@ struct snap_schedule {
 	enum snap_order order;
 	enum snap_precopy precopy;
 	double pause_budget_ms;
+	enum img_codec codec;
+	int level, threads;
 	const char *log;         /* append each finished snapshot's figures here (JSON lines) */
 };
 

@@ -85,6 +85,11 @@ json_t *snap_figures_json(const struct snap_figures *f)
 		json_object_set_new(o, "pool_resident_bytes",
 				    json_integer((json_int_t)f->pool_resident_bytes));
 	}
+	json_object_update_new(o, json_pack("{s:s, s:i, s:i, s:I, s:I}", "compress",
+					    codec_name(f->codec), "compress_level", f->level,
+					    "threads", f->threads, "bytes_raw",
+					    (json_int_t)f->bytes_raw, "bytes_stored",
+					    (json_int_t)f->bytes_stored));
 	json_object_set_new(o, "dirty_harvests", json_integer((json_int_t)f->dirty_harvests));
 	json_object_set_new(o, "harvest_ms", json_integer((json_int_t)f->harvest_ms));
 	if (f->done && !f->ok)

@@ -21,6 +21,15 @@
  * image into place, can tell one left by a process that was killed mid-snapshot (no
  * lock, pid gone) and remove it.
  *
+ * Version 2 may store a chunk compressed (zstd or LZ4, codec.c): one frame at the
+ * chunk's own place, padded to whole pages, the rest of the chunk's 2 MiB a hole. The
+ * layout stays the same, so pages stay where their address puts them, any chunk can
+ * be written by any thread in any order, and a chunk that does not shrink is stored
+ * raw as in version 1. The encoding section says, per chunk, raw or which codec, the
+ * frame's length and the XXH3-64 of its bytes: a reader checks the frame before it
+ * decompresses it, and the pages after, against the same chunk checksum as a raw
+ * chunk's. Neither checksum authenticates anything: an image is data from anyone.
+ *
  * Memory goes through a second descriptor opened with O_DIRECT where the file system
  * takes it: a snapshot's pages are written once and never read back by this process,
  * so the page cache would only add a copy and a flush that competes with the guest
@@ -49,6 +58,9 @@
 #define IMG_TRAILER   48
 #define IMG_TABLE_ENT 32
 #define IMG_MAX_RAM   (1ULL << 40)
+#define IMG_ENC_HEAD  16  /* encoding section: u32 codec, i32 level, 8 reserved */
+#define IMG_ENC_ENT   16  /* then per chunk: u8 codec, u8 0, u16 pages, u32 len, u64 hash */
+#define IMG_PAGES_PER_CHUNK (IMG_CHUNK / PAGE_SIZE)
 
 struct img_writer {
 	int fd;
@@ -58,6 +70,9 @@ struct img_writer {
 	struct img_header_info info;
 	uint64_t n_chunks;
 	uint64_t *chunk_hash;  /* summed atomically */
+	uint32_t *chunk_pages; /* data pages per chunk, counted atomically */
+	struct img_chunk_enc *enc; /* set by the one thread that writes the chunk */
+	uint64_t stored;       /* bytes the data takes in the file, added atomically */
 	int n_sections;
 	struct {
 		uint32_t type;
@@ -251,7 +266,8 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	uint8_t hdr[IMG_HDR_SIZE];
 	int rc;
 
-	if (!info->ram_size || info->ram_size % IMG_CHUNK || info->ram_size > IMG_MAX_RAM)
+	if (!info->ram_size || info->ram_size % IMG_CHUNK || info->ram_size > IMG_MAX_RAM ||
+	    codec_level_check(info->codec, info->level))
 		return -EINVAL;
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -261,9 +277,11 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	w->info = *info;
 	w->n_chunks = info->ram_size / IMG_CHUNK;
 	w->chunk_hash = calloc(w->n_chunks, sizeof(uint64_t));
+	w->chunk_pages = calloc(w->n_chunks, sizeof(uint32_t));
+	w->enc = calloc(w->n_chunks, sizeof(*w->enc));
 	w->final_path = strdup(final_path);
 	w->tmp_path = tmp_name_for(final_path);
-	if (!w->chunk_hash || !w->final_path || !w->tmp_path) {
+	if (!w->chunk_hash || !w->chunk_pages || !w->enc || !w->final_path || !w->tmp_path) {
 		rc = -ENOMEM;
 		goto err;
 	}
@@ -293,6 +311,13 @@ err:
 	return rc;
 }
 
+/* @n data pages of chunk @c recorded, raw. */
+static void img_count_raw(struct img_writer *w, uint64_t c, uint64_t n)
+{
+	__atomic_fetch_add(&w->chunk_pages[c], (uint32_t)n, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->stored, n * PAGE_SIZE, __ATOMIC_RELAXED);
+}
+
 int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 {
 	if (pfn >= w->info.ram_size / PAGE_SIZE)
@@ -301,6 +326,7 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 			   __ATOMIC_RELAXED);
 	if (!data)
 		return 0;
+	img_count_raw(w, pfn / IMG_PAGES_PER_CHUNK, 1);
 	return pwrite_all(w->fd, data, PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 }
 
@@ -326,9 +352,11 @@ int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64
 
 	if (pfn >= w->info.ram_size / PAGE_SIZE || n > w->info.ram_size / PAGE_SIZE - pfn)
 		return -EINVAL;
-	for (uint64_t i = 0; i < n; i++)
+	for (uint64_t i = 0; i < n; i++) {
 		__atomic_fetch_add(&w->chunk_hash[(pfn + i) / (IMG_CHUNK / PAGE_SIZE)],
 				   page_hash(pfn + i, d + i * PAGE_SIZE), __ATOMIC_RELAXED);
+		img_count_raw(w, (pfn + i) / IMG_PAGES_PER_CHUNK, 1);
+	}
 	return img_write_mem(w, data, n * PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 }
 
@@ -361,15 +389,59 @@ int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_
 	return 0;
 }
 
-int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what)
+/*
+ * Chunk @c as one compressed frame, when the image has a codec, no page of the chunk
+ * was recorded on its own, and the frame saves at least one page on disk. Returns 1
+ * when the chunk is to be stored raw instead, 0 when written, or -errno.
+ */
+static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data,
+			      const uint8_t *what, uint64_t pages, uint8_t *scratch)
+{
+	uint64_t padded;
+	ssize_t n;
+	int rc;
+
+	if (w->info.codec == IMG_CODEC_NONE || !pages || !scratch)
+		return 1;
+	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
+		if (what[i] == IMG_PAGE_DONE)
+			return 1;
+	n = codec_compress(w->info.codec, w->info.level, data, IMG_CHUNK, scratch,
+			   (pages - 1) * PAGE_SIZE);
+	if (n == -ENOSPC || n == 0)
+		return 1;
+	if (n < 0)
+		return (int)n;
+	padded = ((uint64_t)n + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+	memset(scratch + n, 0, padded - (uint64_t)n);
+	rc = img_write_mem(w, scratch, padded, IMG_MEM_OFFSET + c * IMG_CHUNK);
+	if (rc)
+		return rc;
+	w->enc[c] = (struct img_chunk_enc){ .codec = (uint8_t)w->info.codec,
+					    .stored_len = (uint32_t)n,
+					    .stored_hash = XXH3_64bits(scratch, (size_t)n) };
+	__atomic_fetch_add(&w->chunk_pages[c], (uint32_t)pages, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->stored, (uint64_t)n, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what,
+		    void *scratch)
 {
 	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
 	const uint8_t *d = data;
-	uint64_t run = 0;
+	uint64_t run = 0, pages = 0;
 	int rc = 0;
 
 	if (c >= w->n_chunks)
 		return -EINVAL;
+	for (uint64_t i = 0; i < per; i++)
+		pages += what[i] == IMG_PAGE_DATA;
+	rc = img_chunk_compress(w, c, data, what, pages, scratch);
+	if (rc <= 0)
+		return rc;
+	rc = 0;
+	img_count_raw(w, c, pages);
 	for (uint64_t i = 0; i <= per && !rc; i++) {
 		if (i < per && what[i] == IMG_PAGE_DATA)
 			continue;
@@ -385,7 +457,7 @@ int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_
 {
 	void *copy;
 
-	if (w->n_sections >= IMG_MAX_SECTIONS - 1) /* one slot stays for the chunk table */
+	if (w->n_sections >= IMG_MAX_SECTIONS - 2) /* two slots stay for img_finish's */
 		return -E2BIG;
 	copy = malloc(len ? len : 1);
 	if (!copy)
@@ -458,11 +530,49 @@ static int img_write_tail(struct img_writer *w)
 			  off + (uint64_t)w->n_sections * IMG_TABLE_ENT);
 }
 
+void img_writer_bytes(const struct img_writer *w, uint64_t *raw, uint64_t *stored)
+{
+	uint64_t pages = 0;
+
+	for (uint64_t c = 0; c < w->n_chunks; c++)
+		pages += __atomic_load_n(&w->chunk_pages[c], __ATOMIC_RELAXED);
+	*raw = pages * PAGE_SIZE;
+	*stored = __atomic_load_n(&w->stored, __ATOMIC_RELAXED);
+}
+
+/* The encoding section: the codec asked for, then each chunk's encoding. */
+static int img_add_encoding(struct img_writer *w)
+{
+	size_t len = IMG_ENC_HEAD + w->n_chunks * IMG_ENC_ENT;
+	uint8_t *buf = calloc(1, len);
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	put32(buf, (uint32_t)w->info.codec);
+	put32(buf + 4, (uint32_t)w->info.level);
+	for (uint64_t c = 0; c < w->n_chunks; c++) {
+		uint8_t *e = buf + IMG_ENC_HEAD + c * IMG_ENC_ENT;
+		uint32_t pages = w->chunk_pages[c];
+
+		e[0] = w->enc[c].codec;
+		e[2] = (uint8_t)pages;
+		e[3] = (uint8_t)(pages >> 8);
+		put32(e + 4, w->enc[c].stored_len);
+		put64(e + 8, w->enc[c].stored_hash);
+	}
+	rc = img_add_section(w, IMG_SEC_ENCODING, buf, len);
+	free(buf);
+	return rc;
+}
+
 int img_finish(struct img_writer *w)
 {
 	int rc;
 
 	rc = img_add_section(w, IMG_SEC_CHUNKS, w->chunk_hash, w->n_chunks * sizeof(uint64_t));
+	if (!rc)
+		rc = img_add_encoding(w);
 	if (!rc)
 		rc = img_write_tail(w);
 	if (!rc && fsync(w->fd) < 0)
@@ -512,6 +622,8 @@ void img_forget(struct img_writer *w)
 	for (int i = 0; i < w->n_sections; i++)
 		free(w->sec[i].data);
 	free(w->chunk_hash);
+	free(w->chunk_pages);
+	free(w->enc);
 	free(w->final_path);
 	free(w->tmp_path);
 	free(w);
@@ -547,9 +659,9 @@ static int img_check_header(struct img_reader *r, char err[IMG_ERR_LEN])
 	if (memcmp(hdr, IMG_MAGIC, 8) != 0)
 		return img_fail(err, -EINVAL, "not a ccvm snapshot image (no CCVMIMG magic)");
 	r->version = get32(hdr + 8);
-	if (r->version != IMG_VERSION)
-		return img_fail(err, -EINVAL, "image format version %u; this ccvm reads version %u",
-				r->version, IMG_VERSION);
+	if (r->version < IMG_VERSION_OLDEST || r->version > IMG_VERSION)
+		return img_fail(err, -EINVAL, "image format version %u; this ccvm reads versions "
+				"%u to %u", r->version, IMG_VERSION_OLDEST, IMG_VERSION);
 	if (get64(hdr + 56) != XXH3_64bits(hdr, 56))
 		return img_fail(err, -EINVAL, "the image header fails its checksum (damaged)");
 	r->info.ram_size = get64(hdr + 16);
@@ -639,9 +751,52 @@ const struct img_section *img_find(const struct img_reader *r, uint32_t type)
 	return NULL;
 }
 
+/* One chunk's encoding from entry @e; false when no writer could have made it. */
+static bool img_enc_decode(const uint8_t *e, struct img_chunk_enc *out)
+{
+	out->codec = e[0];
+	out->data_pages = (uint16_t)(e[2] | e[3] << 8);
+	out->stored_len = get32(e + 4);
+	out->stored_hash = get64(e + 8);
+	if (e[1] || out->codec >= IMG_CODEC_NR || out->data_pages > IMG_PAGES_PER_CHUNK)
+		return false;
+	if (out->codec == IMG_CODEC_NONE)
+		return out->stored_len == 0 && out->stored_hash == 0;
+	/* A frame is kept only when it saves a page, so it is never a whole chunk. */
+	return out->stored_len > 0 && out->stored_len <= IMG_CHUNK - PAGE_SIZE &&
+	       out->data_pages > 0;
+}
+
+/* Version 2's encoding section (@payload, already checked against its checksum);
+ * version 1 has none and every chunk is raw. */
+static int img_parse_encoding(struct img_reader *r, const uint8_t *payload,
+			      char err[IMG_ERR_LEN])
+{
+	const struct img_section *s = img_find(r, IMG_SEC_ENCODING);
+
+	r->enc = calloc(r->n_chunks ? r->n_chunks : 1, sizeof(*r->enc));
+	if (!r->enc)
+		return -ENOMEM;
+	if (r->version == 1)
+		return 0;
+	if (!s || !payload || s->length != IMG_ENC_HEAD + r->n_chunks * IMG_ENC_ENT)
+		return img_fail(err, -EINVAL, "the chunk encoding table is missing or has the "
+				"wrong size");
+	r->codec = (enum img_codec)get32(payload);
+	r->level = (int)get32(payload + 4);
+	if (r->codec >= IMG_CODEC_NR)
+		return img_fail(err, -EINVAL, "the image names an unknown codec (%u)", r->codec);
+	for (uint64_t c = 0; c < r->n_chunks; c++)
+		if (!img_enc_decode(payload + IMG_ENC_HEAD + c * IMG_ENC_ENT, &r->enc[c]))
+			return img_fail(err, -EINVAL, "memory chunk %llu has an impossible encoding "
+					"(damaged)", (unsigned long long)c);
+	return 0;
+}
+
 static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
 {
 	const struct img_section *chunks;
+	uint8_t *encoding = NULL;
 	void *data;
 	int rc;
 
@@ -654,15 +809,20 @@ static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
 							 "cannot be read");
 		if (r->sec[i].type == IMG_SEC_CHUNKS && !r->chunk_hash)
 			r->chunk_hash = data;
+		else if (r->sec[i].type == IMG_SEC_ENCODING && !encoding)
+			encoding = data;
 		else
 			free(data);
 	}
 	chunks = img_find(r, IMG_SEC_CHUNKS);
 	r->n_chunks = r->info.ram_size / IMG_CHUNK;
 	if (!chunks || chunks->length != r->n_chunks * sizeof(uint64_t))
-		return img_fail(err, -EINVAL, "the memory checksum table is missing or has the "
-				"wrong size");
-	return 0;
+		rc = img_fail(err, -EINVAL, "the memory checksum table is missing or has the "
+			      "wrong size");
+	else
+		rc = img_parse_encoding(r, encoding, err);
+	free(encoding);
+	return rc;
 }
 
 int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN])
@@ -704,8 +864,27 @@ void img_close(struct img_reader *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r->chunk_hash);
+	free(r->enc);
 	r->chunk_hash = NULL;
+	r->enc = NULL;
 	r->fd = -1;
+}
+
+/* A compressed chunk's frame, read into this thread's buffer, checked, decompressed. */
+static int img_read_frame(const struct img_reader *r, uint64_t c, void *dst)
+{
+	const struct img_chunk_enc *e = &r->enc[c];
+	void *frame = codec_thread_buffer(e->stored_len);
+	int rc;
+
+	if (!frame)
+		return -ENOMEM;
+	rc = pread_all(r->fd, frame, e->stored_len, IMG_MEM_OFFSET + c * IMG_CHUNK);
+	if (rc)
+		return rc;
+	if (XXH3_64bits(frame, e->stored_len) != e->stored_hash)
+		return -EBADMSG;
+	return codec_decompress((enum img_codec)e->codec, frame, e->stored_len, dst, IMG_CHUNK);
 }
 
 int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
@@ -714,7 +893,10 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
 
 	if (c >= r->n_chunks)
 		return -EINVAL;
-	rc = pread_all(r->fd, dst, IMG_CHUNK, IMG_MEM_OFFSET + c * IMG_CHUNK);
+	if (r->enc[c].codec != IMG_CODEC_NONE)
+		rc = img_read_frame(r, c, dst);
+	else
+		rc = pread_all(r->fd, dst, IMG_CHUNK, IMG_MEM_OFFSET + c * IMG_CHUNK);
 	if (rc)
 		return rc;
 	return img_chunk_hash(c * (IMG_CHUNK / PAGE_SIZE), dst) == r->chunk_hash[c] ? 0 : -EBADMSG;
@@ -738,10 +920,20 @@ int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_
 
 	if (c >= r->n_chunks)
 		return -EINVAL;
-	*has_data = img_chunk_has_data(r, c);
+	*has_data = r->enc[c].codec != IMG_CODEC_NONE || img_chunk_has_data(r, c);
 	if (*has_data)
 		return img_read_chunk(r, c, dst);
 	for (uint64_t i = 0; i < IMG_CHUNK / PAGE_SIZE; i++)
 		h += page_hash(first + i, NULL);
 	return h == r->chunk_hash[c] ? 0 : -EBADMSG;
+}
+
+void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *stored)
+{
+	*raw = *stored = 0;
+	for (uint64_t c = 0; c < r->n_chunks; c++) {
+		*raw += (uint64_t)r->enc[c].data_pages * PAGE_SIZE;
+		*stored += r->enc[c].codec == IMG_CODEC_NONE ?
+				   (uint64_t)r->enc[c].data_pages * PAGE_SIZE : r->enc[c].stored_len;
+	}
 }

@@ -6,12 +6,14 @@
 #define CCVM_IMAGE_H
 
 #include "../mmu/pages.h"
+#include "codec.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define IMG_VERSION     1
+#define IMG_VERSION     2 /* written; version 1 (no compression) is still read */
+#define IMG_VERSION_OLDEST 1
 #define IMG_CHUNK       HUGE_SIZE /* a checksum per 2 MiB of guest memory */
 #define IMG_MEM_OFFSET  (1ULL << 20) /* memory starts here: page p at IMG_MEM_OFFSET + p*4 KiB */
 #define IMG_MAX_SECTIONS 16
@@ -22,6 +24,19 @@ enum img_section_type {
 	IMG_SEC_PROCESS = 2,  /* personality state (JSON) */
 	IMG_SEC_CHUNKS = 3,   /* per-chunk checksums of memory (written by img_finish) */
 	IMG_SEC_INFO = 4,     /* free-form figures (JSON) */
+	IMG_SEC_ENCODING = 5, /* version 2: how each chunk is stored (written by img_finish) */
+};
+
+/* What img_chunk_write compresses into: a frame that does not save at least one page
+ * on disk (frames are padded to whole pages) is not kept, so a chunk's worth is enough. */
+#define IMG_SCRATCH_SIZE IMG_CHUNK
+
+/* How chunk c is stored (version 2; a version 1 image reads as all raw). */
+struct img_chunk_enc {
+	uint8_t codec;        /* enum img_codec: IMG_CODEC_NONE is raw at its fixed place */
+	uint16_t data_pages;  /* pages that are not holes, out of 512 */
+	uint32_t stored_len;  /* compressed: bytes of the frame at the chunk's place */
+	uint64_t stored_hash; /* compressed: XXH3-64 of those bytes */
 };
 
 struct img_header_info {
@@ -29,6 +44,8 @@ struct img_header_info {
 	uint32_t policy;      /* recorded, not interpreted */
 	uint32_t flags;
 	uint64_t created_ns;  /* CLOCK_REALTIME */
+	enum img_codec codec; /* what each chunk is compressed with, if it shrinks */
+	int level;            /* codec_level_check()ed */
 };
 
 struct img_section {
@@ -70,9 +87,19 @@ enum img_page_what {
  * to the holes. Thread-safe for distinct chunks. Returns 0 or -EINVAL. */
 int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_t *what,
 		      uint64_t *zero);
-/* Then write its data pages, each run in one write (O_DIRECT where the file system
- * takes it). Returns 0 or -errno. */
-int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what);
+/*
+ * img_chunk_write - then store it: compressed with the image's codec into @scratch
+ * (IMG_SCRATCH_SIZE bytes, page aligned) and written as one frame when that saves at
+ * least a page and no page of the chunk is IMG_PAGE_DONE; otherwise its data pages,
+ * each run in one write. Holes must read as zero in @data when compressing. O_DIRECT
+ * where the file system takes it. Returns 0 or -errno.
+ */
+int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what,
+		    void *scratch);
+
+/* Bytes of data pages recorded so far, and the bytes they take in the image
+ * (compressed frames unpadded, raw pages whole). */
+void img_writer_bytes(const struct img_writer *w, uint64_t *raw, uint64_t *stored);
 
 /* Add a section (copied). Returns 0, -E2BIG or -ENOMEM. */
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len);
@@ -99,6 +126,9 @@ struct img_reader {
 	int n_sections;
 	struct img_section sec[IMG_MAX_SECTIONS];
 	uint64_t *chunk_hash;  /* ram_size / IMG_CHUNK entries */
+	struct img_chunk_enc *enc; /* as many */
+	enum img_codec codec;  /* what the writer was asked for */
+	int level;
 	uint64_t n_chunks;
 };
 
@@ -116,7 +146,8 @@ int img_read_section(const struct img_reader *r, const struct img_section *s, vo
 
 /*
  * img_read_chunk - read chunk @c of guest memory into @dst (IMG_CHUNK bytes) and
- * check it against its checksum. Returns 0, -EBADMSG on a mismatch, or -errno.
+ * check it against its checksum (a compressed chunk: its frame's checksum before
+ * decompressing, then the pages'). Returns 0, -EBADMSG on a mismatch, or -errno.
  */
 int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst);
 
@@ -127,5 +158,8 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst);
  * *has_data tells which. Returns 0, -EBADMSG on a mismatch, or -errno.
  */
 int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_data);
+
+/* Data bytes and stored bytes of the whole image, from its encoding table. */
+void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *stored);
 
 #endif

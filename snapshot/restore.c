@@ -309,6 +309,28 @@ static void inspect_process(const struct img_reader *r, FILE *out)
 	free(text);
 }
 
+/* The codec, how many chunks it stored as frames, and the ratio of data bytes to the
+ * bytes they take in the image. */
+static void inspect_compression(const struct img_reader *r, FILE *out)
+{
+	uint64_t raw, stored, frames = 0;
+
+	img_reader_bytes(r, &raw, &stored);
+	for (uint64_t c = 0; c < r->n_chunks; c++)
+		frames += r->enc[c].codec != IMG_CODEC_NONE;
+	if (r->version < 2) {
+		fprintf(out, "compression: none (format version %u)\n", r->version);
+		return;
+	}
+	fprintf(out, "compression: %s", codec_name(r->codec));
+	if (r->codec != IMG_CODEC_NONE)
+		fprintf(out, " level %d, %llu of %llu chunks compressed", r->level,
+			(unsigned long long)frames, (unsigned long long)r->n_chunks);
+	fprintf(out, "\ndata: %llu bytes in pages, %llu stored, ratio %.2f\n",
+		(unsigned long long)raw, (unsigned long long)stored,
+		stored ? (double)raw / (double)stored : 1.0);
+}
+
 int inspect_image(const char *file, FILE *out)
 {
 	struct img_reader r;
@@ -329,6 +351,7 @@ int inspect_image(const char *file, FILE *out)
 						   "unknown", ctime(&t));
 	fprintf(out, "file: %llu bytes, %llu on disk\n", (unsigned long long)r.file_size,
 		(unsigned long long)img_disk_bytes(file));
+	inspect_compression(&r, out);
 	for (int i = 0; i < r.n_sections; i++)
 		fprintf(out, "section %d: %s, %llu bytes, checksum ok\n", i,
 			section_name(r.sec[i].type), (unsigned long long)r.sec[i].length);

@@ -52,7 +52,8 @@ double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, 
 {
 	struct snap_request req = { .policy = s->policy, .rate = s->rate,
 				    .threshold = s->threshold, .order = s->order,
-				    .precopy = s->precopy, .pause_budget_ms = s->pause_budget_ms };
+				    .precopy = s->precopy, .pause_budget_ms = s->pause_budget_ms,
+				    .codec = s->codec, .level = s->level, .threads = s->threads };
 	struct snap_figures f;
 	char file[4096], stamp[32], err[512];
 	struct timespec rt;

@@ -75,9 +75,19 @@ static void eng_at_instant(void *ctx, const char *file)
 	load_at_instant(&((struct eng *)ctx)->load, file);
 }
 
-static void eng_setup_pool(size_t pool_bytes)
+/* What the writers write, and what the images of the running test case are
+ * compressed with: set by the fixture. */
+static enum load_data eng_data;
+static enum img_codec eng_codec;
+
+/* An engine with a pool of @pool_bytes over memory the writers fill with text (and
+ * whose images are then compressed with zstd), or with zipfbench's words. */
+static void eng_setup_pool(size_t pool_bytes, bool text)
 {
 	struct snap_target t;
+
+	eng_data = text ? LOAD_DATA_TEXT : LOAD_DATA_ZIPF;
+	eng_codec = text ? IMG_CODEC_ZSTD : IMG_CODEC_NONE;
 
 	memset(&g, 0, sizeof(g));
 	strcpy(g.dir, "/tmp/ccvm-engine-XXXXXX");
@@ -91,19 +101,30 @@ static void eng_setup_pool(size_t pool_bytes)
 					(struct tracker_progress){ 0 }), 0);
 	ck_assert_int_eq(snap_engine_init(&g.e, &t, pool_bytes, &g.tracker, ENG_REGION), 0);
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
-									  .seed = 7, .reference = true }), 0);
+									  .seed = 7, .reference = true,
+									  .data = eng_data }), 0);
 }
 
 static void eng_setup(void)
 {
-	eng_setup_pool(ENG_MEM);
+	eng_setup_pool(ENG_MEM, false);
+}
+
+static void eng_setup_text(void)
+{
+	eng_setup_pool(ENG_MEM, true);
 }
 
 #define ENG_SMALL_POOL (1ULL << 20)
 
 static void eng_setup_small(void)
 {
-	eng_setup_pool(ENG_SMALL_POOL);
+	eng_setup_pool(ENG_SMALL_POOL, false);
+}
+
+static void eng_setup_small_text(void)
+{
+	eng_setup_pool(ENG_SMALL_POOL, true);
 }
 
 static void eng_teardown(void)
@@ -180,6 +201,13 @@ static void assert_image_equals(const char *file, const uint8_t *ref, uint64_t s
 	}
 	img_close(&r);
 	free(buf);
+}
+
+static void eng_open(struct img_reader *r)
+{
+	char err[IMG_ERR_LEN];
+
+	ck_assert_msg(img_open(g.file, r, err) == 0, "%s", err);
 }
 
 /* Take one snapshot with @req and check it: finished, exact, and the writers kept
@@ -282,12 +310,51 @@ START_TEST(test_policy_exact)
 }
 END_TEST
 
+static const struct eng_case eng_zcases[] = {
+	{ "stop zstd", { .policy = SNAP_STOP, .codec = IMG_CODEC_ZSTD } },
+	{ "cow lz4, 3 threads", { .policy = SNAP_COW, .rate = ENG_RATE, .codec = IMG_CODEC_LZ4,
+				  .threads = 3 } },
+	{ "ccow 0 zstd, 1 thread", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0,
+				     .codec = IMG_CODEC_ZSTD, .threads = 1 } },
+	{ "ccow 0.8 zstd 3", { .policy = SNAP_CCOW, .rate = ENG_RATE, .threshold = 0.8,
+			       .codec = IMG_CODEC_ZSTD, .level = 3 } },
+	{ "fork zstd", { .policy = SNAP_FORK, .rate = ENG_RATE, .codec = IMG_CODEC_ZSTD } },
+};
+
+/* Compressed images of text being rewritten, by every policy: exact, their chunks
+ * stored as frames, and the figures say what they took. */
+START_TEST(test_compressed_exact)
+{
+	const struct eng_case *c = &eng_zcases[_i];
+	struct snap_request req = c->req;
+	struct snap_figures f;
+	struct img_reader r;
+	uint64_t frames = 0;
+
+	if (!uffd_usable() && c->req.policy != SNAP_STOP)
+		return;
+	req.file = g.file;
+	f = eng_snapshot(&req);
+	ck_assert_int_eq(f.codec, req.codec);
+	ck_assert_int_eq(f.threads, req.threads ? req.threads : SNAP_DEFAULT_THREADS);
+	ck_assert_int_eq(f.level, req.level ? req.level : codec_default_level(req.codec));
+	ck_assert_msg(f.bytes_stored * 2 < f.bytes_raw, "%s: %llu bytes stored of %llu", c->name,
+		      (unsigned long long)f.bytes_stored, (unsigned long long)f.bytes_raw);
+	ck_assert_uint_lt(f.bytes, f.bytes_raw);
+	eng_open(&r);
+	for (uint64_t ch = 0; ch < r.n_chunks; ch++)
+		frames += r.enc[ch].codec == req.codec;
+	ck_assert_uint_gt(frames, r.n_chunks / 2);
+	img_close(&r);
+}
+END_TEST
+
 /* A pool far smaller than what the writers dirty: faults fall back to saving their
  * page while the writer waits, and the image is still exact. */
 START_TEST(test_pool_exhausted)
 {
 	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0,
-				    .rate = ENG_RATE };
+				    .rate = ENG_RATE, .codec = eng_codec };
 	struct snap_figures f;
 
 	if (!uffd_usable())
@@ -528,26 +595,25 @@ END_TEST
  * restore, and g.load.ref what it must restore to. */
 static void eng_image_for_restore(void)
 {
-	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE };
+	struct snap_request req = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE,
+				    .codec = eng_codec };
 
 	eng_snapshot(&req);
 	load_stop(&g.load);
 }
 
-static void eng_open(struct img_reader *r)
-{
-	char err[IMG_ERR_LEN];
-
-	ck_assert_msg(img_open(g.file, r, err) == 0, "%s", err);
-}
-
-/* Flip one byte of memory chunk @c in the image. */
+/* Flip one byte of memory chunk @c in the image (of its frame, if compressed). */
 static void eng_damage_chunk(uint64_t c)
 {
+	struct img_reader r;
 	int fd = open(g.file, O_RDWR);
 	off_t at = (off_t)(IMG_MEM_OFFSET + c * IMG_CHUNK + 12345);
 	uint8_t b;
 
+	eng_open(&r);
+	if (r.enc[c].codec != IMG_CODEC_NONE)
+		at = (off_t)(IMG_MEM_OFFSET + c * IMG_CHUNK + r.enc[c].stored_len / 2);
+	img_close(&r);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, &b, 1, at), 1);
 	b ^= 0x40;
@@ -748,6 +814,8 @@ Suite *engine_suite(void)
 	Suite *s = suite_create("engine");
 	TCase *tc = tcase_create("policies");
 	TCase *small = tcase_create("small pool");
+	TCase *small_text = tcase_create("small pool, compressed");
+	TCase *text = tcase_create("compressed");
 	TCase *edges = tcase_create("edges");
 	TCase *child = tcase_create("failures");
 	TCase *restore = tcase_create("restore");
@@ -760,6 +828,17 @@ Suite *engine_suite(void)
 	tcase_set_timeout(small, ENG_TIMEOUT_S);
 	tcase_add_test(small, test_pool_exhausted);
 	suite_add_tcase(s, small);
+	tcase_add_checked_fixture(small_text, eng_setup_small_text, eng_teardown);
+	tcase_set_timeout(small_text, ENG_TIMEOUT_S);
+	tcase_add_test(small_text, test_pool_exhausted);
+	suite_add_tcase(s, small_text);
+	tcase_add_checked_fixture(text, eng_setup_text, eng_teardown);
+	tcase_set_timeout(text, ENG_TIMEOUT_S);
+	tcase_add_loop_test(text, test_compressed_exact, 0,
+			    sizeof(eng_zcases) / sizeof(eng_zcases[0]));
+	tcase_add_test(text, test_restore_eager);
+	tcase_add_test(text, test_restore_lazy);
+	suite_add_tcase(s, text);
 	tcase_add_checked_fixture(edges, eng_setup, eng_teardown);
 	tcase_set_timeout(edges, ENG_TIMEOUT_S);
 	tcase_add_test(edges, test_refusals);

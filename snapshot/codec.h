@@ -1,0 +1,41 @@
+/*
+ * codec.h - compression of a snapshot's memory chunks (zstd, LZ4), for image.c.
+ */
+#ifndef CCVM_CODEC_H
+#define CCVM_CODEC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Numbers are stored in images: never renumber. */
+enum img_codec { IMG_CODEC_NONE = 0, IMG_CODEC_LZ4 = 1, IMG_CODEC_ZSTD = 2, IMG_CODEC_NR };
+
+/* What `--compress` means when no level is given: zstd's fastest regular level,
+ * LZ4's default (levels 2 and up are LZ4's high-compression mode). */
+#define CODEC_ZSTD_DEFAULT_LEVEL 1
+#define CODEC_LZ4_DEFAULT_LEVEL 1
+
+const char *codec_name(enum img_codec c);
+/* "none", "lz4" or "zstd"; -EINVAL for anything else. */
+int codec_parse(const char *name, enum img_codec *c);
+int codec_default_level(enum img_codec c);
+/* 0 when @level is one @c takes (zstd -7..19, lz4 1..12, none 0), else -EINVAL. */
+int codec_level_check(enum img_codec c, int level);
+
+/* The most bytes compressing @len bytes can give. */
+size_t codec_bound(size_t len);
+
+/* Compress @len bytes of @src into @dst (@cap bytes): the compressed length, or
+ * -ENOSPC when it does not fit, or -errno. Each thread keeps its own context. */
+ssize_t codec_compress(enum img_codec c, int level, const void *src, size_t len, void *dst,
+		       size_t cap);
+
+/* Decompress @len bytes of @src into exactly @out_len bytes at @dst: 0, or -EBADMSG
+ * when the input is not a valid frame of that size. */
+int codec_decompress(enum img_codec c, const void *src, size_t len, void *dst, size_t out_len);
+
+/* A buffer of at least @len bytes owned by the calling thread (freed when it exits),
+ * for compressed bytes read back from an image. NULL when out of memory. */
+void *codec_thread_buffer(size_t len);
+
+#endif
