@@ -292,8 +292,37 @@ static void ctl_deliver_snapshot(struct ctl_server *srv)
 	}
 }
 
+/* --compress, --compress-level and --threads (or --snapshot-threads) of `snapshot`
+ * into @sr; a message for the user, or NULL. A codec named without a level gets its
+ * own default level, not the level the VM's default codec was given. */
+static const char *ctl_snapshot_storage(const json_t *msg, struct snap_request *sr)
+{
+	json_t *codec = json_object_get(msg, "compress"), *level = json_object_get(msg, "compress-level");
+	json_t *threads = json_object_get(msg, "threads");
+
+	if (!threads)
+		threads = json_object_get(msg, "snapshot-threads");
+	if (codec && (!json_is_string(codec) || codec_parse(json_string_value(codec), &sr->codec)))
+		return "unknown --compress (known: zstd, lz4, none)";
+	if (codec)
+		sr->level = 0;
+	if (level && !json_is_integer(level))
+		return "--compress-level must be an integer (zstd -7 to 19, lz4 1 to 12)";
+	if (level)
+		sr->level = (int)json_integer_value(level);
+	if (level && !sr->level)
+		return "--compress-level must not be 0 (zstd -7 to 19, lz4 1 to 12)";
+	if (threads && (!json_is_integer(threads) || json_integer_value(threads) < 1 ||
+			json_integer_value(threads) > WQ_THREADS_MAX))
+		return "--threads must be an integer from 1 to 16";
+	if (threads)
+		sr->threads = (int)json_integer_value(threads);
+	return NULL;
+}
+
 static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
 {
+	const char *bad;
 	json_t *args = json_object_get(req->msg, "args"), *pol = json_object_get(req->msg, "policy");
 	json_t *rate = json_object_get(req->msg, "rate"), *thr = json_object_get(req->msg, "threshold");
 	json_t *ord = json_object_get(req->msg, "save-order"), *pre = json_object_get(req->msg, "precopy");
@@ -312,7 +341,8 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	if (!sr.file || !sr.file[0])
 		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop|fork] "
 				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager] "
-				       "[--pause-budget-ms MS] [--wait] [--rate MB/s]");
+				       "[--pause-budget-ms MS] [--wait] [--rate MB/s] "
+				       "[--compress zstd|lz4|none] [--compress-level N] [--threads N]");
 	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
 		return ctl_reply_error("unknown --policy (known: ccow, cow, stop, fork)");
 	if (thr && (!json_is_number(thr) || !cli_real_ok(json_number_value(thr), 0, 1)))
@@ -331,6 +361,9 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 		return ctl_reply_error("--rate must be a number of MB/s from 0 (unlimited) to 1000000");
 	if (rate)
 		sr.rate = (uint64_t)(json_number_value(rate) * 1e6);
+	bad = ctl_snapshot_storage(req->msg, &sr);
+	if (bad)
+		return ctl_reply_error(bad);
 	if (snap_start(srv->engine, &sr, &f, err, sizeof(err)))
 		return ctl_reply_error(err);
 	if (json_is_true(json_object_get(req->msg, "wait")) && !f.done) {

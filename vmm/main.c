@@ -56,7 +56,8 @@ static void usage_ctl(FILE *out)
 		"commands: status, pause, resume, stats, stats regions, quit, events,\n"
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
 		"               [--save-order hot-first|linear] [--precopy lazy|eager]\n"
-		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n");
+		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
+		"               [--compress zstd|lz4|none] [--compress-level N] [--threads N]\n");
 }
 
 /* `ccvm help [COMMAND]`: 0, or EXIT_USAGE for a command that does not exist. */
@@ -251,7 +252,10 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 		engine.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
 						    .threshold = ccow->threshold, .order = ccow->order,
 						    .precopy = ccow->precopy,
-						    .pause_budget_ms = ccow->pause_budget_ms };
+						    .pause_budget_ms = ccow->pause_budget_ms,
+						    .codec = sched ? sched->codec : IMG_CODEC_NONE,
+						    .level = sched ? sched->level : 0,
+						    .threads = sched ? sched->threads : 0 };
 		hook_engine = &engine;
 	}
 	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
