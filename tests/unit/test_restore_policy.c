@@ -20,6 +20,7 @@
 #include "../../vmm/linux/lx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +210,81 @@ static void write_image(const struct vcpu_saved *st, json_t *state)
 	free(text);
 }
 
+/* A valid image whose memory (text in every chunk) is compressed with @codec. */
+static void write_compressed_image(enum img_codec codec)
+{
+	struct img_header_info info = { .ram_size = RAM, .codec = codec, .level = 1 };
+	uint8_t *chunk = aligned_alloc(4096, IMG_CHUNK), *scratch = aligned_alloc(4096, IMG_SCRATCH_SIZE);
+	uint8_t what[IMG_CHUNK / 4096];
+	json_t *state = good_state("/");
+	char *text = json_dumps(state, JSON_COMPACT);
+	struct vcpu_saved st;
+	struct img_writer *w;
+
+	good_vcpu(&st);
+	ck_assert_ptr_nonnull(chunk);
+	ck_assert_ptr_nonnull(scratch);
+	ck_assert_int_eq(img_create(img, &info, &w), 0);
+	for (uint64_t c = 0; c < RAM / IMG_CHUNK; c++) {
+		uint64_t zero;
+
+		for (size_t i = 0; i < IMG_CHUNK; i += 64)
+			snprintf((char *)chunk + i, 64, "record %llu of chunk %llu: status=shipped   ",
+				 (unsigned long long)i, (unsigned long long)c);
+		memset(what, IMG_PAGE_DATA, sizeof(what));
+		ck_assert_int_eq(img_chunk_prepare(w, c, chunk, what, &zero), 0);
+		ck_assert_int_eq(img_chunk_write(w, c, chunk, what, scratch), 0);
+	}
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_VCPUS, &st, sizeof(st)), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_PROCESS, text, strlen(text)), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+	free(text);
+	json_decref(state);
+	free(chunk);
+	free(scratch);
+}
+
+/* inspect of a compressed image: intact, it names the codec, the chunks compressed and
+ * the ratio; with one byte of a frame flipped, it names that chunk as damaged. */
+START_TEST(test_inspect_compressed)
+{
+	static const enum img_codec codecs[] = { IMG_CODEC_ZSTD, IMG_CODEC_LZ4 };
+
+	for (int i = 0; i < 2; i++) {
+		char out[8192] = "", want[64];
+		struct img_reader r;
+		char err[IMG_ERR_LEN];
+		FILE *f;
+		int fd;
+		uint8_t b;
+		off_t at;
+
+		write_compressed_image(codecs[i]);
+		f = fmemopen(out, sizeof(out) - 1, "w");
+		ck_assert_int_eq(inspect_image(img, f), 0);
+		fclose(f);
+		snprintf(want, sizeof(want), "compression: %s level 1, 8 of 8 chunks compressed",
+			 codec_name(codecs[i]));
+		ck_assert_msg(strstr(out, want) && strstr(out, "version: 2") && strstr(out, "ratio "),
+			      "inspect said: %s", out);
+		ck_assert_int_eq(img_open(img, &r, err), 0);
+		at = (off_t)(IMG_MEM_OFFSET + 3 * IMG_CHUNK + r.enc[3].stored_len / 3);
+		img_close(&r);
+		fd = open(img, O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+		b ^= 1;
+		ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+		close(fd);
+		f = fmemopen(out, sizeof(out) - 1, "w");
+		ck_assert_int_eq(inspect_image(img, f), 1);
+		fclose(f);
+		ck_assert_msg(strstr(out, "DAMAGED: memory chunk 3 ") && strstr(out, "1 damaged"),
+			      "inspect said: %s", out);
+	}
+}
+END_TEST
+
 /* inspect reports the crafted field as damage (status 1), and restore refuses the
  * image before it creates a VM (here, where no KVM is needed to see it). */
 static void expect_image_refused(const char *field)
@@ -295,6 +371,7 @@ Suite *restore_policy_suite(void)
 	tcase_add_test(tc, test_vcpu_crafted_states);
 	tcase_add_test(tc, test_state_checks);
 	tcase_add_test(tc, test_crafted_images);
+	tcase_add_test(tc, test_inspect_compressed);
 	tcase_add_test(tc, test_restore_policy);
 	suite_add_tcase(s, tc);
 	return s;
