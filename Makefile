@@ -11,8 +11,8 @@
 #   make bench      zipfbench natively vs in ccvm, syscall round trip; snapshot pause,
 #                   duration, throughput timeline, restore time; CCoW sweep; Redis
 #                   under snapshots; the engine's policies without a VM; ccvm beside
-#                   QEMU's live snapshots; ccow's threshold against the cost model
-#                   (CSV + PNG)
+#                   QEMU's live snapshots; ccow's threshold against the cost model;
+#                   snapshot storage: codecs, threads, restore (CSV + PNG)
 #   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
 
 CC       ?= gcc
@@ -60,7 +60,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-costs demo clean format guests bench-peers peer-guest bench-threshold
+.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -215,7 +215,7 @@ fuzz: deps
 fuzz-quick: fuzz-build
 	tests/fuzz/run.sh 10
 
-bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-costs bench-threshold bench-peers
+bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs bench-threshold bench-peers
 
 # The YCSB load generator for Redis (hiredis); built next to its source as the issue
 # names it.
@@ -256,6 +256,11 @@ bench-engine: deps
 bench-datapath: deps
 	$(MAKE) bench/engine-bench
 	bench/datapath-sweep.py
+
+# Snapshot storage: codecs, ratio, duration, restore, compressing threads; no VM.
+bench-storage: deps
+	$(MAKE) bench/engine-bench bench/ycsb
+	bench/storage/run.py
 
 # The per-page costs of the copy-on-write mechanisms (bench/costs.sh), no VM needed.
 bench-costs: deps

@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""bench/storage/run.py - snapshot storage (issue 16) measured without a VM.
+
+The real engine (bench/engine-bench: userfaultfd, the image writer, real files) snapshots
+plain memory that host threads write, every GAP seconds after the last one ended, for
+DURATION seconds, ROUNDS rounds (default 5) with the configurations of a round in a
+shuffled order. Sections:
+
+  codecs   each dataset x none / lz4 / zstd (default levels, default threads), one writer
+           thread (a guest that keeps one vCPU busy, as Redis does): per image the blocks
+           on disk and their ratio to `none` in the same round, the snapshot's duration,
+           the writers' rate while a snapshot runs over their rate without one, and an
+           eager restore of the last image (writers stopped).
+  threads  zstd on the redis dataset with 1..nproc compressing threads, with nobody
+           writing (idle) and with one writer thread (busy): duration and MB/s of data.
+
+Datasets: redis, a dump of the memory of a native redis-server (not in a VM) after a
+YCSB load of RECORDS records and a few seconds of workload A, tiled over MEM (updates
+rewrite a block with the dump's own bytes, a new value in its first 8: memory stays as
+compressible as Redis'); text, records of words and numbers; zipf, zipfbench's words
+(incompressible).
+
+Writes bench/results/storage_{codecs,threads}.csv (a row per run), storage.md (means and
+95% CIs) and storage.png, each with commit and machine. Environment: ROUNDS, SECTIONS
+("codecs threads"), DATASETS ("redis text zipf"), MEM (512M), GAP (1), DURATION (8),
+RECORDS (250000), DUMP (a dump to reuse instead of making one), OUT, IMGDIR.
+"""
+import csv
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+from ci95 import mean_ci  # noqa: E402
+import provenance  # noqa: E402
+
+EB = os.path.join(TOP, "bench", "engine-bench")
+YCSB = os.path.join(TOP, "bench", "ycsb")
+ENV = os.environ.get
+ROUNDS = int(ENV("ROUNDS", "5"))
+SECTIONS = ENV("SECTIONS", "codecs threads").split()
+DATASETS = ENV("DATASETS", "redis text zipf").split()
+MEM, GAP, DURATION = ENV("MEM", "512M"), ENV("GAP", "1"), ENV("DURATION", "8")
+RECORDS = ENV("RECORDS", "250000")
+OUT = ENV("OUT", os.path.join(TOP, "bench", "results"))
+CODECS = ["none", "lz4", "zstd"]
+NPROC = os.cpu_count() or 1
+KEYS = ["snapshots", "duration_ms_mean", "bytes_disk", "bytes_raw", "bytes_stored",
+        "updates_per_s", "during", "max_stall_ms", "restore_ms", "writer_mb_per_s"]
+
+
+class Failed(Exception):
+    pass
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def dump_memory(pid, path):
+    """The private anonymous writable mappings of @pid (Redis' heap and arenas)."""
+    total = 0
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem, \
+            open(path, "wb") as out:
+        for line in maps:
+            f = line.split()
+            if f[1] != "rw-p" or (len(f) > 5 and f[5] != "[heap]"):
+                continue
+            a, b = (int(x, 16) for x in f[0].split("-"))
+            try:
+                mem.seek(a)
+                out.write(mem.read(b - a))
+                total += b - a
+            except OSError:
+                continue
+    return total
+
+
+def make_redis_dump(workdir):
+    """Run redis-server natively, load it with YCSB, dump its memory; the dump's path."""
+    if ENV("DUMP"):
+        return ENV("DUMP")
+    if not shutil.which("redis-server"):
+        raise Failed("redis-server is missing (make deps installs it)")
+    port = free_port()
+    path = os.path.join(workdir, "redis-memory.bin")
+    srv = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly",
+                            "no", "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        r = subprocess.run([YCSB, "--port", str(port), "--records", RECORDS, "--phase", "both",
+                            "--duration", "5", "--clients", "4", "--pipeline", "16", "--quiet"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Failed("ycsb: " + r.stderr.strip()[-200:])
+        n = dump_memory(srv.pid, path)
+    finally:
+        srv.send_signal(signal.SIGKILL)
+        srv.wait()
+    print("storage: redis dump of %d MiB (%s records)" % (n >> 20, RECORDS), file=sys.stderr)
+    return path
+
+
+def engine(args):
+    r = subprocess.run([EB] + args + ["--json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Failed("engine-bench %s: %s" % (" ".join(args), r.stderr.strip()[-300:]))
+    d = json.loads(r.stdout)
+    if not d.get("snapshots"):
+        raise Failed("engine-bench %s took no snapshot" % " ".join(args))
+    return d
+
+
+def data_args(ds, dump):
+    return ["--data-file", dump] if ds == "redis" else ["--data", ds]
+
+
+def codec_run(ds, codec, dump, imgdir):
+    d = engine(["--mem", MEM, "--threads", "1", "--alpha", "0.99", "--scatter", "--policy",
+                "ccow", "--snapshot-gap", GAP, "--duration", DURATION, "--dir", imgdir,
+                "--compress", codec, "--restore"] + data_args(ds, dump))
+    row = {k: d.get(k) for k in KEYS}
+    row["disk_per_image"] = d["bytes_disk"] / d["snapshots"]
+    return row
+
+
+def threads_run(mode, n, dump, imgdir):
+    d = engine(["--mem", MEM, "--threads", "0" if mode == "idle" else "1", "--alpha", "0.99",
+                "--scatter", "--policy", "ccow", "--snapshot-gap", "0.1" if mode == "idle" else GAP,
+                "--duration", "0.2" if mode == "idle" else DURATION, "--dir", imgdir, "--compress", "zstd",
+                "--snapshot-threads", str(n), "--data-file", dump])
+    return {k: d.get(k) for k in KEYS}
+
+
+def write_csv(path, head, fields, rows):
+    with open(path, "w", newline="") as f:
+        f.write("# %s\n" % head)
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def fmt(values, f="%.3g"):
+    n, m, ci = mean_ci(values)
+    if n == 0:
+        return "-"
+    return (f % m) + ("" if ci != ci else " ± " + f % ci)
+
+
+def per(rows, key, **match):
+    return [r[key] for r in rows if all(r.get(k) == v for k, v in match.items())
+            and r.get(key) is not None]
+
+
+def add_ratios(rows):
+    """Each codec's disk blocks and duration over none's, same dataset and round."""
+    for r in rows:
+        base = [b for b in rows if b["dataset"] == r["dataset"] and b["round"] == r["round"]
+                and b["codec"] == "none"]
+        if base:
+            r["disk_vs_none"] = r["disk_per_image"] / base[0]["disk_per_image"]
+            r["duration_vs_none"] = r["duration_ms_mean"] / base[0]["duration_ms_mean"]
+
+
+def report(head, rows):
+    out = ["# Snapshot storage without a VM (bench/storage/run.py)", "",
+           "Mean ± 95% CI over the rounds, configurations shuffled in each round; the real "
+           "engine on plain memory written by host threads (no VM: the redis dataset is a "
+           "dump of a native redis-server's memory).", "", head, ""]
+    c = rows["codecs"]
+    if c:
+        out += ["## Codecs (%s, one writer thread, ccow, %s s between snapshots, default "
+                "levels and threads)" % (MEM, GAP), "",
+                "| dataset | codec | MiB on disk per image | vs none | snapshot s | vs none | "
+                "during | restore s |", "|---|---|---|---|---|---|---|---|"]
+        for ds in DATASETS:
+            for co in CODECS:
+                if not per(c, "disk_per_image", dataset=ds, codec=co):
+                    continue
+                out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    ds, co, fmt([x / 2**20 for x in per(c, "disk_per_image", dataset=ds, codec=co)], "%.0f"),
+                    fmt(per(c, "disk_vs_none", dataset=ds, codec=co), "%.3f"),
+                    fmt([x / 1e3 for x in per(c, "duration_ms_mean", dataset=ds, codec=co)], "%.2f"),
+                    fmt(per(c, "duration_vs_none", dataset=ds, codec=co), "%.2f"),
+                    fmt(per(c, "during", dataset=ds, codec=co), "%.2f"),
+                    fmt([x / 1e3 for x in per(c, "restore_ms", dataset=ds, codec=co)], "%.2f")))
+        out.append("")
+    t = rows["threads"]
+    if t:
+        out += ["## Compressing threads (zstd level 1, redis dataset, %s)" % MEM, "",
+                "| writers | threads | snapshot s | data MB/s |", "|---|---|---|---|"]
+        for mode in ("idle", "busy"):
+            for n in range(1, NPROC + 1):
+                if per(t, "duration_ms_mean", mode=mode, threads=n):
+                    out.append("| %s | %d | %s | %s |" % (
+                        "none" if mode == "idle" else "one thread", n,
+                        fmt([x / 1e3 for x in per(t, "duration_ms_mean", mode=mode, threads=n)], "%.2f"),
+                        fmt(per(t, "writer_mb_per_s", mode=mode, threads=n), "%.0f")))
+        out.append("")
+    with open(os.path.join(OUT, "storage.md"), "w") as f:
+        f.write("\n".join(out))
+
+
+def plot(head, rows):
+    c = rows["codecs"]
+    if not c:
+        return
+    dat = os.path.join(OUT, "storage.dat")
+    with open(dat, "w") as f:
+        i = 0
+        for ds in DATASETS:
+            for co in CODECS:
+                d = per(c, "disk_per_image", dataset=ds, codec=co)
+                s = per(c, "duration_ms_mean", dataset=ds, codec=co)
+                if not d:
+                    continue
+                _, dm, dci = mean_ci([x / 2**20 for x in d])
+                _, sm, sci = mean_ci([x / 1e3 for x in s])
+                f.write("%d %s/%s %g %g %g %g\n" % (i, ds, co, dm, 0 if dci != dci else dci,
+                                                    sm, 0 if sci != sci else sci))
+                i += 1
+    script = """
+set terminal pngcairo size 1000,420 font ",10"
+set output "%s"
+set multiplot layout 1,2 title "snapshot storage, engine-bench: %s (mean, 95%% CI)"
+set style fill solid 0.5
+set boxwidth 0.6
+set xtics rotate by -30
+set yrange [0:*]
+set title "MiB on disk per image"
+plot "%s" using 1:3:xtic(2) with boxes notitle, "" using 1:3:4 with yerrorbars notitle
+set title "snapshot duration (s)"
+plot "%s" using 1:5:xtic(2) with boxes notitle, "" using 1:5:6 with yerrorbars notitle
+""" % (os.path.join(OUT, "storage.png"), head.replace('"', "'")[:110], dat, dat)
+    subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    os.unlink(dat)
+
+
+def main():
+    head = provenance.line()
+    os.makedirs(OUT, exist_ok=True)
+    imgdir = ENV("IMGDIR") or tempfile.mkdtemp(prefix="ccvm-storage.", dir="/var/tmp")
+    dump = make_redis_dump(imgdir) if "redis" in DATASETS or "threads" in SECTIONS else None
+    rows = {"codecs": [], "threads": []}
+    for rnd in range(1, ROUNDS + 1):
+        jobs = []
+        if "codecs" in SECTIONS:
+            jobs += [("codecs", ds, co) for ds in DATASETS for co in CODECS]
+        if "threads" in SECTIONS:
+            jobs += [("threads", mode, n) for mode in ("idle", "busy") for n in range(1, NPROC + 1)]
+        random.Random(rnd).shuffle(jobs)
+        for order, (sec, a, b) in enumerate(jobs, 1):
+            print("storage: round %d/%d, %s %s %s" % (rnd, ROUNDS, sec, a, b), file=sys.stderr,
+                  flush=True)
+            row = {"round": rnd, "order": order}
+            if sec == "codecs":
+                row.update({"dataset": a, "codec": b}, **codec_run(a, b, dump, imgdir))
+            else:
+                row.update({"mode": a, "threads": b}, **threads_run(a, b, dump, imgdir))
+            rows[sec].append(row)
+    add_ratios(rows["codecs"])
+    if rows["codecs"]:
+        write_csv(os.path.join(OUT, "storage_codecs.csv"), head,
+                  ["round", "order", "dataset", "codec", "disk_per_image", "disk_vs_none",
+                   "duration_vs_none"] + KEYS, rows["codecs"])
+    if rows["threads"]:
+        write_csv(os.path.join(OUT, "storage_threads.csv"), head,
+                  ["round", "order", "mode", "threads"] + KEYS, rows["threads"])
+    report(head, rows)
+    plot(head, rows)
+    if not ENV("IMGDIR"):
+        shutil.rmtree(imgdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Failed as ex:
+        print("storage: %s" % ex, file=sys.stderr)
+        sys.exit(1)
