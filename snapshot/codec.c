@@ -27,8 +27,8 @@
 struct codec_tls {
 	ZSTD_CCtx *cctx;
 	ZSTD_DCtx *dctx;
-	void *buf;
-	size_t buf_len;
+	void *buf[CODEC_NBUF];
+	size_t buf_len[CODEC_NBUF];
 };
 
 static pthread_key_t codec_key;
@@ -40,7 +40,8 @@ static void codec_tls_free(void *p)
 
 	ZSTD_freeCCtx(t->cctx);
 	ZSTD_freeDCtx(t->dctx);
-	free(t->buf);
+	for (int i = 0; i < CODEC_NBUF; i++)
+		free(t->buf[i]);
 	free(t);
 }
 
@@ -182,19 +183,19 @@ int codec_decompress(enum img_codec c, const void *src, size_t len, void *dst, s
 	}
 }
 
-void *codec_thread_buffer(size_t len)
+void *codec_thread_buffer(enum codec_buf which, size_t len)
 {
 	struct codec_tls *t = codec_tls();
 
-	if (!t)
+	if (!t || (unsigned)which >= CODEC_NBUF)
 		return NULL;
-	if (t->buf_len < len) {
-		free(t->buf);
-		t->buf_len = 0;
-		t->buf = malloc(len);
-		if (!t->buf)
+	if (t->buf_len[which] < len) {
+		free(t->buf[which]);
+		t->buf_len[which] = 0;
+		t->buf[which] = malloc(len);
+		if (!t->buf[which])
 			return NULL;
-		t->buf_len = len;
+		t->buf_len[which] = len;
 	}
-	return t->buf;
+	return t->buf[which];
 }

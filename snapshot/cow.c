@@ -21,6 +21,7 @@
  * on its stack: slower, still exact.
  */
 #include "cow.h"
+#include "track.h"
 #include "pagestate.h"
 #include "plan.h"
 #include "../mmu/mono.h"
@@ -184,8 +185,11 @@ static bool cow_copy_region(struct snap_engine *e, uint64_t r, bool background, 
 		return false;
 	cow_copy_bytes(e, slot, first, end, background);
 	taken = cow_take_region(e, slot, first, end);
-	if (armed && uffd_protect(&e->wp, first * PAGE_SIZE, (end - first) * PAGE_SIZE, false))
-		return false;
+	if (armed) {
+		track_unprotected(e, first, end - first); /* untracked from here */
+		if (uffd_protect(&e->wp, first * PAGE_SIZE, (end - first) * PAGE_SIZE, false))
+			return false;
+	}
 	__atomic_fetch_add(&e->cur.regions_precopied, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&e->cur.pages_copied, taken, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&e->cur.pages_precopied, taken, __ATOMIC_RELAXED);
@@ -249,6 +253,7 @@ void cow_page(struct snap_engine *e, uint64_t p, bool wake)
 		cow_copy_page(e, p);
 	}
 	if (wake) {
+		track_fault(e, p);
 		uffd_protect(&e->wp, p * PAGE_SIZE, PAGE_SIZE, false);
 		e->split[p / (IMG_CHUNK / PAGE_SIZE)] = 1;
 	}

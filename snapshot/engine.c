@@ -17,6 +17,7 @@
  * during a snapshot calls snap_before_discard() first.
  */
 #include "engine.h"
+#include "track.h"
 #include "cow.h"
 #include "pagestate.h"
 #include "plan.h"
@@ -45,7 +46,7 @@
  * start: the pause and the fault path write them, and a first touch there costs a page
  * fault each (more where the host backs memory lazily, as on our nested machines).
  */
-#define SNAP_TABLE_BYTES_PER_PAGE (2 * sizeof(uint64_t) + 3)
+#define SNAP_TABLE_BYTES_PER_PAGE (2 * sizeof(uint64_t) + 6)
 
 static int snap_tables_alloc(struct snap_engine *e, uint64_t pages)
 {
@@ -64,6 +65,9 @@ static int snap_tables_alloc(struct snap_engine *e, uint64_t pages)
 	e->state = t + pages * 2 * sizeof(uint64_t);
 	e->pre = e->state + pages;
 	e->faulted = e->pre + pages;
+	e->dirty = e->faulted + pages;
+	e->dirty_instant = e->dirty + pages;
+	e->was_present = e->dirty_instant + pages;
 	return 0;
 }
 
@@ -154,11 +158,17 @@ static void snap_collapse_split(struct snap_engine *e)
 
 void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
 {
+	uint64_t first = gpa / PAGE_SIZE, end = (gpa + len) / PAGE_SIZE;
+
+	if (end > e->size / PAGE_SIZE)
+		end = e->size / PAGE_SIZE;
+	if (first >= end)
+		return;
+	track_unprotected(e, first, end - first); /* rewritten without a fault */
 	if (!__atomic_load_n(&e->threads_live, __ATOMIC_ACQUIRE))
 		return;
-	for (uint64_t p = gpa / PAGE_SIZE; p < (gpa + len) / PAGE_SIZE && p < e->size / PAGE_SIZE; p++) {
+	for (uint64_t p = first; p < end; p++)
 		cow_page(e, p, false);
-	}
 }
 
 /* Sleep as needed to keep the writer at @rate bytes/s since it started. */
@@ -204,6 +214,8 @@ static enum img_page_what snap_take_staged(struct snap_engine *e, uint64_t p)
 			return IMG_PAGE_DATA;
 		case PS_ZERO:
 			return IMG_PAGE_HOLE;
+		case PS_PARENT:
+			return IMG_PAGE_PARENT;
 		default:
 			return IMG_PAGE_DONE;
 		}
@@ -249,10 +261,11 @@ static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written
 	for (uint64_t i = 0; i < per; i++) {
 		ch->what[i] = (uint8_t)snap_take_staged(e, first + i);
 		data += ch->what[i] == IMG_PAGE_DATA;
-		if (ch->what[i] == IMG_PAGE_HOLE) /* compressed, a hole reads as zero */
-			memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE);
+		if (ch->what[i] == IMG_PAGE_HOLE || ch->what[i] == IMG_PAGE_PARENT)
+			memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE); /* read as zero, compressed */
 	}
-	uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
+	if (!e->track_next) /* tracked: saved pages stay protected, a write marks them */
+		uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
 	e->chunk_saved_at[c] = snap_progress(e);
 	snap_stage_copies(e, c, ch->buf);
 	rc = img_chunk_prepare(e->img, c, ch->buf, ch->what, &zero);
@@ -419,6 +432,10 @@ static void snap_finish(struct snap_engine *e, int rc)
 			tracker_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
 	}
 	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
+	if (!rc)
+		track_done(e, e->cur.file);
+	else if (e->tracking || e->track_next)
+		track_failed(e); /* whatever failed, the pages it took stay written */
 	e->cur.ok = !rc;
 	e->cur.done = true;
 	e->busy = false;
@@ -443,6 +460,18 @@ static void snap_reclaim_copies(struct snap_engine *e)
 		}
 }
 
+/* After a failure: the guest must not stay write-protected for this snapshot's sake,
+ * and copies never written go back. With tracking, protection stays, but no page is
+ * left to copy, and the pages this snapshot took as written stay marked. */
+static void snap_unprotect_failed(struct snap_engine *e)
+{
+	if (e->tracking || e->track_next)
+		track_failed(e);
+	else
+		uffd_protect(&e->wp, 0, e->size, false);
+	snap_reclaim_copies(e);
+}
+
 static void *snap_writer_thread(void *arg)
 {
 	struct snap_engine *e = arg;
@@ -453,10 +482,8 @@ static void *snap_writer_thread(void *arg)
 
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
 	snap_observe(e, !rc);
-	if (rc) { /* the guest must not stay write-protected after a failure */
-		uffd_protect(&e->wp, 0, e->size, false);
-		snap_reclaim_copies(e);
-	}
+	if (rc)
+		snap_unprotect_failed(e);
 	snap_finish(e, rc);
 	if (!__atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 		snap_collapse_split(e);
@@ -487,8 +514,12 @@ static int snap_mark_pages(struct snap_engine *e)
  * False when the pool cannot take it (the region is then protected like any other). */
 static bool snap_eager_region(struct snap_engine *e, uint64_t r)
 {
+	uint64_t first, end;
+
 	if (!cow_copy_eager(e, r))
 		return false;
+	plan_region_pages(e, r, &first, &end);
+	track_unprotected(e, first, end - first); /* never protected: untracked */
 	e->eager[r] = 1;
 	e->cur.regions_eager++;
 	return true;
@@ -550,13 +581,24 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 			size_t errlen)
 {
 	struct img_header_info info = { .ram_size = e->size, .policy = req->policy,
-					.codec = req->codec, .level = req->level };
+					.codec = req->codec, .level = req->level,
+					.flags = req->parent ? IMG_FLAG_CHILD : 0 };
+	char recorded[IMG_PATH_MAX];
 	struct timespec rt;
 	int rc;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
 	info.created_ns = (uint64_t)rt.tv_sec * 1000000000ULL + (uint64_t)rt.tv_nsec;
 	rc = img_create(req->file, &info, &e->img);
+	if (!rc && req->parent) {
+		rc = track_parent_path(e, req->file, recorded, sizeof(recorded));
+		if (!rc)
+			rc = img_set_parent(e->img, recorded, e->track_identity);
+		if (rc) {
+			img_abort(e->img);
+			e->img = NULL;
+		}
+	}
 	if (rc) {
 		snprintf(err, errlen, "cannot create the image %s: %s", req->file, strerror(-rc));
 		return rc;
@@ -584,6 +626,8 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	t1 = mono_ns();
 	if (!rc)
 		rc = snap_mark_pages(e);
+	if (!rc && snap_uses_wp(req->policy))
+		track_instant(e, req->parent != NULL);
 	if (!rc)
 		plan_snapshot(e, req);
 	t2 = mono_ns();
@@ -827,7 +871,7 @@ static void snap_write_background(struct snap_engine *e)
 		e->writer_joinable = false;
 		cow_copy_end(e);
 		__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
-		uffd_protect(&e->wp, 0, e->size, false);
+		snap_unprotect_failed(e);
 		snap_fail(e, -EAGAIN, "starting the writer");
 		snap_finish(e, -EAGAIN);
 		if (e->tracker)
@@ -870,6 +914,9 @@ int snap_start(struct snap_engine *e, const struct snap_request *request,
 		rc = snap_reserve(e, req, err, errlen);
 	if (rc)
 		return rc;
+	rc = track_check(e, req, err, errlen);
+	if (rc)
+		goto err_unbusy;
 	e->rate = req->rate;
 	if (req->policy == SNAP_FORK) /* before the pause: reading it walks every mapping */
 		e->child_pss0 = snap_pss(getpid());

@@ -64,11 +64,16 @@ struct snap_request {
 	enum img_codec codec;    /* each chunk compressed with this when it shrinks */
 	int level;               /* the codec's level; 0: its default */
 	int threads;             /* compressing and writing the image; 0: SNAP_DEFAULT_THREADS */
+	const char *parent;      /* incremental on this image (the last one tracked), or NULL */
+	bool track;              /* keep tracking writes after this snapshot */
 };
 
 /* Snapshot storage defaults, measured in docs/evaluation.md, "Snapshot storage". */
 #define SNAP_DEFAULT_CODEC IMG_CODEC_ZSTD
 #define SNAP_DEFAULT_THREADS 2
+/* With --snapshot-incremental: every 8th periodic snapshot is full, so a restore
+ * follows at most 7 parents (and an image may need at most 64). */
+#define SNAP_DEFAULT_FULL_EVERY 8
 
 /* Fill in a request's level and threads when 0; -EINVAL with a message when the codec
  * does not take the level or threads is out of range. */
@@ -98,6 +103,10 @@ struct snap_figures {
 	int level, threads;
 	uint64_t bytes_raw;      /* bytes of data pages (holes excluded) */
 	uint64_t bytes_stored;   /* what they take in the image: frames and raw pages */
+	bool incremental;        /* holds only the pages written since its parent */
+	uint64_t pages_held;     /* incremental: the pages it holds */
+	uint64_t track_faults;   /* write faults taken only to track writes, since the
+				  * previous snapshot (the cost of tracking an interval) */
 };
 
 /* Threads of the copy-on-write data path, and their priorities: fault threads first
@@ -149,6 +158,17 @@ struct snap_engine {
 	uint8_t *hot;            /* per region: hot at the snapshot instant */
 	uint8_t *eager;          /* per region: copied during the pause, never protected */
 	uint64_t *order;         /* chunks in the order the writer saves them */
+	/* Write tracking for incremental snapshots (snapshot/track.c): every page is
+	 * write-protected or marked dirty, one byte per page each. */
+	uint8_t *dirty;          /* written since the last instant */
+	uint8_t *dirty_instant;  /* what the running snapshot took as written */
+	uint8_t *was_present;    /* present at the last instant */
+	bool tracking;           /* on: pages saved stay protected */
+	bool track_next;         /* the running snapshot leaves tracking on */
+	char track_file[4096];   /* the last snapshot taken with tracking (real path) */
+	uint64_t track_identity; /* its image's identity */
+	uint64_t track_faults;   /* faults only tracking took, since the last instant */
+	uint64_t periodic_n;     /* periodic snapshots started */
 	struct tracker *tracker; /* coverage, or NULL when not tracked */
 	uint64_t region_size;
 	uint64_t n_regions;      /* the last one may be cut short by the end of RAM */
@@ -197,6 +217,8 @@ struct snap_schedule {
 	double pause_budget_ms;
 	enum img_codec codec;
 	int level, threads;
+	bool incremental;        /* track writes; snapshots incremental on the last one */
+	int full_every;          /* with incremental: every Nth periodic snapshot is full */
 	const char *log;         /* append each finished snapshot's figures here (JSON lines) */
 };
 

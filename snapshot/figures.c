@@ -90,6 +90,9 @@ json_t *snap_figures_json(const struct snap_figures *f)
 					    "threads", f->threads, "bytes_raw",
 					    (json_int_t)f->bytes_raw, "bytes_stored",
 					    (json_int_t)f->bytes_stored));
+	json_object_update_new(o, json_pack("{s:b, s:I, s:I}", "incremental", f->incremental,
+					    "pages_held", (json_int_t)f->pages_held, "track_faults",
+					    (json_int_t)f->track_faults));
 	json_object_set_new(o, "dirty_harvests", json_integer((json_int_t)f->dirty_harvests));
 	json_object_set_new(o, "harvest_ms", json_integer((json_int_t)f->harvest_ms));
 	if (f->done && !f->ok)

@@ -30,6 +30,14 @@
  * decompresses it, and the pages after, against the same chunk checksum as a raw
  * chunk's. Neither checksum authenticates anything: an image is data from anyone.
  *
+ * An incremental image (a child) holds only the pages written since its parent's
+ * instant: a bit per page in its page mask says which (a written zero page is held,
+ * as a hole, so it never lets the parent's stale page through), its chunk checksums
+ * cover those pages alone, and its parent section names the parent by path and by
+ * identity (a hash of the parent's header and table checksums, which cover its chunk
+ * checksums). Opening a child opens the chain up to a full image, checking each link;
+ * reading a chunk reads the parent's and lays the child's pages over it.
+ *
  * Memory goes through a second descriptor opened with O_DIRECT where the file system
  * takes it: a snapshot's pages are written once and never read back by this process,
  * so the page cache would only add a copy and a flush that competes with the guest
@@ -73,6 +81,9 @@ struct img_writer {
 	uint32_t *chunk_pages; /* data pages per chunk, counted atomically */
 	struct img_chunk_enc *enc; /* set by the one thread that writes the chunk */
 	uint64_t stored;       /* bytes the data takes in the file, added atomically */
+	uint8_t *held;         /* a child: a bit per page it holds, set atomically */
+	char *parent_path;     /* a child: its parent, as recorded */
+	uint64_t parent_identity;
 	int n_sections;
 	struct {
 		uint32_t type;
@@ -154,13 +165,21 @@ static uint64_t page_hash(uint64_t pfn, const void *page)
 	return XXH3_64bits_withSeed(page ? page : zero, PAGE_SIZE, pfn);
 }
 
-static uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk)
+static bool bit_test(const uint8_t *bits, uint64_t i)
+{
+	return bits[i / 8] >> (i % 8) & 1;
+}
+
+/* The checksum of a chunk: of every page, or of the pages set in @mask (a child's,
+ * indexed by page number) when it is given. */
+static uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk, const uint8_t *mask)
 {
 	const uint8_t *p = chunk;
 	uint64_t h = 0;
 
 	for (uint64_t i = 0; i < IMG_CHUNK / PAGE_SIZE; i++)
-		h += page_hash(first_pfn + i, p + i * PAGE_SIZE);
+		if (!mask || bit_test(mask, first_pfn + i))
+			h += page_hash(first_pfn + i, p + i * PAGE_SIZE);
 	return h;
 }
 
@@ -267,7 +286,7 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	int rc;
 
 	if (!info->ram_size || info->ram_size % IMG_CHUNK || info->ram_size > IMG_MAX_RAM ||
-	    codec_level_check(info->codec, info->level))
+	    codec_level_check(info->codec, info->level) || (info->flags & ~IMG_FLAGS_KNOWN))
 		return -EINVAL;
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -279,9 +298,12 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	w->chunk_hash = calloc(w->n_chunks, sizeof(uint64_t));
 	w->chunk_pages = calloc(w->n_chunks, sizeof(uint32_t));
 	w->enc = calloc(w->n_chunks, sizeof(*w->enc));
+	if (info->flags & IMG_FLAG_CHILD)
+		w->held = calloc(info->ram_size / PAGE_SIZE / 8, 1);
 	w->final_path = strdup(final_path);
 	w->tmp_path = tmp_name_for(final_path);
-	if (!w->chunk_hash || !w->chunk_pages || !w->enc || !w->final_path || !w->tmp_path) {
+	if (!w->chunk_hash || !w->chunk_pages || !w->enc || !w->final_path || !w->tmp_path ||
+	    (!w->held && (info->flags & IMG_FLAG_CHILD))) {
 		rc = -ENOMEM;
 		goto err;
 	}
@@ -311,6 +333,13 @@ err:
 	return rc;
 }
 
+/* A child holds page @pfn (its data, or a zero page over the parent's). */
+static void img_hold(struct img_writer *w, uint64_t pfn)
+{
+	if (w->held)
+		__atomic_fetch_or(&w->held[pfn / 8], (uint8_t)(1u << (pfn % 8)), __ATOMIC_RELAXED);
+}
+
 /* @n data pages of chunk @c recorded, raw. */
 static void img_count_raw(struct img_writer *w, uint64_t c, uint64_t n)
 {
@@ -324,6 +353,7 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 		return -EINVAL;
 	__atomic_fetch_add(&w->chunk_hash[pfn / (IMG_CHUNK / PAGE_SIZE)], page_hash(pfn, data),
 			   __ATOMIC_RELAXED);
+	img_hold(w, pfn);
 	if (!data)
 		return 0;
 	img_count_raw(w, pfn / IMG_PAGES_PER_CHUNK, 1);
@@ -356,6 +386,7 @@ int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64
 		__atomic_fetch_add(&w->chunk_hash[(pfn + i) / (IMG_CHUNK / PAGE_SIZE)],
 				   page_hash(pfn + i, d + i * PAGE_SIZE), __ATOMIC_RELAXED);
 		img_count_raw(w, (pfn + i) / IMG_PAGES_PER_CHUNK, 1);
+		img_hold(w, pfn + i);
 	}
 	return img_write_mem(w, data, n * PAGE_SIZE, IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 }
@@ -378,8 +409,9 @@ int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_
 	if (c >= w->n_chunks)
 		return -EINVAL;
 	for (uint64_t i = 0; i < per; i++) {
-		if (what[i] == IMG_PAGE_DONE)
+		if (what[i] == IMG_PAGE_DONE || what[i] == IMG_PAGE_PARENT)
 			continue;
+		img_hold(w, first + i);
 		if (what[i] == IMG_PAGE_DATA && img_page_is_zero(d + i * PAGE_SIZE))
 			what[i] = IMG_PAGE_HOLE;
 		h += page_hash(first + i, what[i] == IMG_PAGE_DATA ? d + i * PAGE_SIZE : NULL);
@@ -453,11 +485,14 @@ int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const ui
 	return rc;
 }
 
-int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len)
+#define IMG_FINISH_SECTIONS 4 /* checksums, encoding, parent, page mask */
+
+/* Add a section, leaving @reserve slots free. */
+static int img_add(struct img_writer *w, uint32_t type, const void *data, size_t len, int reserve)
 {
 	void *copy;
 
-	if (w->n_sections >= IMG_MAX_SECTIONS - 2) /* two slots stay for img_finish's */
+	if (w->n_sections >= IMG_MAX_SECTIONS - reserve)
 		return -E2BIG;
 	copy = malloc(len ? len : 1);
 	if (!copy)
@@ -468,6 +503,11 @@ int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_
 	w->sec[w->n_sections].len = len;
 	w->n_sections++;
 	return 0;
+}
+
+int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len)
+{
+	return img_add(w, type, data, len, IMG_FINISH_SECTIONS);
 }
 
 static int fsync_dir_of(const char *path)
@@ -540,6 +580,40 @@ void img_writer_bytes(const struct img_writer *w, uint64_t *raw, uint64_t *store
 	*stored = __atomic_load_n(&w->stored, __ATOMIC_RELAXED);
 }
 
+int img_set_parent(struct img_writer *w, const char *recorded, uint64_t identity)
+{
+	if (!w->held || !recorded[0] || strlen(recorded) >= IMG_PATH_MAX)
+		return -EINVAL;
+	free(w->parent_path);
+	w->parent_path = strdup(recorded);
+	w->parent_identity = identity;
+	return w->parent_path ? 0 : -ENOMEM;
+}
+
+/* A child's parent and page mask sections. */
+static int img_add_lineage(struct img_writer *w)
+{
+	size_t len;
+	uint8_t *buf;
+	int rc;
+
+	if (!w->held)
+		return 0;
+	if (!w->parent_path)
+		return -EINVAL; /* a child without a parent could never be restored */
+	len = 8 + strlen(w->parent_path);
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	put64(buf, w->parent_identity);
+	memcpy(buf + 8, w->parent_path, len - 8);
+	rc = img_add(w, IMG_SEC_PARENT, buf, len, 0);
+	free(buf);
+	if (!rc)
+		rc = img_add(w, IMG_SEC_PAGEMASK, w->held, w->info.ram_size / PAGE_SIZE / 8, 0);
+	return rc;
+}
+
 /* The encoding section: the codec asked for, then each chunk's encoding. */
 static int img_add_encoding(struct img_writer *w)
 {
@@ -561,7 +635,7 @@ static int img_add_encoding(struct img_writer *w)
 		put32(e + 4, w->enc[c].stored_len);
 		put64(e + 8, w->enc[c].stored_hash);
 	}
-	rc = img_add_section(w, IMG_SEC_ENCODING, buf, len);
+	rc = img_add(w, IMG_SEC_ENCODING, buf, len, 0);
 	free(buf);
 	return rc;
 }
@@ -570,9 +644,11 @@ int img_finish(struct img_writer *w)
 {
 	int rc;
 
-	rc = img_add_section(w, IMG_SEC_CHUNKS, w->chunk_hash, w->n_chunks * sizeof(uint64_t));
+	rc = img_add(w, IMG_SEC_CHUNKS, w->chunk_hash, w->n_chunks * sizeof(uint64_t), 0);
 	if (!rc)
 		rc = img_add_encoding(w);
+	if (!rc)
+		rc = img_add_lineage(w);
 	if (!rc)
 		rc = img_write_tail(w);
 	if (!rc && fsync(w->fd) < 0)
@@ -624,6 +700,8 @@ void img_forget(struct img_writer *w)
 	free(w->chunk_hash);
 	free(w->chunk_pages);
 	free(w->enc);
+	free(w->held);
+	free(w->parent_path);
 	free(w->final_path);
 	free(w->tmp_path);
 	free(w);
@@ -668,6 +746,10 @@ static int img_check_header(struct img_reader *r, char err[IMG_ERR_LEN])
 	r->info.policy = get32(hdr + 24);
 	r->info.flags = get32(hdr + 28);
 	r->info.created_ns = get64(hdr + 32);
+	r->identity = get64(hdr + 56); /* with the trailer's checksum, once checked */
+	if ((r->info.flags & ~IMG_FLAGS_KNOWN) || (r->info.flags && r->version < 2))
+		return img_fail(err, -EINVAL, "the image has flags %#x this ccvm does not know "
+				"(written by a newer ccvm?)", r->info.flags);
 	if (get32(hdr + 12) != PAGE_SIZE || get64(hdr + 40) != IMG_MEM_OFFSET ||
 	    get64(hdr + 48) != IMG_CHUNK || !r->info.ram_size || r->info.ram_size % IMG_CHUNK ||
 	    r->info.ram_size > IMG_MAX_RAM)
@@ -711,6 +793,8 @@ static int img_check_trailer(struct img_reader *r, char err[IMG_ERR_LEN], uint64
 	XXH3_freeState(st);
 	if (h != get64(trailer + 40))
 		return img_fail(err, -EINVAL, "the section table or trailer fails its checksum");
+	/* The table holds every section's checksum, the chunk checksums' among them. */
+	r->identity = XXH3_64bits_withSeed(trailer + 40, 8, r->identity);
 	for (int i = 0; i < r->n_sections; i++) {
 		const uint8_t *e = table + i * IMG_TABLE_ENT;
 
@@ -793,10 +877,35 @@ static int img_parse_encoding(struct img_reader *r, const uint8_t *payload,
 	return 0;
 }
 
+/* A child's parent section (@parent: identity, then the path, no NUL) and page mask
+ * (@mask, taken over); nothing for a full image. */
+static int img_parse_lineage(struct img_reader *r, const uint8_t *parent, uint8_t **mask,
+			     char err[IMG_ERR_LEN])
+{
+	const struct img_section *sp = img_find(r, IMG_SEC_PARENT), *sm = img_find(r, IMG_SEC_PAGEMASK);
+	uint64_t plen;
+
+	if (!(r->info.flags & IMG_FLAG_CHILD))
+		return sp || sm ? img_fail(err, -EINVAL, "a full image with a parent section") : 0;
+	if (!sp || !parent || !sm || !*mask || sm->length != r->info.ram_size / PAGE_SIZE / 8)
+		return img_fail(err, -EINVAL, "an incremental image without its parent or page "
+				"mask section");
+	plen = sp->length - 8;
+	if (sp->length <= 8 || plen >= IMG_PATH_MAX || memchr(parent + 8, 0, plen))
+		return img_fail(err, -EINVAL, "the parent's path is empty, too long or holds a NUL");
+	r->parent_identity = get64(parent);
+	r->parent_path = strndup((const char *)parent + 8, plen);
+	if (!r->parent_path)
+		return -ENOMEM;
+	r->mask = *mask;
+	*mask = NULL;
+	return 0;
+}
+
 static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
 {
 	const struct img_section *chunks;
-	uint8_t *encoding = NULL;
+	uint8_t *encoding = NULL, *parent = NULL, *mask = NULL;
 	void *data;
 	int rc;
 
@@ -811,6 +920,10 @@ static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
 			r->chunk_hash = data;
 		else if (r->sec[i].type == IMG_SEC_ENCODING && !encoding)
 			encoding = data;
+		else if (r->sec[i].type == IMG_SEC_PARENT && !parent)
+			parent = data;
+		else if (r->sec[i].type == IMG_SEC_PAGEMASK && !mask)
+			mask = data;
 		else
 			free(data);
 	}
@@ -821,11 +934,73 @@ static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
 			      "wrong size");
 	else
 		rc = img_parse_encoding(r, encoding, err);
+	if (!rc)
+		rc = img_parse_lineage(r, parent, &mask, err);
 	free(encoding);
+	free(parent);
+	free(mask);
+	return rc;
+}
+
+/* Where a child's parent is: its recorded path, from the child's directory when
+ * relative. NULL when out of memory. */
+static char *img_parent_location(const char *child, const char *recorded)
+{
+	char *dup, *out = NULL;
+
+	if (recorded[0] == '/')
+		return strdup(recorded);
+	dup = strdup(child);
+	if (dup && asprintf(&out, "%s/%s", dirname(dup), recorded) < 0)
+		out = NULL;
+	free(dup);
+	return out;
+}
+
+static int img_open_at(const char *path, struct img_reader *r, char err[IMG_ERR_LEN], int depth);
+
+/* Open a child's parent (and so its ancestors) and check it is the image the child
+ * was taken after: the same RAM size and the identity recorded. */
+static int img_open_parent(const char *path, struct img_reader *r, char err[IMG_ERR_LEN],
+			   int depth)
+{
+	char *where = img_parent_location(path, r->parent_path), why[IMG_ERR_LEN];
+	int rc;
+
+	if (!where)
+		return -ENOMEM;
+	if (depth + 1 >= IMG_MAX_CHAIN) {
+		rc = img_fail(err, -ELOOP, "its chain of parents is longer than %d images (a loop?)",
+			      IMG_MAX_CHAIN);
+		goto out;
+	}
+	r->parent = calloc(1, sizeof(*r->parent));
+	if (!r->parent) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = img_open_at(where, r->parent, why, depth + 1);
+	if (rc) {
+		free(r->parent);
+		r->parent = NULL;
+		img_fail(err, rc, "its parent %s %s: %s", where,
+			 rc == -ENOENT ? "is missing" : "cannot be used", why);
+		goto out;
+	}
+	if (r->parent->identity != r->parent_identity || r->parent->info.ram_size != r->info.ram_size)
+		rc = img_fail(err, -EINVAL, "its parent %s is not the image it was taken after (it "
+			      "was replaced or changed since)", where);
+out:
+	free(where);
 	return rc;
 }
 
 int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN])
+{
+	return img_open_at(path, r, err, 0);
+}
+
+static int img_open_at(const char *path, struct img_reader *r, char err[IMG_ERR_LEN], int depth)
 {
 	struct stat st;
 	uint64_t table_off;
@@ -852,6 +1027,8 @@ int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN])
 		rc = img_check_trailer(r, err, &table_off);
 	if (!rc)
 		rc = img_check_sections(r, err);
+	if (!rc && r->parent_path)
+		rc = img_open_parent(path, r, err, depth);
 	if (!rc)
 		return 0;
 fail:
@@ -865,8 +1042,17 @@ void img_close(struct img_reader *r)
 		close(r->fd);
 	free(r->chunk_hash);
 	free(r->enc);
+	free(r->parent_path);
+	free(r->mask);
+	if (r->parent) {
+		img_close(r->parent);
+		free(r->parent);
+	}
 	r->chunk_hash = NULL;
 	r->enc = NULL;
+	r->parent_path = NULL;
+	r->mask = NULL;
+	r->parent = NULL;
 	r->fd = -1;
 }
 
@@ -874,7 +1060,7 @@ void img_close(struct img_reader *r)
 static int img_read_frame(const struct img_reader *r, uint64_t c, void *dst)
 {
 	const struct img_chunk_enc *e = &r->enc[c];
-	void *frame = codec_thread_buffer(e->stored_len);
+	void *frame = codec_thread_buffer(CODEC_BUF_FRAME, e->stored_len);
 	int rc;
 
 	if (!frame)
@@ -899,7 +1085,8 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
 		rc = pread_all(r->fd, dst, IMG_CHUNK, IMG_MEM_OFFSET + c * IMG_CHUNK);
 	if (rc)
 		return rc;
-	return img_chunk_hash(c * (IMG_CHUNK / PAGE_SIZE), dst) == r->chunk_hash[c] ? 0 : -EBADMSG;
+	return img_chunk_hash(c * (IMG_CHUNK / PAGE_SIZE), dst, r->mask) == r->chunk_hash[c] ?
+		       0 : -EBADMSG;
 }
 
 /* False when chunk @c is entirely a hole of the sparse file. */
@@ -914,18 +1101,56 @@ static bool img_chunk_has_data(const struct img_reader *r, uint64_t c)
 	return data < start + (off_t)IMG_CHUNK;
 }
 
-int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_data)
+/* Chunk @c as this image stores it, without its parent's pages. */
+static int img_load_own(const struct img_reader *r, uint64_t c, void *dst, bool *has_data)
 {
 	uint64_t first = c * (IMG_CHUNK / PAGE_SIZE), h = 0;
 
-	if (c >= r->n_chunks)
-		return -EINVAL;
 	*has_data = r->enc[c].codec != IMG_CODEC_NONE || img_chunk_has_data(r, c);
 	if (*has_data)
 		return img_read_chunk(r, c, dst);
 	for (uint64_t i = 0; i < IMG_CHUNK / PAGE_SIZE; i++)
-		h += page_hash(first + i, NULL);
+		if (!r->mask || bit_test(r->mask, first + i))
+			h += page_hash(first + i, NULL);
 	return h == r->chunk_hash[c] ? 0 : -EBADMSG;
+}
+
+/* A child's chunk: the parent's (checked up the chain), then each page the child holds
+ * over it, a held zero page included. */
+static int img_load_child(const struct img_reader *r, uint64_t c, uint8_t *dst, bool *has_data)
+{
+	static const uint8_t zero[PAGE_SIZE];
+	const uint64_t first = c * IMG_PAGES_PER_CHUNK;
+	bool own_data;
+	uint8_t *own;
+	int rc = img_load_chunk(r->parent, c, dst, has_data);
+
+	if (rc)
+		return rc;
+	own = codec_thread_buffer(CODEC_BUF_CHUNK, IMG_CHUNK); /* the parent is done with it */
+	if (!own)
+		return -ENOMEM;
+	rc = img_load_own(r, c, own, &own_data);
+	for (uint64_t i = 0; !rc && i < IMG_PAGES_PER_CHUNK; i++) {
+		const uint8_t *src = own_data ? own + i * PAGE_SIZE : zero;
+
+		if (!bit_test(r->mask, first + i) || (!*has_data && img_page_is_zero(src)))
+			continue;
+		if (!*has_data) /* untouched so far: the rest must read as zero */
+			memset(dst, 0, IMG_CHUNK);
+		*has_data = true;
+		memcpy(dst + i * PAGE_SIZE, src, PAGE_SIZE);
+	}
+	return rc;
+}
+
+int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_data)
+{
+	if (c >= r->n_chunks)
+		return -EINVAL;
+	if (r->parent)
+		return img_load_child(r, c, dst, has_data);
+	return img_load_own(r, c, dst, has_data);
 }
 
 void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *stored)

@@ -17,6 +17,13 @@
 #define IMG_CHUNK       HUGE_SIZE /* a checksum per 2 MiB of guest memory */
 #define IMG_MEM_OFFSET  (1ULL << 20) /* memory starts here: page p at IMG_MEM_OFFSET + p*4 KiB */
 #define IMG_MAX_SECTIONS 16
+#define IMG_MAX_CHAIN   64 /* images a restore follows from a child to its full ancestor */
+#define IMG_PATH_MAX    4096
+
+/* Header flags. A reader refuses any it does not know: a child read as a full image
+ * would restore silently wrong. */
+#define IMG_FLAG_CHILD  1u /* incremental: only the pages written since its parent */
+#define IMG_FLAGS_KNOWN IMG_FLAG_CHILD
 #define IMG_ERR_LEN     512
 
 enum img_section_type {
@@ -25,6 +32,8 @@ enum img_section_type {
 	IMG_SEC_CHUNKS = 3,   /* per-chunk checksums of memory (written by img_finish) */
 	IMG_SEC_INFO = 4,     /* free-form figures (JSON) */
 	IMG_SEC_ENCODING = 5, /* version 2: how each chunk is stored (written by img_finish) */
+	IMG_SEC_PARENT = 6,   /* a child's parent: its identity (u64), then its path */
+	IMG_SEC_PAGEMASK = 7, /* a child's pages: a bit per page, set for each it holds */
 };
 
 /* What img_chunk_write compresses into: a frame that does not save at least one page
@@ -80,6 +89,8 @@ enum img_page_what {
 	IMG_PAGE_DATA = 0,  /* its contents are in the buffer (all zero: left as a hole) */
 	IMG_PAGE_HOLE,      /* a zero page: a hole */
 	IMG_PAGE_DONE,      /* recorded already with img_write_page: not touched */
+	IMG_PAGE_PARENT,    /* a child does not hold it: its parent's page stands. Reads
+			     * as zero in the buffer when the chunk is compressed. */
 };
 
 /* Chunk @c is in @data (IMG_CHUNK bytes, page aligned) as @what says per page: add
@@ -100,6 +111,11 @@ int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const ui
 /* Bytes of data pages recorded so far, and the bytes they take in the image
  * (compressed frames unpadded, raw pages whole). */
 void img_writer_bytes(const struct img_writer *w, uint64_t *raw, uint64_t *stored);
+
+/* A child (info.flags IMG_FLAG_CHILD) names its parent: @recorded as it will be found
+ * (a relative path is resolved from the child's directory) and the parent's identity
+ * (img_open's r->identity). Returns 0, -EINVAL or -ENOMEM. */
+int img_set_parent(struct img_writer *w, const char *recorded, uint64_t identity);
 
 /* Add a section (copied). Returns 0, -E2BIG or -ENOMEM. */
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len);
@@ -130,12 +146,21 @@ struct img_reader {
 	enum img_codec codec;  /* what the writer was asked for */
 	int level;
 	uint64_t n_chunks;
+	uint64_t identity;     /* of this image: its header and table checksums */
+	/* A child: the parent's identity and path as recorded, its pages, and the parent
+	 * (opened with it, and so on up the chain). */
+	uint64_t parent_identity;
+	char *parent_path;
+	uint8_t *mask;
+	struct img_reader *parent;
 };
 
 /*
  * img_open - open and validate header, trailer and section table (every section's
- * checksum). Memory is checked separately. Returns 0, or -EINVAL / -errno with a
- * message for the user in @err.
+ * checksum). A child opens its parent with it, and so on up to a full image; each
+ * parent must be where the child says and have the identity it recorded. Memory is
+ * checked separately. Returns 0, or -EINVAL / -ENOENT / -errno with a message for the
+ * user in @err.
  */
 int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN]);
 void img_close(struct img_reader *r);
@@ -147,13 +172,14 @@ int img_read_section(const struct img_reader *r, const struct img_section *s, vo
 /*
  * img_read_chunk - read chunk @c of guest memory into @dst (IMG_CHUNK bytes) and
  * check it against its checksum (a compressed chunk: its frame's checksum before
- * decompressing, then the pages'). Returns 0, -EBADMSG on a mismatch, or -errno.
+ * decompressing, then the pages'). Of a child, only its own pages (the others read as
+ * zero): img_load_chunk gives the chain's. Returns 0, -EBADMSG on a mismatch, or -errno.
  */
 int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst);
 
 /*
  * img_load_chunk - bring chunk @c into @dst (IMG_CHUNK bytes), checked against its
- * checksum. A chunk that is entirely a hole (all zero) is verified without reading or
+ * checksum; of a child, its parent's chunk with the child's pages over it. A chunk that is entirely a hole (all zero) is verified without reading or
  * touching @dst, which must then already read as zero (untouched guest RAM does):
  * *has_data tells which. Returns 0, -EBADMSG on a mismatch, or -errno.
  */

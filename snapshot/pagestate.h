@@ -5,6 +5,8 @@
  *   PROTECTED --copied to the pool----> COPYING --copy[] set--> COPIED --writer--> SAVED
  *   PROTECTED --copied, no pool left--> CLAIMED --saved by the copier--> SAVED
  *   ZERO: not present at the snapshot instant; saved as a hole, never copied.
+ *   PARENT: an incremental snapshot does not hold it (unwritten since the parent's
+ *   instant: the parent's page stands); never copied, never saved.
  *
  * Every transition out of PROTECTED is a compare-and-swap made after the page's bytes
  * were copied somewhere, so exactly one of the writer, the fault handlers and the
@@ -19,7 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum page_state { PS_PROTECTED = 0, PS_CLAIMED, PS_COPIED, PS_SAVED, PS_ZERO, PS_COPYING };
+enum page_state { PS_PROTECTED = 0, PS_CLAIMED, PS_COPIED, PS_SAVED, PS_ZERO, PS_COPYING,
+		  PS_PARENT };
 
 static inline bool ps_take(uint8_t *st, enum page_state to)
 {

@@ -329,6 +329,14 @@ static void inspect_compression(const struct img_reader *r, FILE *out)
 	fprintf(out, "\ndata: %llu bytes in pages, %llu stored, ratio %.2f\n",
 		(unsigned long long)raw, (unsigned long long)stored,
 		stored ? (double)raw / (double)stored : 1.0);
+	if (r->mask) {
+		uint64_t held = 0, pages = r->info.ram_size / 4096;
+
+		for (uint64_t i = 0; i < pages / 8; i++)
+			held += (uint64_t)__builtin_popcount(r->mask[i]);
+		fprintf(out, "incremental: holds %llu of %llu pages, the rest are its parents'\n",
+			(unsigned long long)held, (unsigned long long)pages);
+	}
 }
 
 int inspect_image(const char *file, FILE *out)
@@ -352,6 +360,9 @@ int inspect_image(const char *file, FILE *out)
 	fprintf(out, "file: %llu bytes, %llu on disk\n", (unsigned long long)r.file_size,
 		(unsigned long long)img_disk_bytes(file));
 	inspect_compression(&r, out);
+	for (const struct img_reader *p = &r; p->parent; p = p->parent)
+		fprintf(out, "parent: %s (%s, %s)\n", p->parent_path, p->parent->parent ?
+			"incremental" : "full", codec_name(p->parent->codec));
 	for (int i = 0; i < r.n_sections; i++)
 		fprintf(out, "section %d: %s, %llu bytes, checksum ok\n", i,
 			section_name(r.sec[i].type), (unsigned long long)r.sec[i].length);

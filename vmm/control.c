@@ -320,6 +320,22 @@ static const char *ctl_snapshot_storage(const json_t *msg, struct snap_request *
 	return NULL;
 }
 
+/* --parent PARENT and --track of `snapshot`; a message for the user, or NULL. */
+static const char *ctl_snapshot_lineage(const json_t *msg, struct snap_request *sr)
+{
+	json_t *parent = json_object_get(msg, "parent"), *track = json_object_get(msg, "track");
+
+	if (parent && (!json_is_string(parent) || !json_string_value(parent)[0]))
+		return "--parent needs the path of the VM's latest snapshot taken with tracking";
+	if (parent)
+		sr->parent = json_string_value(parent);
+	if (track && !json_is_boolean(track))
+		return "--track takes no value";
+	if (track)
+		sr->track = json_is_true(track);
+	return NULL;
+}
+
 static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
 {
 	const char *bad;
@@ -342,7 +358,8 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop|fork] "
 				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager] "
 				       "[--pause-budget-ms MS] [--wait] [--rate MB/s] "
-				       "[--compress zstd|lz4|none] [--compress-level N] [--threads N]");
+				       "[--compress zstd|lz4|none] [--compress-level N] [--threads N] "
+				       "[--parent PARENT] [--track]");
 	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
 		return ctl_reply_error("unknown --policy (known: ccow, cow, stop, fork)");
 	if (thr && (!json_is_number(thr) || !cli_real_ok(json_number_value(thr), 0, 1)))
@@ -362,6 +379,8 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	if (rate)
 		sr.rate = (uint64_t)(json_number_value(rate) * 1e6);
 	bad = ctl_snapshot_storage(req->msg, &sr);
+	if (!bad)
+		bad = ctl_snapshot_lineage(req->msg, &sr);
 	if (bad)
 		return ctl_reply_error(bad);
 	if (snap_start(srv->engine, &sr, &f, err, sizeof(err)))

@@ -14,6 +14,7 @@
 #include "version.h"
 #include "vcpu.h"
 #include "vm.h"
+#include "../snapshot/merge.h"
 #include "../snapshot/capture.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
@@ -42,6 +43,7 @@ static void usage(FILE *out)
 		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]   run a program in a new VM\n"
 		"       ccvm restore FILE [OPTIONS]                 run a VM from a snapshot image\n"
 		"       ccvm inspect FILE                           check an image, show what it holds\n"
+		"       ccvm merge CHILD OUT                        one full image from a chain\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]             talk to a VM's control socket\n"
 		"       ccvm help [COMMAND]                         a command's options (or this)\n"
 		"       ccvm --version\n"
@@ -71,10 +73,14 @@ static int cmd_help(const char *cmd, FILE *out)
 		opt_usage(OPT_RESTORE, out);
 	else if (strcmp(cmd, "inspect") == 0)
 		fprintf(out, "usage: ccvm inspect FILE\n");
+	else if (strcmp(cmd, "merge") == 0)
+		fprintf(out, "usage: ccvm merge CHILD OUT\n"
+			"Write OUT, a full image equal to the incremental image CHILD and its "
+			"parents.\n");
 	else if (strcmp(cmd, "ctl") == 0)
 		usage_ctl(out);
 	else {
-		log_err("help: no command '%s' (run, restore, inspect, ctl)", cmd);
+		log_err("help: no command '%s' (run, restore, inspect, merge, ctl)", cmd);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -255,7 +261,8 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 						    .pause_budget_ms = ccow->pause_budget_ms,
 						    .codec = sched ? sched->codec : IMG_CODEC_NONE,
 						    .level = sched ? sched->level : 0,
-						    .threads = sched ? sched->threads : 0 };
+						    .threads = sched ? sched->threads : 0,
+						    .track = sched && sched->incremental };
 		hook_engine = &engine;
 	}
 	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
@@ -369,6 +376,24 @@ static int cmd_inspect(int argc, char **argv)
 	return inspect_image(argv[1], stdout);
 }
 
+static int cmd_merge(int argc, char **argv)
+{
+	char err[IMG_ERR_LEN];
+
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+		return cmd_help("merge", stdout);
+	if (argc != 3) {
+		log_err("usage: ccvm merge CHILD OUT");
+		return EXIT_USAGE;
+	}
+	if (img_merge(argv[1], argv[2], err)) {
+		log_err("cannot merge %s: %s", argv[1], err);
+		return 1;
+	}
+	printf("merged %s and its parents into %s\n", argv[1], argv[2]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* A control client that went away must not kill the monitor with SIGPIPE. */
@@ -383,6 +408,8 @@ int main(int argc, char **argv)
 		return cmd_restore(argc - 1, argv + 1);
 	if (strcmp(argv[1], "inspect") == 0)
 		return cmd_inspect(argc - 1, argv + 1);
+	if (strcmp(argv[1], "merge") == 0)
+		return cmd_merge(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ctl") == 0) {
 		if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
 			return cmd_help("ctl", stdout);

@@ -287,6 +287,27 @@ static int set_snap_threads(struct cli_opts *o, const char *arg)
 	return 0;
 }
 
+static int set_incremental(struct cli_opts *o, const char *arg)
+{
+	(void)arg;
+	o->sched.incremental = true;
+	return 0;
+}
+
+static int set_full_every(struct cli_opts *o, const char *arg)
+{
+	long v;
+
+	if (opt_long(arg, 1, IMG_MAX_CHAIN, &v)) {
+		log_err("--snapshot-full-every %s: from 1 (every snapshot full) to %d", arg,
+			IMG_MAX_CHAIN);
+		return -EINVAL;
+	}
+	o->sched.full_every = (int)v;
+	o->full_every_given = true;
+	return 0;
+}
+
 static int set_log(struct cli_opts *o, const char *arg)
 {
 	o->sched.log = arg;
@@ -431,6 +452,12 @@ static const struct opt_def opt_table[] = {
 	{ "snapshot-threads", "N", OPT_RUN, "threads that compress and write a snapshot "
 	  "(default " OPT_STR(SNAP_DEFAULT_THREADS) ", 1.." OPT_STR(WQ_THREADS_MAX) ")",
 	  set_snap_threads },
+	{ "snapshot-incremental", NULL, OPT_RUN, "track the guest's writes after each snapshot; "
+	  "periodic snapshots are incremental on the last one, ctl snapshots may name it as "
+	  "--parent (needs the cow or ccow policy)", set_incremental },
+	{ "snapshot-full-every", "N", OPT_RUN, "with --snapshot-incremental: every Nth periodic "
+	  "snapshot is full (default " OPT_STR(SNAP_DEFAULT_FULL_EVERY) ", 1.."
+	  OPT_STR(IMG_MAX_CHAIN) ")", set_full_every },
 	{ "snapshot-log", "FILE", OPT_RUN, "append each finished snapshot's figures (JSON lines)",
 	  set_log },
 	{ "region-size", "SIZE", OPT_RUN, "CCoW region (power of two >= 32K, default 2M)",
@@ -513,7 +540,8 @@ static void opt_defaults(enum opt_cmd cmd, struct cli_opts *o)
 	o->mem = cmd == OPT_RUN ? OPT_DEFAULT_MEM : 0;
 	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_CCOW,
 					   .threshold = SNAP_DEFAULT_THRESHOLD,
-					   .codec = OPT_DEFAULT_CODEC };
+					   .codec = OPT_DEFAULT_CODEC,
+					   .full_every = SNAP_DEFAULT_FULL_EVERY };
 	o->ccow = (struct ccow_opts){ .region_size = 2ULL << 20,
 				      .threshold = SNAP_DEFAULT_THRESHOLD,
 				      .precopy = SNAP_DEFAULT_PRECOPY,
@@ -610,6 +638,15 @@ static int opt_check_run(struct cli_opts *o)
 	if (o->sched.level && codec_level_check(o->sched.codec, o->sched.level)) {
 		log_err("--snapshot-compress-level %d does not suit %s (zstd -7 to 19, lz4 1 to 12, "
 			"none takes no level)", o->sched.level, codec_name(o->sched.codec));
+		return -EINVAL;
+	}
+	if (o->full_every_given && !o->sched.incremental) {
+		log_err("--snapshot-full-every needs --snapshot-incremental");
+		return -EINVAL;
+	}
+	if (o->sched.incremental && o->sched.policy != SNAP_COW && o->sched.policy != SNAP_CCOW) {
+		log_err("--snapshot-incremental needs --snapshot-policy cow or ccow (writes are "
+			"tracked with userfaultfd write protection)");
 		return -EINVAL;
 	}
 	if (o->sched.dir && access(o->sched.dir, W_OK) != 0) {

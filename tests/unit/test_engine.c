@@ -7,6 +7,7 @@
  */
 #include "suites.h"
 #include "../../bench/load.h"
+#include "../../snapshot/merge.h"
 #include "../../snapshot/engine.h"
 #include "../../snapshot/image.h"
 #include "../../snapshot/lazy.h"
@@ -19,6 +20,7 @@
 #include <linux/userfaultfd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -184,7 +186,7 @@ static struct snap_figures eng_wait(uint64_t id)
 	return f;
 }
 
-/* Every chunk of the image at @file equals @ref. */
+/* Every chunk of the image at @file (of its chain, for a child) equals @ref. */
 static void assert_image_equals(const char *file, const uint8_t *ref, uint64_t size)
 {
 	struct img_reader r;
@@ -195,7 +197,11 @@ static void assert_image_equals(const char *file, const uint8_t *ref, uint64_t s
 	ck_assert_msg(img_open(file, &r, err) == 0, "%s", err);
 	ck_assert_uint_eq(r.info.ram_size, size);
 	for (uint64_t c = 0; c < r.n_chunks; c++) {
-		ck_assert_int_eq(img_read_chunk(&r, c, buf), 0);
+		bool data;
+
+		ck_assert_int_eq(img_load_chunk(&r, c, buf, &data), 0);
+		if (!data)
+			memset(buf, 0, IMG_CHUNK);
 		ck_assert_msg(memcmp(buf, ref + c * IMG_CHUNK, IMG_CHUNK) == 0,
 			      "chunk %llu differs from memory at the instant", (unsigned long long)c);
 	}
@@ -458,6 +464,167 @@ START_TEST(test_finish_fails)
 	if (!uffd_usable())
 		return;
 	run_child(failing_finish, NULL, &r);
+	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child: %s", r.err);
+}
+END_TEST
+
+/* Snapshot @req with the writers stopped (the test writes memory itself): finished
+ * and exact. */
+static struct snap_figures eng_snapshot_still(const struct snap_request *req)
+{
+	struct snap_figures now, f;
+	char err[256] = "";
+
+	ck_assert_msg(snap_start(&g.e, req, &now, err, sizeof(err)) == 0, "%s", err);
+	f = eng_wait(now.id);
+	ck_assert_msg(f.ok, "snapshot failed: %s", f.error);
+	assert_image_equals(req->file, g.load.ref, ENG_MEM);
+	return f;
+}
+
+/* Writes as a guest and its monitor make them between snapshots: every tenth page
+ * from @first by a store (a write fault), one page by the kernel (a pread into guest
+ * memory, as read() does for the guest), and one page range discarded (MADV_DONTNEED,
+ * as the monitor does for the guest, after snap_before_discard), one page of it then
+ * written again. */
+static void eng_guest_writes(uint64_t first, uint8_t value)
+{
+	const uint64_t pages = ENG_MEM / PAGE_SIZE;
+	char tmp[256];
+	int fd;
+
+	for (uint64_t p = first; p < pages; p += 10)
+		g.mem.host[p * PAGE_SIZE + 100] = value;
+	snprintf(tmp, sizeof(tmp), "%s/payload", g.dir);
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "payload from the monitor", 24), 24);
+	ck_assert_int_eq(pread(fd, g.mem.host + (first + 13) * PAGE_SIZE + 7, 24, 0), 24);
+	close(fd);
+	snap_before_discard(&g.e, (first + 21) * PAGE_SIZE, 3 * PAGE_SIZE);
+	ck_assert_int_eq(madvise(g.mem.host + (first + 21) * PAGE_SIZE, 3 * PAGE_SIZE,
+				 MADV_DONTNEED), 0);
+	/* present again, unprotected: only the discard hook saw this page change */
+	g.mem.host[(first + 21) * PAGE_SIZE + 9] = value;
+}
+
+/* Full with --track, then a chain of two incremental snapshots (ccow, then cow) after writes by store, by the kernel and by
+ * a discard: each restores exactly to its instant through its chain, holds about the
+ * pages written since its parent, and their merge equals the last instant. A parent
+ * that is not the latest tracked snapshot is refused, and so is any --parent once a
+ * snapshot without tracking ended it, and tracking under stop. */
+START_TEST(test_incremental_chain)
+{
+	struct snap_request full = { .file = g.file, .policy = SNAP_CCOW, .rate = ENG_RATE,
+				     .threshold = 0.8, .track = true };
+	struct snap_request inc = full;
+	char inc1[256], inc2[256], merged[256], err[IMG_ERR_LEN];
+	struct snap_figures f0, f1, f2, now;
+
+	if (!uffd_usable())
+		return;
+	snprintf(inc1, sizeof(inc1), "%s/inc1.img", g.dir);
+	snprintf(inc2, sizeof(inc2), "%s/inc2.img", g.dir);
+	snprintf(merged, sizeof(merged), "%s/merged.img", g.dir);
+	load_stop(&g.load); /* from here the test writes: it knows what was written */
+	f0 = eng_snapshot_still(&full);
+	ck_assert(!f0.incremental);
+	eng_guest_writes(3, 0x5a);
+	inc.file = inc1;
+	inc.parent = g.file;
+	f1 = eng_snapshot_still(&inc);
+	ck_assert(f1.incremental);
+	ck_assert_uint_lt(f1.pages_held, f1.pages_total / 5);
+	ck_assert_uint_ge(f1.pages_held, f1.pages_total / 10);
+	ck_assert_uint_lt(f1.bytes, f0.bytes / 4);
+	eng_guest_writes(5, 0xa5);
+	inc.file = inc2;
+	inc.parent = inc1;
+	inc.policy = SNAP_COW;
+	f2 = eng_snapshot_still(&inc);
+	ck_assert(f2.incremental);
+	ck_assert_uint_lt(f2.pages_held, f2.pages_total / 5);
+	ck_assert_uint_gt(f2.track_faults, 0);
+	ck_assert_msg(img_merge(inc2, merged, err) == 0, "%s", err);
+	assert_image_equals(merged, g.load.ref, ENG_MEM);
+
+	full.parent = g.file; /* no longer the latest */
+	ck_assert_int_eq(snap_start(&g.e, &full, &now, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "is not this VM's latest"), "%s", err);
+	full.parent = NULL;
+	full.track = false;
+	eng_snapshot_still(&full);
+	full.parent = g.file;
+	ck_assert_int_eq(snap_start(&g.e, &full, &now, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "tracking is off"), "%s", err);
+	full.policy = SNAP_STOP;
+	full.parent = NULL;
+	full.track = true;
+	ck_assert_int_eq(snap_start(&g.e, &full, &now, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "cow or ccow"), "%s", err);
+}
+END_TEST
+
+/* An incremental snapshot that fails after its instant (the file size limit) loses
+ * nothing: the next one on the same parent holds every page written since the parent,
+ * those the failed one had taken included. In a child of its own, for the limit. */
+static void failing_incremental(void *arg)
+{
+	struct rlimit lim = { .rlim_cur = IMG_MEM_OFFSET + ENG_MEM, .rlim_max = RLIM_INFINITY };
+	struct snap_request full = { .file = g.file, .policy = SNAP_COW, .rate = ENG_RATE,
+				     .track = true };
+	struct snap_request inc = full;
+	struct snap_figures now, f;
+	char err[IMG_ERR_LEN] = "", file[256];
+
+	(void)arg;
+	eng_setup();
+	snprintf(file, sizeof(file), "%s/inc.img", g.dir);
+	inc.file = file;
+	inc.parent = g.file;
+	load_stop(&g.load); /* the writes are the test's: some are lost if the state is */
+	CHILD_CHECK(snap_start(&g.e, &full, &now, err, sizeof(err)) == 0);
+	CHILD_CHECK(eng_wait(now.id).ok);
+	eng_guest_writes(3, 0x11);
+	signal(SIGXFSZ, SIG_IGN);
+	CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+	CHILD_CHECK(snap_start(&g.e, &inc, &now, err, sizeof(err)) == 0);
+	f = eng_wait(now.id);
+	CHILD_CHECK(f.done && !f.ok);
+	lim.rlim_cur = RLIM_INFINITY;
+	CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+	eng_guest_writes(5, 0x22);
+	CHILD_CHECK(snap_start(&g.e, &inc, &now, err, sizeof(err)) == 0);
+	f = eng_wait(now.id);
+	CHILD_CHECK(f.ok && f.incremental && f.pages_held < f.pages_total / 3);
+	CHILD_CHECK(pool_in_use(&g.e.pool) == 0);
+	{
+		struct img_reader r;
+		uint8_t *buf = malloc(IMG_CHUNK);
+		bool same = buf && img_open(file, &r, err) == 0;
+
+		for (uint64_t c = 0; same && c < r.n_chunks; c++) {
+			bool data;
+
+			same = img_load_chunk(&r, c, buf, &data) == 0;
+			if (same && !data)
+				memset(buf, 0, IMG_CHUNK);
+			same = same && memcmp(buf, g.load.ref + c * IMG_CHUNK, IMG_CHUNK) == 0;
+		}
+		CHILD_CHECK(same);
+		img_close(&r);
+		free(buf);
+	}
+	eng_teardown();
+}
+
+START_TEST(test_incremental_after_failure)
+{
+	struct child_result r;
+
+	if (!uffd_usable())
+		return;
+	run_child(failing_incremental, NULL, &r);
 	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child: %s", r.err);
 }
 END_TEST
@@ -850,6 +1017,7 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_fork_after_cow);
 	tcase_add_test(edges, test_pool_kept_and_given_back);
 	tcase_add_test(edges, test_image_without_direct_io);
+	tcase_add_test(edges, test_incremental_chain);
 	suite_add_tcase(s, edges);
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);
@@ -858,6 +1026,7 @@ Suite *engine_suite(void)
 	suite_add_tcase(s, restore);
 	tcase_set_timeout(child, ENG_TIMEOUT_S);
 	tcase_add_test(child, test_finish_fails);
+	tcase_add_test(child, test_incremental_after_failure);
 	tcase_add_test(child, test_fork_dies_with_monitor);
 	suite_add_tcase(s, child);
 	return s;

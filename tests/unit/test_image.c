@@ -4,6 +4,7 @@
  */
 #include "suites.h"
 #include "../../snapshot/image.h"
+#include "../../snapshot/merge.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,9 +68,9 @@ static void write_image(void)
 	ck_assert_int_eq(img_finish(w), 0);
 }
 
-static void flip_byte(uint64_t off)
+static void flip_byte_of(const char *file, uint64_t off)
 {
-	int fd = open(path, O_RDWR);
+	int fd = open(file, O_RDWR);
 	uint8_t b;
 
 	ck_assert_int_ge(fd, 0);
@@ -77,6 +78,11 @@ static void flip_byte(uint64_t off)
 	b ^= 0x40;
 	ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
 	close(fd);
+}
+
+static void flip_byte(uint64_t off)
+{
+	flip_byte_of(path, off);
 }
 
 static void expect_open_fails(const char *needle)
@@ -88,22 +94,28 @@ static void expect_open_fails(const char *needle)
 	ck_assert_msg(strstr(err, needle), "error '%s' lacks '%s'", err, needle);
 }
 
-/* The image at path opens intact and every chunk equals mem. */
-static void expect_image_is_mem(void)
+/* The image at @file opens intact and every chunk equals @want. */
+static void expect_image_is_mem_at(const char *file, const uint8_t *want)
 {
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
 	uint8_t *chunk = malloc(IMG_CHUNK);
 
 	ck_assert_ptr_nonnull(chunk);
-	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_msg(img_open(file, &r, err) == 0, "%s", err);
 	for (uint64_t c = 0; c < r.n_chunks; c++) {
 		ck_assert_int_eq(img_read_chunk(&r, c, chunk), 0);
-		ck_assert_msg(memcmp(chunk, mem + c * IMG_CHUNK, IMG_CHUNK) == 0, "chunk %llu differs",
+		ck_assert_msg(memcmp(chunk, want + c * IMG_CHUNK, IMG_CHUNK) == 0, "chunk %llu differs",
 			      (unsigned long long)c);
 	}
 	img_close(&r);
 	free(chunk);
+}
+
+/* The image at path opens intact and every chunk equals mem. */
+static void expect_image_is_mem(void)
+{
+	expect_image_is_mem_at(path, mem);
 }
 
 static int entries_in_dir(void)
@@ -368,6 +380,157 @@ START_TEST(test_version1_reads)
 }
 END_TEST
 
+/* Write @file as a child of @parent_file (recorded as @recorded) holding the pages of
+ * @now that differ from @before, compressed with @codec. */
+static void write_child(const char *file, const char *parent_file, const char *recorded,
+			const uint8_t *before, const uint8_t *now, enum img_codec codec)
+{
+	struct img_header_info info = { .ram_size = RAM, .codec = codec, .flags = IMG_FLAG_CHILD,
+					.level = codec == IMG_CODEC_NONE ? 0 : 1 };
+	uint8_t what[IMG_CHUNK / PAGE_SIZE];
+	uint8_t *buf = aligned_alloc(PAGE_SIZE, IMG_CHUNK), *scratch = aligned_alloc(PAGE_SIZE, IMG_SCRATCH_SIZE);
+	struct img_writer *w;
+	struct img_reader pr;
+	char err[IMG_ERR_LEN];
+
+	ck_assert_msg(img_open(parent_file, &pr, err) == 0, "%s", err);
+	ck_assert_int_eq(img_create(file, &info, &w), 0);
+	ck_assert_int_eq(img_set_parent(w, recorded, pr.identity), 0);
+	img_close(&pr);
+	for (uint64_t c = 0; c < RAM / IMG_CHUNK; c++) {
+		uint64_t zero;
+
+		for (uint64_t i = 0; i < IMG_CHUNK / PAGE_SIZE; i++) {
+			uint64_t off = c * IMG_CHUNK + i * PAGE_SIZE;
+			bool changed = memcmp(before + off, now + off, PAGE_SIZE) != 0;
+
+			what[i] = changed ? IMG_PAGE_DATA : IMG_PAGE_PARENT;
+			if (changed)
+				memcpy(buf + i * PAGE_SIZE, now + off, PAGE_SIZE);
+			else /* not held: reads as zero for the compressor */
+				memset(buf + i * PAGE_SIZE, 0, PAGE_SIZE);
+		}
+		ck_assert_int_eq(img_chunk_prepare(w, c, buf, what, &zero), 0);
+		ck_assert_int_eq(img_chunk_write(w, c, buf, what, scratch), 0);
+	}
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_VCPUS, "vcpu-child", 10), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+	free(buf);
+	free(scratch);
+}
+
+/* Every chunk of the chain at @file equals @want. */
+static void expect_chain_is(const char *file, const uint8_t *want)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	uint8_t *chunk = malloc(IMG_CHUNK);
+
+	ck_assert_msg(img_open(file, &r, err) == 0, "%s", err);
+	for (uint64_t c = 0; c < r.n_chunks; c++) {
+		bool data;
+
+		memset(chunk, 0xaa, IMG_CHUNK); /* a reused buffer: nothing stale may show */
+		ck_assert_int_eq(img_load_chunk(&r, c, chunk, &data), 0);
+		if (!data)
+			memset(chunk, 0, IMG_CHUNK);
+		ck_assert_msg(memcmp(chunk, want + c * IMG_CHUNK, IMG_CHUNK) == 0, "%s: chunk %llu",
+			      file, (unsigned long long)c);
+	}
+	img_close(&r);
+	free(chunk);
+}
+
+/* mem, then 10% of its pages rewritten: some with data, one data page made zero (it
+ * must not let the parent's page show through), one zero page given data. */
+static uint8_t *rewritten(const uint8_t *from, uint64_t seed)
+{
+	uint8_t *m = malloc(RAM);
+
+	memcpy(m, from, RAM);
+	for (uint64_t p = seed % 10; p < PAGES; p += 10)
+		memset(m + p * PAGE_SIZE, (int)(p + seed) | 0x80, PAGE_SIZE);
+	memset(m + 3 * PAGE_SIZE, 0, PAGE_SIZE);          /* page 3 had data */
+	memset(m + 4 * PAGE_SIZE + 17, (int)seed, 100);  /* page 4 was zero */
+	return m;
+}
+
+/* A chain full <- child (raw) <- grandchild (zstd) restores each instant exactly; the
+ * child holds only what changed; merge writes one full image equal to the chain. */
+START_TEST(test_chain_round_trip)
+{
+	char child[192], grand[192], merged[192];
+	uint8_t *m1 = rewritten(mem, 1), *m2 = rewritten(m1, 2);
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+
+	snprintf(child, sizeof(child), "%s/child.img", dir);
+	snprintf(grand, sizeof(grand), "%s/grand.img", dir);
+	snprintf(merged, sizeof(merged), "%s/merged.img", dir);
+	write_image();
+	write_child(child, path, "snap.img", mem, m1, IMG_CODEC_NONE);
+	write_child(grand, child, child, m1, m2, IMG_CODEC_ZSTD); /* an absolute path */
+	expect_chain_is(child, m1);
+	expect_chain_is(grand, m2);
+	ck_assert_msg(img_open(child, &r, err) == 0, "%s", err);
+	ck_assert_ptr_nonnull(r.parent);
+	ck_assert_ptr_null(r.parent->parent);
+	ck_assert_str_eq(r.parent_path, "snap.img");
+	ck_assert_uint_lt(img_disk_bytes(child), img_disk_bytes(path) / 2); /* 10% of pages vs a third */
+	img_close(&r);
+	ck_assert_msg(img_merge(grand, merged, err) == 0, "%s", err);
+	expect_image_is_mem_at(merged, m2);
+	ck_assert_msg(img_open(merged, &r, err) == 0, "%s", err);
+	ck_assert_ptr_null(r.parent);
+	ck_assert_uint_eq(r.info.flags, 0);
+	ck_assert_int_eq(r.codec, IMG_CODEC_ZSTD);
+	img_close(&r);
+	ck_assert_int_ne(img_merge(grand, child, err), 0); /* never over the chain */
+	ck_assert_msg(strstr(err, "of the chain"), "%s", err);
+	free(m1);
+	free(m2);
+}
+END_TEST
+
+/* A missing parent, a parent replaced by another image, a damaged child frame, a
+ * child without a parent and an unknown flag are each refused with a message. */
+START_TEST(test_chain_refused)
+{
+	char child[192], moved[192];
+	uint8_t *m1 = rewritten(mem, 1), *chunk = malloc(IMG_CHUNK);
+	struct img_header_info info = { .ram_size = RAM, .flags = IMG_FLAG_CHILD };
+	struct img_writer *w;
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	bool data;
+
+	snprintf(child, sizeof(child), "%s/child.img", dir);
+	snprintf(moved, sizeof(moved), "%s/moved.img", dir);
+	write_image();
+	write_child(child, path, "snap.img", mem, m1, IMG_CODEC_ZSTD);
+	ck_assert_int_eq(rename(path, moved), 0);
+	ck_assert_int_ne(img_open(child, &r, err), 0);
+	ck_assert_msg(strstr(err, "is missing"), "%s", err);
+	mem[5 * PAGE_SIZE] ^= 1; /* another image under the parent's name */
+	write_image();
+	ck_assert_int_ne(img_open(child, &r, err), 0);
+	ck_assert_msg(strstr(err, "not the image it was taken after"), "%s", err);
+	ck_assert_int_eq(rename(moved, path), 0);
+	mem[5 * PAGE_SIZE] ^= 1;
+	ck_assert_msg(img_open(child, &r, err) == 0, "%s", err);
+	flip_byte_of(child, IMG_MEM_OFFSET + r.enc[0].stored_len / 2);
+	ck_assert_int_eq(img_load_chunk(&r, 0, chunk, &data), -EBADMSG);
+	img_close(&r);
+
+	ck_assert_int_eq(img_create(child, &info, &w), 0);
+	ck_assert_int_eq(img_finish(w), -EINVAL); /* no parent named */
+	info.flags = 2;
+	ck_assert_int_eq(img_create(child, &info, &w), -EINVAL);
+	free(m1);
+	free(chunk);
+}
+END_TEST
+
 /* A temporary left by a process killed mid-snapshot (same name: the same pid) does not
  * make the next snapshot fail, and the image it was replacing stays intact. */
 START_TEST(test_stale_temporary)
@@ -532,6 +695,8 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_compressed_round_trip);
 	tcase_add_test(tc, test_compressed_damage);
 	tcase_add_test(tc, test_version1_reads);
+	tcase_add_test(tc, test_chain_round_trip);
+	tcase_add_test(tc, test_chain_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
