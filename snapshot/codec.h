@@ -34,9 +34,10 @@ ssize_t codec_compress(enum img_codec c, int level, const void *src, size_t len,
  * when the input is not a valid frame of that size. */
 int codec_decompress(enum img_codec c, const void *src, size_t len, void *dst, size_t out_len);
 
-/* Buffers a reading thread keeps: a frame read back from an image, and a chunk of an
- * incremental image decoded before its pages go over its parent's. */
-enum codec_buf { CODEC_BUF_FRAME = 0, CODEC_BUF_CHUNK = 1, CODEC_NBUF };
+/* Buffers a thread keeps: a frame read back from an image, a chunk of an incremental
+ * image decoded before its pages go over its parent's, and a child's held pages packed
+ * (before compressing, after decompressing). */
+enum codec_buf { CODEC_BUF_FRAME = 0, CODEC_BUF_CHUNK = 1, CODEC_BUF_PACKED = 2, CODEC_NBUF };
 
 /* Buffer @which of at least @len bytes owned by the calling thread (freed when it
  * exits). NULL when out of memory. */

@@ -261,8 +261,8 @@ static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written
 	for (uint64_t i = 0; i < per; i++) {
 		ch->what[i] = (uint8_t)snap_take_staged(e, first + i);
 		data += ch->what[i] == IMG_PAGE_DATA;
-		if (ch->what[i] == IMG_PAGE_HOLE || ch->what[i] == IMG_PAGE_PARENT)
-			memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE); /* read as zero, compressed */
+		if (ch->what[i] == IMG_PAGE_HOLE) /* compressed, a hole reads as zero */
+			memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE);
 	}
 	if (!e->track_next) /* tracked: saved pages stay protected, a write marks them */
 		uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);

@@ -39,7 +39,7 @@
  * reading a chunk reads the parent's and lays the child's pages over it.
  *
  * Memory goes through a second descriptor opened with O_DIRECT where the file system
- * takes it: a snapshot's pages are written once and never read back by this process,
+ * takes it (runs of 64 KiB and more): a snapshot's pages are written once and never read back by this process,
  * so the page cache would only add a copy and a flush that competes with the guest
  * for memory. A file system that refuses O_DIRECT (tmpfs) gets buffered writes. One
  * fsync at the end makes either durable.
@@ -362,11 +362,16 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 
 /* Write page-aligned memory to the image: O_DIRECT where it works, buffered where
  * the file system (or an unaligned buffer) makes it refuse. */
+/* Shorter writes go through the page cache: a synchronous O_DIRECT write per scattered
+ * page (an incremental snapshot's, a sparse chunk's) cost ~0.1 ms each here, where
+ * buffered ones are merged and written back together by the final fsync. */
+#define IMG_DIRECT_MIN (64 * 1024)
+
 static int img_write_mem(struct img_writer *w, const void *data, size_t len, uint64_t off)
 {
 	int rc;
 
-	if (w->dfd >= 0 && (uintptr_t)data % PAGE_SIZE == 0) {
+	if (w->dfd >= 0 && len >= IMG_DIRECT_MIN && (uintptr_t)data % PAGE_SIZE == 0) {
 		rc = pwrite_all(w->dfd, data, len, off);
 		if (rc != -EINVAL)
 			return rc;
@@ -421,40 +426,97 @@ int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_
 	return 0;
 }
 
+/* Write the @n bytes of a frame in @scratch (encoding @enc) at chunk @c's place. */
+static int img_chunk_store(struct img_writer *w, uint64_t c, uint8_t *scratch, uint64_t n,
+			   uint8_t enc, uint64_t pages)
+{
+	uint64_t padded = (n + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+	int rc;
+
+	memset(scratch + n, 0, padded - n);
+	rc = img_write_mem(w, scratch, padded, IMG_MEM_OFFSET + c * IMG_CHUNK);
+	if (rc)
+		return rc;
+	w->enc[c] = (struct img_chunk_enc){ .codec = enc, .stored_len = (uint32_t)n,
+					    .stored_hash = XXH3_64bits(scratch, (size_t)n) };
+	__atomic_fetch_add(&w->chunk_pages[c], (uint32_t)pages, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->stored, n, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* The pages a child holds (zero ones too) one after another into @out; their count. */
+static uint64_t img_pack(const uint8_t *data, const uint8_t *what, uint8_t *out)
+{
+	uint64_t k = 0;
+
+	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++) {
+		if (what[i] == IMG_PAGE_PARENT)
+			continue;
+		if (what[i] == IMG_PAGE_DATA)
+			memcpy(out + k * PAGE_SIZE, data + i * PAGE_SIZE, PAGE_SIZE);
+		else
+			memset(out + k * PAGE_SIZE, 0, PAGE_SIZE);
+		k++;
+	}
+	return k;
+}
+
+/* A child's chunk that holds some pages but not all: packed, and compressed when the
+ * image has a codec and that saves a page. 1 when it is to be stored raw. */
+static int img_chunk_pack(struct img_writer *w, uint64_t c, const uint8_t *data,
+			  const uint8_t *what, uint64_t pages, uint8_t *scratch)
+{
+	uint8_t *packed = w->info.codec == IMG_CODEC_NONE ? scratch :
+			  codec_thread_buffer(CODEC_BUF_PACKED, IMG_CHUNK);
+	uint64_t k;
+	ssize_t n;
+
+	if (!packed)
+		return -ENOMEM;
+	k = img_pack(data, what, packed);
+	if (k == IMG_PAGES_PER_CHUNK)
+		return 1; /* all of it: as a full image's chunk */
+	if (w->info.codec == IMG_CODEC_NONE)
+		return img_chunk_store(w, c, scratch, k * PAGE_SIZE, IMG_ENC_PACKED, pages);
+	n = codec_compress(w->info.codec, w->info.level, packed, k * PAGE_SIZE, scratch,
+			   (k - 1) * PAGE_SIZE);
+	if (n == -ENOSPC || n == 0) { /* packed alone, then */
+		memcpy(scratch, packed, k * PAGE_SIZE);
+		return img_chunk_store(w, c, scratch, k * PAGE_SIZE, IMG_ENC_PACKED, pages);
+	}
+	if (n < 0)
+		return (int)n;
+	return img_chunk_store(w, c, scratch, (uint64_t)n,
+			       (uint8_t)(IMG_ENC_PACKED | w->info.codec), pages);
+}
+
 /*
- * Chunk @c as one compressed frame, when the image has a codec, no page of the chunk
- * was recorded on its own, and the frame saves at least one page on disk. Returns 1
- * when the chunk is to be stored raw instead, 0 when written, or -errno.
+ * Chunk @c as one frame: compressed, when the image has a codec and the frame saves at
+ * least one page on disk; or a child's held pages packed, without one. Never when a
+ * page of the chunk was recorded on its own. Returns 1 when the chunk is to be stored
+ * raw instead, 0 when written, or -errno.
  */
 static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data,
 			      const uint8_t *what, uint64_t pages, uint8_t *scratch)
 {
-	uint64_t padded;
 	ssize_t n;
-	int rc;
 
-	if (w->info.codec == IMG_CODEC_NONE || !pages || !scratch)
+	if (!pages || !scratch)
 		return 1;
 	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
 		if (what[i] == IMG_PAGE_DONE)
 			return 1;
+	if (w->held)
+		return img_chunk_pack(w, c, data, what, pages, scratch);
+	if (w->info.codec == IMG_CODEC_NONE)
+		return 1;
 	n = codec_compress(w->info.codec, w->info.level, data, IMG_CHUNK, scratch,
 			   (pages - 1) * PAGE_SIZE);
 	if (n == -ENOSPC || n == 0)
 		return 1;
 	if (n < 0)
 		return (int)n;
-	padded = ((uint64_t)n + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
-	memset(scratch + n, 0, padded - (uint64_t)n);
-	rc = img_write_mem(w, scratch, padded, IMG_MEM_OFFSET + c * IMG_CHUNK);
-	if (rc)
-		return rc;
-	w->enc[c] = (struct img_chunk_enc){ .codec = (uint8_t)w->info.codec,
-					    .stored_len = (uint32_t)n,
-					    .stored_hash = XXH3_64bits(scratch, (size_t)n) };
-	__atomic_fetch_add(&w->chunk_pages[c], (uint32_t)pages, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&w->stored, (uint64_t)n, __ATOMIC_RELAXED);
-	return 0;
+	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)w->info.codec, pages);
 }
 
 int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what,
@@ -836,16 +898,20 @@ const struct img_section *img_find(const struct img_reader *r, uint32_t type)
 }
 
 /* One chunk's encoding from entry @e; false when no writer could have made it. */
-static bool img_enc_decode(const uint8_t *e, struct img_chunk_enc *out)
+static bool img_enc_decode(const uint8_t *e, bool child, struct img_chunk_enc *out)
 {
 	out->codec = e[0];
 	out->data_pages = (uint16_t)(e[2] | e[3] << 8);
 	out->stored_len = get32(e + 4);
 	out->stored_hash = get64(e + 8);
-	if (e[1] || out->codec >= IMG_CODEC_NR || out->data_pages > IMG_PAGES_PER_CHUNK)
+	if (e[1] || out->data_pages > IMG_PAGES_PER_CHUNK ||
+	    (out->codec & ~IMG_ENC_PACKED) >= IMG_CODEC_NR ||
+	    ((out->codec & IMG_ENC_PACKED) && !child))
 		return false;
 	if (out->codec == IMG_CODEC_NONE)
 		return out->stored_len == 0 && out->stored_hash == 0;
+	if (out->codec == IMG_ENC_PACKED && out->stored_len % PAGE_SIZE)
+		return false;
 	/* A frame is kept only when it saves a page, so it is never a whole chunk. */
 	return out->stored_len > 0 && out->stored_len <= IMG_CHUNK - PAGE_SIZE &&
 	       out->data_pages > 0;
@@ -871,7 +937,8 @@ static int img_parse_encoding(struct img_reader *r, const uint8_t *payload,
 	if (r->codec >= IMG_CODEC_NR)
 		return img_fail(err, -EINVAL, "the image names an unknown codec (%u)", r->codec);
 	for (uint64_t c = 0; c < r->n_chunks; c++)
-		if (!img_enc_decode(payload + IMG_ENC_HEAD + c * IMG_ENC_ENT, &r->enc[c]))
+		if (!img_enc_decode(payload + IMG_ENC_HEAD + c * IMG_ENC_ENT,
+				    r->info.flags & IMG_FLAG_CHILD, &r->enc[c]))
 			return img_fail(err, -EINVAL, "memory chunk %llu has an impossible encoding "
 					"(damaged)", (unsigned long long)c);
 	return 0;
@@ -1056,6 +1123,51 @@ void img_close(struct img_reader *r)
 	r->fd = -1;
 }
 
+/* Pages the child holds in chunk @c. */
+static uint64_t img_held_in(const struct img_reader *r, uint64_t c)
+{
+	uint64_t k = 0;
+
+	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
+		k += bit_test(r->mask, c * IMG_PAGES_PER_CHUNK + i);
+	return k;
+}
+
+/* A packed chunk: each page the child holds, in order; the others zero. The frame
+ * (decompressed first if a codec is named with the packing) must hold exactly as many
+ * pages as the mask says. */
+static int img_unpack(const struct img_reader *r, uint64_t c, const uint8_t *frame,
+		      uint64_t len, uint8_t *dst)
+{
+	const uint64_t first = c * IMG_PAGES_PER_CHUNK;
+	enum img_codec codec = (enum img_codec)(r->enc[c].codec & ~IMG_ENC_PACKED);
+	uint64_t k = 0;
+
+	if (!r->mask)
+		return -EBADMSG;
+	if (codec != IMG_CODEC_NONE) {
+		uint64_t want = img_held_in(r, c) * PAGE_SIZE;
+		uint8_t *packed = codec_thread_buffer(CODEC_BUF_PACKED, IMG_CHUNK);
+
+		if (!packed)
+			return -ENOMEM;
+		if (!want || want >= IMG_CHUNK ||
+		    codec_decompress(codec, frame, len, packed, want))
+			return -EBADMSG;
+		frame = packed;
+		len = want;
+	}
+	memset(dst, 0, IMG_CHUNK);
+	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++) {
+		if (!bit_test(r->mask, first + i))
+			continue;
+		if ((k + 1) * PAGE_SIZE > len)
+			return -EBADMSG;
+		memcpy(dst + i * PAGE_SIZE, frame + k++ * PAGE_SIZE, PAGE_SIZE);
+	}
+	return k * PAGE_SIZE == len ? 0 : -EBADMSG;
+}
+
 /* A compressed chunk's frame, read into this thread's buffer, checked, decompressed. */
 static int img_read_frame(const struct img_reader *r, uint64_t c, void *dst)
 {
@@ -1070,6 +1182,8 @@ static int img_read_frame(const struct img_reader *r, uint64_t c, void *dst)
 		return rc;
 	if (XXH3_64bits(frame, e->stored_len) != e->stored_hash)
 		return -EBADMSG;
+	if (e->codec & IMG_ENC_PACKED)
+		return img_unpack(r, c, frame, e->stored_len, dst);
 	return codec_decompress((enum img_codec)e->codec, frame, e->stored_len, dst, IMG_CHUNK);
 }
 

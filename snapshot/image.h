@@ -40,6 +40,12 @@ enum img_section_type {
  * on disk (frames are padded to whole pages) is not kept, so a chunk's worth is enough. */
 #define IMG_SCRATCH_SIZE IMG_CHUNK
 
+/* A child's chunk stored as the pages it holds, one after another (its page mask says
+ * which), so that scattered pages are one write rather than one each, and a codec
+ * compresses only them: set in a chunk's codec byte alone (packed, no codec) or with
+ * the codec's number. An encoding, not a codec: never named on a command line. */
+#define IMG_ENC_PACKED 0x80
+
 /* How chunk c is stored (version 2; a version 1 image reads as all raw). */
 struct img_chunk_enc {
 	uint8_t codec;        /* enum img_codec: IMG_CODEC_NONE is raw at its fixed place */
@@ -89,8 +95,8 @@ enum img_page_what {
 	IMG_PAGE_DATA = 0,  /* its contents are in the buffer (all zero: left as a hole) */
 	IMG_PAGE_HOLE,      /* a zero page: a hole */
 	IMG_PAGE_DONE,      /* recorded already with img_write_page: not touched */
-	IMG_PAGE_PARENT,    /* a child does not hold it: its parent's page stands. Reads
-			     * as zero in the buffer when the chunk is compressed. */
+	IMG_PAGE_PARENT,    /* a child does not hold it: its parent's page stands (a
+			     * child's chunk is packed: its bytes are never read) */
 };
 
 /* Chunk @c is in @data (IMG_CHUNK bytes, page aligned) as @what says per page: add

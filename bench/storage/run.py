@@ -13,6 +13,10 @@ shuffled order. Sections:
            eager restore of the last image (writers stopped).
   threads  zstd on the redis dataset with 1..nproc compressing threads, with nobody
            writing (idle) and with one writer thread (busy): duration and MB/s of data.
+  incremental  on the redis dataset, none and zstd: a full snapshot with tracking, then
+           1%, 10% or 50% of the pages rewritten by one thread (each first write traps
+           once: the tracking cost), then an incremental snapshot; its blocks on disk
+           and duration over the full one's.
 
 Datasets: redis, a dump of the memory of a native redis-server (not in a VM) after a
 YCSB load of RECORDS records and a few seconds of workload A, tiled over MEM (updates
@@ -20,9 +24,9 @@ rewrite a block with the dump's own bytes, a new value in its first 8: memory st
 compressible as Redis'); text, records of words and numbers; zipf, zipfbench's words
 (incompressible).
 
-Writes bench/results/storage_{codecs,threads}.csv (a row per run), storage.md (means and
+Writes bench/results/storage_{codecs,threads,incremental}.csv (a row per run), storage.md (means and
 95% CIs) and storage.png, each with commit and machine. Environment: ROUNDS, SECTIONS
-("codecs threads"), DATASETS ("redis text zipf"), MEM (512M), GAP (1), DURATION (8),
+("codecs threads incremental"), DATASETS ("redis text zipf"), MEM (512M), GAP (1), DURATION (8),
 RECORDS (250000), DUMP (a dump to reuse instead of making one), OUT, IMGDIR.
 """
 import csv
@@ -46,7 +50,9 @@ EB = os.path.join(TOP, "bench", "engine-bench")
 YCSB = os.path.join(TOP, "bench", "ycsb")
 ENV = os.environ.get
 ROUNDS = int(ENV("ROUNDS", "5"))
-SECTIONS = ENV("SECTIONS", "codecs threads").split()
+SECTIONS = ENV("SECTIONS", "codecs threads incremental").split()
+INC_PCTS = [1, 10, 50]
+INC_CODECS = ["none", "zstd"]
 DATASETS = ENV("DATASETS", "redis text zipf").split()
 MEM, GAP, DURATION = ENV("MEM", "512M"), ENV("GAP", "1"), ENV("DURATION", "8")
 RECORDS = ENV("RECORDS", "250000")
@@ -149,6 +155,24 @@ def threads_run(mode, n, dump, imgdir):
     return {k: d.get(k) for k in KEYS}
 
 
+def incremental_run(codec, pct, dump, imgdir):
+    r = subprocess.run([EB, "--incremental-pct", str(pct), "--mem", MEM, "--threads", "0",
+                        "--policy", "ccow", "--dir", imgdir, "--compress", codec,
+                        "--data-file", dump, "--json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Failed("engine-bench --incremental-pct %s: %s" % (pct, r.stderr.strip()[-300:]))
+    d = json.loads(r.stdout)
+    d["disk_vs_full"] = d["inc_bytes"] / d["full_bytes"]
+    d["duration_vs_full"] = d["inc_ms"] / max(d["full_ms"], 1)
+    d["us_per_track_fault"] = d["rewrite_ms"] * 1e3 / max(d["track_faults"], 1)
+    return d
+
+
+INC_KEYS = ["pages_rewritten", "pages_held", "full_bytes", "inc_bytes", "full_ms", "inc_ms",
+            "disk_vs_full", "duration_vs_full", "rewrite_ms", "track_faults",
+            "us_per_track_fault"]
+
+
 def write_csv(path, head, fields, rows):
     with open(path, "w", newline="") as f:
         f.write("# %s\n" % head)
@@ -215,6 +239,20 @@ def report(head, rows):
                         fmt([x / 1e3 for x in per(t, "duration_ms_mean", mode=mode, threads=n)], "%.2f"),
                         fmt(per(t, "writer_mb_per_s", mode=mode, threads=n), "%.0f")))
         out.append("")
+    i = rows["incremental"]
+    if i:
+        out += ["## Incremental snapshots (redis dataset, %s, nobody else writing, ccow)" % MEM,
+                "", "| codec | rewritten | blocks vs full | duration vs full | incremental s | "
+                "µs per tracking fault |", "|---|---|---|---|---|---|"]
+        for co in INC_CODECS:
+            for p in INC_PCTS:
+                if per(i, "disk_vs_full", codec=co, pct=p):
+                    out.append("| %s | %d%% | %s | %s | %s | %s |" % (
+                        co, p, fmt(per(i, "disk_vs_full", codec=co, pct=p), "%.3f"),
+                        fmt(per(i, "duration_vs_full", codec=co, pct=p), "%.2f"),
+                        fmt([x / 1e3 for x in per(i, "inc_ms", codec=co, pct=p)], "%.2f"),
+                        fmt(per(i, "us_per_track_fault", codec=co, pct=p), "%.0f")))
+        out.append("")
     with open(os.path.join(OUT, "storage.md"), "w") as f:
         f.write("\n".join(out))
 
@@ -259,13 +297,15 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     imgdir = ENV("IMGDIR") or tempfile.mkdtemp(prefix="ccvm-storage.", dir="/var/tmp")
     dump = make_redis_dump(imgdir) if "redis" in DATASETS or "threads" in SECTIONS else None
-    rows = {"codecs": [], "threads": []}
+    rows = {"codecs": [], "threads": [], "incremental": []}
     for rnd in range(1, ROUNDS + 1):
         jobs = []
         if "codecs" in SECTIONS:
             jobs += [("codecs", ds, co) for ds in DATASETS for co in CODECS]
         if "threads" in SECTIONS:
             jobs += [("threads", mode, n) for mode in ("idle", "busy") for n in range(1, NPROC + 1)]
+        if "incremental" in SECTIONS:
+            jobs += [("incremental", co, p) for co in INC_CODECS for p in INC_PCTS]
         random.Random(rnd).shuffle(jobs)
         for order, (sec, a, b) in enumerate(jobs, 1):
             print("storage: round %d/%d, %s %s %s" % (rnd, ROUNDS, sec, a, b), file=sys.stderr,
@@ -273,6 +313,8 @@ def main():
             row = {"round": rnd, "order": order}
             if sec == "codecs":
                 row.update({"dataset": a, "codec": b}, **codec_run(a, b, dump, imgdir))
+            elif sec == "incremental":
+                row.update({"codec": a, "pct": b}, **incremental_run(a, b, dump, imgdir))
             else:
                 row.update({"mode": a, "threads": b}, **threads_run(a, b, dump, imgdir))
             rows[sec].append(row)
@@ -284,6 +326,9 @@ def main():
     if rows["threads"]:
         write_csv(os.path.join(OUT, "storage_threads.csv"), head,
                   ["round", "order", "mode", "threads"] + KEYS, rows["threads"])
+    if rows["incremental"]:
+        write_csv(os.path.join(OUT, "storage_incremental.csv"), head,
+                  ["round", "order", "codec", "pct"] + INC_KEYS, rows["incremental"])
     report(head, rows)
     plot(head, rows)
     if not ENV("IMGDIR"):
