@@ -928,6 +928,39 @@ START_TEST(test_schedule)
 }
 END_TEST
 
+/* --snapshot-incremental with --snapshot-full-every 3 and --snapshot-keep 1: full,
+ * incremental, incremental, full, incremental; the newest restores exactly through its
+ * chain, and pruning keeps it and the full image it needs. */
+START_TEST(test_schedule_incremental)
+{
+	struct snap_schedule s = { .every_s = 0.2, .dir = g.dir, .keep = 1, .policy = SNAP_COW,
+				   .rate = ENG_RATE, .incremental = true, .full_every = 3 };
+	static const bool want[] = { false, true, true, false, true };
+	struct snap_figures f = { 0 };
+	double due = 0, now;
+
+	if (!uffd_usable())
+		return;
+	for (int taken = 0; taken < 5;) {
+		now = mono_s();
+		if (snap_schedule_tick(&g.e, &s, now, due) != due) {
+			ck_assert(snap_figures_of(&g.e, g.e.cur.id, &f));
+			f = eng_wait(f.id);
+			ck_assert_msg(f.ok, "%s", f.error);
+			ck_assert_msg(f.incremental == want[taken], "snapshot %d", taken);
+			taken++;
+			due = now + s.every_s;
+			sleep_ms(5);
+		}
+		sleep_ms(20);
+	}
+	assert_image_equals(f.file, g.load.ref, ENG_MEM);
+	snap_schedule_prune(&s);
+	ck_assert_int_eq(count_images(g.dir), 2);
+	assert_image_equals(f.file, g.load.ref, ENG_MEM);
+}
+END_TEST
+
 /* The copy pool is resident before faults need it, the figures and `stats` say so,
  * and it is given back once snapshots stop (here after 0.1 s instead of 30). */
 START_TEST(test_pool_kept_and_given_back)
@@ -1014,6 +1047,7 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_plan_order);
 	tcase_add_test(edges, test_schedule);
 	tcase_add_test(edges, test_schedule_gap);
+	tcase_add_test(edges, test_schedule_incremental);
 	tcase_add_test(edges, test_fork_after_cow);
 	tcase_add_test(edges, test_pool_kept_and_given_back);
 	tcase_add_test(edges, test_image_without_direct_io);
