@@ -264,7 +264,9 @@ static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written
 		if (ch->what[i] == IMG_PAGE_HOLE) /* compressed, a hole reads as zero */
 			memset(ch->buf + i * PAGE_SIZE, 0, PAGE_SIZE);
 	}
-	if (!e->track_next) /* tracked: saved pages stay protected, a write marks them */
+	/* Tracked (now, or still if this snapshot fails): saved pages stay protected and
+	 * a write marks them. */
+	if (!e->track_next && !e->tracking)
 		uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
 	e->chunk_saved_at[c] = snap_progress(e);
 	snap_stage_copies(e, c, ch->buf);

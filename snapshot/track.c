@@ -130,6 +130,9 @@ void track_done(struct snap_engine *e, const char *file)
 	char err[IMG_ERR_LEN], real[PATH_MAX];
 	struct img_reader r;
 
+	/* Tracking ends: what it left protected would only cost the guest faults. */
+	if (e->tracking && !e->track_next && e->wp.fd >= 0)
+		uffd_protect(&e->wp, 0, e->size, false);
 	e->tracking = false;
 	if (!e->track_next || !realpath(file, real) || strlen(real) >= sizeof(e->track_file) ||
 	    img_open(file, &r, err) != 0)

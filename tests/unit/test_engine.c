@@ -566,8 +566,9 @@ START_TEST(test_incremental_chain)
 END_TEST
 
 /* An incremental snapshot that fails after its instant (the file size limit) loses
- * nothing: the next one on the same parent holds every page written since the parent,
- * those the failed one had taken included. In a child of its own, for the limit. */
+ * nothing, nor does a failed one without tracking: the next one on the same parent
+ * holds every page written since the parent, those the failed ones had taken
+ * included. In a child of its own, for the limit. */
 static void failing_incremental(void *arg)
 {
 	struct rlimit lim = { .rlim_cur = IMG_MEM_OFFSET + ENG_MEM, .rlim_max = RLIM_INFINITY };
@@ -591,9 +592,14 @@ static void failing_incremental(void *arg)
 	CHILD_CHECK(snap_start(&g.e, &inc, &now, err, sizeof(err)) == 0);
 	f = eng_wait(now.id);
 	CHILD_CHECK(f.done && !f.ok);
+	eng_guest_writes(5, 0x22);
+	full.track = false; /* a failed snapshot without tracking leaves tracking intact */
+	CHILD_CHECK(snap_start(&g.e, &full, &now, err, sizeof(err)) == 0);
+	f = eng_wait(now.id);
+	CHILD_CHECK(f.done && !f.ok);
 	lim.rlim_cur = RLIM_INFINITY;
 	CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
-	eng_guest_writes(5, 0x22);
+	eng_guest_writes(7, 0x33);
 	CHILD_CHECK(snap_start(&g.e, &inc, &now, err, sizeof(err)) == 0);
 	f = eng_wait(now.id);
 	CHILD_CHECK(f.ok && f.incremental && f.pages_held < f.pages_total / 3);
