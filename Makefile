@@ -257,10 +257,12 @@ bench-datapath: deps
 	$(MAKE) bench/engine-bench
 	bench/datapath-sweep.py
 
-# Snapshot storage: codecs, ratio, duration, restore, compressing threads; no VM.
+# Snapshot storage: codecs, ratio, duration, restore, compressing threads, incremental
+# snapshots; block size and level of the codec; no VM.
 bench-storage: deps
-	$(MAKE) bench/engine-bench bench/ycsb
+	$(MAKE) bench/engine-bench bench/ycsb bench/codec-bench
 	bench/storage/run.py
+	bench/storage/blocks.py
 
 # The per-page costs of the copy-on-write mechanisms (bench/costs.sh), no VM needed.
 bench-costs: deps

@@ -43,6 +43,13 @@ start=$(date +%s%N)
 expect_fail "inspect of a FIFO" 1 "not a regular file" -- "$CCVM" inspect "$WORK/fifo"
 [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 5000 ] && pass "inspect of a FIFO answers at once" || fail "inspect of a FIFO took 5 s or more"
 expect_fail "restore of a FIFO" 1 "not a regular file" -- "$CCVM" restore "$WORK/fifo"
+expect_fail "--snapshot-compress gzip" 2 "snapshot-compress gzip: zstd, lz4 or none" -- "$CCVM" run --snapshot-compress gzip -- "$H"
+expect_fail "--snapshot-compress-level 30" 2 "does not suit zstd" -- "$CCVM" run --snapshot-compress zstd --snapshot-compress-level 30 -- "$H"
+expect_fail "--snapshot-threads 0" 2 "snapshot-threads 0: from 1" -- "$CCVM" run --snapshot-threads 0 -- "$H"
+expect_fail "--snapshot-full-every alone" 2 "needs --snapshot-incremental" -- "$CCVM" run --snapshot-full-every 3 -- "$H"
+expect_fail "--snapshot-incremental under stop" 2 "needs --snapshot-policy cow or ccow" -- "$CCVM" run --snapshot-incremental --snapshot-policy stop -- "$H"
+expect_fail "merge without OUT" 2 "usage: ccvm merge CHILD OUT" -- "$CCVM" merge "$WORK/fifo"
+expect_fail "merge of a missing image" 1 "cannot merge" -- "$CCVM" merge "$WORK/none.img" "$WORK/out.img"
 
 echo "== the snapshot engine on plain memory (bench/engine-bench: host threads, no VM)"
 # The real engine, userfaultfd and image files; every image must equal the memory at
@@ -77,6 +84,15 @@ eb_check cow --policy cow
 eb_check "ccow 0.8" --policy ccow
 eb_check "ccow 0 scattered" --policy ccow --threshold 0 --scatter
 eb_check fork --policy fork
+eb_check "cow, zstd, text" --policy cow --data text --compress zstd
+eb_check "ccow 0, lz4, 3 threads" --policy ccow --threshold 0 --scatter --data text --compress lz4 --snapshot-threads 3
+eb_check "stop, zstd" --policy stop --data text --compress zstd
+iout=$(timeout 300 "$EB" --incremental-pct 10 --mem 32M --threads 0 --policy ccow --dir "$WORK" --data text --json 2>"$WORK/eb.err")
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["pages_held"] == d["pages_rewritten"] > 0 and d["inc_bytes"] * 5 < d["full_bytes"], d' "$iout" 2>"$WORK/inc.err"; then
+	pass "engine-bench --incremental-pct 10: the child holds exactly the rewritten pages, $(echo "$iout" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%d of %d bytes" % (d["inc_bytes"], d["full_bytes"]))')"
+else
+	fail "engine-bench --incremental-pct 10" "$iout" "$(head -3 "$WORK/eb.err" "$WORK/inc.err")"
+fi
 expect_fail "engine-bench --policy foo" 2 "bad value for --policy" -- "$EB" --policy foo --dir "$WORK"
 ls "$WORK"/engine-bench-* >/dev/null 2>&1 && fail "engine-bench left images behind" || pass "engine-bench removed its images"
 
