@@ -53,7 +53,7 @@ def main():
     lines = ["# The codec choice on Redis' memory (bench/storage/blocks.py)", "",
              "codec-bench, one core, no disk, over a dump of a native redis-server's memory "
              "after a YCSB load; zero pages left out (holes in an image); a block that does "
-             "not save a page counted raw. Mean ± 95% CI over %d shuffled rounds." % ROUNDS,
+             "not save a page counted raw. Mean ± 95%% CI over %d shuffled rounds." % ROUNDS,
              "", head, "", "| codec | level | block | stored / data | compress MB/s | "
              "decompress MB/s |", "|---|---|---|---|---|---|"]
     for codec, level, block in CONFIGS:
