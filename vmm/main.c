@@ -88,8 +88,8 @@ static int cmd_help(const char *cmd, FILE *out)
 
 static int cmd_version(void)
 {
-	printf("ccvm %s\nsnapshot image format: reads version %u, writes version %u\n",
-	       CCVM_VERSION, IMG_VERSION, IMG_VERSION);
+	printf("ccvm %s\nsnapshot image format: reads versions %u to %u, writes version %u\n",
+	       CCVM_VERSION, IMG_VERSION_OLDEST, IMG_VERSION, IMG_VERSION);
 	return 0;
 }
 

@@ -255,9 +255,9 @@ for cmd in inspect restore; do
 	timeout 20 "$CCVM" $cmd "$S/trunc.img" >/dev/null 2>"$S/r.err" </dev/null; st=$?
 	[ $st = 1 ] && grep -q 'truncated' "$S/r.err" && pass "$cmd refuses a truncated image" || fail "$cmd of a truncated image" "status $st" "$(cat "$S/r.err")"
 done
-cp "$S/z1.img" "$S/hdr.img"; printf '\x02' | dd of="$S/hdr.img" bs=1 seek=8 conv=notrunc 2>/dev/null
+cp "$S/z1.img" "$S/hdr.img"; printf '\x07' | dd of="$S/hdr.img" bs=1 seek=8 conv=notrunc 2>/dev/null
 timeout 20 "$CCVM" restore "$S/hdr.img" >/dev/null 2>"$S/r.err"; st=$?
-[ $st = 1 ] && grep -q 'version 2' "$S/r.err" && pass "restore refuses another format version" || fail "wrong version" "$(cat "$S/r.err")"
+[ $st = 1 ] && grep -q 'version 7' "$S/r.err" && pass "restore refuses another format version" || fail "wrong version" "$(cat "$S/r.err")"
 timeout 20 "$CCVM" restore "$G/zipfbench" >/dev/null 2>"$S/r.err"; st=$?
 [ $st = 1 ] && grep -q 'not a ccvm snapshot image' "$S/r.err" && pass "restore refuses a foreign file" || fail "foreign file" "$(cat "$S/r.err")"
 
