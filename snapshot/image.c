@@ -506,8 +506,12 @@ static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data
 	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
 		if (what[i] == IMG_PAGE_DONE)
 			return 1;
-	if (w->held)
-		return img_chunk_pack(w, c, data, what, pages, scratch);
+	if (w->held) {
+		int rc = img_chunk_pack(w, c, data, what, pages, scratch);
+
+		if (rc != 1 || w->info.codec == IMG_CODEC_NONE)
+			return rc; /* else it holds all: compressed as a full image's chunk */
+	}
 	if (w->info.codec == IMG_CODEC_NONE)
 		return 1;
 	n = codec_compress(w->info.codec, w->info.level, data, IMG_CHUNK, scratch,

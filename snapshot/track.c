@@ -27,7 +27,8 @@
 
 void track_unprotected(struct snap_engine *e, uint64_t first, uint64_t n)
 {
-	memset(e->dirty + first, 1, n); /* racing stores of the same value */
+	for (uint64_t p = first; p < first + n; p++) /* fault threads mark pages meanwhile */
+		__atomic_store_n(&e->dirty[p], 1, __ATOMIC_RELAXED);
 }
 
 void track_fault(struct snap_engine *e, uint64_t p)

@@ -442,7 +442,8 @@ static void expect_chain_is(const char *file, const uint8_t *want)
 }
 
 /* mem, then 10% of its pages rewritten: some with data, one data page made zero (it
- * must not let the parent's page show through), one zero page given data. */
+ * must not let the parent's page show through), one zero page given data; with seed
+ * 2, all of chunk 1 too. */
 static uint8_t *rewritten(const uint8_t *from, uint64_t seed)
 {
 	uint8_t *m = malloc(RAM);
@@ -452,6 +453,9 @@ static uint8_t *rewritten(const uint8_t *from, uint64_t seed)
 		memset(m + p * PAGE_SIZE, (int)(p + seed) | 0x80, PAGE_SIZE);
 	memset(m + 3 * PAGE_SIZE, 0, PAGE_SIZE);          /* page 3 had data */
 	memset(m + 4 * PAGE_SIZE + 17, (int)seed, 100);  /* page 4 was zero */
+	if (seed == 2) /* the whole of chunk 1: a child holding a chunk whole */
+		for (uint64_t p = IMG_CHUNK / PAGE_SIZE; p < 2 * IMG_CHUNK / PAGE_SIZE; p++)
+			memset(m + p * PAGE_SIZE, 0x42, PAGE_SIZE); /* even: no older page is */
 	return m;
 }
 
@@ -477,6 +481,10 @@ START_TEST(test_chain_round_trip)
 	ck_assert_ptr_null(r.parent->parent);
 	ck_assert_str_eq(r.parent_path, "snap.img");
 	ck_assert_uint_lt(img_disk_bytes(child), img_disk_bytes(path) / 2); /* 10% of pages vs a third */
+	img_close(&r);
+	ck_assert_msg(img_open(grand, &r, err) == 0, "%s", err);
+	ck_assert_int_eq(r.enc[0].codec, IMG_ENC_PACKED | IMG_CODEC_ZSTD); /* some pages */
+	ck_assert_int_eq(r.enc[1].codec, IMG_CODEC_ZSTD);                  /* all of them */
 	img_close(&r);
 	ck_assert_msg(img_merge(grand, merged, err) == 0, "%s", err);
 	expect_image_is_mem_at(merged, m2);
