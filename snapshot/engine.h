@@ -260,7 +260,9 @@ void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len);
 
 json_t *snap_figures_json(const struct snap_figures *f);
 /* The engine between and during snapshots, for `ccvm ctl stats`: the copy pool's size,
- * resident and in-use bytes, the most write faults served at once since it started. */
+ * resident and in-use bytes, the most write faults served at once since it started;
+ * whether writes are tracked, the image an incremental snapshot may name as its
+ * parent, and the faults tracking cost since the last instant. */
 json_t *snap_engine_stats_json(struct snap_engine *e);
 const char *snap_policy_name(enum snap_policy p);
 int snap_policy_parse(const char *name, enum snap_policy *p);

@@ -103,15 +103,26 @@ json_t *snap_figures_json(const struct snap_figures *f)
 
 json_t *snap_engine_stats_json(struct snap_engine *e)
 {
-	bool running;
+	bool running, tracking;
+	char base[sizeof(e->track_file)];
+	json_t *o;
 
 	pthread_mutex_lock(&e->lock);
 	running = e->busy;
+	tracking = e->tracking;
+	snprintf(base, sizeof(base), "%s", tracking ? e->track_file : "");
 	pthread_mutex_unlock(&e->lock);
-	return json_pack("{s:I, s:I, s:I, s:I, s:i, s:b}", "pool_bytes",
-			 (json_int_t)pool_ready_bytes(&e->pool), "pool_resident_bytes",
-			 (json_int_t)pool_resident_bytes(&e->pool), "pool_in_use_bytes",
-			 (json_int_t)pool_in_use(&e->pool), "faults_parallel_max",
-			 (json_int_t)__atomic_load_n(&e->faults_most, __ATOMIC_RELAXED),
-			 "fault_threads", e->n_faulters, "running", running);
+	o = json_pack("{s:I, s:I, s:I, s:I, s:i, s:b}", "pool_bytes",
+		      (json_int_t)pool_ready_bytes(&e->pool), "pool_resident_bytes",
+		      (json_int_t)pool_resident_bytes(&e->pool), "pool_in_use_bytes",
+		      (json_int_t)pool_in_use(&e->pool), "faults_parallel_max",
+		      (json_int_t)__atomic_load_n(&e->faults_most, __ATOMIC_RELAXED),
+		      "fault_threads", e->n_faulters, "running", running);
+	/* Write tracking: the image the next incremental snapshot may name as --parent,
+	 * and the faults tracking has cost since the last snapshot's instant. */
+	json_object_update_new(o, json_pack("{s:b, s:s?, s:I}", "tracking", tracking,
+					    "parent", tracking ? base : NULL, "track_faults",
+					    (json_int_t)__atomic_load_n(&e->track_faults,
+									__ATOMIC_RELAXED)));
+	return o;
 }

@@ -543,6 +543,14 @@ START_TEST(test_incremental_chain)
 	inc.policy = SNAP_COW;
 	f2 = eng_snapshot_still(&inc);
 	ck_assert(f2.incremental);
+	{
+		json_t *st = snap_engine_stats_json(&g.e);
+		const char *base = json_string_value(json_object_get(st, "parent"));
+
+		ck_assert(json_is_true(json_object_get(st, "tracking")));
+		ck_assert_msg(base && strstr(base, "/inc2.img"), "parent %s", base ? base : "-");
+		json_decref(st);
+	}
 	ck_assert_uint_lt(f2.pages_held, f2.pages_total / 5);
 	ck_assert_uint_gt(f2.track_faults, 0);
 	ck_assert_msg(img_merge(inc2, merged, err) == 0, "%s", err);
