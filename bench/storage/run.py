@@ -173,6 +173,27 @@ INC_KEYS = ["pages_rewritten", "pages_held", "full_bytes", "inc_bytes", "full_ms
             "us_per_track_fault"]
 
 
+def read_csv(path):
+    """(provenance line, rows) of an earlier run's CSV; ("", []) if none."""
+    if not os.path.exists(path):
+        return "", []
+    with open(path) as f:
+        head = f.readline()[2:].strip()
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k, v in r.items():
+            if k in ("dataset", "codec", "mode"):
+                continue
+            try:
+                r[k] = float(v) if v != "" else None
+            except ValueError:
+                pass
+        for k in ("threads", "pct", "round"):  # matched against ints
+            if isinstance(r.get(k), float):
+                r[k] = int(r[k])
+    return head, rows
+
+
 def write_csv(path, head, fields, rows):
     with open(path, "w", newline="") as f:
         f.write("# %s\n" % head)
@@ -204,15 +225,16 @@ def add_ratios(rows):
             r["duration_vs_none"] = r["duration_ms_mean"] / base[0]["duration_ms_mean"]
 
 
-def report(head, rows):
+def report(heads, rows):
     out = ["# Snapshot storage without a VM (bench/storage/run.py)", "",
            "Mean ± 95% CI over the rounds, configurations shuffled in each round; the real "
            "engine on plain memory written by host threads (no VM: the redis dataset is a "
-           "dump of a native redis-server's memory).", "", head, ""]
+           "dump of a native redis-server's memory). Each section names the run it comes "
+           "from.", ""]
     c = rows["codecs"]
     if c:
         out += ["## Codecs (%s, one writer thread, ccow, %s s between snapshots, default "
-                "levels and threads)" % (MEM, GAP), "",
+                "levels and threads)" % (MEM, GAP), "", heads["codecs"], "",
                 "| dataset | codec | MiB on disk per image | vs none | snapshot s | vs none | "
                 "during | restore s |", "|---|---|---|---|---|---|---|---|"]
         for ds in DATASETS:
@@ -230,6 +252,7 @@ def report(head, rows):
     t = rows["threads"]
     if t:
         out += ["## Compressing threads (zstd level 1, redis dataset, %s)" % MEM, "",
+                heads["threads"], "",
                 "| writers | threads | snapshot s | data MB/s |", "|---|---|---|---|"]
         for mode in ("idle", "busy"):
             for n in range(1, NPROC + 1):
@@ -242,7 +265,7 @@ def report(head, rows):
     i = rows["incremental"]
     if i:
         out += ["## Incremental snapshots (redis dataset, %s, nobody else writing, ccow)" % MEM,
-                "", "| codec | rewritten | blocks vs full | duration vs full | incremental s | "
+                "", heads["incremental"], "", "| codec | rewritten | blocks vs full | duration vs full | incremental s | "
                 "µs per tracking fault |", "|---|---|---|---|---|---|"]
         for co in INC_CODECS:
             for p in INC_PCTS:
@@ -296,7 +319,9 @@ def main():
     head = provenance.line()
     os.makedirs(OUT, exist_ok=True)
     imgdir = ENV("IMGDIR") or tempfile.mkdtemp(prefix="ccvm-storage.", dir="/var/tmp")
-    dump = make_redis_dump(imgdir) if "redis" in DATASETS or "threads" in SECTIONS else None
+    needs = ("codecs" in SECTIONS and "redis" in DATASETS) or "threads" in SECTIONS or \
+        "incremental" in SECTIONS
+    dump = make_redis_dump(imgdir) if needs else None
     rows = {"codecs": [], "threads": [], "incremental": []}
     for rnd in range(1, ROUNDS + 1):
         jobs = []
@@ -329,8 +354,12 @@ def main():
     if rows["incremental"]:
         write_csv(os.path.join(OUT, "storage_incremental.csv"), head,
                   ["round", "order", "codec", "pct"] + INC_KEYS, rows["incremental"])
-    report(head, rows)
-    plot(head, rows)
+    heads = {sec: head for sec in rows if rows[sec]}
+    for sec in rows:  # a section not run this time: its last results stay in the report
+        if not rows[sec]:
+            heads[sec], rows[sec] = read_csv(os.path.join(OUT, "storage_%s.csv" % sec))
+    report(heads, rows)
+    plot(heads.get("codecs", head), rows)
     if not ENV("IMGDIR"):
         shutil.rmtree(imgdir, ignore_errors=True)
 
