@@ -26,7 +26,6 @@ Writes bench/results/datapath_{tune,writer,pause}.csv (a row per run), datapath.
 SECTIONS ("tune writer pause"), CONFIGS, MEM (256M), THREADS (2), ALPHA (0.99), GAP (1),
 DURATION (8), WMEM (2G), PMEM (4G), PSNAPS (1), OUT, IMGDIR.
 """
-import csv
 import json
 import os
 import random
@@ -40,6 +39,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 from ci95 import mean_ci  # noqa: E402
 import provenance  # noqa: E402
+from results_csv import fmt, read_csv, write_csv  # noqa: E402
 
 EB = os.path.join(TOP, "bench", "engine-bench")
 ENV = os.environ.get
@@ -121,22 +121,6 @@ def pause_run(policy, imgdir):
             "max_us": max(p) if p else None, "pauses_us": " ".join(map(str, p))}
 
 
-def write_csv(path, head, fields, rows):
-    with open(path, "w", newline="") as f:
-        f.write("# %s\n" % head)
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
-
-
-def fmt(values, f="%.3g"):
-    n, m, ci = mean_ci(values)
-    if n == 0:
-        return "-"
-    return (f % m) + ("" if ci != ci else " ± " + f % ci)
-
-
 def main():
     head = provenance.line()
     os.makedirs(OUT, exist_ok=True)
@@ -166,24 +150,9 @@ def main():
     heads = {sec: head for sec in rows if rows[sec]}
     for sec in rows:  # a section not run this time: its last results stay in the report
         if not rows[sec]:
-            heads[sec], rows[sec] = read_csv(os.path.join(OUT, "datapath_%s.csv" % sec))
+            heads[sec], rows[sec] = read_csv(os.path.join(OUT, "datapath_%s.csv" % sec),
+                                             text=("config", "pauses_us"))
     write_results(head, base, rows, heads)
-
-
-def read_csv(path):
-    """(provenance line, rows) of an earlier run's CSV; ("", []) if none."""
-    if not os.path.exists(path):
-        return "", []
-    with open(path) as f:
-        head = f.readline()[2:].strip()
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        for k, v in r.items():
-            try:
-                r[k] = float(v) if k != "pauses_us" and k != "config" else v
-            except (TypeError, ValueError):
-                r[k] = None if v == "" else v
-    return head, rows
 
 
 def write_results(head, base, rows, heads):

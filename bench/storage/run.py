@@ -29,7 +29,6 @@ Writes bench/results/storage_{codecs,threads,incremental}.csv (a row per run), s
 ("codecs threads incremental"), DATASETS ("redis text zipf"), MEM (512M), GAP (1), DURATION (8),
 RECORDS (250000), DUMP (a dump to reuse instead of making one), OUT, IMGDIR.
 """
-import csv
 import json
 import os
 import random
@@ -45,6 +44,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 from ci95 import mean_ci  # noqa: E402
 import provenance  # noqa: E402
+from results_csv import fmt, read_csv, write_csv  # noqa: E402
 
 EB = os.path.join(TOP, "bench", "engine-bench")
 YCSB = os.path.join(TOP, "bench", "ycsb")
@@ -173,41 +173,15 @@ INC_KEYS = ["pages_rewritten", "pages_held", "full_bytes", "inc_bytes", "full_ms
             "us_per_track_fault"]
 
 
-def read_csv(path):
-    """(provenance line, rows) of an earlier run's CSV; ("", []) if none."""
-    if not os.path.exists(path):
-        return "", []
-    with open(path) as f:
-        head = f.readline()[2:].strip()
-        rows = list(csv.DictReader(f))
+def read_section(sec):
+    """An earlier run's section: (provenance line, rows), counts back to ints."""
+    head, rows = read_csv(os.path.join(OUT, "storage_%s.csv" % sec),
+                          text=("dataset", "codec", "mode"))
     for r in rows:
-        for k, v in r.items():
-            if k in ("dataset", "codec", "mode"):
-                continue
-            try:
-                r[k] = float(v) if v != "" else None
-            except ValueError:
-                pass
         for k in ("threads", "pct", "round"):  # matched against ints
             if isinstance(r.get(k), float):
                 r[k] = int(r[k])
     return head, rows
-
-
-def write_csv(path, head, fields, rows):
-    with open(path, "w", newline="") as f:
-        f.write("# %s\n" % head)
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
-
-
-def fmt(values, f="%.3g"):
-    n, m, ci = mean_ci(values)
-    if n == 0:
-        return "-"
-    return (f % m) + ("" if ci != ci else " ± " + f % ci)
 
 
 def per(rows, key, **match):
@@ -357,7 +331,7 @@ def main():
     heads = {sec: head for sec in rows if rows[sec]}
     for sec in rows:  # a section not run this time: its last results stay in the report
         if not rows[sec]:
-            heads[sec], rows[sec] = read_csv(os.path.join(OUT, "storage_%s.csv" % sec))
+            heads[sec], rows[sec] = read_section(sec)
     report(heads, rows)
     plot(heads.get("codecs", head), rows)
     if not ENV("IMGDIR"):
