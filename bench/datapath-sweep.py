@@ -39,7 +39,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 from ci95 import mean_ci  # noqa: E402
 import provenance  # noqa: E402
-from results_csv import fmt, read_csv, write_csv  # noqa: E402
+from results_csv import fmt, plot_bars, read_csv, write_csv  # noqa: E402
 
 EB = os.path.join(TOP, "bench", "engine-bench")
 ENV = os.environ.get
@@ -230,31 +230,11 @@ def report(heads, rows):
 
 def plot(head, rows):
     t = rows["tune"]
-    if not t:
-        return
-    dat = os.path.join(OUT, "datapath.dat")
-    names = [n for n in CONFIGS if per(t, n, "updates_per_s")]
-    with open(dat, "w") as f:
-        for i, n in enumerate(names):
-            _, u, uci = mean_ci(per(t, n, "updates_per_s"))
-            _, s, sci = mean_ci(per(t, n, "max_stall_ms"))
-            f.write("%d %s %g %g %g %g\n" % (i, n, u / 1e6, 0 if uci != uci else uci / 1e6,
-                                             s, 0 if sci != sci else sci))
-    script = """
-set terminal pngcairo size 1000,420 font ",10"
-set output "%s"
-set multiplot layout 1,2 title "engine-bench data path: %s (mean, 95%% CI)"
-set style fill solid 0.5
-set boxwidth 0.6
-set xtics rotate by -30
-set yrange [0:*]
-set title "updates/s (millions)"
-plot "%s" using 1:3:xtic(2) with boxes notitle, "" using 1:3:4 with yerrorbars notitle
-set title "longest stall (ms)"
-plot "%s" using 1:5:xtic(2) with boxes notitle, "" using 1:5:6 with yerrorbars notitle
-""" % (os.path.join(OUT, "datapath.png"), head.replace('"', "'")[:110], dat, dat)
-    subprocess.run(["gnuplot"], input=script, text=True, check=False)
-    os.unlink(dat)
+    bars = [(n, [x / 1e6 for x in per(t, n, "updates_per_s")], per(t, n, "max_stall_ms"))
+            for n in CONFIGS if per(t, n, "updates_per_s")]
+    if bars:
+        plot_bars(os.path.join(OUT, "datapath.png"), "engine-bench data path: " + head, bars,
+                  "updates/s (millions)", "longest stall (ms)")
 
 
 if __name__ == "__main__":

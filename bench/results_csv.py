@@ -44,3 +44,34 @@ def fmt(values, f="%.3g"):
     if n == 0:
         return "-"
     return (f % m) + ("" if ci != ci else " ± " + f % ci)
+
+
+def plot_bars(png, title, bars, left, right):
+    """Two bar charts side by side with 95% CI whiskers: @bars is a list of (label,
+    left values, right values), @left and @right the panels' titles."""
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as f:
+        for i, (label, lv, rv) in enumerate(bars):
+            _, lm, lci = mean_ci(lv)
+            _, rm, rci = mean_ci(rv)
+            f.write("%d %s %g %g %g %g\n" % (i, label, lm, 0 if lci != lci else lci,
+                                             rm, 0 if rci != rci else rci))
+        dat = f.name
+    script = """
+set terminal pngcairo size 1000,420 font ",10"
+set output "%s"
+set multiplot layout 1,2 title "%s (mean, 95%% CI)"
+set style fill solid 0.5
+set boxwidth 0.6
+set xtics rotate by -30
+set yrange [0:*]
+set title "%s"
+plot "%s" using 1:3:xtic(2) with boxes notitle, "" using 1:3:4 with yerrorbars notitle
+set title "%s"
+plot "%s" using 1:5:xtic(2) with boxes notitle, "" using 1:5:6 with yerrorbars notitle
+""" % (png, title.replace('"', "'")[:110], left, dat, right, dat)
+    subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    os.unlink(dat)

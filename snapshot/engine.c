@@ -628,7 +628,11 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	t1 = mono_ns();
 	if (!rc)
 		rc = snap_mark_pages(e);
-	if (!rc && snap_uses_wp(req->policy))
+	/* In the pause, a pass over every page: only when this snapshot starts or continues
+	 * tracking (a snapshot that does neither ends tracking, or fails and leaves the
+	 * marks as they are, which only ever adds pages to the next incremental one). */
+	e->cur.pages_held = e->cur.pages_total;
+	if (!rc && e->track_next)
 		track_instant(e, req->parent != NULL);
 	if (!rc)
 		plan_snapshot(e, req);

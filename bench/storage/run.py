@@ -42,9 +42,8 @@ import time
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "bench"))
-from ci95 import mean_ci  # noqa: E402
 import provenance  # noqa: E402
-from results_csv import fmt, read_csv, write_csv  # noqa: E402
+from results_csv import fmt, plot_bars, read_csv, write_csv  # noqa: E402
 
 EB = os.path.join(TOP, "bench", "engine-bench")
 YCSB = os.path.join(TOP, "bench", "ycsb")
@@ -256,37 +255,12 @@ def report(heads, rows):
 
 def plot(head, rows):
     c = rows["codecs"]
-    if not c:
-        return
-    dat = os.path.join(OUT, "storage.dat")
-    with open(dat, "w") as f:
-        i = 0
-        for ds in DATASETS:
-            for co in CODECS:
-                d = per(c, "disk_per_image", dataset=ds, codec=co)
-                s = per(c, "duration_ms_mean", dataset=ds, codec=co)
-                if not d:
-                    continue
-                _, dm, dci = mean_ci([x / 2**20 for x in d])
-                _, sm, sci = mean_ci([x / 1e3 for x in s])
-                f.write("%d %s/%s %g %g %g %g\n" % (i, ds, co, dm, 0 if dci != dci else dci,
-                                                    sm, 0 if sci != sci else sci))
-                i += 1
-    script = """
-set terminal pngcairo size 1000,420 font ",10"
-set output "%s"
-set multiplot layout 1,2 title "snapshot storage, engine-bench: %s (mean, 95%% CI)"
-set style fill solid 0.5
-set boxwidth 0.6
-set xtics rotate by -30
-set yrange [0:*]
-set title "MiB on disk per image"
-plot "%s" using 1:3:xtic(2) with boxes notitle, "" using 1:3:4 with yerrorbars notitle
-set title "snapshot duration (s)"
-plot "%s" using 1:5:xtic(2) with boxes notitle, "" using 1:5:6 with yerrorbars notitle
-""" % (os.path.join(OUT, "storage.png"), head.replace('"', "'")[:110], dat, dat)
-    subprocess.run(["gnuplot"], input=script, text=True, check=False)
-    os.unlink(dat)
+    bars = [("%s/%s" % (ds, co), [x / 2**20 for x in per(c, "disk_per_image", dataset=ds, codec=co)],
+             [x / 1e3 for x in per(c, "duration_ms_mean", dataset=ds, codec=co)])
+            for ds in DATASETS for co in CODECS if per(c, "disk_per_image", dataset=ds, codec=co)]
+    if bars:
+        plot_bars(os.path.join(OUT, "storage.png"), "snapshot storage, engine-bench: " + head,
+                  bars, "MiB on disk per image", "snapshot duration (s)")
 
 
 def main():
