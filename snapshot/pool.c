@@ -28,7 +28,7 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-enum { POOL_SLOT_FREE = 0, POOL_SLOT_REGION, POOL_SLOT_PAGES };
+enum { POOL_SLOT_FREE = 0, POOL_SLOT_REGION, POOL_SLOT_PAGES, POOL_SLOT_ARENA };
 
 static size_t pool_per_slot(const struct pool *p)
 {
@@ -160,11 +160,15 @@ void pool_shrink(struct pool *p, size_t slots)
 	pthread_mutex_unlock(&p->grow_lock);
 }
 
-static void pool_count(struct pool *p, size_t bytes)
+/* With p->lock held: @bytes more in use, of which @raw hold copies as they are. */
+static void pool_count(struct pool *p, size_t bytes, size_t raw)
 {
 	p->in_use += bytes;
 	if (p->in_use > p->in_use_peak)
 		p->in_use_peak = p->in_use;
+	p->raw += raw;
+	if (p->raw > p->raw_peak)
+		p->raw_peak = p->raw;
 }
 
 void *pool_get_page(struct pool *p)
@@ -181,13 +185,14 @@ void *pool_get_page(struct pool *p)
 	}
 	if (p->n_free_pages) {
 		buf = p->base + (size_t)p->free_pages[--p->n_free_pages] * PAGE_SIZE;
-		pool_count(p, PAGE_SIZE);
+		pool_count(p, PAGE_SIZE, PAGE_SIZE);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return buf;
 }
 
-void *pool_get_slot(struct pool *p, size_t reserve)
+/* A whole free slot of @kind, or NULL unless more than @reserve are free. */
+static void *pool_take_slot(struct pool *p, size_t reserve, uint8_t kind)
 {
 	void *slot = NULL;
 
@@ -195,20 +200,32 @@ void *pool_get_slot(struct pool *p, size_t reserve)
 	if (p->n_free_slots > reserve) {
 		uint32_t s = p->free_slots[--p->n_free_slots];
 
-		p->kind[s] = POOL_SLOT_REGION;
+		p->kind[s] = kind;
 		p->left[s] = (uint32_t)pool_per_slot(p);
 		slot = p->base + (size_t)s * p->slot_size;
-		pool_count(p, p->slot_size);
+		pool_count(p, p->slot_size, kind == POOL_SLOT_ARENA ? 0 : p->slot_size);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return slot;
 }
 
-/* With p->lock held: @n pages of region slot @s are back. */
+void *pool_get_slot(struct pool *p, size_t reserve)
+{
+	return pool_take_slot(p, reserve, POOL_SLOT_REGION);
+}
+
+void *pool_get_arena(struct pool *p, size_t reserve)
+{
+	return pool_take_slot(p, reserve, POOL_SLOT_ARENA);
+}
+
+/* With p->lock held: @n pages of region or arena slot @s are back. */
 static void pool_region_back(struct pool *p, size_t s, size_t n)
 {
 	p->left[s] -= (uint32_t)n;
 	p->in_use -= n * PAGE_SIZE;
+	if (p->kind[s] != POOL_SLOT_ARENA)
+		p->raw -= n * PAGE_SIZE;
 	if (!p->left[s]) {
 		p->kind[s] = POOL_SLOT_FREE;
 		p->free_slots[p->n_free_slots++] = (uint32_t)s;
@@ -234,7 +251,53 @@ void pool_put(struct pool *p, void *page)
 	} else {
 		p->free_pages[p->n_free_pages++] = (uint32_t)(off / PAGE_SIZE);
 		p->in_use -= PAGE_SIZE;
+		p->raw -= PAGE_SIZE;
 	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pool_arena_back(struct pool *p, void *arena, size_t pages)
+{
+	pool_unused(p, arena, pages);
+}
+
+void *pool_region_of(struct pool *p, const void *page, size_t n)
+{
+	size_t s = (size_t)((const uint8_t *)page - p->base) / p->slot_size;
+	void *slot = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->kind[s] == POOL_SLOT_REGION && p->left[s] == n)
+		slot = p->base + s * p->slot_size;
+	pthread_mutex_unlock(&p->lock);
+	return slot;
+}
+
+void pool_region_to_arena(struct pool *p, void *slot, size_t keep)
+{
+	size_t s = (size_t)((uint8_t *)slot - p->base) / p->slot_size;
+
+	pthread_mutex_lock(&p->lock);
+	p->raw -= (size_t)p->left[s] * PAGE_SIZE;
+	p->in_use -= (size_t)p->left[s] * PAGE_SIZE;
+	p->kind[s] = POOL_SLOT_ARENA;
+	p->left[s] = 0;
+	if (keep) {
+		p->left[s] = (uint32_t)keep;
+		pool_count(p, keep * PAGE_SIZE, 0);
+	} else {
+		pool_region_back(p, s, 0); /* free again */
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pool_count_packed(struct pool *p, long pages)
+{
+	pthread_mutex_lock(&p->lock);
+	if (pages >= 0)
+		pool_count(p, 0, (size_t)pages * PAGE_SIZE);
+	else
+		p->raw -= (size_t)-pages * PAGE_SIZE;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -301,6 +364,27 @@ size_t pool_take_peak(struct pool *p)
 	pthread_mutex_lock(&p->lock);
 	peak = p->in_use_peak;
 	p->in_use_peak = p->in_use;
+	pthread_mutex_unlock(&p->lock);
+	return peak;
+}
+
+size_t pool_raw(struct pool *p)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->raw;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+size_t pool_take_raw_peak(struct pool *p)
+{
+	size_t peak;
+
+	pthread_mutex_lock(&p->lock);
+	peak = p->raw_peak;
+	p->raw_peak = p->raw;
 	pthread_mutex_unlock(&p->lock);
 	return peak;
 }

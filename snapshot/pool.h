@@ -21,6 +21,9 @@ struct pool {
 	uint32_t *free_pages;    /* stack of free pages of page slots */
 	size_t n_free_pages;
 	size_t in_use, in_use_peak; /* bytes */
+	/* Bytes of guest pages the pool holds copies of, compressed ones counted at their
+	 * raw size (arena slots hold compressed copies: they count in in_use only). */
+	size_t raw, raw_peak;
 	pthread_mutex_t lock;    /* the stacks and counters */
 	pthread_mutex_t grow_lock; /* one grower or releaser at a time */
 };
@@ -49,6 +52,21 @@ void pool_unused(struct pool *p, void *slot, size_t pages);
 /* Give back one page, from a page slot or a region slot. */
 void pool_put(struct pool *p, void *page);
 
+/* Arenas: slots that hold compressed copies (snapshot/squeeze.c). A whole slot, or
+ * NULL unless more than @reserve slots are free; its pages go back with
+ * pool_arena_back (any address inside it names it). */
+void *pool_get_arena(struct pool *p, size_t reserve);
+void pool_arena_back(struct pool *p, void *arena, size_t pages);
+/* The region slot that holds @page, when exactly @n of its pages are held; else NULL. */
+void *pool_region_of(struct pool *p, const void *page, size_t n);
+/* Region slot @slot, whose copies are no longer needed (a pack made of them is
+ * written over them), becomes an arena of which @keep pages are taken (the rest of a
+ * slot's pages were given back before, or come back with pool_arena_back). */
+void pool_region_to_arena(struct pool *p, void *slot, size_t keep);
+/* @pages of raw copies now held compressed (positive) or no longer (negative): the
+ * raw count stays what the pool holds copies of. */
+void pool_count_packed(struct pool *p, long pages);
+
 size_t pool_in_use(struct pool *p);       /* bytes */
 size_t pool_ready_bytes(struct pool *p);  /* the pool's size now */
 size_t pool_free_slots(struct pool *p);
@@ -57,5 +75,9 @@ size_t pool_free_pages(struct pool *p);   /* pages handed out as single buffers 
 size_t pool_resident_bytes(struct pool *p);
 /* Most bytes in use at once since the last call; resets the mark. */
 size_t pool_take_peak(struct pool *p);
+/* Raw bytes of the copies held now, and the most at once since the last call (which
+ * resets the mark). */
+size_t pool_raw(struct pool *p);
+size_t pool_take_raw_peak(struct pool *p);
 
 #endif

@@ -97,6 +97,57 @@ START_TEST(test_pool)
 }
 END_TEST
 
+/* An arena slot holds compressed copies: it counts in use but not as raw copies; raw
+ * bytes moved into it stay counted (pool_count_packed) until they leave, and the slot
+ * is free again once its last page is back. */
+START_TEST(test_pool_arena)
+{
+	const size_t slot = 4 * 4096;
+	struct pool p;
+	uint8_t *copy, *arena;
+
+	ck_assert_int_eq(pool_init(&p, 2 * slot, slot), 0);
+	ck_assert_int_eq(pool_grow(&p, 2), 0);
+	copy = pool_get_slot(&p, 0);
+	ck_assert_uint_eq(pool_raw(&p), slot);
+	arena = pool_get_arena(&p, 0);
+	ck_assert_ptr_nonnull(arena);
+	ck_assert_uint_eq(pool_in_use(&p), 2 * slot);
+	ck_assert_uint_eq(pool_raw(&p), slot);
+	pool_arena_back(&p, arena, 3);       /* the pack took one page */
+	pool_unused(&p, copy, 4);            /* the four copies are in it */
+	pool_count_packed(&p, 4);
+	ck_assert_uint_eq(pool_in_use(&p), 4096);
+	ck_assert_uint_eq(pool_raw(&p), slot);
+	ck_assert_uint_eq(pool_free_slots(&p), 1);
+	pool_arena_back(&p, arena + 4096, 1); /* the writer took the pack */
+	pool_count_packed(&p, -4);
+	ck_assert_uint_eq(pool_in_use(&p), 0);
+	ck_assert_uint_eq(pool_raw(&p), 0);
+	ck_assert_uint_eq(pool_free_slots(&p), 2);
+	ck_assert_uint_eq(pool_take_raw_peak(&p), slot);
+	ck_assert_uint_eq(pool_take_peak(&p), 2 * slot);
+	/* A region slot whose three held copies became a one-page pack over them: an
+	 * arena of which one page is taken, two given back (its fourth page never was). */
+	copy = pool_get_slot(&p, 0);
+	pool_unused(&p, copy, 1);
+	ck_assert_ptr_null(pool_region_of(&p, copy + 4096, 2));
+	ck_assert_ptr_eq(pool_region_of(&p, copy + 4096, 3), copy);
+	pool_region_to_arena(&p, copy, 3);
+	pool_count_packed(&p, 3);
+	pool_arena_back(&p, copy, 2);
+	ck_assert_uint_eq(pool_in_use(&p), 4096);
+	ck_assert_uint_eq(pool_raw(&p), 3 * 4096);
+	ck_assert_uint_eq(pool_free_slots(&p), 1);
+	pool_arena_back(&p, copy, 1);
+	pool_count_packed(&p, -3);
+	ck_assert_uint_eq(pool_in_use(&p), 0);
+	ck_assert_uint_eq(pool_raw(&p), 0);
+	ck_assert_uint_eq(pool_free_slots(&p), 2);
+	pool_fini(&p);
+}
+END_TEST
+
 /* A region slot comes whole, only while more than the reserve is free; its pages go
  * back one by one (unused ones at once) and the slot is free again after the last.
  * Shrinking gives the memory back. */
@@ -142,6 +193,7 @@ Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_race_one_winner);
 	tcase_add_test(tc, test_pool);
 	tcase_add_test(tc, test_pool_slots);
+	tcase_add_test(tc, test_pool_arena);
 	suite_add_tcase(s, tc);
 	return s;
 }
