@@ -403,12 +403,26 @@ bool img_page_is_zero(const void *p)
 	return memcmp(p, zero, PAGE_SIZE) == 0;
 }
 
-int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_t *what,
-		      uint64_t *zero)
+uint64_t img_chunk_digest(uint64_t c, const void *data, uint8_t *what)
 {
 	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
 	const uint8_t *d = data;
 	uint64_t h = 0;
+
+	for (uint64_t i = 0; i < per; i++) {
+		if (what[i] == IMG_PAGE_DONE || what[i] == IMG_PAGE_PARENT)
+			continue;
+		if (what[i] == IMG_PAGE_DATA && img_page_is_zero(d + i * PAGE_SIZE))
+			what[i] = IMG_PAGE_HOLE;
+		h += page_hash(first + i, what[i] == IMG_PAGE_DATA ? d + i * PAGE_SIZE : NULL);
+	}
+	return h;
+}
+
+int img_chunk_add_digest(struct img_writer *w, uint64_t c, const uint8_t *what, uint64_t h,
+			 uint64_t *zero)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
 
 	*zero = 0;
 	if (c >= w->n_chunks)
@@ -417,13 +431,19 @@ int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_
 		if (what[i] == IMG_PAGE_DONE || what[i] == IMG_PAGE_PARENT)
 			continue;
 		img_hold(w, first + i);
-		if (what[i] == IMG_PAGE_DATA && img_page_is_zero(d + i * PAGE_SIZE))
-			what[i] = IMG_PAGE_HOLE;
-		h += page_hash(first + i, what[i] == IMG_PAGE_DATA ? d + i * PAGE_SIZE : NULL);
 		*zero += what[i] == IMG_PAGE_HOLE;
 	}
 	__atomic_fetch_add(&w->chunk_hash[c], h, __ATOMIC_RELAXED);
 	return 0;
+}
+
+int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_t *what,
+		      uint64_t *zero)
+{
+	*zero = 0;
+	if (c >= w->n_chunks)
+		return -EINVAL;
+	return img_chunk_add_digest(w, c, what, img_chunk_digest(c, data, what), zero);
 }
 
 /* Write the @n bytes of a frame in @scratch (encoding @enc) at chunk @c's place. */
@@ -546,6 +566,42 @@ static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data
 	if (n < 0)
 		return (int)n;
 	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)w->info.codec, pages);
+}
+
+/* The data pages of chunk @c as @what says, or -EINVAL when a frame cannot hold it. */
+static int64_t img_frame_pages(const struct img_writer *w, uint64_t c, uint64_t len,
+			       const uint8_t *what)
+{
+	uint64_t pages = 0;
+
+	if (c >= w->n_chunks || w->held || w->info.codec == IMG_CODEC_NONE)
+		return -EINVAL;
+	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++) {
+		if (what[i] == IMG_PAGE_DONE || what[i] == IMG_PAGE_PARENT)
+			return -EINVAL;
+		pages += what[i] == IMG_PAGE_DATA;
+	}
+	/* As img_chunk_compress keeps a frame: only when it saves a page. */
+	if (!len || !pages || len > (pages - 1) * PAGE_SIZE)
+		return -EINVAL;
+	return (int64_t)pages;
+}
+
+int img_frame_check(const struct img_writer *w, uint64_t c, uint64_t len, const uint8_t *what)
+{
+	int64_t pages = img_frame_pages(w, c, len, what);
+
+	return pages < 0 ? (int)pages : 0;
+}
+
+int img_chunk_write_frame(struct img_writer *w, uint64_t c, uint8_t *frame, uint64_t len,
+			  const uint8_t *what)
+{
+	int64_t pages = img_frame_pages(w, c, len, what);
+
+	if (pages < 0)
+		return (int)pages;
+	return img_chunk_store(w, c, frame, len, (uint8_t)w->info.codec, (uint64_t)pages);
 }
 
 int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what,

@@ -104,6 +104,14 @@ enum img_page_what {
  * to the holes. Thread-safe for distinct chunks. Returns 0 or -EINVAL. */
 int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_t *what,
 		      uint64_t *zero);
+/* img_chunk_prepare in two steps, for a chunk whose bytes are at hand before the image
+ * takes it (held copies compressed under pressure, snapshot/squeeze.c): the digest
+ * (@what's all-zero data pages turned into holes, and the checksum's share, returned),
+ * computed once from the bytes; then, with @what as the digest left it, added to the
+ * image. */
+uint64_t img_chunk_digest(uint64_t c, const void *data, uint8_t *what);
+int img_chunk_add_digest(struct img_writer *w, uint64_t c, const uint8_t *what, uint64_t h,
+			 uint64_t *zero);
 /*
  * img_chunk_write - then store it: compressed with the image's codec into @scratch
  * (IMG_SCRATCH_SIZE bytes, page aligned) and written as one frame when that saves at
@@ -113,6 +121,17 @@ int img_chunk_prepare(struct img_writer *w, uint64_t c, const void *data, uint8_
  */
 int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what,
 		    void *scratch);
+
+/* Store chunk @c, prepared as its data says, as the @len-byte frame in @frame (room
+ * for IMG_CHUNK bytes: it is padded in place): the whole chunk compressed with the
+ * image's codec and level, holes as zeros, by someone who held its bytes (held copies
+ * compressed under pressure, snapshot/squeeze.c). -EINVAL when that cannot stand for
+ * the chunk (a child's image, a page recorded on its own, a frame that saves no page,
+ * no codec): store it with img_chunk_write then. */
+int img_chunk_write_frame(struct img_writer *w, uint64_t c, uint8_t *frame, uint64_t len,
+			  const uint8_t *what);
+/* Whether img_chunk_write_frame would take a @len-byte frame for chunk @c: 0 or -EINVAL. */
+int img_frame_check(const struct img_writer *w, uint64_t c, uint64_t len, const uint8_t *what);
 
 /* Bytes of data pages recorded so far, and the bytes they take in the image
  * (compressed frames unpadded, raw pages whole). */

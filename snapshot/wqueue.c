@@ -89,7 +89,9 @@ static void *wq_io_thread(void *arg)
 			break;
 		ch->state = WQ_BUSY;
 		pthread_mutex_unlock(&q->lock);
-		rc = q->rc ? 0 : img_chunk_write(q->img, ch->c, ch->data, ch->what, scratch);
+		rc = q->rc ? 0 : ch->frame_len ?
+			img_chunk_write_frame(q->img, ch->c, ch->buf, ch->frame_len, ch->what) :
+			img_chunk_write(q->img, ch->c, ch->data, ch->what, scratch);
 		pthread_mutex_lock(&q->lock);
 		if (rc && !q->rc)
 			q->rc = rc;
@@ -140,8 +142,10 @@ struct wq_chunk *wq_next(struct wqueue *q)
 			break;
 		pthread_cond_wait(&q->cv, &q->lock);
 	}
-	if (ch)
+	if (ch) {
 		ch->state = WQ_STAGING;
+		ch->frame_len = 0;
+	}
 	pthread_mutex_unlock(&q->lock);
 	return ch;
 }

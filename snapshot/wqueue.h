@@ -20,6 +20,7 @@ enum wq_slot_state { WQ_FREE = 0, WQ_STAGING, WQ_QUEUED, WQ_BUSY };
 struct wq_chunk {
 	uint8_t *buf;                       /* IMG_CHUNK bytes, page aligned */
 	const uint8_t *data;                /* what is stored: buf, or memory nobody writes */
+	uint32_t frame_len;                 /* or, when not 0: buf holds the chunk's frame */
 	uint8_t what[IMG_CHUNK / PAGE_SIZE]; /* enum img_page_what */
 	uint64_t c;
 	uint64_t seq;                       /* queued chunks are stored oldest first */
