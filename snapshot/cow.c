@@ -21,6 +21,7 @@
  * on its stack: slower, still exact.
  */
 #include "cow.h"
+#include "squeeze.h"
 #include "track.h"
 #include "pagestate.h"
 #include "plan.h"
@@ -399,8 +400,10 @@ static void *cow_copier_thread(void *arg)
 
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += COPIER_IDLE_MS / 1000;
-		pthread_cond_timedwait(&e->copier_cv, &e->copier_lock, &until);
-		if (e->copy_wanted || e->copier_stop)
+		/* Only on the timeout: the squeezer's and the writer's broadcasts on this
+		 * condition come while a snapshot ends, not a second after it. */
+		if (pthread_cond_timedwait(&e->copier_cv, &e->copier_lock, &until) != ETIMEDOUT ||
+		    e->copy_wanted || e->copier_stop)
 			continue;
 		pthread_mutex_unlock(&e->copier_lock);
 		cow_pool_idle(e);
@@ -444,6 +447,7 @@ void cow_pool_plan(struct snap_engine *e)
 
 	e->cold_slots = (size_t)((cold * e->region_size + e->pool.slot_size - 1) / e->pool.slot_size);
 	pool_reset(&e->pool);
+	squeeze_plan(e);
 	memset(e->region_busy, REGION_FREE, e->n_regions);
 	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
 }
@@ -463,7 +467,7 @@ void cow_copy_end(struct snap_engine *e)
 	e->pool_target = cow_pool_need(e, e->cur.regions_hot);
 	pthread_mutex_lock(&e->copier_lock);
 	e->copy_wanted = false;
-	while (e->copier_busy)
+	while (e->copier_busy || e->squeezer_busy)
 		pthread_cond_wait(&e->copier_cv, &e->copier_lock);
 	pthread_mutex_unlock(&e->copier_lock);
 	while (__atomic_load_n(&e->faults_now, __ATOMIC_ACQUIRE))
@@ -489,6 +493,8 @@ int cow_threads_start(struct snap_engine *e)
 		return -EAGAIN;
 	if (!pthread_create(&e->copier, NULL, cow_copier_thread, e))
 		e->copier_live = true;
+	if (squeeze_thread_start(e))
+		log_warn("no thread to compress held copies: a full pool falls back to traps");
 	return 0;
 }
 
@@ -508,5 +514,6 @@ void cow_threads_stop(struct snap_engine *e)
 		pthread_join(e->copier, NULL);
 		e->copier_live = false;
 	}
+	squeeze_thread_stop(e);
 	uffd_close(&e->wp);
 }

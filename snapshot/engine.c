@@ -19,6 +19,7 @@
 #include "engine.h"
 #include "track.h"
 #include "cow.h"
+#include "squeeze.h"
 #include "pagestate.h"
 #include "plan.h"
 #include "../mmu/mono.h"
@@ -108,7 +109,8 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 					.fault_rt = SNAP_DEFAULT_FAULT_RT,
 					.copier_nice = SNAP_DEFAULT_COPIER_NICE,
 					.writer_nice = SNAP_DEFAULT_WRITER_NICE,
-					.pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S };
+					.pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S,
+					.held_compress = SNAP_DEFAULT_HELD_COMPRESS };
 	pthread_mutex_init(&e->copier_lock, NULL);
 	pthread_cond_init(&e->copier_cv, NULL);
 	e->chunk_saved_at = calloc(chunks, sizeof(uint64_t));
@@ -123,7 +125,7 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t, size_t 
 	if (rc)
 		log_err("cannot reserve the %zu MiB snapshot page pool: %s", pool_bytes >> 20,
 			strerror(-rc));
-	return rc;
+	return rc ? rc : squeeze_init(e);
 }
 
 void snap_fail(struct snap_engine *e, int rc, const char *what)
@@ -211,6 +213,7 @@ static enum img_page_what snap_take_staged(struct snap_engine *e, uint64_t p)
 			sched_yield();
 			continue;
 		case PS_COPIED:
+		case PS_PACKED:
 			return IMG_PAGE_DATA;
 		case PS_ZERO:
 			return IMG_PAGE_HOLE;
@@ -255,6 +258,7 @@ static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written
 
 	if (!ch)
 		return wq_finish(&e->wq); /* a write failed */
+	squeeze_claim(e, c);
 	for (uint64_t i = 0; i < per; i++)
 		if (ps_get(&e->state[first + i]) == PS_PROTECTED)
 			memcpy(ch->buf + i * PAGE_SIZE, e->host + (first + i) * PAGE_SIZE, PAGE_SIZE);
@@ -270,7 +274,10 @@ static int snap_write_chunk(struct snap_engine *e, uint64_t c, uint64_t *written
 		uffd_protect(&e->wp, c * IMG_CHUNK, IMG_CHUNK, false);
 	e->chunk_saved_at[c] = snap_progress(e);
 	snap_stage_copies(e, c, ch->buf);
-	rc = img_chunk_prepare(e->img, c, ch->buf, ch->what, &zero);
+	rc = squeeze_unpack(e, c, ch, &zero); /* 1: compressed already, while it was held */
+	if (!rc)
+		rc = img_chunk_prepare(e->img, c, ch->buf, ch->what, &zero);
+	rc = rc == 1 ? 0 : rc;
 	ch->c = c;
 	ch->data = ch->buf;
 	if (!rc)
@@ -288,6 +295,7 @@ static int snap_write_pages(struct snap_engine *e)
 	int rc = wq_start(&e->wq, e->img, e->cur.threads, 0), wrc;
 
 	for (uint64_t i = 0; i < e->size / IMG_CHUNK && !rc; i++) {
+		__atomic_store_n(&e->write_at, i, __ATOMIC_RELEASE);
 		rc = snap_write_chunk(e, e->order[i], &written);
 		if (!rc && __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE))
 			rc = -ECANCELED;
@@ -424,6 +432,8 @@ static void snap_finish(struct snap_engine *e, int rc)
 	e->img = NULL;
 	pthread_mutex_lock(&e->lock);
 	e->cur.copy_bytes_peak = pool_take_peak(&e->pool);
+	e->cur.held_stored_bytes = e->cur.copy_bytes_peak;
+	e->cur.held_raw_bytes = pool_take_raw_peak(&e->pool);
 	e->cur.pool_bytes = pool_ready_bytes(&e->pool);
 	e->cur.pool_resident_bytes = pool_resident_bytes(&e->pool);
 	e->cur.duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
@@ -460,6 +470,7 @@ static void snap_reclaim_copies(struct snap_engine *e)
 			e->copy[p] = NULL;
 			ps_set(&e->state[p], PS_SAVED);
 		}
+	squeeze_reclaim(e);
 }
 
 /* After a failure: the guest must not stay write-protected for this snapshot's sake,
@@ -990,6 +1001,7 @@ void snap_engine_fini(struct snap_engine *e)
 	e->writer_joinable = false;
 	cow_threads_stop(e);
 	pool_fini(&e->pool);
+	squeeze_fini(e);
 	pthread_mutex_destroy(&e->copier_lock);
 	pthread_cond_destroy(&e->copier_cv);
 	wq_fini(&e->wq);

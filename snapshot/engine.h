@@ -107,6 +107,10 @@ struct snap_figures {
 	uint64_t pages_held;     /* incremental: the pages it holds */
 	uint64_t track_faults;   /* write faults taken only to track writes, since the
 				  * previous snapshot (the cost of tracking an interval) */
+	/* Copies held for the writer: the most bytes of guest pages held at once, the most
+	 * pool bytes they took at once (packs compressed under pressure count at their
+	 * compressed size), and the bytes of copies that were compressed. */
+	uint64_t held_raw_bytes, held_stored_bytes, held_compressed_bytes;
 };
 
 /* Threads of the copy-on-write data path, and their priorities: fault threads first
@@ -119,6 +123,7 @@ struct snap_figures {
 #define SNAP_DEFAULT_COPIER_NICE 0
 #define SNAP_DEFAULT_WRITER_NICE 5
 #define SNAP_DEFAULT_POOL_KEEP_S 30.0
+#define SNAP_DEFAULT_HELD_COMPRESS true
 
 struct snap_tuning {
 	int fault_threads;       /* 1..SNAP_FAULT_THREADS_MAX */
@@ -126,7 +131,11 @@ struct snap_tuning {
 	int copier_nice, writer_nice;
 	double pool_keep_s;      /* the pool is given back after this long without a
 				  * snapshot (or three of the last intervals, if longer) */
+	bool held_compress;      /* copies compressed when they fill half the pool */
 };
+
+struct sq_pack;
+struct sq_digest;
 
 struct snap_engine {
 	struct snap_target t;
@@ -189,6 +198,16 @@ struct snap_engine {
 	size_t cold_slots;       /* slots the cold regions of this snapshot could fill */
 	uint64_t single_bytes;   /* bytes of single-page copies the last snapshot made */
 	double last_start_s, interval_s; /* for giving the pool back when snapshots stop */
+	/* held copies compressed under pressure (snapshot/squeeze.c) */
+	pthread_t squeezer;
+	bool squeezer_live, squeezer_stop, squeezer_busy; /* under copier_lock */
+	uint8_t *sq_state;       /* per chunk: who may touch its copies */
+	struct sq_pack *packs;   /* per span (a chunk, or a pool slot if smaller) */
+	struct sq_digest *digests; /* per chunk: of one packed whole */
+	uint64_t sq_span;        /* bytes */
+	uint8_t *arena;          /* the arena slot packs go to now, or NULL */
+	size_t arena_used;       /* its pages taken */
+	uint64_t write_at;       /* the writer's place in order[] */
 	struct wqueue wq;        /* chunks staged by the writer, written by its I/O thread */
 	bool threads_live;
 	bool writer_joinable;    /* a writer thread ran and was not joined yet */

@@ -84,6 +84,12 @@ json_t *snap_figures_json(const struct snap_figures *f)
 		json_object_set_new(o, "pool_bytes", json_integer((json_int_t)f->pool_bytes));
 		json_object_set_new(o, "pool_resident_bytes",
 				    json_integer((json_int_t)f->pool_resident_bytes));
+		json_object_update_new(o, json_pack("{s:I, s:I, s:I}", "held_raw_bytes",
+						    (json_int_t)f->held_raw_bytes,
+						    "held_stored_bytes",
+						    (json_int_t)f->held_stored_bytes,
+						    "held_compressed_bytes",
+						    (json_int_t)f->held_compressed_bytes));
 	}
 	json_object_update_new(o, json_pack("{s:s, s:i, s:i, s:I, s:I}", "compress",
 					    codec_name(f->codec), "compress_level", f->level,
@@ -100,7 +106,6 @@ json_t *snap_figures_json(const struct snap_figures *f)
 	return o;
 }
 
-
 json_t *snap_engine_stats_json(struct snap_engine *e)
 {
 	bool running, tracking;
@@ -112,9 +117,13 @@ json_t *snap_engine_stats_json(struct snap_engine *e)
 	tracking = e->tracking;
 	snprintf(base, sizeof(base), "%s", tracking ? e->track_file : "");
 	pthread_mutex_unlock(&e->lock);
-	o = json_pack("{s:I, s:I, s:I, s:I, s:i, s:b}", "pool_bytes",
+	/* held_*: the copies held now, as guest pages and as the pool bytes they take
+	 * (less when compressed under pressure); pool_in_use_bytes is the latter. */
+	o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:b}", "pool_bytes",
 		      (json_int_t)pool_ready_bytes(&e->pool), "pool_resident_bytes",
 		      (json_int_t)pool_resident_bytes(&e->pool), "pool_in_use_bytes",
+		      (json_int_t)pool_in_use(&e->pool), "held_raw_bytes",
+		      (json_int_t)pool_raw(&e->pool), "held_stored_bytes",
 		      (json_int_t)pool_in_use(&e->pool), "faults_parallel_max",
 		      (json_int_t)__atomic_load_n(&e->faults_most, __ATOMIC_RELAXED),
 		      "fault_threads", e->n_faulters, "running", running);

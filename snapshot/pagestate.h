@@ -3,10 +3,12 @@
  *
  *   PROTECTED --writer staged it-------> SAVED
  *   PROTECTED --copied to the pool----> COPYING --copy[] set--> COPIED --writer--> SAVED
+ *                                              COPIED --compressed--> PACKED --writer--> SAVED
  *   PROTECTED --copied, no pool left--> CLAIMED --saved by the copier--> SAVED
  *   ZERO: not present at the snapshot instant; saved as a hole, never copied.
  *   PARENT: an incremental snapshot does not hold it (unwritten since the parent's
  *   instant: the parent's page stands); never copied, never saved.
+ *   PACKED: its copy is held compressed (squeeze.c), decided per chunk with the writer.
  *
  * Every transition out of PROTECTED is a compare-and-swap made after the page's bytes
  * were copied somewhere, so exactly one of the writer, the fault handlers and the
@@ -22,7 +24,7 @@
 #include <stdint.h>
 
 enum page_state { PS_PROTECTED = 0, PS_CLAIMED, PS_COPIED, PS_SAVED, PS_ZERO, PS_COPYING,
-		  PS_PARENT };
+		  PS_PARENT, PS_PACKED };
 
 static inline bool ps_take(uint8_t *st, enum page_state to)
 {

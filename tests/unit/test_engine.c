@@ -129,6 +129,13 @@ static void eng_setup_small_text(void)
 	eng_setup_pool(ENG_SMALL_POOL, true);
 }
 
+#define ENG_HALF_POOL (ENG_MEM / 2) /* four regions: CCoW-All copies all eight */
+
+static void eng_setup_half_text(void)
+{
+	eng_setup_pool(ENG_HALF_POOL, true);
+}
+
 static void eng_teardown(void)
 {
 	char cmd[128];
@@ -368,6 +375,59 @@ START_TEST(test_pool_exhausted)
 	f = eng_snapshot(&req);
 	ck_assert_uint_gt(f.cow_faults, 0);
 	ck_assert_uint_le(f.copy_bytes_peak, ENG_SMALL_POOL);
+}
+END_TEST
+
+/* Copies of text that fill a pool half the size of memory are compressed while they
+ * wait (the writer, held to a quarter of ENG_RATE, reaches their chunks ~0.1 s apart):
+ * the images are exact, twice on one engine, and every pack went back to the pool.
+ * ccow's regions copied whole become the image's frames (zstd) or packs decompressed
+ * when written (an image stored raw); cow's single pages find no slot for a pack in a
+ * pool cut into pages, and its images must be exact all the same. Without it, nothing
+ * is compressed and every pool byte in use held a copy as it is. */
+static const struct eng_case eng_held_cases[] = {
+	{ "ccow zstd", { .policy = SNAP_CCOW, .threshold = 0, .rate = ENG_RATE / 4,
+			 .codec = IMG_CODEC_ZSTD } },
+	{ "ccow none", { .policy = SNAP_CCOW, .threshold = 0, .rate = ENG_RATE / 4,
+			 .codec = IMG_CODEC_NONE } },
+	{ "cow zstd", { .policy = SNAP_COW, .rate = ENG_RATE / 4, .codec = IMG_CODEC_ZSTD } },
+};
+
+START_TEST(test_held_compressed)
+{
+	const struct eng_case *c = &eng_held_cases[_i];
+	struct snap_request req = c->req;
+	uint64_t compressed = 0;
+
+	if (!uffd_usable())
+		return;
+	req.file = g.file;
+	for (int round = 0; round < 2; round++) {
+		struct snap_figures f = eng_snapshot(&req);
+
+		compressed += f.held_compressed_bytes;
+		ck_assert_uint_le(f.held_stored_bytes, ENG_HALF_POOL);
+		ck_assert_uint_eq(pool_in_use(&g.e.pool), 0);
+		ck_assert_uint_eq(pool_raw(&g.e.pool), 0);
+	}
+	if (req.policy == SNAP_CCOW)
+		ck_assert_msg(compressed > 0, "%s: no held copy was compressed", c->name);
+}
+END_TEST
+
+START_TEST(test_held_uncompressed)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0,
+				    .rate = ENG_RATE, .codec = IMG_CODEC_ZSTD };
+	struct snap_figures f;
+
+	if (!uffd_usable())
+		return;
+	g.e.tune.held_compress = false;
+	f = eng_snapshot(&req);
+	ck_assert_uint_eq(f.held_compressed_bytes, 0);
+	ck_assert_uint_eq(f.held_stored_bytes, f.held_raw_bytes);
+	ck_assert_uint_eq(pool_raw(&g.e.pool), 0);
 }
 END_TEST
 
@@ -1030,6 +1090,7 @@ Suite *engine_suite(void)
 	TCase *small = tcase_create("small pool");
 	TCase *small_text = tcase_create("small pool, compressed");
 	TCase *text = tcase_create("compressed");
+	TCase *held = tcase_create("held copies compressed");
 	TCase *edges = tcase_create("edges");
 	TCase *child = tcase_create("failures");
 	TCase *restore = tcase_create("restore");
@@ -1053,6 +1114,12 @@ Suite *engine_suite(void)
 	tcase_add_test(text, test_restore_eager);
 	tcase_add_test(text, test_restore_lazy);
 	suite_add_tcase(s, text);
+	tcase_add_checked_fixture(held, eng_setup_half_text, eng_teardown);
+	tcase_set_timeout(held, ENG_TIMEOUT_S);
+	tcase_add_loop_test(held, test_held_compressed, 0,
+			    sizeof(eng_held_cases) / sizeof(eng_held_cases[0]));
+	tcase_add_test(held, test_held_uncompressed);
+	suite_add_tcase(s, held);
 	tcase_add_checked_fixture(edges, eng_setup, eng_teardown);
 	tcase_set_timeout(edges, ENG_TIMEOUT_S);
 	tcase_add_test(edges, test_refusals);

@@ -1,0 +1,628 @@
+/*
+ * squeeze.c - held copies compressed under pressure (zcache's idea applied to the
+ * copies a copy-on-write snapshot holds).
+ *
+ * A copy waits in the pool until the writer saves its chunk; on a busy guest the
+ * writer, bound by the disk, falls behind the faults and the copies pile up (ccow's
+ * peak memory was 1.7-1.9x cow's). When they fill more than half of the pool, this
+ * thread compresses the held copies of the chunks the writer will reach last into
+ * arena slots of the same pool and gives their buffers back, so that a pool of about
+ * the compressed size serves the snapshot: a region copy that finds no slot falls back
+ * to a trap per page, which is what a smaller pool costs without this.
+ *
+ * Who touches a chunk's copies is decided per chunk (sq_state): the squeezer packs
+ * only a chunk it claimed from SQ_OPEN, and the writer claims each chunk for good
+ * before it stages it, waiting while the squeezer is on it (one pack: a few ms). A
+ * packed page is PS_PACKED; the fault path never touches a page that is not
+ * PS_PROTECTED, so packing races with nothing else.
+ *
+ * A chunk whose every present page is a copy (a hot region copied whole) is compressed
+ * as the image will store it: the whole chunk, holes as zeros, with the image's codec
+ * and level, its checksum and zero pages taken from the bytes at hand. The writer
+ * hands that frame to the image as it is: the chunk is compressed once, never
+ * decompressed, and this thread runs at the writer's priority, since it does the
+ * writer's work early. Any other chunk is packed span by span (a chunk, or a pool
+ * slot if that is smaller): its copies in page order as one frame, decompressed when
+ * written. A pack is kept only if it saves pages. Packs are monitor memory, compressed
+ * and decompressed by this process alone.
+ */
+#include "squeeze.h"
+#include "codec.h"
+#include "cow.h"
+#include "pagestate.h"
+#include "../mmu/pages.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+/* Packs use the image's codec; for an image stored raw, zstd level 1: Redis' memory
+ * to ~0.49 of its size at ~0.5 GB/s a core (docs/evaluation.md, "Snapshot storage"). */
+#define SQ_CODEC IMG_CODEC_ZSTD
+#define SQ_LEVEL 1
+#define SQ_MIN_PAGES 32          /* a span with fewer copies is not worth a frame */
+#define SQ_AHEAD 2               /* chunks next to the writer are left alone */
+#define SQ_NAP_NS 1000000L       /* between looks at the pool */
+#define SQ_WAIT_NS 20000L        /* the writer, while the squeezer is on its chunk */
+
+enum sq_state {
+	SQ_OPEN = 0,    /* nobody on it */
+	SQ_BUSY,        /* the squeezer is packing it */
+	SQ_PACKED,      /* some of its copies are packed */
+	SQ_RAW,         /* tried: its copies do not compress (not tried again) */
+	SQ_WRITTEN,     /* the writer took it */
+};
+
+struct sq_pack {
+	uint8_t *at;            /* in an arena slot; NULL: no pack */
+	uint32_t len;           /* compressed bytes */
+	uint16_t stored_pages;  /* pool pages it takes */
+	uint16_t raw_pages;     /* copies it holds */
+	uint8_t codec;
+	bool whole;             /* the whole chunk, as the image stores it */
+};
+
+/* A chunk packed whole: what img_chunk_prepare would take from its bytes. */
+struct sq_digest {
+	uint64_t hash;
+	uint8_t hole[IMG_CHUNK / PAGE_SIZE / 8]; /* per page: a hole (absent or all zero) */
+};
+
+static uint64_t sq_span_pages(const struct snap_engine *e)
+{
+	return e->sq_span / PAGE_SIZE;
+}
+
+int squeeze_init(struct snap_engine *e)
+{
+	e->sq_span = e->pool.slot_size < IMG_CHUNK ? e->pool.slot_size : IMG_CHUNK;
+	e->sq_state = calloc(e->size / IMG_CHUNK, 1);
+	e->packs = calloc(e->size / e->sq_span, sizeof(struct sq_pack));
+	e->digests = calloc(e->size / IMG_CHUNK, sizeof(struct sq_digest));
+	return e->sq_state && e->packs && e->digests ? 0 : -ENOMEM;
+}
+
+void squeeze_fini(struct snap_engine *e)
+{
+	free(e->sq_state);
+	free(e->packs);
+	free(e->digests);
+	e->sq_state = NULL;
+	e->packs = NULL;
+	e->digests = NULL;
+}
+
+void squeeze_plan(struct snap_engine *e)
+{
+	memset(e->sq_state, SQ_OPEN, e->size / IMG_CHUNK);
+	__atomic_store_n(&e->write_at, 0, __ATOMIC_RELEASE);
+}
+
+static enum img_codec sq_codec(const struct snap_engine *e)
+{
+	return e->cur.codec != IMG_CODEC_NONE ? e->cur.codec : SQ_CODEC;
+}
+
+static int sq_level(const struct snap_engine *e)
+{
+	return e->cur.codec != IMG_CODEC_NONE ? e->cur.level : SQ_LEVEL;
+}
+
+static bool sq_wanted(struct snap_engine *e)
+{
+	return __atomic_load_n(&e->copy_wanted, __ATOMIC_ACQUIRE);
+}
+
+/* More than the share of the pool that starts packing is in use. */
+static bool sq_pressure(struct snap_engine *e)
+{
+	return pool_in_use(&e->pool) > e->pool.n_slots * e->pool.slot_size / SQ_PRESSURE_DIV;
+}
+
+/*
+ * Packs go one after another into the open arena slot, so that the slots of the copies
+ * they were made of come free whole (a slot is handed out again only once all its
+ * pages are back). When the open arena is full, the next pack of a region copied whole
+ * is written over its own copies and that slot becomes the arena: a free slot would
+ * have to be won against the copier and the faults, which take any at once.
+ */
+static size_t sq_per_slot(const struct snap_engine *e)
+{
+	return e->pool.slot_size / PAGE_SIZE;
+}
+
+/* The rest of the open arena goes back (the packs in it go back as they are written). */
+static void sq_arena_close(struct snap_engine *e)
+{
+	if (e->arena)
+		pool_arena_back(&e->pool, e->arena, sq_per_slot(e) - e->arena_used);
+	e->arena = NULL;
+	e->arena_used = 0;
+}
+
+/* @pages of the open arena, or NULL when it has not that many left. */
+static uint8_t *sq_arena_room(struct snap_engine *e, size_t pages)
+{
+	uint8_t *at;
+
+	if (!e->arena || e->arena_used + pages > sq_per_slot(e))
+		return NULL;
+	at = e->arena + e->arena_used * PAGE_SIZE;
+	e->arena_used += pages;
+	return at;
+}
+
+/* Slot @slot, now an arena with @pages of it taken, is the open one. */
+static void sq_arena_open(struct snap_engine *e, uint8_t *slot, size_t pages)
+{
+	sq_arena_close(e);
+	e->arena = slot;
+	e->arena_used = pages;
+}
+
+/* A new arena from a free slot (or one faulted in, when the pool may grow), its first
+ * @pages taken; NULL when the pool has none. */
+static uint8_t *sq_arena_new(struct snap_engine *e, size_t pages)
+{
+	uint8_t *slot = pool_get_arena(&e->pool, 0);
+
+	if (!slot && pool_free_slots(&e->pool) == 0 &&
+	    pool_grow(&e->pool, pool_ready_bytes(&e->pool) / e->pool.slot_size + 1) == 0)
+		slot = pool_get_arena(&e->pool, 0); /* first touches: our time */
+	if (slot)
+		sq_arena_open(e, slot, pages);
+	return slot;
+}
+
+/* @n more copies are held compressed. */
+static void sq_count(struct snap_engine *e, uint64_t n)
+{
+	pool_count_packed(&e->pool, (long)n);
+	__atomic_fetch_add(&e->cur.held_compressed_bytes, n * PAGE_SIZE, __ATOMIC_RELAXED);
+}
+
+/* Copies of span @s, gathered in page order into @buf, their pages in @pages; how
+ * many. */
+static uint64_t sq_gather(struct snap_engine *e, uint64_t s, uint8_t *buf, uint64_t *pages)
+{
+	uint64_t per = sq_span_pages(e), n = 0;
+
+	for (uint64_t p = s * per; p < (s + 1) * per; p++)
+		if (ps_get(&e->state[p]) == PS_COPIED) {
+			memcpy(buf + n * PAGE_SIZE, e->copy[p], PAGE_SIZE);
+			pages[n++] = p;
+		}
+	return n;
+}
+
+/* The @n copies gathered (@pages) are now the pack: PS_PACKED, their buffers back to
+ * the pool. Only those: a fault may have copied another page of the span meanwhile.
+ * Nothing else changes a COPIED page's state (the writer stays off the chunk, faults
+ * take only PROTECTED ones). */
+static void sq_commit(struct snap_engine *e, const uint64_t *pages, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		void *copy = e->copy[pages[i]];
+
+		e->copy[pages[i]] = NULL;
+		ps_set(&e->state[pages[i]], PS_PACKED);
+		pool_put(&e->pool, copy);
+	}
+	sq_count(e, n);
+}
+
+/* The @n copies (@pages) are all of region slot @slot's held pages: a region copied
+ * whole, the usual case under pressure. */
+static bool sq_in_slot(struct snap_engine *e, const uint8_t *slot, const uint64_t *pages,
+		       uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if ((const uint8_t *)e->copy[pages[i]] < slot ||
+		    (const uint8_t *)e->copy[pages[i]] >= slot + e->pool.slot_size)
+			return false;
+	return true;
+}
+
+/* As sq_commit, the pack written over the copies it was made of, at the start of
+ * their slot, which becomes the open arena. */
+static void sq_commit_in_place(struct snap_engine *e, uint8_t *slot, const uint8_t *pack,
+			       size_t len, uint64_t stored, const uint64_t *pages, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		e->copy[pages[i]] = NULL;
+		ps_set(&e->state[pages[i]], PS_PACKED);
+	}
+	memcpy(slot, pack, len);
+	pool_region_to_arena(&e->pool, slot, sq_per_slot(e));
+	sq_arena_open(e, slot, stored);
+	sq_count(e, n);
+}
+
+/* Chunk @c as the image stores it, holes as zeros, into @buf; its copies in @pages.
+ * How many. */
+static uint64_t sq_gather_whole(struct snap_engine *e, uint64_t c, uint8_t *buf, uint64_t *pages)
+{
+	uint64_t per = IMG_CHUNK / PAGE_SIZE, n = 0;
+
+	for (uint64_t i = 0, p = c * per; i < per; i++, p++)
+		if (ps_get(&e->state[p]) == PS_COPIED) {
+			memcpy(buf + i * PAGE_SIZE, e->copy[p], PAGE_SIZE);
+			pages[n++] = p;
+		} else {
+			memset(buf + i * PAGE_SIZE, 0, PAGE_SIZE);
+		}
+	return n;
+}
+
+/* Compress the @n pages' worth in @buf (@len bytes) and keep it as span @s's pack if it
+ * saves a page. 1: packed; 0: not worth it; -ENOSPC: no arena room; -ENOMEM. */
+static int sq_keep(struct snap_engine *e, uint64_t s, const uint8_t *buf, size_t len,
+		   const uint64_t *pages, uint64_t n, bool whole)
+{
+	size_t cap = (size_t)(n - 1) * PAGE_SIZE; /* a page saved at least */
+	uint8_t *out = codec_thread_buffer(CODEC_BUF_FRAME, codec_bound(IMG_CHUNK)), *at;
+	uint64_t stored;
+	ssize_t z;
+
+	if (!out)
+		return -ENOMEM;
+	z = codec_compress(sq_codec(e), sq_level(e), buf, len, out, cap);
+	if (z <= 0)
+		return z == -ENOMEM ? -ENOMEM : 0;
+	stored = ((uint64_t)z + PAGE_SIZE - 1) / PAGE_SIZE;
+	at = sq_arena_room(e, stored);
+	if (!at) {
+		at = pool_region_of(&e->pool, e->copy[pages[0]], n);
+		if (at && sq_in_slot(e, at, pages, n)) {
+			sq_commit_in_place(e, at, out, (size_t)z, stored, pages, n);
+			goto packed;
+		}
+		at = sq_arena_new(e, stored);
+	}
+	if (!at)
+		return -ENOSPC;
+	memcpy(at, out, (size_t)z);
+	sq_commit(e, pages, n);
+packed:
+	e->packs[s] = (struct sq_pack){ .at = at, .len = (uint32_t)z,
+					.stored_pages = (uint16_t)stored, .raw_pages = (uint16_t)n,
+					.codec = (uint8_t)sq_codec(e), .whole = whole };
+	return 1;
+}
+
+/* Pack span @s. 1: packed; 0: not worth it; -ENOSPC: no arena room; -ENOMEM. */
+static int sq_pack_span(struct snap_engine *e, uint64_t s)
+{
+	uint8_t *buf = codec_thread_buffer(CODEC_BUF_PACKED, e->sq_span);
+	uint64_t pages[IMG_CHUNK / PAGE_SIZE], n;
+
+	if (!buf)
+		return -ENOMEM;
+	n = sq_gather(e, s, buf, pages);
+	return n < SQ_MIN_PAGES ? 0 : sq_keep(e, s, buf, n * PAGE_SIZE, pages, n, false);
+}
+
+/* Every present page of chunk @c is a copy (nothing protected is left to be copied
+ * later), and the image can take the chunk as one frame of its codec. */
+static bool sq_whole(struct snap_engine *e, uint64_t c)
+{
+	uint64_t per = IMG_CHUNK / PAGE_SIZE;
+
+	if (e->sq_span != IMG_CHUNK || e->cur.codec == IMG_CODEC_NONE || e->cur.incremental)
+		return false;
+	for (uint64_t p = c * per; p < (c + 1) * per; p++) {
+		enum page_state st = ps_get(&e->state[p]);
+
+		if (st != PS_COPIED && st != PS_ZERO)
+			return false;
+	}
+	return true;
+}
+
+/* What the writer will need of whole chunk @c in @buf, whose copies are @pages: its
+ * digest and, for the coverage tracker, the hashes of pages copied with a region. */
+static void sq_digest(struct snap_engine *e, uint64_t c, const uint8_t *buf,
+		      const uint64_t *pages, uint64_t n)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
+	struct sq_digest *d = &e->digests[c];
+	uint8_t what[IMG_CHUNK / PAGE_SIZE];
+
+	memset(what, IMG_PAGE_HOLE, sizeof(what));
+	for (uint64_t i = 0; i < n; i++)
+		what[pages[i] - c * per] = IMG_PAGE_DATA;
+	d->hash = img_chunk_digest(c, buf, what);
+	memset(d->hole, 0, sizeof(d->hole));
+	for (uint64_t i = 0; i < per; i++)
+		if (what[i] == IMG_PAGE_HOLE)
+			d->hole[i / 8] |= (uint8_t)(1u << (i % 8));
+	for (uint64_t i = 0; i < n; i++)
+		if (e->pre[pages[i]]) /* read only at the end (snap_observe) */
+			e->pre_hash[pages[i]] = XXH3_64bits(buf + (pages[i] - c * per) * PAGE_SIZE,
+							    PAGE_SIZE);
+}
+
+/* Pack chunk @c whole. 1, 0, -ENOSPC or -ENOMEM, as sq_keep. */
+static int sq_pack_whole(struct snap_engine *e, uint64_t c)
+{
+	uint8_t *buf = codec_thread_buffer(CODEC_BUF_PACKED, IMG_CHUNK);
+	uint64_t pages[IMG_CHUNK / PAGE_SIZE], n;
+
+	if (!buf)
+		return -ENOMEM;
+	n = sq_gather_whole(e, c, buf, pages);
+	if (n < SQ_MIN_PAGES)
+		return 0;
+	sq_digest(e, c, buf, pages, n);
+	return sq_keep(e, c, buf, IMG_CHUNK, pages, n, true);
+}
+
+/* Copies chunk @c holds, without looking at a chunk that holds too few. */
+static bool sq_worth(struct snap_engine *e, uint64_t c)
+{
+	uint64_t per = IMG_CHUNK / PAGE_SIZE, n = 0;
+
+	for (uint64_t p = c * per; p < (c + 1) * per && n < SQ_MIN_PAGES; p++)
+		n += ps_get(&e->state[p]) == PS_COPIED;
+	return n >= SQ_MIN_PAGES;
+}
+
+/* Pack the copies of chunk @c, which the squeezer claimed. Returns its next state. */
+static uint8_t sq_pack_chunk(struct snap_engine *e, uint64_t c)
+{
+	uint64_t spans = IMG_CHUNK / e->sq_span, s0 = c * spans;
+	bool packed = false, room = true;
+
+	if (sq_whole(e, c)) {
+		int rc = sq_pack_whole(e, c);
+
+		return rc == 1 ? SQ_PACKED : rc == 0 ? SQ_RAW : SQ_OPEN;
+	}
+	for (uint64_t s = s0; s < s0 + spans && room; s++) {
+		int rc = e->packs[s].at ? 0 : sq_pack_span(e, s);
+
+		packed = packed || rc == 1 || e->packs[s].at;
+		room = rc >= 0;
+	}
+	return packed ? SQ_PACKED : room ? SQ_RAW : SQ_OPEN;
+}
+
+/* One chunk packed, the last in the writer's order that holds enough copies (with
+ * @whole, only of those that can be packed whole); false when there was none. */
+static bool sq_scan(struct snap_engine *e, bool whole)
+{
+	uint64_t chunks = e->size / IMG_CHUNK;
+	uint64_t near = __atomic_load_n(&e->write_at, __ATOMIC_ACQUIRE) + SQ_AHEAD;
+
+	for (uint64_t i = chunks; i-- > near && sq_wanted(e);) {
+		uint64_t c = e->order[i];
+		uint8_t expect = SQ_OPEN;
+
+		if (__atomic_load_n(&e->sq_state[c], __ATOMIC_ACQUIRE) != SQ_OPEN ||
+		    !sq_worth(e, c) || (whole && !sq_whole(e, c)))
+			continue;
+		if (!__atomic_compare_exchange_n(&e->sq_state[c], &expect, SQ_BUSY, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		expect = sq_pack_chunk(e, c);
+		__atomic_store_n(&e->sq_state[c], expect, __ATOMIC_RELEASE);
+		return expect != SQ_OPEN;
+	}
+	return false;
+}
+
+/* Chunks packed whole first: they cost one compression, which the image would spend
+ * anyway; a chunk packed in part is compressed again when it is written. */
+static bool sq_one(struct snap_engine *e)
+{
+	return sq_scan(e, true) || sq_scan(e, false);
+}
+
+/* While a snapshot's copies are wanted: pack whenever the pool is under pressure. */
+static void sq_run(struct snap_engine *e)
+{
+	struct timespec nap = { .tv_nsec = SQ_NAP_NS };
+
+	while (sq_wanted(e))
+		if (!sq_pressure(e) || !sq_one(e))
+			nanosleep(&nap, NULL);
+	sq_arena_close(e);
+}
+
+static void *sq_thread(void *arg)
+{
+	struct snap_engine *e = arg;
+
+	cow_nice(e->tune.writer_nice); /* the writer's work, done early */
+	pthread_mutex_lock(&e->copier_lock);
+	while (!e->squeezer_stop) {
+		if (e->copy_wanted) { /* sq_run returns once it is not */
+			e->squeezer_busy = true;
+			pthread_mutex_unlock(&e->copier_lock);
+			sq_run(e);
+			pthread_mutex_lock(&e->copier_lock);
+			e->squeezer_busy = false;
+			pthread_cond_broadcast(&e->copier_cv);
+			continue;
+		}
+		pthread_cond_wait(&e->copier_cv, &e->copier_lock);
+	}
+	pthread_mutex_unlock(&e->copier_lock);
+	return NULL;
+}
+
+int squeeze_thread_start(struct snap_engine *e)
+{
+	if (e->squeezer_live || !e->tune.held_compress)
+		return 0;
+	if (pthread_create(&e->squeezer, NULL, sq_thread, e))
+		return -EAGAIN;
+	e->squeezer_live = true;
+	return 0;
+}
+
+void squeeze_thread_stop(struct snap_engine *e)
+{
+	if (!e->squeezer_live)
+		return;
+	pthread_mutex_lock(&e->copier_lock);
+	e->squeezer_stop = true;
+	pthread_cond_broadcast(&e->copier_cv);
+	pthread_mutex_unlock(&e->copier_lock);
+	pthread_join(e->squeezer, NULL);
+	e->squeezer_live = false;
+	e->squeezer_stop = false;
+}
+
+void squeeze_claim(struct snap_engine *e, uint64_t c)
+{
+	struct timespec nap = { .tv_nsec = SQ_WAIT_NS };
+
+	for (;;) {
+		uint8_t now = __atomic_load_n(&e->sq_state[c], __ATOMIC_ACQUIRE);
+
+		if (now == SQ_PACKED) /* stays so for squeeze_unpack; the squeezer skips it */
+			return;
+		if (now != SQ_BUSY &&
+		    __atomic_compare_exchange_n(&e->sq_state[c], &now, SQ_WRITTEN, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return;
+		nanosleep(&nap, NULL);
+	}
+}
+
+/* The pack of span @s goes back to the pool. */
+static void sq_drop(struct snap_engine *e, uint64_t s)
+{
+	struct sq_pack *k = &e->packs[s];
+
+	pool_arena_back(&e->pool, k->at, k->stored_pages);
+	pool_count_packed(&e->pool, -(long)k->raw_pages);
+	memset(k, 0, sizeof(*k));
+}
+
+/* Page @p, whose bytes are now at @at in the stage, is saved. */
+static void sq_saved(struct snap_engine *e, uint64_t p, const uint8_t *at)
+{
+	if (e->pre[p])
+		e->pre_hash[p] = XXH3_64bits(at, PAGE_SIZE);
+	ps_set(&e->state[p], PS_SAVED);
+}
+
+/* Span @s's packed pages into @stage, which holds the bytes of the span's chunk. */
+static int sq_unpack_span(struct snap_engine *e, uint64_t s, uint8_t *stage, uint8_t *buf)
+{
+	const struct sq_pack *k = &e->packs[s];
+	uint64_t per = sq_span_pages(e), chunk_first = s * per / (IMG_CHUNK / PAGE_SIZE) *
+						       (IMG_CHUNK / PAGE_SIZE), n = 0;
+	int rc = codec_decompress((enum img_codec)k->codec, k->at, k->len, buf,
+				  (size_t)k->raw_pages * PAGE_SIZE);
+
+	for (uint64_t p = s * per; !rc && p < (s + 1) * per; p++) {
+		if (ps_get(&e->state[p]) != PS_PACKED)
+			continue;
+		if (n == k->raw_pages)
+			break;
+		memcpy(stage + (p - chunk_first) * PAGE_SIZE, buf + n++ * PAGE_SIZE, PAGE_SIZE);
+		sq_saved(e, p, stage + (p - chunk_first) * PAGE_SIZE);
+	}
+	if (!rc && n != k->raw_pages)
+		rc = -EIO;
+	sq_drop(e, s);
+	return rc ? -EIO : 0;
+}
+
+/* Chunk @c's pages as its digest says: holes and data. -EIO unless every present
+ * page was packed (none can have become a copy since: nothing was left protected). */
+static int sq_whole_what(struct snap_engine *e, uint64_t c, uint8_t *what)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
+	const struct sq_digest *d = &e->digests[c];
+	uint64_t n = 0;
+
+	for (uint64_t i = 0, p = c * per; i < per; i++, p++) {
+		enum page_state st = ps_get(&e->state[p]);
+		bool hole = d->hole[i / 8] >> (i % 8) & 1;
+
+		if ((st != PS_PACKED && st != PS_ZERO) || (st == PS_ZERO && !hole))
+			return -EIO;
+		what[i] = hole ? IMG_PAGE_HOLE : IMG_PAGE_DATA;
+		n += st == PS_PACKED;
+	}
+	return n == e->packs[c].raw_pages ? 0 : -EIO;
+}
+
+/* Chunk @c, packed whole, to the image as its frame: 1, with @ch prepared; 0 when the
+ * image cannot take that frame (its bytes are then decompressed into the stage, to be
+ * prepared and compressed as any chunk's); -EIO. */
+static int sq_unpack_whole(struct snap_engine *e, uint64_t c, struct wq_chunk *ch,
+			   uint64_t *zero)
+{
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
+	const struct sq_pack *k = &e->packs[c];
+	uint8_t what[IMG_CHUNK / PAGE_SIZE];
+	int rc = sq_whole_what(e, c, what);
+
+	if (rc)
+		return rc;
+	if (img_frame_check(e->img, c, k->len, what) == 0) {
+		memcpy(ch->what, what, sizeof(what));
+		rc = img_chunk_add_digest(e->img, c, ch->what, e->digests[c].hash, zero);
+		memcpy(ch->buf, k->at, k->len);
+		ch->frame_len = k->len;
+		for (uint64_t p = c * per; p < (c + 1) * per; p++)
+			if (ps_get(&e->state[p]) == PS_PACKED)
+				ps_set(&e->state[p], PS_SAVED); /* pre_hash: set when packed */
+		sq_drop(e, c);
+		return rc ? rc : 1;
+	}
+	if (codec_decompress((enum img_codec)k->codec, k->at, k->len, ch->buf, IMG_CHUNK))
+		return -EIO;
+	for (uint64_t i = 0, p = c * per; i < per; i++, p++)
+		if (ps_get(&e->state[p]) == PS_PACKED)
+			sq_saved(e, p, ch->buf + i * PAGE_SIZE);
+	sq_drop(e, c);
+	return 0;
+}
+
+int squeeze_unpack(struct snap_engine *e, uint64_t c, struct wq_chunk *ch, uint64_t *zero)
+{
+	uint64_t spans = IMG_CHUNK / e->sq_span, s0 = c * spans;
+	uint8_t *stage = ch->buf, *buf;
+	int rc = 0;
+
+	if (__atomic_load_n(&e->sq_state[c], __ATOMIC_ACQUIRE) != SQ_PACKED)
+		return 0;
+	if (e->packs[s0].at && e->packs[s0].whole) {
+		rc = sq_unpack_whole(e, c, ch, zero);
+		__atomic_store_n(&e->sq_state[c], SQ_WRITTEN, __ATOMIC_RELEASE);
+		return rc;
+	}
+	buf = codec_thread_buffer(CODEC_BUF_CHUNK, IMG_CHUNK);
+	if (!buf)
+		return -ENOMEM; /* the snapshot fails; squeeze_reclaim drops the packs */
+	for (uint64_t s = s0; s < s0 + spans; s++)
+		if (e->packs[s].at) {
+			int src = sq_unpack_span(e, s, stage, buf);
+
+			rc = rc ? rc : src;
+		}
+	__atomic_store_n(&e->sq_state[c], SQ_WRITTEN, __ATOMIC_RELEASE);
+	return rc;
+}
+
+void squeeze_reclaim(struct snap_engine *e)
+{
+	uint64_t per = sq_span_pages(e);
+
+	for (uint64_t s = 0; s < e->size / e->sq_span; s++) {
+		if (!e->packs[s].at)
+			continue;
+		for (uint64_t p = s * per; p < (s + 1) * per; p++)
+			if (ps_get(&e->state[p]) == PS_PACKED)
+				ps_set(&e->state[p], PS_SAVED);
+		sq_drop(e, s);
+	}
+}
