@@ -12,7 +12,8 @@
  *   max_stall_ms    the longest batch of LOAD_BATCH updates any writer took
  *   p999_batch_ms   the 99.9th percentile of batch durations (weighted by batch: each
  *                   batch is the same number of updates)
- *   snapshots, traps (write faults), pause_us_max, pause_us_mean, pauses_us (each
+ *   snapshots, traps (write faults), traps_warm (those of all snapshots but the
+ *                   first, taken before the tracker learnt anything), pause_us_max, pause_us_mean, pauses_us (each
  *                   snapshot's), duration_ms_mean,
  *   and summed over the snapshots pages_copied, regions_hot, regions_precopied
  *   region_coverage with --region-coverage: each region's expected coverage over the
@@ -26,6 +27,11 @@
  *                   of data pages, and the bytes those took (compressed frames, raw
  *                   pages); --data text makes memory compressible, --compress picks the
  *                   codec (default zstd), --snapshot-threads how many compress and write
+ *   held_raw_bytes_max, held_stored_bytes_max, held_compressed_bytes  copies held
+ *                   for the writer: the most guest bytes and the most pool bytes at
+ *                   once in any snapshot, and the bytes compressed under pressure
+ *                   (summed); --pool sets the pool (default: --mem), --held-compress
+ *                   off keeps copies as they are
  *   restore_ms      with --restore: an eager restore of the last image into fresh
  *                   memory (the writers stopped), from opening it to the last chunk
  *   exact           with --verify: every image equals the memory at its instant
@@ -84,6 +90,7 @@ struct eb_opts {
 	int level, snap_threads; /* --compress-level, --snapshot-threads */
 	bool restore;            /* --restore: time an eager restore of the last image */
 	double inc_pct;          /* --incremental-pct: the incremental experiment, below */
+	uint64_t pool;           /* --pool; 0: as much as --mem */
 };
 
 /* The run: load, engine, what the snapshots added up to. */
@@ -101,6 +108,7 @@ struct eb {
 	uint64_t pauses_us[EB_MAX_PAUSES]; /* each snapshot's, the first EB_MAX_PAUSES */
 	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
 	uint64_t bytes_disk, bytes_raw, bytes_stored; /* summed over the images */
+	uint64_t held_raw_max, held_stored_max, held_compressed, traps_warm;
 	char last_file[4200];    /* --restore: the last image, kept until then */
 	double restore_ms;
 	uint8_t *dump;           /* --data-file */
@@ -128,6 +136,7 @@ static void eb_usage(FILE *f)
 		"                    [--copier-nice N] [--writer-nice N] [--fault-rt 0|1]\n"
 		"                    [--data zipf|text | --data-file DUMP] [--compress zstd|lz4|none]\n"
 		"                    [--compress-level N] [--snapshot-threads N] [--restore]\n"
+		"                    [--pool SIZE] [--held-compress on|off]\n"
 		"       engine-bench --incremental-pct P --mem SIZE --dir DIR [--policy ...] ...\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
@@ -202,6 +211,12 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	case 'Z': return codec_parse(arg, &o->codec) ? eb_bad("compress", arg) : 0;
 	case 'L': return eb_int(arg, -7, 19, &o->level, "compress-level");
 	case 'N': return eb_int(arg, 1, WQ_THREADS_MAX, &o->snap_threads, "snapshot-threads");
+	case 'O': return cli_parse_size(arg, &o->pool) || o->pool < EB_MIN_POOL ? eb_bad("pool", arg) : 0;
+	case 'H':
+		if (strcmp(arg, "on") && strcmp(arg, "off"))
+			return eb_bad("held-compress", arg);
+		o->tune.held_compress = strcmp(arg, "on") == 0;
+		return 0;
 	case 'P':
 		if (eb_int(arg, 0, 1, &rt, "fault-rt"))
 			return -EINVAL;
@@ -224,6 +239,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "fault-rt", 1, 0, 'P' },  { "data", 1, 0, 'X' },      { "compress", 1, 0, 'Z' },
 		{ "compress-level", 1, 0, 'L' }, { "snapshot-threads", 1, 0, 'N' },
 		{ "data-file", 1, 0, 'Y' }, { "restore", 0, 0, 'E' }, { "incremental-pct", 1, 0, 'I' },
+		{ "pool", 1, 0, 'O' },      { "held-compress", 1, 0, 'H' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -235,7 +251,8 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 					 .fault_rt = SNAP_DEFAULT_FAULT_RT,
 					 .copier_nice = SNAP_DEFAULT_COPIER_NICE,
 					 .writer_nice = SNAP_DEFAULT_WRITER_NICE,
-					 .pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S } };
+					 .pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S,
+					 .held_compress = SNAP_DEFAULT_HELD_COMPRESS } };
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		if (c == 'h') {
 			eb_usage(stdout);
@@ -291,6 +308,8 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 {
 	b->snapshots++;
 	b->traps += f->cow_faults;
+	if (b->snapshots > 1)
+		b->traps_warm += f->cow_faults;
 	if (f->pause_us > b->pause_us_max)
 		b->pause_us_max = f->pause_us;
 	b->pause_us_sum += f->pause_us;
@@ -309,6 +328,11 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	b->bytes_disk += f->bytes;
 	b->bytes_raw += f->bytes_raw;
 	b->bytes_stored += f->bytes_stored;
+	if (f->held_raw_bytes > b->held_raw_max)
+		b->held_raw_max = f->held_raw_bytes;
+	if (f->held_stored_bytes > b->held_stored_max)
+		b->held_stored_max = f->held_stored_bytes;
+	b->held_compressed += f->held_compressed_bytes;
 	if (!f->ok) {
 		b->failed++;
 		fprintf(stderr, "engine-bench: snapshot %llu failed: %s\n",
@@ -491,7 +515,7 @@ static int eb_read_dump(struct eb *b)
 static int eb_setup(struct eb *b)
 {
 	struct snap_target t = { .mem = &b->mem, .ops = &load_snap_ops, .ctx = &b->load };
-	uint64_t pool = b->o.mem < EB_MIN_POOL ? EB_MIN_POOL : b->o.mem;
+	uint64_t pool = b->o.pool ? b->o.pool : b->o.mem < EB_MIN_POOL ? EB_MIN_POOL : b->o.mem;
 	int rc = gmem_map(&b->mem, b->o.mem);
 
 	if (rc)
@@ -637,6 +661,7 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "snapshots", json_integer((json_int_t)b->snapshots));
 	json_object_set_new(o, "failed", json_integer((json_int_t)b->failed));
 	json_object_set_new(o, "traps", json_integer((json_int_t)b->traps));
+	json_object_set_new(o, "traps_warm", json_integer((json_int_t)b->traps_warm));
 	json_object_set_new(o, "pause_us_max", json_integer((json_int_t)b->pause_us_max));
 	json_object_set_new(o, "pause_us_mean", b->snapshots ?
 				json_real((double)b->pause_us_sum / (double)b->snapshots) : json_null());
@@ -667,6 +692,9 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "bytes_disk", json_integer((json_int_t)b->bytes_disk));
 	json_object_set_new(o, "bytes_raw", json_integer((json_int_t)b->bytes_raw));
 	json_object_set_new(o, "bytes_stored", json_integer((json_int_t)b->bytes_stored));
+	json_object_set_new(o, "held_raw_bytes_max", json_integer((json_int_t)b->held_raw_max));
+	json_object_set_new(o, "held_stored_bytes_max", json_integer((json_int_t)b->held_stored_max));
+	json_object_set_new(o, "held_compressed_bytes", json_integer((json_int_t)b->held_compressed));
 	json_object_set_new(o, "restore_ms", b->restore_ms > 0 ? json_real(b->restore_ms) : json_null());
 	if (b->o.verify)
 		json_object_set_new(o, "exact", json_boolean(b->exact && !b->failed));

@@ -17,6 +17,11 @@ shuffled order. Sections:
            1%, 10% or 50% of the pages rewritten by one thread (each first write traps
            once: the tracking cost), then an incremental snapshot; its blocks on disk
            and duration over the full one's.
+  held     on the redis dataset, ccow (zstd images) with a copy pool of 1, 0.6 and 0.4
+           of MEM, held-copy compression off and on, one writer thread, HELD_DURATION
+           seconds: write faults per snapshot after the first (the tracker has learnt
+           the hot regions by then), the most copies held at once (guest bytes) and the
+           pool bytes they took, the snapshot's duration and the writers' rate during it.
 
 Datasets: redis, a dump of the memory of a native redis-server (not in a VM) after a
 YCSB load of RECORDS records and a few seconds of workload A, tiled over MEM (updates
@@ -24,10 +29,11 @@ rewrite a block with the dump's own bytes, a new value in its first 8: memory st
 compressible as Redis'); text, records of words and numbers; zipf, zipfbench's words
 (incompressible).
 
-Writes bench/results/storage_{codecs,threads,incremental}.csv (a row per run), storage.md (means and
-95% CIs) and storage.png, each with commit and machine. Environment: ROUNDS, SECTIONS
-("codecs threads incremental"), DATASETS ("redis text zipf"), MEM (512M), GAP (1), DURATION (8),
-RECORDS (250000), DUMP (a dump to reuse instead of making one), OUT, IMGDIR.
+Writes bench/results/storage_{codecs,threads,incremental,held}.csv (a row per run),
+storage.md (means and 95% CIs) and storage.png, each with commit and machine.
+Environment: ROUNDS, SECTIONS ("codecs threads incremental held"), DATASETS ("redis text
+zipf"), MEM (512M), GAP (1), DURATION (8), HELD_DURATION (16), RECORDS (250000), DUMP (a
+dump to reuse instead of making one), OUT, IMGDIR.
 """
 import json
 import os
@@ -49,7 +55,10 @@ EB = os.path.join(TOP, "bench", "engine-bench")
 YCSB = os.path.join(TOP, "bench", "ycsb")
 ENV = os.environ.get
 ROUNDS = int(ENV("ROUNDS", "5"))
-SECTIONS = ENV("SECTIONS", "codecs threads incremental").split()
+SECTIONS = ENV("SECTIONS", "codecs threads incremental held").split()
+HELD_POOLS = [1.0, 0.6, 0.4]   # of MEM
+HELD_MODES = ["off", "on"]
+HELD_DURATION = ENV("HELD_DURATION", "16")
 INC_PCTS = [1, 10, 50]
 INC_CODECS = ["none", "zstd"]
 DATASETS = ENV("DATASETS", "redis text zipf").split()
@@ -167,6 +176,28 @@ def incremental_run(codec, pct, dump, imgdir):
     return d
 
 
+def mem_bytes():
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(MEM[:-1]) * units[MEM[-1]] if MEM[-1] in units else int(MEM)
+
+
+def held_run(frac, mode, dump, imgdir):
+    pool = int(mem_bytes() * frac) // 4096 * 4096
+    d = engine(["--mem", MEM, "--threads", "1", "--alpha", "0.99", "--scatter", "--policy",
+                "ccow", "--snapshot-gap", GAP, "--duration", HELD_DURATION, "--dir", imgdir,
+                "--compress", "zstd", "--pool", str(pool), "--held-compress", mode,
+                "--data-file", dump])
+    row = {k: d.get(k) for k in HELD_KEYS if k in d}
+    row["pool_bytes"] = pool
+    row["warm_traps_per_snapshot"] = d["traps_warm"] / max(d["snapshots"] - 1, 1)
+    return row
+
+
+HELD_KEYS = ["snapshots", "traps", "traps_warm", "duration_ms_mean", "during", "max_stall_ms",
+             "held_raw_bytes_max", "held_stored_bytes_max", "held_compressed_bytes",
+             "bytes_disk"]
+
+
 INC_KEYS = ["pages_rewritten", "pages_held", "full_bytes", "inc_bytes", "full_ms", "inc_ms",
             "disk_vs_full", "duration_vs_full", "rewrite_ms", "track_faults",
             "us_per_track_fault"]
@@ -249,18 +280,71 @@ def report(heads, rows):
                         fmt([x / 1e3 for x in per(i, "inc_ms", codec=co, pct=p)], "%.2f"),
                         fmt(per(i, "us_per_track_fault", codec=co, pct=p), "%.0f")))
         out.append("")
+    out += held_report(heads.get("held"), rows["held"])
     with open(os.path.join(OUT, "storage.md"), "w") as f:
         f.write("\n".join(out))
 
 
-def plot(head, rows):
+def held_need(rows, mode):
+    """The smallest pool (fraction of MEM) whose mean warm traps stay within 10% of the
+    full pool's without compression; None when none does."""
+    base = per(rows, "warm_traps_per_snapshot", frac=1.0, mode="off")
+    if not base:
+        return None
+    limit = 1.1 * sum(base) / len(base)
+    ok = [f for f in HELD_POOLS
+          if per(rows, "warm_traps_per_snapshot", frac=f, mode=mode) and
+          sum(per(rows, "warm_traps_per_snapshot", frac=f, mode=mode)) /
+          len(per(rows, "warm_traps_per_snapshot", frac=f, mode=mode)) <= limit]
+    return min(ok) if ok else None
+
+
+def held_report(head, rows):
+    if not rows:
+        return []
+    out = ["## Held copies compressed under pressure (redis dataset, %s, ccow, zstd images, "
+           "one writer thread)" % MEM, "", head, "",
+           "| pool | held-copy compression | faults per snapshot | most held, MiB | "
+           "pool MiB they took | compressed MiB per snapshot | snapshot s | during | "
+           "longest stall ms |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in HELD_POOLS:
+        for m in HELD_MODES:
+            m_ = dict(frac=f, mode=m)
+            if not per(rows, "warm_traps_per_snapshot", **m_):
+                continue
+            comp = [r["held_compressed_bytes"] / r["snapshots"] / 2**20 for r in rows
+                    if r.get("frac") == f and r.get("mode") == m and r.get("snapshots")]
+            out.append("| %.1f × %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                f, MEM, m, fmt(per(rows, "warm_traps_per_snapshot", **m_), "%.0f"),
+                fmt([x / 2**20 for x in per(rows, "held_raw_bytes_max", **m_)], "%.0f"),
+                fmt([x / 2**20 for x in per(rows, "held_stored_bytes_max", **m_)], "%.0f"),
+                fmt(comp, "%.0f"),
+                fmt([x / 1e3 for x in per(rows, "duration_ms_mean", **m_)], "%.2f"),
+                fmt(per(rows, "during", **m_), "%.2f"),
+                fmt(per(rows, "max_stall_ms", **m_), "%.0f")))
+    need = {m: held_need(rows, m) for m in HELD_MODES}
+    out += ["", "Smallest pool within 10%% of the full pool's faults: off %s, on %s." % tuple(
+        "none measured" if need[m] is None else "%.1f × %s" % (need[m], MEM)
+        for m in HELD_MODES), ""]
+    return out
+
+
+def plot(heads, rows, head):
     c = rows["codecs"]
     bars = [("%s/%s" % (ds, co), [x / 2**20 for x in per(c, "disk_per_image", dataset=ds, codec=co)],
              [x / 1e3 for x in per(c, "duration_ms_mean", dataset=ds, codec=co)])
             for ds in DATASETS for co in CODECS if per(c, "disk_per_image", dataset=ds, codec=co)]
     if bars:
-        plot_bars(os.path.join(OUT, "storage.png"), "snapshot storage, engine-bench: " + head,
+        plot_bars(os.path.join(OUT, "storage.png"), "snapshot storage, engine-bench: " +
+                  heads.get("codecs", head),
                   bars, "MiB on disk per image", "snapshot duration (s)")
+    h = rows["held"]
+    bars = [("pool %.1f/%s" % (f, m), per(h, "warm_traps_per_snapshot", frac=f, mode=m),
+             [x / 2**20 for x in per(h, "held_stored_bytes_max", frac=f, mode=m)])
+            for f in HELD_POOLS for m in HELD_MODES if per(h, "warm_traps_per_snapshot", frac=f, mode=m)]
+    if bars:
+        plot_bars(os.path.join(OUT, "storage_held.png"), "held-copy compression, engine-bench: " +
+                  heads.get("held", head), bars, "write faults per snapshot", "pool MiB held at most")
 
 
 def main():
@@ -268,9 +352,9 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     imgdir = ENV("IMGDIR") or tempfile.mkdtemp(prefix="ccvm-storage.", dir="/var/tmp")
     needs = ("codecs" in SECTIONS and "redis" in DATASETS) or "threads" in SECTIONS or \
-        "incremental" in SECTIONS
+        "incremental" in SECTIONS or "held" in SECTIONS
     dump = make_redis_dump(imgdir) if needs else None
-    rows = {"codecs": [], "threads": [], "incremental": []}
+    rows = {"codecs": [], "threads": [], "incremental": [], "held": []}
     for rnd in range(1, ROUNDS + 1):
         jobs = []
         if "codecs" in SECTIONS:
@@ -279,6 +363,8 @@ def main():
             jobs += [("threads", mode, n) for mode in ("idle", "busy") for n in range(1, NPROC + 1)]
         if "incremental" in SECTIONS:
             jobs += [("incremental", co, p) for co in INC_CODECS for p in INC_PCTS]
+        if "held" in SECTIONS:
+            jobs += [("held", f, m) for f in HELD_POOLS for m in HELD_MODES]
         random.Random(rnd).shuffle(jobs)
         for order, (sec, a, b) in enumerate(jobs, 1):
             print("storage: round %d/%d, %s %s %s" % (rnd, ROUNDS, sec, a, b), file=sys.stderr,
@@ -288,6 +374,8 @@ def main():
                 row.update({"dataset": a, "codec": b}, **codec_run(a, b, dump, imgdir))
             elif sec == "incremental":
                 row.update({"codec": a, "pct": b}, **incremental_run(a, b, dump, imgdir))
+            elif sec == "held":
+                row.update({"frac": a, "mode": b}, **held_run(a, b, dump, imgdir))
             else:
                 row.update({"mode": a, "threads": b}, **threads_run(a, b, dump, imgdir))
             rows[sec].append(row)
@@ -302,12 +390,16 @@ def main():
     if rows["incremental"]:
         write_csv(os.path.join(OUT, "storage_incremental.csv"), head,
                   ["round", "order", "codec", "pct"] + INC_KEYS, rows["incremental"])
+    if rows["held"]:
+        write_csv(os.path.join(OUT, "storage_held.csv"), head,
+                  ["round", "order", "frac", "mode", "pool_bytes", "warm_traps_per_snapshot"] +
+                  HELD_KEYS, rows["held"])
     heads = {sec: head for sec in rows if rows[sec]}
     for sec in rows:  # a section not run this time: its last results stay in the report
         if not rows[sec]:
             heads[sec], rows[sec] = read_section(sec)
     report(heads, rows)
-    plot(heads.get("codecs", head), rows)
+    plot(heads, rows, head)
     if not ENV("IMGDIR"):
         shutil.rmtree(imgdir, ignore_errors=True)
 
