@@ -123,7 +123,10 @@ struct snap_figures {
 #define SNAP_DEFAULT_COPIER_NICE 0
 #define SNAP_DEFAULT_WRITER_NICE 5
 #define SNAP_DEFAULT_POOL_KEEP_S 30.0
-#define SNAP_DEFAULT_HELD_COMPRESS true
+/* Held copies compressed under pressure: off, since on this project's 2-core machines
+ * it raised faults and slowed the guest with a pool short of the hot set (docs/
+ * evaluation.md, "Held copies"). */
+#define SNAP_DEFAULT_HELD_COMPRESS false
 
 struct snap_tuning {
 	int fault_threads;       /* 1..SNAP_FAULT_THREADS_MAX */
@@ -131,7 +134,8 @@ struct snap_tuning {
 	int copier_nice, writer_nice;
 	double pool_keep_s;      /* the pool is given back after this long without a
 				  * snapshot (or three of the last intervals, if longer) */
-	bool held_compress;      /* copies compressed when they fill half the pool */
+	bool held_compress;      /* copies compressed when they fill half the pool
+				  * (squeeze.c; a thread starts with the fault threads) */
 };
 
 struct sq_pack;

@@ -255,6 +255,7 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 		if (snap_engine_init(&engine, &target, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
 				     track ? &tracker : NULL, ccow->region_size))
 			goto out_engine;
+		engine.tune.held_compress = ccow->held_compress;
 		engine.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
 						    .threshold = ccow->threshold, .order = ccow->order,
 						    .precopy = ccow->precopy,

@@ -29,6 +29,7 @@ struct ccow_opts {
 	bool tracker;        /* coverage tracking asked for (--coverage-window or ccow) */
 	bool window_off;     /* --coverage-window off */
 	uint64_t pool_bytes; /* 0: default */
+	bool held_compress;  /* --snapshot-held-compress */
 };
 
 /* What the options of run and restore say. */

@@ -106,6 +106,11 @@ START_TEST(test_option_table)
 	ck_assert_int_eq(parse_line(OPT_RUN, "run -- /bin/true", &o), 0);
 	ck_assert(o.ccow.tracker); /* ccow by default: coverage is tracked */
 	ck_assert_uint_eq(o.mem, OPT_DEFAULT_MEM);
+	ck_assert(!o.ccow.held_compress);
+	ck_assert_int_eq(parse_line(OPT_RUN, "run --snapshot-held-compress on -- /bin/true", &o), 0);
+	ck_assert(o.ccow.held_compress);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --snapshot-held-compress yes -- /bin/true", &o), 0);
+	ck_assert_int_ne(parse_line(OPT_RESTORE, "restore --snapshot-held-compress on x.img", &o), 0);
 
 	ck_assert_int_eq(parse_line(OPT_RESTORE, "restore --lazy snap.img --rw /tmp --vcpus 4", &o), 0);
 	ck_assert(o.lazy);

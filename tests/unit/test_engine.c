@@ -402,6 +402,7 @@ START_TEST(test_held_compressed)
 	if (!uffd_usable())
 		return;
 	req.file = g.file;
+	g.e.tune.held_compress = true; /* (off by default) */
 	for (int round = 0; round < 2; round++) {
 		struct snap_figures f = eng_snapshot(&req);
 
