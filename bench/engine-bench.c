@@ -12,8 +12,9 @@
  *   max_stall_ms    the longest batch of LOAD_BATCH updates any writer took
  *   p999_batch_ms   the 99.9th percentile of batch durations (weighted by batch: each
  *                   batch is the same number of updates)
- *   snapshots, traps (write faults), traps_warm (those of all snapshots but the
- *                   first, taken before the tracker learnt anything), pause_us_max, pause_us_mean, pauses_us (each
+ *   snapshots, traps (write faults), snapshots_hot and traps_hot (the snapshots
+ *                   with hot regions, once the tracker learnt them from the first
+ *                   ones, and their faults), pause_us_max, pause_us_mean, pauses_us (each
  *                   snapshot's), duration_ms_mean,
  *   and summed over the snapshots pages_copied, regions_hot, regions_precopied
  *   region_coverage with --region-coverage: each region's expected coverage over the
@@ -31,7 +32,7 @@
  *                   for the writer: the most guest bytes and the most pool bytes at
  *                   once in any snapshot, and the bytes compressed under pressure
  *                   (summed); --pool sets the pool (default: --mem), --held-compress
- *                   off keeps copies as they are
+ *                   on compresses them once they fill half of it (default off)
  *   restore_ms      with --restore: an eager restore of the last image into fresh
  *                   memory (the writers stopped), from opening it to the last chunk
  *   exact           with --verify: every image equals the memory at its instant
@@ -108,7 +109,7 @@ struct eb {
 	uint64_t pauses_us[EB_MAX_PAUSES]; /* each snapshot's, the first EB_MAX_PAUSES */
 	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
 	uint64_t bytes_disk, bytes_raw, bytes_stored; /* summed over the images */
-	uint64_t held_raw_max, held_stored_max, held_compressed, traps_warm;
+	uint64_t held_raw_max, held_stored_max, held_compressed, snapshots_hot, traps_hot;
 	char last_file[4200];    /* --restore: the last image, kept until then */
 	double restore_ms;
 	uint8_t *dump;           /* --data-file */
@@ -308,8 +309,10 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 {
 	b->snapshots++;
 	b->traps += f->cow_faults;
-	if (b->snapshots > 1)
-		b->traps_warm += f->cow_faults;
+	if (f->regions_hot) {
+		b->snapshots_hot++;
+		b->traps_hot += f->cow_faults;
+	}
 	if (f->pause_us > b->pause_us_max)
 		b->pause_us_max = f->pause_us;
 	b->pause_us_sum += f->pause_us;
@@ -661,7 +664,8 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "snapshots", json_integer((json_int_t)b->snapshots));
 	json_object_set_new(o, "failed", json_integer((json_int_t)b->failed));
 	json_object_set_new(o, "traps", json_integer((json_int_t)b->traps));
-	json_object_set_new(o, "traps_warm", json_integer((json_int_t)b->traps_warm));
+	json_object_set_new(o, "snapshots_hot", json_integer((json_int_t)b->snapshots_hot));
+	json_object_set_new(o, "traps_hot", json_integer((json_int_t)b->traps_hot));
 	json_object_set_new(o, "pause_us_max", json_integer((json_int_t)b->pause_us_max));
 	json_object_set_new(o, "pause_us_mean", b->snapshots ?
 				json_real((double)b->pause_us_sum / (double)b->snapshots) : json_null());

@@ -19,9 +19,10 @@ shuffled order. Sections:
            and duration over the full one's.
   held     on the redis dataset, ccow (zstd images) with a copy pool of 1, 0.6 and 0.4
            of MEM, held-copy compression off and on, one writer thread, HELD_DURATION
-           seconds: write faults per snapshot after the first (the tracker has learnt
-           the hot regions by then), the most copies held at once (guest bytes) and the
-           pool bytes they took, the snapshot's duration and the writers' rate during it.
+           seconds: write faults per snapshot once the tracker has learnt the hot regions
+           (the first one or two have none, and fault page by page in every
+           configuration), the most copies held at once (guest bytes) and the pool bytes
+           they took, the snapshot's duration and the writers' rate during it.
 
 Datasets: redis, a dump of the memory of a native redis-server (not in a VM) after a
 YCSB load of RECORDS records and a few seconds of workload A, tiled over MEM (updates
@@ -189,11 +190,13 @@ def held_run(frac, mode, dump, imgdir):
                 "--data-file", dump])
     row = {k: d.get(k) for k in HELD_KEYS if k in d}
     row["pool_bytes"] = pool
-    row["warm_traps_per_snapshot"] = d["traps_warm"] / max(d["snapshots"] - 1, 1)
+    if not d.get("snapshots_hot"):
+        raise Failed("held: no snapshot had hot regions in %s s" % HELD_DURATION)
+    row["warm_traps_per_snapshot"] = d["traps_hot"] / d["snapshots_hot"]
     return row
 
 
-HELD_KEYS = ["snapshots", "traps", "traps_warm", "duration_ms_mean", "during", "max_stall_ms",
+HELD_KEYS = ["snapshots", "traps", "snapshots_hot", "traps_hot", "duration_ms_mean", "during", "max_stall_ms",
              "held_raw_bytes_max", "held_stored_bytes_max", "held_compressed_bytes",
              "bytes_disk"]
 
