@@ -30,6 +30,7 @@ Suite *confine_suite(void);
 Suite *engine_suite(void);
 Suite *personality_suite(void);
 Suite *tracker_suite(void);
+Suite *cpufeat_suite(void);
 
 #define CHILD_OUT_MAX 4096
 
