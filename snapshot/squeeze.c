@@ -240,6 +240,29 @@ static void sq_commit_in_place(struct snap_engine *e, uint8_t *slot, const uint8
 	sq_count(e, n);
 }
 
+/* The pack of the @n copies (@pages), @len bytes in @stored pages, into the open
+ * arena, over the copies themselves, or into a new arena, and committed; where it
+ * went, or NULL when the pool has no room for it. */
+static uint8_t *sq_place(struct snap_engine *e, const uint8_t *pack, size_t len, uint64_t stored,
+			 const uint64_t *pages, uint64_t n)
+{
+	uint8_t *at = sq_arena_room(e, stored), *slot;
+
+	if (!at) {
+		slot = pool_region_of(&e->pool, e->copy[pages[0]], n);
+		if (slot && sq_in_slot(e, slot, pages, n)) {
+			sq_commit_in_place(e, slot, pack, len, stored, pages, n);
+			return slot;
+		}
+		at = sq_arena_new(e, stored);
+	}
+	if (at) {
+		memcpy(at, pack, len);
+		sq_commit(e, pages, n);
+	}
+	return at;
+}
+
 /* Chunk @c as the image stores it, holes as zeros, into @buf; its copies in @pages.
  * How many. */
 static uint64_t sq_gather_whole(struct snap_engine *e, uint64_t c, uint8_t *buf, uint64_t *pages)
@@ -272,20 +295,9 @@ static int sq_keep(struct snap_engine *e, uint64_t s, const uint8_t *buf, size_t
 	if (z <= 0)
 		return z == -ENOMEM ? -ENOMEM : 0;
 	stored = ((uint64_t)z + PAGE_SIZE - 1) / PAGE_SIZE;
-	at = sq_arena_room(e, stored);
-	if (!at) {
-		at = pool_region_of(&e->pool, e->copy[pages[0]], n);
-		if (at && sq_in_slot(e, at, pages, n)) {
-			sq_commit_in_place(e, at, out, (size_t)z, stored, pages, n);
-			goto packed;
-		}
-		at = sq_arena_new(e, stored);
-	}
+	at = sq_place(e, out, (size_t)z, stored, pages, n);
 	if (!at)
 		return -ENOSPC;
-	memcpy(at, out, (size_t)z);
-	sq_commit(e, pages, n);
-packed:
 	e->packs[s] = (struct sq_pack){ .at = at, .len = (uint32_t)z,
 					.stored_pages = (uint16_t)stored, .raw_pages = (uint16_t)n,
 					.codec = (uint8_t)sq_codec(e), .whole = whole };
