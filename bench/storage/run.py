@@ -342,12 +342,12 @@ def plot(heads, rows, head):
                   heads.get("codecs", head),
                   bars, "MiB on disk per image", "snapshot duration (s)")
     h = rows["held"]
-    bars = [("pool %.1f/%s" % (f, m), per(h, "warm_traps_per_snapshot", frac=f, mode=m),
-             [x / 2**20 for x in per(h, "held_stored_bytes_max", frac=f, mode=m)])
+    bars = [("%.1f/%s" % (f, m), per(h, "warm_traps_per_snapshot", frac=f, mode=m),
+             [x / 2**20 for x in per(h, "held_raw_bytes_max", frac=f, mode=m)])
             for f in HELD_POOLS for m in HELD_MODES if per(h, "warm_traps_per_snapshot", frac=f, mode=m)]
     if bars:
         plot_bars(os.path.join(OUT, "storage_held.png"), "held-copy compression, engine-bench: " +
-                  heads.get("held", head), bars, "write faults per snapshot", "pool MiB held at most")
+                  heads.get("held", head), bars, "write faults per snapshot", "copies held at most (guest MiB)")
 
 
 def main():
