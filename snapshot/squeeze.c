@@ -393,9 +393,9 @@ static uint8_t sq_pack_chunk(struct snap_engine *e, uint64_t c)
 		return rc == 1 ? SQ_PACKED : rc == 0 ? SQ_RAW : SQ_OPEN;
 	}
 	for (uint64_t s = s0; s < s0 + spans && room; s++) {
-		int rc = e->packs[s].at ? 0 : sq_pack_span(e, s);
+		int rc = sq_pack_span(e, s);
 
-		packed = packed || rc == 1 || e->packs[s].at;
+		packed = packed || rc == 1;
 		room = rc >= 0;
 	}
 	return packed ? SQ_PACKED : room ? SQ_RAW : SQ_OPEN;
