@@ -3,6 +3,7 @@
  * with a message that says what is wrong; nothing half-written appears under the name.
  */
 #include "suites.h"
+#include "../../snapshot/codec.h"
 #include "../../snapshot/image.h"
 #include "../../snapshot/merge.h"
 
@@ -321,6 +322,59 @@ START_TEST(test_compressed_round_trip)
 		ck_assert_uint_lt(img_disk_bytes(path), IMG_CHUNK + 64 * PAGE_SIZE);
 		img_close(&r);
 	}
+}
+END_TEST
+
+/* A chunk compressed before the image took it (held copies packed whole): its digest
+ * computed from the bytes, its frame stored as it is, and the image reads back exactly.
+ * A frame that saves no page, a chunk with a page recorded on its own and an image
+ * stored raw are refused, so the writer compresses those as any chunk. */
+START_TEST(test_frame_made_elsewhere)
+{
+	struct img_header_info info = { .ram_size = RAM, .codec = IMG_CODEC_ZSTD, .level = 1 };
+	uint8_t what[IMG_CHUNK / PAGE_SIZE], *frame = aligned_alloc(PAGE_SIZE, IMG_CHUNK);
+	uint8_t *scratch = aligned_alloc(PAGE_SIZE, IMG_SCRATCH_SIZE);
+	struct img_writer *w;
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+	uint64_t h, zero, pages = 0;
+	ssize_t len;
+
+	ck_assert_ptr_nonnull(frame);
+	ck_assert_ptr_nonnull(scratch);
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	memset(what, IMG_PAGE_DATA, sizeof(what));
+	h = img_chunk_digest(0, mem, what);
+	for (size_t i = 0; i < sizeof(what); i++)
+		pages += what[i] == IMG_PAGE_DATA;
+	ck_assert_uint_eq(pages, IMG_CHUNK / PAGE_SIZE / 3 + 1); /* zero pages became holes */
+	len = codec_compress(IMG_CODEC_ZSTD, 1, mem, IMG_CHUNK, frame, IMG_CHUNK);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(img_frame_check(w, 0, (uint64_t)len, what), 0);
+	ck_assert_int_eq(img_frame_check(w, 0, pages * PAGE_SIZE, what), -EINVAL);
+	what[5] = IMG_PAGE_DONE;
+	ck_assert_int_eq(img_frame_check(w, 0, (uint64_t)len, what), -EINVAL);
+	what[5] = IMG_PAGE_HOLE;
+	ck_assert_int_eq(img_chunk_add_digest(w, 0, what, h, &zero), 0);
+	ck_assert_uint_eq(zero, IMG_CHUNK / PAGE_SIZE - pages);
+	ck_assert_int_eq(img_chunk_write_frame(w, 0, frame, (uint64_t)len, what), 0);
+	memset(what, IMG_PAGE_DATA, sizeof(what));
+	ck_assert_int_eq(img_chunk_prepare(w, 1, mem + IMG_CHUNK, what, &zero), 0);
+	ck_assert_int_eq(img_chunk_write(w, 1, mem + IMG_CHUNK, what, scratch), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+	expect_image_is_mem();
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_int_eq(r.enc[0].codec, IMG_CODEC_ZSTD);
+	ck_assert_uint_eq(r.enc[0].stored_len, (uint64_t)len);
+	img_close(&r);
+
+	info.codec = IMG_CODEC_NONE;
+	info.level = 0;
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_frame_check(w, 0, (uint64_t)len, what), -EINVAL);
+	img_abort(w);
+	free(frame);
+	free(scratch);
 }
 END_TEST
 
@@ -702,6 +756,7 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_write_error);
 	tcase_add_test(tc, test_compressed_round_trip);
 	tcase_add_test(tc, test_compressed_damage);
+	tcase_add_test(tc, test_frame_made_elsewhere);
 	tcase_add_test(tc, test_version1_reads);
 	tcase_add_test(tc, test_chain_round_trip);
 	tcase_add_test(tc, test_chain_refused);
