@@ -134,11 +134,12 @@ void cpufeat_encode(const struct cpufeat *f, uint8_t out[CPUFEAT_SECTION_LEN])
 
 int cpufeat_decode(const uint8_t *in, size_t len, struct cpufeat *out)
 {
-	const uint8_t *p = in + 4;
+	const uint8_t *p;
 
 	memset(out, 0, sizeof(*out));
 	if (len != CPUFEAT_SECTION_LEN || cf_get32(in) != CF_VERSION)
 		return -EINVAL;
+	p = in + 4;
 	for (int i = 0; i < CF_WORDS; i++, p += 4)
 		out->word[i] = cf_get32(p);
 	out->xcr0 = (uint64_t)cf_get32(p) | (uint64_t)cf_get32(p + 4) << 32;
