@@ -301,14 +301,32 @@ void pool_count_packed(struct pool *p, long pages)
 	pthread_mutex_unlock(&p->lock);
 }
 
-size_t pool_in_use(struct pool *p)
+/* A counter of the pool, read under its lock. */
+static size_t pool_read(struct pool *p, const size_t *counter)
 {
 	size_t n;
 
 	pthread_mutex_lock(&p->lock);
-	n = p->in_use;
+	n = *counter;
 	pthread_mutex_unlock(&p->lock);
 	return n;
+}
+
+/* The mark @peak, reset to what @now is: the most since the last call. */
+static size_t pool_take_mark(struct pool *p, size_t *peak, const size_t *now)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = *peak;
+	*peak = *now;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+size_t pool_in_use(struct pool *p)
+{
+	return pool_read(p, &p->in_use);
 }
 
 size_t pool_ready_bytes(struct pool *p)
@@ -318,12 +336,7 @@ size_t pool_ready_bytes(struct pool *p)
 
 size_t pool_free_slots(struct pool *p)
 {
-	size_t n;
-
-	pthread_mutex_lock(&p->lock);
-	n = p->n_free_slots;
-	pthread_mutex_unlock(&p->lock);
-	return n;
+	return pool_read(p, &p->n_free_slots);
 }
 
 size_t pool_free_pages(struct pool *p)
@@ -359,32 +372,15 @@ size_t pool_resident_bytes(struct pool *p)
 
 size_t pool_take_peak(struct pool *p)
 {
-	size_t peak;
-
-	pthread_mutex_lock(&p->lock);
-	peak = p->in_use_peak;
-	p->in_use_peak = p->in_use;
-	pthread_mutex_unlock(&p->lock);
-	return peak;
+	return pool_take_mark(p, &p->in_use_peak, &p->in_use);
 }
 
 size_t pool_raw(struct pool *p)
 {
-	size_t n;
-
-	pthread_mutex_lock(&p->lock);
-	n = p->raw;
-	pthread_mutex_unlock(&p->lock);
-	return n;
+	return pool_read(p, &p->raw);
 }
 
 size_t pool_take_raw_peak(struct pool *p)
 {
-	size_t peak;
-
-	pthread_mutex_lock(&p->lock);
-	peak = p->raw_peak;
-	p->raw_peak = p->raw;
-	pthread_mutex_unlock(&p->lock);
-	return peak;
+	return pool_take_mark(p, &p->raw_peak, &p->raw);
 }
