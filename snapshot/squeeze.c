@@ -60,7 +60,6 @@ struct sq_pack {
 	uint32_t len;           /* compressed bytes */
 	uint16_t stored_pages;  /* pool pages it takes */
 	uint16_t raw_pages;     /* copies it holds */
-	uint8_t codec;
 	bool whole;             /* the whole chunk, as the image stores it */
 };
 
@@ -300,7 +299,7 @@ static int sq_keep(struct snap_engine *e, uint64_t s, const uint8_t *buf, size_t
 		return -ENOSPC;
 	e->packs[s] = (struct sq_pack){ .at = at, .len = (uint32_t)z,
 					.stored_pages = (uint16_t)stored, .raw_pages = (uint16_t)n,
-					.codec = (uint8_t)sq_codec(e), .whole = whole };
+					.whole = whole };
 	return 1;
 }
 
@@ -361,14 +360,15 @@ static int sq_pack_whole(struct snap_engine *e, uint64_t c)
 {
 	uint8_t *buf = codec_thread_buffer(CODEC_BUF_PACKED, IMG_CHUNK);
 	uint64_t pages[IMG_CHUNK / PAGE_SIZE], n;
+	int rc;
 
 	if (!buf)
 		return -ENOMEM;
 	n = sq_gather_whole(e, c, buf, pages);
-	if (n < SQ_MIN_PAGES)
-		return 0;
-	sq_digest(e, c, buf, pages, n);
-	return sq_keep(e, c, buf, IMG_CHUNK, pages, n, true);
+	rc = n < SQ_MIN_PAGES ? 0 : sq_keep(e, c, buf, IMG_CHUNK, pages, n, true);
+	if (rc == 1) /* (the chunk stays the squeezer's until it returns) */
+		sq_digest(e, c, buf, pages, n);
+	return rc;
 }
 
 /* Copies chunk @c holds, without looking at a chunk that holds too few. */
@@ -529,14 +529,15 @@ static int sq_unpack_span(struct snap_engine *e, uint64_t s, uint8_t *stage, uin
 	const struct sq_pack *k = &e->packs[s];
 	uint64_t per = sq_span_pages(e), chunk_first = s * per / (IMG_CHUNK / PAGE_SIZE) *
 						       (IMG_CHUNK / PAGE_SIZE), n = 0;
-	int rc = codec_decompress((enum img_codec)k->codec, k->at, k->len, buf,
-				  (size_t)k->raw_pages * PAGE_SIZE);
+	int rc = codec_decompress(sq_codec(e), k->at, k->len, buf, (size_t)k->raw_pages * PAGE_SIZE);
 
 	for (uint64_t p = s * per; !rc && p < (s + 1) * per; p++) {
 		if (ps_get(&e->state[p]) != PS_PACKED)
 			continue;
-		if (n == k->raw_pages)
+		if (n == k->raw_pages) { /* more packed pages than the pack holds */
+			rc = -EIO;
 			break;
+		}
 		memcpy(stage + (p - chunk_first) * PAGE_SIZE, buf + n++ * PAGE_SIZE, PAGE_SIZE);
 		sq_saved(e, p, stage + (p - chunk_first) * PAGE_SIZE);
 	}
@@ -590,7 +591,7 @@ static int sq_unpack_whole(struct snap_engine *e, uint64_t c, struct wq_chunk *c
 		sq_drop(e, c);
 		return rc ? rc : 1;
 	}
-	if (codec_decompress((enum img_codec)k->codec, k->at, k->len, ch->buf, IMG_CHUNK))
+	if (codec_decompress(sq_codec(e), k->at, k->len, ch->buf, IMG_CHUNK))
 		return -EIO;
 	for (uint64_t i = 0, p = c * per; i < per; i++, p++)
 		if (ps_get(&e->state[p]) == PS_PACKED)
