@@ -5,11 +5,14 @@
  * exit would hand them over. Memory mapping, files and directories, descriptors,
  * pipes, epoll, futexes, clone, signals' bookkeeping and identity calls, each checked
  * against what Linux gives; then the process state saved, checked and restored into a
- * second memory, where the files and mappings are as they were.
+ * second memory, where the files and mappings are as they were. Signals: frames
+ * read back through glibc's own ucontext_t and siginfo_t, rt_sigreturn from frames a
+ * handler changed (hostile ones too), masks, queues, the alternate stack, threads.
  */
 #include "suites.h"
 #include "../../mmu/layout.h"
 #include "../../vmm/linux/sys.h"
+#include "../../vmm/x86.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -27,6 +30,7 @@
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <ucontext.h>
 
 #define P_RAM      (64ULL << 20)
 #define P_PROGRAM  "/usr/bin/true"
@@ -495,6 +499,383 @@ START_TEST(test_state_round_trip)
 }
 END_TEST
 
+/* ---- signals ---- */
+
+#define SIG_FPU_AVX   832         /* legacy area, XSAVE header, the upper halves of YMM */
+#define SIG_XFEATURES 7ULL        /* x87, SSE, AVX */
+#define SIG_STACK     0x80000     /* scratch offset of the thread's stack top */
+#define SIG_HANDLER   0x401000ULL
+#define SIG_RESTORER  0x402000ULL
+#define SIG_CODE      0x400100ULL /* where the thread makes its calls */
+#define SIG_MXCSR_OFF 24
+#define SIG_HDR_OFF   512
+#define SIG_SA_RESTORER  0x04000000ULL
+#define SIG_SA_ONSTACK   0x08000000ULL
+#define SIG_SA_NODEFER   0x40000000ULL
+#define SIG_SA_RESETHAND 0x80000000ULL
+#define SIG_BIT(s) (1ULL << ((s) - 1))
+#define SIG_SS_AUTODISARM (1U << 31) /* <linux/signal.h> clashes with glibc's */
+
+/* The vCPU's FPU and vector registers, as the VM's hooks would give them. */
+static uint8_t sig_fpu[4096] __attribute__((aligned(64)));
+static int sig_fpu_len, sig_fpu_loads;
+static bool sig_fpu_refuse;
+
+static int hook_fpu_save(void *vcpu, void *buf, size_t cap, uint64_t *xfeatures)
+{
+	(void)vcpu;
+	if ((size_t)sig_fpu_len > cap)
+		return -ENOSPC;
+	memcpy(buf, sig_fpu, (size_t)sig_fpu_len);
+	*xfeatures = SIG_XFEATURES;
+	return sig_fpu_len;
+}
+
+static int hook_fpu_load(void *vcpu, const void *buf, size_t len)
+{
+	(void)vcpu;
+	if (sig_fpu_refuse || len != (size_t)sig_fpu_len)
+		return -EINVAL;
+	memcpy(sig_fpu, buf, len);
+	sig_fpu_loads++;
+	return 0;
+}
+
+static const struct lx_hooks sig_hooks = { .before_discard = hook_discard,
+					   .thread_create = hook_thread,
+					   .fpu_save = hook_fpu_save,
+					   .fpu_load = hook_fpu_load };
+
+static uint32_t sig_mxcsr(void)
+{
+	uint32_t m;
+
+	memcpy(&m, sig_fpu + SIG_MXCSR_OFF, sizeof(m));
+	return m;
+}
+
+static void sig_setup(void)
+{
+	p_setup();
+	pp->hooks = &sig_hooks;
+	sig_fpu_len = SIG_FPU_AVX;
+	sig_fpu_loads = 0;
+	sig_fpu_refuse = false;
+	for (int i = 0; i < SIG_FPU_AVX; i++)
+		sig_fpu[i] = (uint8_t)(i * 7 + 1);
+	memcpy(sig_fpu + SIG_MXCSR_OFF, &(uint32_t){ 0x1f80 }, 4);
+	memcpy(sig_fpu + SIG_HDR_OFF, &(uint64_t){ SIG_XFEATURES }, 8);
+	memset(sig_fpu + SIG_HDR_OFF + 8, 0, 56);
+}
+
+/* A thread's user registers between calls: where vcpu.c keeps them. */
+static struct kvm_regs sig_user(void)
+{
+	return (struct kvm_regs){ .rip = SIG_CODE, .rsp = scratch + SIG_STACK,
+				  .rflags = RFLAGS_FIXED | RFLAGS_IF, .rbx = 0x1111,
+				  .r12 = 0x2222, .r15 = 0x5555 };
+}
+
+/* Thread @t at @u makes system call @nr: the registers as `syscall` leaves them (RCX
+ * the return address, R11 the flags), then @u where the thread resumes, as vcpu.c
+ * resumes it (as SYSRET, or exactly when the personality says so). */
+static enum lx_action sig_call(struct lx_thread *t, struct kvm_regs *u, uint64_t nr, uint64_t a0,
+			       uint64_t a1, uint64_t a2, uint64_t a3)
+{
+	struct kvm_regs r = *u;
+	struct kvm_sregs sregs = { .cs.selector = 0x33, .ss.selector = 0x2b };
+	bool dirty = false;
+	enum lx_action act;
+
+	r.rax = nr, r.rdi = a0, r.rsi = a1, r.rdx = a2, r.r10 = a3;
+	r.rcx = u->rip + 2;
+	r.r11 = u->rflags;
+	act = lx_syscall(t, &r, &sregs, &dirty);
+	if (!t->resume_exact) {
+		r.rip = r.rcx;
+		r.rflags = (r.r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+	}
+	*u = r;
+	return act;
+}
+
+static void sig_handle(int sig, uint64_t handler, uint64_t flags, uint64_t mask)
+{
+	struct lx_sigaction sa = { .handler = handler, .flags = flags | SIG_SA_RESTORER,
+				   .restorer = SIG_RESTORER, .mask = mask };
+
+	memcpy(gp(scratch + 0xa00, sizeof(sa)), &sa, sizeof(sa));
+	ck_assert_int_eq(S4(SYS_rt_sigaction, sig, scratch + 0xa00, 0, 8), 0);
+}
+
+/* The handler returns: its `ret` pops the restorer, which calls rt_sigreturn. */
+static enum lx_action sig_return(struct lx_thread *t, struct kvm_regs *u)
+{
+	ck_assert_uint_eq(*(uint64_t *)gp(u->rsp, 8), SIG_RESTORER);
+	u->rsp += 8;
+	u->rip = SIG_RESTORER;
+	return sig_call(t, u, SYS_rt_sigreturn, 0, 0, 0, 0);
+}
+
+/* A handler runs on a frame that glibc's own ucontext_t and siginfo_t read as Linux
+ * lays it out: registers, mask, XSAVE area with the kernel's marks, the restorer to
+ * return through; the handler starts with DF clear, its mask applied and the FPU reset.
+ * rt_sigreturn takes back what the handler changed, except what a program may not set
+ * (IOPL, VM) and MXCSR's reserved bits. */
+START_TEST(test_signal_frame)
+{
+	struct kvm_regs u = sig_user(), before;
+	uint8_t fpu0[SIG_FPU_AVX];
+	ucontext_t *uc;
+	siginfo_t *si;
+	uint32_t m;
+
+	memcpy(fpu0, sig_fpu, sizeof(fpu0));
+	sig_handle(SIGUSR1, SIG_HANDLER, SA_SIGINFO, SIG_BIT(SIGUSR2));
+	u.rflags |= RFLAGS_DF;
+	before = u;
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_tgkill, pp->pid, pt.tid, SIGUSR1, 0), LX_RESUME);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	ck_assert_uint_eq(u.rdi, SIGUSR1);
+	ck_assert_uint_eq(u.rflags & RFLAGS_DF, 0);
+	ck_assert_uint_eq((u.rsp + 8) % 16, 0);
+	ck_assert_uint_le(u.rsp + 440, before.rsp - 128);
+	ck_assert_uint_eq(pt.sigmask, SIG_BIT(SIGUSR1) | SIG_BIT(SIGUSR2));
+
+	uc = gp(u.rdx, offsetof(ucontext_t, uc_sigmask) + 8);
+	si = gp(u.rsi, sizeof(*si));
+	ck_assert_int_eq(si->si_signo, SIGUSR1);
+	ck_assert_int_eq(si->si_code, SI_TKILL);
+	ck_assert_int_eq(si->si_pid, pp->pid);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RIP], SIG_CODE + 2);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RAX], 0);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RBX], 0x1111);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RSP], before.rsp);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_EFL], before.rflags);
+	ck_assert_uint_eq(uc->uc_sigmask.__val[0], 0);
+	ck_assert_int_eq(uc->uc_stack.ss_flags, SS_DISABLE);
+	ck_assert_uint_eq((uintptr_t)uc->uc_mcontext.fpregs % 64, 0);
+	{
+		uint8_t *fp = gp((uint64_t)(uintptr_t)uc->uc_mcontext.fpregs, SIG_FPU_AVX + 4);
+		struct _fpx_sw_bytes *sw = (struct _fpx_sw_bytes *)(fp + 464);
+
+		ck_assert_int_eq(memcmp(fp, fpu0, 464), 0);
+		ck_assert_int_eq(memcmp(fp + 512, fpu0 + 512, SIG_FPU_AVX - 512), 0);
+		ck_assert_uint_eq(sw->magic1, FP_XSTATE_MAGIC1);
+		ck_assert_uint_eq(sw->xstate_size, SIG_FPU_AVX);
+		ck_assert_uint_eq(sw->extended_size, SIG_FPU_AVX + 4);
+		ck_assert_uint_eq(*(uint32_t *)(fp + SIG_FPU_AVX), FP_XSTATE_MAGIC2);
+		/* The handler changes the interrupted state, some of it beyond its reach. */
+		memcpy(fp + SIG_MXCSR_OFF, &(uint32_t){ 0x1fa0 | 0x10000 }, 4);
+	}
+	ck_assert_uint_eq(sig_mxcsr(), 0x1f80); /* the handler starts afresh */
+	ck_assert_uint_eq(*(uint64_t *)(sig_fpu + SIG_HDR_OFF), 0);
+	uc->uc_mcontext.gregs[REG_R12] = 42;
+	uc->uc_mcontext.gregs[REG_EFL] |= RFLAGS_IOPL | RFLAGS_VM | RFLAGS_AC;
+	uc->uc_mcontext.gregs[REG_CSGSFS] = 0x8;
+
+	ck_assert_int_eq(sig_return(&pt, &u), LX_RESUME);
+	ck_assert_uint_eq(u.rip, SIG_CODE + 2);
+	ck_assert_uint_eq(u.rsp, before.rsp);
+	ck_assert_uint_eq(u.rax, 0);
+	ck_assert_uint_eq(u.rbx, 0x1111);
+	ck_assert_uint_eq(u.r12, 42);
+	ck_assert_uint_eq(u.r15, 0x5555);
+	ck_assert_uint_eq(u.rflags & (RFLAGS_IOPL | RFLAGS_VM), 0);
+	ck_assert_uint_eq(u.rflags & (RFLAGS_AC | RFLAGS_DF | RFLAGS_IF),
+			  RFLAGS_AC | RFLAGS_DF | RFLAGS_IF);
+	ck_assert_uint_eq(pt.sigmask, 0);
+	m = sig_mxcsr();
+	ck_assert_uint_eq(m, 0x1fa0);
+	ck_assert_int_eq(memcmp(sig_fpu + 512 + 64, fpu0 + 512 + 64, SIG_FPU_AVX - 576), 0);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_getpid, 0, 0, 0, 0), LX_RESUME);
+	ck_assert_uint_eq(u.rip, SIG_CODE + 4); /* nothing more pending */
+}
+END_TEST
+
+/* Blocked signals wait; unblocking delivers them lowest first, a standard signal sent
+ * twice once, each real-time one as queued (with its value) in order, nested as the
+ * handlers' masks allow. */
+START_TEST(test_signal_queues)
+{
+	const int rt = 34;
+	struct kvm_regs u = sig_user();
+	uint64_t all = SIG_BIT(SIGUSR2) | SIG_BIT(rt), handler_usr2 = SIG_HANDLER + 0x100;
+	siginfo_t *q = gp(scratch + 0xc00, sizeof(*q));
+
+	sig_handle(SIGUSR2, handler_usr2, SA_SIGINFO, 0);
+	sig_handle(rt, SIG_HANDLER, SA_SIGINFO, 0);
+	*(uint64_t *)gp(scratch + 0xb00, 8) = all;
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xb00, 0, 8),
+			 LX_RESUME);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR2, 0, 0), LX_RESUME);
+	for (int v = 1; v <= 3; v++) {
+		memset(q, 0, sizeof(*q));
+		q->si_code = SI_QUEUE;
+		q->si_value.sival_int = v;
+		ck_assert_int_eq(sig_call(&pt, &u, SYS_rt_sigqueueinfo, pp->pid, rt,
+					  scratch + 0xc00, 0), LX_RESUME);
+		ck_assert_uint_eq(u.rax, 0);
+	}
+	ck_assert_uint_eq(u.rip, SIG_CODE + 12); /* six calls, all blocked: nothing ran */
+
+	*(uint64_t *)gp(scratch + 0xb00, 8) = 0;
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_SETMASK, scratch + 0xb00, 0, 8);
+	for (int v = 1; v <= 3; v++) {
+		siginfo_t *si = gp(u.rsi, sizeof(*si));
+
+		ck_assert_uint_eq(u.rip, SIG_HANDLER);
+		ck_assert_int_eq(si->si_signo, rt);
+		ck_assert_int_eq(si->si_code, SI_QUEUE);
+		ck_assert_int_eq(si->si_value.sival_int, v);
+		ck_assert_uint_eq(pt.sigmask, SIG_BIT(SIGUSR2) | SIG_BIT(rt));
+		sig_return(&pt, &u);
+	}
+	ck_assert_uint_eq(u.rip, handler_usr2); /* back in the first handler, once */
+	ck_assert_uint_eq(u.rdi, SIGUSR2);
+	sig_return(&pt, &u);
+	ck_assert_uint_eq(u.rip, SIG_CODE + 14); /* after the call that unblocked them */
+	ck_assert_uint_eq(pt.sigmask, 0);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_getpid, 0, 0, 0, 0), LX_RESUME);
+	ck_assert_uint_eq(u.rip, SIG_CODE + 16);
+}
+END_TEST
+
+/* Ignored and harmless signals do nothing; one fatal by default ends the VM with
+ * 128 + the signal; SA_RESETHAND and SA_NODEFER act as in Linux. */
+START_TEST(test_signal_dispositions)
+{
+	struct kvm_regs u = sig_user();
+
+	sig_handle(SIGUSR1, (uint64_t)(uintptr_t)SIG_IGN, 0, 0);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0), LX_RESUME);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGCHLD, 0, 0), LX_RESUME);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, 0, 0, 0), LX_RESUME);
+	ck_assert_uint_eq(u.rip, SIG_CODE + 6);
+
+	sig_handle(SIGUSR2, SIG_HANDLER, SIG_SA_RESETHAND | SIG_SA_NODEFER, 0);
+	sig_call(&pt, &u, SYS_tkill, pt.tid, SIGUSR2, 0, 0);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	ck_assert_uint_eq(pt.sigmask, 0); /* SA_NODEFER */
+	ck_assert_uint_eq(pp->sigact[SIGUSR2].handler, (uint64_t)(uintptr_t)SIG_DFL);
+	sig_return(&pt, &u);
+	ck_assert_uint_eq(u.rip, SIG_CODE + 8);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_tgkill, pp->pid, pt.tid + 999, SIGUSR2, 0),
+			 LX_RESUME);
+	ck_assert_int_eq((int64_t)u.rax, -ESRCH);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, 65, 0, 0), LX_RESUME);
+	ck_assert_int_eq((int64_t)u.rax, -EINVAL);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGTERM, 0, 0), LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGTERM);
+}
+END_TEST
+
+/* SA_ONSTACK puts the frame on the alternate stack, SS_AUTODISARM disarms it while
+ * the handler runs and rt_sigreturn arms it again; a frame that does not fit there,
+ * a handler without a restorer, a frame that no longer reads, or an FPU area the CPU
+ * refuses each end in SIGSEGV (status 139 with no handler for it). */
+START_TEST(test_signal_altstack_and_faults)
+{
+	struct kvm_regs u = sig_user();
+	uint64_t alt = scratch + 0x20000, alt_size = 0x8000;
+	stack_t *ss = gp(scratch + 0xb00, sizeof(*ss)), *cur = gp(scratch + 0xb40, sizeof(*cur));
+	struct lx_sigaction bare = { .handler = SIG_HANDLER };
+
+	*ss = (stack_t){ .ss_sp = (void *)(uintptr_t)alt, .ss_size = alt_size,
+			 .ss_flags = (int)SIG_SS_AUTODISARM };
+	ck_assert_int_eq(S2(SYS_sigaltstack, scratch + 0xb00, 0), 0);
+	sig_handle(SIGUSR1, SIG_HANDLER, SIG_SA_ONSTACK, 0);
+	sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	ck_assert_uint_gt(u.rsp, alt);
+	ck_assert_uint_lt(u.rsp, alt + alt_size);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_sigaltstack, 0, scratch + 0xb40, 0, 0), LX_RESUME);
+	ck_assert_int_eq(cur->ss_flags, SS_DISABLE); /* disarmed while the handler runs */
+	sig_return(&pt, &u);
+	ck_assert_uint_eq(u.rsp, scratch + SIG_STACK);
+	sig_call(&pt, &u, SYS_sigaltstack, 0, scratch + 0xb40, 0, 0);
+	ck_assert_uint_eq((uintptr_t)cur->ss_sp, alt);
+	ck_assert_int_eq(cur->ss_flags, (int)SIG_SS_AUTODISARM);
+
+	/* A damaged frame: rt_sigreturn with nothing mapped under the stack pointer. */
+	u.rsp = 8;
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_rt_sigreturn, 0, 0, 0, 0), LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGSEGV);
+
+	/* An FPU area bigger than the alternate stack takes: SIGSEGV, even if handled. */
+	u = sig_user();
+	sig_handle(SIGSEGV, SIG_HANDLER, SIG_SA_ONSTACK, 0);
+	*ss = (stack_t){ .ss_sp = (void *)(uintptr_t)alt, .ss_size = 2048 };
+	ck_assert_int_eq(S2(SYS_sigaltstack, scratch + 0xb00, 0), 0);
+	sig_fpu_len = 2688; /* AVX-512's XSAVE area */
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGSEGV, 0, 0), LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGSEGV);
+
+	/* No restorer: x86-64 Linux has no default way back. */
+	u = sig_user();
+	pp->exit_status = 0;
+	memcpy(gp(scratch + 0xa00, sizeof(bare)), &bare, sizeof(bare));
+	ck_assert_int_eq(S4(SYS_rt_sigaction, SIGUSR2, scratch + 0xa00, 0, 8), 0);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR2, 0, 0), LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGSEGV);
+}
+END_TEST
+
+/* The CPU refuses the FPU area a handler left: SIGSEGV, as a bad frame. */
+START_TEST(test_signal_fpu_refused)
+{
+	struct kvm_regs u = sig_user();
+
+	sig_handle(SIGUSR1, SIG_HANDLER, 0, 0);
+	sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	sig_fpu_refuse = true;
+	ck_assert_int_eq(sig_return(&pt, &u), LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGSEGV);
+}
+END_TEST
+
+/* tgkill reaches another thread only: it runs the handler when it next returns from
+ * a call, the sender does not; a thread that exited is gone (ESRCH). */
+START_TEST(test_signal_threads)
+{
+	uint64_t flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+			 CLONE_SYSVSEM;
+	struct kvm_regs u = sig_user(), u2 = sig_user();
+	struct lx_thread t2;
+	int64_t tid;
+
+	sig_handle(SIGUSR1, SIG_HANDLER, 0, 0);
+	tid = S6(SYS_clone, flags, scratch + 0x10000, 0, 0, 0, 0);
+	ck_assert_int_gt(tid, 0);
+	t2 = last_clone.thread;
+	t2.proc = pp;
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_tgkill, pp->pid, tid, SIGUSR1, 0), LX_RESUME);
+	ck_assert_uint_eq(u.rax, 0);
+	ck_assert_uint_eq(u.rip, SIG_CODE + 2);
+	ck_assert_int_eq(sig_call(&t2, &u2, SYS_getpid, 0, 0, 0, 0), LX_RESUME);
+	ck_assert_uint_eq(u2.rip, SIG_HANDLER);
+	ck_assert_int_eq(sig_call(&t2, &u2, SYS_exit, 0, 0, 0, 0), LX_EXIT_THREAD);
+	sig_call(&pt, &u, SYS_tgkill, pp->pid, tid, SIGUSR1, 0);
+	ck_assert_int_eq((int64_t)u.rax, -ESRCH);
+}
+END_TEST
+
+/* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
+ * takes its default action even with a handler, and rt_sigreturn is not offered. */
+START_TEST(test_signal_off)
+{
+	struct kvm_regs u = sig_user();
+
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_rt_sigreturn, 0, 0, 0, 0), LX_RESUME);
+	ck_assert_int_eq((int64_t)u.rax, -ENOSYS);
+	sig_handle(SIGUSR1, SIG_HANDLER, 0, 0);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0), LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGUSR1);
+}
+END_TEST
+
 Suite *personality_suite(void)
 {
 	Suite *s = suite_create("personality");
@@ -510,6 +891,18 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_futex_calls);
 	tcase_add_test(tc, test_clone_and_exit);
 	tcase_add_test(tc, test_state_round_trip);
+	tcase_add_test(tc, test_signal_off);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("signals");
+	tcase_add_checked_fixture(tc, sig_setup, p_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_signal_frame);
+	tcase_add_test(tc, test_signal_queues);
+	tcase_add_test(tc, test_signal_dispositions);
+	tcase_add_test(tc, test_signal_altstack_and_faults);
+	tcase_add_test(tc, test_signal_fpu_refused);
+	tcase_add_test(tc, test_signal_threads);
 	suite_add_tcase(s, tc);
 	return s;
 }

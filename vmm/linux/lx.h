@@ -13,6 +13,7 @@
 #include <linux/kvm.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -21,6 +22,8 @@
 #define LX_NR_SYSCALLS 512
 #define LX_NSIG        64
 #define LX_MAX_FDS     65536
+#define LX_MAX_THREADS 64    /* threads at once: as many as a VM has vCPUs */
+#define LX_SIGQUEUE_MAX 32   /* signals queued per thread and per process */
 
 struct vdso_data;
 struct lx_clone;
@@ -34,6 +37,13 @@ struct lx_hooks {
 	void (*block_end)(void *vcpu);
 	void (*before_discard)(void *ctx, uint64_t gpa, uint64_t len);
 	int (*thread_create)(void *parent_vcpu, const struct lx_clone *cl);
+	/* The calling vCPU's FPU and vector registers in the standard (non-compacted)
+	 * XSAVE format, as KVM_GET_XSAVE gives them: the size in use (at most @cap), and
+	 * the XSAVE features enabled in *@xfeatures; or -errno. And loading such an area
+	 * back: 0, or -errno when the CPU refuses it. Signal handlers run only when both
+	 * are given: a signal frame must save and restore that state (signal.c). */
+	int (*fpu_save)(void *vcpu, void *buf, size_t cap, uint64_t *xfeatures);
+	int (*fpu_load)(void *vcpu, const void *buf, size_t len);
 	void *ctx;
 };
 
@@ -90,6 +100,21 @@ struct lx_sigaction {
 	uint64_t handler, flags, restorer, mask;
 };
 
+/* Signals waiting for delivery, in the order sent: a standard signal once, a
+ * real-time one (32 and up) as often as it was sent, up to LX_SIGQUEUE_MAX. */
+struct lx_sigqueue {
+	uint64_t set;            /* bit sig - 1: at least one of them queued */
+	int n;
+	siginfo_t q[LX_SIGQUEUE_MAX];
+};
+
+/* A live thread, by id, with the signals sent to it alone (tgkill): kept in the
+ * process, where a sender finds it whichever vCPU runs the thread. */
+struct lx_sigthread {
+	int tid;                 /* 0: the slot is free */
+	struct lx_sigqueue pend;
+};
+
 struct lx_proc {
 	struct gmem *mem;
 	pthread_mutex_t lock;    /* guards fds, mm, fs and signal state */
@@ -109,6 +134,8 @@ struct lx_proc {
 	int next_tid;            /* the next thread's id */
 	char comm[16];
 	struct lx_sigaction sigact[LX_NSIG + 1];
+	struct lx_sigqueue sigpend;                   /* sent to the process (kill) */
+	struct lx_sigthread sigthr[LX_MAX_THREADS];
 	struct rlimit rlim[RLIM_NLIMITS];
 	const struct lx_hooks *hooks;
 	int exit_status;
@@ -126,6 +153,10 @@ struct lx_thread {
 	uint64_t sigmask;
 	uint64_t altstack_sp, altstack_size;
 	uint32_t altstack_flags;
+	/* Set by a system call that gave the thread a whole new user context (a signal
+	 * handler's entry, rt_sigreturn): resume with every register as in the regs,
+	 * as IRET would, rather than as SYSRET (RIP from RCX, RFLAGS from R11). */
+	bool resume_exact;
 };
 
 /* A new thread as clone asks for it: the registers it starts with (those of the
@@ -169,7 +200,9 @@ void lx_clock_refresh(struct lx_proc *p);
 /*
  * lx_syscall - perform the system call described by @regs (number in rax, arguments
  * in rdi, rsi, rdx, r10, r8, r9) for thread @t; the result goes to regs->rax.
- * @sregs may be changed (FS/GS base): then *sregs_dirty is set.
+ * @sregs may be changed (FS/GS base): then *sregs_dirty is set. The thread resumes
+ * as SYSRET would from @regs, or with @regs exactly when t->resume_exact is set (it
+ * entered a signal handler or returned from one).
  */
 enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
 			  bool *sregs_dirty);

@@ -415,6 +415,7 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	p->hooks = cfg->hooks;
 	p->pid = getpid();
 	p->next_tid = p->pid + 1;
+	p->sigthr[0].tid = p->pid; /* the first thread, known to signal senders */
 	pthread_mutex_init(&p->lock, NULL);
 	proc_rlimits(p);
 	rc = lx_fs_init(&p->fs, cfg->root, cfg->rw, cfg->n_rw);

@@ -404,5 +404,5 @@ int lx_thread_restore(struct lx_proc *p, json_t *st, int i, struct lx_thread *t)
 	t->altstack_sp = lx_ju(th, "altstack_sp");
 	t->altstack_size = lx_ju(th, "altstack_size");
 	t->altstack_flags = (uint32_t)lx_ju(th, "altstack_flags");
-	return 0;
+	return lx_sig_thread_add(p, t->tid);
 }

@@ -155,6 +155,20 @@ int lx_fastio_before_write(struct lx_call *c, int fd, bool wait);
 int64_t lx_fastio_take(struct lx_proc *p, int fd, const struct iovec *iov, int cnt, bool peek);
 bool lx_fastio_readable(struct lx_proc *p, int fd);
 
+/* Signals (signal.c). Delivery is on when the VM gives the fpu hooks; a thread is
+ * known to senders from lx_sig_thread_add (-EAGAIN past LX_MAX_THREADS) until
+ * lx_sig_thread_remove. lx_sig_send queues @info for the process (@tid 0) or one
+ * thread (-ESRCH: no such thread, -EAGAIN: its queue is full); lx_sig_deliver runs
+ * as a system call returns and points the thread at its handlers. */
+bool lx_sig_on(const struct lx_proc *p);
+int lx_sig_thread_add(struct lx_proc *p, int tid);
+void lx_sig_thread_remove(struct lx_proc *p, int tid);
+int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info);
+void lx_sig_deliver(struct lx_call *c);
+
+/* A call the personality does not offer (here): -ENOSYS, logged once by name. */
+int64_t lx_unsupported(struct lx_call *c);
+
 #define LX_HANDLERS(X)                                                                       \
 	X(read) X(write) X(readv) X(writev) X(pread64) X(pwrite64) X(open) X(openat)         \
 	X(close) X(lseek) X(fstat) X(newfstatat) X(stat) X(lstat) X(statx) X(access)         \
@@ -175,7 +189,8 @@ bool lx_fastio_readable(struct lx_proc *p, int fd);
 	X(shutdown) X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(sendto)      \
 	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)    \
 	X(clone) X(clone3) X(pause) X(fork) X(vfork)    \
-	X(setitimer) X(getitimer) X(get_robust_list)
+	X(setitimer) X(getitimer) X(get_robust_list) X(rt_sigreturn) X(rt_sigqueueinfo)       \
+	X(rt_tgsigqueueinfo)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

@@ -2,10 +2,8 @@
  * sys_misc.c - process, identity, time and signal-state system calls.
  *
  * Identity answers are the host's (the guest runs as the user who started ccvm);
- * resource limits and signal dispositions are the guest's own, recorded here and
- * never applied to the monitor. Signals are not delivered yet: a signal sent to the
- * guest itself whose default action is to terminate ends the VM as the signal would
- * end a process (exit status 128 + signal), other signals are ignored.
+ * resource limits, signal dispositions and masks are the guest's own, recorded here
+ * and never applied to the monitor (signal.c sends and delivers signals by them).
  */
 #include "sys.h"
 #include "../log.h"
@@ -28,9 +26,6 @@
 #define NSEC_PER_SEC 1000000000LL
 #define LX_SIGSET_SIZE 8
 #define LX_TIMER_ABSTIME 1
-#define LX_SS_DISABLE 2
-#define LX_MINSIGSTKSZ 2048
-#define LX_SS_AUTODISARM (1U << 31)
 #define LX_ROBUST_HEAD_SIZE 24 /* sizeof(struct robust_list_head) */
 
 int64_t sys_arch_prctl(struct lx_call *c)
@@ -538,102 +533,6 @@ int64_t sys_rt_sigprocmask(struct lx_call *c)
 	}
 	c->t->sigmask &= ~unblockable;
 	return 0;
-}
-
-int64_t sys_sigaltstack(struct lx_call *c)
-{
-	stack_t ss, old = {
-		.ss_sp = (void *)(uintptr_t)c->t->altstack_sp,
-		.ss_size = c->t->altstack_size,
-		.ss_flags = c->t->altstack_sp ? (int)c->t->altstack_flags : LX_SS_DISABLE,
-	};
-
-	if (c->a[0] && lx_copy_in(c, &ss, c->a[0], sizeof(ss)))
-		return -EFAULT;
-	if (c->a[1] && lx_copy_out(c, c->a[1], &old, sizeof(old)))
-		return -EFAULT;
-	if (!c->a[0])
-		return 0;
-	if (ss.ss_flags & ~(LX_SS_DISABLE | LX_SS_AUTODISARM))
-		return -EINVAL;
-	if (ss.ss_flags & LX_SS_DISABLE) {
-		c->t->altstack_sp = c->t->altstack_size = 0;
-	} else {
-		if (ss.ss_size < LX_MINSIGSTKSZ)
-			return -ENOMEM;
-		c->t->altstack_sp = (uint64_t)(uintptr_t)ss.ss_sp;
-		c->t->altstack_size = ss.ss_size;
-		c->t->altstack_flags = (uint32_t)ss.ss_flags;
-	}
-	return 0;
-}
-
-/* Default action of @sig is to end the process (with or without a core). */
-static bool lx_sig_kills(int sig)
-{
-	switch (sig) {
-	case SIGCHLD:
-	case SIGCONT:
-	case SIGURG:
-	case SIGWINCH:
-		return false;
-	case SIGSTOP:
-	case SIGTSTP:
-	case SIGTTIN:
-	case SIGTTOU:
-		return false; /* stop: nothing to stop a VM for here */
-	default:
-		return sig >= 1 && sig <= LX_NSIG;
-	}
-}
-
-/* A signal the guest sends itself. Handlers are not run yet; a signal that is
- * ignored or whose default is harmless does nothing, one that is fatal by default
- * ends the VM as it would end the process. */
-static int64_t lx_signal_self(struct lx_call *c, int sig)
-{
-	uint64_t handler;
-
-	if (sig == 0)
-		return 0;
-	if (sig < 0 || sig > LX_NSIG)
-		return -EINVAL;
-	pthread_mutex_lock(&c->p->lock);
-	handler = c->p->sigact[sig].handler;
-	pthread_mutex_unlock(&c->p->lock);
-	if (handler == (uint64_t)(uintptr_t)SIG_IGN && sig != SIGKILL)
-		return 0;
-	if (handler != (uint64_t)(uintptr_t)SIG_DFL && sig != SIGKILL)
-		log_warn("guest sent itself signal %d, which has a handler; signal delivery "
-			 "is not supported yet, so the default action is taken", sig);
-	if (!lx_sig_kills(sig))
-		return 0;
-	c->p->exit_status = 128 + sig;
-	c->action = LX_EXIT_GROUP;
-	return 0;
-}
-
-int64_t sys_kill(struct lx_call *c)
-{
-	int64_t pid = (int64_t)c->a[0];
-
-	if (pid != c->p->pid && pid != 0 && pid != -1)
-		return -EPERM; /* the guest reaches no process but itself */
-	return lx_signal_self(c, (int)c->a[1]);
-}
-
-int64_t sys_tgkill(struct lx_call *c)
-{
-	if ((int64_t)c->a[0] != c->p->pid || (int64_t)c->a[1] != c->t->tid)
-		return -ESRCH;
-	return lx_signal_self(c, (int)c->a[2]);
-}
-
-int64_t sys_tkill(struct lx_call *c)
-{
-	if ((int64_t)c->a[0] != c->t->tid)
-		return -ESRCH;
-	return lx_signal_self(c, (int)c->a[1]);
 }
 
 int64_t sys_prctl(struct lx_call *c)

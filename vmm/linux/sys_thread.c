@@ -94,7 +94,12 @@ static int64_t lx_clone(struct lx_call *c, const struct lx_clone_req *req)
 		cl.regs.rsp = req->stack;
 	cl.fs_base = req->flags & CLONE_SETTLS ? req->tls : c->sregs->fs.base;
 	cl.gs_base = c->sregs->gs.base;
+	rc = lx_sig_thread_add(c->p, t->tid);
+	if (rc)
+		return rc;
 	rc = c->p->hooks->thread_create(c->t->vcpu, &cl);
+	if (rc)
+		lx_sig_thread_remove(c->p, t->tid);
 	return rc ? rc : t->tid;
 }
 
@@ -159,6 +164,7 @@ int64_t sys_exit(struct lx_call *c)
 	c->p->exit_status = (int)(c->a[0] & 0xff);
 	lx_futex_exit_robust(c->p, c->t->robust_list, c->t->tid);
 	lx_futex_clear_tid(c->p, c->t->clear_child_tid);
+	lx_sig_thread_remove(c->p, c->t->tid);
 	c->action = LX_EXIT_THREAD;
 	return 0;
 }

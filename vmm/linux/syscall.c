@@ -55,7 +55,7 @@ bool lx_first_time(struct lx_call *c)
 	return !__atomic_exchange_n(&c->p->sys_unknown_logged[nr], 1, __ATOMIC_RELAXED);
 }
 
-static int64_t lx_unknown(struct lx_call *c)
+int64_t lx_unsupported(struct lx_call *c)
 {
 	if (lx_first_time(c))
 		log_warn("guest called unsupported system call %s (%llu); returning ENOSYS",
@@ -77,12 +77,16 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 	};
 	lx_handler h = c.nr < LX_NR_SYSCALLS ? lx_table[c.nr] : NULL;
 
+	t->resume_exact = false;
+
 	/* Writes the guest made without exiting go out before anything this call does. */
 	lx_fastio_flush(t->proc);
 	__atomic_fetch_add(&t->proc->sys_count[c.nr < LX_NR_SYSCALLS ? c.nr : LX_NR_SYSCALLS - 1],
 			   1, __ATOMIC_RELAXED);
-	regs->rax = (uint64_t)(h ? h(&c) : lx_unknown(&c));
+	regs->rax = (uint64_t)(h ? h(&c) : lx_unsupported(&c));
 	lx_call_release(&c);
+	if (c.action == LX_RESUME && lx_sig_on(t->proc))
+		lx_sig_deliver(&c);
 	if (log_get_level() >= LOG_DEBUG)
 		log_debug("syscall %s(%#llx, %#llx, %#llx) = %lld", lx_syscall_name((unsigned)c.nr),
 			  (unsigned long long)c.a[0], (unsigned long long)c.a[1],
