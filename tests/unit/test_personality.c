@@ -862,6 +862,170 @@ START_TEST(test_signal_threads)
 }
 END_TEST
 
+/* A write to a pipe with no reader raises SIGPIPE and still fails with EPIPE; ignored,
+ * only EPIPE; send with MSG_NOSIGNAL raises nothing; by default it ends the VM (141). */
+START_TEST(test_signal_broken_pipe)
+{
+	struct kvm_regs u = sig_user();
+	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
+	siginfo_t *si;
+	int sv[2];
+
+	signal(SIGPIPE, SIG_IGN); /* as ccvm ignores it for itself (main.c) */
+	ck_assert_int_eq(S2(SYS_pipe2, scratch + 0xb00, 0), 0);
+	ck_assert_int_eq(S1(SYS_close, fds[0]), 0);
+	sig_handle(SIGPIPE, SIG_HANDLER, SA_SIGINFO, 0);
+	sig_call(&pt, &u, SYS_write, fds[1], gstr(0xc00, "x"), 1, 0);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	si = gp(u.rsi, sizeof(*si));
+	ck_assert_int_eq(si->si_signo, SIGPIPE);
+	ck_assert_int_eq(si->si_code, SI_USER);
+	ck_assert_int_eq((int64_t)((ucontext_t *)gp(u.rdx, 256))->uc_mcontext.gregs[REG_RAX],
+			 -EPIPE);
+	sig_return(&pt, &u);
+	ck_assert_int_eq((int64_t)u.rax, -EPIPE);
+
+	ck_assert_int_eq(S4(SYS_socketpair, AF_UNIX, SOCK_STREAM, 0, scratch + 0xb00), 0);
+	sv[0] = fds[0], sv[1] = fds[1];
+	ck_assert_int_eq(S1(SYS_close, sv[1]), 0);
+	sig_call(&pt, &u, SYS_sendto, sv[0], gstr(0xc00, "x"), 1, MSG_NOSIGNAL);
+	ck_assert_int_eq((int64_t)u.rax, -EPIPE);
+	ck_assert_uint_ne(u.rip, SIG_HANDLER);
+	sig_handle(SIGPIPE, (uint64_t)(uintptr_t)SIG_IGN, 0, 0);
+	sig_call(&pt, &u, SYS_sendto, sv[0], gstr(0xc00, "x"), 1, 0);
+	ck_assert_int_eq((int64_t)u.rax, -EPIPE);
+	ck_assert_uint_ne(u.rip, SIG_HANDLER);
+	sig_handle(SIGPIPE, (uint64_t)(uintptr_t)SIG_DFL, 0, 0);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_write, sv[0], gstr(0xc00, "x"), 1, 0),
+			 LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGPIPE);
+}
+END_TEST
+
+/* A second guest thread, as clone makes it, that system calls can run on. */
+struct sig_waiter {
+	struct lx_thread t;
+	struct kvm_regs u;
+	uint64_t nr, a[4];
+	enum lx_action act;
+};
+
+static void *sig_waiter_run(void *arg)
+{
+	struct sig_waiter *w = arg;
+
+	w->act = sig_call(&w->t, &w->u, w->nr, w->a[0], w->a[1], w->a[2], w->a[3]);
+	return NULL;
+}
+
+static void sig_waiter_start(struct sig_waiter *w, pthread_t *th)
+{
+	uint64_t flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+			 CLONE_SYSVSEM;
+
+	ck_assert_int_gt(S6(SYS_clone, flags, scratch + 0x10000, 0, 0, 0, 0), 0);
+	w->t = last_clone.thread;
+	w->t.proc = pp;
+	w->u = sig_user();
+	w->u.rsp = scratch + SIG_STACK - 0x8000; /* its own stack */
+	ck_assert_int_eq(pthread_create(th, NULL, sig_waiter_run, w), 0);
+}
+
+/* Wait until the waiter sleeps in its call (it blocks in the process' condition). */
+static void sig_settle(void)
+{
+	struct timespec nap = { .tv_nsec = 20000000 };
+
+	nanosleep(&nap, NULL);
+}
+
+/* rt_sigsuspend sleeps with its own mask until a signal comes, runs the handler with
+ * the mask from before the call saved in the frame, and returns EINTR; the thread
+ * that blocks the signal does not take it. pause does the same with the mask it has. */
+START_TEST(test_signal_suspend_and_pause)
+{
+	struct kvm_regs u = sig_user();
+	struct sig_waiter w = { .nr = SYS_rt_sigsuspend, .a = { scratch + 0xb08, 8 } };
+	ucontext_t *uc;
+	pthread_t th;
+
+	sig_handle(SIGUSR1, SIG_HANDLER, SA_SIGINFO, 0);
+	*(uint64_t *)gp(scratch + 0xb00, 8) = SIG_BIT(SIGUSR1);
+	*(uint64_t *)gp(scratch + 0xb08, 8) = 0;
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xb00, 0, 8);
+	sig_waiter_start(&w, &th); /* inherits the mask: SIGUSR1 blocked */
+	sig_settle();
+	sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(w.act, LX_RESUME);
+	ck_assert_uint_eq(w.u.rip, SIG_HANDLER);
+	ck_assert_uint_ne(u.rip, SIG_HANDLER);
+	uc = gp(w.u.rdx, offsetof(ucontext_t, uc_sigmask) + 8);
+	ck_assert_int_eq((int64_t)uc->uc_mcontext.gregs[REG_RAX], -EINTR);
+	ck_assert_uint_eq(uc->uc_sigmask.__val[0], SIG_BIT(SIGUSR1));
+	ck_assert_uint_eq(w.t.sigmask, SIG_BIT(SIGUSR1));
+	ck_assert(!w.t.restore_mask);
+	sig_return(&w.t, &w.u);
+	ck_assert_uint_eq(w.t.sigmask, SIG_BIT(SIGUSR1));
+
+	/* pause: woken by a tgkill at it. */
+	w.t.sigmask = 0;
+	w.nr = SYS_pause;
+	ck_assert_int_eq(pthread_create(&th, NULL, sig_waiter_run, &w), 0);
+	sig_settle();
+	sig_call(&pt, &u, SYS_tgkill, pp->pid, w.t.tid, SIGUSR1, 0);
+	ck_assert_uint_eq(u.rax, 0);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(w.u.rip, SIG_HANDLER);
+	uc = gp(w.u.rdx, offsetof(ucontext_t, uc_sigmask) + 8);
+	ck_assert_int_eq((int64_t)uc->uc_mcontext.gregs[REG_RAX], -EINTR);
+}
+END_TEST
+
+/* rt_sigtimedwait takes a blocked signal without its handler, with its siginfo;
+ * rt_sigpending shows it before; with none it ends at its timeout with EAGAIN, and a
+ * signal sent by another thread wakes it. */
+START_TEST(test_signal_timedwait)
+{
+	struct kvm_regs u = sig_user();
+	struct timespec *ts = gp(scratch + 0xb10, sizeof(*ts)), t0, t1;
+	siginfo_t *si = gp(scratch + 0xc00, sizeof(*si));
+	struct sig_waiter w = { .nr = SYS_rt_sigtimedwait,
+				.a = { scratch + 0xb00, scratch + 0xd00, 0, 8 } };
+	pthread_t th;
+
+	sig_handle(SIGUSR2, SIG_HANDLER, SA_SIGINFO, 0);
+	*(uint64_t *)gp(scratch + 0xb00, 8) = SIG_BIT(SIGUSR2);
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xb00, 0, 8);
+	*ts = (struct timespec){ .tv_nsec = 30000000 };
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	sig_call(&pt, &u, SYS_rt_sigtimedwait, scratch + 0xb00, scratch + 0xc00, scratch + 0xb10, 8);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_eq((int64_t)u.rax, -EAGAIN);
+	ck_assert_int_ge((t1.tv_sec - t0.tv_sec) * 1000000000LL + t1.tv_nsec - t0.tv_nsec, 30000000);
+
+	sig_call(&pt, &u, SYS_tkill, pt.tid, SIGUSR2, 0, 0);
+	ck_assert_uint_ne(u.rip, SIG_HANDLER);
+	sig_call(&pt, &u, SYS_rt_sigpending, scratch + 0xb20, 8, 0, 0);
+	ck_assert_uint_eq(*(uint64_t *)gp(scratch + 0xb20, 8), SIG_BIT(SIGUSR2));
+	sig_call(&pt, &u, SYS_rt_sigtimedwait, scratch + 0xb00, scratch + 0xc00, 0, 8);
+	ck_assert_int_eq((int64_t)u.rax, SIGUSR2);
+	ck_assert_int_eq(si->si_signo, SIGUSR2);
+	ck_assert_int_eq(si->si_code, SI_TKILL);
+	ck_assert_uint_ne(u.rip, SIG_HANDLER);
+	sig_call(&pt, &u, SYS_rt_sigpending, scratch + 0xb20, 8, 0, 0);
+	ck_assert_uint_eq(*(uint64_t *)gp(scratch + 0xb20, 8), 0);
+
+	/* Another thread waits with no timeout; this one sends to the process. */
+	sig_waiter_start(&w, &th);
+	sig_settle();
+	sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR2, 0, 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq((int64_t)w.u.rax, SIGUSR2);
+	ck_assert_int_eq(((siginfo_t *)gp(scratch + 0xd00, sizeof(siginfo_t)))->si_code, SI_USER);
+}
+END_TEST
+
 /* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
@@ -903,6 +1067,9 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_signal_altstack_and_faults);
 	tcase_add_test(tc, test_signal_fpu_refused);
 	tcase_add_test(tc, test_signal_threads);
+	tcase_add_test(tc, test_signal_broken_pipe);
+	tcase_add_test(tc, test_signal_suspend_and_pause);
+	tcase_add_test(tc, test_signal_timedwait);
 	suite_add_tcase(s, tc);
 	return s;
 }

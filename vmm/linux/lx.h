@@ -112,6 +112,7 @@ struct lx_sigqueue {
  * process, where a sender finds it whichever vCPU runs the thread. */
 struct lx_sigthread {
 	int tid;                 /* 0: the slot is free */
+	struct lx_thread *thread; /* bound at its first system call; NULL until then */
 	struct lx_sigqueue pend;
 };
 
@@ -136,6 +137,7 @@ struct lx_proc {
 	struct lx_sigaction sigact[LX_NSIG + 1];
 	struct lx_sigqueue sigpend;                   /* sent to the process (kill) */
 	struct lx_sigthread sigthr[LX_MAX_THREADS];
+	pthread_cond_t sigcond;  /* with lock: a signal was queued (pause, sigsuspend...) */
 	struct rlimit rlim[RLIM_NLIMITS];
 	const struct lx_hooks *hooks;
 	int exit_status;
@@ -150,7 +152,10 @@ struct lx_thread {
 	void *vcpu;              /* handed back to the hooks */
 	uint64_t clear_child_tid;
 	uint64_t robust_list, robust_len;
-	uint64_t sigmask;
+	uint64_t sigmask;        /* changed by the thread itself, under proc->lock */
+	uint64_t saved_mask;     /* rt_sigsuspend's: the mask to go back to */
+	bool restore_mask;       /* saved_mask is to be restored as the call returns */
+	bool sig_bound;          /* its lx_sigthread points here */
 	uint64_t altstack_sp, altstack_size;
 	uint32_t altstack_flags;
 	/* Set by a system call that gave the thread a whole new user context (a signal

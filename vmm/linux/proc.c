@@ -417,6 +417,13 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	p->next_tid = p->pid + 1;
 	p->sigthr[0].tid = p->pid; /* the first thread, known to signal senders */
 	pthread_mutex_init(&p->lock, NULL);
+	rc = lx_sig_init(p);
+	if (rc) {
+		lx_sig_fini(p);
+	pthread_mutex_destroy(&p->lock);
+		free(p);
+		return rc;
+	}
 	proc_rlimits(p);
 	rc = lx_fs_init(&p->fs, cfg->root, cfg->rw, cfg->n_rw);
 	if (rc)
@@ -472,6 +479,7 @@ void lx_proc_destroy(struct lx_proc *p)
 	free(p->mfile_paths);
 	vma_map_free(&p->mm.map);
 	lx_fs_fini(&p->fs);
+	lx_sig_fini(p);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }

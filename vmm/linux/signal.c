@@ -28,9 +28,14 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LX_SIG_BIT(s)      (1ULL << ((s) - 1))
+#define LX_SIGSET_SIZE     8 /* the kernel's sigset_t */
+#define LX_NSEC_PER_SEC    1000000000LL
 #define LX_SIGRTMIN        32
 #define LX_SIG_UNBLOCKABLE (LX_SIG_BIT(SIGKILL) | LX_SIG_BIT(SIGSTOP))
 /* Faults raise these; Linux takes them before any other pending signal. */
@@ -138,6 +143,27 @@ bool lx_sig_on(const struct lx_proc *p)
 	return p->hooks && p->hooks->fpu_save && p->hooks->fpu_load;
 }
 
+int lx_sig_init(struct lx_proc *p)
+{
+	pthread_condattr_t a;
+	int rc;
+
+	/* Waits time out on the monotonic clock: a change of the wall clock must not
+	 * cut a sigtimedwait short or make it last. */
+	if (pthread_condattr_init(&a))
+		return -ENOMEM;
+	rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	if (!rc)
+		rc = pthread_cond_init(&p->sigcond, &a);
+	pthread_condattr_destroy(&a);
+	return -rc;
+}
+
+void lx_sig_fini(struct lx_proc *p)
+{
+	pthread_cond_destroy(&p->sigcond);
+}
+
 /* Default action of @sig ends the process (with or without a core); the others are
  * ignored, and stopping is ignored too: there is nothing to stop a VM for here. */
 static bool lx_sig_kills(int sig)
@@ -186,7 +212,20 @@ void lx_sig_thread_remove(struct lx_proc *p, int tid)
 	pthread_mutex_lock(&p->lock);
 	s = tid > 0 ? lx_sig_thread(p, tid) : NULL;
 	if (s)
-		s->tid = 0;
+		*s = (struct lx_sigthread){ 0 };
+	pthread_mutex_unlock(&p->lock);
+}
+
+void lx_sig_bind(struct lx_thread *t)
+{
+	struct lx_proc *p = t->proc;
+	struct lx_sigthread *s;
+
+	pthread_mutex_lock(&p->lock);
+	s = lx_sig_thread(p, t->tid);
+	if (s)
+		s->thread = t;
+	t->sig_bound = true;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -231,12 +270,25 @@ static int lx_sig_first(uint64_t set)
 	return __builtin_ctzll(sync ? sync : set) + 1;
 }
 
-/* The next signal thread @t may take: 0, or its number with *@info filled. */
-static int lx_sig_dequeue(struct lx_thread *t, siginfo_t *info)
+/* Signals in @set pending for thread @t (its own or the process'). */
+static uint64_t lx_sig_pending(struct lx_thread *t, uint64_t set)
+{
+	struct lx_sigthread *s = lx_sig_thread(t->proc, t->tid);
+
+	return ((s ? s->pend.set : 0) | t->proc->sigpend.set) & set;
+}
+
+/* The signals thread @t takes when it returns to user mode. */
+static uint64_t lx_sig_allowed(const struct lx_thread *t)
+{
+	return ~t->sigmask | LX_SIG_UNBLOCKABLE;
+}
+
+/* The next signal of @allowed thread @t may take: 0, or its number with *@info filled. */
+static int lx_sig_dequeue(struct lx_thread *t, uint64_t allowed, siginfo_t *info)
 {
 	struct lx_proc *p = t->proc;
 	struct lx_sigthread *s = lx_sig_thread(p, t->tid);
-	uint64_t allowed = ~t->sigmask | LX_SIG_UNBLOCKABLE;
 	int sig = s ? lx_sig_first(s->pend.set & allowed) : 0;
 
 	if (sig) {
@@ -249,10 +301,28 @@ static int lx_sig_dequeue(struct lx_thread *t, siginfo_t *info)
 	return sig;
 }
 
+/* Is @sig, sent to thread slot @s (NULL: the process), dropped at once? As in Linux:
+ * when ignored (explicitly, or by default) and not blocked where it is headed, so a
+ * blocked one stays pending for sigtimedwait. */
+static bool lx_sig_dropped(struct lx_proc *p, const struct lx_sigthread *s, int sig)
+{
+	uint64_t h = p->sigact[sig].handler, bit = LX_SIG_BIT(sig);
+
+	if (sig == SIGKILL || !(h == (uint64_t)(uintptr_t)SIG_IGN ||
+				(h == (uint64_t)(uintptr_t)SIG_DFL && !lx_sig_kills(sig))))
+		return false;
+	if (s)
+		return !(s->thread && (s->thread->sigmask & bit));
+	for (int i = 0; i < LX_MAX_THREADS; i++)
+		if (p->sigthr[i].thread && (p->sigthr[i].thread->sigmask & bit))
+			return false;
+	return true;
+}
+
 int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info)
 {
 	struct lx_sigthread *s = NULL;
-	int rc;
+	int rc = 0;
 
 	if (info->si_signo < 1 || info->si_signo > LX_NSIG)
 		return -EINVAL;
@@ -261,8 +331,9 @@ int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info)
 		s = lx_sig_thread(p, tid);
 	if (tid && !s)
 		rc = -ESRCH;
-	else
+	else if (!lx_sig_dropped(p, s, info->si_signo))
 		rc = lx_sigq_push(s ? &s->pend : &p->sigpend, info);
+	pthread_cond_broadcast(&p->sigcond);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }
@@ -283,6 +354,7 @@ static void lx_sig_force(struct lx_call *c, int sig, bool reset)
 	    (t->sigmask & LX_SIG_BIT(sig)))
 		p->sigact[sig].handler = (uint64_t)(uintptr_t)SIG_DFL;
 	t->sigmask &= ~LX_SIG_BIT(sig);
+	t->restore_mask = false;
 	s = lx_sig_thread(p, t->tid);
 	rc = s ? lx_sigq_push(&s->pend, &info) : -ESRCH;
 	if (rc)
@@ -292,6 +364,14 @@ static void lx_sig_force(struct lx_call *c, int sig, bool reset)
 		p->exit_status = 128 + sig;
 		c->action = LX_EXIT_GROUP;
 	}
+}
+
+/* The thread's own mask changes under the lock: senders read it (lx_sig_dropped). */
+static void lx_sig_set_mask(struct lx_thread *t, uint64_t mask)
+{
+	pthread_mutex_lock(&t->proc->lock);
+	t->sigmask = mask & ~LX_SIG_UNBLOCKABLE;
+	pthread_mutex_unlock(&t->proc->lock);
 }
 
 /* ---- the frame ---- */
@@ -410,9 +490,10 @@ static int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act,
 	lx_sig_save_regs(&f.uc.mc, u);
 	f.uc.mc.cs = (uint16_t)c->sregs->cs.selector;
 	f.uc.mc.ss = (uint16_t)c->sregs->ss.selector;
-	f.uc.mc.oldmask = t->sigmask;
+	/* After rt_sigsuspend the handler returns to the mask from before the call. */
+	f.uc.sigmask = t->restore_mask ? t->saved_mask : t->sigmask;
+	f.uc.mc.oldmask = f.uc.sigmask;
 	f.uc.mc.fpstate = fp;
-	f.uc.sigmask = t->sigmask;
 	if (gmem_copy_out(t->proc->mem, at, &f, sizeof(f)))
 		return -EFAULT;
 	if (lx_sig_fpu_init(t, (size_t)len))
@@ -429,8 +510,9 @@ static int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act,
 	t->resume_exact = true;
 	if (t->altstack_flags & LX_SS_AUTODISARM)
 		t->altstack_sp = t->altstack_size = 0;
-	t->sigmask |= act->mask | (act->flags & LX_SA_NODEFER ? 0 : LX_SIG_BIT(sig));
-	t->sigmask &= ~LX_SIG_UNBLOCKABLE;
+	lx_sig_set_mask(t, (t->sigmask | act->mask |
+			    (act->flags & LX_SA_NODEFER ? 0 : LX_SIG_BIT(sig))));
+	t->restore_mask = false;
 	return 0;
 }
 
@@ -467,11 +549,11 @@ void lx_sig_deliver(struct lx_call *c)
 		int sig, what;
 
 		pthread_mutex_lock(&p->lock);
-		sig = lx_sig_dequeue(t, &info);
+		sig = lx_sig_dequeue(t, lx_sig_allowed(t), &info);
 		what = sig ? lx_sig_disposition(t, sig, &act) : 0;
 		pthread_mutex_unlock(&p->lock);
 		if (!sig)
-			return;
+			break;
 		if (what < 0) {
 			p->exit_status = 128 + sig;
 			c->action = LX_EXIT_GROUP;
@@ -487,6 +569,11 @@ void lx_sig_deliver(struct lx_call *c)
 			if (c->action != LX_RESUME)
 				return;
 		}
+	}
+	/* rt_sigsuspend woken by a signal no handler took: its mask goes back now. */
+	if (t->restore_mask) {
+		lx_sig_set_mask(t, t->saved_mask);
+		t->restore_mask = false;
 	}
 }
 
@@ -561,7 +648,7 @@ int64_t sys_rt_sigreturn(struct lx_call *c)
 	if (f.uc.mc.fpstate ? c->p->hooks->fpu_load(t->vcpu, lx_fpbuf, (size_t)len) :
 			      lx_sig_fpu_init(t, (size_t)len))
 		goto bad;
-	t->sigmask = f.uc.sigmask & ~LX_SIG_UNBLOCKABLE;
+	lx_sig_set_mask(t, f.uc.sigmask);
 	lx_sig_user_regs(t, c->regs, &u);
 	lx_sig_load_regs(&u, &f.uc.mc);
 	(void)lx_sig_altstack_set(t, &f.uc.stack, u.rsp); /* Linux ignores its errors */
@@ -731,4 +818,197 @@ int64_t sys_rt_tgsigqueueinfo(struct lx_call *c)
 	if ((int64_t)c->a[0] != c->p->pid)
 		return -ESRCH;
 	return lx_sig_queueinfo(c, (int)c->a[1], c->a[2], c->a[3]);
+}
+
+int64_t sys_rt_sigaction(struct lx_call *c)
+{
+	uint64_t sig = c->a[0];
+	struct lx_sigaction act, old;
+
+	if (c->a[3] != LX_SIGSET_SIZE)
+		return -EINVAL;
+	if (sig < 1 || sig > LX_NSIG)
+		return -EINVAL;
+	if (c->a[1] && lx_copy_in(c, &act, c->a[1], sizeof(act)))
+		return -EFAULT;
+	if (c->a[2] && !gmem_user_range_ok(c->p->mem, c->a[2], sizeof(old)))
+		return -EFAULT;
+	if (c->a[1] && (sig == SIGKILL || sig == SIGSTOP))
+		return -EINVAL;
+	pthread_mutex_lock(&c->p->lock);
+	old = c->p->sigact[sig];
+	if (c->a[1])
+		c->p->sigact[sig] = act;
+	pthread_mutex_unlock(&c->p->lock);
+	return c->a[2] ? lx_copy_out(c, c->a[2], &old, sizeof(old)) : 0;
+}
+
+int64_t sys_rt_sigprocmask(struct lx_call *c)
+{
+	uint64_t set, old = c->t->sigmask, mask;
+
+	if (c->a[3] != LX_SIGSET_SIZE)
+		return -EINVAL;
+	if (c->a[1] && lx_copy_in(c, &set, c->a[1], sizeof(set)))
+		return -EFAULT;
+	if (c->a[1]) {
+		switch (c->a[0]) {
+		case SIG_BLOCK:
+			mask = old | set;
+			break;
+		case SIG_UNBLOCK:
+			mask = old & ~set;
+			break;
+		case SIG_SETMASK:
+			mask = set;
+			break;
+		default:
+			return -EINVAL;
+		}
+		lx_sig_set_mask(c->t, mask);
+	}
+	return c->a[2] ? lx_copy_out(c, c->a[2], &old, sizeof(old)) : 0;
+}
+
+int64_t sys_rt_sigpending(struct lx_call *c)
+{
+	uint64_t set;
+
+	if (c->a[1] > LX_SIGSET_SIZE)
+		return -EINVAL;
+	pthread_mutex_lock(&c->p->lock);
+	set = lx_sig_pending(c->t, c->t->sigmask);
+	pthread_mutex_unlock(&c->p->lock);
+	return lx_copy_out(c, c->a[0], &set, c->a[1]);
+}
+
+/*
+ * Sleep until a signal of @set is pending for the calling thread, or host monotonic
+ * time @until (NULL: no end). The vCPU counts as blocked meanwhile, so pauses and
+ * snapshots go ahead; a snapshot taken now restores into the same call. 0, or
+ * -EAGAIN at the end with none pending.
+ */
+static int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until)
+{
+	struct lx_proc *p = c->p;
+	int rc = 0;
+
+	lx_block_begin(c);
+	pthread_mutex_lock(&p->lock);
+	while (!lx_sig_pending(c->t, set) && rc != ETIMEDOUT)
+		rc = until ? pthread_cond_timedwait(&p->sigcond, &p->lock, until) :
+			     pthread_cond_wait(&p->sigcond, &p->lock);
+	rc = lx_sig_pending(c->t, set) ? 0 : -EAGAIN;
+	pthread_mutex_unlock(&p->lock);
+	lx_block_end(c);
+	return rc;
+}
+
+int64_t sys_pause(struct lx_call *c)
+{
+	if (!lx_sig_on(c->p)) {
+		/* Nothing can wake it: the thread sleeps until the VM ends, its vCPU
+		 * blocked (pauses and snapshots go ahead; a restored one pauses again). */
+		lx_block_begin(c);
+		for (;;) {
+			struct timespec hour = { .tv_sec = 3600 };
+
+			nanosleep(&hour, NULL);
+		}
+	}
+	lx_sig_wait(c, lx_sig_allowed(c->t), NULL);
+	return -EINTR; /* the signal is taken as the call returns */
+}
+
+int64_t sys_rt_sigsuspend(struct lx_call *c)
+{
+	struct lx_thread *t = c->t;
+	uint64_t mask;
+
+	if (!lx_sig_on(c->p))
+		return lx_unsupported(c);
+	if (c->a[1] != LX_SIGSET_SIZE)
+		return -EINVAL;
+	if (lx_copy_in(c, &mask, c->a[0], sizeof(mask)))
+		return -EFAULT;
+	t->saved_mask = t->sigmask;
+	t->restore_mask = true;
+	lx_sig_set_mask(t, mask);
+	lx_sig_wait(c, lx_sig_allowed(t), NULL);
+	return -EINTR;
+}
+
+/* A relative timeout as host monotonic time in @until; NULL when there is none. */
+static int lx_sig_deadline(struct lx_call *c, uint64_t uts, struct timespec *until,
+			   struct timespec **out)
+{
+	int64_t ns, now;
+	int rc;
+
+	*out = NULL;
+	if (!uts)
+		return 0;
+	rc = lx_read_timespec(c, uts, &ns);
+	if (rc)
+		return rc;
+	clock_gettime(CLOCK_MONOTONIC, until);
+	now = (int64_t)until->tv_sec * LX_NSEC_PER_SEC + until->tv_nsec;
+	ns = ns > INT64_MAX / 2 - now ? INT64_MAX / 2 : now + ns;
+	until->tv_sec = ns / LX_NSEC_PER_SEC;
+	until->tv_nsec = ns % LX_NSEC_PER_SEC;
+	*out = until;
+	return 0;
+}
+
+int64_t sys_rt_sigtimedwait(struct lx_call *c)
+{
+	struct lx_thread *t = c->t;
+	struct timespec until, *end;
+	uint64_t set;
+	siginfo_t info;
+	int sig, rc;
+
+	if (!lx_sig_on(c->p))
+		return lx_unsupported(c);
+	if (c->a[3] != LX_SIGSET_SIZE)
+		return -EINVAL;
+	if (lx_copy_in(c, &set, c->a[0], sizeof(set)))
+		return -EFAULT;
+	rc = lx_sig_deadline(c, c->a[2], &until, &end);
+	if (rc)
+		return rc;
+	set &= ~LX_SIG_UNBLOCKABLE;
+	/* Woken by a signal of the set, or by one its handler takes (EINTR). */
+	rc = lx_sig_wait(c, set | lx_sig_allowed(t), end);
+	pthread_mutex_lock(&c->p->lock);
+	sig = lx_sig_dequeue(t, set, &info);
+	pthread_mutex_unlock(&c->p->lock);
+	if (!sig)
+		return rc ? -EAGAIN : -EINTR;
+	if (c->a[1] && lx_copy_out(c, c->a[1], &info, sizeof(info)))
+		return -EFAULT;
+	return sig;
+}
+
+void lx_sig_broken_pipe(struct lx_call *c, int64_t rc)
+{
+	siginfo_t info;
+
+	if (rc != -EPIPE || !lx_sig_on(c->p))
+		return;
+	switch (c->nr) {
+	case __NR_write:
+	case __NR_writev:
+	case __NR_pwrite64:
+		break;
+	case __NR_sendto:
+	case __NR_sendmsg:
+		if (c->a[c->nr == __NR_sendto ? 3 : 2] & MSG_NOSIGNAL)
+			return;
+		break;
+	default:
+		return;
+	}
+	info = lx_sig_user_info(c, SIGPIPE, SI_USER);
+	(void)lx_sig_send(c->p, c->t->tid, &info);
 }

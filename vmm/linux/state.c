@@ -84,7 +84,8 @@ static json_t *state_thread(const struct lx_thread *t)
 	return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "tid", t->tid,
 			 "clear_child_tid", lx_j_u64(t->clear_child_tid), "robust_list",
 			 lx_j_u64(t->robust_list), "robust_len", lx_j_u64(t->robust_len), "sigmask",
-			 lx_j_u64(t->sigmask), "altstack_sp", lx_j_u64(t->altstack_sp), "altstack_size",
+			 /* in rt_sigsuspend, which the restored thread makes again */
+			 lx_j_u64(t->restore_mask ? t->saved_mask : t->sigmask), "altstack_sp", lx_j_u64(t->altstack_sp), "altstack_size",
 			 lx_j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags);
 }
 
@@ -347,6 +348,11 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_restore_policy
 	p->mem = mem;
 	p->hooks = pol->hooks;
 	pthread_mutex_init(&p->lock, NULL);
+	if (lx_sig_init(p)) {
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+		return -ENOMEM;
+	}
 	if (lx_state_threads(st) < 1 || lx_ju(st, "pid") < 1 || lx_ju(st, "next_tid") <= lx_ju(st, "pid") ||
 	    lx_ju(st, "next_tid") > INT_MAX) {
 		rc = rs_fail(&r, "process state: no threads, or a bad pid or thread id");

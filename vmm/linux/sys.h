@@ -161,10 +161,16 @@ bool lx_fastio_readable(struct lx_proc *p, int fd);
  * thread (-ESRCH: no such thread, -EAGAIN: its queue is full); lx_sig_deliver runs
  * as a system call returns and points the thread at its handlers. */
 bool lx_sig_on(const struct lx_proc *p);
+int lx_sig_init(struct lx_proc *p);
+void lx_sig_fini(struct lx_proc *p);
 int lx_sig_thread_add(struct lx_proc *p, int tid);
+void lx_sig_bind(struct lx_thread *t);
 void lx_sig_thread_remove(struct lx_proc *p, int tid);
 int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info);
 void lx_sig_deliver(struct lx_call *c);
+/* A write that failed with @rc: EPIPE raises SIGPIPE in the writer (not for a send
+ * with MSG_NOSIGNAL). */
+void lx_sig_broken_pipe(struct lx_call *c, int64_t rc);
 
 /* A call the personality does not offer (here): -ENOSYS, logged once by name. */
 int64_t lx_unsupported(struct lx_call *c);
@@ -190,7 +196,7 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)    \
 	X(clone) X(clone3) X(pause) X(fork) X(vfork)    \
 	X(setitimer) X(getitimer) X(get_robust_list) X(rt_sigreturn) X(rt_sigqueueinfo)       \
-	X(rt_tgsigqueueinfo)
+	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

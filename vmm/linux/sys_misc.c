@@ -1,9 +1,9 @@
 /*
- * sys_misc.c - process, identity, time and signal-state system calls.
+ * sys_misc.c - process, identity, time and resource system calls.
  *
  * Identity answers are the host's (the guest runs as the user who started ccvm);
- * resource limits, signal dispositions and masks are the guest's own, recorded here
- * and never applied to the monitor (signal.c sends and delivers signals by them).
+ * resource limits are the guest's own, recorded here and never applied to the
+ * monitor. Signals are signal.c's.
  */
 #include "sys.h"
 #include "../log.h"
@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #define NSEC_PER_SEC 1000000000LL
-#define LX_SIGSET_SIZE 8
 #define LX_TIMER_ABSTIME 1
 #define LX_ROBUST_HEAD_SIZE 24 /* sizeof(struct robust_list_head) */
 
@@ -438,19 +437,6 @@ int64_t sys_getitimer(struct lx_call *c)
 	return 0;
 }
 
-int64_t sys_pause(struct lx_call *c)
-{
-	/* pause returns when a signal handler ran; none is delivered to the guest, so the
-	 * calling thread sleeps until the VM ends (its vCPU blocked: pauses and snapshots
-	 * go ahead, and a restored thread calls pause again). */
-	lx_block_begin(c);
-	for (;;) {
-		struct timespec hour = { .tv_sec = 3600 };
-
-		nanosleep(&hour, NULL);
-	}
-}
-
 int64_t sys_nanosleep(struct lx_call *c)
 {
 	return lx_nanosleep(c, CLOCK_MONOTONIC, 0, c->a[0], c->a[1]);
@@ -480,59 +466,6 @@ int64_t sys_getrandom(struct lx_call *c)
 	if (len && !buf)
 		return -EFAULT;
 	return host_ret(getrandom(buf, len, (unsigned)c->a[2]));
-}
-
-int64_t sys_rt_sigaction(struct lx_call *c)
-{
-	uint64_t sig = c->a[0];
-	struct lx_sigaction act, old;
-
-	if (c->a[3] != LX_SIGSET_SIZE)
-		return -EINVAL;
-	if (sig < 1 || sig > LX_NSIG)
-		return -EINVAL;
-	if (c->a[1] && lx_copy_in(c, &act, c->a[1], sizeof(act)))
-		return -EFAULT;
-	if (c->a[2] && !gmem_user_range_ok(c->p->mem, c->a[2], sizeof(old)))
-		return -EFAULT;
-	if (c->a[1] && (sig == SIGKILL || sig == SIGSTOP))
-		return -EINVAL;
-	pthread_mutex_lock(&c->p->lock);
-	old = c->p->sigact[sig];
-	if (c->a[1])
-		c->p->sigact[sig] = act;
-	pthread_mutex_unlock(&c->p->lock);
-	return c->a[2] ? lx_copy_out(c, c->a[2], &old, sizeof(old)) : 0;
-}
-
-int64_t sys_rt_sigprocmask(struct lx_call *c)
-{
-	const uint64_t unblockable = (1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1));
-	uint64_t set, old = c->t->sigmask;
-
-	if (c->a[3] != LX_SIGSET_SIZE)
-		return -EINVAL;
-	if (c->a[1] && lx_copy_in(c, &set, c->a[1], sizeof(set)))
-		return -EFAULT;
-	if (c->a[2] && lx_copy_out(c, c->a[2], &old, sizeof(old)))
-		return -EFAULT;
-	if (!c->a[1])
-		return 0;
-	switch (c->a[0]) {
-	case SIG_BLOCK:
-		c->t->sigmask |= set;
-		break;
-	case SIG_UNBLOCK:
-		c->t->sigmask &= ~set;
-		break;
-	case SIG_SETMASK:
-		c->t->sigmask = set;
-		break;
-	default:
-		return -EINVAL;
-	}
-	c->t->sigmask &= ~unblockable;
-	return 0;
 }
 
 int64_t sys_prctl(struct lx_call *c)

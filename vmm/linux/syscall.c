@@ -78,6 +78,8 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 	lx_handler h = c.nr < LX_NR_SYSCALLS ? lx_table[c.nr] : NULL;
 
 	t->resume_exact = false;
+	if (!t->sig_bound && lx_sig_on(t->proc))
+		lx_sig_bind(t);
 
 	/* Writes the guest made without exiting go out before anything this call does. */
 	lx_fastio_flush(t->proc);
@@ -85,8 +87,10 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 			   1, __ATOMIC_RELAXED);
 	regs->rax = (uint64_t)(h ? h(&c) : lx_unsupported(&c));
 	lx_call_release(&c);
-	if (c.action == LX_RESUME && lx_sig_on(t->proc))
+	if (c.action == LX_RESUME && lx_sig_on(t->proc)) {
+		lx_sig_broken_pipe(&c, (int64_t)regs->rax);
 		lx_sig_deliver(&c);
+	}
 	if (log_get_level() >= LOG_DEBUG)
 		log_debug("syscall %s(%#llx, %#llx, %#llx) = %lld", lx_syscall_name((unsigned)c.nr),
 			  (unsigned long long)c.a[0], (unsigned long long)c.a[1],
