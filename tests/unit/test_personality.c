@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <ucontext.h>
@@ -1026,6 +1027,114 @@ START_TEST(test_signal_timedwait)
 }
 END_TEST
 
+/* ITIMER_REAL ends a pause with SIGALRM (from the kernel, SI_KERNEL) and is then
+ * disarmed; alarm returns the seconds that were left, rounded as Linux does. */
+START_TEST(test_signal_itimer_and_alarm)
+{
+	struct kvm_regs u = sig_user();
+	struct itimerval *it = gp(scratch + 0xb00, sizeof(*it));
+	siginfo_t *si;
+
+	sig_handle(SIGALRM, SIG_HANDLER, SA_SIGINFO, 0);
+	*it = (struct itimerval){ .it_value = { .tv_usec = 20000 } };
+	sig_call(&pt, &u, SYS_setitimer, ITIMER_REAL, scratch + 0xb00, 0, 0);
+	ck_assert_uint_eq(u.rax, 0);
+	sig_call(&pt, &u, SYS_getitimer, ITIMER_REAL, scratch + 0xb00, 0, 0);
+	ck_assert_int_le(it->it_value.tv_usec, 20000);
+	ck_assert_int_eq(sig_call(&pt, &u, SYS_pause, 0, 0, 0, 0), LX_RESUME);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	ck_assert_uint_eq(u.rdi, SIGALRM);
+	si = gp(u.rsi, sizeof(*si));
+	ck_assert_int_eq(si->si_code, SI_KERNEL);
+	sig_return(&pt, &u);
+	ck_assert_int_eq((int64_t)u.rax, -EINTR);
+	sig_call(&pt, &u, SYS_getitimer, ITIMER_REAL, scratch + 0xb00, 0, 0);
+	ck_assert_int_eq(it->it_value.tv_sec + it->it_value.tv_usec, 0);
+
+	sig_call(&pt, &u, SYS_alarm, 100, 0, 0, 0);
+	ck_assert_uint_eq(u.rax, 0);
+	sig_call(&pt, &u, SYS_alarm, 0, 0, 0, 0);
+	ck_assert_uint_eq(u.rax, 100);
+	*it = (struct itimerval){ .it_value = { .tv_sec = 1 } };
+	sig_call(&pt, &u, SYS_setitimer, ITIMER_VIRTUAL, scratch + 0xb00, 0, 0);
+	ck_assert_int_eq((int64_t)u.rax, -ENOSYS);
+	it->it_value.tv_usec = 1000000;
+	sig_call(&pt, &u, SYS_setitimer, ITIMER_REAL, scratch + 0xb00, 0, 0);
+	ck_assert_int_eq((int64_t)u.rax, -EINVAL);
+}
+END_TEST
+
+/* A periodic POSIX timer whose signal is blocked queues it once: the expiries that
+ * found it still queued are its overrun, which timer_getoverrun repeats; the siginfo
+ * carries the timer's id and value. The counts add up to no more expiries than the
+ * time allowed. Bad ids, flags, clocks and targets are refused; 32 timers at most. */
+START_TEST(test_signal_posix_timer)
+{
+	const int rt = 35;
+	const int64_t period = 5000000;
+	struct kvm_regs u = sig_user();
+	struct sigevent *ev = gp(scratch + 0xb00, sizeof(*ev));
+	struct itimerspec *its = gp(scratch + 0xc00, sizeof(*its));
+	siginfo_t *si = gp(scratch + 0xd00, sizeof(*si));
+	int32_t *id = gp(scratch + 0xb80, sizeof(*id));
+	struct timespec *gt = gp(scratch + 0xe00, sizeof(*gt)), nap = { .tv_nsec = 40000000 };
+	int64_t expiries = 0, elapsed, t0;
+
+	*(uint64_t *)gp(scratch + 0xa80, 8) = SIG_BIT(rt);
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xa80, 0, 8);
+	*ev = (struct sigevent){ .sigev_notify = SIGEV_SIGNAL, .sigev_signo = rt,
+				 .sigev_value.sival_int = 77 };
+	sig_call(&pt, &u, SYS_timer_create, CLOCK_MONOTONIC, scratch + 0xb00, scratch + 0xb80, 0);
+	ck_assert_uint_eq(u.rax, 0);
+	*its = (struct itimerspec){ .it_value = { .tv_nsec = period },
+				    .it_interval = { .tv_nsec = period } };
+	/* Time on the guest's clock, the one timers count (its rate is the test's TSC). */
+	S2(SYS_clock_gettime, CLOCK_MONOTONIC, scratch + 0xe00);
+	t0 = gt->tv_sec * 1000000000LL + gt->tv_nsec;
+	sig_call(&pt, &u, SYS_timer_settime, *id, 0, scratch + 0xc00, 0);
+	ck_assert_uint_eq(u.rax, 0);
+	nanosleep(&nap, NULL);
+	for (int i = 0; i < 2; i++) {
+		sig_call(&pt, &u, SYS_rt_sigtimedwait, scratch + 0xa80, scratch + 0xd00, 0, 8);
+		ck_assert_int_eq((int64_t)u.rax, rt);
+		ck_assert_int_eq(si->si_code, SI_TIMER);
+		ck_assert_int_eq(si->si_timerid, *id);
+		ck_assert_int_eq(si->si_value.sival_int, 77);
+		ck_assert_int_ge(si->si_overrun, 0);
+		expiries += 1 + si->si_overrun;
+		sig_call(&pt, &u, SYS_timer_getoverrun, *id, 0, 0, 0);
+		ck_assert_int_eq((int64_t)u.rax, si->si_overrun);
+	}
+	sig_call(&pt, &u, SYS_timer_gettime, *id, scratch + 0xc00, 0, 0);
+	ck_assert_int_eq(its->it_interval.tv_nsec, period);
+	ck_assert_int_le(its->it_value.tv_nsec, period);
+	sig_call(&pt, &u, SYS_timer_delete, *id, 0, 0, 0);
+	S2(SYS_clock_gettime, CLOCK_MONOTONIC, scratch + 0xe00);
+	elapsed = gt->tv_sec * 1000000000LL + gt->tv_nsec - t0;
+	ck_assert_int_le(expiries, elapsed / period + 1);
+	sig_call(&pt, &u, SYS_timer_delete, *id, 0, 0, 0);
+	ck_assert_int_eq((int64_t)u.rax, -EINVAL);
+
+	ck_assert_int_eq(S4(SYS_timer_settime, 31, 0, scratch + 0xc00, 0), -EINVAL);
+	ck_assert_int_eq(S3(SYS_timer_create, CLOCK_PROCESS_CPUTIME_ID, 0, scratch + 0xb80),
+			 -ENOTSUP);
+	ck_assert_int_eq(S3(SYS_timer_create, 99, 0, scratch + 0xb80), -EINVAL);
+	*ev = (struct sigevent){ .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = rt };
+	ev->_sigev_un._tid = pt.tid + 999;
+	ck_assert_int_eq(S3(SYS_timer_create, CLOCK_MONOTONIC, scratch + 0xb00, scratch + 0xb80),
+			 -EINVAL);
+	for (int i = 0; i < 32; i++)
+		ck_assert_int_eq(S3(SYS_timer_create, CLOCK_REALTIME, 0, scratch + 0xb80), 0);
+	ck_assert_int_eq(S3(SYS_timer_create, CLOCK_REALTIME, 0, scratch + 0xb80), -EAGAIN);
+	/* Absolute and already past: it fires at once (SIGALRM by default, kills), as
+	 * the call returns or, if the timer thread is slower, in pause. */
+	*its = (struct itimerspec){ .it_value = { .tv_sec = 1 } };
+	if (sig_call(&pt, &u, SYS_timer_settime, 3, TIMER_ABSTIME, scratch + 0xc00, 0) == LX_RESUME)
+		ck_assert_int_eq(sig_call(&pt, &u, SYS_pause, 0, 0, 0, 0), LX_EXIT_GROUP);
+	ck_assert_int_eq(pp->exit_status, 128 + SIGALRM);
+}
+END_TEST
+
 /* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
@@ -1034,6 +1143,8 @@ START_TEST(test_signal_off)
 
 	ck_assert_int_eq(sig_call(&pt, &u, SYS_rt_sigreturn, 0, 0, 0, 0), LX_RESUME);
 	ck_assert_int_eq((int64_t)u.rax, -ENOSYS);
+	ck_assert_int_eq(S3(SYS_timer_create, CLOCK_MONOTONIC, 0, scratch + 0xb80), -ENOSYS);
+	ck_assert_int_eq(S1(SYS_alarm, 5), -ENOSYS);
 	sig_handle(SIGUSR1, SIG_HANDLER, 0, 0);
 	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0), LX_EXIT_GROUP);
 	ck_assert_int_eq(pp->exit_status, 128 + SIGUSR1);
@@ -1070,6 +1181,8 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_signal_broken_pipe);
 	tcase_add_test(tc, test_signal_suspend_and_pause);
 	tcase_add_test(tc, test_signal_timedwait);
+	tcase_add_test(tc, test_signal_itimer_and_alarm);
+	tcase_add_test(tc, test_signal_posix_timer);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -24,6 +24,7 @@
 #define LX_MAX_FDS     65536
 #define LX_MAX_THREADS 64    /* threads at once: as many as a VM has vCPUs */
 #define LX_SIGQUEUE_MAX 32   /* signals queued per thread and per process */
+#define LX_MAX_TIMERS  32    /* POSIX timers (timer_create) per process */
 
 struct vdso_data;
 struct lx_clone;
@@ -116,6 +117,26 @@ struct lx_sigthread {
 	struct lx_sigqueue pend;
 };
 
+/* A timer that ends in a signal: a POSIX timer, or the process' ITIMER_REAL (alarm). */
+struct lx_timer {
+	bool used, armed;
+	int clock;               /* the guest clock its times are on */
+	int notify;              /* SIGEV_SIGNAL, SIGEV_NONE or SIGEV_THREAD_ID */
+	int signo, tid;          /* the signal, and the thread for SIGEV_THREAD_ID */
+	uint64_t value;          /* sigev_value, handed back in the siginfo */
+	int64_t deadline;        /* next expiry, guest ns on @clock */
+	int64_t interval;        /* period in ns; 0: once */
+	int overrun;             /* of the signal last taken (timer_getoverrun) */
+};
+
+/* The process' timers and the monitor thread that fires them (timer.c). */
+struct lx_timers {
+	struct lx_timer t[LX_MAX_TIMERS + 1]; /* the last one is ITIMER_REAL */
+	pthread_cond_t cond;     /* with proc->lock: a timer changed, or stop */
+	pthread_t thread;
+	bool running, stop;
+};
+
 struct lx_proc {
 	struct gmem *mem;
 	pthread_mutex_t lock;    /* guards fds, mm, fs and signal state */
@@ -138,6 +159,7 @@ struct lx_proc {
 	struct lx_sigqueue sigpend;                   /* sent to the process (kill) */
 	struct lx_sigthread sigthr[LX_MAX_THREADS];
 	pthread_cond_t sigcond;  /* with lock: a signal was queued (pause, sigsuspend...) */
+	struct lx_timers timers;
 	struct rlimit rlim[RLIM_NLIMITS];
 	const struct lx_hooks *hooks;
 	int exit_status;

@@ -35,6 +35,7 @@
 
 #define LX_SIG_BIT(s)      (1ULL << ((s) - 1))
 #define LX_SIGSET_SIZE     8 /* the kernel's sigset_t */
+#define LX_SIGEV_THREAD_ID 4
 #define LX_NSEC_PER_SEC    1000000000LL
 #define LX_SIGRTMIN        32
 #define LX_SIG_UNBLOCKABLE (LX_SIG_BIT(SIGKILL) | LX_SIG_BIT(SIGSTOP))
@@ -156,11 +157,17 @@ int lx_sig_init(struct lx_proc *p)
 	if (!rc)
 		rc = pthread_cond_init(&p->sigcond, &a);
 	pthread_condattr_destroy(&a);
-	return -rc;
+	if (rc)
+		return -rc;
+	rc = lx_timer_init(p);
+	if (rc)
+		pthread_cond_destroy(&p->sigcond);
+	return rc;
 }
 
 void lx_sig_fini(struct lx_proc *p)
 {
+	lx_timer_fini(p);
 	pthread_cond_destroy(&p->sigcond);
 }
 
@@ -291,13 +298,13 @@ static int lx_sig_dequeue(struct lx_thread *t, uint64_t allowed, siginfo_t *info
 	struct lx_sigthread *s = lx_sig_thread(p, t->tid);
 	int sig = s ? lx_sig_first(s->pend.set & allowed) : 0;
 
-	if (sig) {
-		lx_sigq_take(&s->pend, sig, info);
-		return sig;
-	}
-	sig = lx_sig_first(p->sigpend.set & allowed);
 	if (sig)
+		lx_sigq_take(&s->pend, sig, info);
+	else if ((sig = lx_sig_first(p->sigpend.set & allowed)))
 		lx_sigq_take(&p->sigpend, sig, info);
+	/* timer_getoverrun tells the overruns of the timer's signal last taken */
+	if (sig && info->si_code == SI_TIMER && (unsigned)info->si_timerid < LX_MAX_TIMERS)
+		p->timers.t[info->si_timerid].overrun = info->si_overrun;
 	return sig;
 }
 
@@ -336,6 +343,52 @@ int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info)
 	pthread_cond_broadcast(&p->sigcond);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
+}
+
+/* The queued signal of POSIX timer @id, if one is still waiting. */
+static siginfo_t *lx_sig_timer_queued(struct lx_proc *p, int id)
+{
+	struct lx_sigqueue *qs[LX_MAX_THREADS + 1];
+	int n = 0;
+
+	qs[n++] = &p->sigpend;
+	for (int i = 0; i < LX_MAX_THREADS; i++)
+		if (p->sigthr[i].tid)
+			qs[n++] = &p->sigthr[i].pend;
+	for (int k = 0; k < n; k++)
+		for (int i = 0; i < qs[k]->n; i++)
+			if (qs[k]->q[i].si_code == SI_TIMER && qs[k]->q[i].si_timerid == id)
+				return &qs[k]->q[i];
+	return NULL;
+}
+
+void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed)
+{
+	const struct lx_timer *tm = &p->timers.t[id];
+	struct lx_sigthread *s = NULL;
+	siginfo_t info = { .si_signo = tm->signo, .si_code = SI_KERNEL }, *q;
+	int over = missed > INT32_MAX ? INT32_MAX : (int)missed;
+
+	if (id < LX_MAX_TIMERS) { /* a POSIX timer; ITIMER_REAL's SIGALRM is the kernel's */
+		q = lx_sig_timer_queued(p, id);
+		if (q) {
+			q->si_overrun = q->si_overrun > INT32_MAX - over - 1 ? INT32_MAX :
+									       q->si_overrun + over + 1;
+			return;
+		}
+		info.si_code = SI_TIMER;
+		info.si_timerid = id;
+		info.si_overrun = over;
+		info.si_value.sival_ptr = (void *)(uintptr_t)tm->value;
+	}
+	if (tm->notify == LX_SIGEV_THREAD_ID) {
+		s = lx_sig_thread(p, tm->tid);
+		if (!s)
+			return; /* its thread is gone */
+	}
+	if (!lx_sig_dropped(p, s, info.si_signo))
+		(void)lx_sigq_push(s ? &s->pend : &p->sigpend, &info);
+	pthread_cond_broadcast(&p->sigcond);
 }
 
 /* A signal the kernel raises itself (a bad frame): like Linux's force_sig, it is
@@ -722,7 +775,7 @@ static int64_t lx_sig_default_self(struct lx_call *c, int sig)
 	return 0;
 }
 
-static bool lx_sig_thread_exists(struct lx_proc *p, int tid)
+bool lx_sig_thread_known(struct lx_proc *p, int tid)
 {
 	bool found;
 
@@ -740,7 +793,7 @@ static int64_t lx_sig_send_own(struct lx_call *c, int tid, siginfo_t *info)
 
 	if (sig < 0 || sig > LX_NSIG)
 		return -EINVAL;
-	if (tid && tid != c->t->tid && !(on && lx_sig_thread_exists(c->p, tid)))
+	if (tid && tid != c->t->tid && !(on && lx_sig_thread_known(c->p, tid)))
 		return -ESRCH;
 	if (sig == 0) /* only asks whether the target exists */
 		return 0;

@@ -171,6 +171,14 @@ void lx_sig_deliver(struct lx_call *c);
 /* A write that failed with @rc: EPIPE raises SIGPIPE in the writer (not for a send
  * with MSG_NOSIGNAL). */
 void lx_sig_broken_pipe(struct lx_call *c, int64_t rc);
+bool lx_sig_thread_known(struct lx_proc *p, int tid);
+/* Timer @id (LX_MAX_TIMERS: ITIMER_REAL) expired after @missed periods went by
+ * unnoticed: its signal queued, or its queued one's overrun grown (p->lock held). */
+void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed);
+
+/* Timers (timer.c): made with the process' signal state, stopped with it. */
+int lx_timer_init(struct lx_proc *p);
+void lx_timer_fini(struct lx_proc *p);
 
 /* A call the personality does not offer (here): -ENOSYS, logged once by name. */
 int64_t lx_unsupported(struct lx_call *c);
@@ -196,7 +204,9 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)    \
 	X(clone) X(clone3) X(pause) X(fork) X(vfork)    \
 	X(setitimer) X(getitimer) X(get_robust_list) X(rt_sigreturn) X(rt_sigqueueinfo)       \
-	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)
+	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
+	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
+	X(timer_delete)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

@@ -402,41 +402,6 @@ static int64_t lx_nanosleep(struct lx_call *c, int clock, uint64_t flags, uint64
 	return lx_sleep_until(c, clock, req, NULL);
 }
 
-/* Interval timers end in a signal, and signals are not delivered yet: disarming one
- * (what Redis does at start) succeeds, and no timer is ever armed; arming one returns
- * ENOSYS with a log line, so a program that needs SIGALRM fails visibly. */
-int64_t sys_setitimer(struct lx_call *c)
-{
-	struct itimerval nv;
-	struct itimerval *old = c->a[2] ? lx_uptr(c, c->a[2], sizeof(*old)) : NULL;
-
-	if (c->a[0] > ITIMER_PROF)
-		return -EINVAL;
-	if (lx_copy_in(c, &nv, c->a[1], sizeof(nv)) || (c->a[2] && !old))
-		return -EFAULT;
-	if (nv.it_value.tv_sec || nv.it_value.tv_usec) {
-		if (lx_first_time(c))
-			log_warn("guest armed an interval timer: timer signals are not delivered "
-				 "yet; setitimer returns ENOSYS");
-		return -ENOSYS;
-	}
-	if (old)
-		memset(old, 0, sizeof(*old));
-	return 0;
-}
-
-int64_t sys_getitimer(struct lx_call *c)
-{
-	struct itimerval *cur = lx_uptr(c, c->a[1], sizeof(*cur));
-
-	if (c->a[0] > ITIMER_PROF)
-		return -EINVAL;
-	if (!cur)
-		return -EFAULT;
-	memset(cur, 0, sizeof(*cur));
-	return 0;
-}
-
 int64_t sys_nanosleep(struct lx_call *c)
 {
 	return lx_nanosleep(c, CLOCK_MONOTONIC, 0, c->a[0], c->a[1]);
