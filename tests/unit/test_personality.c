@@ -1135,6 +1135,85 @@ START_TEST(test_signal_posix_timer)
 }
 END_TEST
 
+/* A snapshot keeps signals: pending ones (the process' and a thread's, real-time ones
+ * with their values), blocked, and armed timers; the restored thread takes them when
+ * it unblocks them. A version 2 state (before signals were kept) still loads; a
+ * damaged queue or a timer ccvm cannot make is refused, naming it. */
+START_TEST(test_signal_state_round_trip)
+{
+	const int rt = 36;
+	struct kvm_regs u = sig_user();
+	struct lx_thread *threads[] = { &pt };
+	const char *rw[] = { pdir };
+	struct itimerval *it = gp(scratch + 0xb00, sizeof(*it));
+	siginfo_t *q = gp(scratch + 0xc00, sizeof(*q));
+	struct lx_thread t2;
+	struct lx_proc *p2;
+	struct gmem mem2;
+	char err[256] = "";
+	json_t *state, *bad;
+	void *old_host;
+
+	sig_handle(rt, SIG_HANDLER, SA_SIGINFO, 0);
+	*(uint64_t *)gp(scratch + 0xa80, 8) = SIG_BIT(rt) | SIG_BIT(SIGUSR1);
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xa80, 0, 8);
+	sig_handle(SIGUSR1, SIG_HANDLER + 0x100, SA_SIGINFO, 0);
+	sig_call(&pt, &u, SYS_tkill, pt.tid, SIGUSR1, 0, 0);
+	*q = (siginfo_t){ .si_code = SI_QUEUE, .si_value.sival_int = 4242 };
+	sig_call(&pt, &u, SYS_rt_sigqueueinfo, pp->pid, rt, scratch + 0xc00, 0);
+	*it = (struct itimerval){ .it_value = { .tv_sec = 1000 } };
+	sig_call(&pt, &u, SYS_setitimer, ITIMER_REAL, scratch + 0xb00, 0, 0);
+	ck_assert_uint_eq(u.rax, 0);
+
+	state = lx_state_save(pp, threads, 1);
+	ck_assert_msg(lx_state_check(state, P_RAM, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(gmem_map(&mem2, P_RAM), 0);
+	memcpy(mem2.host, pmem.host, P_RAM);
+	ck_assert_msg(lx_proc_restore(&mem2, state, &(struct lx_restore_policy){
+						  .root = "/", .rw = rw, .n_rw = 1, .hooks = &sig_hooks },
+				      &p2, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(lx_thread_restore(p2, state, 0, &t2), 0);
+	lx_clock_resume(p2, 0, P_TSC_KHZ, lx_clock_mono_ns(pp));
+	ck_assert(p2->timers.t[LX_MAX_TIMERS].armed);
+	ck_assert_int_eq(p2->timers.t[LX_MAX_TIMERS].deadline, pp->timers.t[LX_MAX_TIMERS].deadline);
+	ck_assert_uint_eq(p2->sigpend.set, SIG_BIT(rt));
+	ck_assert_uint_eq(t2.sigmask, SIG_BIT(rt) | SIG_BIT(SIGUSR1));
+
+	/* The restored thread unblocks: SIGUSR1 (its own) first, then the queued one. */
+	u.rsp = scratch + SIG_STACK;
+	old_host = pmem.host;
+	pmem.host = mem2.host; /* gp() reads the restored memory for a while */
+	*(uint64_t *)gp(scratch + 0xa80, 8) = 0;
+	sig_call(&t2, &u, SYS_rt_sigprocmask, SIG_SETMASK, scratch + 0xa80, 0, 8);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER); /* nested: rt on top of SIGUSR1 */
+	ck_assert_int_eq(((siginfo_t *)gp(u.rsi, sizeof(siginfo_t)))->si_value.sival_int, 4242);
+	sig_return(&t2, &u);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER + 0x100);
+	pmem.host = old_host;
+
+	/* Version 2: no signals kept, still read. Damaged: refused by name. */
+	bad = json_deep_copy(state);
+	json_object_set_new(bad, "version", json_integer(2));
+	json_object_del(bad, "sigpending");
+	json_object_del(bad, "timers");
+	ck_assert_msg(lx_state_check(bad, P_RAM, err, sizeof(err)) == 0, "%s", err);
+	json_object_set_new(bad, "sigpending", json_pack("[s]", "00ff"));
+	ck_assert_int_eq(lx_state_check(bad, P_RAM, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "sigpending"));
+	json_object_del(bad, "sigpending");
+	json_object_set_new(bad, "timers", json_pack("[{s:i, s:i, s:i, s:i, s:I, s:I}]", "id", 0,
+						      "clock", 99, "notify", 0, "signo", 14,
+						      "deadline", (json_int_t)1, "interval",
+						      (json_int_t)0));
+	ck_assert_int_eq(lx_state_check(bad, P_RAM, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "timers[0]"));
+	json_decref(bad);
+	json_decref(state);
+	lx_proc_destroy(p2);
+	gmem_unmap(&mem2);
+}
+END_TEST
+
 /* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
@@ -1183,6 +1262,7 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_signal_timedwait);
 	tcase_add_test(tc, test_signal_itimer_and_alarm);
 	tcase_add_test(tc, test_signal_posix_timer);
+	tcase_add_test(tc, test_signal_state_round_trip);
 	suite_add_tcase(s, tc);
 	return s;
 }

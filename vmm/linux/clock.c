@@ -108,6 +108,8 @@ void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, ui
 		lx_clock_refresh(p);
 		__atomic_store_n(&d->magic, VDSO_DATA_MAGIC, __ATOMIC_RELEASE);
 	}
+	/* Timers a restore brought back count on this clock: they run from now. */
+	lx_timer_start(p);
 }
 
 /* The guest's view of @clock in nanoseconds; -EINVAL for clocks it does not have. */

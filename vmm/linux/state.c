@@ -5,8 +5,9 @@
  * Saved as JSON (readable with `ccvm inspect`): the program, working directory, root
  * and writable directories, file descriptors with how they were opened and where
  * their offsets stood, the memory map and heap, resource limits, signal dispositions,
- * the guest clock, and each thread's kernel-side fields (its id, clear-tid word,
- * signal mask...). Restoring reopens regular
+ * the guest clock, signals pending and timers armed (times on their guest clocks,
+ * which a restore carries on), and each thread's kernel-side fields (its id,
+ * clear-tid word, signal mask and pending signals...). Restoring reopens regular
  * files by guest path and offset; the caller's stdin/stdout/stderr take the place of
  * the original ones; pipes cannot come back and are left closed.
  *
@@ -20,6 +21,7 @@
 #include "../../mmu/layout.h"
 #include "../../vmm/x86.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -27,7 +29,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define STATE_VERSION 2 /* 2: every thread, the pid and the next thread id */
+/* 2: every thread, the pid and the next thread id; 3: pending signals and timers */
+#define STATE_VERSION        3
+#define STATE_VERSION_OLDEST 2
+#define STATE_SIGINFO_HEX    (2 * sizeof(siginfo_t))
 
 json_t *lx_j_u64(uint64_t v)
 {
@@ -79,14 +84,58 @@ static json_t *state_signals_limits(struct lx_proc *p, json_t **limits)
 	return sig;
 }
 
-static json_t *state_thread(const struct lx_thread *t)
+/* Queued signals, each siginfo as hex: the guest's own bytes, handed back as they were. */
+static json_t *state_sigqueue(const struct lx_sigqueue *q)
 {
-	return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "tid", t->tid,
+	json_t *a = json_array();
+
+	for (int i = 0; i < q->n; i++) {
+		const uint8_t *b = (const uint8_t *)&q->q[i];
+		char hex[STATE_SIGINFO_HEX + 1];
+
+		for (size_t k = 0; k < sizeof(siginfo_t); k++)
+			snprintf(hex + 2 * k, 3, "%02x", b[k]);
+		json_array_append_new(a, json_string(hex));
+	}
+	return a;
+}
+
+static json_t *state_timers(const struct lx_proc *p)
+{
+	json_t *a = json_array();
+
+	for (int id = 0; id <= LX_MAX_TIMERS; id++) {
+		const struct lx_timer *t = &p->timers.t[id];
+
+		if (!t->used)
+			continue;
+		json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:i, s:i, s:o, s:b, s:o, s:o, s:i}",
+						   "id", id, "clock", t->clock, "notify", t->notify,
+						   "signo", t->signo, "tid", t->tid, "value",
+						   lx_j_u64(t->value), "armed", t->armed, "deadline",
+						   json_integer(t->deadline), "interval",
+						   json_integer(t->interval), "overrun", t->overrun));
+	}
+	return a;
+}
+
+static json_t *state_thread(struct lx_proc *p, const struct lx_thread *t)
+{
+	const struct lx_sigthread *s = NULL;
+	json_t *th;
+
+	for (int i = 0; i < LX_MAX_THREADS && !s; i++)
+		if (p->sigthr[i].tid == t->tid)
+			s = &p->sigthr[i];
+	th = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "tid", t->tid,
 			 "clear_child_tid", lx_j_u64(t->clear_child_tid), "robust_list",
 			 lx_j_u64(t->robust_list), "robust_len", lx_j_u64(t->robust_len), "sigmask",
 			 /* in rt_sigsuspend, which the restored thread makes again */
 			 lx_j_u64(t->restore_mask ? t->saved_mask : t->sigmask), "altstack_sp", lx_j_u64(t->altstack_sp), "altstack_size",
 			 lx_j_u64(t->altstack_size), "altstack_flags", (int)t->altstack_flags);
+	if (s)
+		json_object_set_new(th, "sigpending", state_sigqueue(&s->pend));
+	return th;
 }
 
 static json_t *state_net(const struct lx_net *net)
@@ -110,7 +159,7 @@ json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n
 	for (int i = 0; i < p->fs.n_rw; i++)
 		json_array_append_new(rw, json_string(p->fs.rw_real[i]));
 	for (int i = 0; i < n; i++)
-		json_array_append_new(th, state_thread(threads[i]));
+		json_array_append_new(th, state_thread(p, threads[i]));
 	sig = state_signals_limits(p, &limits);
 	st = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:i, "
 		       "s:o, s:o}",
@@ -121,6 +170,8 @@ json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n
 		       p->next_tid, "threads", th, "net", state_net(&p->net));
 	/* Where the exitless socket path's area is (0: none); its contents are RAM. */
 	json_object_set_new(st, "fastio", lx_j_u64(lx_fastio_gva(p)));
+	json_object_set_new(st, "sigpending", state_sigqueue(&p->sigpend));
+	json_object_set_new(st, "timers", state_timers(p));
 	pthread_mutex_unlock(&p->lock);
 	return st;
 }
@@ -316,20 +367,129 @@ static int state_check_mm(json_t *mm, uint64_t ram_size, struct rs *r)
 	return 0;
 }
 
+/* A siginfo in hex into @out: -EINVAL unless 128 bytes of a signal 1..LX_NSIG. */
+static int state_siginfo(json_t *v, siginfo_t *out)
+{
+	const char *hex = json_string_value(v);
+	uint8_t *b = (uint8_t *)out;
+
+	if (!hex || strlen(hex) != STATE_SIGINFO_HEX)
+		return -EINVAL;
+	for (size_t k = 0; k < sizeof(siginfo_t); k++) {
+		unsigned byte;
+
+		if (!isxdigit((unsigned char)hex[2 * k]) || !isxdigit((unsigned char)hex[2 * k + 1]) ||
+		    sscanf(hex + 2 * k, "%2x", &byte) != 1)
+			return -EINVAL;
+		b[k] = (uint8_t)byte;
+	}
+	return out->si_signo >= 1 && out->si_signo <= LX_NSIG ? 0 : -EINVAL;
+}
+
+/* A queue as state_sigqueue wrote it (absent: empty) into @q. */
+static int state_sigqueue_load(json_t *a, struct lx_sigqueue *q)
+{
+	json_t *v;
+	size_t i;
+
+	*q = (struct lx_sigqueue){ 0 };
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > LX_SIGQUEUE_MAX)
+		return -EINVAL;
+	json_array_foreach(a, i, v) {
+		if (state_siginfo(v, &q->q[q->n]))
+			return -EINVAL;
+		q->set |= 1ULL << (q->q[q->n].si_signo - 1);
+		q->n++;
+	}
+	return 0;
+}
+
+static int state_timer_load(json_t *o, int *id, struct lx_timer *t)
+{
+	json_t *dl = json_object_get(o, "deadline"), *iv = json_object_get(o, "interval");
+
+	if (!json_is_object(o) || !json_is_integer(dl) || !json_is_integer(iv))
+		return -EINVAL;
+	*id = (int)json_integer_value(json_object_get(o, "id"));
+	*t = (struct lx_timer){
+		.used = true,
+		.clock = (int)json_integer_value(json_object_get(o, "clock")),
+		.notify = (int)json_integer_value(json_object_get(o, "notify")),
+		.signo = (int)json_integer_value(json_object_get(o, "signo")),
+		.tid = (int)json_integer_value(json_object_get(o, "tid")),
+		.value = lx_ju(o, "value"),
+		.armed = json_is_true(json_object_get(o, "armed")),
+		.deadline = json_integer_value(dl),
+		.interval = json_integer_value(iv),
+		.overrun = (int)json_integer_value(json_object_get(o, "overrun")),
+	};
+	return lx_timer_valid(*id, t) ? 0 : -EINVAL;
+}
+
+/* Signals pending (the process' and each thread's) and timers, as this ccvm writes
+ * them: absent in version 2. */
+static int state_check_signals(json_t *st, struct rs *r)
+{
+	struct lx_sigqueue q;
+	struct lx_timer t;
+	json_t *v, *timers = json_object_get(st, "timers");
+	size_t i;
+	int id;
+
+	if (state_sigqueue_load(json_object_get(st, "sigpending"), &q))
+		return rs_fail(r, "sigpending: not a queue of at most %d signals", LX_SIGQUEUE_MAX);
+	json_array_foreach(json_object_get(st, "threads"), i, v)
+		if (state_sigqueue_load(json_object_get(v, "sigpending"), &q))
+			return rs_fail(r, "threads[%zu].sigpending: not a queue of at most %d "
+				       "signals", i, LX_SIGQUEUE_MAX);
+	if (timers && (!json_is_array(timers) || json_array_size(timers) > LX_MAX_TIMERS + 1))
+		return rs_fail(r, "timers: not a list of at most %d timers", LX_MAX_TIMERS + 1);
+	json_array_foreach(timers, i, v)
+		if (state_timer_load(v, &id, &t))
+			return rs_fail(r, "timers[%zu]: not a timer this ccvm makes (id, clock, "
+				       "notification, signal or times)", i);
+	return 0;
+}
+
+/* Pending signals of the process and its timers (checked by state_check_signals).
+ * Timers start with the guest clock (lx_clock_resume), not before. */
+static int restore_signals(struct lx_proc *p, json_t *st, struct rs *r)
+{
+	struct lx_timer t;
+	json_t *v;
+	size_t i;
+	int id;
+
+	if (state_sigqueue_load(json_object_get(st, "sigpending"), &p->sigpend))
+		return rs_fail(r, "sigpending: damaged");
+	json_array_foreach(json_object_get(st, "timers"), i, v) {
+		if (state_timer_load(v, &id, &t))
+			return rs_fail(r, "timers[%zu]: damaged", i);
+		p->timers.t[id] = t;
+	}
+	return 0;
+}
+
 int lx_state_check(json_t *st, uint64_t ram_size, char *err, size_t errlen)
 {
 	struct rs r = { .err = err, .errlen = errlen };
 	const char *root = json_string_value(json_object_get(st, "root"));
 	int rc;
 
-	if (!json_is_object(st) || lx_ju(st, "version") != STATE_VERSION)
-		return rs_fail(&r, "version %llu: this ccvm reads process state version %d",
-			       (unsigned long long)lx_ju(st, "version"), STATE_VERSION);
+	if (!json_is_object(st) || lx_ju(st, "version") < STATE_VERSION_OLDEST ||
+	    lx_ju(st, "version") > STATE_VERSION)
+		return rs_fail(&r, "version %llu: this ccvm reads process state versions %d to %d",
+			       (unsigned long long)lx_ju(st, "version"), STATE_VERSION_OLDEST,
+			       STATE_VERSION);
 	if (!root || root[0] != '/')
 		return rs_fail(&r, "root: not an absolute directory");
 	if (lx_state_threads(st) < 1)
 		return rs_fail(&r, "threads: none");
 	rc = state_check_mm(json_object_get(st, "mm"), ram_size, &r);
+	if (!rc)
+		rc = state_check_signals(st, &r);
 	return rc ? rc : lx_fdstate_check(json_object_get(st, "fds"), err, errlen);
 }
 
@@ -377,6 +537,10 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_restore_policy
 		rc = restore_fastio(p, lx_ju(st, "fastio"), &r);
 	if (rc)
 		goto err;
+	if (!rc)
+		rc = restore_signals(p, st, &r);
+	if (rc)
+		goto err;
 	p->clock.mono_base_ns = lx_ju(st, "mono_ns");
 	*out = p;
 	return 0;
@@ -385,6 +549,24 @@ err:
 		snprintf(err, errlen, "%s", strerror(-rc));
 err_msg:
 	lx_proc_destroy(p);
+	return rc;
+}
+
+/* Thread @tid known to senders again, with its pending signals (a checked queue). */
+static int restore_thread_signals(struct lx_proc *p, int tid, json_t *pending)
+{
+	struct lx_sigqueue q;
+	int rc = state_sigqueue_load(pending, &q);
+
+	if (!rc)
+		rc = lx_sig_thread_add(p, tid);
+	if (!rc) {
+		pthread_mutex_lock(&p->lock);
+		for (int i = 0; i < LX_MAX_THREADS; i++)
+			if (p->sigthr[i].tid == tid)
+				p->sigthr[i].pend = q;
+		pthread_mutex_unlock(&p->lock);
+	}
 	return rc;
 }
 
@@ -410,5 +592,5 @@ int lx_thread_restore(struct lx_proc *p, json_t *st, int i, struct lx_thread *t)
 	t->altstack_sp = lx_ju(th, "altstack_sp");
 	t->altstack_size = lx_ju(th, "altstack_size");
 	t->altstack_flags = (uint32_t)lx_ju(th, "altstack_flags");
-	return lx_sig_thread_add(p, t->tid);
+	return restore_thread_signals(p, t->tid, json_object_get(th, "sigpending"));
 }

@@ -179,6 +179,10 @@ void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed);
 /* Timers (timer.c): made with the process' signal state, stopped with it. */
 int lx_timer_init(struct lx_proc *p);
 void lx_timer_fini(struct lx_proc *p);
+/* Could this ccvm have made timer @t in slot @id (a saved state's)? Starting the
+ * timers a restore armed, once the guest clock runs again. */
+bool lx_timer_valid(int id, const struct lx_timer *t);
+void lx_timer_start(struct lx_proc *p);
 
 /* A call the personality does not offer (here): -ENOSYS, logged once by name. */
 int64_t lx_unsupported(struct lx_call *c);

@@ -283,6 +283,36 @@ static bool lx_timer_clock_ok(uint64_t clock)
 	       clock == CLOCK_TAI;
 }
 
+bool lx_timer_valid(int id, const struct lx_timer *t)
+{
+	if (id < 0 || id > LX_MAX_TIMERS || !lx_timer_clock_ok((uint64_t)t->clock))
+		return false;
+	if (t->notify != LX_SIGEV_SIGNAL && t->notify != LX_SIGEV_NONE &&
+	    t->notify != LX_SIGEV_THREAD_ID)
+		return false;
+	if (t->notify != LX_SIGEV_NONE && (t->signo < 1 || t->signo > LX_NSIG))
+		return false;
+	if (id == LX_ITIMER_REAL && (t->notify != LX_SIGEV_SIGNAL || t->signo != SIGALRM ||
+				     t->clock != CLOCK_MONOTONIC))
+		return false;
+	return t->interval >= 0 && t->interval <= LX_TIMER_FAR && t->deadline >= 0 &&
+	       t->deadline <= INT64_MAX / 2 && t->overrun >= 0;
+}
+
+void lx_timer_start(struct lx_proc *p)
+{
+	struct lx_timers *ts = &p->timers;
+	bool armed = false;
+
+	pthread_mutex_lock(&p->lock);
+	for (int id = 0; id <= LX_MAX_TIMERS; id++)
+		armed |= ts->t[id].armed;
+	if (armed && !ts->running && !pthread_create(&ts->thread, NULL, lx_timer_thread, p))
+		ts->running = true;
+	pthread_cond_broadcast(&ts->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* A timer id the guest passes, as its slot (p->lock held): NULL when not in use. */
 static struct lx_timer *lx_timer_get(struct lx_proc *p, uint64_t id)
 {
