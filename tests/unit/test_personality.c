@@ -542,10 +542,30 @@ static int hook_fpu_load(void *vcpu, const void *buf, size_t len)
 	return 0;
 }
 
+static int sig_kicks_lost; /* kicks to lose, as if they landed before the host call */
+
+/* A vCPU's host thread, kicked out of its host call as the VM would kick it. */
+static void hook_kick(void *vcpu)
+{
+	if (sig_kicks_lost > 0) {
+		sig_kicks_lost--;
+		return;
+	}
+	if (vcpu)
+		pthread_kill(*(pthread_t *)vcpu, SIGURG);
+}
+
+static void sig_kicked(int sig)
+{
+	(void)sig; /* only there to end a host call with EINTR */
+}
+
 static const struct lx_hooks sig_hooks = { .before_discard = hook_discard,
 					   .thread_create = hook_thread,
 					   .fpu_save = hook_fpu_save,
-					   .fpu_load = hook_fpu_load };
+					   .fpu_load = hook_fpu_load,
+					   .signal_kick = hook_kick };
+static pthread_t sig_main;
 
 static uint32_t sig_mxcsr(void)
 {
@@ -557,11 +577,17 @@ static uint32_t sig_mxcsr(void)
 
 static void sig_setup(void)
 {
+	struct sigaction kick = { .sa_handler = sig_kicked }; /* no SA_RESTART */
+
+	sigaction(SIGURG, &kick, NULL);
 	p_setup();
 	pp->hooks = &sig_hooks;
+	sig_main = pthread_self();
+	pt.vcpu = &sig_main;
 	sig_fpu_len = SIG_FPU_AVX;
 	sig_fpu_loads = 0;
 	sig_fpu_refuse = false;
+	sig_kicks_lost = 0;
 	for (int i = 0; i < SIG_FPU_AVX; i++)
 		sig_fpu[i] = (uint8_t)(i * 7 + 1);
 	memcpy(sig_fpu + SIG_MXCSR_OFF, &(uint32_t){ 0x1f80 }, 4);
@@ -580,15 +606,15 @@ static struct kvm_regs sig_user(void)
 /* Thread @t at @u makes system call @nr: the registers as `syscall` leaves them (RCX
  * the return address, R11 the flags), then @u where the thread resumes, as vcpu.c
  * resumes it (as SYSRET, or exactly when the personality says so). */
-static enum lx_action sig_call(struct lx_thread *t, struct kvm_regs *u, uint64_t nr, uint64_t a0,
-			       uint64_t a1, uint64_t a2, uint64_t a3)
+static enum lx_action sig_call5(struct lx_thread *t, struct kvm_regs *u, uint64_t nr, uint64_t a0,
+				uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4)
 {
 	struct kvm_regs r = *u;
 	struct kvm_sregs sregs = { .cs.selector = 0x33, .ss.selector = 0x2b };
 	bool dirty = false;
 	enum lx_action act;
 
-	r.rax = nr, r.rdi = a0, r.rsi = a1, r.rdx = a2, r.r10 = a3;
+	r.rax = nr, r.rdi = a0, r.rsi = a1, r.rdx = a2, r.r10 = a3, r.r8 = a4;
 	r.rcx = u->rip + 2;
 	r.r11 = u->rflags;
 	act = lx_syscall(t, &r, &sregs, &dirty);
@@ -598,6 +624,12 @@ static enum lx_action sig_call(struct lx_thread *t, struct kvm_regs *u, uint64_t
 	}
 	*u = r;
 	return act;
+}
+
+static enum lx_action sig_call(struct lx_thread *t, struct kvm_regs *u, uint64_t nr, uint64_t a0,
+			       uint64_t a1, uint64_t a2, uint64_t a3)
+{
+	return sig_call5(t, u, nr, a0, a1, a2, a3, 0);
 }
 
 static void sig_handle(int sig, uint64_t handler, uint64_t flags, uint64_t mask)
@@ -906,8 +938,9 @@ END_TEST
 /* A second guest thread, as clone makes it, that system calls can run on. */
 struct sig_waiter {
 	struct lx_thread t;
+	pthread_t th;
 	struct kvm_regs u;
-	uint64_t nr, a[4];
+	uint64_t nr, a[5];
 	enum lx_action act;
 };
 
@@ -915,7 +948,7 @@ static void *sig_waiter_run(void *arg)
 {
 	struct sig_waiter *w = arg;
 
-	w->act = sig_call(&w->t, &w->u, w->nr, w->a[0], w->a[1], w->a[2], w->a[3]);
+	w->act = sig_call5(&w->t, &w->u, w->nr, w->a[0], w->a[1], w->a[2], w->a[3], w->a[4]);
 	return NULL;
 }
 
@@ -929,7 +962,9 @@ static void sig_waiter_start(struct sig_waiter *w, pthread_t *th)
 	w->t.proc = pp;
 	w->u = sig_user();
 	w->u.rsp = scratch + SIG_STACK - 0x8000; /* its own stack */
+	w->t.vcpu = &w->th;
 	ck_assert_int_eq(pthread_create(th, NULL, sig_waiter_run, w), 0);
+	w->th = *th;
 }
 
 /* Wait until the waiter sleeps in its call (it blocks in the process' condition). */
@@ -1214,6 +1249,130 @@ START_TEST(test_signal_state_round_trip)
 }
 END_TEST
 
+/* A signal for a thread blocked in a host call kicks it out: read of an empty pipe
+ * ends, the handler sees EINTR without SA_RESTART, and with SA_RESTART its frame
+ * holds the call to make again (RAX the call's number, RIP on `syscall`). */
+START_TEST(test_signal_interrupts_blocking_read)
+{
+	struct kvm_regs u = sig_user();
+	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
+	struct sig_waiter w;
+	ucontext_t *uc;
+	pthread_t th;
+
+	ck_assert_int_eq(S2(SYS_pipe2, scratch + 0xb00, 0), 0);
+	w = (struct sig_waiter){ .nr = SYS_read, .a = { (uint64_t)fds[0], scratch + 0xc00, 16 } };
+	sig_handle(SIGUSR1, SIG_HANDLER, SA_SIGINFO, 0);
+	sig_waiter_start(&w, &th);
+	sig_settle();
+	sig_call(&pt, &u, SYS_tgkill, pp->pid, w.t.tid, SIGUSR1, 0);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(w.u.rip, SIG_HANDLER);
+	uc = gp(w.u.rdx, sizeof(*uc) - sizeof(uc->__fpregs_mem) - sizeof(uc->__ssp));
+	ck_assert_int_eq((int64_t)uc->uc_mcontext.gregs[REG_RAX], -EINTR);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RIP], SIG_CODE + 2);
+	sig_return(&w.t, &w.u); /* the handler's mask goes */
+
+	sig_handle(SIGUSR1, SIG_HANDLER, SA_SIGINFO | SA_RESTART, 0);
+	w.u = sig_user();
+	w.u.rsp = scratch + SIG_STACK - 0x8000;
+	ck_assert_int_eq(pthread_create(&th, NULL, sig_waiter_run, &w), 0);
+	w.th = th;
+	sig_settle();
+	sig_call(&pt, &u, SYS_tgkill, pp->pid, w.t.tid, SIGUSR1, 0);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(w.u.rip, SIG_HANDLER);
+	uc = gp(w.u.rdx, sizeof(*uc) - sizeof(uc->__fpregs_mem) - sizeof(uc->__ssp));
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RAX], SYS_read);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RIP], SIG_CODE);
+	sig_return(&w.t, &w.u);
+	ck_assert_uint_eq(w.u.rip, SIG_CODE); /* where `syscall` runs again */
+	ck_assert_uint_eq(w.u.rax, SYS_read);
+}
+END_TEST
+
+/* A kick that lands just before the host call it was meant to end is lost; the timer
+ * thread kicks again while the thread stays blocked with a signal to take. */
+START_TEST(test_signal_lost_kick)
+{
+	struct kvm_regs u = sig_user();
+	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
+	struct sig_waiter w;
+	pthread_t th;
+
+	ck_assert_int_eq(S2(SYS_pipe2, scratch + 0xb00, 0), 0);
+	w = (struct sig_waiter){ .nr = SYS_read, .a = { (uint64_t)fds[0], scratch + 0xc00, 16 } };
+	sig_handle(SIGUSR1, SIG_HANDLER, 0, 0);
+	sig_waiter_start(&w, &th);
+	sig_settle();
+	sig_kicks_lost = 1;
+	sig_call(&pt, &u, SYS_tgkill, pp->pid, w.t.tid, SIGUSR1, 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(sig_kicks_lost, 0);
+	ck_assert_uint_eq(w.u.rip, SIG_HANDLER);
+}
+END_TEST
+
+/* alarm's SIGALRM ends the calling thread's own blocking read (the acceptance's
+ * case), and a nanosleep it interrupts tells the time that was left. */
+START_TEST(test_signal_alarm_interrupts_read_and_sleep)
+{
+	struct kvm_regs u = sig_user();
+	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
+	struct itimerval *it = gp(scratch + 0xb40, sizeof(*it));
+	struct timespec *req = gp(scratch + 0xb80, sizeof(*req)), *rem = req + 1;
+
+	ck_assert_int_eq(S2(SYS_pipe2, scratch + 0xb00, 0), 0);
+	sig_handle(SIGALRM, SIG_HANDLER, 0, 0);
+	*it = (struct itimerval){ .it_value = { .tv_usec = 30000 } };
+	sig_call(&pt, &u, SYS_setitimer, ITIMER_REAL, scratch + 0xb40, 0, 0);
+	sig_call(&pt, &u, SYS_read, fds[0], scratch + 0xc00, 16, 0);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	sig_return(&pt, &u);
+	ck_assert_int_eq((int64_t)u.rax, -EINTR);
+
+	sig_call(&pt, &u, SYS_setitimer, ITIMER_REAL, scratch + 0xb40, 0, 0);
+	*req = (struct timespec){ .tv_sec = 100 };
+	sig_call(&pt, &u, SYS_nanosleep, scratch + 0xb80, scratch + 0xb90, 0, 0);
+	ck_assert_uint_eq(u.rip, SIG_HANDLER);
+	sig_return(&pt, &u);
+	ck_assert_int_eq((int64_t)u.rax, -EINTR);
+	ck_assert_int_gt(rem->tv_sec, 90);
+	ck_assert_int_lt(rem->tv_sec, 100);
+}
+END_TEST
+
+/* ppoll waits with its own mask: a signal the thread blocks gets in while it waits,
+ * ends it with EINTR, and the handler's frame keeps the thread's mask for afterwards. */
+START_TEST(test_signal_ppoll_mask)
+{
+	struct kvm_regs u = sig_user();
+	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
+	struct pollfd *pfd = gp(scratch + 0xb40, sizeof(*pfd));
+	struct sig_waiter w;
+	ucontext_t *uc;
+	pthread_t th;
+
+	ck_assert_int_eq(S2(SYS_pipe2, scratch + 0xb00, 0), 0);
+	*pfd = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+	sig_handle(SIGUSR2, SIG_HANDLER, SA_SIGINFO, 0);
+	*(uint64_t *)gp(scratch + 0xa80, 8) = SIG_BIT(SIGUSR2);
+	*(uint64_t *)gp(scratch + 0xa88, 8) = 0;
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xa80, 0, 8);
+	w = (struct sig_waiter){ .nr = SYS_ppoll, .a = { scratch + 0xb40, 1, 0, scratch + 0xa88, 8 } };
+	sig_waiter_start(&w, &th);
+	sig_settle();
+	sig_call(&pt, &u, SYS_tgkill, pp->pid, w.t.tid, SIGUSR2, 0);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(w.u.rip, SIG_HANDLER);
+	uc = gp(w.u.rdx, offsetof(ucontext_t, uc_sigmask) + 8);
+	ck_assert_int_eq((int64_t)uc->uc_mcontext.gregs[REG_RAX], -EINTR);
+	ck_assert_uint_eq(uc->uc_sigmask.__val[0], SIG_BIT(SIGUSR2));
+	sig_return(&w.t, &w.u);
+	ck_assert_uint_eq(w.t.sigmask, SIG_BIT(SIGUSR2));
+}
+END_TEST
+
 /* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
@@ -1263,6 +1422,10 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_signal_itimer_and_alarm);
 	tcase_add_test(tc, test_signal_posix_timer);
 	tcase_add_test(tc, test_signal_state_round_trip);
+	tcase_add_test(tc, test_signal_interrupts_blocking_read);
+	tcase_add_test(tc, test_signal_lost_kick);
+	tcase_add_test(tc, test_signal_alarm_interrupts_read_and_sleep);
+	tcase_add_test(tc, test_signal_ppoll_mask);
 	suite_add_tcase(s, tc);
 	return s;
 }

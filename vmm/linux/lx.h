@@ -45,6 +45,9 @@ struct lx_hooks {
 	 * are given: a signal frame must save and restore that state (signal.c). */
 	int (*fpu_save)(void *vcpu, void *buf, size_t cap, uint64_t *xfeatures);
 	int (*fpu_load)(void *vcpu, const void *buf, size_t len);
+	/* Make thread @vcpu look at its signals now: interrupt the host call it blocks
+	 * in (EINTR) or bring its running vCPU out to the monitor. */
+	void (*signal_kick)(void *vcpu);
 	void *ctx;
 };
 
@@ -159,6 +162,7 @@ struct lx_proc {
 	struct lx_sigqueue sigpend;                   /* sent to the process (kill) */
 	struct lx_sigthread sigthr[LX_MAX_THREADS];
 	pthread_cond_t sigcond;  /* with lock: a signal was queued (pause, sigsuspend...) */
+	bool sig_rekick;         /* a blocked thread was kicked: the timer thread checks on it */
 	struct lx_timers timers;
 	struct rlimit rlim[RLIM_NLIMITS];
 	const struct lx_hooks *hooks;
@@ -178,6 +182,7 @@ struct lx_thread {
 	uint64_t saved_mask;     /* rt_sigsuspend's: the mask to go back to */
 	bool restore_mask;       /* saved_mask is to be restored as the call returns */
 	bool sig_bound;          /* its lx_sigthread points here */
+	bool in_block;           /* in a host call that may block (lx_block_begin) */
 	uint64_t altstack_sp, altstack_size;
 	uint32_t altstack_flags;
 	/* Set by a system call that gave the thread a whole new user context (a signal

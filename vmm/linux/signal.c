@@ -48,6 +48,7 @@
 #define LX_SA_SIGINFO   0x00000004ULL
 #define LX_SA_RESTORER  0x04000000ULL
 #define LX_SA_ONSTACK   0x08000000ULL
+#define LX_SA_RESTART   0x10000000ULL
 #define LX_SA_NODEFER   0x40000000ULL
 #define LX_SA_RESETHAND 0x80000000ULL
 
@@ -59,6 +60,7 @@
 
 /* The frame: below the interrupted stack pointer, past the ABI's red zone. */
 #define LX_RED_ZONE      128
+#define LX_SYSCALL_INSN_LEN 2      /* `syscall`: a restarted call runs it again */
 #define LX_FPSTATE_ALIGN 64        /* XSAVE needs it */
 #define LX_FRAME_ALIGN   16        /* the handler starts as if called: rsp + 8 aligned */
 /* ucontext.uc_flags: the frame holds XSAVE state, and SS (restored strictly) */
@@ -135,6 +137,8 @@ struct lx_fp_sw {
 	uint32_t xstate_size;
 	uint32_t padding[7];
 };
+
+static void lx_sig_set_mask(struct lx_thread *t, uint64_t mask);
 
 /* A thread's XSAVE area while a frame is built or read: too big for a vCPU stack. */
 static __thread uint8_t lx_fpbuf[LX_FP_MAX + sizeof(uint32_t)] __attribute__((aligned(64)));
@@ -326,6 +330,78 @@ static bool lx_sig_dropped(struct lx_proc *p, const struct lx_sigthread *s, int 
 	return true;
 }
 
+static void lx_sig_kick(struct lx_proc *p, struct lx_thread *t)
+{
+	if (p->hooks && p->hooks->signal_kick)
+		p->hooks->signal_kick(t->vcpu);
+}
+
+/* The thread that is to take @sig, just queued for slot @s (NULL: the process, as
+ * Linux picks: the first thread that does not block it), if it is blocked in a host
+ * call: kick it out, and have the timer thread watch that it left (p->lock held). */
+static void lx_sig_wake(struct lx_proc *p, struct lx_sigthread *s, int sig)
+{
+	struct lx_thread *t = s ? s->thread : NULL;
+
+	for (int i = 0; !s && !t && i < LX_MAX_THREADS; i++)
+		if (p->sigthr[i].thread && !(p->sigthr[i].thread->sigmask & LX_SIG_BIT(sig)))
+			t = p->sigthr[i].thread;
+	pthread_cond_broadcast(&p->sigcond);
+	if (!t || (t->sigmask & LX_SIG_BIT(sig) && sig != SIGKILL) ||
+	    !__atomic_load_n(&t->in_block, __ATOMIC_SEQ_CST) || !p->hooks || !p->hooks->signal_kick)
+		return;
+	lx_sig_kick(p, t);
+	p->sig_rekick = true;
+	lx_timer_poke(p);
+}
+
+bool lx_sig_rekick(struct lx_proc *p)
+{
+	bool any = false;
+
+	for (int i = 0; i < LX_MAX_THREADS; i++) {
+		struct lx_thread *t = p->sigthr[i].thread;
+
+		if (t && __atomic_load_n(&t->in_block, __ATOMIC_SEQ_CST) &&
+		    lx_sig_pending(t, lx_sig_allowed(t))) {
+			lx_sig_kick(p, t);
+			any = true;
+		}
+	}
+	p->sig_rekick = any;
+	return any;
+}
+
+int lx_sig_eintr(struct lx_call *c, int restart)
+{
+	bool taken;
+
+	if (!lx_sig_on(c->p))
+		return 0;
+	pthread_mutex_lock(&c->p->lock);
+	taken = lx_sig_pending(c->t, lx_sig_allowed(c->t)) != 0;
+	pthread_mutex_unlock(&c->p->lock);
+	return taken ? -restart : 0;
+}
+
+int lx_sig_wait_mask(struct lx_call *c, uint64_t mask)
+{
+	struct lx_thread *t = c->t;
+
+	if (!lx_sig_on(c->p))
+		return 0;
+	t->saved_mask = t->sigmask;
+	t->restore_mask = true;
+	lx_sig_set_mask(t, mask);
+	return lx_sig_eintr(c, LX_ERESTARTNOHAND);
+}
+
+bool lx_sig_restart_code(int64_t rc)
+{
+	return rc == -LX_ERESTARTSYS || rc == -LX_ERESTARTNOINTR || rc == -LX_ERESTARTNOHAND ||
+	       rc == -LX_ERESTART_RESTARTBLOCK;
+}
+
 int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info)
 {
 	struct lx_sigthread *s = NULL;
@@ -340,7 +416,8 @@ int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info)
 		rc = -ESRCH;
 	else if (!lx_sig_dropped(p, s, info->si_signo))
 		rc = lx_sigq_push(s ? &s->pend : &p->sigpend, info);
-	pthread_cond_broadcast(&p->sigcond);
+	if (!rc)
+		lx_sig_wake(p, s, info->si_signo);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }
@@ -386,9 +463,8 @@ void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed)
 		if (!s)
 			return; /* its thread is gone */
 	}
-	if (!lx_sig_dropped(p, s, info.si_signo))
-		(void)lx_sigq_push(s ? &s->pend : &p->sigpend, &info);
-	pthread_cond_broadcast(&p->sigcond);
+	if (!lx_sig_dropped(p, s, info.si_signo) && !lx_sigq_push(s ? &s->pend : &p->sigpend, &info))
+		lx_sig_wake(p, s, info.si_signo);
 }
 
 /* A signal the kernel raises itself (a bad frame): like Linux's force_sig, it is
@@ -587,10 +663,40 @@ static int lx_sig_disposition(struct lx_thread *t, int sig, struct lx_sigaction 
 	return 1;
 }
 
+/* The interrupted call's restart code @rc meets handler @act (NULL: none ran): the
+ * call's result in the user registers @u becomes EINTR, or the call is made again
+ * (its number back in RAX, RIP back on the `syscall` instruction), as in Linux. */
+static void lx_sig_restart(const struct lx_call *c, int64_t rc, const struct lx_sigaction *act,
+			   struct kvm_regs *u)
+{
+	bool again = rc == -LX_ERESTARTNOINTR;
+
+	if (!act)
+		again = rc != -LX_ERESTART_RESTARTBLOCK; /* a sleep ends early: EINTR */
+	else if (rc == -LX_ERESTARTSYS)
+		again = act->flags & LX_SA_RESTART;
+	if (!again) {
+		u->rax = (uint64_t)-EINTR;
+		return;
+	}
+	u->rax = c->nr;
+	u->rip -= LX_SYSCALL_INSN_LEN;
+}
+
 void lx_sig_deliver(struct lx_call *c)
 {
 	struct lx_thread *t = c->t;
 	struct lx_proc *p = c->p;
+	int64_t rc = (int64_t)c->regs->rax;
+	bool restart = !t->resume_exact && lx_sig_restart_code(rc);
+
+	/* A call that waited with a mask of its own and was not interrupted gives the
+	 * thread its mask back before any signal is taken (Linux's
+	 * restore_saved_sigmask_unless): only an interrupted one leaves it to the frame. */
+	if (t->restore_mask && !restart && rc != -EINTR) {
+		lx_sig_set_mask(t, t->saved_mask);
+		t->restore_mask = false;
+	}
 
 	/* Each round takes one signal; a handler's mask may let the next one in too,
 	 * nesting its frame, as Linux does before it returns to user mode. Every round
@@ -615,6 +721,9 @@ void lx_sig_deliver(struct lx_call *c)
 		if (what == 0)
 			continue;
 		lx_sig_user_regs(t, c->regs, &u);
+		if (restart)
+			lx_sig_restart(c, rc, &act, &u);
+		restart = false;
 		if (lx_sig_frame(c, &act, &info, &u)) {
 			log_warn("could not write the frame of signal %d on the guest stack at "
 				 "%#llx: SIGSEGV", sig, (unsigned long long)u.rsp);
@@ -622,6 +731,15 @@ void lx_sig_deliver(struct lx_call *c)
 			if (c->action != LX_RESUME)
 				return;
 		}
+	}
+	/* Interrupted, and no handler ran (another thread ignored the signal meanwhile). */
+	if (restart) {
+		struct kvm_regs u;
+
+		lx_sig_user_regs(t, c->regs, &u);
+		lx_sig_restart(c, rc, NULL, &u);
+		*c->regs = u;
+		t->resume_exact = true;
 	}
 	/* rt_sigsuspend woken by a signal no handler took: its mask goes back now. */
 	if (t->restore_mask) {

@@ -183,6 +183,28 @@ void lx_timer_fini(struct lx_proc *p);
  * timers a restore armed, once the guest clock runs again. */
 bool lx_timer_valid(int id, const struct lx_timer *t);
 void lx_timer_start(struct lx_proc *p);
+/* Wake the timer thread (starting it): it has threads to watch (p->lock held). */
+void lx_timer_poke(struct lx_proc *p);
+
+/* Linux's restart codes, which a blocking call returns when a signal the guest takes
+ * interrupts it. The guest never sees them: lx_sig_deliver turns them into EINTR or
+ * a call made again, as the handler's SA_RESTART and the call decide. */
+#define LX_ERESTARTSYS           512 /* restarted under SA_RESTART, else EINTR */
+#define LX_ERESTARTNOINTR        513 /* always restarted */
+#define LX_ERESTARTNOHAND        514 /* EINTR when a handler ran */
+#define LX_ERESTART_RESTARTBLOCK 516 /* EINTR when a handler ran (sleeps) */
+/* A host call made for the guest came back with EINTR: -@restart when a signal the
+ * thread takes is pending (the call ends with it), 0 when it was only the monitor's
+ * own wake-up and the caller calls again. errno is kept. */
+int lx_sig_eintr(struct lx_call *c, int restart);
+bool lx_sig_restart_code(int64_t rc);
+/* ppoll's and the like's @mask holds while the call waits: the thread's own comes
+ * back as it returns. 0, or a restart code when a signal it lets in is pending. */
+int lx_sig_wait_mask(struct lx_call *c, uint64_t mask);
+/* The timer thread's watch over kicked threads: kick again those still blocked with
+ * a signal to take (a kick can land just before the host call it was meant to end);
+ * false once there are none (p->lock held). */
+bool lx_sig_rekick(struct lx_proc *p);
 
 /* A call the personality does not offer (here): -ENOSYS, logged once by name. */
 int64_t lx_unsupported(struct lx_call *c);

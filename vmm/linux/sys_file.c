@@ -140,11 +140,14 @@ static int64_t lx_rw(struct lx_call *c, bool is_write, bool positional)
 			return got;
 	}
 	lx_block_begin(c);
-	if (positional)
-		r = is_write ? pwrite(host, buf, len, (off_t)c->a[3]) : pread(host, buf, len, (off_t)c->a[3]);
-	else
-		r = is_write ? (long)write(host, buf, len) : (long)read(host, buf, len);
-	rc = r < 0 ? -errno : 0;
+	do {
+		if (positional)
+			r = is_write ? pwrite(host, buf, len, (off_t)c->a[3]) :
+				       pread(host, buf, len, (off_t)c->a[3]);
+		else
+			r = is_write ? (long)write(host, buf, len) : (long)read(host, buf, len);
+		rc = r < 0 ? -errno : 0;
+	} while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 	lx_block_end(c);
 	return rc ? rc : r;
 }
@@ -202,8 +205,10 @@ static int64_t lx_rwv(struct lx_call *c, bool is_write)
 	if (r)
 		return r;
 	lx_block_begin(c);
-	r = is_write ? writev(host, iov, (int)cnt) : readv(host, iov, (int)cnt);
-	err = r < 0 ? -errno : 0;
+	do {
+		r = is_write ? writev(host, iov, (int)cnt) : readv(host, iov, (int)cnt);
+		err = r < 0 ? -errno : 0;
+	} while (err == -EINTR && !(err = lx_sig_eintr(c, LX_ERESTARTSYS)));
 	lx_block_end(c);
 	return err ? err : r;
 }
@@ -733,7 +738,9 @@ static int64_t lx_fcntl_lock(struct lx_call *c, int host, int cmd)
 	if (lx_copy_in(c, &fl, c->a[2], sizeof(fl)))
 		return -EFAULT;
 	lx_block_begin(c);
-	rc = (int)host_ret(fcntl(host, cmd, &fl));
+	do
+		rc = (int)host_ret(fcntl(host, cmd, &fl));
+	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 	lx_block_end(c);
 	/* The GETLK forms answer in the same structure. */
 	if (!rc && (cmd == F_GETLK || cmd == F_OFD_GETLK) &&

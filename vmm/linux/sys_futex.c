@@ -104,12 +104,16 @@ static int64_t futex_wait(struct lx_call *c, int cmd, bool realtime)
 			return rc;
 	}
 	lx_block_begin(c);
-	do
+	do {
 		r = host_futex(word, FUTEX_WAIT_BITSET, (uint32_t)c->a[2],
 			       c->a[3] ? &host_deadline : NULL, NULL, bitset);
-	while (r < 0 && errno == EINTR);
+		rc = r < 0 ? -errno : 0;
+		/* A signal ends the wait: made again under SA_RESTART, as in Linux, unless
+		 * it had a timeout (then EINTR). */
+	} while (rc == -EINTR &&
+		 !(rc = lx_sig_eintr(c, c->a[3] ? LX_ERESTART_RESTARTBLOCK : LX_ERESTARTSYS)));
 	lx_block_end(c);
-	return host_ret(r);
+	return rc ? rc : r;
 }
 
 int64_t sys_futex(struct lx_call *c)

@@ -338,28 +338,32 @@ int64_t sys_clock_getres(struct lx_call *c)
  * CLOCK_MONOTONIC is right for every guest clock: they all advance with it. */
 int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *left)
 {
-	struct timespec host_deadline;
-	int64_t now, host_now;
+	struct timespec host_deadline, t;
+	int64_t now, until;
 	int rc;
 
 	rc = lx_clock_now(c->p, clock, &now);
 	if (rc)
 		return rc;
-	clock_gettime(CLOCK_MONOTONIC, &host_deadline);
-	host_now = (int64_t)host_deadline.tv_sec * NSEC_PER_SEC + host_deadline.tv_nsec;
-	if (deadline_ns > now) {
-		int64_t until = host_now + (deadline_ns - now);
-
-		host_deadline.tv_sec = until / NSEC_PER_SEC;
-		host_deadline.tv_nsec = until % NSEC_PER_SEC;
-		lx_block_begin(c);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &host_deadline, NULL) == EINTR)
-			;
-		lx_block_end(c);
-	}
 	if (left)
 		*left = 0;
-	return 0;
+	if (deadline_ns <= now)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	until = (int64_t)t.tv_sec * NSEC_PER_SEC + t.tv_nsec + (deadline_ns - now);
+	host_deadline.tv_sec = until / NSEC_PER_SEC;
+	host_deadline.tv_nsec = until % NSEC_PER_SEC;
+	lx_block_begin(c);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &host_deadline, NULL) == EINTR &&
+	       !(rc = lx_sig_eintr(c, LX_ERESTART_RESTARTBLOCK)))
+		;
+	lx_block_end(c);
+	if (rc && left) { /* a signal ended it: the time that was left */
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		now = (int64_t)t.tv_sec * NSEC_PER_SEC + t.tv_nsec;
+		*left = until > now ? until - now : 0;
+	}
+	return rc;
 }
 
 int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns)
@@ -380,7 +384,7 @@ int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns)
 static int64_t lx_nanosleep(struct lx_call *c, int clock, uint64_t flags, uint64_t ureq,
 			    uint64_t urem)
 {
-	int64_t req, now;
+	int64_t req, now, left;
 	int rc;
 
 	rc = lx_read_timespec(c, ureq, &req);
@@ -399,7 +403,15 @@ static int64_t lx_nanosleep(struct lx_call *c, int clock, uint64_t flags, uint64
 			return rc;
 		req = now + req;
 	}
-	return lx_sleep_until(c, clock, req, NULL);
+	rc = lx_sleep_until(c, clock, req, &left);
+	/* Interrupted by a signal: a relative sleep tells what was left. */
+	if (rc && urem && !(flags & LX_TIMER_ABSTIME)) {
+		struct timespec rem = { .tv_sec = left / NSEC_PER_SEC, .tv_nsec = left % NSEC_PER_SEC };
+
+		if (lx_copy_out(c, urem, &rem, sizeof(rem)))
+			return -EFAULT;
+	}
+	return rc;
 }
 
 int64_t sys_nanosleep(struct lx_call *c)

@@ -271,10 +271,14 @@ static int64_t lx_accept(struct lx_call *c, uint64_t fd, uint64_t ua, uint64_t u
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return -EINVAL;
 	lx_block_begin(c);
-	got = accept4((int)host, (struct sockaddr *)&sa, &len, (flags & SOCK_NONBLOCK) | SOCK_CLOEXEC);
+	do {
+		got = accept4((int)host, (struct sockaddr *)&sa, &len,
+			      (flags & SOCK_NONBLOCK) | SOCK_CLOEXEC);
+		rc = got < 0 ? -errno : 0;
+	} while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 	lx_block_end(c);
 	if (got < 0)
-		return -errno;
+		return rc;
 	rc = lx_write_addr(c, &sa, len, ua, ulen);
 	if (rc) {
 		close(got);
@@ -362,7 +366,9 @@ int64_t sys_connect(struct lx_call *c)
 	if (rc)
 		return rc;
 	lx_block_begin(c);
-	rc = host_ret(connect((int)host, (struct sockaddr *)&sa, len));
+	do
+		rc = host_ret(connect((int)host, (struct sockaddr *)&sa, len));
+	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 	lx_block_end(c);
 	if (dirfd >= 0)
 		close(dirfd);
@@ -468,8 +474,10 @@ int64_t sys_sendto(struct lx_call *c)
 	if (rc)
 		return rc;
 	lx_block_begin(c);
-	rc = host_ret(sendto((int)host, buf, c->a[2], (int)c->a[3] | MSG_NOSIGNAL,
-			     c->a[4] ? (struct sockaddr *)&sa : NULL, c->a[4] ? len : 0));
+	do
+		rc = host_ret(sendto((int)host, buf, c->a[2], (int)c->a[3] | MSG_NOSIGNAL,
+				     c->a[4] ? (struct sockaddr *)&sa : NULL, c->a[4] ? len : 0));
+	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 	lx_block_end(c);
 	if (dirfd >= 0)
 		close(dirfd);
@@ -495,8 +503,10 @@ int64_t sys_recvfrom(struct lx_call *c)
 		int64_t more;
 
 		lx_block_begin(c);
-		more = host_ret(recv((int)host, (uint8_t *)buf + rc, c->a[2] - (uint64_t)rc,
-				     (int)c->a[3]));
+		do
+			more = host_ret(recv((int)host, (uint8_t *)buf + rc, c->a[2] - (uint64_t)rc,
+					     (int)c->a[3]));
+		while (more == -EINTR && !lx_sig_eintr(c, LX_ERESTARTSYS)); /* keeps what came */
 		lx_block_end(c);
 		rc += more > 0 ? more : 0;
 	}
@@ -504,8 +514,10 @@ int64_t sys_recvfrom(struct lx_call *c)
 		len = 0; /* read ahead from a TCP connection: no address, as Linux gives */
 	} else {
 		lx_block_begin(c);
-		rc = host_ret(recvfrom((int)host, buf, c->a[2], (int)c->a[3],
-				       (struct sockaddr *)&sa, &len));
+		do
+			rc = host_ret(recvfrom((int)host, buf, c->a[2], (int)c->a[3],
+					       (struct sockaddr *)&sa, &len));
+		while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 		lx_block_end(c);
 	}
 	if (rc >= 0 && c->a[4]) {
@@ -573,7 +585,9 @@ int64_t sys_sendmsg(struct lx_call *c)
 	if (rc)
 		return rc;
 	lx_block_begin(c);
-	rc = host_ret(sendmsg((int)host, &m, (int)c->a[2] | MSG_NOSIGNAL));
+	do
+		rc = host_ret(sendmsg((int)host, &m, (int)c->a[2] | MSG_NOSIGNAL));
+	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 	lx_block_end(c);
 	if (dirfd >= 0)
 		close(dirfd);
@@ -601,7 +615,9 @@ int64_t sys_recvmsg(struct lx_call *c)
 		m.msg_flags = 0;
 	} else {
 		lx_block_begin(c);
-		rc = host_ret(recvmsg((int)host, &m, (int)c->a[2] & ~MSG_CMSG_CLOEXEC));
+		do
+			rc = host_ret(recvmsg((int)host, &m, (int)c->a[2] & ~MSG_CMSG_CLOEXEC));
+		while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
 		lx_block_end(c);
 	}
 	if (rc < 0)

@@ -7,9 +7,9 @@
  * poll, so host descriptor numbers never meet FD_SETSIZE); an epoll instance is a host
  * epoll instance, and epoll_ctl registers the host descriptor with the guest's event
  * data unchanged, so epoll_wait hands back exactly what the guest registered. Waiting
- * blocks only the calling vCPU, and a snapshot's pause does not wait for it. Signal
- * masks (ppoll, pselect6, epoll_pwait) are accepted and ignored: signals are not
- * delivered to the guest yet.
+ * blocks only the calling vCPU, and a snapshot's pause does not wait for it. A signal
+ * for the guest ends a wait with EINTR; the masks of ppoll, pselect6 and epoll_pwait
+ * hold while the call waits, where signals are delivered (signal.c).
  */
 #include "sys.h"
 #include "../../mmu/mono.h"
@@ -39,14 +39,30 @@ static int lx_timeout_ms(int64_t ns)
 	return (int)((ns + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
 }
 
-/* A signal mask argument: ignored, but checked as the kernel does. */
-static int lx_check_sigmask(struct lx_call *c, uint64_t umask, uint64_t size)
+/* A signal mask argument (ppoll, pselect6, epoll_pwait), read once: where signals are
+ * delivered the thread waits with it (signal.c), else it is only checked. -EINVAL,
+ * -EFAULT, or a restart code when a signal it lets in is already pending. */
+static int lx_wait_sigmask(struct lx_call *c, uint64_t umask, uint64_t size)
 {
+	uint64_t mask;
+
 	if (!umask)
 		return 0;
 	if (size != LX_SIGSET_SIZE)
 		return -EINVAL;
-	return lx_uptr(c, umask, LX_SIGSET_SIZE) ? 0 : -EFAULT;
+	if (lx_copy_in(c, &mask, umask, sizeof(mask)))
+		return -EFAULT;
+	return lx_sig_wait_mask(c, mask);
+}
+
+/* A wait that the host ended with EINTR: a signal for the guest ends the call (EINTR
+ * once its handler ran), else it was the monitor's own wake-up, which Linux's poll
+ * would not have seen either: EINTR, as before signals were delivered. */
+static int64_t lx_wait_eintr(struct lx_call *c)
+{
+	int rc = lx_sig_eintr(c, LX_ERESTARTNOHAND);
+
+	return rc ? rc : -EINTR;
 }
 
 /*
@@ -80,11 +96,11 @@ static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t
 	/* Bytes read ahead into guest memory make a socket readable, whatever the host
 	 * socket says: then do not wait. */
 	rc = poll(hfds, n, buffered ? 0 : lx_timeout_ms(timeout_ns));
+	if (rc < 0)
+		rc = errno == EINTR ? lx_wait_eintr(c) : -errno;
 	lx_block_end(c);
-	if (rc < 0) {
-		rc = -errno;
+	if (rc < 0)
 		goto out;
-	}
 	rc = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		if (gfds[i].fd >= 0 && hfds[i].fd < 0)
@@ -144,7 +160,7 @@ int64_t sys_ppoll(struct lx_call *c)
 	int err = lx_timespec_timeout(c, c->a[2], &ns);
 
 	if (!err)
-		err = lx_check_sigmask(c, c->a[3], c->a[4]);
+		err = lx_wait_sigmask(c, c->a[3], c->a[4]);
 	if (err)
 		return err;
 	rc = lx_poll_fds(c, c->a[0], c->a[1], ns);
@@ -256,11 +272,11 @@ static int64_t lx_select(struct lx_call *c, uint64_t nfds, const uint64_t uset[3
 		goto out;
 	lx_block_begin(c);
 	rc = poll(pfds, n, buffered ? 0 : lx_timeout_ms(ns));
+	if (rc < 0)
+		rc = errno == EINTR ? lx_wait_eintr(c) : -errno;
 	lx_block_end(c);
-	if (rc < 0) {
-		rc = -errno;
+	if (rc < 0)
 		goto out;
-	}
 	rc = lx_select_ready(c, nfds, sets, pfds, buffered);
 	for (int k = 0; k < 3; k++)
 		if (sets[k] && lx_copy_out(c, uset[k], sets[k], lx_fd_set_bytes(nfds)))
@@ -321,7 +337,7 @@ int64_t sys_pselect6(struct lx_call *c)
 	if (!err && c->a[5] && lx_copy_in(c, sig, c->a[5], sizeof(sig)))
 		err = -EFAULT;
 	if (!err && c->a[5])
-		err = lx_check_sigmask(c, sig[0], sig[1]);
+		err = lx_wait_sigmask(c, sig[0], sig[1]);
 	if (err)
 		return err;
 	rc = lx_select(c, c->a[0], sets, ns);
@@ -382,6 +398,8 @@ static int64_t lx_epoll_wait(struct lx_call *c, uint64_t epfd, uint64_t uevents,
 		return -EFAULT;
 	lx_block_begin(c);
 	rc = host_ret(epoll_wait(ep, events, max, timeout < 0 ? -1 : timeout));
+	if (rc == -EINTR)
+		rc = lx_wait_eintr(c);
 	lx_block_end(c);
 	/* The guest will now read the sockets it was told about: have their bytes
 	 * ready in guest memory so those reads need no exit. */
@@ -396,7 +414,7 @@ int64_t sys_epoll_wait(struct lx_call *c)
 
 int64_t sys_epoll_pwait(struct lx_call *c)
 {
-	int err = lx_check_sigmask(c, c->a[4], c->a[5]);
+	int err = lx_wait_sigmask(c, c->a[4], c->a[5]);
 
 	return err ? err : lx_epoll_wait(c, c->a[0], c->a[1], (int)c->a[2], (int)c->a[3]);
 }

@@ -38,6 +38,8 @@ int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX])
 
 void lx_block_begin(struct lx_call *c)
 {
+	/* A sender kicks a thread in here out of its host call (signal.c). */
+	__atomic_store_n(&c->t->in_block, true, __ATOMIC_SEQ_CST);
 	if (c->p->hooks && c->p->hooks->block_begin)
 		c->p->hooks->block_begin(c->t->vcpu);
 }
@@ -46,6 +48,7 @@ void lx_block_end(struct lx_call *c)
 {
 	if (c->p->hooks && c->p->hooks->block_end)
 		c->p->hooks->block_end(c->t->vcpu);
+	__atomic_store_n(&c->t->in_block, false, __ATOMIC_SEQ_CST);
 }
 
 bool lx_first_time(struct lx_call *c)
@@ -91,6 +94,8 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 		lx_sig_broken_pipe(&c, (int64_t)regs->rax);
 		lx_sig_deliver(&c);
 	}
+	if (!t->resume_exact && lx_sig_restart_code((int64_t)regs->rax))
+		regs->rax = (uint64_t)-EINTR; /* never handed to the guest as it is */
 	if (log_get_level() >= LOG_DEBUG)
 		log_debug("syscall %s(%#llx, %#llx, %#llx) = %lld", lx_syscall_name((unsigned)c.nr),
 			  (unsigned long long)c.a[0], (unsigned long long)c.a[1],

@@ -27,6 +27,9 @@
 #define LX_SIGEV_THREAD_ID 4
 #define LX_TIMER_ABSTIME   1
 #define LX_TIMER_FAR       (INT64_MAX / 4) /* beyond any expiry: no overflow adding now */
+/* How soon a kicked thread that is still blocked is kicked again: the latency of a
+ * signal whose kick landed just before the host call it was to interrupt. */
+#define LX_REKICK_NS       (10 * 1000000LL)
 
 /* The kernel's struct sigevent as timer_create reads it (64 bytes). */
 struct lx_sigevent {
@@ -86,6 +89,9 @@ static void *lx_timer_thread(void *arg)
 		struct timespec until;
 		int64_t at;
 
+		/* Kicked threads still blocked with a signal to take are kicked again. */
+		if (p->sig_rekick && lx_sig_rekick(p) && (wait < 0 || wait > LX_REKICK_NS))
+			wait = LX_REKICK_NS;
 		if (wait < 0) {
 			pthread_cond_wait(&ts->cond, &p->lock);
 			continue;
@@ -129,10 +135,7 @@ void lx_timer_fini(struct lx_proc *p)
 	pthread_cond_destroy(&ts->cond);
 }
 
-/* Arm @tm to expire at guest @deadline, then every @interval ns (p->lock held); the
- * thread starts with the first timer armed. 0, or -EAGAIN without a thread. */
-static int lx_timer_arm(struct lx_proc *p, struct lx_timer *tm, int64_t deadline,
-			int64_t interval)
+static int lx_timer_run(struct lx_proc *p)
 {
 	struct lx_timers *ts = &p->timers;
 
@@ -141,10 +144,39 @@ static int lx_timer_arm(struct lx_proc *p, struct lx_timer *tm, int64_t deadline
 			return -EAGAIN;
 		ts->running = true;
 	}
+	pthread_cond_broadcast(&ts->cond);
+	return 0;
+}
+
+void lx_timer_poke(struct lx_proc *p)
+{
+	(void)lx_timer_run(p);
+}
+
+void lx_timer_start(struct lx_proc *p)
+{
+	bool armed = false;
+
+	pthread_mutex_lock(&p->lock);
+	for (int id = 0; id <= LX_MAX_TIMERS; id++)
+		armed |= p->timers.t[id].armed;
+	if (armed && lx_timer_run(p))
+		log_warn("could not start the thread of the restored timers: they will not fire");
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Arm @tm to expire at guest @deadline, then every @interval ns (p->lock held); the
+ * thread starts with the first timer armed. 0, or -EAGAIN without a thread. */
+static int lx_timer_arm(struct lx_proc *p, struct lx_timer *tm, int64_t deadline,
+			int64_t interval)
+{
 	tm->deadline = deadline;
 	tm->interval = interval;
 	tm->armed = true;
-	pthread_cond_broadcast(&ts->cond);
+	if (lx_timer_run(p)) {
+		tm->armed = false;
+		return -EAGAIN;
+	}
 	return 0;
 }
 
@@ -299,19 +331,6 @@ bool lx_timer_valid(int id, const struct lx_timer *t)
 	       t->deadline <= INT64_MAX / 2 && t->overrun >= 0;
 }
 
-void lx_timer_start(struct lx_proc *p)
-{
-	struct lx_timers *ts = &p->timers;
-	bool armed = false;
-
-	pthread_mutex_lock(&p->lock);
-	for (int id = 0; id <= LX_MAX_TIMERS; id++)
-		armed |= ts->t[id].armed;
-	if (armed && !ts->running && !pthread_create(&ts->thread, NULL, lx_timer_thread, p))
-		ts->running = true;
-	pthread_cond_broadcast(&ts->cond);
-	pthread_mutex_unlock(&p->lock);
-}
 
 /* A timer id the guest passes, as its slot (p->lock held): NULL when not in use. */
 static struct lx_timer *lx_timer_get(struct lx_proc *p, uint64_t id)
