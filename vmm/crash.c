@@ -45,27 +45,6 @@ static const char *crash_vector_name(int v)
 }
 
 /* The signal Linux sends a process for exception @v. */
-static int crash_signal_for_vector(int v)
-{
-	switch (v) {
-	case X86_DE:
-	case X86_MF:
-	case X86_XM:
-		return SIGFPE;
-	case X86_DB:
-	case X86_BP:
-		return SIGTRAP;
-	case X86_UD:
-		return SIGILL;
-	case X86_AC:
-	case X86_SS:
-	case X86_MC:
-		return SIGBUS;
-	default:
-		return SIGSEGV;
-	}
-}
-
 static bool crash_has_error_code(int v)
 {
 	return v == X86_DF || v == X86_TS || v == X86_NP || v == X86_SS || v == X86_GP ||
@@ -118,7 +97,7 @@ int crash_report_exception(struct vcpu *vcpu, int vector)
 	const struct kvm_regs *r = &vcpu->run->s.regs.regs;
 	const struct kvm_sregs *sr = &vcpu->run->s.regs.sregs;
 	struct lx_proc *p = vcpu->vm->proc;
-	int sig = crash_signal_for_vector(vector);
+	int sig = lx_fault_signal(vector);
 	struct crash_frame f;
 	char buf[2048];
 	FILE *out;

@@ -1373,6 +1373,98 @@ START_TEST(test_signal_ppoll_mask)
 }
 END_TEST
 
+/* Each CPU exception maps to the signal, si_code and si_addr Linux gives; a floating-
+ * point exception with nothing unmasked raised is no signal. */
+START_TEST(test_signal_fault_info)
+{
+	const uint64_t rip = 0x400500;
+	struct {
+		struct lx_fault f;
+		uint64_t rflags;
+		int sig, code;
+		uint64_t addr;
+	} cases[] = {
+		{ { .vector = 14, .error_code = 6, .cr2 = 0x10 }, 0, SIGSEGV, SEGV_MAPERR, 0x10 },
+		{ { .vector = 14, .error_code = 7, .cr2 = 0x5000 }, 0, SIGSEGV, SEGV_ACCERR, 0x5000 },
+		{ { .vector = 13 }, 0, SIGSEGV, SI_KERNEL, 0 },
+		{ { .vector = 6 }, 0, SIGILL, ILL_ILLOPN, rip },
+		{ { .vector = 0 }, 0, SIGFPE, FPE_INTDIV, rip },
+		{ { .vector = 3 }, 0, SIGTRAP, SI_KERNEL, 0 },
+		{ { .vector = 1 }, RFLAGS_TF, SIGTRAP, TRAP_TRACE, rip },
+		{ { .vector = 17 }, 0, SIGBUS, BUS_ADRALN, 0 },
+		{ { .vector = 11 }, 0, SIGBUS, SI_KERNEL, 0 },
+		{ { .vector = 19, .mxcsr = (0x1f80 & ~0x200U) | 0x4 }, 0, SIGFPE, FPE_FLTDIV, rip },
+		{ { .vector = 16, .fcw = 0x37e, .fsw = 0x1 }, 0, SIGFPE, FPE_FLTINV, rip },
+	};
+	siginfo_t info;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_int_eq(lx_fault_info(&cases[i].f, rip, cases[i].rflags, &info), 0);
+		ck_assert_msg(info.si_signo == cases[i].sig && info.si_code == cases[i].code &&
+			      (uint64_t)(uintptr_t)info.si_addr == cases[i].addr,
+			      "vector %d: signal %d code %d addr %p", cases[i].f.vector,
+			      info.si_signo, info.si_code, info.si_addr);
+		ck_assert_int_eq(lx_fault_signal(cases[i].f.vector), cases[i].sig);
+	}
+	/* Divide by zero raised but masked: spurious. */
+	ck_assert_int_eq(lx_fault_info(&(struct lx_fault){ .vector = 19, .mxcsr = 0x1f80 | 0x4 },
+				       rip, 0, &info), -EAGAIN);
+}
+END_TEST
+
+/* A fault in the middle of user code reaches the SIGSEGV handler with every register
+ * as the CPU left it (RCX and R11 too, which no system call clobbered), the trap
+ * number, error code and address in the frame; rt_sigreturn goes back exactly there.
+ * Blocked, ignored or unhandled, the default action applies (the VM's crash report). */
+START_TEST(test_signal_fault_delivery)
+{
+	struct kvm_regs u = sig_user(), r;
+	struct kvm_sregs sregs = { .cs.selector = 0x33, .ss.selector = 0x2b };
+	struct lx_fault pf = { .vector = 14, .error_code = 6, .cr2 = 0x10 };
+	ucontext_t *uc;
+	siginfo_t *si;
+
+	ck_assert(!lx_fault(&pt, &u, &sregs, &pf)); /* no handler: the crash report */
+	sig_handle(SIGSEGV, SIG_HANDLER, SA_SIGINFO, 0);
+	u = sig_user();
+	u.rip = 0x400500;
+	u.rcx = 0x1234;
+	u.r11 = 0x5678;
+	r = u;
+	ck_assert(lx_fault(&pt, &r, &sregs, &pf));
+	ck_assert_uint_eq(r.rip, SIG_HANDLER);
+	ck_assert_uint_eq(r.rdi, SIGSEGV);
+	ck_assert(pt.resume_exact);
+	si = gp(r.rsi, sizeof(*si));
+	ck_assert_int_eq(si->si_code, SEGV_MAPERR);
+	ck_assert_ptr_eq(si->si_addr, (void *)0x10);
+	uc = gp(r.rdx, offsetof(ucontext_t, uc_sigmask) + 8);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RIP], 0x400500);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RCX], 0x1234);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_R11], 0x5678);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_TRAPNO], 14);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_ERR], 6);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_CR2], 0x10);
+	sig_return(&pt, &r);
+	ck_assert(pt.resume_exact);
+	ck_assert_uint_eq(r.rip, 0x400500);
+	ck_assert_uint_eq(r.rcx, 0x1234);
+	ck_assert_uint_eq(r.r11, 0x5678);
+
+	/* Blocked: the handler does not get it; the program dies of it. */
+	*(uint64_t *)gp(scratch + 0xa80, 8) = SIG_BIT(SIGSEGV);
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xa80, 0, 8);
+	r = u;
+	ck_assert(!lx_fault(&pt, &r, &sregs, &pf));
+	ck_assert_uint_eq(pp->sigact[SIGSEGV].handler, (uint64_t)(uintptr_t)SIG_DFL);
+	/* Without delivery (no fpu hooks) every fault is the crash report, as before. */
+	pp->hooks = &p_hooks;
+	sig_handle(SIGSEGV, SIG_HANDLER, SA_SIGINFO, 0);
+	r = u;
+	ck_assert(!lx_fault(&pt, &r, &sregs, &pf));
+}
+END_TEST
+
 /* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
@@ -1426,6 +1518,8 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_signal_lost_kick);
 	tcase_add_test(tc, test_signal_alarm_interrupts_read_and_sleep);
 	tcase_add_test(tc, test_signal_ppoll_mask);
+	tcase_add_test(tc, test_signal_fault_info);
+	tcase_add_test(tc, test_signal_fault_delivery);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -183,6 +183,7 @@ struct lx_thread {
 	bool restore_mask;       /* saved_mask is to be restored as the call returns */
 	bool sig_bound;          /* its lx_sigthread points here */
 	bool in_block;           /* in a host call that may block (lx_block_begin) */
+	const struct lx_fault *trap; /* the exception whose signal is being delivered */
 	uint64_t altstack_sp, altstack_size;
 	uint32_t altstack_flags;
 	/* Set by a system call that gave the thread a whole new user context (a signal
@@ -279,6 +280,31 @@ struct lx_fastio_stats {
 };
 void lx_fastio_get_stats(struct lx_proc *p, struct lx_fastio_stats *st);
 uint64_t lx_fastio_gva(const struct lx_proc *p);
+
+/* A CPU exception the guest program caused, as the VM's exception stubs saw it; the
+ * x87 control and status words and MXCSR are the personality's to fill (#MF, #XM). */
+struct lx_fault {
+	int vector;
+	uint64_t error_code;
+	uint64_t cr2;            /* the faulting address of a #PF */
+	uint16_t fcw, fsw;
+	uint32_t mxcsr;
+};
+
+/* The signal exception @vector ends a program with when nothing handles it. */
+int lx_fault_signal(int vector);
+/* The siginfo Linux gives for @f at @rip: 0, or -EAGAIN for a floating-point exception
+ * with nothing unmasked raised (spurious: no signal). */
+int lx_fault_info(const struct lx_fault *f, uint64_t rip, uint64_t rflags, siginfo_t *info);
+/*
+ * lx_fault - exception @f of thread @t, interrupted at user registers @regs: its
+ * signal forced on the thread as Linux forces it. Returns true when the thread goes
+ * on (in its handler, or where it was for a spurious one) with @regs exactly as they
+ * are now; false when the default action applies: the VM reports the crash and ends
+ * with 128 + lx_fault_signal().
+ */
+bool lx_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+	      const struct lx_fault *f);
 
 /* Name of system call @nr ("syscall_N" when unknown); stable storage. */
 const char *lx_syscall_name(unsigned nr);

@@ -72,6 +72,7 @@
 #define LX_FP_XSTATE_MAGIC1 0x46505853U
 #define LX_FP_XSTATE_MAGIC2 0x46505845U
 #define LX_FP_SW_OFFSET     464
+#define LX_FP_FSW_OFFSET    2
 #define LX_FP_MXCSR_OFFSET  24
 #define LX_FP_LEGACY_SIZE   512
 #define LX_XSAVE_HDR_SIZE   64
@@ -617,6 +618,11 @@ static int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act,
 					.flags = t->altstack_size ? (int32_t)t->altstack_flags :
 								    LX_SS_DISABLE };
 	lx_sig_save_regs(&f.uc.mc, u);
+	if (t->trap) { /* what the handler of a fault learns of it */
+		f.uc.mc.trapno = (uint64_t)t->trap->vector;
+		f.uc.mc.err = t->trap->error_code;
+		f.uc.mc.cr2 = t->trap->cr2;
+	}
 	f.uc.mc.cs = (uint16_t)c->sregs->cs.selector;
 	f.uc.mc.ss = (uint16_t)c->sregs->ss.selector;
 	/* After rt_sigsuspend the handler returns to the mask from before the call. */
@@ -1182,4 +1188,47 @@ void lx_sig_broken_pipe(struct lx_call *c, int64_t rc)
 	}
 	info = lx_sig_user_info(c, SIGPIPE, SI_USER);
 	(void)lx_sig_send(c->p, c->t->tid, &info);
+}
+
+/* ---- exceptions (sigfault.c) ---- */
+
+int lx_sig_fpu_words(struct lx_thread *t, uint16_t *fcw, uint16_t *fsw, uint32_t *mxcsr)
+{
+	int len = t->proc->hooks->fpu_save(t->vcpu, lx_fpbuf, LX_FP_MAX, &(uint64_t){ 0 });
+
+	if (len < LX_FP_LEGACY_SIZE)
+		return len < 0 ? len : -EINVAL;
+	memcpy(fcw, lx_fpbuf, sizeof(*fcw));
+	memcpy(fsw, lx_fpbuf + LX_FP_FSW_OFFSET, sizeof(*fsw));
+	memcpy(mxcsr, lx_fpbuf + LX_FP_MXCSR_OFFSET, sizeof(*mxcsr));
+	return 0;
+}
+
+bool lx_sig_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+		  const siginfo_t *info, const struct lx_fault *f)
+{
+	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
+			     .sregs = sregs, .action = LX_RESUME };
+	struct lx_proc *p = t->proc;
+	struct lx_sigthread *s;
+	int sig = info->si_signo, rc;
+
+	if (!t->sig_bound)
+		lx_sig_bind(t);
+	/* As force_sig_fault: a fault's signal cannot be blocked or ignored away. */
+	pthread_mutex_lock(&p->lock);
+	if (p->sigact[sig].handler == (uint64_t)(uintptr_t)SIG_IGN || (t->sigmask & LX_SIG_BIT(sig)))
+		p->sigact[sig].handler = (uint64_t)(uintptr_t)SIG_DFL;
+	t->sigmask &= ~LX_SIG_BIT(sig);
+	s = lx_sig_thread(p, t->tid);
+	rc = s ? lx_sigq_push(&s->pend, info) : -ESRCH;
+	pthread_mutex_unlock(&p->lock);
+	if (rc)
+		return false;
+	/* The registers are the whole user context the CPU left, not a system call's. */
+	t->resume_exact = true;
+	t->trap = f;
+	lx_sig_deliver(&c);
+	t->trap = NULL;
+	return c.action == LX_RESUME;
 }

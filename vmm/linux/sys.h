@@ -176,6 +176,12 @@ bool lx_sig_thread_known(struct lx_proc *p, int tid);
  * unnoticed: its signal queued, or its queued one's overrun grown (p->lock held). */
 void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed);
 
+/* The x87 control and status words and MXCSR of thread @t now: 0 or -errno. Forcing
+ * exception @f's signal @info on @t (sigfault.c): true when a handler takes it. */
+int lx_sig_fpu_words(struct lx_thread *t, uint16_t *fcw, uint16_t *fsw, uint32_t *mxcsr);
+bool lx_sig_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+		  const siginfo_t *info, const struct lx_fault *f);
+
 /* Timers (timer.c): made with the process' signal state, stopped with it. */
 int lx_timer_init(struct lx_proc *p);
 void lx_timer_fini(struct lx_proc *p);
