@@ -439,7 +439,36 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 	return o;
 }
 
-static char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
+/* `kill SIGNAL`: the signal for the guest process, as if sent to it from outside.
+ * Sets *@stop to the VM's exit status when it ends the guest. */
+static char *ctl_kill(struct ctl_server *srv, const struct ctl_request *req, int *stop)
+{
+	const char *arg = json_string_value(json_array_get(json_object_get(req->msg, "args"), 0));
+	const char *abbrev;
+	char name[16];
+	int sig, rc;
+
+	if (!arg || ctl_signal_parse(arg, &sig))
+		return ctl_reply_error("kill needs a SIGNAL: a name with or without SIG (TERM, "
+				       "SIGINT, RTMIN+1) or a number from 1 to 64");
+	if (!srv->vm->proc)
+		return ctl_reply_error("the VM has no guest process to signal");
+	rc = lx_sig_from_outside(srv->vm->proc, sig);
+	if (rc < 0)
+		return ctl_reply_error("the guest's signal queue is full");
+	if (rc == 1)
+		*stop = 128 + sig;
+	abbrev = sig < SIGRTMIN ? sigabbrev_np(sig) : NULL;
+	if (abbrev)
+		snprintf(name, sizeof(name), "SIG%s", abbrev);
+	else
+		snprintf(name, sizeof(name), "SIGRTMIN+%d", sig - SIGRTMIN);
+	return ctl_reply_ok(json_pack("{s:i, s:s, s:s}", "signal", sig, "name", name, "action",
+				      rc == 1 ? "stopped" : "sent"));
+}
+
+static char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req,
+			  int *stop)
 {
 	int rc;
 
@@ -478,7 +507,10 @@ static char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const st
 		c->events = true;
 		return ctl_reply_ok(json_pack("{s:s}", "events", "on"));
 	case CTL_QUIT:
+		*stop = 0;
 		return ctl_reply_ok(json_pack("{s:s}", "state", "stopped"));
+	case CTL_KILL:
+		return ctl_kill(srv, req, stop);
 	default:
 		return ctl_reply_error("unknown command");
 	}
@@ -489,16 +521,20 @@ static void ctl_handle_line(struct ctl_server *srv, struct ctl_client *c, const 
 {
 	struct ctl_request req;
 	char err[256];
+	int stop = -1;
 
 	if (ctl_parse(line, len, &req, err, sizeof(err))) {
 		ctl_send(c, ctl_reply_error(err));
 		return;
 	}
-	ctl_send(c, ctl_dispatch(srv, c, &req));
-	if (req.cmd == CTL_QUIT) {
+	ctl_send(c, ctl_dispatch(srv, c, &req, &stop));
+	if (stop == 0)
 		log_info("stopping the VM: quit requested on the control socket");
-		vm_stop(srv->vm, 0);
-	}
+	else if (stop > 0)
+		log_info("stopping the VM: the signal sent with 'kill' ends the guest (status %d)",
+			 stop);
+	if (stop >= 0)
+		vm_stop(srv->vm, stop);
 	ctl_request_free(&req);
 }
 

@@ -8,14 +8,17 @@
 #include "ctl_proto.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const ctl_names[CTL_NR_CMDS] = {
 	[CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
 	[CTL_STATS] = "stats",   [CTL_QUIT] = "quit",     [CTL_SNAPSHOT] = "snapshot",
-	[CTL_EVENTS] = "events",
+	[CTL_EVENTS] = "events", [CTL_KILL] = "kill",
 };
 
 const char *ctl_cmd_name(enum ctl_cmd cmd)
@@ -57,7 +60,7 @@ int ctl_parse(const char *line, size_t len, struct ctl_request *req, char *err, 
 			req->msg = msg;
 			return 0;
 		}
-	snprintf(err, errlen, "unknown command '%.64s' (known: status, pause, resume, stats, quit, snapshot, events)",
+	snprintf(err, errlen, "unknown command '%.64s' (known: status, pause, resume, stats, quit, snapshot, events, kill)",
 		 name);
 fail:
 	json_decref(msg);
@@ -168,4 +171,51 @@ json_t *ctl_request_from_argv(const char *cmd, int argc, char *const *argv, char
 	else
 		json_decref(args);
 	return req;
+}
+
+/* A decimal number in [lo, hi] making up all of @s: 0, or -EINVAL. */
+static int ctl_number(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	if (!*s || *s == '+' || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+int ctl_signal_parse(const char *s, int *sig)
+{
+	const int rtmin = SIGRTMIN, rtmax = SIGRTMAX, nsig = 64;
+	int n;
+
+	if (ctl_number(s, 1, nsig, sig) == 0)
+		return 0;
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	/* The real-time ones as the guest's libc numbers them (glibc keeps two). */
+	if (strncasecmp(s, "RTMIN", 5) == 0 || strncasecmp(s, "RTMAX", 5) == 0) {
+		bool min = strncasecmp(s, "RTMIN", 5) == 0;
+
+		if (!s[5])
+			n = 0;
+		else if (s[5] != (min ? '+' : '-') || ctl_number(s + 6, 0, rtmax - rtmin, &n))
+			return -EINVAL;
+		*sig = min ? rtmin + n : rtmax - n;
+		return 0;
+	}
+	for (int i = 1; i < rtmin; i++) {
+		const char *name = sigabbrev_np(i);
+
+		if (name && strcasecmp(s, name) == 0) {
+			*sig = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }

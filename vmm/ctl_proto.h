@@ -17,6 +17,7 @@ enum ctl_cmd {
 	CTL_QUIT,
 	CTL_SNAPSHOT,
 	CTL_EVENTS,
+	CTL_KILL,
 	CTL_NR_CMDS
 };
 
@@ -44,5 +45,9 @@ json_t *ctl_request_from_argv(const char *cmd, int argc, char *const *argv, char
 			      size_t errlen);
 
 const char *ctl_cmd_name(enum ctl_cmd cmd);
+
+/* `kill`'s SIGNAL: a name with or without SIG, in any case (TERM, SIGterm, RTMIN+2),
+ * or a number 1..64. 0 with *@sig set, or -EINVAL. */
+int ctl_signal_parse(const char *s, int *sig);
 
 #endif

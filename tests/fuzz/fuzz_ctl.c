@@ -1,6 +1,7 @@
 /*
  * fuzz_ctl.c - libFuzzer target: the control protocol parser (vmm/ctl_proto.c), one
- * request line as a client may send it, then the reply built for it.
+ * request line as a client may send it, then the reply built for it, and kill's
+ * SIGNAL parser on the first argument of any request that has one.
  */
 #include "../../vmm/ctl_proto.h"
 #include "../../vmm/log.h"
@@ -19,6 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size >= CTL_MAX_LINE)
 		return 0;
 	if (ctl_parse((const char *)data, size, &req, err, sizeof(err)) == 0) {
+		const char *arg = json_string_value(json_array_get(json_object_get(req.msg, "args"), 0));
+		int sig;
+
+		if (arg && ctl_signal_parse(arg, &sig) == 0 && (sig < 1 || sig > 64))
+			abort(); /* a signal the guest cannot have */
 		free(ctl_reply_ok(json_pack("{s:s}", "cmd", ctl_cmd_name(req.cmd))));
 		ctl_request_free(&req);
 	} else {

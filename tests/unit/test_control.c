@@ -7,8 +7,10 @@
 #include "suites.h"
 #include "../../vmm/control.h"
 #include "../../vmm/vm.h"
+#include "../../vmm/linux/lx.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define WAIT_MS   10000 /* a reply that takes this long means the server is stuck */
@@ -222,6 +225,62 @@ START_TEST(test_other_user_refused)
 }
 END_TEST
 
+/* kill: a bad SIGNAL and a VM without a process get error replies; a fatal signal,
+ * taken by default (no delivery in this VM), stops it with 128 + the signal; one the
+ * guest ignores does nothing. */
+START_TEST(test_kill)
+{
+	char *argv[] = { "true", NULL }, *envp[] = { NULL };
+	struct lx_config cfg = { .program = "/usr/bin/true", .argc = 1, .argv = argv,
+				 .envp = envp, .root = "/" };
+	struct lx_sigaction ign = { .handler = (uint64_t)(uintptr_t)SIG_IGN };
+	struct lx_entry entry;
+	struct gmem mem;
+	char reply[4096];
+	int fd = dial();
+
+	say(fd, "{\"cmd\":\"kill\",\"args\":[\"SIGNOPE\"]}\n");
+	hear(fd, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"ok\":false") && strstr(reply, "SIGNAL"), "reply: %s", reply);
+	say(fd, "{\"cmd\":\"kill\",\"args\":[\"TERM\"]}\n");
+	hear(fd, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "no guest process"), "reply: %s", reply);
+
+	ck_assert_int_eq(gmem_map(&mem, 64ULL << 20), 0);
+	ck_assert_int_eq(lx_proc_create(&mem, &cfg, &vm.proc, &entry), 0);
+	vm.proc->sigact[SIGUSR2] = ign;
+	say(fd, "{\"cmd\":\"kill\",\"args\":[\"usr2\"]}\n");
+	hear(fd, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"action\":\"sent\"") && strstr(reply, "SIGUSR2"), "reply: %s",
+		      reply);
+	ck_assert(!vm.stop_req);
+	say(fd, "{\"cmd\":\"kill\",\"args\":[\"15\"]}\n");
+	hear(fd, reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"action\":\"stopped\"") && strstr(reply, "SIGTERM"),
+		      "reply: %s", reply);
+	/* The server stops the VM right after it replied. */
+	pthread_mutex_lock(&vm.lock);
+	for (int i = 0; i < WAIT_MS && !vm.stop_req; i++) {
+		struct timespec ms;
+
+		clock_gettime(CLOCK_REALTIME, &ms);
+		ms.tv_nsec += 1000000;
+		if (ms.tv_nsec >= 1000000000) {
+			ms.tv_sec++;
+			ms.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&vm.cond, &vm.lock, &ms);
+	}
+	pthread_mutex_unlock(&vm.lock);
+	ck_assert(vm.stop_req);
+	ck_assert_int_eq(vm.exit_status, 128 + SIGTERM);
+	close(fd);
+	lx_proc_destroy(vm.proc);
+	vm.proc = NULL;
+	gmem_unmap(&mem);
+}
+END_TEST
+
 Suite *control_suite(void)
 {
 	Suite *s = suite_create("control");
@@ -235,6 +294,7 @@ Suite *control_suite(void)
 	tcase_add_test(tc, test_connection_cap);
 	tcase_add_test(tc, test_long_request);
 	tcase_add_test(tc, test_other_user_refused);
+	tcase_add_test(tc, test_kill);
 	suite_add_tcase(s, tc);
 	return s;
 }

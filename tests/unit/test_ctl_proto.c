@@ -102,6 +102,31 @@ START_TEST(test_from_argv)
 }
 END_TEST
 
+/* kill's SIGNAL: names with or without SIG in any case, real-time ones as glibc
+ * numbers them, numbers 1..64; anything else is refused. */
+START_TEST(test_signal_names)
+{
+	static const struct {
+		const char *s;
+		int sig; /* 0: refused */
+	} cases[] = {
+		{ "TERM", 15 },     { "SIGterm", 15 },   { "sigint", 2 },     { "9", 9 },
+		{ "64", 64 },       { "HUP", 1 },        { "SIGUSR1", 10 },   { "RTMIN", 34 },
+		{ "RTMIN+2", 36 },  { "SIGRTMAX-1", 63 }, { "rtmax", 64 },    { "65", 0 },
+		{ "0", 0 },         { "-9", 0 },         { "+9", 0 },         { "9x", 0 },
+		{ "", 0 },          { "SIG", 0 },        { "FOO", 0 },        { "RTMIN+31", 0 },
+		{ "RTMIN-1", 0 },   { "RTMAX+1", 0 },    { "SIGSIGTERM", 0 }, { "RTMIN+", 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int sig = 0, rc = ctl_signal_parse(cases[i].s, &sig);
+
+		ck_assert_msg(cases[i].sig ? rc == 0 && sig == cases[i].sig : rc == -EINVAL,
+			      "'%s': rc %d, signal %d", cases[i].s, rc, sig);
+	}
+}
+END_TEST
+
 Suite *ctl_proto_suite(void)
 {
 	Suite *s = suite_create("ctl_proto");
@@ -112,6 +137,7 @@ Suite *ctl_proto_suite(void)
 	tcase_add_test(tc, test_oversized);
 	tcase_add_test(tc, test_replies);
 	tcase_add_test(tc, test_from_argv);
+	tcase_add_test(tc, test_signal_names);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -281,6 +281,15 @@ struct lx_fastio_stats {
 void lx_fastio_get_stats(struct lx_proc *p, struct lx_fastio_stats *st);
 uint64_t lx_fastio_gva(const struct lx_proc *p);
 
+/*
+ * lx_sig_from_outside - signal @sig for the guest from outside it (`ccvm ctl kill`):
+ * queued for the process as from a process it cannot see. Where signals are not
+ * delivered, its default action is taken: returns 1 when that ends the process (the
+ * VM stops with 128 + @sig), 0 when it was queued or does nothing; -EINVAL for a bad
+ * number, -EAGAIN when the process' queue is full.
+ */
+int lx_sig_from_outside(struct lx_proc *p, int sig);
+
 /* A CPU exception the guest program caused, as the VM's exception stubs saw it; the
  * x87 control and status words and MXCSR are the personality's to fill (#MF, #XM). */
 struct lx_fault {

@@ -924,6 +924,29 @@ static int64_t lx_sig_send_own(struct lx_call *c, int tid, siginfo_t *info)
 	return on ? lx_sig_send(c->p, tid, info) : lx_sig_default_self(c, sig);
 }
 
+int lx_sig_from_outside(struct lx_proc *p, int sig)
+{
+	/* From a process the guest cannot see: pid 0, as a signal from another pid
+	 * namespace reads. */
+	siginfo_t info = { .si_signo = sig, .si_code = SI_USER };
+	uint64_t handler;
+
+	if (sig < 1 || sig > LX_NSIG)
+		return -EINVAL;
+	info.si_uid = getuid();
+	if (lx_sig_on(p))
+		return lx_sig_send(p, 0, &info) == -EAGAIN ? -EAGAIN : 0;
+	pthread_mutex_lock(&p->lock);
+	handler = p->sigact[sig].handler;
+	pthread_mutex_unlock(&p->lock);
+	if (sig != SIGKILL && handler == (uint64_t)(uintptr_t)SIG_IGN)
+		return 0;
+	if (sig != SIGKILL && handler != (uint64_t)(uintptr_t)SIG_DFL)
+		log_warn("signal %d for the guest, which has a handler for it: signal delivery "
+			 "is not supported in this VM yet, so the default action is taken", sig);
+	return lx_sig_kills(sig) ? 1 : 0;
+}
+
 /* A kill-style siginfo: sent by the guest's own process. */
 static siginfo_t lx_sig_user_info(struct lx_call *c, int sig, int code)
 {
