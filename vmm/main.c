@@ -37,6 +37,10 @@
 
 extern char **environ;
 
+/* What ccvm's caller ignored, before ccvm ignores anything itself: the guest starts
+ * with it, as a program exec'd by that caller would. */
+static uint64_t main_ignored_signals;
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -306,7 +310,8 @@ static int cmd_run(int argc, char **argv)
 	vm.max_vcpus = o.vcpus;
 	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
-				 .net = &o.net, .hooks = &run_hooks, .fastio = o.fastio };
+				 .net = &o.net, .hooks = &run_hooks, .fastio = o.fastio,
+				 .ignored_signals = main_ignored_signals };
 	rc = lx_proc_create(&vm.mem, &cfg, &vm.proc, &entry);
 	if (rc) {
 		status = exit_status_for(rc);
@@ -398,6 +403,7 @@ static int cmd_merge(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	main_ignored_signals = lx_sig_inherited();
 	/* A control client that went away must not kill the monitor with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {

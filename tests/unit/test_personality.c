@@ -1465,6 +1465,32 @@ START_TEST(test_signal_fault_delivery)
 }
 END_TEST
 
+/* A program starts with the signals ignored that its caller ignored, as exec leaves
+ * them: what lx_sig_inherited reads from this process (never SIGKILL or SIGSTOP). */
+START_TEST(test_signal_inherited)
+{
+	char *argv[] = { "true", NULL }, *envp[] = { NULL };
+	struct lx_config cfg = { .program = P_PROGRAM, .argc = 1, .argv = argv, .envp = envp,
+				 .root = "/" };
+	struct lx_entry entry;
+	struct lx_proc *p2;
+	struct gmem mem2;
+
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGUSR2, SIG_DFL);
+	cfg.ignored_signals = lx_sig_inherited() | SIG_BIT(SIGKILL);
+	ck_assert_uint_eq(cfg.ignored_signals & SIG_BIT(SIGHUP), SIG_BIT(SIGHUP));
+	ck_assert_uint_eq(cfg.ignored_signals & SIG_BIT(SIGUSR2), 0);
+	ck_assert_int_eq(gmem_map(&mem2, P_RAM), 0);
+	ck_assert_int_eq(lx_proc_create(&mem2, &cfg, &p2, &entry), 0);
+	ck_assert_uint_eq(p2->sigact[SIGHUP].handler, (uint64_t)(uintptr_t)SIG_IGN);
+	ck_assert_uint_eq(p2->sigact[SIGUSR2].handler, (uint64_t)(uintptr_t)SIG_DFL);
+	ck_assert_uint_eq(p2->sigact[SIGKILL].handler, (uint64_t)(uintptr_t)SIG_DFL);
+	lx_proc_destroy(p2);
+	gmem_unmap(&mem2);
+}
+END_TEST
+
 /* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
@@ -1497,6 +1523,7 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_clone_and_exit);
 	tcase_add_test(tc, test_state_round_trip);
 	tcase_add_test(tc, test_signal_off);
+	tcase_add_test(tc, test_signal_inherited);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("signals");

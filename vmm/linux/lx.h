@@ -62,6 +62,9 @@ struct lx_config {
 	const struct lx_net *net;  /* published ports and outgoing policy; NULL: none */
 	const struct lx_hooks *hooks;
 	bool fastio;             /* preload the exitless socket path into dynamic glibc programs */
+	/* Signals ignored from the start (bit sig - 1), as exec leaves those its caller
+	 * ignored: lx_sig_inherited() read before ccvm changed any for itself. */
+	uint64_t ignored_signals;
 };
 
 struct lx_file {
@@ -289,6 +292,8 @@ uint64_t lx_fastio_gva(const struct lx_proc *p);
  * number, -EAGAIN when the process' queue is full.
  */
 int lx_sig_from_outside(struct lx_proc *p, int sig);
+/* The signals this process ignores now (bit sig - 1), as its parent left them. */
+uint64_t lx_sig_inherited(void);
 
 /* A CPU exception the guest program caused, as the VM's exception stubs saw it; the
  * x87 control and status words and MXCSR are the personality's to fill (#MF, #XM). */

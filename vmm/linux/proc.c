@@ -447,6 +447,10 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 		rc = proc_fastio(p, e.interp);
 	if (rc)
 		goto err;
+	/* exec keeps what its caller ignored (never SIGKILL or SIGSTOP). */
+	for (int sig = 1; sig <= LX_NSIG; sig++)
+		if ((cfg->ignored_signals >> (sig - 1) & 1) && sig != SIGKILL && sig != SIGSTOP)
+			p->sigact[sig].handler = (uint64_t)(uintptr_t)SIG_IGN;
 	p->mm.brk_start = p->mm.brk = align_up(base + e.hi, PAGE_SIZE);
 	rc = proc_stack(p, cfg, &e, base, ibase, &entry->rsp);
 	if (rc)

@@ -947,6 +947,20 @@ int lx_sig_from_outside(struct lx_proc *p, int sig)
 	return lx_sig_kills(sig) ? 1 : 0;
 }
 
+uint64_t lx_sig_inherited(void)
+{
+	uint64_t set = 0;
+
+	for (int sig = 1; sig <= LX_NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 &&
+		    sa.sa_handler == SIG_IGN)
+			set |= LX_SIG_BIT(sig);
+	}
+	return set;
+}
+
 /* A kill-style siginfo: sent by the guest's own process. */
 static siginfo_t lx_sig_user_info(struct lx_call *c, int sig, int code)
 {
