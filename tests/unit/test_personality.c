@@ -685,6 +685,7 @@ START_TEST(test_signal_frame)
 	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RBX], 0x1111);
 	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_RSP], before.rsp);
 	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_EFL], before.rflags);
+	ck_assert_uint_eq(uc->uc_mcontext.gregs[REG_CSGSFS] & 0xffff, 0x33); /* Linux's __USER_CS */
 	ck_assert_uint_eq(uc->uc_sigmask.__val[0], 0);
 	ck_assert_int_eq(uc->uc_stack.ss_flags, SS_DISABLE);
 	ck_assert_uint_eq((uintptr_t)uc->uc_mcontext.fpregs % 64, 0);
@@ -935,7 +936,8 @@ START_TEST(test_signal_broken_pipe)
 }
 END_TEST
 
-/* A second guest thread, as clone makes it, that system calls can run on. */
+/* A second guest thread, as clone makes it, that system calls can run on. It stays
+ * known to senders (it never calls exit), so it must outlive the test: static. */
 struct sig_waiter {
 	struct lx_thread t;
 	pthread_t th;
@@ -981,10 +983,11 @@ static void sig_settle(void)
 START_TEST(test_signal_suspend_and_pause)
 {
 	struct kvm_regs u = sig_user();
-	struct sig_waiter w = { .nr = SYS_rt_sigsuspend, .a = { scratch + 0xb08, 8 } };
+	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	ucontext_t *uc;
 	pthread_t th;
 
+	w = (struct sig_waiter){ .nr = SYS_rt_sigsuspend, .a = { scratch + 0xb08, 8 } };
 	sig_handle(SIGUSR1, SIG_HANDLER, SA_SIGINFO, 0);
 	*(uint64_t *)gp(scratch + 0xb00, 8) = SIG_BIT(SIGUSR1);
 	*(uint64_t *)gp(scratch + 0xb08, 8) = 0;
@@ -1026,10 +1029,11 @@ START_TEST(test_signal_timedwait)
 	struct kvm_regs u = sig_user();
 	struct timespec *ts = gp(scratch + 0xb10, sizeof(*ts)), t0, t1;
 	siginfo_t *si = gp(scratch + 0xc00, sizeof(*si));
-	struct sig_waiter w = { .nr = SYS_rt_sigtimedwait,
-				.a = { scratch + 0xb00, scratch + 0xd00, 0, 8 } };
+	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	pthread_t th;
 
+	w = (struct sig_waiter){ .nr = SYS_rt_sigtimedwait,
+				 .a = { scratch + 0xb00, scratch + 0xd00, 0, 8 } };
 	sig_handle(SIGUSR2, SIG_HANDLER, SA_SIGINFO, 0);
 	*(uint64_t *)gp(scratch + 0xb00, 8) = SIG_BIT(SIGUSR2);
 	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xb00, 0, 8);
@@ -1256,7 +1260,7 @@ START_TEST(test_signal_interrupts_blocking_read)
 {
 	struct kvm_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
-	struct sig_waiter w;
+	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	ucontext_t *uc;
 	pthread_t th;
 
@@ -1297,7 +1301,7 @@ START_TEST(test_signal_lost_kick)
 {
 	struct kvm_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
-	struct sig_waiter w;
+	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	pthread_t th;
 
 	ck_assert_int_eq(S2(SYS_pipe2, scratch + 0xb00, 0), 0);
@@ -1349,7 +1353,7 @@ START_TEST(test_signal_ppoll_mask)
 	struct kvm_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
 	struct pollfd *pfd = gp(scratch + 0xb40, sizeof(*pfd));
-	struct sig_waiter w;
+	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	ucontext_t *uc;
 	pthread_t th;
 

@@ -623,8 +623,10 @@ static int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act,
 		f.uc.mc.err = t->trap->error_code;
 		f.uc.mc.cr2 = t->trap->cr2;
 	}
-	f.uc.mc.cs = (uint16_t)c->sregs->cs.selector;
-	f.uc.mc.ss = (uint16_t)c->sregs->ss.selector;
+	/* The user selectors, whatever the monitor's view (CPL0 on a `syscall` or in an
+	 * exception stub): the guest ran with these, and they are Linux's. */
+	f.uc.mc.cs = GDT_USER_CS;
+	f.uc.mc.ss = GDT_USER_DS;
 	/* After rt_sigsuspend the handler returns to the mask from before the call. */
 	f.uc.sigmask = t->restore_mask ? t->saved_mask : t->sigmask;
 	f.uc.mc.oldmask = f.uc.sigmask;
