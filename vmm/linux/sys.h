@@ -155,6 +155,20 @@ int lx_fastio_before_write(struct lx_call *c, int fd, bool wait);
 int64_t lx_fastio_take(struct lx_proc *p, int fd, const struct iovec *iov, int cnt, bool peek);
 bool lx_fastio_readable(struct lx_proc *p, int fd);
 
+/* Signal numbers, sigaction flags and sigaltstack's, as the guest passes them. */
+#define LX_SIG_BIT(s)      (1ULL << ((s) - 1))
+#define LX_SIG_UNBLOCKABLE (LX_SIG_BIT(SIGKILL) | LX_SIG_BIT(SIGSTOP))
+#define LX_SA_SIGINFO      0x00000004ULL
+#define LX_SA_RESTORER     0x04000000ULL
+#define LX_SA_ONSTACK      0x08000000ULL
+#define LX_SA_RESTART      0x10000000ULL
+#define LX_SA_NODEFER      0x40000000ULL
+#define LX_SA_RESETHAND    0x80000000ULL
+#define LX_SS_ONSTACK      1
+#define LX_SS_DISABLE      2
+#define LX_SS_AUTODISARM   (1U << 31)
+#define LX_MINSIGSTKSZ     2048
+
 /* Signals (signal.c). Delivery is on when the VM gives the fpu hooks; a thread is
  * known to senders from lx_sig_thread_add (-EAGAIN past LX_MAX_THREADS) until
  * lx_sig_thread_remove. lx_sig_send queues @info for the process (@tid 0) or one
@@ -175,6 +189,18 @@ bool lx_sig_thread_known(struct lx_proc *p, int tid);
 /* Timer @id (LX_MAX_TIMERS: ITIMER_REAL) expired after @missed periods went by
  * unnoticed: its signal queued, or its queued one's overrun grown (p->lock held). */
 void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed);
+
+/* What signal.c and sigframe.c share. The mask of a thread changes under the process
+ * lock (senders read it); lx_sig_force raises a signal the kernel itself would (a bad
+ * frame: SIGSEGV), @reset when its handler is what failed. lx_sig_user_regs: the
+ * registers thread @t resumes with now (after a system call, RIP and RFLAGS as SYSRET
+ * takes them). lx_sig_frame: the frame of @info for handler @act, the thread at user
+ * registers @u, and c->regs at the handler; 0 or -EFAULT. */
+void lx_sig_set_mask(struct lx_thread *t, uint64_t mask);
+void lx_sig_force(struct lx_call *c, int sig, bool reset);
+void lx_sig_user_regs(const struct lx_thread *t, const struct kvm_regs *r, struct kvm_regs *u);
+int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act, const siginfo_t *info,
+		 const struct kvm_regs *u);
 
 /* The x87 control and status words and MXCSR of thread @t now: 0 or -errno. Forcing
  * exception @f's signal @info on @t (sigfault.c): true when a handler takes it. */
