@@ -1389,7 +1389,10 @@ START_TEST(test_signal_fault_info)
 		uint64_t addr;
 	} cases[] = {
 		{ { .vector = 14, .error_code = 6, .cr2 = 0x10 }, 0, SIGSEGV, SEGV_MAPERR, 0x10 },
-		{ { .vector = 14, .error_code = 7, .cr2 = 0x5000 }, 0, SIGSEGV, SEGV_ACCERR, 0x5000 },
+		/* ccvm's tables may map page 0 for the supervisor: P is no guide */
+		{ { .vector = 14, .error_code = 7, .cr2 = 0x10 }, 0, SIGSEGV, SEGV_MAPERR, 0x10 },
+		{ { .vector = 14, .error_code = 7, .cr2 = 0x5000, .mapped = true }, 0, SIGSEGV,
+		  SEGV_ACCERR, 0x5000 },
 		{ { .vector = 13 }, 0, SIGSEGV, SI_KERNEL, 0 },
 		{ { .vector = 6 }, 0, SIGILL, ILL_ILLOPN, rip },
 		{ { .vector = 0 }, 0, SIGFPE, FPE_INTDIV, rip },

@@ -292,15 +292,26 @@ uint64_t lx_fastio_gva(const struct lx_proc *p);
  * number, -EAGAIN when the process' queue is full.
  */
 int lx_sig_from_outside(struct lx_proc *p, int sig);
+/* A thread kicked out of the program while it ran (not in a system call): has it
+ * signals to take now? lx_sig_interrupt takes them with @regs the whole user context
+ * (resume exactly as they are after); LX_EXIT_GROUP when one ended the process. */
+bool lx_sig_waiting(struct lx_thread *t);
+enum lx_action lx_sig_interrupt(struct lx_thread *t, struct kvm_regs *regs,
+				struct kvm_sregs *sregs);
+
 /* The signals this process ignores now (bit sig - 1), as its parent left them. */
 uint64_t lx_sig_inherited(void);
 
 /* A CPU exception the guest program caused, as the VM's exception stubs saw it; the
- * x87 control and status words and MXCSR are the personality's to fill (#MF, #XM). */
+ * rest is the personality's to fill: whether a #PF's address is mapped (Linux tells
+ * an access the mapping forbids from no mapping at all, not the error code: ccvm's
+ * page tables may map what the program has not), the x87 control and status words
+ * and MXCSR (#MF, #XM). */
 struct lx_fault {
 	int vector;
 	uint64_t error_code;
 	uint64_t cr2;            /* the faulting address of a #PF */
+	bool mapped;             /* it lies in a mapping of the program (the personality's) */
 	uint16_t fcw, fsw;
 	uint32_t mxcsr;
 };

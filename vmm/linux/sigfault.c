@@ -72,7 +72,7 @@ int lx_fault_info(const struct lx_fault *f, uint64_t rip, uint64_t rflags, sigin
 
 	switch (f->vector) {
 	case X86_PF:
-		code = f->error_code & PF_ERR_P ? SEGV_ACCERR : SEGV_MAPERR;
+		code = f->mapped ? SEGV_ACCERR : SEGV_MAPERR;
 		addr = f->cr2;
 		break;
 	case X86_DE:
@@ -121,6 +121,11 @@ bool lx_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sreg
 	if ((g.vector == X86_MF || g.vector == X86_XM) &&
 	    lx_sig_fpu_words(t, &g.fcw, &g.fsw, &g.mxcsr))
 		return false;
+	if (g.vector == X86_PF) {
+		pthread_mutex_lock(&t->proc->lock);
+		g.mapped = vma_find(&t->proc->mm.map, g.cr2) != NULL;
+		pthread_mutex_unlock(&t->proc->lock);
+	}
 	if (lx_fault_info(&g, regs->rip, regs->rflags, &info))
 		return true;
 	return lx_sig_fault(t, regs, sregs, &info, &g);
