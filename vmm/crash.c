@@ -21,11 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-struct crash_frame {
-	uint64_t error, rip, cs, rflags, rsp, ss;
-	int has_error;
-};
-
 static const char *crash_vector_name(int v)
 {
 	static const char *const names[X86_NR_EXCEPTIONS] = {
@@ -51,7 +46,7 @@ static bool crash_has_error_code(int v)
 	       v == X86_PF || v == X86_AC || v == X86_CP;
 }
 
-static int crash_read_frame(struct vcpu *vcpu, int vector, struct crash_frame *f)
+int crash_read_frame(struct vcpu *vcpu, int vector, struct crash_frame *f)
 {
 	const struct kvm_regs *r = &vcpu->run->s.regs.regs;
 	const uint64_t *w;

@@ -4,7 +4,20 @@
 #ifndef CCVM_CRASH_H
 #define CCVM_CRASH_H
 
+#include <stdint.h>
+
 struct vcpu;
+
+/* What the CPU pushed on ccvm's CPL0 stack when it entered an exception stub: where the
+ * program was (RIP, CS, RFLAGS, RSP, SS) and the error code, if the vector has one. */
+struct crash_frame {
+	uint64_t error, rip, cs, rflags, rsp, ss;
+	int has_error;
+};
+
+/* Read that frame for exception @vector: 0, or -1 when the stack pointer is not on
+ * ccvm's CPL0 stack (the stub was reached some other way). */
+int crash_read_frame(struct vcpu *vcpu, int vector, struct crash_frame *f);
 
 /* Report exception @vector raised at CPL3; returns the exit status a shell would show
  * for the matching signal (128 + SIGSEGV, SIGILL, SIGFPE, ...). */

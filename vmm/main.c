@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "control.h"
 #include "log.h"
+#include "sigfwd.h"
 #include "options.h"
 #include "version.h"
 #include "vcpu.h"
@@ -161,6 +162,9 @@ static struct lx_hooks run_hooks = {
 	.block_end = (void (*)(void *))vcpu_block_end,
 	.thread_create = vm_thread_create,
 	.before_discard = hook_before_discard,
+	.fpu_save = vcpu_fpu_save,
+	.fpu_load = vcpu_fpu_load,
+	.signal_kick = vcpu_signal_kick,
 };
 
 static int exit_status_for(int rc)
@@ -231,6 +235,7 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 		  const struct ccow_opts *ccow)
 {
 	struct ctl_server *ctl = NULL;
+	struct sigfwd *fwd = NULL;
 	struct snap_engine engine;
 	struct tracker tracker;
 	bool snaps = control != NULL || snap_schedule_on(sched);
@@ -274,7 +279,10 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
 		goto out_engine;
 	deny_control_socket(vm, control);
+	if (sigfwd_start(vm, &fwd))
+		log_warn("signals sent to ccvm will not reach the guest (no thread for them)");
 	status = vm_run(vm);
+	sigfwd_stop(fwd);
 out_engine:
 	if (snaps)
 		snap_engine_fini(&engine); /* a snapshot still running is abandoned cleanly */
@@ -410,6 +418,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	/* The signals a VM's guest gets from ccvm's are blocked before any thread
+	 * exists, so that every thread inherits it and only sigfwd.c takes them. */
+	if ((strcmp(argv[1], "run") == 0 || strcmp(argv[1], "restore") == 0) && sigfwd_block())
+		log_warn("cannot block the signals for the guest: they will end ccvm");
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "restore") == 0)

@@ -27,9 +27,15 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <cpuid.h>
 #include <x86intrin.h>
 
-#define VCPU_KICK_SIGNAL SIGUSR1
+/* Not SIGUSR1: the signals ccvm receives go to the guest (sigfwd.c). */
+#define VCPU_KICK_SIGNAL (SIGRTMIN + 1)
+/* A guest signal for the thread: ends the host call it blocks in with EINTR (so no
+ * SA_RESTART) or its KVM_RUN. Apart from the pause kick, whose host calls restart. */
+#define VCPU_SIGNAL_KICK (SIGRTMIN + 2)
+#define VCPU_XSAVE_LEAF  0xD
 #define FPU_FCW_DEFAULT  0x37F
 #define MXCSR_DEFAULT    0x1F80
 /* SYSCALL clears these in RFLAGS on entry to the stub (Linux masks the same). */
@@ -216,7 +222,59 @@ int vcpu_tsc_offset(struct vcpu *vcpu, int64_t *offset)
 
 static void vcpu_kick_handler(int sig)
 {
-	(void)sig; /* only there to interrupt KVM_RUN */
+	(void)sig; /* only there to interrupt KVM_RUN (and, for signals, host calls) */
+}
+
+void vcpu_signal_kick(void *v)
+{
+	struct vcpu *vcpu = v;
+
+	if (!vcpu)
+		return;
+	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	pthread_kill(vcpu->thread, VCPU_SIGNAL_KICK);
+}
+
+/* Bytes of the standard XSAVE area for what the host enabled (CPUID 0xD.0 EBX), at
+ * most what KVM_GET_XSAVE gives: what a signal frame holds. */
+static size_t vcpu_xsave_size(void)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid_count(VCPU_XSAVE_LEAF, 0, &a, &b, &c, &d) || b < 576)
+		return sizeof(struct kvm_xsave);
+	return b < sizeof(struct kvm_xsave) ? b : sizeof(struct kvm_xsave);
+}
+
+int vcpu_fpu_save(void *v, void *buf, size_t cap, uint64_t *xfeatures)
+{
+	struct vcpu *vcpu = v;
+	struct kvm_xsave xs;
+	struct kvm_xcrs xcrs;
+	size_t len = vcpu_xsave_size();
+
+	if (ioctl(vcpu->fd, KVM_GET_XSAVE, &xs) < 0 || ioctl(vcpu->fd, KVM_GET_XCRS, &xcrs) < 0)
+		return -errno;
+	if (len > cap)
+		return -ENOSPC;
+	*xfeatures = 0;
+	for (unsigned i = 0; i < xcrs.nr_xcrs && i < KVM_MAX_XCRS; i++)
+		if (xcrs.xcrs[i].xcr == 0)
+			*xfeatures = xcrs.xcrs[i].value;
+	memcpy(buf, &xs, len);
+	return (int)len;
+}
+
+int vcpu_fpu_load(void *v, const void *buf, size_t len)
+{
+	struct vcpu *vcpu = v;
+	struct kvm_xsave xs;
+
+	if (len > sizeof(xs))
+		return -EINVAL;
+	memset(&xs, 0, sizeof(xs));
+	memcpy(&xs, buf, len);
+	return ioctl(vcpu->fd, KVM_SET_XSAVE, &xs) < 0 ? -errno : 0;
 }
 
 void vcpu_kick(struct vcpu *vcpu)
@@ -302,6 +360,24 @@ static void vcpu_sysret(struct kvm_run *run, bool sregs_dirty)
 		run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
 }
 
+/* Resume with the registers exactly as the personality left them (a signal handler's
+ * entry, rt_sigreturn): as IRET to CPL3 would, with the flags a program may have. */
+static void vcpu_resume_exact(struct kvm_run *run, bool sregs_dirty)
+{
+	struct kvm_regs *r = &run->s.regs.regs;
+	struct kvm_sregs *sr = &run->s.regs.sregs;
+
+	r->rflags = (r->rflags & RFLAGS_SYSRET_MASK & ~RFLAGS_IOPL) | RFLAGS_FIXED;
+	run->kvm_dirty_regs |= KVM_SYNC_X86_REGS;
+	if (sr->cs.dpl != 3) {
+		vcpu_seg_user_code(&sr->cs);
+		vcpu_seg_user_data(&sr->ss, 0);
+		sregs_dirty = true;
+	}
+	if (sregs_dirty)
+		run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
+}
+
 /* Returns true when the vCPU must stop. */
 static bool vcpu_handle_syscall(struct vcpu *vcpu)
 {
@@ -322,7 +398,63 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu)
 		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
 		return true;
 	}
-	vcpu_sysret(run, sregs_dirty);
+	if (vcpu->lx->resume_exact)
+		vcpu_resume_exact(run, sregs_dirty);
+	else
+		vcpu_sysret(run, sregs_dirty);
+	return false;
+}
+
+/* A CPU exception in the program: its signal's handler runs (true), or false for the
+ * crash report (no handler, or the stub was not entered from CPL3). */
+static bool vcpu_exception_signal(struct vcpu *vcpu, int vector)
+{
+	struct kvm_run *run = vcpu->run;
+	struct kvm_regs u = run->s.regs.regs;
+	struct kvm_sregs *sr = &run->s.regs.sregs;
+	struct lx_fault f = { .vector = vector, .cr2 = sr->cr2 };
+	struct crash_frame fr;
+
+	if (crash_read_frame(vcpu, vector, &fr) || (fr.cs & 3) != 3)
+		return false;
+	/* The program's state is the frame the CPU pushed; its other registers are as
+	 * the stub found them (it changes none before it exits). */
+	u.rip = fr.rip;
+	u.rsp = fr.rsp;
+	u.rflags = fr.rflags;
+	f.error_code = fr.error;
+	if (!lx_fault(vcpu->lx, &u, sr, &f))
+		return false;
+	run->s.regs.regs = u;
+	vcpu_resume_exact(run, false);
+	return true;
+}
+
+/* Signals for this thread that came while it ran the program (it was kicked out of
+ * KVM_RUN): taken now if it is in user code, else at its next system call's return.
+ * Returns true when the VM stops (a signal ended the program). */
+static bool vcpu_pending_signals(struct vcpu *vcpu)
+{
+	struct kvm_run *run = vcpu->run;
+	enum lx_action act;
+
+	if (!lx_sig_waiting(vcpu->lx))
+		return false;
+	/* The sync area holds the state KVM_RUN left (or will load: edited registers). */
+	if (!(run->kvm_dirty_regs & KVM_SYNC_X86_REGS) &&
+	    ioctl(vcpu->fd, KVM_GET_REGS, &run->s.regs.regs) < 0)
+		return false;
+	if (!(run->kvm_dirty_regs & KVM_SYNC_X86_SREGS) &&
+	    ioctl(vcpu->fd, KVM_GET_SREGS, &run->s.regs.sregs) < 0)
+		return false;
+	if (run->s.regs.sregs.cs.dpl != 3 || cpu_stub_at(run->s.regs.regs.rip) != -2)
+		return false;
+	act = lx_sig_interrupt(vcpu->lx, &run->s.regs.regs, &run->s.regs.sregs);
+	if (act != LX_RESUME) {
+		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
+		return true;
+	}
+	vcpu_resume_exact(run, false);
 	return false;
 }
 
@@ -343,6 +475,8 @@ static bool vcpu_handle_io(struct vcpu *vcpu)
 		return vcpu_handle_syscall(vcpu);
 	if (stub >= 0) {
 		stats_count(&vcpu->vm->stats.exits[EXIT_EXCEPTION]);
+		if (vcpu_exception_signal(vcpu, stub))
+			return false;
 		vm_stop(vcpu->vm, crash_report_exception(vcpu, stub));
 		return true;
 	}
@@ -394,10 +528,15 @@ static void vcpu_thread_signals(void)
 	struct sigaction sa = { .sa_handler = vcpu_kick_handler, .sa_flags = SA_RESTART };
 	sigset_t set;
 
+	struct sigaction sk = { .sa_handler = vcpu_kick_handler }; /* no SA_RESTART */
+
 	sigemptyset(&sa.sa_mask);
 	sigaction(VCPU_KICK_SIGNAL, &sa, NULL);
+	sigemptyset(&sk.sa_mask);
+	sigaction(VCPU_SIGNAL_KICK, &sk, NULL);
 	sigemptyset(&set);
 	sigaddset(&set, VCPU_KICK_SIGNAL);
+	sigaddset(&set, VCPU_SIGNAL_KICK);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
@@ -412,6 +551,8 @@ void *vcpu_thread(void *arg)
 			if (errno == EINTR || errno == EAGAIN) {
 				__atomic_store_n(&vcpu->run->immediate_exit, 0, __ATOMIC_SEQ_CST);
 				stats_count(&vm->stats.exits[EXIT_KICK]);
+				if (vcpu_pending_signals(vcpu))
+					break;
 				continue;
 			}
 			log_err("KVM_RUN on vCPU %d: %s", vcpu->id, strerror(errno));

@@ -59,6 +59,12 @@ void *vcpu_thread(void *arg);
 /* Kick a vCPU out of KVM_RUN (from another thread). */
 void vcpu_kick(struct vcpu *vcpu);
 
+/* The personality's signal hooks (lx.h) for a vCPU: a kick out of KVM_RUN or a host
+ * call for a signal, and its FPU state in XSAVE form for a signal frame. */
+void vcpu_signal_kick(void *vcpu);
+int vcpu_fpu_save(void *vcpu, void *buf, size_t cap, uint64_t *xfeatures);
+int vcpu_fpu_load(void *vcpu, const void *buf, size_t len);
+
 /* Around a host call that may block on behalf of the guest: lets a pause proceed
  * without waiting for it. A call that completes during a pause waits in
  * vcpu_block_end until the pause is over before its result reaches the registers (a

@@ -31,6 +31,7 @@ Suite *engine_suite(void);
 Suite *personality_suite(void);
 Suite *tracker_suite(void);
 Suite *cpufeat_suite(void);
+Suite *sigfwd_suite(void);
 
 #define CHILD_OUT_MAX 4096
 

@@ -232,8 +232,10 @@ static void lx_sig_kick(struct lx_proc *p, struct lx_thread *t)
 }
 
 /* The thread that is to take @sig, just queued for slot @s (NULL: the process, as
- * Linux picks: the first thread that does not block it), if it is blocked in a host
- * call: kick it out, and have the timer thread watch that it left (p->lock held). */
+ * Linux picks: the first thread that does not block it): kick it out of the program
+ * or of the host call it blocks in; for a host call, have the timer thread watch that
+ * it left (p->lock held). A thread that sent it to itself is kicked too: its next
+ * KVM_RUN returns at once, a cheap extra turn. */
 static void lx_sig_wake(struct lx_proc *p, struct lx_sigthread *s, int sig)
 {
 	struct lx_thread *t = s ? s->thread : NULL;
@@ -242,10 +244,13 @@ static void lx_sig_wake(struct lx_proc *p, struct lx_sigthread *s, int sig)
 		if (p->sigthr[i].thread && !(p->sigthr[i].thread->sigmask & LX_SIG_BIT(sig)))
 			t = p->sigthr[i].thread;
 	pthread_cond_broadcast(&p->sigcond);
-	if (!t || (t->sigmask & LX_SIG_BIT(sig) && sig != SIGKILL) ||
-	    !__atomic_load_n(&t->in_block, __ATOMIC_SEQ_CST) || !p->hooks || !p->hooks->signal_kick)
+	if (!t || (t->sigmask & LX_SIG_BIT(sig) && sig != SIGKILL) || !p->hooks ||
+	    !p->hooks->signal_kick)
 		return;
+	/* Running the program, or blocked in a host call: out, to take it. */
 	lx_sig_kick(p, t);
+	if (!__atomic_load_n(&t->in_block, __ATOMIC_SEQ_CST))
+		return;
 	p->sig_rekick = true;
 	lx_timer_poke(p);
 }
@@ -851,6 +856,33 @@ void lx_sig_broken_pipe(struct lx_call *c, int64_t rc)
 	}
 	info = lx_sig_user_info(c, SIGPIPE, SI_USER);
 	(void)lx_sig_send(c->p, c->t->tid, &info);
+}
+
+bool lx_sig_waiting(struct lx_thread *t)
+{
+	bool any;
+
+	if (!lx_sig_on(t->proc))
+		return false;
+	pthread_mutex_lock(&t->proc->lock);
+	any = lx_sig_pending(t, lx_sig_allowed(t)) != 0;
+	pthread_mutex_unlock(&t->proc->lock);
+	return any;
+}
+
+enum lx_action lx_sig_interrupt(struct lx_thread *t, struct kvm_regs *regs,
+				struct kvm_sregs *sregs)
+{
+	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
+			     .sregs = sregs, .action = LX_RESUME };
+
+	if (!lx_sig_on(t->proc))
+		return LX_RESUME;
+	if (!t->sig_bound)
+		lx_sig_bind(t);
+	t->resume_exact = true; /* the registers are the CPU's, not a system call's */
+	lx_sig_deliver(&c);
+	return c.action;
 }
 
 /* ---- exceptions (sigfault.c) ---- */
