@@ -7,9 +7,16 @@
  * (exit status 128 + 13 as a shell reports it).
  *
  * Handlers only record what they saw; main prints it, so every line is independent of
- * scheduling and the same in all four builds run natively. The e2e test that compares
- * ccvm's run with the host's waits for signal delivery to be switched on in VMs
- * (docs/internals.md, Signals).
+ * scheduling and the same in all four builds run natively, and the e2e tests compare
+ * ccvm's run with the host's line by line.
+ *
+ * Other modes:
+ *   signals ignore-int   ignore SIGINT, say "ready", sleep 100 s (a second SIGINT to
+ *                        ccvm within 3 s must stop it anyway)
+ *   signals snapshot     a handler installed, SIGUSR2 blocked and pending, ITIMER_REAL
+ *                        armed for SECONDS (default 6); says "armed", waits for the
+ *                        alarm, then unblocks SIGUSR2: a VM snapshotted while it waits
+ *                        must restore to the same lines
  */
 #include <errno.h>
 #include <pthread.h>
@@ -295,9 +302,47 @@ static void broken_pipe(void)
 	printf("still running after write %zd\n", n);
 }
 
-int main(void)
+static int ignore_int(void)
+{
+	signal(SIGINT, SIG_IGN);
+	printf("ready\n");
+	sleep(100);
+	printf("slept through\n");
+	return 0;
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	got_sig = sig;
+}
+
+static int snapshot_mode(int seconds)
+{
+	struct itimerval it = { .it_value = { .tv_sec = seconds } };
+
+	handle_plain(SIGALRM, on_alarm, 0);
+	handle_plain(SIGUSR2, on_usr2, 0);
+	block(SIG_BLOCK, SIGUSR2);
+	raise(SIGUSR2);
+	setitimer(ITIMER_REAL, &it, NULL);
+	printf("armed\n");
+	while (!handled)
+		pause();
+	printf("alarm: handled %d\n", (int)handled);
+	got_sig = 0;
+	block(SIG_UNBLOCK, SIGUSR2);
+	printf("pending SIGUSR2 delivered on unblock: %d\n", got_sig == SIGUSR2);
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1 && strcmp(argv[1], "ignore-int") == 0)
+		return ignore_int();
+	if (argc > 1 && strcmp(argv[1], "snapshot") == 0)
+		return snapshot_mode(argc > 2 ? atoi(argv[2]) : 6);
 	info_and_masks();
 	alternate_stack();
 	between_threads();

@@ -117,5 +117,23 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 	# Redis needs its background threads: one vCPU is not enough, and ccvm says why.
 	expect_fail "redis with --vcpus 1" 1 "the most --vcpus 1 allows" -- \
 		"$CCVM" run --vcpus 1 --publish "127.0.0.1:$RP:6379" -- "$REDIS" --port 6379 --save ""
+	# kill -TERM of `ccvm run`: the signal reaches Redis, whose handler schedules its
+	# shutdown; it saves dump.rdb under the --rw directory and exits, and so does ccvm.
+	mkdir -p "$RS/rw"
+	"$CCVM" run --mem 512M --rw "$RS/rw" --publish "127.0.0.1:$RP:6379" -- "$REDIS" --port 6379 \
+		--dir "$RS/rw" --save "3600 1" --appendonly no >"$RS/term.out" 2>"$RS/term.err" &
+	RVM=$!
+	if redis_up "$RP" && [ "$(redis-cli -p "$RP" set saved-by sigterm)" = OK ]; then
+		kill -TERM $RVM; wait $RVM; st=$?
+		if [ $st = 0 ] && grep -q 'Received SIGTERM' "$RS/term.out" && grep -q 'DB saved on disk' "$RS/term.out" &&
+		   [ -s "$RS/rw/dump.rdb" ]; then
+			pass "kill -TERM of ccvm run redis-server: Redis shuts down, saves $(stat -c %s "$RS/rw/dump.rdb") bytes of dump.rdb, status 0"
+		else
+			fail "SIGTERM to Redis in ccvm" "status $st" "$(grep -i -E 'sigterm|saved|bye|error' "$RS/term.out" | tail -4)" "$(tail -3 "$RS/term.err")"
+		fi
+	else
+		fail "redis-server for the SIGTERM test" "$(tail -3 "$RS/term.out" "$RS/term.err")"
+		redis_stop "$RP" $RVM
+	fi
 	rm -f "$RS"/*.img
 fi

@@ -281,6 +281,9 @@ for libc in glibc spie musl dyn; do
 	run_both "threads.$libc" -- "$T/threads.$libc"
 	# A second thread rewrites paths and msghdrs under open/stat/sendmsg/recvmsg.
 	run_both "hostile.$libc" -- "$T/hostile.$libc"
+	# Handlers, masks, sigaltstack, tgkill, alarm in a read, SIGSEGV + siglongjmp,
+	# timers, sigsuspend, sigtimedwait; it ends killed by SIGPIPE (status 141).
+	run_both "signals.$libc" -- "$T/signals.$libc"
 	for how in null ud2 div0 abort int3 "exit 42" "exit 0"; do
 		# shellcheck disable=SC2086
 		run_both "crash $how.$libc" -- "$T/crash.$libc" $how
@@ -512,6 +515,38 @@ expect_fail "--control over a regular file" 1 "not a socket" -- "$CCVM" run --co
 [ -f "$WORK/not-a-socket" ] && pass "regular file left in place" || fail "regular file replaced"
 python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" "$WORK/stale.sock"
 "$CCVM" run --control "$WORK/stale.sock" -- "$G/tests/hello.glibc" >/dev/null 2>&1 && pass "stale socket replaced" || fail "stale socket"
+
+echo "== signals from outside the guest"
+# A script's background job starts with SIGINT ignored, and the guest would inherit
+# that, as exec gives it: env puts SIGINT back to its default first.
+env --default-signal=INT "$CCVM" run -- /bin/sleep 100 >/dev/null 2>"$WORK/sig.err" &
+VM=$!
+sleep 1
+t0=$(date +%s.%N); kill -INT $VM; wait $VM; st=$?; t1=$(date +%s.%N)
+[ $st = 130 ] && pass "SIGINT to ccvm run -- sleep 100: status 130 after $(printf '%.2f' "$(echo "$t1 - $t0" | bc)") s" ||
+	fail "SIGINT to ccvm run -- sleep 100" "status $st (want 130)" "$(head -3 "$WORK/sig.err")"
+env --default-signal=INT "$CCVM" run -- "$G/tests/signals.glibc" ignore-int >"$WORK/ign.out" 2>"$WORK/sig.err" &
+VM=$!
+for _ in $(seq 600); do grep -q ready "$WORK/ign.out" 2>/dev/null && break; sleep 0.1; done
+kill -INT $VM; sleep 1
+if kill -0 $VM 2>/dev/null; then
+	kill -INT $VM; wait $VM; st=$?
+	[ $st = 130 ] && pass "a guest that ignores SIGINT: the first goes by, a second within 3 s stops it (130)" ||
+		fail "second SIGINT" "status $st (want 130)" "$(head -3 "$WORK/sig.err")"
+else
+	wait $VM; fail "a guest that ignores SIGINT ended at the first one" "status $?"
+fi
+SOCK=$WORK/sig.sock
+"$CCVM" run --control "$SOCK" -- "$G/tests/clockloop.glibc" 100000000 >/dev/null 2>"$WORK/sig.err" &
+VM=$!
+for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+out=$("$CCVM" ctl "$SOCK" kill SIGNOPE); st=$?
+[ $st = 1 ] && echo "$out" | grep -q '"ok":false.*SIGNAL' && pass "ctl kill SIGNOPE: refused, exit 1" ||
+	fail "ctl kill SIGNOPE" "status $st" "$out"
+reply=$("$CCVM" ctl "$SOCK" kill sigterm)
+wait $VM; st=$?
+[ $st = 143 ] && echo "$reply" | grep -q '"name":"SIGTERM"' && pass "ctl kill sigterm: $reply, status 143" ||
+	fail "ctl kill sigterm" "status $st (want 143)" "$reply"
 
 # shellcheck source=tests/e2e/isolation.sh
 . "$TOP/tests/e2e/isolation.sh"

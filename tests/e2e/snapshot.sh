@@ -284,3 +284,22 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$S/full" && mount -t tmpfs -o size=72m tmpfs 
 else
 	echo "skip disk-full test (needs root to mount a small tmpfs)"
 fi
+
+# Signals in a snapshot: a handler installed, SIGUSR2 blocked and pending, ITIMER_REAL
+# armed; the VM snapshotted while it waits for the alarm and stopped, its image
+# restored: the alarm comes, the pending signal is delivered when unblocked, as in an
+# uninterrupted run.
+native=$("$G/tests/signals.glibc" snapshot 6 | tail -n +2)
+start_vm "$SOCK" "$G/tests/signals.glibc" snapshot 6
+for _ in $(seq 100); do grep -q armed "$S/vm.out" 2>/dev/null && break; sleep 0.1; done
+"$CCVM" ctl "$SOCK" snapshot "$S/sig.img" --policy cow --wait >"$S/sig.json" 2>&1
+"$CCVM" ctl "$SOCK" quit >/dev/null 2>&1
+wait $VMPID
+got=$(timeout 120 "$CCVM" restore "$S/sig.img" </dev/null 2>"$S/r.err"); st=$?
+if [ $st = 0 ] && [ "$(field ok <"$S/sig.json")" = true ] && [ "$got" = "$native" ] && [ -n "$native" ] &&
+   ! grep -q "alarm" "$S/vm.out"; then
+	pass "signals restored: the armed alarm fires, the pending SIGUSR2 arrives on unblock (status 0)"
+else
+	fail "signals across a snapshot" "status $st" "got: $got" "want: $native" "$(head -3 "$S/r.err")" "$(cat "$S/sig.json")"
+fi
+
