@@ -376,6 +376,23 @@ START_TEST(test_misc_calls)
 	ck_assert_int_eq(S1(SYS_sysinfo, scratch + 0x1000), 0);
 	ck_assert_int_eq(S0(SYS_sched_yield), 0);
 	ck_assert_int_eq(S0(SYS_fork), -ENOSYS);
+
+	/* The ids it has may be set again; no other. */
+	ck_assert_int_eq(S1(SYS_setuid, getuid()), 0);
+	ck_assert_int_eq(S1(SYS_setuid, getuid() + 1), -EPERM);
+	ck_assert_int_eq(S1(SYS_setgid, getgid()), 0);
+	ck_assert_int_eq(S3(SYS_setresuid, -1, geteuid(), -1), 0);
+	ck_assert_int_eq(S3(SYS_setresgid, getgid() + 1, -1, -1), -EPERM);
+	{
+		gid_t g[256];
+		int n = getgroups(256, g), only_own = n >= 0;
+
+		for (int i = 0; i < n; i++)
+			only_own &= g[i] == getgid();
+		ck_assert_int_eq(S2(SYS_setgroups, 0, 0), only_own ? 0 : -EPERM);
+		*(gid_t *)gp(scratch + 0x1400, sizeof(gid_t)) = getgid() + 1;
+		ck_assert_int_eq(S2(SYS_setgroups, 1, scratch + 0x1400), -EPERM);
+	}
 }
 END_TEST
 

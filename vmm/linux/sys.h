@@ -264,7 +264,7 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(setitimer) X(getitimer) X(get_robust_list) X(rt_sigreturn) X(rt_sigqueueinfo)       \
 	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
 	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
-	X(timer_delete)
+	X(timer_delete) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

@@ -26,6 +26,7 @@
 #define NSEC_PER_SEC 1000000000LL
 #define LX_TIMER_ABSTIME 1
 #define LX_ROBUST_HEAD_SIZE 24 /* sizeof(struct robust_list_head) */
+#define LX_GROUPS_MAX       256 /* supplementary groups compared by setgroups */
 
 int64_t sys_arch_prctl(struct lx_call *c)
 {
@@ -221,6 +222,65 @@ int64_t sys_getgroups(struct lx_call *c)
 	if (n && !(list = lx_uptr(c, c->a[1], (uint64_t)n * sizeof(gid_t))))
 		return -EFAULT;
 	return host_ret(getgroups(n, list));
+}
+
+/* The guest runs as the user who started ccvm and cannot become another: setting the
+ * ids it has already succeeds (what a daemon told to run as that user does, such as
+ * memcached -u root), any other is EPERM, as for an unprivileged process. */
+static int64_t lx_same_id(uint64_t want, uint64_t have)
+{
+	return want == (uint64_t)-1 || (uint32_t)want == (uint32_t)have ? 0 : -EPERM;
+}
+
+int64_t sys_setuid(struct lx_call *c)
+{
+	return lx_same_id(c->a[0], getuid()) ?: lx_same_id(c->a[0], geteuid());
+}
+
+int64_t sys_setgid(struct lx_call *c)
+{
+	return lx_same_id(c->a[0], getgid()) ?: lx_same_id(c->a[0], getegid());
+}
+
+int64_t sys_setresuid(struct lx_call *c)
+{
+	return lx_same_id(c->a[0], getuid()) ?: lx_same_id(c->a[1], geteuid()) ?:
+	       lx_same_id(c->a[2], geteuid());
+}
+
+int64_t sys_setresgid(struct lx_call *c)
+{
+	return lx_same_id(c->a[0], getgid()) ?: lx_same_id(c->a[1], getegid()) ?:
+	       lx_same_id(c->a[2], getegid());
+}
+
+/* Supplementary groups the monitor has, or none beyond its own group: dropping them all
+ * (setgroups(0, NULL), what daemons do before they change user) changes nothing the
+ * guest could notice, so it succeeds; any other list is EPERM. */
+int64_t sys_setgroups(struct lx_call *c)
+{
+	gid_t have[LX_GROUPS_MAX], want[LX_GROUPS_MAX];
+	int n = getgroups(LX_GROUPS_MAX, have);
+	uint64_t k = c->a[0];
+
+	if (k > LX_GROUPS_MAX)
+		return -EINVAL;
+	if (k && lx_copy_in(c, want, c->a[1], k * sizeof(gid_t)))
+		return -EFAULT;
+	if (n < 0)
+		return -EPERM;
+	if (k == 0) {
+		for (int i = 0; i < n; i++)
+			if (have[i] != getgid())
+				return -EPERM;
+		return 0;
+	}
+	if (k != (uint64_t)n)
+		return -EPERM;
+	for (uint64_t i = 0; i < k; i++)
+		if (want[i] != have[i])
+			return -EPERM;
+	return 0;
 }
 
 int64_t sys_sched_getaffinity(struct lx_call *c)
