@@ -17,6 +17,7 @@ PKGS=(
 	libhiredis-dev                             # the YCSB load generator (bench/ycsb)
 	qemu-system-x86                            # the peer: QEMU's live snapshots (bench/peers)
 	clang libclang-rt-14-dev                   # libFuzzer targets (tests/fuzz)
+	memcached nginx-light sqlite3 xz-utils     # Debian programs run in ccvm (docs/compatibility.md)
 )
 
 missing=()

@@ -554,6 +554,8 @@ wait $VM; st=$?
 . "$TOP/tests/e2e/snapshot.sh"
 # shellcheck source=tests/e2e/redis.sh
 . "$TOP/tests/e2e/redis.sh"
+# shellcheck source=tests/e2e/compat.sh
+. "$TOP/tests/e2e/compat.sh"
 
 echo
 echo "$PASS passed, $FAIL failed"

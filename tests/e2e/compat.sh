@@ -1,0 +1,165 @@
+# Unmodified Debian programs in ccvm, each compared with the same program run natively
+# (docs/compatibility.md lists them); sourced by run.sh (uses its CCVM, WORK, pass, fail).
+
+echo "== Debian programs, natively and in ccvm"
+CP=$WORK/compat; mkdir -p "$CP/n" "$CP/v"
+seq 1 200000 | sed 's/$/ lorem ipsum dolor sit amet/' >"$CP/input.txt"
+
+# same NAME: the native and the ccvm outputs (files n.out and v.out) and statuses match.
+same() { # NAME NATIVE_STATUS VM_STATUS
+	if [ "$2" = "$3" ] && cmp -s "$CP/n.out" "$CP/v.out" && [ -s "$CP/n.out" ]; then
+		pass "$1 (status $2, $(wc -c <"$CP/n.out") bytes the same)"
+	else
+		fail "$1" "native status $2, ccvm status $3" "$(diff "$CP/n.out" "$CP/v.out" | head -4)" \
+			"$(head -3 "$CP/v.err")"
+	fi
+}
+
+# gzip and xz: a file compressed in ccvm is byte for byte what the host makes.
+gzip -c -6 <"$CP/input.txt" >"$CP/n.out"; n=$?
+timeout 300 "$CCVM" run -- "$(type -P gzip)" -c -6 <"$CP/input.txt" >"$CP/v.out" 2>"$CP/v.err"; v=$?
+same "gzip -6 of 5.8 MB" $n $v
+xz -c -T1 -3 <"$CP/input.txt" >"$CP/n.out"; n=$?
+timeout 300 "$CCVM" run -- "$(type -P xz)" -c -T1 -3 <"$CP/input.txt" >"$CP/v.out" 2>"$CP/v.err"; v=$?
+same "xz -3 of 5.8 MB" $n $v
+
+# sqlite3: a database written under --rw, queried, the same answers.
+SQL="create table t(a integer primary key, b text); with recursive c(x) as (select 1 union all
+select x + 1 from c where x < 5000) insert into t select x, 'row ' || x from c;
+create index tb on t(b); select count(*), sum(a), max(b) from t where a % 7 = 3;
+pragma integrity_check;"
+if type -P sqlite3 >/dev/null; then
+	(cd "$CP/n" && sqlite3 db "$SQL") >"$CP/n.out" 2>&1; n=$?
+	(cd "$CP/v" && timeout 300 "$CCVM" run --rw "$CP/v" -- "$(type -P sqlite3)" db "$SQL") \
+		>"$CP/v.out" 2>"$CP/v.err"; v=$?
+	same "sqlite3: a 5000-row table, an index, a query, integrity_check" $n $v
+else
+	fail "sqlite3 is not installed (scripts/install-deps.sh installs it)"
+fi
+
+# python3: threads, signal.alarm with a handler, a socket pair; a subprocess is refused
+# cleanly in ccvm (one process: fork is not supported), so that line is compared apart.
+cat >"$CP/py.py" <<'PY'
+import os, signal, socket, threading, time
+out = []
+def work(i):
+    out.append(sum(range(i * 100000)))
+ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("threads", sorted(out))
+fired = []
+signal.signal(signal.SIGALRM, lambda s, f: fired.append(s))
+signal.alarm(1)
+while not fired:
+    time.sleep(0.05)
+print("alarm handler ran for signal", fired[0])
+a, b = socket.socketpair()
+a.sendall(b"ping over a socket pair")
+print("socket", b.recv(100).decode())
+try:
+    import subprocess
+    r = subprocess.run(["/bin/true"])
+    print("subprocess", r.returncode, flush=True)
+except OSError as e:
+    print("subprocess refused", e.errno, flush=True)
+PY
+PY3=/usr/bin/python3
+"$PY3" "$CP/py.py" >"$CP/n.all" 2>&1; n=$?
+timeout 300 "$CCVM" run -- "$PY3" "$CP/py.py" >"$CP/v.all" 2>"$CP/v.err"; v=$?
+grep -v '^subprocess' "$CP/n.all" >"$CP/n.out"; grep -v '^subprocess' "$CP/v.all" >"$CP/v.out"
+same "python3: threads, signal.alarm and a handler, a socket pair" $n $v
+grep -q '^subprocess refused 38$' "$CP/v.all" && grep -q 'not supported' "$CP/v.err" &&
+	pass "python3: subprocess refused cleanly in ccvm (OSError ENOSYS, a log line), natively '$(grep '^subprocess' "$CP/n.all")'" ||
+	fail "python3 subprocess" "$(grep '^subprocess' "$CP/v.all")" "$(head -3 "$CP/v.err")"
+
+# A server natively and in ccvm (published), asked the same by a client: the answers.
+serve_both() { # NAME CLIENT_SCRIPT -- COMMAND... (@PORT@: its port, @DIR@: its directory)
+	local name=$1 client=$2 np vp nd vd a nargs=() vargs=() npid vpid
+	shift 3
+	np=$((20000 + RANDOM % 20000)); vp=$((np + 1)); nd=$CP/${name}-n; vd=$CP/${name}-v
+	mkdir -p "$nd" "$vd"
+	for a in "$@"; do a=${a//@PORT@/$np}; nargs+=("${a//@DIR@/$nd}"); done
+	for a in "$@"; do a=${a//@PORT@/8080}; vargs+=("${a//@DIR@/$vd}"); done
+	prep "$nd" "$np"; prep "$vd" 8080
+	"${nargs[@]}" >"$nd/out" 2>&1 &
+	npid=$!
+	"$CCVM" run --rw "$vd" --publish "127.0.0.1:$vp:8080" -- "${vargs[@]}" >"$vd/out" 2>"$CP/v.err" &
+	vpid=$!
+	python3 "$client" "$np" >"$CP/n.out" 2>&1; local n=$?
+	python3 "$client" "$vp" >"$CP/v.out" 2>&1; local v=$?
+	same "$name" $n $v
+	kill "$npid" "$vpid" 2>/dev/null; wait "$npid" "$vpid" 2>/dev/null
+}
+
+# memcached (libevent, worker threads, epoll, pipes): set, get, incr, delete.
+cat >"$CP/mc.py" <<'PY'
+import socket, sys, time
+end = time.time() + 120
+while True:
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30); break
+    except OSError:
+        if time.time() > end:
+            raise
+        time.sleep(0.5)
+def ask(q, want=1):
+    s.sendall(q); buf = b""
+    while buf.count(b"\r\n") < want:
+        buf += s.recv(4096)
+    print(q.split(b"\r\n")[0].decode(), "->", buf.decode().replace("\r\n", " | "))
+ask(b"set greeting 5 0 13\r\nhello, ccvm!!\r\n")
+ask(b"get greeting\r\n", 3)
+ask(b"set n 0 0 2\r\n41\r\n")
+ask(b"incr n 1\r\n")
+ask(b"delete greeting\r\n")
+ask(b"get greeting\r\n")
+PY
+prep() { :; }
+if type -P memcached >/dev/null; then
+	serve_both "memcached: set, get, incr, delete over TCP" "$CP/mc.py" -- \
+		"$(type -P memcached)" -l 127.0.0.1 -p @PORT@ -U 0 -t 2 -u "$(id -un)"
+else
+	fail "memcached is not installed (scripts/install-deps.sh installs it)"
+fi
+
+# nginx (master_process off; daemon off): a static file, a 404, a HEAD. Its user is
+# ccvm's own: as another it would chown its temporary paths, and chown is not offered.
+cat >"$CP/ngx.py" <<'PY'
+import http.client, sys, time
+def ask(method, path):
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+    c.request(method, path); r = c.getresponse(); body = r.read(); c.close()
+    return r, body
+end = time.time() + 120
+while True:
+    try:
+        ask("GET", "/"); break
+    except OSError:
+        if time.time() > end:
+            raise
+        time.sleep(0.5)
+for method, path in (("GET", "/index.html"), ("GET", "/missing"), ("HEAD", "/index.html")):
+    r, body = ask(method, path)
+    print(method, path, r.status, r.getheader("Content-Length"), len(body), body[:40])
+PY
+prep() { # DIR PORT: a configuration and a page
+	mkdir -p "$1/www" "$1/tmp"
+	seq 1 3000 | sed 's/^/line /' >"$1/www/index.html"
+	cat >"$1/nginx.conf" <<CONF
+user $(id -un) $(id -gn); daemon off; master_process off; worker_processes 1;
+error_log stderr; pid $1/nginx.pid;
+events { worker_connections 64; }
+http {
+	access_log off; client_body_temp_path $1/tmp/b; proxy_temp_path $1/tmp/p;
+	fastcgi_temp_path $1/tmp/f; uwsgi_temp_path $1/tmp/u; scgi_temp_path $1/tmp/s;
+	server { listen 127.0.0.1:$2; root $1/www; }
+}
+CONF
+}
+if type -P nginx >/dev/null; then
+	serve_both "nginx (master_process off): a page, a 404, a HEAD" "$CP/ngx.py" -- \
+		"$(type -P nginx)" -p @DIR@ -c @DIR@/nginx.conf
+else
+	fail "nginx is not installed (scripts/install-deps.sh installs it)"
+fi
