@@ -5,9 +5,10 @@ echo "== Debian programs, natively and in ccvm"
 CP=$WORK/compat; mkdir -p "$CP/n" "$CP/v"
 seq 1 200000 | sed 's/$/ lorem ipsum dolor sit amet/' >"$CP/input.txt"
 
-# same NAME: the native and the ccvm outputs (files n.out and v.out) and statuses match.
+# same NAME: the native run succeeded, and the ccvm one gave the same output (files n.out
+# and v.out) and status.
 same() { # NAME NATIVE_STATUS VM_STATUS
-	if [ "$2" = "$3" ] && cmp -s "$CP/n.out" "$CP/v.out" && [ -s "$CP/n.out" ]; then
+	if [ "$2" = 0 ] && [ "$3" = 0 ] && cmp -s "$CP/n.out" "$CP/v.out" && [ -s "$CP/n.out" ]; then
 		pass "$1 (status $2, $(wc -c <"$CP/n.out") bytes the same)"
 	else
 		fail "$1" "native status $2, ccvm status $3" "$(diff "$CP/n.out" "$CP/v.out" | head -4)" \
@@ -74,10 +75,10 @@ grep -q '^subprocess refused 38$' "$CP/v.all" && grep -q 'not supported' "$CP/v.
 	fail "python3 subprocess" "$(grep '^subprocess' "$CP/v.all")" "$(head -3 "$CP/v.err")"
 
 # A server natively and in ccvm (published), asked the same by a client: the answers.
-serve_both() { # NAME CLIENT_SCRIPT -- COMMAND... (@PORT@: its port, @DIR@: its directory)
-	local name=$1 client=$2 np vp nd vd a nargs=() vargs=() npid vpid
-	shift 3
-	np=$((20000 + RANDOM % 20000)); vp=$((np + 1)); nd=$CP/${name}-n; vd=$CP/${name}-v
+serve_both() { # NAME TAG CLIENT_SCRIPT -- COMMAND... (@PORT@: its port, @DIR@: its directory)
+	local name=$1 tag=$2 client=$3 np vp nd vd a nargs=() vargs=() npid vpid
+	shift 4
+	np=$((20000 + RANDOM % 20000)); vp=$((np + 1)); nd=$CP/$tag-n; vd=$CP/$tag-v
 	mkdir -p "$nd" "$vd"
 	for a in "$@"; do a=${a//@PORT@/$np}; nargs+=("${a//@DIR@/$nd}"); done
 	for a in "$@"; do a=${a//@PORT@/8080}; vargs+=("${a//@DIR@/$vd}"); done
@@ -117,7 +118,7 @@ ask(b"get greeting\r\n")
 PY
 prep() { :; }
 if type -P memcached >/dev/null; then
-	serve_both "memcached: set, get, incr, delete over TCP" "$CP/mc.py" -- \
+	serve_both "memcached: set, get, incr, delete over TCP" memcached "$CP/mc.py" -- \
 		"$(type -P memcached)" -l 127.0.0.1 -p @PORT@ -U 0 -t 2 -u "$(id -un)"
 else
 	fail "memcached is not installed (scripts/install-deps.sh installs it)"
@@ -158,7 +159,7 @@ http {
 CONF
 }
 if type -P nginx >/dev/null; then
-	serve_both "nginx (master_process off): a page, a 404, a HEAD" "$CP/ngx.py" -- \
+	serve_both "nginx (master_process off): a page, a 404, a HEAD" nginx "$CP/ngx.py" -- \
 		"$(type -P nginx)" -p @DIR@ -c @DIR@/nginx.conf
 else
 	fail "nginx is not installed (scripts/install-deps.sh installs it)"
