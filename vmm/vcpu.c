@@ -20,6 +20,7 @@
 #include "linux/lx.h"
 #include "../mmu/layout.h"
 
+#include <cpuid.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -27,7 +28,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <cpuid.h>
 #include <x86intrin.h>
 
 /* Not SIGUSR1: the signals ccvm receives go to the guest (sigfwd.c). */
@@ -447,7 +447,9 @@ static bool vcpu_pending_signals(struct vcpu *vcpu)
 	if (!(run->kvm_dirty_regs & KVM_SYNC_X86_SREGS) &&
 	    ioctl(vcpu->fd, KVM_GET_SREGS, &run->s.regs.sregs) < 0)
 		return false;
-	if (run->s.regs.sregs.cs.dpl != 3 || cpu_stub_at(run->s.regs.regs.rip) != -2)
+	/* In the stub page (PVM runs the syscall stub at CPL3) the call is under way. */
+	if (run->s.regs.sregs.cs.dpl != 3 ||
+	    (run->s.regs.regs.rip >= LAYOUT_STUBS && run->s.regs.regs.rip < LAYOUT_STUBS + PAGE_SIZE))
 		return false;
 	act = lx_sig_interrupt(vcpu->lx, &run->s.regs.regs, &run->s.regs.sregs);
 	if (act != LX_RESUME) {
@@ -526,9 +528,8 @@ static bool vcpu_handle_exit(struct vcpu *vcpu)
 static void vcpu_thread_signals(void)
 {
 	struct sigaction sa = { .sa_handler = vcpu_kick_handler, .sa_flags = SA_RESTART };
-	sigset_t set;
-
 	struct sigaction sk = { .sa_handler = vcpu_kick_handler }; /* no SA_RESTART */
+	sigset_t set;
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(VCPU_KICK_SIGNAL, &sa, NULL);
