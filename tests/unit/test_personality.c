@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <ucontext.h>
@@ -1515,6 +1516,56 @@ START_TEST(test_signal_inherited)
 }
 END_TEST
 
+/* timerfd: a host timerfd on the guest's clock; read gives the expirations, an
+ * absolute time already past fires at once, gettime shows the period; bad clocks,
+ * flags and descriptors are refused; a snapshot keeps it armed. */
+START_TEST(test_timerfd)
+{
+	struct itimerspec *its = gp(scratch + 0xb00, sizeof(*its));
+	uint64_t *ticks = gp(scratch + 0xc00, sizeof(*ticks));
+	struct timespec *now = gp(scratch + 0xd00, sizeof(*now));
+	struct lx_thread *threads[] = { &pt };
+	char err[256] = "";
+	json_t *state, *fd;
+	int64_t tfd;
+	size_t i;
+
+	ck_assert_int_eq(S2(SYS_timerfd_create, 12345, 0), -EINVAL);
+	ck_assert_int_eq(S2(SYS_timerfd_create, CLOCK_MONOTONIC, 0x4), -EINVAL);
+	tfd = S2(SYS_timerfd_create, CLOCK_MONOTONIC, TFD_CLOEXEC);
+	ck_assert_int_ge(tfd, 0);
+	*its = (struct itimerspec){ .it_value = { .tv_nsec = 2000000 } };
+	ck_assert_int_eq(S4(SYS_timerfd_settime, tfd, 0, scratch + 0xb00, 0), 0);
+	ck_assert_int_eq(S3(SYS_read, tfd, scratch + 0xc00, 8), 8);
+	ck_assert_uint_ge(*ticks, 1);
+	/* Absolute, on the guest's clock, already past: at once. */
+	S2(SYS_clock_gettime, CLOCK_MONOTONIC, scratch + 0xd00);
+	*its = (struct itimerspec){ .it_value = { .tv_sec = now->tv_sec - 1 } };
+	ck_assert_int_eq(S4(SYS_timerfd_settime, tfd, TFD_TIMER_ABSTIME, scratch + 0xb00, 0), 0);
+	ck_assert_int_eq(S3(SYS_read, tfd, scratch + 0xc00, 8), 8);
+	*its = (struct itimerspec){ .it_value = { .tv_sec = 100 }, .it_interval = { .tv_sec = 7 } };
+	ck_assert_int_eq(S4(SYS_timerfd_settime, tfd, 0, scratch + 0xb00, 0), 0);
+	ck_assert_int_eq(S2(SYS_timerfd_gettime, tfd, scratch + 0xb00), 0);
+	ck_assert_int_eq(its->it_interval.tv_sec, 7);
+	ck_assert_int_gt(its->it_value.tv_sec, 90);
+	ck_assert_int_eq(S4(SYS_timerfd_settime, tfd, 0x80, scratch + 0xb00, 0), -EINVAL);
+	ck_assert_int_eq(S2(SYS_timerfd_gettime, 0, scratch + 0xb00), -EINVAL);
+
+	state = lx_state_save(pp, threads, 1);
+	ck_assert_msg(lx_state_check(state, P_RAM, err, sizeof(err)) == 0, "%s", err);
+	json_array_foreach(json_object_get(state, "fds"), i, fd)
+		if (json_integer_value(json_object_get(fd, "fd")) == tfd) {
+			ck_assert_str_eq(json_string_value(json_object_get(fd, "kind")), "timerfd");
+			ck_assert_int_eq(json_integer_value(json_object_get(fd, "interval_ns")),
+					 7000000000LL);
+			json_object_set_new(fd, "clock", json_integer(99));
+		}
+	ck_assert_int_eq(lx_state_check(state, P_RAM, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "timerfd"));
+	json_decref(state);
+}
+END_TEST
+
 /* Without the VM's FPU hooks nothing is delivered: a signal the guest sends itself
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
@@ -1548,6 +1599,7 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_state_round_trip);
 	tcase_add_test(tc, test_signal_off);
 	tcase_add_test(tc, test_signal_inherited);
+	tcase_add_test(tc, test_timerfd);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("signals");

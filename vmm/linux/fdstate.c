@@ -20,6 +20,8 @@
  *   - epoll instances: a new instance watching the same guest descriptors with the
  *     same events and the guest's own event data (read from fdinfo), built after the
  *     descriptors it watches;
+ *   - timerfds: on the same clock, armed with the time that was left and the period
+ *     (expirations not yet read are lost);
  *   - anything else stays closed, with a log line.
  * The descriptor's O_NONBLOCK / O_APPEND flags are set again.
  */
@@ -34,6 +36,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -137,6 +140,41 @@ static void save_eventfd(int host, json_t *f)
 	json_object_set_new(f, "semaphore", json_boolean(sem));
 }
 
+/* A timerfd: its clock, what is left until it fires and its period (ns), whether it
+ * blocks; expirations not yet read are not kept. */
+static void save_timerfd(int host, json_t *f)
+{
+	struct itimerspec cur = { 0 };
+	int fl = fcntl(host, F_GETFL);
+
+	(void)timerfd_gettime(host, &cur);
+	json_object_set_new(f, "kind", json_string("timerfd"));
+	json_object_set_new(f, "clock", json_integer(lx_timerfd_clock(host)));
+	json_object_set_new(f, "value_ns", json_integer(cur.it_value.tv_sec * 1000000000LL +
+							 cur.it_value.tv_nsec));
+	json_object_set_new(f, "interval_ns", json_integer(cur.it_interval.tv_sec * 1000000000LL +
+							    cur.it_interval.tv_nsec));
+	json_object_set_new(f, "nonblock", json_boolean(fl >= 0 && (fl & O_NONBLOCK)));
+}
+
+/* A timerfd as save_timerfd described it (checked by lx_fdstate_check). */
+static int restore_timerfd(json_t *f, int *host)
+{
+	int64_t v = json_integer_value(json_object_get(f, "value_ns"));
+	int64_t iv = json_integer_value(json_object_get(f, "interval_ns"));
+	struct itimerspec its = {
+		.it_value = { .tv_sec = v / 1000000000LL, .tv_nsec = v % 1000000000LL },
+		.it_interval = { .tv_sec = iv / 1000000000LL, .tv_nsec = iv % 1000000000LL },
+	};
+
+	*host = timerfd_create((int)json_integer_value(json_object_get(f, "clock")),
+			       TFD_CLOEXEC | (json_is_true(json_object_get(f, "nonblock")) ?
+						      TFD_NONBLOCK : 0));
+	if (*host < 0)
+		return -errno;
+	return timerfd_settime(*host, 0, &its, NULL) < 0 ? -errno : 0;
+}
+
 static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
 {
 	char link[64], target[64];
@@ -172,6 +210,8 @@ static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
 		save_epoll(p, lf->host_fd, f);
 	else if (strcmp(target, "anon_inode:[eventfd]") == 0)
 		save_eventfd(lf->host_fd, f);
+	else if (strcmp(target, "anon_inode:[timerfd]") == 0)
+		save_timerfd(lf->host_fd, f);
 	else
 		json_object_set_new(f, "kind", json_string(target[0] ? target : "unknown"));
 }
@@ -350,6 +390,8 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, cha
 				EFD_CLOEXEC | (json_is_true(json_object_get(f, "semaphore")) ? EFD_SEMAPHORE : 0));
 	} else if (strcmp(kind, "epoll") == 0) {
 		rc = restore_epoll(p, f, host);
+	} else if (strcmp(kind, "timerfd") == 0) {
+		rc = restore_timerfd(f, host);
 	} else {
 		log_warn("restore: guest fd %d (%s) cannot come back; it stays closed",
 			 (int)lx_ju(f, "fd"), kind);
@@ -360,6 +402,17 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, cha
 		log_warn("restore: guest fd %d (%s) stays closed: %s", (int)lx_ju(f, "fd"), kind,
 			 strerror(-rc));
 	return 0;
+}
+
+/* A saved timerfd: one of the clocks a guest may make one on, times 0 .. 2^62 ns. */
+static bool timerfd_state_ok(json_t *f)
+{
+	int64_t clock = json_integer_value(json_object_get(f, "clock"));
+	int64_t v = json_integer_value(json_object_get(f, "value_ns"));
+	int64_t iv = json_integer_value(json_object_get(f, "interval_ns"));
+
+	return (clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC || clock == CLOCK_BOOTTIME) &&
+	       v >= 0 && iv >= 0 && v < (1LL << 62) && iv < (1LL << 62);
 }
 
 int lx_fdstate_check(json_t *fds, char *err, size_t errlen)
@@ -383,6 +436,10 @@ int lx_fdstate_check(json_t *fds, char *err, size_t errlen)
 					   "protocol %d: not one ccvm lets a guest have", i, fd,
 					   (int)lx_ju(f, "family"), (int)lx_ju(f, "type"),
 					   (int)lx_ju(f, "protocol"));
+		if (strcmp(kind, "timerfd") == 0 && !timerfd_state_ok(f))
+			return log_set_err(-EINVAL, err, errlen,
+					   "fds[%zu] (guest fd %d): a timerfd ccvm could not have "
+					   "(clock or times)", i, fd);
 	}
 	return 0;
 }

@@ -214,6 +214,8 @@ void lx_timer_fini(struct lx_proc *p);
 /* Could this ccvm have made timer @t in slot @id (a saved state's)? Starting the
  * timers a restore armed, once the guest clock runs again. */
 bool lx_timer_valid(int id, const struct lx_timer *t);
+/* The clock id of host timerfd @host, or -EINVAL when it is not one (fdstate.c too). */
+int lx_timerfd_clock(int host);
 void lx_timer_start(struct lx_proc *p);
 /* Wake the timer thread (starting it): it has threads to watch (p->lock held). */
 void lx_timer_poke(struct lx_proc *p);
@@ -264,7 +266,7 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(setitimer) X(getitimer) X(get_robust_list) X(rt_sigreturn) X(rt_sigqueueinfo)       \
 	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
 	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
-	X(timer_delete) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups)
+	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

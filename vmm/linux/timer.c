@@ -15,9 +15,12 @@
 #include "sys.h"
 #include "../log.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LX_NSEC_PER_SEC  1000000000LL
 #define LX_NSEC_PER_USEC 1000LL
@@ -490,4 +493,96 @@ int64_t sys_timer_delete(struct lx_call *c)
 		*tm = (struct lx_timer){ 0 }; /* a signal it queued is still delivered */
 	pthread_mutex_unlock(&c->p->lock);
 	return tm ? 0 : -EINVAL;
+}
+
+/* ---- timerfd: the host's, on the same clock ---- */
+
+/*
+ * A guest timerfd is a host timerfd on the same clock id, so read, poll and epoll
+ * work on it as on any host descriptor. Guest clocks run at the host's rate but may
+ * be offset from it (a restore carries the guest's on from the snapshot instant): a
+ * relative setting means the same on both, and an absolute one is turned into the
+ * time left on the guest's clock (an expiry already past fires at once).
+ * TFD_TIMER_CANCEL_ON_SET is accepted and has no effect.
+ */
+#define LX_TFD_CREATE_FLAGS (TFD_CLOEXEC | TFD_NONBLOCK)
+#define LX_TFD_SET_FLAGS    (TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET)
+
+int lx_timerfd_clock(int host)
+{
+	char link[64], target[32], line[128];
+	FILE *in;
+	ssize_t n;
+	int clock = -EINVAL;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", host);
+	n = readlink(link, target, sizeof(target) - 1);
+	target[n > 0 ? n : 0] = '\0';
+	if (strcmp(target, "anon_inode:[timerfd]") != 0)
+		return -EINVAL;
+	snprintf(link, sizeof(link), "/proc/self/fdinfo/%d", host);
+	in = fopen(link, "re");
+	while (in && fgets(line, sizeof(line), in))
+		if (sscanf(line, "clockid: %d", &clock) == 1)
+			break;
+	if (in)
+		fclose(in);
+	return lx_timer_clock_ok((uint64_t)clock) ? clock : -EINVAL;
+}
+
+int64_t sys_timerfd_create(struct lx_call *c)
+{
+	int host;
+
+	if (c->a[0] != CLOCK_REALTIME && c->a[0] != CLOCK_MONOTONIC && c->a[0] != CLOCK_BOOTTIME)
+		return -EINVAL;
+	if (c->a[1] & ~(uint64_t)LX_TFD_CREATE_FLAGS)
+		return -EINVAL;
+	host = timerfd_create((int)c->a[0], TFD_CLOEXEC | (int)(c->a[1] & TFD_NONBLOCK));
+	if (host < 0)
+		return -errno;
+	return lx_install(c, host, 0, c->a[1] & TFD_CLOEXEC);
+}
+
+int64_t sys_timerfd_settime(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]), clock;
+	struct itimerspec nv, old;
+	int64_t value, interval, now;
+	int rc;
+
+	if (host < 0)
+		return host;
+	if (c->a[1] & ~(uint64_t)LX_TFD_SET_FLAGS)
+		return -EINVAL;
+	clock = lx_timerfd_clock(host);
+	if (clock < 0)
+		return clock;
+	if (lx_copy_in(c, &nv, c->a[2], sizeof(nv)))
+		return -EFAULT;
+	rc = lx_its_ns(&nv, &value, &interval);
+	if (rc)
+		return rc;
+	if ((c->a[1] & TFD_TIMER_ABSTIME) && value) {
+		now = lx_timer_now(c->p, clock);
+		value = value > now ? value - now : 1; /* past: at once */
+		nv = lx_ns_its(value, interval);
+	}
+	if (timerfd_settime(host, 0, &nv, &old) < 0)
+		return -errno;
+	return c->a[3] ? lx_copy_out(c, c->a[3], &old, sizeof(old)) : 0;
+}
+
+int64_t sys_timerfd_gettime(struct lx_call *c)
+{
+	int host = lx_host_fd(c, c->a[0]);
+	struct itimerspec cur;
+
+	if (host < 0)
+		return host;
+	if (lx_timerfd_clock(host) < 0)
+		return -EINVAL;
+	if (timerfd_gettime(host, &cur) < 0)
+		return -errno;
+	return lx_copy_out(c, c->a[1], &cur, sizeof(cur));
 }
