@@ -341,16 +341,14 @@ static bool vcpu_check_requests(struct vcpu *vcpu)
 	return stop;
 }
 
-/* Return from the syscall stub to the program the way SYSRET would. On PVM hosts
- * the stub already runs at CPL3 and only RIP/RFLAGS change; where `syscall` did
- * enter CPL0, CS and SS go back to the user selectors too. */
-static void vcpu_sysret(struct kvm_run *run, bool sregs_dirty)
+/* Back to the program at CPL3 with the registers in the sync area: on PVM hosts the
+ * stub already runs at CPL3; where `syscall` (or an exception) entered CPL0, CS and
+ * SS go back to the user selectors too. */
+static void vcpu_to_user(struct kvm_run *run, bool sregs_dirty)
 {
-	struct kvm_regs *r = &run->s.regs.regs;
 	struct kvm_sregs *sr = &run->s.regs.sregs;
 
-	vcpu_sysret_regs(r);
-	run->kvm_dirty_regs = KVM_SYNC_X86_REGS;
+	run->kvm_dirty_regs |= KVM_SYNC_X86_REGS;
 	if (sr->cs.dpl != 3) {
 		vcpu_seg_user_code(&sr->cs);
 		vcpu_seg_user_data(&sr->ss, 0);
@@ -360,22 +358,23 @@ static void vcpu_sysret(struct kvm_run *run, bool sregs_dirty)
 		run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
 }
 
+/* Return from the syscall stub to the program the way SYSRET would: only RIP and
+ * RFLAGS change (from RCX and R11). */
+static void vcpu_sysret(struct kvm_run *run, bool sregs_dirty)
+{
+	vcpu_sysret_regs(&run->s.regs.regs);
+	run->kvm_dirty_regs = 0;
+	vcpu_to_user(run, sregs_dirty);
+}
+
 /* Resume with the registers exactly as the personality left them (a signal handler's
  * entry, rt_sigreturn): as IRET to CPL3 would, with the flags a program may have. */
 static void vcpu_resume_exact(struct kvm_run *run, bool sregs_dirty)
 {
 	struct kvm_regs *r = &run->s.regs.regs;
-	struct kvm_sregs *sr = &run->s.regs.sregs;
 
 	r->rflags = (r->rflags & RFLAGS_SYSRET_MASK & ~RFLAGS_IOPL) | RFLAGS_FIXED;
-	run->kvm_dirty_regs |= KVM_SYNC_X86_REGS;
-	if (sr->cs.dpl != 3) {
-		vcpu_seg_user_code(&sr->cs);
-		vcpu_seg_user_data(&sr->ss, 0);
-		sregs_dirty = true;
-	}
-	if (sregs_dirty)
-		run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
+	vcpu_to_user(run, sregs_dirty);
 }
 
 /* Returns true when the vCPU must stop. */

@@ -43,7 +43,7 @@ bool lx_sig_on(const struct lx_proc *p)
 	return p->hooks && p->hooks->fpu_save && p->hooks->fpu_load;
 }
 
-int lx_sig_init(struct lx_proc *p)
+int lx_cond_init_monotonic(pthread_cond_t *cond)
 {
 	pthread_condattr_t a;
 	int rc;
@@ -54,10 +54,17 @@ int lx_sig_init(struct lx_proc *p)
 		return -ENOMEM;
 	rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	if (!rc)
-		rc = pthread_cond_init(&p->sigcond, &a);
+		rc = pthread_cond_init(cond, &a);
 	pthread_condattr_destroy(&a);
+	return -rc;
+}
+
+int lx_sig_init(struct lx_proc *p)
+{
+	int rc = lx_cond_init_monotonic(&p->sigcond);
+
 	if (rc)
-		return -rc;
+		return rc;
 	rc = lx_timer_init(p);
 	if (rc)
 		pthread_cond_destroy(&p->sigcond);

@@ -175,6 +175,8 @@ bool lx_fastio_readable(struct lx_proc *p, int fd);
  * thread (-ESRCH: no such thread, -EAGAIN: its queue is full); lx_sig_deliver runs
  * as a system call returns and points the thread at its handlers. */
 bool lx_sig_on(const struct lx_proc *p);
+/* A condition whose timed waits count on CLOCK_MONOTONIC: 0 or -errno. */
+int lx_cond_init_monotonic(pthread_cond_t *cond);
 int lx_sig_init(struct lx_proc *p);
 void lx_sig_fini(struct lx_proc *p);
 int lx_sig_thread_add(struct lx_proc *p, int tid);

@@ -112,16 +112,7 @@ static void *lx_timer_thread(void *arg)
 
 int lx_timer_init(struct lx_proc *p)
 {
-	pthread_condattr_t a;
-	int rc;
-
-	if (pthread_condattr_init(&a))
-		return -ENOMEM;
-	rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	if (!rc)
-		rc = pthread_cond_init(&p->timers.cond, &a);
-	pthread_condattr_destroy(&a);
-	return -rc;
+	return lx_cond_init_monotonic(&p->timers.cond);
 }
 
 void lx_timer_fini(struct lx_proc *p)
