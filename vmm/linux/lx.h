@@ -185,6 +185,7 @@ struct lx_thread {
 	uint64_t saved_mask;     /* rt_sigsuspend's: the mask to go back to */
 	bool restore_mask;       /* saved_mask is to be restored as the call returns */
 	bool sig_bound;          /* its lx_sigthread points here */
+	struct lx_sigthread *sigslot; /* that slot, once bound (its queue, for a quick look) */
 	bool in_block;           /* in a host call that may block (lx_block_begin) */
 	const struct lx_fault *trap; /* the exception whose signal is being delivered */
 	uint64_t altstack_sp, altstack_size;

@@ -138,6 +138,7 @@ void lx_sig_bind(struct lx_thread *t)
 	s = lx_sig_thread(p, t->tid);
 	if (s)
 		s->thread = t;
+	t->sigslot = s;
 	t->sig_bound = true;
 	pthread_mutex_unlock(&p->lock);
 }
@@ -462,6 +463,13 @@ void lx_sig_deliver(struct lx_call *c)
 		lx_sig_set_mask(t, t->saved_mask);
 		t->restore_mask = false;
 	}
+
+	/* Nothing queued where this thread looks, read without the lock: the common case
+	 * on every system call's return. A signal queued just after kicks the thread,
+	 * which takes it then (at KVM_RUN's return, or here after its next call). */
+	if (!restart && !t->restore_mask && !__atomic_load_n(&p->sigpend.set, __ATOMIC_RELAXED) &&
+	    !(t->sigslot && __atomic_load_n(&t->sigslot->pend.set, __ATOMIC_RELAXED)))
+		return;
 
 	/* Each round takes one signal; a handler's mask may let the next one in too,
 	 * nesting its frame, as Linux does before it returns to user mode. Every round
