@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -995,6 +996,21 @@ static void sig_settle(void)
 	nanosleep(&nap, NULL);
 }
 
+/* Waiter @w, blocked in its call on thread @th, gets @sig from this thread: its handler
+ * runs, and the frame says the call ended with EINTR. */
+static void sig_expect_eintr(struct sig_waiter *w, pthread_t th, struct kvm_regs *u, int sig)
+{
+	ucontext_t *uc;
+
+	sig_settle();
+	sig_call(&pt, u, SYS_tgkill, pp->pid, w->t.tid, sig, 0);
+	ck_assert_uint_eq(u->rax, 0);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(w->u.rip, SIG_HANDLER);
+	uc = gp(w->u.rdx, offsetof(ucontext_t, uc_sigmask) + 8);
+	ck_assert_int_eq((int64_t)uc->uc_mcontext.gregs[REG_RAX], -EINTR);
+}
+
 /* rt_sigsuspend sleeps with its own mask until a signal comes, runs the handler with
  * the mask from before the call saved in the frame, and returns EINTR; the thread
  * that blocks the signal does not take it. pause does the same with the mask it has. */
@@ -1029,13 +1045,7 @@ START_TEST(test_signal_suspend_and_pause)
 	w.t.sigmask = 0;
 	w.nr = SYS_pause;
 	ck_assert_int_eq(pthread_create(&th, NULL, sig_waiter_run, &w), 0);
-	sig_settle();
-	sig_call(&pt, &u, SYS_tgkill, pp->pid, w.t.tid, SIGUSR1, 0);
-	ck_assert_uint_eq(u.rax, 0);
-	pthread_join(th, NULL);
-	ck_assert_uint_eq(w.u.rip, SIG_HANDLER);
-	uc = gp(w.u.rdx, offsetof(ucontext_t, uc_sigmask) + 8);
-	ck_assert_int_eq((int64_t)uc->uc_mcontext.gregs[REG_RAX], -EINTR);
+	sig_expect_eintr(&w, th, &u, SIGUSR1);
 }
 END_TEST
 
@@ -1192,6 +1202,24 @@ START_TEST(test_signal_posix_timer)
 }
 END_TEST
 
+/* The process' state saved, checked, and restored into @mem2 (a copy of its memory) as
+ * *@p2, with the signal hooks; the state, for the caller to free. */
+static json_t *sig_save_and_restore(struct gmem *mem2, struct lx_proc **p2)
+{
+	struct lx_thread *threads[] = { &pt };
+	const char *rw[] = { pdir };
+	char err[256] = "";
+	json_t *state = lx_state_save(pp, threads, 1);
+
+	ck_assert_msg(lx_state_check(state, P_RAM, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(gmem_map(mem2, P_RAM), 0);
+	memcpy(mem2->host, pmem.host, P_RAM);
+	ck_assert_msg(lx_proc_restore(mem2, state, &(struct lx_restore_policy){
+						  .root = "/", .rw = rw, .n_rw = 1, .hooks = &sig_hooks },
+				      p2, err, sizeof(err)) == 0, "%s", err);
+	return state;
+}
+
 /* A snapshot keeps signals: pending ones (the process' and a thread's, real-time ones
  * with their values), blocked, and armed timers; the restored thread takes them when
  * it unblocks them. A version 2 state (before signals were kept) still loads; a
@@ -1200,8 +1228,6 @@ START_TEST(test_signal_state_round_trip)
 {
 	const int rt = 36;
 	struct kvm_regs u = sig_user();
-	struct lx_thread *threads[] = { &pt };
-	const char *rw[] = { pdir };
 	struct itimerval *it = gp(scratch + 0xb00, sizeof(*it));
 	siginfo_t *q = gp(scratch + 0xc00, sizeof(*q));
 	struct lx_thread t2;
@@ -1222,13 +1248,7 @@ START_TEST(test_signal_state_round_trip)
 	sig_call(&pt, &u, SYS_setitimer, ITIMER_REAL, scratch + 0xb00, 0, 0);
 	ck_assert_uint_eq(u.rax, 0);
 
-	state = lx_state_save(pp, threads, 1);
-	ck_assert_msg(lx_state_check(state, P_RAM, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_int_eq(gmem_map(&mem2, P_RAM), 0);
-	memcpy(mem2.host, pmem.host, P_RAM);
-	ck_assert_msg(lx_proc_restore(&mem2, state, &(struct lx_restore_policy){
-						  .root = "/", .rw = rw, .n_rw = 1, .hooks = &sig_hooks },
-				      &p2, err, sizeof(err)) == 0, "%s", err);
+	state = sig_save_and_restore(&mem2, &p2);
 	ck_assert_int_eq(lx_thread_restore(p2, state, 0, &t2), 0);
 	lx_clock_resume(p2, 0, P_TSC_KHZ, lx_clock_mono_ns(pp));
 	ck_assert(p2->timers.t[LX_MAX_TIMERS].armed);
@@ -1392,6 +1412,165 @@ START_TEST(test_signal_ppoll_mask)
 	ck_assert_uint_eq(uc->uc_sigmask.__val[0], SIG_BIT(SIGUSR2));
 	sig_return(&w.t, &w.u);
 	ck_assert_uint_eq(w.t.sigmask, SIG_BIT(SIGUSR2));
+}
+END_TEST
+
+/* Guest poll of guest fd @fd with no wait: its revents. */
+static short sfd_poll(struct kvm_regs *u, int fd)
+{
+	struct pollfd *pfd = gp(scratch + 0xb40, sizeof(*pfd));
+
+	*pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	sig_call(&pt, u, SYS_poll, scratch + 0xb40, 1, 0, 0);
+	ck_assert_int_ge((int64_t)u->rax, 0);
+	return pfd->revents;
+}
+
+/* A signalfd shows blocked signals of its mask as poll sees descriptors (readable
+ * exactly while one is pending) and reads them as struct signalfd_siginfo, the
+ * thread's own first, records across iovecs; signalfd4 on it changes its mask, a
+ * duplicate is the same signalfd, and bad calls fail as Linux's do. */
+START_TEST(test_signalfd_reads_and_polls)
+{
+	struct kvm_regs u = sig_user();
+	struct signalfd_siginfo *r = gp(scratch + 0xc00, 2 * sizeof(*r));
+	struct iovec *iov = gp(scratch + 0xb80, 2 * sizeof(*iov));
+	siginfo_t *q = gp(scratch + 0xd00, sizeof(*q));
+	int fd, dup_fd;
+
+	*(uint64_t *)gp(scratch + 0xa80, 8) = SIG_BIT(SIGUSR1) | SIG_BIT(SIGUSR2);
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xa80, 0, 8);
+	*(uint64_t *)gp(scratch + 0xb00, 8) = SIG_BIT(SIGUSR1) | SIG_BIT(SIGUSR2) | SIG_BIT(SIGKILL);
+	sig_call(&pt, &u, SYS_signalfd4, (uint64_t)-1, scratch + 0xb00, 8, SFD_NONBLOCK | SFD_CLOEXEC);
+	fd = (int)u.rax;
+	ck_assert_int_ge(fd, 0);
+	sig_call(&pt, &u, SYS_read, fd, scratch + 0xc00, sizeof(*r), 0);
+	ck_assert_int_eq((int64_t)u.rax, -EAGAIN);
+	ck_assert_int_eq(sfd_poll(&u, fd), 0);
+
+	*q = (siginfo_t){ .si_code = SI_QUEUE, .si_value.sival_int = 77 };
+	sig_call(&pt, &u, SYS_rt_sigqueueinfo, pp->pid, SIGUSR2, scratch + 0xd00, 0);
+	sig_call(&pt, &u, SYS_tkill, pt.tid, SIGUSR1, 0, 0);
+	ck_assert_int_eq(sfd_poll(&u, fd), POLLIN);
+	sig_call(&pt, &u, SYS_read, fd, scratch + 0xc00, sizeof(*r) - 1, 0);
+	ck_assert_int_eq((int64_t)u.rax, -EINVAL);
+	iov[0] = (struct iovec){ .iov_base = (void *)(scratch + 0xc00), .iov_len = 100 };
+	iov[1] = (struct iovec){ .iov_base = (void *)(scratch + 0xc00 + 100), .iov_len = 300 };
+	sig_call(&pt, &u, SYS_readv, fd, scratch + 0xb80, 2, 0);
+	ck_assert_int_eq((int64_t)u.rax, 2 * sizeof(*r));
+	ck_assert_uint_eq(r[0].ssi_signo, SIGUSR1);
+	ck_assert_int_eq(r[0].ssi_code, SI_TKILL);
+	ck_assert_uint_eq(r[0].ssi_pid, pp->pid);
+	ck_assert_uint_eq(r[1].ssi_signo, SIGUSR2);
+	ck_assert_int_eq(r[1].ssi_code, SI_QUEUE);
+	ck_assert_int_eq(r[1].ssi_int, 77);
+	ck_assert_int_eq(sfd_poll(&u, fd), 0);
+
+	/* A new mask: SIGUSR1 stays pending, out of it, until the mask takes it in. */
+	*(uint64_t *)gp(scratch + 0xb00, 8) = SIG_BIT(SIGUSR2);
+	sig_call(&pt, &u, SYS_signalfd4, fd, scratch + 0xb00, 8, 0);
+	ck_assert_int_eq((int64_t)u.rax, fd);
+	sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0);
+	ck_assert_int_eq(sfd_poll(&u, fd), 0);
+	dup_fd = S1(SYS_dup, fd);
+	ck_assert_int_ge(dup_fd, 0);
+	*(uint64_t *)gp(scratch + 0xb00, 8) = SIG_BIT(SIGUSR1);
+	sig_call(&pt, &u, SYS_signalfd, dup_fd, scratch + 0xb00, 8, 0);
+	ck_assert_int_eq(sfd_poll(&u, fd), POLLIN);
+	sig_call(&pt, &u, SYS_read, fd, scratch + 0xc00, 3 * sizeof(*r), 0);
+	ck_assert_int_eq((int64_t)u.rax, sizeof(*r));
+	ck_assert_uint_eq(r[0].ssi_signo, SIGUSR1);
+	ck_assert_int_eq(r[0].ssi_code, SI_USER);
+
+	/* Not a signalfd, not a descriptor, a bad size or flags. */
+	ck_assert_int_eq(S2(SYS_pipe2, scratch + 0xb20, 0), 0);
+	sig_call(&pt, &u, SYS_signalfd4, *(int *)gp(scratch + 0xb20, 4), scratch + 0xb00, 8, 0);
+	ck_assert_int_eq((int64_t)u.rax, -EINVAL);
+	sig_call(&pt, &u, SYS_signalfd4, 999, scratch + 0xb00, 8, 0);
+	ck_assert_int_eq((int64_t)u.rax, -EBADF);
+	sig_call(&pt, &u, SYS_signalfd4, (uint64_t)-1, scratch + 0xb00, 4, 0);
+	ck_assert_int_eq((int64_t)u.rax, -EINVAL);
+	sig_call(&pt, &u, SYS_signalfd4, (uint64_t)-1, scratch + 0xb00, 8, 1);
+	ck_assert_int_eq((int64_t)u.rax, -EINVAL);
+
+	/* Closed ones go when new ones are made: no limit reached by a loop. */
+	ck_assert_int_eq(S1(SYS_close, fd), 0);
+	ck_assert_int_eq(S1(SYS_close, dup_fd), 0);
+	for (int i = 0; i < 3 * LX_MAX_SIGFDS; i++) {
+		sig_call(&pt, &u, SYS_signalfd4, (uint64_t)-1, scratch + 0xb00, 8, 0);
+		ck_assert_int_ge((int64_t)u.rax, 0);
+		ck_assert_int_eq(S1(SYS_close, u.rax), 0);
+	}
+	ck_assert_int_le(pp->n_sigfds, 1);
+}
+END_TEST
+
+/* A blocking read waits for the first signal of the mask, sent by another thread;
+ * a signal the reader takes with a handler ends it with EINTR instead. */
+START_TEST(test_signalfd_blocking_read)
+{
+	struct kvm_regs u = sig_user();
+	static struct sig_waiter w; /* senders may look at it until the process is gone */
+	struct signalfd_siginfo *r = gp(scratch + 0xc00, sizeof(*r));
+	pthread_t th;
+	int fd;
+
+	sig_handle(SIGUSR2, SIG_HANDLER, SA_SIGINFO, 0);
+	*(uint64_t *)gp(scratch + 0xa80, 8) = SIG_BIT(SIGUSR1);
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xa80, 0, 8);
+	sig_call(&pt, &u, SYS_signalfd4, (uint64_t)-1, scratch + 0xa80, 8, 0);
+	fd = (int)u.rax;
+	ck_assert_int_ge(fd, 0);
+	w = (struct sig_waiter){ .nr = SYS_read, .a = { (uint64_t)fd, scratch + 0xc00, sizeof(*r) } };
+	sig_waiter_start(&w, &th); /* inherits the mask: SIGUSR1 blocked */
+	sig_settle();
+	sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq((int64_t)w.u.rax, sizeof(*r));
+	ck_assert_uint_eq(r->ssi_signo, SIGUSR1);
+	ck_assert_uint_ne(w.u.rip, SIG_HANDLER);
+
+	w.u = sig_user();
+	w.u.rsp = scratch + SIG_STACK - 0x8000;
+	ck_assert_int_eq(pthread_create(&th, NULL, sig_waiter_run, &w), 0);
+	w.th = th;
+	sig_expect_eintr(&w, th, &u, SIGUSR2);
+}
+END_TEST
+
+/* A snapshot keeps a signalfd: its mask, the duplicate that shares it, and a
+ * pending signal of its mask, which makes the restored one readable. */
+START_TEST(test_signalfd_state_round_trip)
+{
+	struct kvm_regs u = sig_user();
+	uint64_t mask, ino, ino2;
+	struct lx_thread t2;
+	struct lx_proc *p2;
+	struct gmem mem2;
+	json_t *state;
+	int fd, dup_fd;
+
+	*(uint64_t *)gp(scratch + 0xa80, 8) = SIG_BIT(SIGUSR1) | SIG_BIT(SIGHUP);
+	sig_call(&pt, &u, SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xa80, 0, 8);
+	sig_call(&pt, &u, SYS_signalfd4, (uint64_t)-1, scratch + 0xa80, 8, SFD_NONBLOCK);
+	fd = (int)u.rax;
+	dup_fd = S1(SYS_dup, fd);
+	ck_assert_int_ge(dup_fd, 0);
+	sig_call(&pt, &u, SYS_tkill, pt.tid, SIGHUP, 0, 0);
+
+	state = sig_save_and_restore(&mem2, &p2);
+	ck_assert_int_eq(p2->n_sigfds, 1);
+	ck_assert_int_eq(lx_sigfd_mask(p2, lx_fd_host(p2, fd), &mask, &ino), 0);
+	ck_assert_uint_eq(mask, SIG_BIT(SIGUSR1) | SIG_BIT(SIGHUP));
+	ck_assert_int_eq(lx_sigfd_mask(p2, lx_fd_host(p2, dup_fd), &mask, &ino2), 0);
+	ck_assert_uint_eq(ino, ino2);
+	ck_assert(fcntl(lx_fd_host(p2, fd), F_GETFL) & O_NONBLOCK);
+	ck_assert_int_eq(poll(&(struct pollfd){ .fd = lx_fd_host(p2, fd), .events = POLLIN }, 1, 0), 0);
+	ck_assert_int_eq(lx_thread_restore(p2, state, 0, &t2), 0); /* its SIGHUP */
+	ck_assert_int_eq(poll(&(struct pollfd){ .fd = lx_fd_host(p2, fd), .events = POLLIN }, 1, 0), 1);
+	json_decref(state);
+	lx_proc_destroy(p2);
+	gmem_unmap(&mem2);
 }
 END_TEST
 
@@ -1623,6 +1802,9 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_signal_ppoll_mask);
 	tcase_add_test(tc, test_signal_fault_info);
 	tcase_add_test(tc, test_signal_fault_delivery);
+	tcase_add_test(tc, test_signalfd_reads_and_polls);
+	tcase_add_test(tc, test_signalfd_blocking_read);
+	tcase_add_test(tc, test_signalfd_state_round_trip);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -22,6 +22,8 @@
  *     descriptors it watches;
  *   - timerfds: on the same clock, armed with the time that was left and the period
  *     (expirations not yet read are lost);
+ *   - signalfds: on the same mask, shared by the descriptors that shared one, ready
+ *     as the restored pending signals say;
  *   - anything else stays closed, with a log line.
  * The descriptor's O_NONBLOCK / O_APPEND flags are set again.
  */
@@ -178,6 +180,7 @@ static int restore_timerfd(json_t *f, int *host)
 static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
 {
 	char link[64], target[64];
+	uint64_t mask, ino;
 	struct stat st;
 	ssize_t n;
 
@@ -196,6 +199,12 @@ static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
 		st.st_mode = 0;
 	if (S_ISSOCK(st.st_mode)) {
 		save_socket(p, lf->host_fd, f);
+		return;
+	}
+	if (S_ISFIFO(st.st_mode) && lx_sigfd_mask(p, lf->host_fd, &mask, &ino) == 0) {
+		json_object_set_new(f, "kind", json_string("signalfd"));
+		json_object_set_new(f, "mask", lx_j_u64(mask));
+		json_object_set_new(f, "ino", lx_j_u64(ino));
 		return;
 	}
 	if (S_ISFIFO(st.st_mode)) {
@@ -307,23 +316,20 @@ static int restore_socket(struct lx_proc *p, json_t *f, int *host, char *err, si
 	return 0;
 }
 
-/* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it. */
-static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, int *host)
+/* The other descriptors saved as the same @kind object @ino (a pipe, a signalfd) get
+ * duplicates of @ends now, the write end to those open for writing; marked done. */
+static void restore_sharers(struct lx_proc *p, json_t *fds, json_t *f, const char *kind,
+			    const int ends[2])
 {
 	uint64_t ino = lx_ju(f, "ino");
 	size_t i;
 	json_t *o;
-	int ends[2];
 
-	if (pipe2(ends, O_CLOEXEC) < 0)
-		return -errno;
-	*host = lx_ju(f, "access") == O_WRONLY ? ends[1] : ends[0];
-	/* Give the other descriptors of this pipe their end now; mark them done. */
 	json_array_foreach(fds, i, o) {
 		int gfd = (int)lx_ju(o, "fd"), h;
 
 		if (o == f || json_object_get(o, "done") ||
-		    strcmp(json_string_value(json_object_get(o, "kind")) ?: "", "pipe") != 0 ||
+		    strcmp(json_string_value(json_object_get(o, "kind")) ?: "", kind) != 0 ||
 		    lx_ju(o, "ino") != ino)
 			continue;
 		h = fcntl(lx_ju(o, "access") == O_WRONLY ? ends[1] : ends[0], F_DUPFD_CLOEXEC, 3);
@@ -336,8 +342,30 @@ static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, int *host)
 		lx_fd_set_origin(p, gfd, NULL, (int)lx_ju(o, "oflags"), -1);
 		json_object_set_new(o, "done", json_true());
 	}
+}
+
+/* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it. */
+static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, int *host)
+{
+	int ends[2];
+
+	if (pipe2(ends, O_CLOEXEC) < 0)
+		return -errno;
+	*host = lx_ju(f, "access") == O_WRONLY ? ends[1] : ends[0];
+	restore_sharers(p, fds, f, "pipe", ends);
 	close(*host == ends[0] ? ends[1] : ends[0]);
 	return 0;
+}
+
+/* A signalfd on the saved mask, its byte as the restored signals say, shared by the
+ * descriptors that shared one. */
+static int restore_signalfd(struct lx_proc *p, json_t *fds, json_t *f, int *host)
+{
+	int rc = lx_sigfd_create(p, lx_ju(f, "mask"), (int)lx_ju(f, "flags") & O_NONBLOCK, host);
+
+	if (!rc)
+		restore_sharers(p, fds, f, "signalfd", (int[2]){ *host, *host });
+	return rc;
 }
 
 static int restore_epoll(struct lx_proc *p, json_t *f, int *host)
@@ -385,6 +413,8 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, cha
 		rc = restore_socket(p, f, host, err, errlen);
 	} else if (strcmp(kind, "pipe") == 0) {
 		rc = restore_pipe(p, fds, f, host);
+	} else if (strcmp(kind, "signalfd") == 0) {
+		rc = restore_signalfd(p, fds, f, host);
 	} else if (strcmp(kind, "eventfd") == 0) {
 		*host = eventfd((unsigned)lx_ju(f, "count"),
 				EFD_CLOEXEC | (json_is_true(json_object_get(f, "semaphore")) ? EFD_SEMAPHORE : 0));

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
+#include <sys/types.h>
 
 #define LX_NR_SYSCALLS 512
 #define LX_NSIG        64
@@ -25,6 +26,7 @@
 #define LX_MAX_THREADS 64    /* threads at once: as many as a VM has vCPUs */
 #define LX_SIGQUEUE_MAX 32   /* signals queued per thread and per process */
 #define LX_MAX_TIMERS  32    /* POSIX timers (timer_create) per process */
+#define LX_MAX_SIGFDS  16    /* signalfds per process */
 
 struct vdso_data;
 struct lx_clone;
@@ -135,6 +137,18 @@ struct lx_timer {
 	int overrun;             /* of the signal last taken (timer_getoverrun) */
 };
 
+/* A signalfd (signalfd.c): a host pipe whose read end the guest's descriptors are,
+ * holding one byte while a signal of @mask is pending, so that poll and epoll on the
+ * host see what Linux's signalfd would show; reads never reach the pipe. */
+struct lx_sigfd {
+	bool used;
+	bool ready;              /* the byte is in the pipe */
+	dev_t dev;               /* the pipe, as fstat of a guest descriptor shows it */
+	ino_t ino;
+	uint64_t mask;           /* the signals it reads, never KILL or STOP */
+	int rd, wr;              /* the monitor's own ends */
+};
+
 /* The process' timers and the monitor thread that fires them (timer.c). */
 struct lx_timers {
 	struct lx_timer t[LX_MAX_TIMERS + 1]; /* the last one is ITIMER_REAL */
@@ -167,6 +181,8 @@ struct lx_proc {
 	pthread_cond_t sigcond;  /* with lock: a signal was queued (pause, sigsuspend...) */
 	bool sig_rekick;         /* a blocked thread was kicked: the timer thread checks on it */
 	struct lx_timers timers;
+	struct lx_sigfd sigfds[LX_MAX_SIGFDS];
+	int n_sigfds;            /* of them used: 0 spares every read a look */
 	struct rlimit rlim[RLIM_NLIMITS];
 	const struct lx_hooks *hooks;
 	int exit_status;

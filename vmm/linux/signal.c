@@ -74,6 +74,7 @@ int lx_sig_init(struct lx_proc *p)
 void lx_sig_fini(struct lx_proc *p)
 {
 	lx_timer_fini(p);
+	lx_sigfd_fini(p);
 	pthread_cond_destroy(&p->sigcond);
 }
 
@@ -126,6 +127,7 @@ void lx_sig_thread_remove(struct lx_proc *p, int tid)
 	s = tid > 0 ? lx_sig_thread(p, tid) : NULL;
 	if (s)
 		*s = (struct lx_sigthread){ 0 };
+	lx_sigfd_sync(p); /* what was sent to it alone went with it */
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -154,6 +156,16 @@ static int lx_sigq_push(struct lx_sigqueue *q, const siginfo_t *info)
 	q->q[q->n++] = *info;
 	q->set |= LX_SIG_BIT(sig);
 	return 0;
+}
+
+/* @info queued on @q of process @p, its signalfds brought up to date. */
+static int lx_sig_push(struct lx_proc *p, struct lx_sigqueue *q, const siginfo_t *info)
+{
+	int rc = lx_sigq_push(q, info);
+
+	if (!rc)
+		lx_sigfd_sync(p);
+	return rc;
 }
 
 /* The first queued @sig taken out of @q into @info. */
@@ -198,8 +210,7 @@ static uint64_t lx_sig_allowed(const struct lx_thread *t)
 	return ~t->sigmask | LX_SIG_UNBLOCKABLE;
 }
 
-/* The next signal of @allowed thread @t may take: 0, or its number with *@info filled. */
-static int lx_sig_dequeue(struct lx_thread *t, uint64_t allowed, siginfo_t *info)
+int lx_sig_take(struct lx_thread *t, uint64_t allowed, siginfo_t *info)
 {
 	struct lx_proc *p = t->proc;
 	struct lx_sigthread *s = lx_sig_thread(p, t->tid);
@@ -212,6 +223,8 @@ static int lx_sig_dequeue(struct lx_thread *t, uint64_t allowed, siginfo_t *info
 	/* timer_getoverrun tells the overruns of the timer's signal last taken */
 	if (sig && info->si_code == SI_TIMER && (unsigned)info->si_timerid < LX_MAX_TIMERS)
 		p->timers.t[info->si_timerid].overrun = info->si_overrun;
+	if (sig)
+		lx_sigfd_sync(p);
 	return sig;
 }
 
@@ -323,7 +336,7 @@ int lx_sig_send(struct lx_proc *p, int tid, const siginfo_t *info)
 	if (tid && !s)
 		rc = -ESRCH;
 	else if (!lx_sig_dropped(p, s, info->si_signo))
-		rc = lx_sigq_push(s ? &s->pend : &p->sigpend, info);
+		rc = lx_sig_push(p, s ? &s->pend : &p->sigpend, info);
 	if (!rc)
 		lx_sig_wake(p, s, info->si_signo);
 	pthread_mutex_unlock(&p->lock);
@@ -371,7 +384,7 @@ void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed)
 		if (!s)
 			return; /* its thread is gone */
 	}
-	if (!lx_sig_dropped(p, s, info.si_signo) && !lx_sigq_push(s ? &s->pend : &p->sigpend, &info))
+	if (!lx_sig_dropped(p, s, info.si_signo) && !lx_sig_push(p, s ? &s->pend : &p->sigpend, &info))
 		lx_sig_wake(p, s, info.si_signo);
 }
 
@@ -393,9 +406,9 @@ void lx_sig_force(struct lx_call *c, int sig, bool reset)
 	t->sigmask &= ~LX_SIG_BIT(sig);
 	t->restore_mask = false;
 	s = lx_sig_thread(p, t->tid);
-	rc = s ? lx_sigq_push(&s->pend, &info) : -ESRCH;
+	rc = s ? lx_sig_push(p, &s->pend, &info) : -ESRCH;
 	if (rc)
-		rc = lx_sigq_push(&p->sigpend, &info);
+		rc = lx_sig_push(p, &p->sigpend, &info);
 	pthread_mutex_unlock(&p->lock);
 	if (rc) {
 		p->exit_status = 128 + sig;
@@ -481,7 +494,7 @@ void lx_sig_deliver(struct lx_call *c)
 		int sig, what;
 
 		pthread_mutex_lock(&p->lock);
-		sig = lx_sig_dequeue(t, lx_sig_allowed(t), &info);
+		sig = lx_sig_take(t, lx_sig_allowed(t), &info);
 		what = sig ? lx_sig_disposition(t, sig, &act) : 0;
 		pthread_mutex_unlock(&p->lock);
 		if (!sig)
@@ -748,7 +761,7 @@ int64_t sys_rt_sigpending(struct lx_call *c)
  * snapshots go ahead; a snapshot taken now restores into the same call. 0, or
  * -EAGAIN at the end with none pending.
  */
-static int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until)
+int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until)
 {
 	struct lx_proc *p = c->p;
 	int rc = 0;
@@ -841,7 +854,7 @@ int64_t sys_rt_sigtimedwait(struct lx_call *c)
 	/* Woken by a signal of the set, or by one its handler takes (EINTR). */
 	rc = lx_sig_wait(c, set | lx_sig_allowed(t), end);
 	pthread_mutex_lock(&c->p->lock);
-	sig = lx_sig_dequeue(t, set, &info);
+	sig = lx_sig_take(t, set, &info);
 	pthread_mutex_unlock(&c->p->lock);
 	if (!sig)
 		return rc ? -EAGAIN : -EINTR;
@@ -919,7 +932,7 @@ bool lx_sig_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *
 		p->sigact[sig].handler = (uint64_t)(uintptr_t)SIG_DFL;
 	t->sigmask &= ~LX_SIG_BIT(sig);
 	s = lx_sig_thread(p, t->tid);
-	rc = s ? lx_sigq_push(&s->pend, info) : -ESRCH;
+	rc = s ? lx_sig_push(p, &s->pend, info) : -ESRCH;
 	pthread_mutex_unlock(&p->lock);
 	if (rc)
 		return false;

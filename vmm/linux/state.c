@@ -464,6 +464,9 @@ static int restore_signals(struct lx_proc *p, json_t *st, struct rs *r)
 
 	if (state_sigqueue_load(json_object_get(st, "sigpending"), &p->sigpend))
 		return rs_fail(r, "sigpending: damaged");
+	pthread_mutex_lock(&p->lock);
+	lx_sigfd_sync(p); /* the signalfds (fds) came back before their signals */
+	pthread_mutex_unlock(&p->lock);
 	json_array_foreach(json_object_get(st, "timers"), i, v) {
 		if (state_timer_load(v, &id, &t))
 			return rs_fail(r, "timers[%zu]: damaged", i);
@@ -565,6 +568,7 @@ static int restore_thread_signals(struct lx_proc *p, int tid, json_t *pending)
 		for (int i = 0; i < LX_MAX_THREADS; i++)
 			if (p->sigthr[i].tid == tid)
 				p->sigthr[i].pend = q;
+		lx_sigfd_sync(p);
 		pthread_mutex_unlock(&p->lock);
 	}
 	return rc;

@@ -237,6 +237,28 @@ bool lx_sig_restart_code(int64_t rc);
 /* ppoll's and the like's @mask holds while the call waits: the thread's own comes
  * back as it returns. 0, or a restart code when a signal it lets in is pending. */
 int lx_sig_wait_mask(struct lx_call *c, uint64_t mask);
+/* The next signal of @allowed thread @t may take (its own first, then the
+ * process'): 0, or its number with *@info filled (p->lock held). */
+int lx_sig_take(struct lx_thread *t, uint64_t allowed, siginfo_t *info);
+/* Sleep until a signal of @set is pending for the calling thread, or host monotonic
+ * time @until (NULL: no end). The vCPU counts as blocked meanwhile, so pauses and
+ * snapshots go ahead. 0, or -EAGAIN at the end with none pending. */
+int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until);
+
+/* Signalfds (signalfd.c). lx_sigfd_sync: after any change to the pending signals,
+ * each signalfd's readiness as its mask says (p->lock held). lx_sigfd_is: is host
+ * descriptor @host a signalfd (its reads go to lx_sigfd_read, which takes signals
+ * into @iov as struct signalfd_siginfo). lx_sigfd_mask: the mask of signalfd @host
+ * and its pipe's inode (which its duplicates share), -EINVAL if it is none (p->lock
+ * held).
+ * lx_sigfd_create: a new one, *@host the guest's end; 0 or -errno. */
+void lx_sigfd_sync(struct lx_proc *p);
+bool lx_sigfd_is(struct lx_proc *p, int host);
+int64_t lx_sigfd_read(struct lx_call *c, int host, const struct iovec *iov, int cnt);
+int lx_sigfd_mask(struct lx_proc *p, int host, uint64_t *mask, uint64_t *ino);
+int lx_sigfd_create(struct lx_proc *p, uint64_t mask, int flags, int *host);
+void lx_sigfd_fini(struct lx_proc *p);
+
 /* The timer thread's watch over kicked threads: kick again those still blocked with
  * a signal to take (a kick can land just before the host call it was meant to end);
  * false once there are none (p->lock held). */
@@ -268,7 +290,8 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(setitimer) X(getitimer) X(get_robust_list) X(rt_sigreturn) X(rt_sigqueueinfo)       \
 	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
 	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
-	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups)
+	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups) \
+	X(signalfd) X(signalfd4)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

@@ -129,6 +129,8 @@ static int64_t lx_rw(struct lx_call *c, bool is_write, bool positional)
 		return rc;
 	if (positional && (int64_t)c->a[3] < 0)
 		return -EINVAL;
+	if (!positional && !is_write && lx_sigfd_is(c->p, host))
+		return lx_sigfd_read(c, host, &(struct iovec){ .iov_base = buf, .iov_len = len }, 1);
 	if (!positional) {
 		/* A socket on the exitless path: bytes read ahead come first, and bytes
 		 * written earlier without an exit go out before these. */
@@ -200,6 +202,8 @@ static int64_t lx_rwv(struct lx_call *c, bool is_write)
 			return -EFAULT;
 		total += len;
 	}
+	if (!is_write && lx_sigfd_is(c->p, host))
+		return lx_sigfd_read(c, host, iov, (int)cnt);
 	r = is_write ? lx_fastio_before_write(c, (int)c->a[0], false) :
 		       lx_fastio_take(c->p, (int)c->a[0], iov, (int)cnt, false);
 	if (r)
