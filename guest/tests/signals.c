@@ -3,7 +3,7 @@
  * with SA_SIGINFO, SA_RESTART and SA_ONSTACK, masks and pending signals, sigaltstack,
  * kill and tgkill between threads, an alarm interrupting a blocking read, a SIGSEGV
  * handler that siglongjmps out of a NULL dereference, SIGPIPE ignored, a POSIX timer,
- * sigsuspend and sigtimedwait; last, SIGPIPE at its default action ends the program
+ * sigsuspend and sigtimedwait, a signalfd read, polled and woken by another thread; last, SIGPIPE at its default action ends the program
  * (exit status 128 + 13 as a shell reports it).
  *
  * Handlers only record what they saw; main prints it, so every line is independent of
@@ -26,6 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -34,6 +37,7 @@
 #define ALT_SIZE   (64 * 1024)
 #define TIMER_VAL  4242
 #define ALARM_USEC 50000
+#define SFD_VAL    99
 
 static volatile sig_atomic_t got_sig, got_code, got_same_pid, got_on_alt, got_in_thread;
 static volatile sig_atomic_t got_value, handled;
@@ -283,6 +287,65 @@ static void timer_and_waits(void)
 	block(SIG_UNBLOCK, SIGUSR2);
 }
 
+static void *send_usr1_later(void *arg)
+{
+	struct timespec ts = { .tv_nsec = 20000000 };
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+	kill(getpid(), SIGUSR1);
+	return NULL;
+}
+
+/* Blocked signals read from a signalfd: poll and epoll see it readable exactly while
+ * one of its mask is pending; a blocking read waits for one another thread sends. */
+static void signal_fd(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, got;
+	struct signalfd_siginfo r[3];
+	union sigval v = { .sival_int = SFD_VAL };
+	sigset_t set;
+	pthread_t th;
+	ssize_t n;
+	int fd, ep;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGRTMIN + 2);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	errno = 0;
+	n = read(fd, r, sizeof(r));
+	printf("signalfd, nothing pending: %zd %s; poll %d epoll %d\n", n, strerror(errno),
+	       poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 0),
+	       epoll_wait(ep, &got, 1, 0));
+	raise(SIGUSR1);
+	sigqueue(getpid(), SIGRTMIN + 2, v);
+	printf("signalfd, two pending: poll %d epoll %d\n",
+	       poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 1000),
+	       epoll_wait(ep, &got, 1, 1000));
+	n = read(fd, r, sizeof(r));
+	printf("signalfd read %zd records: USR1 %d SI_TKILL %d, RTMIN+2 %d SI_QUEUE %d value %d\n",
+	       n / (ssize_t)sizeof(r[0]), r[0].ssi_signo == SIGUSR1, r[0].ssi_code == SI_TKILL,
+	       (int)r[1].ssi_signo == SIGRTMIN + 2, r[1].ssi_code == SI_QUEUE, r[1].ssi_int);
+	printf("signalfd, all read: poll %d epoll %d\n",
+	       poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 0),
+	       epoll_wait(ep, &got, 1, 0));
+	close(ep);
+	close(fd);
+
+	fd = signalfd(-1, &set, SFD_CLOEXEC); /* blocking */
+	pthread_create(&th, NULL, send_usr1_later, NULL);
+	n = read(fd, r, sizeof(r));
+	pthread_join(th, NULL);
+	printf("signalfd blocking read: %zd bytes, USR1 %d SI_USER %d\n", n,
+	       r[0].ssi_signo == SIGUSR1, r[0].ssi_code == SI_USER);
+	close(fd);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
 static void broken_pipe(void)
 {
 	int fds[2];
@@ -349,6 +412,7 @@ int main(int argc, char **argv)
 	interrupted_read();
 	null_dereference();
 	timer_and_waits();
+	signal_fd();
 	broken_pipe();
 	return 0;
 }
