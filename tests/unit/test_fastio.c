@@ -185,6 +185,23 @@ START_TEST(test_backlog)
 }
 END_TEST
 
+/* A record for a connection whose peer has gone: the guest's write had returned, so
+ * the socket's next write is a real system call, and it fails with EPIPE (which
+ * raises SIGPIPE there, as any failed write does), once. */
+START_TEST(test_peer_gone_reported_at_next_write)
+{
+	struct lx_call c = { .p = p };
+
+	close(sv[1]);
+	sv[1] = socket(AF_UNIX, SOCK_STREAM, 0); /* teardown closes something */
+	put(GFD, "lost", 4);
+	lx_fastio_flush(p);
+	ck_assert_uint_eq(a->fd_state[GFD] & FASTIO_WRITE, 0);
+	ck_assert_int_eq(lx_fastio_before_write(&c, GFD, false), -EPIPE);
+	ck_assert_int_eq(lx_fastio_before_write(&c, GFD, false), 0);
+}
+END_TEST
+
 /* Read-ahead fills the slot only where the guest asked for it (fd_prefetch); a real
  * read takes from the slot first, and MSG_PEEK leaves the bytes there. */
 START_TEST(test_prefetch_and_take)
@@ -256,6 +273,7 @@ Suite *fastio_suite(void)
 	tcase_add_test(tc, test_flush_hostile);
 	tcase_add_test(tc, test_flush_unknown_fd);
 	tcase_add_test(tc, test_backlog);
+	tcase_add_test(tc, test_peer_gone_reported_at_next_write);
 	tcase_add_test(tc, test_prefetch_and_take);
 	tcase_add_test(tc, test_take_hostile_word);
 	tcase_add_test(tc, test_forget_and_restore);
