@@ -18,7 +18,6 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
-#include <sys/types.h>
 
 #define LX_NR_SYSCALLS 512
 #define LX_NSIG        64
