@@ -87,6 +87,7 @@ struct opts {
 /* A latency histogram: bucket i holds latencies in [1.01^i, 1.01^(i+1)) us. */
 struct hist {
 	_Atomic uint64_t n[HIST_BUCKETS];
+	_Atomic uint64_t max_ns; /* the longest latency in it: no quantile lies above */
 };
 
 struct stats {
@@ -225,7 +226,7 @@ static void hist_add(struct hist *h, double us)
 	int b = us <= 1 ? 0 : (int)(log(us) / log(HIST_STEP));
 
 	atomic_fetch_add_explicit(&h->n[b < HIST_BUCKETS ? b : HIST_BUCKETS - 1], 1,
-				  memory_order_relaxed);
+				  memory_order_relaxed);	atomic_max(&h->max_ns, (uint64_t)(us * 1e3));
 }
 
 /* The latency (us) below which a fraction @q of the histogram lies. */
@@ -237,12 +238,14 @@ static double hist_quantile(struct hist *h, double q)
 		total += h->n[b];
 	if (!total)
 		return 0;
+	/* A bucket's upper bound, but never past the longest latency seen: the bucket
+	 * that holds the maximum would otherwise report up to 1% more than the max. */
 	for (int b = 0; b < HIST_BUCKETS; b++) {
 		seen += h->n[b];
 		if ((double)seen >= q * (double)total)
-			return pow(HIST_STEP, b + 1);
+			return fmin(pow(HIST_STEP, b + 1), (double)h->max_ns / 1e3);
 	}
-	return pow(HIST_STEP, HIST_BUCKETS);
+	return (double)h->max_ns / 1e3;
 }
 
 static redisContext *connect_redis(const struct opts *o)
