@@ -28,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LX_SIGSET_SIZE      8 /* the kernel's sigset_t */
 #define LX_SIGEV_THREAD_ID  4
 #define LX_NSEC_PER_SEC     1000000000LL
 #define LX_SIGRTMIN         32
@@ -315,6 +314,13 @@ int lx_sig_wait_mask(struct lx_call *c, uint64_t mask)
 	t->restore_mask = true;
 	lx_sig_set_mask(t, mask);
 	return lx_sig_eintr(c, LX_ERESTARTNOHAND);
+}
+
+int lx_sigset_in(struct lx_call *c, uint64_t uaddr, uint64_t size, uint64_t *set)
+{
+	if (size != LX_SIGSET_SIZE)
+		return -EINVAL;
+	return lx_copy_in(c, set, uaddr, sizeof(*set)) ? -EFAULT : 0;
 }
 
 bool lx_sig_restart_code(int64_t rc)
@@ -755,12 +761,8 @@ int64_t sys_rt_sigpending(struct lx_call *c)
 	return lx_copy_out(c, c->a[0], &set, c->a[1]);
 }
 
-/*
- * Sleep until a signal of @set is pending for the calling thread, or host monotonic
- * time @until (NULL: no end). The vCPU counts as blocked meanwhile, so pauses and
- * snapshots go ahead; a snapshot taken now restores into the same call. 0, or
- * -EAGAIN at the end with none pending.
- */
+/* (sys.h) Every queued signal broadcasts sigcond; a snapshot taken while a thread
+ * sleeps here restores into the same call. */
 int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until)
 {
 	struct lx_proc *p = c->p;
@@ -797,13 +799,13 @@ int64_t sys_rt_sigsuspend(struct lx_call *c)
 {
 	struct lx_thread *t = c->t;
 	uint64_t mask;
+	int rc;
 
 	if (!lx_sig_on(c->p))
 		return lx_unsupported(c);
-	if (c->a[1] != LX_SIGSET_SIZE)
-		return -EINVAL;
-	if (lx_copy_in(c, &mask, c->a[0], sizeof(mask)))
-		return -EFAULT;
+	rc = lx_sigset_in(c, c->a[0], c->a[1], &mask);
+	if (rc)
+		return rc;
 	t->saved_mask = t->sigmask;
 	t->restore_mask = true;
 	lx_sig_set_mask(t, mask);
@@ -843,11 +845,9 @@ int64_t sys_rt_sigtimedwait(struct lx_call *c)
 
 	if (!lx_sig_on(c->p))
 		return lx_unsupported(c);
-	if (c->a[3] != LX_SIGSET_SIZE)
-		return -EINVAL;
-	if (lx_copy_in(c, &set, c->a[0], sizeof(set)))
-		return -EFAULT;
-	rc = lx_sig_deadline(c, c->a[2], &until, &end);
+	rc = lx_sigset_in(c, c->a[0], c->a[3], &set);
+	if (!rc)
+		rc = lx_sig_deadline(c, c->a[2], &until, &end);
 	if (rc)
 		return rc;
 	set &= ~LX_SIG_UNBLOCKABLE;

@@ -26,7 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SIGFD_SIGSET_SIZE 8  /* the kernel's sigset_t */
 #define SIGFD_FLAGS       (SFD_CLOEXEC | SFD_NONBLOCK)
 #define SIGFD_BATCH       32 /* records read at most per call, as LX_SIGQUEUE_MAX */
 
@@ -320,10 +319,11 @@ static int64_t lx_signalfd(struct lx_call *c, int64_t fd, uint64_t umask, uint64
 
 	if (!lx_sig_on(c->p))
 		return lx_unsupported(c);
-	if (size != SIGFD_SIGSET_SIZE || (flags & ~(uint64_t)SIGFD_FLAGS))
+	if (flags & ~(uint64_t)SIGFD_FLAGS)
 		return -EINVAL;
-	if (lx_copy_in(c, &mask, umask, sizeof(mask)))
-		return -EFAULT;
+	rc = lx_sigset_in(c, umask, size, &mask);
+	if (rc)
+		return rc;
 	if ((int)fd != -1)
 		return sigfd_change(c, (int)fd, mask);
 	pthread_mutex_lock(&c->p->lock);

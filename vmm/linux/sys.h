@@ -157,6 +157,7 @@ bool lx_fastio_readable(struct lx_proc *p, int fd);
 
 /* Signal numbers, sigaction flags and sigaltstack's, as the guest passes them. */
 #define LX_SIG_BIT(s)      (1ULL << ((s) - 1))
+#define LX_SIGSET_SIZE     8 /* the kernel's sigset_t, as calls pass its size */
 #define LX_SIG_UNBLOCKABLE (LX_SIG_BIT(SIGKILL) | LX_SIG_BIT(SIGSTOP))
 #define LX_SA_SIGINFO      0x00000004ULL
 #define LX_SA_RESTORER     0x04000000ULL
@@ -237,6 +238,9 @@ bool lx_sig_restart_code(int64_t rc);
 /* ppoll's and the like's @mask holds while the call waits: the thread's own comes
  * back as it returns. 0, or a restart code when a signal it lets in is pending. */
 int lx_sig_wait_mask(struct lx_call *c, uint64_t mask);
+/* A signal set argument of @size bytes at @uaddr, read once into *@set: 0, -EINVAL
+ * for a size other than the kernel's, -EFAULT. */
+int lx_sigset_in(struct lx_call *c, uint64_t uaddr, uint64_t size, uint64_t *set);
 /* The next signal of @allowed thread @t may take (its own first, then the
  * process'): 0, or its number with *@info filled (p->lock held). */
 int lx_sig_take(struct lx_thread *t, uint64_t allowed, siginfo_t *info);

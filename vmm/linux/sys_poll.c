@@ -26,7 +26,6 @@
 #define NSEC_PER_SEC     1000000000LL
 #define NSEC_PER_MSEC    1000000LL
 #define LX_POLL_MAX      LX_MAX_FDS /* descriptors one poll or select may name */
-#define LX_SIGSET_SIZE   8      /* the kernel's sigset_t */
 #define LX_FD_SET_BITS   (8 * sizeof(uint64_t))
 
 /* How long to wait: -1 for ever, else milliseconds from a timeout in ns (rounded up). */
@@ -45,14 +44,12 @@ static int lx_timeout_ms(int64_t ns)
 static int lx_wait_sigmask(struct lx_call *c, uint64_t umask, uint64_t size)
 {
 	uint64_t mask;
+	int rc;
 
 	if (!umask)
 		return 0;
-	if (size != LX_SIGSET_SIZE)
-		return -EINVAL;
-	if (lx_copy_in(c, &mask, umask, sizeof(mask)))
-		return -EFAULT;
-	return lx_sig_wait_mask(c, mask);
+	rc = lx_sigset_in(c, umask, size, &mask);
+	return rc ? rc : lx_sig_wait_mask(c, mask);
 }
 
 /* A wait that the host ended with EINTR: a signal for the guest ends the call (EINTR
