@@ -78,6 +78,7 @@ struct eb_opts {
 	enum snap_policy policy;
 	double threshold;
 	double every_s, duration_s;
+	int min_snapshots;       /* --snapshots N: run on past D until N snapshots ended */
 	bool gap;                /* every_s counts from a snapshot's end, not its start */
 	const char *dir;
 	bool verify, json;
@@ -132,6 +133,7 @@ static void eb_usage(FILE *f)
 		"usage: engine-bench --mem SIZE --threads N --alpha A [--scatter]\n"
 		"                    --policy none|stop|cow|ccow|fork [--threshold T]\n"
 		"                    --snapshot-every S | --snapshot-gap S --duration D --dir DIR\n"
+		"                    [--snapshots N]\n"
 		"                    [--verify] [--json] [--region-coverage]\n"
 		"                    [--rate BYTES_PER_S] [--seed N] [--fault-threads N]\n"
 		"                    [--copier-nice N] [--writer-nice N] [--fault-rt 0|1]\n"
@@ -188,6 +190,7 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 		o->gap = true;
 		return cli_parse_real(arg, 0.01, 1e6, &o->every_s) ? eb_bad("snapshot-gap", arg) : 0;
 	case 'd': return cli_parse_real(arg, 0.1, 1e6, &o->duration_s) ? eb_bad("duration", arg) : 0;
+	case 'n': return eb_int(arg, 0, EB_MAX_PAUSES, &o->min_snapshots, "snapshots");
 	case 'D': o->dir = arg; return 0;
 	case 'v': o->verify = true; return 0;
 	case 'j': o->json = true; return 0;
@@ -233,7 +236,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "mem", 1, 0, 'm' },       { "threads", 1, 0, 't' },   { "alpha", 1, 0, 'a' },
 		{ "scatter", 0, 0, 'S' },   { "policy", 1, 0, 'p' },    { "threshold", 1, 0, 'T' },
 		{ "snapshot-every", 1, 0, 'e' }, { "duration", 1, 0, 'd' }, { "dir", 1, 0, 'D' },
-		{ "snapshot-gap", 1, 0, 'g' },
+		{ "snapshot-gap", 1, 0, 'g' }, { "snapshots", 1, 0, 'n' },
 		{ "verify", 0, 0, 'v' },    { "json", 0, 0, 'j' },      { "rate", 1, 0, 'r' },
 		{ "seed", 1, 0, 's' },      { "help", 0, 0, 'h' },      { "region-coverage", 0, 0, 'R' },
 		{ "fault-threads", 1, 0, 'F' }, { "copier-nice", 1, 0, 'C' }, { "writer-nice", 1, 0, 'W' },
@@ -452,7 +455,8 @@ static int eb_incremental(struct eb *b)
 /*
  * Snapshots every S seconds (the first after S, so the run has idle seconds to compare
  * with), start to start, or with --snapshot-gap S seconds after the previous one ended,
- * until D; a snapshot still running at D runs to its end. The count of updates is
+ * until D (and on until --snapshots N have ended, so that a slow machine takes as many
+ * as a fast one); a snapshot still running at D runs to its end. The count of updates is
  * sampled every EB_SAMPLE_MS and each interval goes to the busy account when a
  * snapshot ran in it.
  */
@@ -465,6 +469,7 @@ static int eb_loop(struct eb *b)
 	for (;;) {
 		double now = mono_s();
 		bool running = id && snap_figures_of(&b->e, id, &f) && !f.done;
+		bool more;
 
 		if (id && !running) {
 			eb_sample(b, true, &last_u, &last_t);
@@ -473,9 +478,11 @@ static int eb_loop(struct eb *b)
 			if (b->o.gap) /* the same idle time after every policy's snapshot */
 				due = mono_s() + b->o.every_s;
 		}
-		if (now - t0 >= b->o.duration_s && !id)
+		more = now - t0 < b->o.duration_s ||
+		       (!b->o.none && b->snapshots < (uint64_t)b->o.min_snapshots);
+		if (!more && !id)
 			break;
-		if (!b->o.none && !id && now >= due && now - t0 < b->o.duration_s) {
+		if (!b->o.none && !id && now >= due && more) {
 			eb_sample(b, false, &last_u, &last_t);
 			id = eb_start(b);
 			if (!id)

@@ -1,22 +1,21 @@
 /*
  * fdkeep.c - descriptors that must survive a snapshot and restore: a pipe, an eventfd
  * with a count, an epoll instance watching both with its own event data, a
- * non-blocking socket pair. It sets them up, prints "ready", sleeps SECONDS (the
- * e2e test snapshots it then), and prints what each one does afterwards. Run to the
+ * non-blocking socket pair. It sets them up, prints "ready", waits until stdin
+ * closes (the e2e test snapshots it then, and closes stdin once the snapshot is done,
+ * on a machine of any speed), and prints what each one does afterwards. Run to the
  * end or restored, the output is the same except for the socket pair: a connection
  * does not survive a restore, so its read sees the peer gone (0) instead of EAGAIN.
- * Usage: fdkeep [SECONDS]   (default 2)
+ * Usage: fdkeep
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "report.h"
@@ -35,14 +34,12 @@ static void show_events(int ep, const char *what)
 	printf("\n");
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-	double secs = argc > 1 ? atof(argv[1]) : 2;
 	struct epoll_event ev = { .events = EPOLLIN };
 	int p[2], sp[2], e, ep;
 	uint64_t count = 0;
-	char buf[8] = { 0 };
-	double until;
+	char buf[8] = { 0 }, in[64];
 	long r;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -57,9 +54,8 @@ int main(int argc, char **argv)
 	ev.data.u64 = EVENTFD_DATA;
 	epoll_ctl(ep, EPOLL_CTL_ADD, e, &ev);
 	printf("ready\n");
-	until = mono() + secs;
-	while (mono() < until)
-		usleep(50 * 1000);
+	while (read(0, in, sizeof(in)) > 0)
+		;
 	show_events(ep, "epoll (eventfd ready, pipe empty)");
 	r = read(e, &count, sizeof(count));
 	printf("%-34s %ld count=%llu\n", "eventfd read", r, (unsigned long long)count);

@@ -1,16 +1,16 @@
 /*
- * reach.c - what a guest may reach after a restore. It prints "ready", sleeps SECONDS
- * (the e2e test snapshots it then, with --rw DIR and --net host), then tries to create
+ * reach.c - what a guest may reach after a restore. It prints "ready", waits until
+ * stdin closes (the e2e test snapshots it then, with --rw DIR and --net host, and
+ * closes stdin when the snapshot is done; restored, stdin is new), then tries to create
  * DIR/after.txt and to connect a UDP socket to 198.51.100.1 (TEST-NET-2, an address for
  * documentation; a UDP connect only sets the destination and sends no packet), and
  * prints each result. Restored without --rw DIR and --net host, both must fail.
- * Usage: reach SECONDS DIR
+ * Usage: reach DIR
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,17 +22,18 @@
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(DOC_PORT) };
-	char path[4096];
+	char path[4096], in[64];
 	int fd, s;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: reach SECONDS DIR\n");
+	if (argc != 2) {
+		fprintf(stderr, "usage: reach DIR\n");
 		return 2;
 	}
 	printf("ready\n");
 	fflush(stdout);
-	sleep((unsigned)atoi(argv[1]));
-	snprintf(path, sizeof(path), "%s/after.txt", argv[2]);
+	while (read(0, in, sizeof(in)) > 0)
+		;
+	snprintf(path, sizeof(path), "%s/after.txt", argv[1]);
 	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
 	show("create after.txt", fd < 0 ? -1 : 0);
 	if (fd >= 0)

@@ -13,6 +13,10 @@
  *   threads queue ITEMS     a producer and 4 consumers pass ITEMS work items through a
  *                           condition-variable queue; prints a checksum independent of
  *                           who computed what (snapshot/restore tests)
+ *   threads queue-until FILE  the same until FILE exists (looked for every
+ *                           QUEUE_STOP_EVERY items), so that a test's snapshots find
+ *                           it running on any machine; "queue items N" then names the
+ *                           run of `threads queue N` that ends with the same checksum
  */
 #include <errno.h>
 #include <pthread.h>
@@ -37,6 +41,7 @@
 #define SEQ_THREADS 200
 #define QUEUE_CAP   64
 #define CONSUMERS   4
+#define QUEUE_STOP_EVERY 1024
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -314,13 +319,17 @@ static void *consumer(void *arg)
 	}
 }
 
-static int queue_mode(long items)
+/* ITEMS items, or with STOP_FILE as many as are made before it exists. */
+static int queue_mode(long items, const char *stop_file)
 {
 	pthread_t t[CONSUMERS];
+	long i;
 
-	for (int i = 0; i < CONSUMERS; i++)
-		pthread_create(&t[i], NULL, consumer, NULL);
-	for (long i = 0; i < items; i++) {
+	for (int c = 0; c < CONSUMERS; c++)
+		pthread_create(&t[c], NULL, consumer, NULL);
+	for (i = 0; stop_file || i < items; i++) {
+		if (stop_file && i % QUEUE_STOP_EVERY == 0 && access(stop_file, F_OK) == 0)
+			break;
 		pthread_mutex_lock(&lock);
 		while (q_len == QUEUE_CAP)
 			pthread_cond_wait(&q_not_full, &lock);
@@ -333,9 +342,9 @@ static int queue_mode(long items)
 	q_done = true;
 	pthread_cond_broadcast(&q_not_empty);
 	pthread_mutex_unlock(&lock);
-	for (int i = 0; i < CONSUMERS; i++)
-		pthread_join(t[i], NULL);
-	printf("queue items %ld checksum %016llx\n", items, (unsigned long long)q_sum);
+	for (int c = 0; c < CONSUMERS; c++)
+		pthread_join(t[c], NULL);
+	printf("queue items %ld checksum %016llx\n", i, (unsigned long long)q_sum);
 	return 0;
 }
 
@@ -347,7 +356,9 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "cap") == 0)
 		return cap_mode();
 	if (argc > 2 && strcmp(argv[1], "queue") == 0)
-		return queue_mode(atol(argv[2]));
+		return queue_mode(atol(argv[2]), NULL);
+	if (argc > 2 && strcmp(argv[1], "queue-until") == 0)
+		return queue_mode(0, argv[2]);
 	test_mutex();
 	test_condvar();
 	test_barrier_tls();
