@@ -1,4 +1,4 @@
-# Redis end-to-end tests; sourced by run.sh (uses its CCVM, WORK, TOP, pass, fail).
+# Redis end-to-end tests; sourced by run.sh (uses its CCVM, WORK, TOP and lib.sh).
 #
 # Debian's redis-server, unmodified, in a VM: served over a published port to
 # redis-cli, many clients and redis-benchmark; snapshotted under a write load and
@@ -10,37 +10,32 @@ REDIS=$(type -P redis-server || true)
 LOAD=$TOP/tests/e2e/redis_load.py
 RP=$((20000 + RANDOM % 20000))
 
-redis_up() { # PORT: wait up to 30 s for PONG
-	for _ in $(seq 150); do
-		[ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
-		sleep 0.2
-	done
-	return 1
-}
+pong() { [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; } # PORT
+redis_up() { wait_until 30 pong "$1"; } # PORT
 redis_stop() { # PORT PID
 	redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true
 	wait "$2" 2>/dev/null || true
 }
 
 if [ -z "$REDIS" ] || ! type -P redis-cli >/dev/null; then
-	fail "redis-server and redis-cli are not installed (scripts/install-deps.sh installs them)"
+	fail "redis-server in ccvm" "redis-server and redis-cli are not installed (scripts/install-deps.sh installs them)"
 else
 	"$CCVM" run --mem 512M --control "$RS/ctl.sock" --publish "127.0.0.1:$RP:6379" -- \
 		"$REDIS" --port 6379 --save "" --appendonly no >"$RS/vm.out" 2>"$RS/vm.err" &
 	RVM=$!
 	if redis_up "$RP"; then
-		pass "redis-server in ccvm answers PING on published port $RP"
+		pass "redis-server in ccvm" "answers PING on published port $RP"
 	else
 		fail "redis-server in ccvm" "$(tail -5 "$RS/vm.out" "$RS/vm.err")"
 	fi
 	got=$(redis-cli -p "$RP" set greeting "hello from a VM" 2>&1; redis-cli -p "$RP" get greeting 2>&1)
 	[ "$got" = "OK
-hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$got"
-	out=$(timeout 60 python3 "$LOAD" clients "$RP" 50 2>&1)
-	[ "$out" = "50 clients ok" ] && pass "$out (interleaved SET/MGET)" || fail "50 clients" "$out"
-	out=$(timeout 120 redis-benchmark -p "$RP" -q -n 20000 -c 20 -P 16 -t set,get 2>&1 | tr '\r' '\n' | grep 'requests per second')
+hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET then GET through redis-cli" "$got"
+	out=$(tmo 60 python3 "$LOAD" clients "$RP" 50 2>&1)
+	[ "$out" = "50 clients ok" ] && pass "50 clients" "$out (interleaved SET/MGET)" || fail "50 clients" "$out"
+	out=$(tmo 120 redis-benchmark -p "$RP" -q -n "$(scaled 20000 2000)" -c 20 -P 16 -t set,get 2>&1 | tr '\r' '\n' | grep 'requests per second')
 	[ "$(echo "$out" | grep -c 'requests per second')" = 2 ] &&
-		pass "redis-benchmark -P 16 completes: $(echo "$out" | sed 's/, p50.*//' | tr '\n' ' ')" ||
+		pass "redis-benchmark -P 16" "completes: $(echo "$out" | sed 's/, p50.*//' | tr '\n' ' ')" ||
 		fail "redis-benchmark" "$out"
 	# Redis' client reads and writes took the exitless socket path (vmm/linux/fastio.c).
 	st=$("$CCVM" ctl "$RS/ctl.sock" stats 2>&1)
@@ -48,15 +43,15 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 	fw=$(echo "$st" | grep -o '"fast_writes":[0-9]*' | cut -d: -f2)
 	sr=$(echo "$st" | grep -o '"read":[0-9]*' | head -1 | cut -d: -f2)
 	[ "${fr:-0}" -gt 100 ] && [ "${fw:-0}" -gt 100 ] &&
-		pass "Redis' socket calls without an exit: $fr reads, $fw writes (reads that exited: ${sr:-0})" ||
+		pass "exitless socket path under Redis" "$fr reads, $fw writes (reads that exited: ${sr:-0})" ||
 		fail "exitless socket path under Redis" "$st"
 	# The YCSB load generator: a load phase, then workload F (read-modify-write).
-	out=$(timeout 120 "$TOP/bench/ycsb" --port "$RP" --records 2000 --operations 4000 --clients 4 \
+	out=$(tmo 120 "$TOP/bench/ycsb" --port "$RP" --records 2000 --operations "$(scaled 4000 1000)" --clients 4 \
 		--pipeline 8 --workload f --timeline "$RS/ycsb.csv" --quiet 2>&1)
 	if echo "$out" | grep -q '^\[LOAD\] 2000 records' && echo "$out" | grep -q '0 errors$' &&
 		[ "$(redis-cli -p "$RP" dbsize)" -ge 2000 ] && [ "$(redis-cli -p "$RP" hlen "$(redis-cli -p "$RP" --scan --pattern 'user*' | head -1)")" = 10 ] &&
 		head -1 "$RS/ycsb.csv" | grep -q '^second,ops_per_s,p50_us,p99_us,p999_us,max_us$'; then
-		pass "bench/ycsb loads 2000 records of 10 fields and runs workload F: $(echo "$out" | grep OVERALL | sed 's/.*: //')"
+		pass "bench/ycsb" "loads 2000 records of 10 fields and runs workload F: $(echo "$out" | grep OVERALL | sed 's/.*: //')"
 	else
 		fail "bench/ycsb" "$out"
 	fi
@@ -65,21 +60,19 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 		# A fresh progress file, and confirmed transactions in it before the snapshot:
 		# on a slow machine the writer takes a while to start.
 		rm -f "$RS/progress"
-		timeout 120 python3 "$LOAD" write "$RP" "$RS/progress" "$pol" &
+		tmo 300 python3 "$LOAD" write "$RP" "$RS/progress" "$pol" &
 		WR=$!
-		sleep 1.5
-		for _ in $(seq 150); do
-			[ "$(cut -d' ' -f1 "$RS/progress" 2>/dev/null)" -gt 0 ] 2>/dev/null && break
-			sleep 0.2
-		done
+		confirmed() { [ "$(cut -d' ' -f1 "$RS/progress" 2>/dev/null)" -gt "$1" ] 2>/dev/null; } # N
+		wait_until 30 confirmed 0
 		low=$(cut -d' ' -f1 "$RS/progress")
 		"$CCVM" ctl "$RS/ctl.sock" snapshot "$RS/$pol.img" --policy "$pol" --wait >"$RS/$pol.json" 2>&1
 		high=$(awk '{print $2}' "$RS/progress")
-		sleep 0.5
+		# Transactions confirmed after the snapshot, which the restored image must lack.
+		wait_until 30 confirmed "${high:-0}"
 		echo "$low $high $(cut -d' ' -f1 "$RS/progress")" >"$RS/$pol.range"
 		kill $WR 2>/dev/null; wait $WR 2>/dev/null
 		if grep -q '"ok":true' "$RS/$pol.json" && [ "$low" -gt 0 ] 2>/dev/null; then
-			pass "$pol snapshot of Redis under load ($low transactions confirmed before it)"
+			pass "$pol snapshot of Redis under load" "$low transactions confirmed before it"
 		else
 			fail "$pol snapshot of Redis" "$(cat "$RS/$pol.json")" "low '$low'"
 		fi
@@ -90,18 +83,19 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 		"$CCVM" restore "$RS/$pol.img" >"$RS/r.out" 2>"$RS/r.err" &
 		RVM=$!
 		if redis_up "$RP"; then
-			out=$(timeout 120 python3 "$LOAD" check "$RP" "$pol" "$low" "$high" 2>&1)
+			out=$(tmo 120 python3 "$LOAD" check "$RP" "$pol" "$low" "$high" 2>&1)
 			[ "$after" -gt "$high" ] && echo "$out" | grep -q '^dataset ok' &&
-				pass "restored $pol image serves the snapshot instant's dataset: $out; $((after - high)) later transactions absent" ||
+				pass "restored $pol dataset" "the snapshot instant's: $out; $((after - high)) later transactions absent" ||
 				fail "restored $pol dataset" "$out" "range $low $high $after"
 			# The writer's connection existed at the snapshot instant: the restored
 			# Redis reads it as closed and drops it.
-			sleep 1
-			n=$(redis-cli -p "$RP" client list 2>/dev/null | grep -c .)
-			[ "$n" = 1 ] && pass "the connection open at the snapshot reads as closed after restore (clients: $n)" ||
-				fail "connections after restore" "$(redis-cli -p "$RP" client list)"
+			one_client() { [ "$(redis-cli -p "$RP" client list 2>/dev/null | grep -c .)" = 1 ]; }
+			wait_until 10 one_client && pass "connections after $pol restore" "the connection open at the snapshot reads as closed (clients: 1)" ||
+				fail "connections after $pol restore" "$(redis-cli -p "$RP" client list)"
 		else
-			fail "restore of the $pol Redis image" "$(tail -3 "$RS/r.out" "$RS/r.err")"
+			for c in "restored $pol dataset" "connections after $pol restore"; do
+				fail "$c" "the restored $pol Redis does not answer" "$(tail -3 "$RS/r.out" "$RS/r.err")"
+			done
 		fi
 		redis_stop "$RP" $RVM
 	done
@@ -110,7 +104,7 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 	"$CCVM" restore "$RS/ccow.img" --publish "127.0.0.1:$RP2:6379" >"$RS/r.out" 2>"$RS/r.err" &
 	RVM=$!
 	if redis_up "$RP2" && [ "$(redis-cli -p "$RP2" get greeting)" = "hello from a VM" ]; then
-		pass "restore --publish 127.0.0.1:$RP2:6379 serves the dataset on the new port"
+		pass "restore --publish" "127.0.0.1:$RP2:6379 serves the dataset on the new port"
 	else
 		fail "restore --publish" "$(tail -3 "$RS/r.err")"
 	fi
@@ -134,12 +128,12 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET/GET" "$
 		kill -TERM $RVM; wait $RVM; st=$?
 		if [ $st = 0 ] && grep -q 'Received SIGTERM' "$RS/term.out" && grep -q 'DB saved on disk' "$RS/term.out" &&
 		   [ -s "$RS/rw/dump.rdb" ]; then
-			pass "kill -TERM of ccvm run redis-server: Redis shuts down, saves $(stat -c %s "$RS/rw/dump.rdb") bytes of dump.rdb, status 0"
+			pass "SIGTERM to Redis in ccvm" "Redis shuts down, saves $(stat -c %s "$RS/rw/dump.rdb") bytes of dump.rdb, status 0"
 		else
 			fail "SIGTERM to Redis in ccvm" "status $st" "$(grep -i -E 'sigterm|saved|bye|error' "$RS/term.out" | tail -4)" "$(tail -3 "$RS/term.err")"
 		fi
 	else
-		fail "redis-server for the SIGTERM test" "$(tail -3 "$RS/term.out" "$RS/term.err")"
+		fail "SIGTERM to Redis in ccvm" "redis-server did not answer" "$(tail -3 "$RS/term.out" "$RS/term.err")"
 		redis_stop "$RP" $RVM
 	fi
 	rm -f "$RS"/*.img
