@@ -3,6 +3,8 @@
 #   make            build ./ccvm (and the vDSO and fastio library it embeds)
 #   make test       install missing Debian packages, then the layer checks, unit tests,
 #                   end-to-end tests, and both again under AddressSanitizer + UBSan
+#                   (scripts/test.sh); the VM checks run on /dev/kvm, or where there
+#                   is none in a KVM nested under QEMU's TCG (tests/e2e/suite.sh)
 #   make demo       install missing packages, build, run the demo
 #   make install    ccvm and its man page into $(DESTDIR)$(PREFIX) (default /usr/local)
 #   make coverage   the unit tests built with gcov: the share of the monitor's lines run
@@ -60,7 +62,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold
+.PHONY: all deps test layers unit coverage install uninstall e2e asan asan-unit asan-e2e fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -191,15 +193,18 @@ deps:
 unit: $(B)/unit
 	$(B)/unit
 
+# The end-to-end suite on /dev/kvm, or nested under TCG where there is none.
 e2e: ccvm guests bench/ycsb bench/engine-bench peer-guest
-	tests/e2e/run.sh ./ccvm
+	tests/e2e/suite.sh ./ccvm
 
-asan: $(B)/ccvm-asan $(B)/unit-asan guests bench/ycsb bench/engine-bench peer-guest
+asan: asan-unit asan-e2e
+asan-unit: $(B)/unit-asan
 	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
-	ASAN_OPTIONS=detect_leaks=1 tests/e2e/run.sh $(B)/ccvm-asan
+asan-e2e: $(B)/ccvm-asan guests bench/ycsb bench/engine-bench peer-guest
+	ASAN_OPTIONS=detect_leaks=1 tests/e2e/suite.sh --asan $(B)/ccvm-asan
 
 test: deps
-	$(MAKE) layers unit e2e asan fuzz-quick
+	MAKE="$(MAKE)" scripts/test.sh
 
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
 
