@@ -54,9 +54,9 @@ vms=$(head -1 "$OUT/e2e.summary" 2>/dev/null)
 [ -n "$vms" ] || vms="VMs: none ran (the e2e step ended before choosing: see its log)"
 echo "$vms"
 for l in "${LINES[@]}"; do echo "$l"; done
+# What the e2e runs said of where and how they ran, what was cut or skipped.
 for f in "$OUT/e2e.summary" "$OUT/e2e-asan.summary"; do
-	[ -f "$f" ] || continue
-	sed -n '2,$p' "$f" | grep -v '^[0-9]* passed, ' | sed "s|^|$(basename "$f" .summary): |"
+	[ -f "$f" ] && sed -n '2,$p' "$f" | grep -v '^[0-9]* passed, '
 done
 mins=$((($(date +%s) - START + 59) / 60))
 if [ $FAILED = 0 ]; then echo "make test: passed in $mins min"; else echo "make test: FAILED (after $mins min)"; fi

@@ -46,15 +46,16 @@ case $ONLY in
 parsing) SCRIPTS="guest snapshot" ;;
 *) SCRIPTS=$ONLY ;;
 esac
-case $PART in
-host) SCRIPTS=$(echo " $SCRIPTS " | grep -o ' host ' || true) ;;
-vm) SCRIPTS=${SCRIPTS//host/} ;;
-esac
+keep=
+for s in $SCRIPTS; do
+	case $PART:$s in host:host | vm:[!h]* | all:*) keep="$keep $s" ;; esac
+done
+SCRIPTS=${keep# }
 CCVM=$(realpath "$1")
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 G=$TOP/build/guest
 [ -x "$CCVM" ] || { echo "run.sh: $1 is not an executable (make ccvm)" >&2; exit 2; }
-if [ -n "${SCRIPTS// /}" ] && [ "${SCRIPTS// /}" != host ] && ! { [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; }; then
+if [ -n "$SCRIPTS" ] && [ "$SCRIPTS" != host ] && ! { [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; }; then
 	echo "run.sh: the VM checks need a usable /dev/kvm, and this machine has none:" >&2
 	echo "  make e2e runs them nested (scripts/kvm-in-tcg.sh), or run only --part host" >&2
 	exit 1
@@ -63,7 +64,7 @@ WORK=$(mktemp -d /tmp/ccvm-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 # shellcheck source=tests/e2e/lib.sh
 . "$TOP/tests/e2e/lib.sh"
-echo "e2e:$SCRIPTS${ONLY:+ (only $ONLY)}, scale $E2E_SCALE%, patience x$E2E_PATIENCE"
+echo "e2e: ${SCRIPTS:-nothing}${ONLY:+ (only $ONLY)}, scale $E2E_SCALE%, patience x$E2E_PATIENCE"
 for s in $SCRIPTS; do
 	# shellcheck disable=SC1090
 	. "$TOP/tests/e2e/$s.sh"

@@ -53,6 +53,15 @@ zcheck() { # FILE [ZIPFBENCH ARGS]: FILE's summary line matches a native run of 
 }
 reports() { grep -c '^report ' "$S/vm.out" 2>/dev/null; }
 more_reports() { [ "$(reports)" -gt "$1" ]; } # N: the guest reported progress since
+wait_rewrite_window() { # SOCK: the coverage tracker measured a window of rewrites
+	# Windows are timed by the guest's clock reads, which zipfbench makes only once its
+	# area is filled: the window after the first so timed watched nothing but rewrites.
+	local w
+	timed() { awk -v r="$("$CCVM" ctl "$1" stats regions 2>/dev/null | field progress_per_s)" 'BEGIN {exit !(r > 0)}'; }
+	wait_until 60 timed "$1"
+	w=$("$CCVM" ctl "$1" stats regions 2>/dev/null | field windows)
+	wait_until 60 vm_field_ge "$1" stats regions windows $((${w:-0} + 1))
+}
 vm_field_ge() { # SOCK CMD... FIELD MIN: a number in the reply is at least MIN
 	local n=$(($# - 1)) min=${!#} f
 	f=${!n}
@@ -175,12 +184,7 @@ snap_tracker() {
 	"$CCVM" run --mem "$SMEM" --control "$SOCK" --coverage-window 500 -- "$G/zipfbench" --size 32M --alpha 0.01 \
 		--stop-file "$STOP" --seed 3 >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 	VMPID=$!
-	# A window counts from the first that timed the guest by its clock reads, which
-	# it makes only once its area is filled: the next one watched nothing but rewrites.
-	timed() { awk -v r="$("$CCVM" ctl "$SOCK" stats regions 2>/dev/null | field progress_per_s)" 'BEGIN {exit !(r > 0)}'; }
-	wait_until 60 timed
-	w=$("$CCVM" ctl "$SOCK" stats regions 2>/dev/null | field windows)
-	wait_until 60 vm_field_ge "$SOCK" stats regions windows $((${w:-0} + 1))
+	wait_rewrite_window "$SOCK"
 	regions=$("$CCVM" ctl "$SOCK" stats regions 2>/dev/null)
 	hot=$(echo "$regions" | field regions_hot)
 	# The guest's progress (its vDSO clock reads) times the tracker, and a snapshot's own
@@ -206,18 +210,19 @@ snap_tracker() {
 }
 
 # 1b. CCoW: exact at threshold 0.8 and 0 (CCoW-All), hot-first and linear order, lazy
-# and eager pre-copy. The guest rewrites a 4 MiB area uniformly, so its two regions are
-# hot at 0.8 however little of a snapshot the guest runs: under emulation it runs
-# little, and a Zipf area's coverage over that time falls below the threshold.
+# and eager pre-copy. The guest rewrites an 8 MiB area uniformly, so the regions wholly
+# inside it are hot at 0.8 however little of a snapshot the guest runs: under
+# emulation it runs little, and a Zipf area's coverage over that time falls below the
+# threshold.
 snap_ccow() {
-	local cargs=(--size 4M --alpha 0.01 --report-ms 0 --seed 11)
+	local cargs=(--size 8M --alpha 0.01 --report-ms 0 --seed 11)
 	rm -f "$STOP"
 	CCVM_TEST_REFERENCE=1 "$CCVM" run --mem "$SMEM" --control "$SOCK" --coverage-window 100 -- "$G/zipfbench" "${cargs[@]}" \
 		--report-ms 20 --stop-file "$STOP" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 	VMPID=$!
 	wait_until 10 test -S "$SOCK"
 	# threshold 0.8 needs a measured window to find hot regions
-	wait_until 60 vm_field_ge "$SOCK" stats regions windows 1
+	wait_rewrite_window "$SOCK"
 	i=0
 	for opts in "--threshold 0.8 --save-order hot-first --precopy lazy" "--threshold 0 --save-order linear --precopy lazy" \
 		"--threshold 0 --save-order hot-first --precopy lazy" "--threshold 0.8 --save-order linear --precopy lazy" \
