@@ -55,8 +55,8 @@ for how in "" "--allow-port $Q" "--net host"; do
 			&& pass "loopback port not allowed" "port $Q of a host service refused: '$(grep -o "guest connection.*" "$I/port.err" | head -1)'" \
 			|| fail "loopback port not allowed" "$(cat "$I/port.out")" "$(head -2 "$I/port.err")"
 	else
-		grep -q "connect *0" "$I/port.out" && pass "loopback port with $how" "port $Q reached" \
-			|| fail "loopback port with $how" "$(cat "$I/port.out")" "$(head -2 "$I/port.err")"
+		grep -q "connect *0" "$I/port.out" && pass "loopback port with ${how% [0-9]*}" "port $Q reached with $how" \
+			|| fail "loopback port with ${how% [0-9]*}" "$(cat "$I/port.out")" "$(head -2 "$I/port.err")"
 	fi
 done
 kill $QPID 2>/dev/null; wait $QPID 2>/dev/null

@@ -86,14 +86,24 @@ only=
 E2E_RESULTS=$RESULTS tests/e2e/run.sh --part host "$CCVM"
 host=$?
 # ASAN_OPTIONS crosses into the nested VM with the rest of the environment the command
-# line names; the results file lies in this tree, which the nested VM shares.
+# line names; the results file lies in this tree, which the nested VM shares. Its
+# stderr is kept too, for the reason when it cannot start.
+set -o pipefail
 # shellcheck disable=SC2086
-scripts/kvm-in-tcg.sh -- env E2E_RESULTS="$RESULTS" E2E_SCALE="$NESTED_SCALE" \
+{ scripts/kvm-in-tcg.sh -- env E2E_RESULTS="$RESULTS" E2E_SCALE="$NESTED_SCALE" \
 	E2E_PATIENCE="$NESTED_PATIENCE" ASAN_OPTIONS="${ASAN_OPTIONS:-}" \
-	tests/e2e/run.sh --part vm $only "$CCVM"
+	tests/e2e/run.sh --part vm $only "$CCVM" 2>&1 1>&3 | tee "$OUT/$TAG.nested.err" >&2; } 3>&1
 nested=$?
+set +o pipefail
 case $nested in
 0 | 1) ;;
+125)
+	# Neither platform: the first line says so, and why.
+	why=$(sed -n 's/.*cannot start a nested KVM: //p' "$OUT/$TAG.nested.err" | head -1)
+	{ echo "VMs: none: no usable /dev/kvm, and the nested KVM did not start: ${why:-see above}"
+	  tail -n +2 "$SUMMARY.head"; } >"$SUMMARY.tmp" && mv "$SUMMARY.tmp" "$SUMMARY.head"
+	echo "$LABEL: FAILED: the VM checks had no platform to run on" | tee -a "$SUMMARY.head"
+	;;
 *) echo "$LABEL: FAILED: the nested VM part did not complete (status $nested): see the lines above" | tee -a "$SUMMARY.head" ;;
 esac
 close $host $nested
