@@ -223,10 +223,13 @@ snap_ccow() {
 	wait_until 10 test -S "$SOCK"
 	# threshold 0.8 needs a measured window to find hot regions
 	wait_rewrite_window "$SOCK"
-	i=0
+	# Eager pre-copy copies until the pause has lasted its budget, counted from the
+	# snapshot's start: 40 ms here, a bound times E2E_PATIENCE on a slower machine,
+	# where the pause's own steps alone took longer (ASan under emulation).
+	local budget=$((40 * E2E_PATIENCE)) i=0
 	for opts in "--threshold 0.8 --save-order hot-first --precopy lazy" "--threshold 0 --save-order linear --precopy lazy" \
 		"--threshold 0 --save-order hot-first --precopy lazy" "--threshold 0.8 --save-order linear --precopy lazy" \
-		"--threshold 0 --precopy eager --pause-budget-ms 40" "--threshold 0.8 --precopy eager --pause-budget-ms 40"; do
+		"--threshold 0 --precopy eager --pause-budget-ms $budget" "--threshold 0.8 --precopy eager --pause-budget-ms $budget"; do
 		i=$((i + 1))
 		# shellcheck disable=SC2086
 		"$CCVM" ctl "$SOCK" snapshot "$S/c$i.img" --policy ccow $opts --wait >"$S/c$i.json" 2>&1
