@@ -9,9 +9,11 @@
 #   E2E_SCALE     percent (1-100, default 100) of the full workloads: guest RAM, data
 #                 sizes, records, iterations. Every check asserts the same thing at
 #                 every scale: exact images, the native run's output, exit codes.
-#   E2E_PATIENCE  a factor (default 1) on the bounds that only catch a hang. No check
-#                 waits for time to pass: each waits for its event (a line, a file,
-#                 a snapshot's reply) and gives up only at such a bound.
+#   E2E_PATIENCE  a factor (default 1) on the bounds that only catch a hang (and on
+#                 the one bound of the same kind a check hands ccvm, the eager
+#                 pre-copy's pause budget). Checks do not wait for time to pass: each
+#                 waits for its event (a line, a file, a snapshot's reply) and gives up
+#                 only at such a bound.
 
 E2E_SCALE=${E2E_SCALE:-100}
 E2E_PATIENCE=${E2E_PATIENCE:-1}
