@@ -81,6 +81,9 @@ mount -t proc proc /newroot/proc; mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev; mount -t tmpfs tmp /newroot/tmp
 mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs shm /newroot/dev/shm; mount -t devpts pts /newroot/dev/pts
+# The links a Debian system's /dev has (bash's <(...) needs /dev/fd).
+ln -s /proc/self/fd /newroot/dev/fd; ln -s /proc/self/fd/0 /newroot/dev/stdin
+ln -s /proc/self/fd/1 /newroot/dev/stdout; ln -s /proc/self/fd/2 /newroot/dev/stderr
 if [ -c /newroot/dev/kvm ]; then
 	chroot /newroot /bin/bash $RUN/job.sh
 else

@@ -171,7 +171,9 @@ snap_descriptors() {
 			[ "$got" = "$want" ]; then
 			pass "descriptors across a restore ($libc)" "pipe, eventfd count, epoll data kept; the connection reads as closed"
 		else
-			fail "descriptors across a restore ($libc)" "status $st" "$(diff <(echo "$want") <(echo "$got"))" "$(head -3 "$S/r.err")"
+			echo "$want" >"$S/fd.want"
+			echo "$got" >"$S/fd.got"
+			fail "descriptors across a restore ($libc)" "status $st" "$(diff "$S/fd.want" "$S/fd.got")" "$(head -3 "$S/r.err")"
 		fi
 		rm -f "$S/fd.img"
 	done
