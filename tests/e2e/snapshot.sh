@@ -53,12 +53,14 @@ zcheck() { # FILE [ZIPFBENCH ARGS]: FILE's summary line matches a native run of 
 }
 reports() { grep -c '^report ' "$S/vm.out" 2>/dev/null; }
 more_reports() { [ "$(reports)" -gt "$1" ]; } # N: the guest reported progress since
+tracker_timed() { # SOCK: the coverage tracker has timed a window by the guest's progress
+	awk -v r="$("$CCVM" ctl "$1" stats regions 2>/dev/null | field progress_per_s)" 'BEGIN {exit !(r > 0)}'
+}
 wait_rewrite_window() { # SOCK: the coverage tracker measured a window of rewrites
 	# Windows are timed by the guest's clock reads, which zipfbench makes only once its
 	# area is filled: the window after the first so timed watched nothing but rewrites.
 	local w
-	timed() { awk -v r="$("$CCVM" ctl "$1" stats regions 2>/dev/null | field progress_per_s)" 'BEGIN {exit !(r > 0)}'; }
-	wait_until 60 timed "$1"
+	wait_until 60 tracker_timed "$1"
 	w=$("$CCVM" ctl "$1" stats regions 2>/dev/null | field windows)
 	wait_until 60 vm_field_ge "$1" stats regions windows $((${w:-0} + 1))
 }
