@@ -42,7 +42,7 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 # (README, Layout): ccvm is linked from them in this order, and `make layers` links
 # each layer alone with the ones below it, so a call upwards is a link error.
 LAYER_NAMES    = vmm linux snapshot mmu base
-LAYER_base     = vmm/log.c
+LAYER_base     = vmm/log.c vmm/role.c
 LAYER_mmu      = $(wildcard mmu/*.c)
 LAYER_snapshot = $(filter-out snapshot/capture.c snapshot/restore.c,$(wildcard snapshot/*.c))
 LAYER_linux    = $(wildcard vmm/linux/*.c)

@@ -70,7 +70,7 @@ echo "== baseline and snapshot interval (zipfbench --size $SIZE, RAM ${RAM_MIB} 
 read -r BASE_UPS _ <<<"$(run none)"
 echo "no snapshots: $BASE_UPS updates/s"
 # Interval: one cow snapshot at t = 1.5 s, then the time until throughput recovers.
-"$CCVM" run --mem "${RAM_MIB}M" --control "$W/ctl" -- "$ZB" --size "${SIZE_MIB}M" --alpha 1.0 --seed 7 \
+"$CCVM" run --mem "${RAM_MIB}M" --control "$W/ctl" --image-dir "$W" -- "$ZB" --size "${SIZE_MIB}M" --alpha 1.0 --seed 7 \
 	--duration 8 --report-ms 100 >"$W/probe.out" 2>&1 &
 P=$!
 for _ in $(seq 300); do grep -q 't=1\.[5-9]' "$W/probe.out" 2>/dev/null && break; sleep 0.05; done

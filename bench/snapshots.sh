@@ -38,7 +38,7 @@ echo "== 1. pause and duration vs RAM size (cow vs stop, same VM)"
 echo "ram_mib,policy,pause_us,duration_ms,cow_faults,pages_copied,image_mib" >"$csv"
 for mib in $SIZES; do
 	sock=$IMGDIR/ctl.sock
-	"$CCVM" run --mem "${mib}M" --control "$sock" -- "$G/zipfbench" --size "$((mib * 7 / 8))M" \
+	"$CCVM" run --mem "${mib}M" --control "$sock" --image-dir "$IMGDIR" -- "$G/zipfbench" --size "$((mib * 7 / 8))M" \
 		--duration 600 --report-ms 500 >"$IMGDIR/vm.out" 2>&1 &
 	VM=$!
 	wait_for report "$IMGDIR/vm.out" # memory populated, Zipf writes running
@@ -61,7 +61,7 @@ echo "== 2. zipfbench throughput across snapshots (1 GiB VM, 768 MiB Zipf area)"
 echo "policy,t_s,updates_per_s" >"$tl"
 for pol in cow stop; do
 	sock=$IMGDIR/ctl.sock
-	"$CCVM" run --mem 1G --control "$sock" -- "$G/zipfbench" --size 768M --duration 6 \
+	"$CCVM" run --mem 1G --control "$sock" --image-dir "$IMGDIR" -- "$G/zipfbench" --size 768M --duration 6 \
 		--report-ms 100 >"$IMGDIR/vm.out" 2>&1 &
 	VM=$!
 	wait_for "t=2\\." "$IMGDIR/vm.out"
@@ -95,7 +95,7 @@ time_restore() { # IMAGE MODE
 for mib in $SIZES; do
 	sock=$IMGDIR/ctl.sock
 	mkfifo "$IMGDIR/in"
-	"$CCVM" run --mem "${mib}M" --control "$sock" -- "$G/tests/fillwait.glibc" "$((mib * 3 / 4))" \
+	"$CCVM" run --mem "${mib}M" --control "$sock" --image-dir "$IMGDIR" -- "$G/tests/fillwait.glibc" "$((mib * 3 / 4))" \
 		<"$IMGDIR/in" >"$IMGDIR/vm.out" 2>&1 &
 	VM=$!
 	exec 9>"$IMGDIR/in"

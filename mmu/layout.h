@@ -3,7 +3,9 @@
  *
  * Guest virtual addresses equal guest physical addresses (identity map, 2 MiB pages).
  *
- *   0 .. 2 MiB    system area: GDT, IDT, TSS, exception stack, page tables.
+ *   0 .. 2 MiB    system area: GDT, IDT, a TSS and an exception stack per vCPU (so
+ *                 a fault on one never lands on a frame another vCPU is still to
+ *                 report), the I/O bitmap they share, page tables.
  *                 Supervisor-only: CPL3 can neither read nor write it, and a NULL
  *                 dereference faults.
  *   2 .. 4 MiB    stub area: the trap stubs, user read-only. On our PVM hosts a
@@ -21,9 +23,13 @@
 
 #define LAYOUT_GDT        0x1000ULL
 #define LAYOUT_IDT        0x2000ULL
-#define LAYOUT_TSS        0x3000ULL /* 104-byte TSS + 8 KiB I/O bitmap + 1 */
+#define LAYOUT_TSS        0x3000ULL /* vCPU i's 104-byte TSS at + i * LAYOUT_TSS_STRIDE */
+#define LAYOUT_TSS_STRIDE 128ULL
+#define LAYOUT_IOPB       0x5000ULL /* the I/O bitmap every TSS names: 8 KiB + 1 */
 #define LAYOUT_KSTACK_LOW 0x8000ULL
-#define LAYOUT_KSTACK_TOP 0x10000ULL /* TSS.RSP0: exceptions from CPL3 push here */
+#define LAYOUT_KSTACK_TOP 0x10000ULL /* vCPU i's TSS.RSP0: LOW + (i + 1) * SIZE */
+#define LAYOUT_KSTACK_SIZE 512ULL   /* an exception frame is 48 bytes */
+#define LAYOUT_MAX_VCPUS  64        /* TSSes and stacks there are room for */
 #define LAYOUT_PGTABLE    0x10000ULL /* PML4, PDPT, then one PD per GiB of RAM */
 #define LAYOUT_SYS_END    0x200000ULL
 #define LAYOUT_STUB_AREA  0x200000ULL

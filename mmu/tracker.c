@@ -38,6 +38,7 @@
  * the same memory.
  */
 #include "tracker.h"
+#include "../vmm/role.h"
 #include "mono.h"
 #include "pages.h"
 #include "resident.h"
@@ -419,6 +420,7 @@ static void *tracker_thread(void *arg)
 	double wall = 0;
 	int rc = 0;
 
+	role_enter(ROLE_HELPER);
 	if (tracker_gap(t, DIRTY_FIRST_S))
 		goto out;
 	while (!t->log.ops && !tracker_wait_unheld(t))

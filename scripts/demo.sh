@@ -28,7 +28,7 @@ fi
 ARGS=(--size 256M --write-total 24G --report-ms 1000 --seed 42)
 say "1. Launch a 1 GiB VM running zipfbench ${ARGS[*]}"
 echo "\$ ccvm run --mem 1G --control ctl.sock -- zipfbench ${ARGS[*]}"
-"$CCVM" run --mem 1G --control "$SOCK" -- "$ZB" "${ARGS[@]}" >"$WORK/vm.out" 2>&1 &
+"$CCVM" run --mem 1G --control "$SOCK" --image-dir "$WORK" -- "$ZB" "${ARGS[@]}" >"$WORK/vm.out" 2>&1 &
 VM=$!
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 sleep 1.5

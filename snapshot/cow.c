@@ -21,6 +21,7 @@
  * on its stack: slower, still exact.
  */
 #include "cow.h"
+#include "../vmm/role.h"
 #include "squeeze.h"
 #include "track.h"
 #include "pagestate.h"
@@ -292,6 +293,7 @@ static void *cow_fault_thread(void *arg)
 	struct snap_engine *e = arg;
 	uint64_t gpa;
 
+	role_enter(ROLE_SNAPSHOT);
 	cow_fault_priority(e);
 
 	while (!__atomic_load_n(&e->fault_stop, __ATOMIC_ACQUIRE)) {
@@ -379,6 +381,7 @@ static void *cow_copier_thread(void *arg)
 {
 	struct snap_engine *e = arg;
 
+	role_enter(ROLE_SNAPSHOT);
 	cow_nice(e->tune.copier_nice);
 	pthread_mutex_lock(&e->copier_lock);
 	while (!e->copier_stop) {

@@ -17,6 +17,7 @@
  * during a snapshot calls snap_before_discard() first.
  */
 #include "engine.h"
+#include "../vmm/role.h"
 #include "track.h"
 #include "cow.h"
 #include "squeeze.h"
@@ -425,7 +426,10 @@ static void snap_finish(struct snap_engine *e, int rc)
 		img_writer_bytes(e->img, &e->cur.bytes_raw, &e->cur.bytes_stored);
 		rc = img_finish(e->img);
 		if (rc)
-			snap_fail(e, rc, "finishing the image");
+			snap_fail(e, rc, rc == -ESTALE ?
+				  "finishing the image: another file took its temporary name in "
+				  "its directory while it was written (something races there)" :
+				  "finishing the image");
 	} else {
 		img_abort(e->img);
 	}
@@ -490,6 +494,7 @@ static void *snap_writer_thread(void *arg)
 	struct snap_engine *e = arg;
 	int rc;
 
+	role_enter(ROLE_SNAPSHOT);
 	cow_nice(e->tune.writer_nice);
 	rc = snap_write_pages(e);
 
@@ -588,6 +593,46 @@ static bool snap_uses_wp(enum snap_policy p)
 	return p == SNAP_COW || p == SNAP_CCOW;
 }
 
+/* Whether @dir may hold images: beneath one of the engine's image directories. */
+static int snap_dir_allowed(const struct snap_engine *e, int dir, const char *file, char *err,
+			    size_t errlen)
+{
+	int n;
+
+	if (!e->n_image_dirs)
+		return 0;
+	for (int i = 0; i < e->n_image_dirs; i++)
+		if (img_dir_beneath(dir, e->image_dirs[i].dev, e->image_dirs[i].ino))
+			return 0;
+	n = snprintf(err, errlen, "%s is outside the image directories (", file);
+	for (int i = 0; i < e->n_image_dirs && n > 0 && (size_t)n < errlen; i++)
+		n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", e->image_dirs[i].name);
+	if (n > 0 && (size_t)n < errlen)
+		snprintf(err + n, errlen - (size_t)n, "); start ccvm with --image-dir DIR to allow "
+			 "another");
+	return -EACCES;
+}
+
+/* Open the directory of the image to write, once, and check it may hold images. */
+static int snap_image_dir(const struct snap_engine *e, const char *file, char *err,
+			  size_t errlen)
+{
+	const char *base;
+	int dir = img_dir_open(file, &base), rc;
+
+	if (dir < 0) {
+		snprintf(err, errlen, "cannot create the image %s: %s", file,
+			 dir == -EISDIR ? "that names a directory, not a file" : strerror(-dir));
+		return dir;
+	}
+	rc = snap_dir_allowed(e, dir, file, err, errlen);
+	if (rc) {
+		close(dir);
+		return rc;
+	}
+	return dir;
+}
+
 /* Before the pause (none of it needs the guest still): create the image file and,
  * for the first cow or ccow snapshot, the write protection and its threads. */
 static int snap_prepare(struct snap_engine *e, const struct snap_request *req, char *err,
@@ -598,11 +643,15 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 					.flags = req->parent ? IMG_FLAG_CHILD : 0 };
 	char recorded[IMG_PATH_MAX];
 	struct timespec rt;
-	int rc;
+	int dir, rc;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
 	info.created_ns = (uint64_t)rt.tv_sec * 1000000000ULL + (uint64_t)rt.tv_nsec;
-	rc = img_create(req->file, &info, &e->img);
+	dir = snap_image_dir(e, req->file, err, errlen);
+	if (dir < 0)
+		return dir;
+	rc = img_create_at(dir, req->file, &info, &e->img);
+	close(dir);
 	if (!rc && req->parent) {
 		rc = track_parent_path(e, req->file, recorded, sizeof(recorded));
 		if (!rc)
@@ -774,6 +823,7 @@ static void *snap_fork_waiter(void *arg)
 	uint64_t peak = 0, zero = 0;
 	int status = 0;
 
+	role_enter(ROLE_SNAPSHOT);
 	for (;;) {
 		pid_t w = waitpid(e->child, &status, WNOHANG);
 		uint64_t pss;

@@ -141,6 +141,15 @@ struct snap_tuning {
 struct sq_pack;
 struct sq_digest;
 
+/* A directory images may be written to, known by device and inode (a path that
+ * reaches it through links counts too), and the name to show. */
+#define SNAP_MAX_IMAGE_DIRS 72
+struct snap_image_dir {
+	dev_t dev;
+	ino_t ino;
+	const char *name;
+};
+
 struct snap_engine {
 	struct snap_target t;
 	uint8_t *host;           /* t.mem's */
@@ -187,6 +196,10 @@ struct snap_engine {
 	uint64_t n_regions;      /* the last one may be cut short by the end of RAM */
 	enum snap_policy policy;
 	struct snap_request def; /* what a request gets for what it does not name */
+	/* where images may go (ctl snapshot, periodic ones): beneath one of these; none
+	 * set: anywhere (engine-bench, tests) */
+	struct snap_image_dir image_dirs[SNAP_MAX_IMAGE_DIRS];
+	int n_image_dirs;
 	struct snap_tuning tune; /* set before the first snapshot */
 	pthread_t writer;
 	pthread_t faulter[SNAP_FAULT_THREADS_MAX];

@@ -38,8 +38,15 @@
  * checksums). Opening a child opens the chain up to a full image, checking each link;
  * reading a chunk reads the parent's and lays the child's pages over it.
  *
- * Memory goes through a second descriptor opened with O_DIRECT where the file system
- * takes it (runs of 64 KiB and more): a snapshot's pages are written once and never read back by this process,
+ * Every name is looked up once, in a directory held open: the temporary is created
+ * there with O_EXCL | O_NOFOLLOW, written through its descriptors and renamed there,
+ * so a guest that races symbolic links in a directory it may write can make a
+ * snapshot fail but never redirect a write. A reader opens an image (and each parent)
+ * as O_PATH, checks it is a regular file, and reopens that very file.
+ *
+ * Memory goes through a second descriptor, the temporary reopened through
+ * /proc/self/fd with O_DIRECT set, where the file system takes it (runs of 64 KiB and
+ * more): a snapshot's pages are written once and never read back by this process,
  * so the page cache would only add a copy and a flush that competes with the guest
  * for memory. A file system that refuses O_DIRECT (tmpfs) gets buffered writes. One
  * fsync at the end makes either durable.
@@ -73,8 +80,12 @@
 struct img_writer {
 	int fd;
 	int dfd;               /* the same file opened O_DIRECT for memory, or -1 */
-	char *final_path;
-	char *tmp_path;
+	int dir;               /* the directory it is written in: every name is in it */
+	dev_t dev;             /* the temporary's identity, to tell it from whatever */
+	ino_t ino;             /* else gets under its name */
+	char *final_path;      /* as given, for messages */
+	char *final_name;      /* its last component, in dir */
+	char *tmp_name;        /* the temporary, in dir */
 	struct img_header_info info;
 	uint64_t n_chunks;
 	uint64_t *chunk_hash;  /* summed atomically */
@@ -200,15 +211,12 @@ static void header_encode(uint8_t hdr[IMG_HDR_SIZE], const struct img_header_inf
 
 #define IMG_FILE_MODE 0600 /* images are their user's alone, whatever the umask */
 
-static char *tmp_name_for(const char *final_path)
+static char *tmp_name_for(const char *final_name)
 {
-	char *dup = strdup(final_path), *dup2 = strdup(final_path), *out = NULL;
+	char *out = NULL;
 
-	if (dup && dup2 &&
-	    asprintf(&out, "%s/.%s.tmp.%d", dirname(dup), basename(dup2), (int)getpid()) < 0)
+	if (asprintf(&out, ".%s.tmp.%d", final_name, (int)getpid()) < 0)
 		out = NULL;
-	free(dup);
-	free(dup2);
 	return out;
 }
 
@@ -252,35 +260,171 @@ static void img_remove_if_unlocked(int dfd, const char *name)
  * lock; the lock keeps a live writer's file even when its pid is in another pid
  * namespace. Best effort: a directory that cannot be read is left as it is.
  */
-static void img_sweep_stale(const char *final_path)
+static void img_sweep_stale(const struct img_writer *w)
 {
-	char *dup = strdup(final_path), *dup2 = strdup(final_path);
-	const char *base;
+	int fd = openat(w->dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct dirent *de;
-	DIR *d = NULL;
+	DIR *d;
 
-	if (!dup || !dup2)
-		goto out;
-	base = basename(dup2);
-	d = opendir(dirname(dup));
-	if (!d)
-		goto out;
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
 	while ((de = readdir(d))) {
-		pid_t pid = tmp_name_pid(de->d_name, base);
+		pid_t pid = tmp_name_pid(de->d_name, w->final_name);
 
 		if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
 		img_remove_if_unlocked(dirfd(d), de->d_name);
 	}
-out:
-	if (d)
-		closedir(d);
-	free(dup);
-	free(dup2);
+	closedir(d);
+}
+
+int img_reopen(int fd, int flags)
+{
+	char link[IMG_PROC_FD_LEN];
+	struct stat a, b;
+	int nfd;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	nfd = open(link, flags | O_CLOEXEC);
+	if (nfd < 0)
+		return -errno;
+	if (fstat(fd, &a) < 0 || fstat(nfd, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		close(nfd);
+		return -ESTALE;
+	}
+	return nfd;
+}
+
+int img_append_open(int dir, const char *name, mode_t mode)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int pfd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd;
+		struct stat st;
+
+		if (pfd >= 0) {
+			fd = fstat(pfd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL :
+			     img_reopen(pfd, O_WRONLY | O_APPEND | O_NOCTTY);
+			close(pfd);
+			return fd;
+		}
+		if (errno != ENOENT)
+			return -errno;
+		fd = openat(dir, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd < 0 ? -errno : fd;
+	}
+	return -EAGAIN; /* made and removed under us twice: someone races */
+}
+
+/* The descriptor for memory: the temporary again, as its own open file, with O_DIRECT
+ * set where the file system takes it (-1 where it does not: buffered writes). */
+static int img_direct_fd(int fd)
+{
+	int dfd = img_reopen(fd, O_WRONLY);
+
+	if (dfd >= 0 && fcntl(dfd, F_SETFL, O_DIRECT) < 0) {
+		close(dfd);
+		dfd = -1;
+	}
+	return dfd < 0 ? -1 : dfd;
+}
+
+/* Open the directory part of @path (relative to @at) with @flags; *base is set to its
+ * last component, which must name something in it (not "", "." or ".."). */
+static int img_dir_at(int at, const char *path, int flags, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd;
+
+	*base = slash ? slash + 1 : path;
+	if (!**base || !strcmp(*base, ".") || !strcmp(*base, ".."))
+		return -EISDIR;
+	if (!slash)
+		dir = strdup(".");
+	else
+		dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+	if (!dir)
+		return -ENOMEM;
+	fd = openat(at, dir, flags | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Deeper than this, a directory is not taken to be beneath anything. */
+#define IMG_MAX_DEPTH 4096
+
+bool img_dir_beneath(int dir, dev_t dev, ino_t ino)
+{
+	int cur = fcntl(dir, F_DUPFD_CLOEXEC, 0);
+	bool found = false;
+
+	for (int depth = 0; cur >= 0 && depth < IMG_MAX_DEPTH && !found; depth++) {
+		struct stat here, up;
+		int next;
+
+		if (fstat(cur, &here) < 0)
+			break;
+		found = here.st_dev == dev && here.st_ino == ino;
+		next = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(cur);
+		cur = next;
+		if (cur < 0 || fstat(cur, &up) < 0 || (up.st_dev == here.st_dev && up.st_ino == here.st_ino))
+			break; /* the root */
+	}
+	if (cur >= 0)
+		close(cur);
+	return found;
+}
+
+int img_dir_open(const char *path, const char **base)
+{
+	return img_dir_at(AT_FDCWD, path, O_RDONLY, base);
+}
+
+/* Create the temporary in w->dir: exclusively and never through a symbolic link, so
+ * whatever a guest put under that name is neither followed nor written. */
+static int img_create_tmp(struct img_writer *w)
+{
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	struct stat st;
+
+	w->fd = openat(w->dir, w->tmp_name, flags, IMG_FILE_MODE);
+	/* The name carries this process's pid, so one that exists is a leftover of a
+	 * process killed mid-snapshot that had the same pid (or a guest's plant): it must
+	 * not fail this one. unlinkat removes the entry, never what a link points to. */
+	if (w->fd < 0 && errno == EEXIST && unlinkat(w->dir, w->tmp_name, 0) == 0)
+		w->fd = openat(w->dir, w->tmp_name, flags, IMG_FILE_MODE);
+	if (w->fd < 0 || fstat(w->fd, &st) < 0)
+		return -errno;
+	/* Its identity, to tell it at img_finish from anything put under its name. */
+	w->dev = st.st_dev;
+	w->ino = st.st_ino;
+	return 0;
 }
 
 int img_create(const char *final_path, const struct img_header_info *info, struct img_writer **out)
 {
+	const char *base;
+	int dir = img_dir_open(final_path, &base), rc;
+
+	if (dir < 0)
+		return dir;
+	rc = img_create_at(dir, final_path, info, out);
+	close(dir);
+	return rc;
+}
+
+int img_create_at(int dir, const char *final_path, const struct img_header_info *info,
+		  struct img_writer **out)
+{
+	const char *slash = strrchr(final_path, '/'), *base = slash ? slash + 1 : final_path;
 	struct img_writer *w;
 	uint8_t hdr[IMG_HDR_SIZE];
 	int rc;
@@ -288,11 +432,14 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	if (!info->ram_size || info->ram_size % IMG_CHUNK || info->ram_size > IMG_MAX_RAM ||
 	    codec_level_check(info->codec, info->level) || (info->flags & ~IMG_FLAGS_KNOWN))
 		return -EINVAL;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return -EISDIR;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->fd = -1;
 	w->dfd = -1;
+	w->dir = fcntl(dir, F_DUPFD_CLOEXEC, 0);
 	w->info = *info;
 	w->n_chunks = info->ram_size / IMG_CHUNK;
 	w->chunk_hash = calloc(w->n_chunks, sizeof(uint64_t));
@@ -301,25 +448,24 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 	if (info->flags & IMG_FLAG_CHILD)
 		w->held = calloc(info->ram_size / PAGE_SIZE / 8, 1);
 	w->final_path = strdup(final_path);
-	w->tmp_path = tmp_name_for(final_path);
-	if (!w->chunk_hash || !w->chunk_pages || !w->enc || !w->final_path || !w->tmp_path ||
-	    (!w->held && (info->flags & IMG_FLAG_CHILD))) {
-		rc = -ENOMEM;
-		goto err;
-	}
-	w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, IMG_FILE_MODE);
-	/* The name carries this process's pid, so one that exists is a leftover of a
-	 * process killed mid-snapshot that had the same pid: it must not fail this one. */
-	if (w->fd < 0 && errno == EEXIST && unlink(w->tmp_path) == 0)
-		w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, IMG_FILE_MODE);
-	if (w->fd < 0) {
+	w->final_name = strdup(base);
+	w->tmp_name = tmp_name_for(base);
+	if (w->dir < 0) {
 		rc = -errno;
 		goto err;
 	}
+	if (!w->chunk_hash || !w->chunk_pages || !w->enc || !w->final_path || !w->final_name ||
+	    !w->tmp_name || (!w->held && (info->flags & IMG_FLAG_CHILD))) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	rc = img_create_tmp(w);
+	if (rc)
+		goto err;
 	/* Marks the temporary as alive for img_sweep_stale; released when we die. A
 	 * file system without flock still works, its stale temporaries just stay. */
 	(void)flock(w->fd, LOCK_EX | LOCK_NB);
-	w->dfd = open(w->tmp_path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	w->dfd = img_direct_fd(w->fd);
 	header_encode(hdr, info);
 	rc = pwrite_all(w->fd, hdr, sizeof(hdr), 0);
 	if (!rc && ftruncate(w->fd, (off_t)(IMG_MEM_OFFSET + info->ram_size)) < 0)
@@ -635,11 +781,29 @@ int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const ui
 #define IMG_FINISH_SECTIONS 4 /* checksums, encoding, parent, page mask */
 
 /* Add a section, leaving @reserve slots free. */
+/* The longest a section of @type may be in an image of @ram_size bytes of RAM: the
+ * tables derived from the RAM size exactly, the others their own bound. */
+static uint64_t img_section_max(uint32_t type, uint64_t ram_size)
+{
+	uint64_t chunks = ram_size / IMG_CHUNK;
+
+	switch (type) {
+	case IMG_SEC_VCPUS: return IMG_MAX_VCPUS_LEN;
+	case IMG_SEC_PROCESS: return IMG_MAX_PROCESS_LEN;
+	case IMG_SEC_CHUNKS: return chunks * sizeof(uint64_t);
+	case IMG_SEC_ENCODING: return IMG_ENC_HEAD + chunks * IMG_ENC_ENT;
+	case IMG_SEC_PARENT: return sizeof(uint64_t) + IMG_PATH_MAX;
+	case IMG_SEC_PAGEMASK: return ram_size / PAGE_SIZE / 8;
+	default: return IMG_MAX_OTHER_LEN;
+	}
+}
+
 static int img_add(struct img_writer *w, uint32_t type, const void *data, size_t len, int reserve)
 {
 	void *copy;
 
-	if (w->n_sections >= IMG_MAX_SECTIONS - reserve)
+	if (w->n_sections >= IMG_MAX_SECTIONS - reserve ||
+	    len > img_section_max(type, w->info.ram_size))
 		return -E2BIG;
 	copy = malloc(len ? len : 1);
 	if (!copy)
@@ -655,23 +819,6 @@ static int img_add(struct img_writer *w, uint32_t type, const void *data, size_t
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len)
 {
 	return img_add(w, type, data, len, IMG_FINISH_SECTIONS);
-}
-
-static int fsync_dir_of(const char *path)
-{
-	char *dup = strdup(path);
-	int fd, rc = 0;
-
-	if (!dup)
-		return -ENOMEM;
-	fd = open(dirname(dup), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	free(dup);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
 }
 
 /* Sections, then the table, then the trailer, all after the memory. */
@@ -787,6 +934,15 @@ static int img_add_encoding(struct img_writer *w)
 	return rc;
 }
 
+/* Whether @name in w->dir is this writer's file itself (not a link, not another). */
+static bool img_name_is_ours(const struct img_writer *w, const char *name)
+{
+	struct stat st;
+
+	return fstatat(w->dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	       st.st_dev == w->dev && st.st_ino == w->ino;
+}
+
 int img_finish(struct img_writer *w)
 {
 	int rc;
@@ -800,24 +956,35 @@ int img_finish(struct img_writer *w)
 		rc = img_write_tail(w);
 	if (!rc && fsync(w->fd) < 0)
 		rc = -errno;
-	if (!rc && close(w->fd) < 0)
-		rc = -errno;
-	w->fd = -1;
 	if (w->dfd >= 0)
 		close(w->dfd);
 	w->dfd = -1;
-	if (!rc && rename(w->tmp_path, w->final_path) < 0)
+	/* w->fd stays open until the name is checked: while it is, no other file can
+	 * take the temporary's inode number. */
+	if (!rc && !img_name_is_ours(w, w->tmp_name))
+		rc = -ESTALE;
+	if (!rc && renameat(w->dir, w->tmp_name, w->dir, w->final_name) < 0)
 		rc = -errno;
+	if (!rc && !img_name_is_ours(w, w->final_name)) {
+		/* Swapped between the check and the rename: what got the final name is not
+		 * this image. Take it away again and report; never claim it. */
+		unlinkat(w->dir, w->final_name, 0);
+		rc = -ESTALE;
+	}
+	if (!rc && close(w->fd) < 0)
+		rc = -errno;
+	if (!rc)
+		w->fd = -1;
 	if (rc) {
 		img_abort(w);
 		return rc;
 	}
-	rc = fsync_dir_of(w->final_path);
+	rc = fsync(w->dir) < 0 ? -errno : 0;
 	/* Here, not in img_create: that runs while the guest is paused, and a directory
 	 * can be long to read. */
-	img_sweep_stale(w->final_path);
-	free(w->tmp_path);
-	w->tmp_path = NULL;
+	img_sweep_stale(w);
+	free(w->tmp_name);
+	w->tmp_name = NULL;
 	img_abort(w); /* frees what is left; the temporary name no longer exists */
 	return rc;
 }
@@ -828,8 +995,8 @@ void img_abort(struct img_writer *w)
 		return;
 	if (w->fd >= 0)
 		close(w->fd);
-	if (w->tmp_path)
-		unlink(w->tmp_path);
+	if (w->tmp_name && w->dir >= 0)
+		unlinkat(w->dir, w->tmp_name, 0);
 	w->fd = -1;
 	img_forget(w);
 }
@@ -849,8 +1016,11 @@ void img_forget(struct img_writer *w)
 	free(w->enc);
 	free(w->held);
 	free(w->parent_path);
+	if (w->dir >= 0)
+		close(w->dir);
 	free(w->final_path);
-	free(w->tmp_path);
+	free(w->final_name);
+	free(w->tmp_name);
 	free(w);
 }
 
@@ -952,6 +1122,12 @@ static int img_check_trailer(struct img_reader *r, char err[IMG_ERR_LEN], uint64
 		if (r->sec[i].offset < min || r->sec[i].offset > *table_off ||
 		    r->sec[i].length > *table_off - r->sec[i].offset)
 			return img_fail(err, -EINVAL, "section %d lies outside its area", i);
+		if (r->sec[i].length > img_section_max(r->sec[i].type, r->info.ram_size))
+			return img_fail(err, -EINVAL, "section %d (type %u) is %llu bytes, longer "
+					"than that kind may be (%llu)", i, r->sec[i].type,
+					(unsigned long long)r->sec[i].length,
+					(unsigned long long)img_section_max(r->sec[i].type,
+									    r->info.ram_size));
 	}
 	return 0;
 }
@@ -1109,12 +1285,14 @@ static char *img_parent_location(const char *child, const char *recorded)
 	return out;
 }
 
-static int img_open_at(const char *path, struct img_reader *r, char err[IMG_ERR_LEN], int depth);
+static int img_open_at(int at, const char *path, bool parent, struct img_reader *r,
+		       char err[IMG_ERR_LEN], int depth);
 
 /* Open a child's parent (and so its ancestors) and check it is the image the child
- * was taken after: the same RAM size and the identity recorded. */
-static int img_open_parent(const char *path, struct img_reader *r, char err[IMG_ERR_LEN],
-			   int depth)
+ * was taken after: the same RAM size and the identity recorded. A relative name is
+ * looked up in @dir, the directory the child was opened in. */
+static int img_open_parent(int dir, const char *path, struct img_reader *r,
+			   char err[IMG_ERR_LEN], int depth)
 {
 	char *where = img_parent_location(path, r->parent_path), why[IMG_ERR_LEN];
 	int rc;
@@ -1131,7 +1309,7 @@ static int img_open_parent(const char *path, struct img_reader *r, char err[IMG_
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = img_open_at(where, r->parent, why, depth + 1);
+	rc = img_open_at(dir, r->parent_path, true, r->parent, why, depth + 1);
 	if (rc) {
 		free(r->parent);
 		r->parent = NULL;
@@ -1149,28 +1327,56 @@ out:
 
 int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN])
 {
-	return img_open_at(path, r, err, 0);
+	return img_open_at(AT_FDCWD, path, false, r, err, 0);
 }
 
-static int img_open_at(const char *path, struct img_reader *r, char err[IMG_ERR_LEN], int depth)
+/*
+ * Open @base in @dir for reading without acting on whatever else it names. The name
+ * is looked up once, as an O_PATH descriptor: that opens no device or FIFO and
+ * notifies nobody. It must be a regular file, and is then reopened through that
+ * descriptor, so the file read is the file checked. A parent, which an image names,
+ * may not be a symbolic link either.
+ */
+static int img_open_file(int dir, const char *base, bool parent, char err[IMG_ERR_LEN])
 {
+	int pfd = openat(dir, base, O_PATH | O_CLOEXEC | (parent ? O_NOFOLLOW : 0)), fd;
+	struct stat st = { 0 };
+
+	if (pfd < 0)
+		return img_fail(err, -errno, "cannot open: %s", strerror(errno));
+	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fd = img_fail(err, -EINVAL, "%s", S_ISLNK(st.st_mode) ?
+			      "a symbolic link, which an image's parent may not be" :
+			      "not a regular file");
+	} else {
+		fd = img_reopen(pfd, O_RDONLY | O_NOCTTY);
+		if (fd < 0)
+			img_fail(err, fd, "cannot reopen it through /proc/self/fd: %s", strerror(-fd));
+	}
+	close(pfd);
+	return fd;
+}
+
+static int img_open_at(int at, const char *path, bool parent, struct img_reader *r,
+		       char err[IMG_ERR_LEN], int depth)
+{
+	const char *base;
 	struct stat st;
 	uint64_t table_off;
-	int rc;
+	int dir, rc;
 
 	memset(r, 0, sizeof(*r));
-	/* Non-blocking and without a controlling tty: opening a FIFO or a device named
-	 * as an image must neither wait for a writer nor act on the device; the type is
-	 * checked on this very descriptor before anything is read. */
-	r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (r->fd < 0)
-		return img_fail(err, -errno, "cannot open: %s", strerror(errno));
-	if (fstat(r->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rc = img_fail(err, -EINVAL, "not a regular file");
+	r->fd = -1;
+	dir = img_dir_at(at, path, O_PATH, &base);
+	if (dir < 0)
+		return img_fail(err, dir, "cannot open its directory: %s", strerror(-dir));
+	r->fd = img_open_file(dir, base, parent, err);
+	if (r->fd < 0) {
+		rc = r->fd;
 		goto fail;
 	}
-	if (fcntl(r->fd, F_SETFL, 0) < 0) {
-		rc = img_fail(err, -errno, "fcntl: %s", strerror(errno));
+	if (fstat(r->fd, &st) < 0) {
+		rc = img_fail(err, -errno, "fstat: %s", strerror(errno));
 		goto fail;
 	}
 	r->file_size = (uint64_t)st.st_size;
@@ -1180,10 +1386,13 @@ static int img_open_at(const char *path, struct img_reader *r, char err[IMG_ERR_
 	if (!rc)
 		rc = img_check_sections(r, err);
 	if (!rc && r->parent_path)
-		rc = img_open_parent(path, r, err, depth);
-	if (!rc)
+		rc = img_open_parent(dir, path, r, err, depth);
+	if (!rc) {
+		close(dir);
 		return 0;
+	}
 fail:
+	close(dir);
 	img_close(r);
 	return rc;
 }

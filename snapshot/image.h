@@ -19,6 +19,12 @@
 #define IMG_MAX_SECTIONS 16
 #define IMG_MAX_CHAIN   64 /* images a restore follows from a child to its full ancestor */
 #define IMG_PATH_MAX    4096
+/* The longest section of each kind a reader takes (a writer makes): a section is
+ * allocated whole, and a sparse file can claim any length. The vCPUs: 64 of about
+ * 4.5 KiB; the process state: JSON of at most 65530 mappings and 4096 descriptors. */
+#define IMG_MAX_VCPUS_LEN   (1ULL << 20)
+#define IMG_MAX_PROCESS_LEN (64ULL << 20)
+#define IMG_MAX_OTHER_LEN   (1ULL << 20) /* info, and kinds this version does not know */
 
 /* Header flags. A reader refuses any it does not know: a child read as a full image
  * would restore silently wrong. */
@@ -78,6 +84,31 @@ struct img_writer;
  * until img_finish succeeds.
  */
 int img_create(const char *final_path, const struct img_header_info *info, struct img_writer **out);
+
+/* The same in @dir, a directory descriptor the caller opened (img_dir_open) and keeps;
+ * @final_path's last component is the name, the whole of it is for messages. Nothing
+ * but that name and its temporary is ever looked up, and never through a link. */
+int img_create_at(int dir, const char *final_path, const struct img_header_info *info,
+		  struct img_writer **out);
+
+/* Open the directory @path's last component is in (O_RDONLY | O_DIRECTORY); *base is
+ * that component. A descriptor, or -EISDIR (no name: "", ".", "..", a trailing '/'),
+ * or -errno. */
+int img_dir_open(const char *path, const char **base);
+
+/* @fd (any descriptor, O_PATH too) opened again as its own open file with @flags,
+ * through /proc/self/fd, and checked to be the same file: no name is looked up. A
+ * descriptor or -errno. */
+#define IMG_PROC_FD_LEN 32
+int img_reopen(int fd, int flags);
+
+/* Open @name in @dir for appending, creating it with @mode if it does not exist, but
+ * only ever a regular file and never through a link: -EINVAL for anything else. */
+int img_append_open(int dir, const char *name, mode_t mode);
+
+/* Whether directory @dir is the directory (@dev, @ino) or beneath it, going up its
+ * ".." entries from the descriptor (no path is looked up). */
+bool img_dir_beneath(int dir, dev_t dev, ino_t ino);
 
 /* Record page @pfn (guest-physical page number): @data is 4 KiB, or NULL for a zero
  * page (left as a hole). Thread-safe for distinct pages. Returns 0 or -errno. */

@@ -14,6 +14,7 @@
  * collapsed back into huge pages at the end.
  */
 #include "lazy.h"
+#include "../vmm/role.h"
 #include "../mmu/uffd.h"
 #include "../vmm/log.h"
 
@@ -78,6 +79,7 @@ static void *lazy_fault_thread(void *arg)
 	struct lazy *l = arg;
 	uint8_t *buf = malloc(IMG_CHUNK);
 
+	role_enter(ROLE_HELPER);
 	while (buf && !__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t gpa;
 
@@ -93,6 +95,7 @@ static void *lazy_prefetch_thread(void *arg)
 	struct lazy *l = arg;
 	uint8_t *buf = malloc(IMG_CHUNK);
 
+	role_enter(ROLE_HELPER);
 	for (uint64_t c = 0; buf && c < l->r.n_chunks && !__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE); c++)
 		lazy_load(l, c, buf);
 	free(buf);

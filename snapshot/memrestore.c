@@ -10,6 +10,7 @@
  * thread whatever the image says.
  */
 #include "memrestore.h"
+#include "../vmm/role.h"
 #include "../vmm/log.h"
 
 #include <errno.h>
@@ -28,10 +29,8 @@ struct memrestore {
 	pthread_mutex_t lock;
 };
 
-static void *memrestore_thread(void *arg)
+static void memrestore_work(struct memrestore *m)
 {
-	struct memrestore *m = arg;
-
 	for (;;) {
 		uint64_t c = __atomic_fetch_add(&m->next, 1, __ATOMIC_RELAXED);
 		bool data;
@@ -50,6 +49,12 @@ static void *memrestore_thread(void *arg)
 		pthread_mutex_unlock(&m->lock);
 		break;
 	}
+}
+
+static void *memrestore_thread(void *arg)
+{
+	role_enter(ROLE_HELPER);
+	memrestore_work(arg);
 	return NULL;
 }
 
@@ -80,7 +85,7 @@ int memrestore_eager(const char *file, struct img_reader *r, struct gmem *mem)
 	for (int i = 1; i < n; i++)
 		if (pthread_create(&th[started], NULL, memrestore_thread, &m) == 0)
 			started++;
-	memrestore_thread(&m); /* this thread is one of them */
+	memrestore_work(&m); /* this thread is one of them, in its own role */
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	pthread_mutex_destroy(&m.lock);

@@ -14,6 +14,7 @@
  * command line.
  */
 #include "restore.h"
+#include "../vmm/role.h"
 #include "image.h"
 #include "engine.h"
 #include "lazy.h"
@@ -88,24 +89,13 @@ static int restore_threads(const char *file, struct vm *vm, json_t *proc,
 	return rc;
 }
 
-static int restore_state(const char *file, struct img_reader *r, const struct restore_opts *o,
-			 struct vm *vm, uint64_t *mono_ns)
+static int restore_state(const char *file, const struct restore_saved *st,
+			 const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
 {
-	const struct img_section *sv = img_find(r, IMG_SEC_VCPUS), *sp = img_find(r, IMG_SEC_PROCESS);
-	struct vcpu_saved *saved = NULL;
-	char *text = NULL, err[512];
-	json_t *proc = NULL;
-	int rc = -EINVAL;
+	char err[512];
+	int rc;
 
-	/* Both sections are there and well formed: restore_check_state said so. */
-	if (img_read_section(r, sv, (void **)&saved) || img_read_section(r, sp, (void **)&text))
-		goto out;
-	proc = json_loadb(text, sp->length, 0, NULL);
-	if (!proc) {
-		log_err("cannot restore '%s': the process state is not valid JSON", file);
-		goto out;
-	}
-	rc = lx_proc_restore(&vm->mem, proc,
+	rc = lx_proc_restore(&vm->mem, st->proc,
 			     &(struct lx_restore_policy){ .root = o->root, .rw = o->rw,
 							  .n_rw = o->n_rw, .net = o->net,
 							  .publish_given = o->publish_given,
@@ -113,16 +103,10 @@ static int restore_state(const char *file, struct img_reader *r, const struct re
 			     &vm->proc, err, sizeof(err));
 	if (rc) {
 		log_err("cannot restore '%s': %s", file, err);
-		goto out;
+		return rc;
 	}
 	*mono_ns = vm->proc->clock.mono_base_ns;
-	rc = restore_threads(file, vm, proc, saved, (int)(sv->length / sizeof(*saved)),
-			     o->vcpus != 0);
-out:
-	json_decref(proc);
-	free(saved);
-	free(text);
-	return rc;
+	return restore_threads(file, vm, st->proc, st->vcpus, (int)st->n_vcpus, o->vcpus != 0);
 }
 
 static pthread_t lazy_thread;
@@ -131,6 +115,7 @@ static void *restore_lazy_wait(void *arg)
 {
 	struct vm *vm = arg;
 
+	role_enter(ROLE_HELPER);
 	if (lazy_finish(vm->lazy) == 0)
 		log_info("lazy restore: all memory in place");
 	__atomic_store_n(&vm->lazy, NULL, __ATOMIC_RELEASE);
@@ -161,9 +146,12 @@ static void restore_lazy_bad(void *ctx)
 	vm_stop(ctx, 1);
 }
 
+static int restore_vm_from(const char *file, struct img_reader *r, const struct restore_saved *st,
+			   const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns);
+
 int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
 {
-	uint64_t mem = o->mem;
+	struct restore_saved st = { 0 };
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
 	int rc = img_open(file, &r, err);
@@ -172,38 +160,54 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 		log_err("cannot restore '%s': %s", file, err);
 		return rc;
 	}
-	rc = restore_check_state(&r, err, sizeof(err));
+	/* Read once, checked, and only that copy is loaded: the file may change meanwhile. */
+	rc = restore_read_state(&r, &st, err, sizeof(err));
 	if (rc) {
 		log_err("cannot restore '%s': %s ('ccvm inspect %s' shows the image)", file, err,
 			file);
 		img_close(&r);
 		return rc;
 	}
-	if (mem && mem != r.info.ram_size) {
+	rc = restore_vm_from(file, &r, &st, o, vm, mono_ns);
+	restore_saved_free(&st);
+	return rc;
+}
+
+/* restore_vm once the image is open and its state read and checked (@st); closes or
+ * hands on @r. */
+static int restore_vm_from(const char *file, struct img_reader *r, const struct restore_saved *st,
+			   const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
+{
+	uint64_t mem = o->mem;
+	int rc;
+
+	if (mem && mem != r->info.ram_size) {
 		log_err("cannot restore '%s': it holds a VM with %llu MiB of RAM; --mem %llu MiB "
-			"differs (leave --mem out)", file, (unsigned long long)(r.info.ram_size >> 20),
+			"differs (leave --mem out)", file, (unsigned long long)(r->info.ram_size >> 20),
 			(unsigned long long)(mem >> 20));
-		img_close(&r);
+		img_close(r);
 		return -EINVAL;
 	}
-	rc = vm_create(vm, r.info.ram_size);
+	rc = vm_create(vm, r->info.ram_size);
+	if (!rc && o->confine)
+		rc = o->confine(o->confine_ctx);
 	if (rc) {
-		img_close(&r);
+		img_close(r);
 		return rc;
 	}
 	if (o->vcpus)
 		vm->max_vcpus = o->vcpus;
 	if (o->lazy) {
 		/* Sections are read now, while we still own the reader; memory later. */
-		rc = lazy_start(&r, &(struct lazy_target){ .mem = &vm->mem, .on_bad = restore_lazy_bad,
+		rc = lazy_start(r, &(struct lazy_target){ .mem = &vm->mem, .on_bad = restore_lazy_bad,
 							   .ctx = vm }, file, &vm->lazy);
 		if (rc) {
 			log_err("cannot restore '%s' lazily: %s", file, strerror(-rc));
-			img_close(&r);
+			img_close(r);
 			return rc;
 		}
 		restore_system_area(vm);
-		rc = restore_state(file, &r, o, vm, mono_ns);
+		rc = restore_state(file, st, o, vm, mono_ns);
 		if (rc) {
 			lazy_abort(vm->lazy);
 			lazy_finish(vm->lazy);
@@ -211,19 +215,18 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 		}
 		return rc;
 	}
-	rc = restore_memory(file, &r, vm);
+	rc = restore_memory(file, r, vm);
 	if (!rc)
-		rc = restore_state(file, &r, o, vm, mono_ns);
-	img_close(&r);
+		rc = restore_state(file, st, o, vm, mono_ns);
+	img_close(r);
 	return rc;
 }
 
-static int check_vcpus(const struct img_reader *r, char *err, size_t errlen)
+static int read_vcpus(const struct img_reader *r, struct restore_saved *st, char *err,
+		      size_t errlen)
 {
 	const struct img_section *sv = img_find(r, IMG_SEC_VCPUS);
-	struct vcpu_saved *saved = NULL;
 	char why[256];
-	size_t n;
 	int rc = 0;
 
 	if (!sv || !sv->length || sv->length % sizeof(struct vcpu_saved))
@@ -231,41 +234,62 @@ static int check_vcpus(const struct img_reader *r, char *err, size_t errlen)
 				   "vcpus section: missing, or %llu bytes (a multiple of %zu from "
 				   "this ccvm)", sv ? (unsigned long long)sv->length : 0ULL,
 				   sizeof(struct vcpu_saved));
-	if (img_read_section(r, sv, (void **)&saved))
+	if (img_read_section(r, sv, (void **)&st->vcpus))
 		return log_set_err(-EINVAL, err, errlen, "vcpus section: unreadable");
-	n = sv->length / sizeof(*saved);
-	for (size_t i = 0; i < n && !rc; i++)
-		if (vcpu_saved_check(&saved[i], why, sizeof(why)))
+	st->n_vcpus = sv->length / sizeof(*st->vcpus);
+	for (size_t i = 0; i < st->n_vcpus && !rc; i++)
+		if (vcpu_saved_check(&st->vcpus[i], why, sizeof(why)))
 			rc = log_set_err(-EINVAL, err, errlen, "vcpu %zu: %s", i, why);
-	free(saved);
 	return rc;
 }
 
-static int check_process(const struct img_reader *r, char *err, size_t errlen)
+static int read_process(const struct img_reader *r, struct restore_saved *st, char *err,
+			size_t errlen)
 {
 	const struct img_section *sp = img_find(r, IMG_SEC_PROCESS);
 	char *text = NULL, why[512];
-	json_t *proc;
 	int rc;
 
 	if (!sp || img_read_section(r, sp, (void **)&text))
 		return log_set_err(-EINVAL, err, errlen, "process section: missing or unreadable");
-	proc = json_loadb(text, sp->length, 0, NULL);
+	st->proc = json_loadb(text, sp->length, 0, NULL);
 	free(text);
-	if (!proc)
+	if (!st->proc)
 		return log_set_err(-EINVAL, err, errlen, "process section: not valid JSON");
-	rc = lx_state_check(proc, r->info.ram_size, why, sizeof(why));
+	rc = lx_state_check(st->proc, r->info.ram_size, why, sizeof(why));
 	if (rc)
 		log_set_err(-EINVAL, err, errlen, "process state: %s", why);
-	json_decref(proc);
 	return rc;
+}
+
+int restore_read_state(const struct img_reader *r, struct restore_saved *st, char *err,
+		       size_t errlen)
+{
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	rc = read_vcpus(r, st, err, errlen);
+	if (!rc)
+		rc = read_process(r, st, err, errlen);
+	if (rc)
+		restore_saved_free(st);
+	return rc;
+}
+
+void restore_saved_free(struct restore_saved *st)
+{
+	free(st->vcpus);
+	json_decref(st->proc);
+	memset(st, 0, sizeof(*st));
 }
 
 int restore_check_state(const struct img_reader *r, char *err, size_t errlen)
 {
-	int rc = check_vcpus(r, err, errlen);
+	struct restore_saved st;
+	int rc = restore_read_state(r, &st, err, errlen);
 
-	return rc ? rc : check_process(r, err, errlen);
+	restore_saved_free(&st);
+	return rc;
 }
 
 static const char *section_name(uint32_t type)

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <stdio.h>
 
 struct vm;
@@ -24,6 +25,10 @@ struct restore_opts {
 	const struct lx_net *net;   /* --net host and --publish rules given */
 	bool publish_given;         /* else the saved loopback rules are reused */
 	const struct lx_hooks *hooks;
+	/* Called once the image is open and the VM made, before memory is loaded or any
+	 * thread started: the monitor confines itself (vmm/confine.c). 0 to go on. */
+	int (*confine)(void *ctx);
+	void *confine_ctx;
 };
 
 /*
@@ -50,5 +55,20 @@ int inspect_image(const char *file, FILE *out);
  * @err. */
 struct img_reader;
 int restore_check_state(const struct img_reader *r, char *err, size_t errlen);
+
+/* The state sections read once into memory and checked there: what restore loads,
+ * and nothing read again from the file. */
+struct vcpu_saved;
+struct restore_saved {
+	struct vcpu_saved *vcpus;
+	size_t n_vcpus;
+	json_t *proc;
+};
+
+/* Read and check @r's state into @st (free it with restore_saved_free): 0, or -EINVAL
+ * with the section, field and why in @err (@st then empty). */
+int restore_read_state(const struct img_reader *r, struct restore_saved *st, char *err,
+		       size_t errlen);
+void restore_saved_free(struct restore_saved *st);
 
 #endif

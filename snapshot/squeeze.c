@@ -27,6 +27,7 @@
  * and decompressed by this process alone.
  */
 #include "squeeze.h"
+#include "../vmm/role.h"
 #include "codec.h"
 #include "cow.h"
 #include "pagestate.h"
@@ -447,6 +448,7 @@ static void *sq_thread(void *arg)
 {
 	struct snap_engine *e = arg;
 
+	role_enter(ROLE_SNAPSHOT);
 	cow_nice(e->tune.writer_nice); /* the writer's work, done early */
 	pthread_mutex_lock(&e->copier_lock);
 	while (!e->squeezer_stop) {

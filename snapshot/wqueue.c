@@ -12,6 +12,7 @@
  * writes nearly sequential.
  */
 #include "wqueue.h"
+#include "../vmm/role.h"
 #include "cow.h"
 
 #include <errno.h>
@@ -76,6 +77,7 @@ static void *wq_io_thread(void *arg)
 	struct wqueue *q = arg;
 	uint8_t *scratch;
 
+	role_enter(ROLE_SNAPSHOT);
 	cow_nice(q->nice);
 	pthread_mutex_lock(&q->lock);
 	scratch = q->scratch[q->n_started++];

@@ -3,21 +3,18 @@
  *
  * The personality already refuses what a guest may not do, but a bug in it, or in
  * anything it calls, runs with all of the monitor's rights. Three walls behind it
- * (issue 12, items 6 and 7), each installed once setup is done and before the guest's
- * first instruction:
+ * (issues 12 and 29), installed by confine_monitor once the VM is built and before any
+ * other thread starts, from the command line alone:
  *
- * - A seccomp filter (libseccomp) on every thread. It is an allow list built from the
- *   kernel header's whole system call table minus what the monitor never needs, so a
- *   call added to the monitor keeps working unless it is on the deny list, while a
- *   system call the header does not know is refused. The few calls whose arguments
- *   decide (ioctl, socket, clone) are allowed only for the values ccvm issues. A
- *   violation raises SIGSYS; the handler names the call and its first arguments on
- *   stderr and ends the process: a monitor that tried one is not to be trusted further.
- * - Landlock on the vCPU threads, which perform the guest's file operations: the
- *   kernel itself holds them to --root for reading, the harmless devices, and the --rw
- *   directories. The control thread and the snapshot writer are not restricted.
+ * - Landlock on the whole process: the guest's root read-only, the --rw directories,
+ *   the harmless devices, and for the monitor itself the image directories, the
+ *   snapshot log's and the control socket's. Landlock binds the calling thread and
+ *   those it starts later, so it comes first, while the main thread is the only one.
  * - A drop from root to --user's identity, so the guest's files, sockets and snapshot
  *   images are that user's.
+ * - NO_NEW_PRIVS and seccomp allow lists, one per thread role (confine_seccomp.c).
+ *
+ * What the kernel lacks is a warning, or with --confine require an error.
  */
 #include "confine.h"
 #include "log.h"
@@ -27,260 +24,25 @@
 #include <grp.h>
 #include <linux/landlock.h>
 #include <pwd.h>
-#include <sched.h>
-#include <seccomp.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <termios.h>
-#include <ucontext.h>
 #include <unistd.h>
 
-#include "syscall_names.h"
-
-/* ---- seccomp ------------------------------------------------------------------ */
-
-#define CONFINE_IOC_TYPE_MASK 0xff00ULL     /* _IOC_TYPE, in place */
-#define CONFINE_IOC_NR_MASK   0xffffULL     /* _IOC_TYPE and _IOC_NR, in place */
-#define CONFINE_IOC_CMD_MASK  0xffffffffULL /* the kernel reads an unsigned int */
-#define CONFINE_IOC_KVM       (0xAEULL << 8)
-#define CONFINE_IOC_UFFD      (0xAAULL << 8)
-#define CONFINE_IOC_PAGEMAP_SCAN (('f' << 8) | 16ULL) /* Linux 6.7; any size */
-#define CONFINE_SOCK_TYPE_MASK 0xfULL /* SOCK_NONBLOCK and SOCK_CLOEXEC above it */
-#define CONFINE_CLONE_NS_MASK                                                           \
-	((uint64_t)(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |       \
-		    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWTIME))
-#define CONFINE_NR_NAMES (int)(sizeof(lx_syscall_names) / sizeof(lx_syscall_names[0]))
-
-/* What the monitor never does once the guest runs: run programs, trace or read other
- * processes, change mounts or namespaces, load code into the kernel, reach its
- * keyrings or performance counters, change the clock, raise I/O privilege. */
-static const int confine_denied[] = {
-	__NR_execve,          __NR_execveat,         __NR_ptrace,
-	__NR_process_vm_readv, __NR_process_vm_writev, __NR_mount,
-	__NR_umount2,         __NR_pivot_root,       __NR_chroot,
-	__NR_move_mount,      __NR_open_tree,        __NR_fsopen,
-	__NR_fsconfig,        __NR_fsmount,          __NR_fspick,
-	__NR_mount_setattr,   __NR_bpf,              __NR_keyctl,
-	__NR_add_key,         __NR_request_key,      __NR_perf_event_open,
-	__NR_unshare,         __NR_setns,            __NR_kexec_load,
-	__NR_kexec_file_load, __NR_init_module,      __NR_finit_module,
-	__NR_delete_module,   __NR_reboot,           __NR_swapon,
-	__NR_swapoff,         __NR_acct,             __NR_open_by_handle_at,
-	__NR_iopl,            __NR_ioperm,           __NR_quotactl,
-	__NR_syslog,          __NR_vhangup,          __NR_settimeofday,
-	__NR_clock_settime,   __NR_clock_adjtime,    __NR_uselib,
-	__NR_fanotify_init,   __NR_lookup_dcookie,
-	/* decided on their arguments below */
-	__NR_ioctl,           __NR_socket,           __NR_socketpair,
-	__NR_clone,           __NR_clone3,           __NR_rt_sigaction,
-};
-
-/* The ioctls the personality passes through by name (sys_ioctl), and isatty's. */
-static const unsigned long confine_ioctls[] = {
-	TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ, FIONREAD, FIONBIO, TIOCGPGRP, FIOCLEX, FIONCLEX,
-};
-
-#if defined(__SANITIZE_ADDRESS__)
-#define CONFINE_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CONFINE_SANITIZED 1
-#endif
-#endif
-
-static bool confine_is_denied(int nr)
+int confine_mode_parse(const char *s, enum confine_mode *mode)
 {
-#ifdef CONFINE_SANITIZED
-	/* LeakSanitizer stops the world with ptrace when a sanitized build exits. */
-	if (nr == __NR_ptrace)
-		return false;
-#endif
-	for (size_t i = 0; i < sizeof(confine_denied) / sizeof(confine_denied[0]); i++)
-		if (confine_denied[i] == nr)
-			return true;
-	return false;
-}
+	static const char *const names[] = { "auto", "require", "off" };
 
-/* Async-signal-safe output for the SIGSYS handler. */
-static size_t confine_put(char *buf, size_t at, size_t cap, const char *s)
-{
-	while (*s && at + 1 < cap)
-		buf[at++] = *s++;
-	return at;
-}
-
-static size_t confine_put_hex(char *buf, size_t at, size_t cap, uint64_t v)
-{
-	char digits[19];
-	int n = 0;
-
-	do {
-		digits[n++] = "0123456789abcdef"[v & 0xf];
-		v >>= 4;
-	} while (v);
-	at = confine_put(buf, at, cap, "0x");
-	while (n && at + 1 < cap)
-		buf[at++] = digits[--n];
-	return at;
-}
-
-static size_t confine_put_dec(char *buf, size_t at, size_t cap, unsigned v)
-{
-	char digits[12];
-	int n = 0;
-
-	do {
-		digits[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n && at + 1 < cap)
-		buf[at++] = digits[--n];
-	return at;
-}
-
-/*
- * A filtered system call: say which, with its first three arguments (an ioctl's request,
- * a socket's family and type), and end the whole process. The one place besides main()
- * that exits: the monitor is in an unknown state, and returning would let the caller
- * go on with a failed call it never expected to fail.
- */
-static void confine_sigsys(int sig, siginfo_t *si, void *uctx)
-{
-	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
-	const char *name = NULL;
-	char line[256];
-	size_t n = 0;
-
-	(void)sig;
-	if (si->si_syscall >= 0 && si->si_syscall < CONFINE_NR_NAMES)
-		name = lx_syscall_names[si->si_syscall];
-	n = confine_put(line, n, sizeof(line), "ccvm: error: seccomp: the monitor made system call ");
-	n = confine_put(line, n, sizeof(line), name ? name : "?");
-	n = confine_put(line, n, sizeof(line), " (");
-	n = confine_put_dec(line, n, sizeof(line), (unsigned)si->si_syscall);
-	n = confine_put(line, n, sizeof(line), ") with ");
-	n = confine_put_hex(line, n, sizeof(line), (uint64_t)g[REG_RDI]);
-	n = confine_put(line, n, sizeof(line), ", ");
-	n = confine_put_hex(line, n, sizeof(line), (uint64_t)g[REG_RSI]);
-	n = confine_put(line, n, sizeof(line), ", ");
-	n = confine_put_hex(line, n, sizeof(line), (uint64_t)g[REG_RDX]);
-	n = confine_put(line, n, sizeof(line), ", which it never needs; stopping (a ccvm bug or an attack)\n");
-	if (write(STDERR_FILENO, line, n) < 0)
-		line[0] = 0;
-	syscall(SYS_exit_group, CONFINE_EXIT_STATUS);
-}
-
-/* Allow @nr only when its argument @arg masked with @mask equals @datum. */
-static int confine_allow_masked(scmp_filter_ctx ctx, int nr, unsigned arg, uint64_t mask,
-				uint64_t datum)
-{
-	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-				SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, mask, datum));
-}
-
-static int confine_rules_ioctl(scmp_filter_ctx ctx)
-{
-	int rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_TYPE_MASK, CONFINE_IOC_KVM);
-
-	if (!rc)
-		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_TYPE_MASK, CONFINE_IOC_UFFD);
-	if (!rc)
-		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_NR_MASK,
-					  CONFINE_IOC_PAGEMAP_SCAN);
-	for (size_t i = 0; !rc && i < sizeof(confine_ioctls) / sizeof(confine_ioctls[0]); i++)
-		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_CMD_MASK, confine_ioctls[i]);
-	return rc;
-}
-
-/* Sockets: Unix ones of any type, TCP and UDP, and rtnetlink (glibc's getaddrinfo
- * asks it which address families exist); never raw or packet ones. */
-static int confine_rules_socket(scmp_filter_ctx ctx)
-{
-	static const int inet[] = { AF_INET, AF_INET6 }, types[] = { SOCK_STREAM, SOCK_DGRAM };
-	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socket, 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0));
-
-	for (int f = 0; !rc && f < 2; f++)
-		for (int t = 0; !rc && t < 2; t++)
-			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socket, 2,
-					      SCMP_A0(SCMP_CMP_EQ, (uint64_t)inet[f], 0),
-					      SCMP_A1(SCMP_CMP_MASKED_EQ, CONFINE_SOCK_TYPE_MASK,
-						      (uint64_t)types[t]));
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socket, 2,
-				      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0), SCMP_A2(SCMP_CMP_EQ, 0, 0));
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socketpair, 1,
-				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0));
-	return rc;
-}
-
-/* Threads, never namespaces. clone3 passes its flags in memory a filter cannot read:
- * it fails with ENOSYS, and glibc falls back to clone. Nothing may take SIGSYS over. */
-static int confine_rules_process(scmp_filter_ctx ctx)
-{
-	int rc = confine_allow_masked(ctx, __NR_clone, 0, CONFINE_CLONE_NS_MASK, 0);
-
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), __NR_clone3, 0);
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_rt_sigaction, 1,
-				      SCMP_A0(SCMP_CMP_NE, SIGSYS, 0));
-	return rc;
-}
-
-static int confine_build(scmp_filter_ctx ctx)
-{
-	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
-
-	if (!rc)
-		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); /* a binary tree */
-	for (int nr = 0; !rc && nr < CONFINE_NR_NAMES; nr++)
-		if (lx_syscall_names[nr] && !confine_is_denied(nr))
-			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-	if (!rc)
-		rc = confine_rules_ioctl(ctx);
-	if (!rc)
-		rc = confine_rules_socket(ctx);
-	if (!rc)
-		rc = confine_rules_process(ctx);
-	return rc;
-}
-
-int confine_seccomp(char err[CONFINE_ERR_LEN])
-{
-	struct sigaction sa = { .sa_sigaction = confine_sigsys, .sa_flags = SA_SIGINFO };
-	scmp_filter_ctx ctx;
-	int rc;
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		rc = -errno;
-		log_set_err(rc, err, CONFINE_ERR_LEN, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(-rc));
-		return rc;
-	}
-	sigfillset(&sa.sa_mask);
-	if (sigaction(SIGSYS, &sa, NULL) < 0) {
-		rc = -errno;
-		log_set_err(rc, err, CONFINE_ERR_LEN, "sigaction(SIGSYS): %s", strerror(-rc));
-		return rc;
-	}
-	ctx = seccomp_init(SCMP_ACT_TRAP);
-	if (!ctx)
-		return log_set_err(-ENOMEM, err, CONFINE_ERR_LEN, "seccomp_init failed");
-	rc = confine_build(ctx);
-	if (rc)
-		log_set_err(rc, err, CONFINE_ERR_LEN, "building the seccomp filter: %s", strerror(-rc));
-	else if ((rc = seccomp_load(ctx)))
-		log_set_err(rc, err, CONFINE_ERR_LEN, "loading the seccomp filter: %s", strerror(-rc));
-	seccomp_release(ctx);
-	return rc;
+	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (!strcmp(s, names[i])) {
+			*mode = (enum confine_mode)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 /* ---- Landlock ------------------------------------------------------------------ */
@@ -298,6 +60,11 @@ int confine_seccomp(char err[CONFINE_ERR_LEN])
 	(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | \
 	 LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
 #define CONFINE_LL_READ   (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define CONFINE_LL_SNAP                                                                  \
+	(LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |                   \
+	 LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |                   \
+	 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_TRUNCATE)
+#define CONFINE_LL_SOCK (LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_REMOVE_FILE)
 #define CONFINE_LL_DEVICE                                                                \
 	(LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |                   \
 	 LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
@@ -361,6 +128,14 @@ static int confine_ll_rules(int ruleset, const struct confine_fs *fs, uint64_t h
 	}
 	for (int i = 0; !rc && i < fs->n_rw; i++)
 		rc = confine_ll_rule(ruleset, fs->rw[i], handled, handled, err);
+	for (int i = 0; !rc && i < fs->n_snap; i++)
+		rc = confine_ll_rule(ruleset, fs->snap[i], CONFINE_LL_SNAP, handled, err);
+	if (!rc && fs->sock_dir)
+		rc = confine_ll_rule(ruleset, fs->sock_dir, CONFINE_LL_SOCK, handled, err);
+	/* The monitor's own /proc/PID (its memory map, statm, the descriptors it reopens
+	 * through /proc/self/fd), wherever --root puts the guest's /proc. */
+	if (!rc && (fs->n_snap || fs->sock_dir))
+		rc = confine_ll_rule(ruleset, "/proc/self", CONFINE_LL_READ, handled, err);
 	return rc;
 }
 
@@ -386,6 +161,53 @@ int confine_landlock(const struct confine_fs *fs, char err[CONFINE_ERR_LEN])
 		rc = log_set_err(-errno, err, CONFINE_ERR_LEN, "Landlock: restricting the thread: %s",
 				 strerror(errno));
 	close(ruleset);
+	return rc;
+}
+
+/* ---- all of it ------------------------------------------------------------------ */
+
+/* Threads of this process: Landlock binds the calling thread and those it creates
+ * later, so the whole process is covered only when called from its only thread. */
+static int confine_threads(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/task", &st) == 0 ? (int)st.st_nlink - 2 : -1;
+}
+
+/* A part the kernel lacks: a warning, or with --confine require the error. */
+static int confine_lacking(enum confine_mode mode, int rc, char err[CONFINE_ERR_LEN])
+{
+	if (mode == CONFINE_REQUIRE)
+		return rc;
+	log_warn("%s: ccvm runs less confined (--confine require refuses to)", err);
+	err[0] = '\0';
+	return 0;
+}
+
+int confine_monitor(const struct confine_policy *p, char err[CONFINE_ERR_LEN])
+{
+	struct confine_user u;
+	int rc = 0, n = confine_threads();
+
+	if (p->user && (rc = confine_user_parse(p->user, &u, err)))
+		return rc;
+	if (p->mode == CONFINE_OFF)
+		return p->user ? confine_drop_user(&u, err) : 0;
+	if (n != 1)
+		return log_set_err(-EBUSY, err, CONFINE_ERR_LEN,
+				   "confinement: %d threads already run (Landlock needs to come "
+				   "before the first)", n);
+	rc = confine_landlock(&p->fs, err);
+	if (rc == -EOPNOTSUPP)
+		rc = confine_lacking(p->mode, rc, err);
+	if (!rc && p->user)
+		rc = confine_drop_user(&u, err);
+	if (rc)
+		return rc;
+	rc = confine_seccomp(err);
+	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -ENOSYS)
+		rc = confine_lacking(p->mode, rc, err);
 	return rc;
 }
 

@@ -1,9 +1,11 @@
 /*
- * confine.h - the monitor confined by the kernel: a seccomp filter, Landlock on the
- * threads that do the guest's file operations, and a drop to an unprivileged user.
+ * confine.h - the monitor confined by the kernel: seccomp allow lists per thread role,
+ * Landlock on the whole process, and a drop to an unprivileged user.
  */
 #ifndef CCVM_CONFINE_H
 #define CCVM_CONFINE_H
+
+#include "role.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,14 +15,27 @@
 #define CONFINE_NAME_MAX    64
 #define CONFINE_EXIT_STATUS (128 + 31) /* what a shell shows for SIGSYS */
 
+/* --confine: auto confines with what the kernel has and warns about the rest;
+ * require refuses to run without all of it; off confines nothing. */
+enum confine_mode { CONFINE_AUTO = 0, CONFINE_REQUIRE, CONFINE_OFF };
+
+/* "auto", "require" or "off"; -EINVAL for anything else. */
+int confine_mode_parse(const char *s, enum confine_mode *mode);
+
 /*
- * NO_NEW_PRIVS, then a seccomp filter on every thread of the process that stops the
- * monitor, with a line on stderr, at the first system call it never needs: execve,
- * ptrace, mount, bpf, keyctl, perf_event_open, unshare, setns, namespaces through
- * clone, raw and packet sockets, ioctls other than KVM's, userfaultfd's, PAGEMAP_SCAN
- * and the tty and FIO requests the personality passes through. Irreversible.
+ * NO_NEW_PRIVS, then a seccomp filter on every thread of the process: an allow list of
+ * what the monitor's threads call (confine_seccomp.c). Anything else stops the
+ * monitor with a line on stderr: execve, ptrace, mount, bpf, io_uring, namespaces,
+ * raw and packet sockets, ioctls other than KVM's, userfaultfd's, PAGEMAP_SCAN and
+ * the terminal requests the personality passes through... Also compiles each role's
+ * own filter and installs the hook that stacks it on every thread role_enter names.
+ * Irreversible.
  */
 int confine_seccomp(char err[CONFINE_ERR_LEN]);
+
+/* After confine_seccomp: stack @r's filter on the calling thread (what role_enter
+ * does). 0 or -errno. */
+int confine_role(enum role r);
 
 /* What the guest's file operations may touch: --root read-only, the --rw directories
  * for anything, and the harmless devices under the root for reading and writing. */
@@ -28,6 +43,12 @@ struct confine_fs {
 	const char *root;
 	const char *const *rw;
 	int n_rw;
+	/* The monitor's own: where images and the snapshot log are written (files in
+	 * them created, written, read, removed), and the control socket's directory (the
+	 * socket made and removed). Unset: none. */
+	const char *const *snap;
+	int n_snap;
+	const char *sock_dir;
 };
 
 /*
@@ -35,6 +56,21 @@ struct confine_fs {
  * to @fs. -EOPNOTSUPP when the kernel has no Landlock; other threads are unaffected.
  */
 int confine_landlock(const struct confine_fs *fs, char err[CONFINE_ERR_LEN]);
+
+/* What run and restore confine the monitor to, from the command line alone. */
+struct confine_policy {
+	enum confine_mode mode;
+	struct confine_fs fs;
+	const char *user;  /* --user USER[:GROUP], or NULL */
+};
+
+/*
+ * confine_monitor - once the VM is built and before any other thread exists: Landlock
+ * on the whole process (@p->fs), the drop to --user, then NO_NEW_PRIVS and the
+ * seccomp filter (confine_seccomp). What the kernel lacks is a warning on stderr, or,
+ * with --confine require, an error. Returns 0 or -errno with a message in @err.
+ */
+int confine_monitor(const struct confine_policy *p, char err[CONFINE_ERR_LEN]);
 
 /* The user --user names. */
 struct confine_user {

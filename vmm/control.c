@@ -10,6 +10,7 @@
  * than the send timeout.
  */
 #include "control.h"
+#include "role.h"
 #include "cli.h"
 #include "ctl_proto.h"
 #include "log.h"
@@ -17,6 +18,7 @@
 #include "vm.h"
 #include "linux/lx.h"
 #include "../snapshot/engine.h"
+#include "../snapshot/image.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +59,8 @@ struct ctl_server {
 	struct snap_engine *engine;
 	const struct snap_schedule *sched;
 	const char *snap_log;    /* --snapshot-log: every finished snapshot, one JSON line */
+	int log_dir;             /* its directory, opened once (-1: none) */
+	const char *log_name;    /* its name in there */
 	double sched_due;        /* CLOCK_MONOTONIC seconds of the next periodic snapshot */
 	bool user_paused;
 	char *path;
@@ -262,11 +266,13 @@ static void ctl_deliver_snapshot(struct ctl_server *srv)
 		return;
 	if (srv->snap_log) {
 		/* 0600 whatever the process umask (0 while a guest runs: path.c). */
-		int fd = open(srv->snap_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, CTL_FILE_MODE);
+		int fd = srv->log_dir < 0 ? -EBADF :
+			 img_append_open(srv->log_dir, srv->log_name, CTL_FILE_MODE);
 		char *line = ctl_line(snap_figures_json(&f));
 
 		if (fd < 0)
-			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(errno));
+			log_warn("--snapshot-log %s: %s", srv->snap_log,
+				 fd == -EINVAL ? "not a regular file; not written" : strerror(-fd));
 		else if (line && write(fd, line, strlen(line)) < 0)
 			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(errno));
 		if (fd >= 0)
@@ -659,6 +665,7 @@ static void *ctl_thread(void *arg)
 	struct pollfd pfd[CTL_MAX_CLIENTS + 2];
 	int who[CTL_MAX_CLIENTS + 2];
 
+	role_enter(ROLE_CONTROL);
 	for (;;) {
 		int n = 0, timeout = ctl_timeout_ms(srv);
 
@@ -719,6 +726,12 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	srv->engine = engine;
 	srv->sched = snap_schedule_on(sched) && engine ? sched : NULL;
 	srv->snap_log = sched && engine ? sched->log : NULL;
+	srv->log_dir = -1;
+	if (srv->snap_log) {
+		srv->log_dir = img_dir_open(srv->snap_log, &srv->log_name);
+		if (srv->log_dir < 0)
+			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(-srv->log_dir));
+	}
 	if (engine) {
 		engine->on_done = ctl_snapshot_done;
 		engine->on_done_ctx = srv;
@@ -728,8 +741,11 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	if (srv->sched)
 		srv->sched_due = snap_schedule_first(srv->sched, mono_s());
 	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
+		rc = -errno;
+		if (srv->log_dir >= 0)
+			close(srv->log_dir);
 		free(srv);
-		return -errno;
+		return rc;
 	}
 	if (path) {
 		srv->listen_fd = ctl_listen(path);
@@ -752,6 +768,8 @@ err:
 	}
 	close(srv->wake[0]);
 	close(srv->wake[1]);
+	if (srv->log_dir >= 0)
+		close(srv->log_dir);
 	free(srv->path);
 	free(srv);
 	return rc;
@@ -774,6 +792,8 @@ void ctl_stop(struct ctl_server *srv)
 	}
 	close(srv->wake[0]);
 	close(srv->wake[1]);
+	if (srv->log_dir >= 0)
+		close(srv->log_dir);
 	free(srv->path);
 	free(srv);
 }

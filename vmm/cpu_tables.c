@@ -38,9 +38,31 @@ static uint64_t gdt_seg(uint8_t access, uint8_t flags)
 	       ((uint64_t)flags << 52);
 }
 
+_Static_assert(LAYOUT_TSS + LAYOUT_MAX_VCPUS * LAYOUT_TSS_STRIDE <= LAYOUT_IOPB &&
+	       LAYOUT_IOPB + TSS_IOPB_SIZE + 1 <= LAYOUT_KSTACK_LOW &&
+	       LAYOUT_KSTACK_LOW + LAYOUT_MAX_VCPUS * LAYOUT_KSTACK_SIZE <= LAYOUT_KSTACK_TOP &&
+	       LAYOUT_IOPB + TSS_IOPB_SIZE - LAYOUT_TSS <= 0xFFFF,
+	       "the TSSes, their bitmap and the exception stacks fit the system area");
+
+uint64_t cpu_tss_base(int id)
+{
+	return LAYOUT_TSS + (uint64_t)id * LAYOUT_TSS_STRIDE;
+}
+
+uint32_t cpu_tss_limit(int id)
+{
+	return (uint32_t)(LAYOUT_IOPB + TSS_IOPB_SIZE - cpu_tss_base(id));
+}
+
+uint64_t cpu_kstack_top(int id)
+{
+	return LAYOUT_KSTACK_LOW + (uint64_t)(id + 1) * LAYOUT_KSTACK_SIZE;
+}
+
+/* The descriptor LTR would load: vCPU 0's (each vCPU's TR is set directly). */
 static void gdt_build(uint64_t *gdt)
 {
-	uint64_t base = LAYOUT_TSS, limit = TSS_LIMIT;
+	uint64_t base = cpu_tss_base(0), limit = cpu_tss_limit(0);
 
 	memset(gdt, 0, 10 * 8);
 	gdt[GDT_KERNEL_CS / 8] = gdt_seg(DESC_P | DESC_S | DESC_CODE, DESC_FLAG_G | DESC_FLAG_L);
@@ -74,18 +96,24 @@ static void idt_build(uint64_t *idt)
 	}
 }
 
-static void tss_build(uint8_t *tss)
+/* One TSS per vCPU, each with its own RSP0, all naming one I/O bitmap after them. */
+static void tss_build(uint8_t *ram)
 {
-	uint64_t rsp0 = LAYOUT_KSTACK_TOP;
-	uint16_t iopb = TSS_SIZE;
+	uint8_t *iopb = ram + LAYOUT_IOPB;
 
-	memset(tss, 0, TSS_SIZE);
-	memcpy(tss + 4, &rsp0, sizeof(rsp0));
-	memcpy(tss + 102, &iopb, sizeof(iopb));
+	for (int id = 0; id < LAYOUT_MAX_VCPUS; id++) {
+		uint8_t *tss = ram + cpu_tss_base(id);
+		uint64_t rsp0 = cpu_kstack_top(id);
+		uint16_t off = (uint16_t)(LAYOUT_IOPB - cpu_tss_base(id));
+
+		memset(tss, 0, LAYOUT_TSS_STRIDE);
+		memcpy(tss + 4, &rsp0, sizeof(rsp0));
+		memcpy(tss + 102, &off, sizeof(off));
+	}
 	/* All ones: every port denied at CPL3, plus the terminating byte; but the stub
 	 * port, which the syscall stub uses at CPL3 on PVM hosts. */
-	memset(tss + TSS_SIZE, 0xFF, TSS_IOPB_SIZE + 1);
-	tss[TSS_SIZE + STUB_PORT / 8] &= (uint8_t)~(1U << (STUB_PORT % 8));
+	memset(iopb, 0xFF, TSS_IOPB_SIZE + 1);
+	iopb[STUB_PORT / 8] &= (uint8_t)~(1U << (STUB_PORT % 8));
 }
 
 static void stub_write(uint8_t *p)
@@ -99,7 +127,7 @@ void cpu_tables_build(uint8_t *ram)
 {
 	gdt_build((uint64_t *)(void *)(ram + LAYOUT_GDT));
 	idt_build((uint64_t *)(void *)(ram + LAYOUT_IDT));
-	tss_build(ram + LAYOUT_TSS);
+	tss_build(ram);
 	memset(ram + LAYOUT_STUBS, OP_HLT, PAGE_SIZE);
 	stub_write(ram + STUB_SYSCALL);
 	for (unsigned v = 0; v < X86_NR_EXCEPTIONS; v++)

@@ -9,6 +9,7 @@
  * status a shell shows for the signal Linux would have sent.
  */
 #include "crash.h"
+#include "cpu_tables.h"
 #include "log.h"
 #include "vcpu.h"
 #include "vm.h"
@@ -54,7 +55,9 @@ int crash_read_frame(struct vcpu *vcpu, int vector, struct crash_frame *f)
 
 	/* The frame must lie on our CPL0 stack; anything else means the stub was
 	 * reached some other way. */
-	if (r->rsp < LAYOUT_KSTACK_LOW || r->rsp + (uint64_t)n * 8 > LAYOUT_KSTACK_TOP)
+	uint64_t top = cpu_kstack_top(vcpu->id);
+
+	if (r->rsp < top - LAYOUT_KSTACK_SIZE || r->rsp + (uint64_t)n * 8 > top)
 		return -1;
 	w = gmem_sys_ptr(&vcpu->vm->mem, r->rsp, (uint64_t)n * 8);
 	if (!w)

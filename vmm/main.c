@@ -8,6 +8,7 @@
  * a usage error, 1 when the VM cannot be built.
  */
 #include "cli.h"
+#include "confine.h"
 #include "control.h"
 #include "log.h"
 #include "sigfwd.h"
@@ -24,6 +25,7 @@
 #include "../mmu/layout.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
@@ -231,9 +233,58 @@ static void deny_control_socket(struct vm *vm, const char *control)
 	pthread_mutex_unlock(&vm->proc->lock);
 }
 
-static int run_vm(struct vm *vm, const char *control, const struct snap_schedule *sched,
-		  const struct ccow_opts *ccow)
+/* The engine writes images beneath the image directories only (--image-dir). */
+static void engine_image_dirs(struct snap_engine *e, const struct cli_opts *o)
 {
+	struct stat st;
+
+	for (int i = 0; i < o->n_image_dir && e->n_image_dirs < SNAP_MAX_IMAGE_DIRS; i++)
+		if (stat(o->image_dir[i], &st) == 0)
+			e->image_dirs[e->n_image_dirs++] = (struct snap_image_dir){
+				.dev = st.st_dev, .ino = st.st_ino, .name = o->image_dir[i] };
+}
+
+/* The directory of @path, in @buf. */
+static const char *dir_of(const char *path, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", path);
+	return dirname(buf);
+}
+
+/* Confine the monitor (vmm/confine.c) from the command line alone: the guest's root
+ * read-only, --rw, the image directories and the snapshot log's, the control
+ * socket's directory. Called once the VM is built, before any other thread. */
+static int main_confine(const struct cli_opts *o)
+{
+	char err[CONFINE_ERR_LEN] = "", log_dir[PATH_MAX], sock_dir[PATH_MAX];
+	const char *snap[OPT_MAX_IMAGE_DIRS + 2];
+	int n = 0, rc;
+
+	for (int i = 0; i < o->n_image_dir; i++)
+		snap[n++] = o->image_dir[i];
+	if (o->sched.log)
+		snap[n++] = dir_of(o->sched.log, log_dir, sizeof(log_dir));
+	struct confine_policy p = {
+		.mode = o->confine, .user = o->user,
+		.fs = { .root = o->root, .rw = o->rw, .n_rw = o->n_rw, .snap = snap, .n_snap = n,
+			.sock_dir = o->control ? dir_of(o->control, sock_dir, sizeof(sock_dir)) :
+			NULL },
+	};
+	rc = confine_monitor(&p, err);
+	if (rc)
+		log_err("%s", err);
+	return rc;
+}
+
+static int restore_confine(void *ctx)
+{
+	return main_confine(ctx);
+}
+
+static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_schedule *sched)
+{
+	const char *control = o->control;
+	const struct ccow_opts *ccow = &o->ccow;
 	struct ctl_server *ctl = NULL;
 	struct sigfwd *fwd = NULL;
 	struct snap_engine engine;
@@ -266,6 +317,7 @@ static int run_vm(struct vm *vm, const char *control, const struct snap_schedule
 				     track ? &tracker : NULL, ccow->region_size))
 			goto out_engine;
 		engine.tune.held_compress = ccow->held_compress;
+		engine_image_dirs(&engine, o);
 		engine.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
 						    .threshold = ccow->threshold, .order = ccow->order,
 						    .precopy = ccow->precopy,
@@ -315,6 +367,10 @@ static int cmd_run(int argc, char **argv)
 		return status < 0 ? 0 : status;
 	if (vm_create(&vm, o.mem))
 		return 1;
+	if (main_confine(&o)) {
+		status = 1;
+		goto out_vm;
+	}
 	vm.max_vcpus = o.vcpus;
 	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
@@ -332,7 +388,7 @@ static int cmd_run(int argc, char **argv)
 	}
 	vm.vcpus[vm.n_vcpus++] = vcpu;
 	lx_thread_init(vm.proc, vcpu->lx, vcpu);
-	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, o.control, &o.sched, &o.ccow);
+	status = start_clock(&vm, vcpu, 0) ? 1 : run_vm(&vm, &o, &o.sched);
 out_proc:
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;
@@ -365,14 +421,15 @@ static int cmd_restore(int argc, char **argv)
 		return status < 0 ? 0 : status;
 	ro = (struct restore_opts){ .mem = o.mem, .lazy = o.lazy, .vcpus = o.vcpus, .root = o.root,
 				    .rw = o.rw, .n_rw = o.n_rw, .net = &o.net,
-				    .publish_given = o.publish_given, .hooks = &run_hooks };
+				    .publish_given = o.publish_given, .hooks = &run_hooks,
+				    .confine = restore_confine, .confine_ctx = &o };
 	if (restore_vm(o.argv[0], &ro, &vm, &mono_ns) || restore_lazy_begin(&vm)) {
 		restore_abandon(&vm);
 		return 1;
 	}
 	/* A restored VM snapshots like a new one: ccow, its coverage measured afresh. */
 	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 :
-		 run_vm(&vm, o.control, NULL, &o.ccow);
+		 run_vm(&vm, &o, NULL);
 	restore_lazy_end(&vm);
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;

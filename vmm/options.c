@@ -19,6 +19,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define OPT_BOTH (OPT_RUN | OPT_RESTORE)
@@ -76,6 +77,31 @@ static int set_rw(struct cli_opts *o, const char *arg)
 		return -EINVAL;
 	}
 	o->rw[o->n_rw++] = arg;
+	return 0;
+}
+
+static int set_image_dir(struct cli_opts *o, const char *arg)
+{
+	if (o->n_image_dir == OPT_MAX_IMAGE_DIRS) {
+		log_err("too many --image-dir directories (at most %d)", OPT_MAX_IMAGE_DIRS);
+		return -EINVAL;
+	}
+	o->image_dir[o->n_image_dir++] = arg;
+	return 0;
+}
+
+static int set_confine(struct cli_opts *o, const char *arg)
+{
+	if (confine_mode_parse(arg, &o->confine)) {
+		log_err("--confine %s: expected auto, require or off", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_user(struct cli_opts *o, const char *arg)
+{
+	o->user = arg;
 	return 0;
 }
 
@@ -424,6 +450,13 @@ static const struct opt_def opt_table[] = {
 	{ "root", "DIR", OPT_BOTH, "the guest's / (default /)", set_root },
 	{ "rw", "DIR", OPT_BOTH, "a directory the guest may write under (repeatable; default: "
 	  "the current directory)", set_rw },
+	{ "image-dir", "DIR", OPT_BOTH, "a directory ctl snapshot may write images to "
+	  "(repeatable; default: the current directory; --snapshot-dir always)", set_image_dir },
+	{ "confine", "auto|require|off", OPT_BOTH, "seccomp, Landlock and no new privileges "
+	  "once the VM is set up (default auto: warn where the kernel lacks one; require: "
+	  "refuse to run then; off: none, for debugging)", set_confine },
+	{ "user", "USER[:GROUP]", OPT_BOTH, "become this user (and group) once the VM is set "
+	  "up; needs root", set_user },
 	{ "publish", "[HOSTIP:]HOSTPORT:GUESTPORT", OPT_BOTH, "a guest bind to GUESTPORT binds "
 	  "HOSTIP:HOSTPORT (default HOSTIP 127.0.0.1; repeatable); binds to other ports are "
 	  "refused. restore: replaces the saved rules, of which only loopback ones are reused "
@@ -684,6 +717,29 @@ static int opt_check_run(struct cli_opts *o)
 	return 0;
 }
 
+/* The image directories: --image-dir's, or the current directory, and --snapshot-dir;
+ * each must be a directory now. */
+static int opt_image_dirs(struct cli_opts *o)
+{
+	struct stat st;
+
+	if (o->n_image_dir == 0)
+		o->image_dir[o->n_image_dir++] = ".";
+	if (o->sched.dir)
+		o->image_dir[o->n_image_dir++] = o->sched.dir;
+	for (int i = 0; i < o->n_image_dir; i++) {
+		if (stat(o->image_dir[i], &st) < 0) {
+			log_err("--image-dir %s: %s", o->image_dir[i], strerror(errno));
+			return -EINVAL;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			log_err("--image-dir %s: not a directory", o->image_dir[i]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 {
 	if (cmd == OPT_RUN && opt_check_run(o))
@@ -697,5 +753,14 @@ int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 	o->mem = (o->mem + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
 	if (o->n_rw == 0)
 		o->rw[o->n_rw++] = ".";
-	return 0;
+	if (o->user) { /* the name must exist now; the drop itself comes after setup */
+		char err[CONFINE_ERR_LEN];
+		struct confine_user u;
+
+		if (confine_user_parse(o->user, &u, err)) {
+			log_err("%s", err);
+			return -EINVAL;
+		}
+	}
+	return opt_image_dirs(o);
 }

@@ -5,6 +5,7 @@
 #ifndef CCVM_OPTIONS_H
 #define CCVM_OPTIONS_H
 
+#include "confine.h"
 #include "linux/net.h"
 #include "../snapshot/engine.h"
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 
 #define OPT_MAX_RW_DIRS  64
+#define OPT_MAX_IMAGE_DIRS 64
 #define OPT_DEFAULT_MEM  (1ULL << 30)
 
 /* Which commands take an option. */
@@ -41,6 +43,12 @@ struct cli_opts {
 	const char *root;
 	const char *rw[OPT_MAX_RW_DIRS];
 	int n_rw;
+	/* where images may be written: --image-dir (default: the current directory), and
+	 * --snapshot-dir */
+	const char *image_dir[OPT_MAX_IMAGE_DIRS + 1];
+	int n_image_dir;
+	enum confine_mode confine; /* --confine */
+	const char *user;           /* --user, or NULL */
 	struct lx_net net;
 	bool publish_given;         /* restore: else the saved loopback rules are reused */
 	int vcpus;                  /* restore: 0 for the default */

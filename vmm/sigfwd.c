@@ -10,6 +10,7 @@
  * user's way out of a guest that ignores or mishandles them.
  */
 #include "sigfwd.h"
+#include "role.h"
 #include "log.h"
 #include "vm.h"
 #include "linux/lx.h"
@@ -90,6 +91,7 @@ static void *sigfwd_thread(void *arg)
 	const struct timespec poll = { .tv_nsec = SIGFWD_POLL_NS };
 	sigset_t set;
 
+	role_enter(ROLE_HELPER);
 	sigfwd_set(&set);
 	while (!f->stop) {
 		int sig = sigtimedwait(&set, NULL, &poll);

@@ -12,6 +12,7 @@
  * the thread, so a kick that lands just before KVM_RUN is not lost.
  */
 #include "vcpu.h"
+#include "role.h"
 #include "cpu_tables.h"
 #include "crash.h"
 #include "log.h"
@@ -29,6 +30,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <x86intrin.h>
+
+_Static_assert(VM_MAX_VCPUS <= LAYOUT_MAX_VCPUS, "a TSS and an exception stack for every vCPU");
 
 /* Not SIGUSR1: the signals ccvm receives go to the guest (sigfwd.c). */
 #define VCPU_KICK_SIGNAL (SIGRTMIN + 1)
@@ -54,6 +57,14 @@ static void vcpu_seg_user_data(struct kvm_segment *s, uint64_t base)
 				   .s = 1, .l = 0, .g = 1 };
 }
 
+/* The task register of vCPU @vcpu: its own TSS, so its own exception stack. */
+static void vcpu_own_tr(const struct vcpu *vcpu, struct kvm_segment *tr)
+{
+	*tr = (struct kvm_segment){ .base = cpu_tss_base(vcpu->id), .limit = cpu_tss_limit(vcpu->id),
+				    .selector = GDT_TSS, .type = SEG_TYPE_TSS_BUSY, .present = 1,
+				    .g = 0 };
+}
+
 static int vcpu_setup_sregs(struct vcpu *vcpu, const struct vcpu_entry *entry)
 {
 	struct kvm_sregs sr;
@@ -66,9 +77,7 @@ static int vcpu_setup_sregs(struct vcpu *vcpu, const struct vcpu_entry *entry)
 	vcpu_seg_user_data(&sr.es, 0);
 	vcpu_seg_user_data(&sr.fs, entry->fs_base);
 	vcpu_seg_user_data(&sr.gs, entry->gs_base);
-	sr.tr = (struct kvm_segment){ .base = LAYOUT_TSS, .limit = TSS_LIMIT,
-				      .selector = GDT_TSS, .type = SEG_TYPE_TSS_BUSY,
-				      .present = 1, .g = 0 };
+	vcpu_own_tr(vcpu, &sr.tr);
 	sr.ldt = (struct kvm_segment){ .unusable = 1 };
 	sr.gdt.base = LAYOUT_GDT;
 	sr.gdt.limit = GDT_LIMIT;
@@ -153,7 +162,7 @@ int vcpu_set_user(struct vcpu *vcpu, const struct kvm_regs *regs, const struct v
 void vcpu_sysret_regs(struct kvm_regs *r)
 {
 	r->rip = r->rcx;
-	r->rflags = (r->r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+	r->rflags = x86_user_rflags(r->r11);
 }
 
 int vcpu_create(struct vm *vm, int id, const struct vcpu_entry *entry, struct vcpu **out)
@@ -373,7 +382,7 @@ static void vcpu_resume_exact(struct kvm_run *run, bool sregs_dirty)
 {
 	struct kvm_regs *r = &run->s.regs.regs;
 
-	r->rflags = (r->rflags & RFLAGS_SYSRET_MASK & ~RFLAGS_IOPL) | RFLAGS_FIXED;
+	r->rflags = x86_user_rflags(r->rflags);
 	vcpu_to_user(run, sregs_dirty);
 }
 
@@ -545,6 +554,7 @@ void *vcpu_thread(void *arg)
 	struct vcpu *vcpu = arg;
 	struct vm *vm = vcpu->vm;
 
+	role_enter(ROLE_VCPU);
 	vcpu_thread_signals();
 	while (!vcpu_check_requests(vcpu)) {
 		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
@@ -615,12 +625,18 @@ int vcpu_load_state(struct vcpu *vcpu, const struct vcpu_saved *st)
 		struct kvm_msrs hdr;
 		struct kvm_msr_entry e[8];
 	} m = { .hdr.nmsrs = st->n_msrs };
+	struct kvm_regs regs = st->regs;
+	struct kvm_sregs sregs = st->sregs;
 
 	if (st->magic != VCPU_STATE_MAGIC || st->size != sizeof(*st) || st->n_msrs > 8)
 		return -EINVAL;
 	memcpy(m.e, st->msrs, sizeof(m.e[0]) * st->n_msrs);
-	if (ioctl(vcpu->fd, KVM_SET_SREGS, &st->sregs) < 0 ||
-	    ioctl(vcpu->fd, KVM_SET_REGS, &st->regs) < 0 ||
+	/* A return to CPL3 like any other, whatever vcpu_saved_check let through. */
+	regs.rflags = x86_user_rflags(regs.rflags);
+	/* This vCPU's own TSS and exception stack, whichever the image names. */
+	vcpu_own_tr(vcpu, &sregs.tr);
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &sregs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_REGS, &regs) < 0 ||
 	    ioctl(vcpu->fd, KVM_SET_XCRS, &st->xcrs) < 0 ||
 	    ioctl(vcpu->fd, KVM_SET_XSAVE, &st->xsave) < 0 ||
 	    ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &st->events) < 0)

@@ -77,6 +77,11 @@ static int vcpu_check_flags(const struct vcpu_saved *st, char *err, size_t errle
 {
 	uint64_t f = st->regs.rflags;
 
+	/* At the syscall stub the program's flags are in R11: the return takes them. */
+	if (st->regs.rip == STUB_SYSCALL && (st->regs.r11 & RFLAGS_IOPL))
+		return log_set_err(-EINVAL, err, errlen,
+				   "r11.iopl %llu at the syscall stub (ccvm runs guests at IOPL 0)",
+				   (unsigned long long)((st->regs.r11 & RFLAGS_IOPL) >> 12));
 	if (f & RFLAGS_IOPL)
 		return log_set_err(-EINVAL, err, errlen,
 				   "rflags.iopl %llu (ccvm runs guests at IOPL 0)",
@@ -92,6 +97,20 @@ static int vcpu_check_flags(const struct vcpu_saved *st, char *err, size_t errle
 	return 0;
 }
 
+/* One of ccvm's TSSes, or the single one of images saved before each vCPU had its
+ * own. Restore loads the vCPU's own in any case. */
+static bool vcpu_tr_is_ccvms(const struct kvm_segment *tr)
+{
+	if (tr->selector != GDT_TSS)
+		return false;
+	if (tr->base == LAYOUT_TSS && tr->limit == TSS_LIMIT_V1)
+		return true;
+	for (int id = 0; id < LAYOUT_MAX_VCPUS; id++)
+		if (tr->base == cpu_tss_base(id) && tr->limit == cpu_tss_limit(id))
+			return true;
+	return false;
+}
+
 /* The tables and page tables are ccvm's, rebuilt in the system area on restore. */
 static int vcpu_check_tables(const struct vcpu_saved *st, char *err, size_t errlen)
 {
@@ -103,7 +122,7 @@ static int vcpu_check_tables(const struct vcpu_saved *st, char *err, size_t errl
 	if (s->idt.base != LAYOUT_IDT || s->idt.limit != IDT_LIMIT)
 		return log_set_err(-EINVAL, err, errlen, "idt %#llx+%u: not ccvm's",
 				   (unsigned long long)s->idt.base, s->idt.limit);
-	if (s->tr.base != LAYOUT_TSS || s->tr.selector != GDT_TSS || s->tr.limit != TSS_LIMIT)
+	if (!vcpu_tr_is_ccvms(&s->tr))
 		return log_set_err(-EINVAL, err, errlen,
 				   "tr %#x at %#llx: not ccvm's task state segment", s->tr.selector,
 				   (unsigned long long)s->tr.base);

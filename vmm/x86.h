@@ -49,6 +49,17 @@
 #define RFLAGS_SYSCALL_MASK (RFLAGS_TF | RFLAGS_DF | RFLAGS_IF | RFLAGS_IOPL | RFLAGS_AC | RFLAGS_NT)
 /* The bits SYSRET restores from R11 (it clears RF and VM). */
 #define RFLAGS_SYSRET_MASK 0x3C7FD7ULL
+/* What a program at CPL3 and IOPL 0 may hold: CF, PF, AF, ZF, SF, TF, DF, OF, NT, AC
+ * and ID. Never IOPL, VM, VIF, VIP or RF; IF is always on, as under Linux. */
+#define RFLAGS_USER 0x244DD5ULL
+
+/* RFLAGS for a return to CPL3 from whatever @f a program or an image supplied: the one
+ * place every such return (sysret, signal delivery and return, a new thread, a
+ * restored one) takes its flags from. */
+static inline uint64_t x86_user_rflags(uint64_t f)
+{
+	return (f & RFLAGS_USER) | RFLAGS_FIXED | RFLAGS_IF;
+}
 
 /* MSRs */
 #define MSR_STAR         0xC0000081

@@ -319,7 +319,7 @@ class CcvmRun(Run):
         c = self.cfg
         self.sock = os.path.join(self.work, "ctl.sock")
         args = [CCVM, "run", "--mem", f"{c['size'] + GUEST_MIB_EXTRA['ccvm']}M",
-                "--control", self.sock]
+                "--control", self.sock, "--image-dir", self.work]
         if self.mode:
             args += ["--snapshot-policy", self.mode]
         self.proc = subprocess.Popen(args + ["--"] + zipfbench_args(c), stdout=subprocess.PIPE,

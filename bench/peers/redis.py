@@ -124,7 +124,7 @@ class Server:
         else:
             self.sock = os.path.join(self.work, "ctl.sock")
             args = [peers.CCVM, "run", "--mem", self.cfg["mem"], "--control", self.sock,
-                    "--publish", f"127.0.0.1:{self.port}:6379"]
+                    "--image-dir", self.work, "--publish", f"127.0.0.1:{self.port}:6379"]
             if self.mode:
                 args += ["--snapshot-policy", self.mode]
             args += ["--", shutil.which(redis) or redis, "--port", "6379", "--save", "", "--appendonly", "no"]

@@ -66,7 +66,7 @@ kill $QPID 2>/dev/null; wait $QPID 2>/dev/null
 #    The guest goes on once its stdin closes, after the snapshot.
 RS=$I/reach.sock
 mkfifo "$I/reach.in"
-(cd "$I/w" && exec "$CCVM" run --rw "$I/w" --net host --control "$RS" -- "$G/tests/reach.glibc" "$I/w" \
+(cd "$I/w" && exec "$CCVM" run --rw "$I/w" --net host --control "$RS" --image-dir "$I" -- "$G/tests/reach.glibc" "$I/w" \
 	>"$I/reach.out" 2>"$I/reach.err" <"$I/reach.in") &
 VMPID=$!
 exec 8>"$I/reach.in"

@@ -62,6 +62,10 @@ if [ -n "$SCRIPTS" ] && [ "$SCRIPTS" != host ] && ! { [ -c /dev/kvm ] && [ -r /d
 fi
 WORK=$(mktemp -d /tmp/ccvm-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
+# ccvm's defaults are the current directory: what a guest may write (--rw) and where
+# ctl snapshot may put images (--image-dir). Here that is the suite's own directory,
+# never the source tree.
+cd "$WORK" || exit 1
 # shellcheck source=tests/e2e/lib.sh
 . "$TOP/tests/e2e/lib.sh"
 echo "e2e: ${SCRIPTS:-nothing}${ONLY:+ (only $ONLY)}, scale $E2E_SCALE%, patience x$E2E_PATIENCE"

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -210,6 +211,76 @@ START_TEST(test_seccomp_denies)
 		snprintf(want, sizeof(want), "system call %s (", denied[i].name);
 		ck_assert_msg(strstr(r.err, want) && strstr(r.err, "seccomp"),
 			      "%s: the log line does not name it: %s", denied[i].name, r.err);
+	}
+}
+END_TEST
+
+static void call_io_uring_setup(void)
+{
+	uint8_t params[120] = { 0 }; /* struct io_uring_params */
+
+	syscall(__NR_io_uring_setup, 1, params);
+}
+
+static void call_process_vm_writev(void)
+{
+	char byte = 0;
+	struct iovec local = { &byte, 1 }, remote = { &byte, 1 };
+
+	process_vm_writev(1, &local, 1, &remote, 1, 0);
+}
+
+static const struct denied denied_to_roles[] = {
+	{ "io_uring_setup", call_io_uring_setup }, { "ptrace", call_ptrace },
+	{ "process_vm_writev", call_process_vm_writev }, { "execve", call_execve },
+};
+
+struct role_call {
+	enum role role;
+	const struct denied *d;
+};
+
+static void *role_thread(void *arg)
+{
+	const struct role_call *rc = arg;
+
+	role_enter(rc->role);
+	rc->d->call();
+	dprintf(STDERR_FILENO, "%s returned\n", rc->d->name);
+	return NULL;
+}
+
+/* In a thread of @arg's role, under the process's filter and the role's own. */
+static void denied_in_role(void *arg)
+{
+	pthread_t th;
+
+	install_filter();
+	if (pthread_create(&th, NULL, role_thread, arg) == 0)
+		pthread_join(th, NULL);
+}
+
+/* A thread of any role under the filter that calls io_uring_setup, ptrace,
+ * process_vm_writev or execve is stopped, with the line that names its role and the
+ * call; ptrace too in a sanitized build, where the process's filter allows it. */
+START_TEST(test_roles_deny)
+{
+	for (int role = 0; role < ROLE_COUNT; role++) {
+		for (size_t i = 0; i < sizeof(denied_to_roles) / sizeof(denied_to_roles[0]); i++) {
+			struct role_call rc = { (enum role)role, &denied_to_roles[i] };
+			struct child_result r;
+			char want[96];
+
+			run_child(denied_in_role, &rc, &r);
+			ck_assert_msg(WIFEXITED(r.status) &&
+					      WEXITSTATUS(r.status) == CONFINE_EXIT_STATUS,
+				      "%s in a %s thread: status 0x%x, stderr: %s", rc.d->name,
+				      role_name(rc.role), r.status, r.err);
+			snprintf(want, sizeof(want), "%s thread made system call %s (",
+				 role_name(rc.role), rc.d->name);
+			ck_assert_msg(strstr(r.err, want), "the log line does not say '%s': %s",
+				      want, r.err);
+		}
 	}
 }
 END_TEST
@@ -454,6 +525,7 @@ Suite *confine_suite(void)
 
 	tcase_add_test(tc, test_seccomp_allows);
 	tcase_add_test(tc, test_seccomp_denies);
+	tcase_add_test(tc, test_roles_deny);
 	tcase_add_test(tc, test_user_parse);
 	tcase_add_test(tc, test_drop_user);
 	tcase_add_checked_fixture(ll, ll_setup, ll_teardown);

@@ -4,6 +4,7 @@
 #include "suites.h"
 #include "../../mmu/layout.h"
 #include "../../vmm/cpu_tables.h"
+#include "../../vmm/vm.h"
 #include "../../vmm/x86.h"
 
 #include <stdlib.h>
@@ -57,23 +58,56 @@ START_TEST(test_stubs)
 }
 END_TEST
 
-/* The TSS switches exceptions to our stack and lets only the stub port through. */
-START_TEST(test_tss)
+/* vCPU @id's TSS: RSP0 at the top of its own stack, and the shared bitmap, which lets
+ * only the stub port through. */
+static void check_tss(int id)
 {
-	const uint8_t *tss = ram + LAYOUT_TSS;
+	const uint8_t *tss = ram + cpu_tss_base(id), *bitmap;
 	uint64_t rsp0;
 	uint16_t iopb;
 
 	memcpy(&rsp0, tss + 4, 8);
 	memcpy(&iopb, tss + 102, 2);
-	ck_assert_uint_eq(rsp0, LAYOUT_KSTACK_TOP);
-	ck_assert_uint_eq(iopb, TSS_SIZE);
+	ck_assert_uint_eq(rsp0, cpu_kstack_top(id));
+	ck_assert_uint_eq(cpu_tss_base(id) + iopb, LAYOUT_IOPB);
+	ck_assert_uint_eq(cpu_tss_limit(id), (uint32_t)iopb + TSS_IOPB_SIZE);
+	bitmap = tss + iopb;
 	for (unsigned port = 0; port < 65536; port++) {
-		int denied = (tss[iopb + port / 8] >> (port % 8)) & 1;
+		int denied = (bitmap[port / 8] >> (port % 8)) & 1;
 
-		ck_assert_msg(denied == (port != STUB_PORT), "port %#x denied=%d", port, denied);
+		ck_assert_msg(denied == (port != STUB_PORT), "vCPU %d: port %#x denied=%d", id,
+			      port, denied);
 	}
-	ck_assert_uint_eq(tss[iopb + 8192], 0xFF);
+	ck_assert_uint_eq(bitmap[8192], 0xFF);
+}
+
+/* The TSS switches exceptions to our stack and lets only the stub port through. */
+START_TEST(test_tss)
+{
+	check_tss(0);
+	check_tss(VM_MAX_VCPUS - 1);
+}
+END_TEST
+
+/* G7: each vCPU has a TSS and an exception stack of its own, inside the system area and
+ * apart from every other vCPU's, so a fault on one cannot overwrite the frame another
+ * has yet to report. */
+START_TEST(test_exception_stack_per_vcpu)
+{
+	for (int a = 0; a < VM_MAX_VCPUS; a++) {
+		uint64_t top = cpu_kstack_top(a);
+
+		ck_assert_uint_ge(top - LAYOUT_KSTACK_SIZE, LAYOUT_KSTACK_LOW);
+		ck_assert_uint_le(top, LAYOUT_KSTACK_TOP);
+		ck_assert_uint_le(cpu_tss_base(a) + TSS_SIZE, LAYOUT_IOPB);
+		for (int b = 0; b < a; b++) {
+			ck_assert_msg(cpu_kstack_top(b) <= top - LAYOUT_KSTACK_SIZE,
+				      "stacks of vCPUs %d and %d overlap", b, a);
+			ck_assert_uint_ge(cpu_tss_base(a), cpu_tss_base(b) + TSS_SIZE);
+		}
+		memcpy(&top, ram + cpu_tss_base(a) + 4, 8);
+		ck_assert_uint_eq(top, cpu_kstack_top(a));
+	}
 }
 END_TEST
 
@@ -86,6 +120,7 @@ Suite *cpu_tables_suite(void)
 	tcase_add_test(tc, test_idt_gates);
 	tcase_add_test(tc, test_stubs);
 	tcase_add_test(tc, test_tss);
+	tcase_add_test(tc, test_exception_stack_per_vcpu);
 	suite_add_tcase(s, tc);
 	return s;
 }

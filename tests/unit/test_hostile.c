@@ -557,8 +557,9 @@ static int64_t gsys_path(uint64_t nr, const char *path, uint64_t a1, uint64_t a2
 	return sys(nr, (uint64_t)AT_FDCWD, G_PATH, a1, a2, 0, 0);
 }
 
-/* The guest's file, socket and ioctl calls, made by the real handlers under the
- * monitor's seccomp filter and a Landlock domain of root "/" and --rw dir. */
+/* The guest's file, socket and ioctl calls, made by the real handlers under a Landlock
+ * domain of root "/" and --rw dir, the monitor's seccomp filter and a vCPU's own, in
+ * the order confine_monitor installs them. */
 static void confined_calls(void)
 {
 	const char *rw[] = { dir };
@@ -567,8 +568,9 @@ static void confined_calls(void)
 	int64_t fd, fd2;
 	int n = 0;
 
-	ck_assert_msg(confine_seccomp(err) == 0, "%s", err);
 	ck_assert_msg(confine_landlock(&fs, err) == 0 || strstr(err, "no Landlock"), "%s", err);
+	ck_assert_msg(confine_seccomp(err) == 0, "%s", err);
+	role_enter(ROLE_VCPU);
 	/* read and write under --rw, make and remove a directory, list one */
 	fd = gsys_path(SYS_openat, "/f", O_RDWR | O_TRUNC, 0);
 	ck_assert(fd >= 0);
@@ -602,6 +604,9 @@ static void confined_calls(void)
 	ck_assert(access(host, W_OK) == 0);
 	if (!strstr(err, "no Landlock"))
 		ck_assert(open("/etc/hostname", O_WRONLY) < 0 && errno == EACCES);
+	/* Check's own bookkeeping after a test (its timers) is no call of the monitor's:
+	 * end here, as a passed check. */
+	_exit(0);
 }
 
 /* The personality works under the monitor's confinement: nothing the guest's file,

@@ -7,13 +7,18 @@
 #include "../../snapshot/image.h"
 #include "../../snapshot/merge.h"
 
+#include <xxhash.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <pthread.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/sysmacros.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -738,6 +743,177 @@ START_TEST(test_write_error)
 }
 END_TEST
 
+/* G2: a child whose parent is a device, a FIFO, or a link to a device is refused with
+ * a message, and the device or FIFO is never opened: inotify sees no IN_OPEN. */
+START_TEST(test_parent_never_opened)
+{
+	char child[192], fifo[192], node[192], link[192], why[IMG_ERR_LEN];
+	uint8_t *m1 = rewritten(mem, 2);
+	struct inotify_event ev;
+	struct img_reader r;
+	const char *named[3];
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	snprintf(child, sizeof(child), "%s/child.img", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo.img", dir);
+	snprintf(node, sizeof(node), "%s/zero", dir);
+	snprintf(link, sizeof(link), "%s/link.img", dir);
+	write_image();
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	/* Our own /dev/zero where we may make one, so nothing else opens it meanwhile. */
+	if (mknod(node, S_IFCHR | 0600, makedev(1, 5)) < 0)
+		snprintf(node, sizeof(node), "/dev/zero");
+	ck_assert_int_eq(symlink(node, link), 0);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(inotify_add_watch(in, fifo, IN_OPEN), 0);
+	ck_assert_int_ge(inotify_add_watch(in, node, IN_OPEN), 0);
+	named[0] = "fifo.img";
+	named[1] = node;
+	named[2] = "link.img";
+	for (int i = 0; i < 3; i++) {
+		write_child(child, path, named[i], mem, m1, IMG_CODEC_NONE);
+		ck_assert_msg(img_open(child, &r, why) != 0, "parent %s accepted", named[i]);
+		ck_assert_msg(strstr(why, "not a regular file") || strstr(why, "symbolic link"),
+			      "parent %s: %s", named[i], why);
+	}
+	ck_assert_int_eq(img_open(fifo, &r, why), -EINVAL); /* named directly, too */
+	ck_assert_msg(read(in, &ev, sizeof(ev)) < 0 && errno == EAGAIN,
+		      "the FIFO or the device was opened");
+	close(in);
+	free(m1);
+}
+END_TEST
+
+#define RACE_PAUSE_US 20000
+
+static bool race_stop;
+
+/* What a guest in the image's directory does: plant a link under the writer's
+ * temporary name, over and over, aiming at a file outside. */
+static void *link_racer(void *victim)
+{
+	char stage[192], tmp[192];
+
+	snprintf(stage, sizeof(stage), "%s/stage", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.snap.img.tmp.%d", dir, (int)getpid());
+	while (!__atomic_load_n(&race_stop, __ATOMIC_RELAXED)) {
+		unlink(stage);
+		if (symlink(victim, stage) == 0)
+			rename(stage, tmp);
+		usleep(RACE_PAUSE_US); /* a pace some snapshots get through */
+	}
+	unlink(stage);
+	return NULL;
+}
+
+/* G1: while links race in its directory, the writer never writes through one: the
+ * file they aim at stays as it was, and each image is written whole or reported. */
+START_TEST(test_links_never_followed)
+{
+	char victim[] = "/tmp/ccvm-victim-XXXXXX", back[16] = "";
+	struct img_header_info info = { .ram_size = RAM, .policy = 1 };
+	int vfd = mkstemp(victim), made = 0;
+	pthread_t racer;
+
+	ck_assert_int_ge(vfd, 0);
+	ck_assert_int_eq(write(vfd, "untouched", 9), 9);
+	ck_assert_int_eq(pthread_create(&racer, NULL, link_racer, victim), 0);
+	for (int i = 0; i < 300; i++) {
+		struct img_writer *w;
+		int rc = img_create(path, &info, &w);
+
+		if (rc)
+			continue; /* refused under the race: reported, nothing written */
+		rc = img_write_pages(w, 0, mem, RAM / PAGE_SIZE);
+		if (!rc)
+			rc = img_finish(w);
+		else
+			img_abort(w);
+		if (rc == 0) { /* a success is this image, under its name, not a link */
+			struct stat st;
+
+			ck_assert_int_eq(lstat(path, &st), 0);
+			ck_assert_msg(S_ISREG(st.st_mode), "a link took the image's name");
+			expect_image_is_mem();
+			made++;
+		}
+	}
+	__atomic_store_n(&race_stop, true, __ATOMIC_RELAXED);
+	pthread_join(racer, NULL);
+	ck_assert_int_eq(pread(vfd, back, sizeof(back), 0), 9);
+	ck_assert_msg(memcmp(back, "untouched", 9) == 0, "the writer wrote through a link");
+	close(vfd);
+	unlink(victim);
+	ck_assert_int_gt(made, 0);
+}
+END_TEST
+
+/* Rewrite @file's section table with one more section, of @type and @len bytes of
+ * holes: what a crafted sparse image claims. Its checksums are right. */
+static void add_sparse_section(const char *file, uint32_t type, uint64_t len)
+{
+	uint8_t trailer[48], table[17 * 32];
+	int fd = open(file, O_RDWR);
+	struct stat st;
+	uint64_t toff, n, at, h;
+	XXH3_state_t *x = XXH3_createState();
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(pread(fd, trailer, 48, st.st_size - 48), 48);
+	memcpy(&toff, trailer + 8, 8);
+	n = trailer[16];
+	ck_assert_int_eq(pread(fd, table, n * 32, (off_t)toff), (ssize_t)(n * 32));
+	memset(table + n * 32, 0, 32);
+	memcpy(table + n * 32, &type, 4);
+	memcpy(table + n * 32 + 8, &toff, 8);
+	memcpy(table + n * 32 + 16, &len, 8);
+	at = toff + len;
+	n++;
+	trailer[16] = (uint8_t)n;
+	memcpy(trailer + 8, &at, 8);
+	h = at + n * 32 + 48;
+	memcpy(trailer + 24, &h, 8);
+	XXH3_64bits_reset(x);
+	XXH3_64bits_update(x, table, n * 32);
+	XXH3_64bits_update(x, trailer, 40);
+	h = XXH3_64bits_digest(x);
+	memcpy(trailer + 40, &h, 8);
+	XXH3_freeState(x);
+	ck_assert_int_eq(ftruncate(fd, (off_t)toff), 0);
+	ck_assert_int_eq(pwrite(fd, table, n * 32, (off_t)at), (ssize_t)(n * 32));
+	ck_assert_int_eq(pwrite(fd, trailer, 48, (off_t)(at + n * 32)), 48);
+	close(fd);
+}
+
+/* G5: each kind of section has its own longest length: a sparse image claiming a
+ * section of gigabytes is refused before anything is allocated for it, and a writer
+ * makes no section a reader would refuse. */
+START_TEST(test_section_lengths_bounded)
+{
+	static const uint32_t kinds[] = { IMG_SEC_VCPUS, IMG_SEC_PROCESS, IMG_SEC_INFO, 99 };
+	struct img_header_info info = { .ram_size = RAM, .policy = 1 };
+	char why[IMG_ERR_LEN];
+	struct img_reader r;
+	struct img_writer *w;
+	void *big = calloc(1, IMG_MAX_PROCESS_LEN + 1);
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		write_image();
+		add_sparse_section(path, kinds[i], 8ULL << 30);
+		ck_assert_int_eq(img_open(path, &r, why), -EINVAL);
+		ck_assert_msg(strstr(why, "longer than that kind may be"), "%s", why);
+	}
+	ck_assert_ptr_nonnull(big);
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_VCPUS, big, IMG_MAX_VCPUS_LEN + 1), -E2BIG);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_PROCESS, big, IMG_MAX_PROCESS_LEN + 1), -E2BIG);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_PROCESS, big, IMG_MAX_PROCESS_LEN), 0);
+	img_abort(w);
+	free(big);
+}
+END_TEST
+
 Suite *image_suite(void)
 {
 	Suite *s = suite_create("image");
@@ -760,6 +936,9 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_version1_reads);
 	tcase_add_test(tc, test_chain_round_trip);
 	tcase_add_test(tc, test_chain_refused);
+	tcase_add_test(tc, test_parent_never_opened);
+	tcase_add_test(tc, test_links_never_followed);
+	tcase_add_test(tc, test_section_lengths_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,6 +12,7 @@
 #include "suites.h"
 #include "../../mmu/layout.h"
 #include "../../vmm/linux/sys.h"
+#include "../../vmm/vcpu.h"
 #include "../../vmm/x86.h"
 
 #include <fcntl.h>
@@ -639,7 +640,7 @@ static enum lx_action sig_call5(struct lx_thread *t, struct kvm_regs *u, uint64_
 	act = lx_syscall(t, &r, &sregs, &dirty);
 	if (!t->resume_exact) {
 		r.rip = r.rcx;
-		r.rflags = (r.r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+		vcpu_sysret_regs(&r);
 	}
 	*u = r;
 	return act;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define RAM (16ULL << 20)
 
@@ -62,7 +63,7 @@ static void good_vcpu(struct vcpu_saved *st)
 	st->sregs.fs.base = LAYOUT_USER_BASE + 0x8000;
 	st->sregs.gdt = (struct kvm_dtable){ .base = LAYOUT_GDT, .limit = GDT_LIMIT };
 	st->sregs.idt = (struct kvm_dtable){ .base = LAYOUT_IDT, .limit = IDT_LIMIT };
-	st->sregs.tr = (struct kvm_segment){ .base = LAYOUT_TSS, .limit = TSS_LIMIT,
+	st->sregs.tr = (struct kvm_segment){ .base = cpu_tss_base(0), .limit = cpu_tss_limit(0),
 					     .selector = GDT_TSS, .present = 1, .type = 11 };
 	st->sregs.cr0 = CR0_PE | CR0_WP | CR0_PG;
 	st->sregs.cr3 = LAYOUT_PGTABLE;
@@ -142,6 +143,30 @@ START_TEST(test_vcpu_crafted_states)
 END_TEST
 
 /* A process state as ccvm saves it, rooted at @root. */
+/*
+ * G3: every return to CPL3 takes its flags from one function, which keeps only what a
+ * program at IOPL 0 may hold. A forged R11 at the syscall stub (the guest can jump
+ * there) or a saved state naming IOPL 3 in R11 never reaches CPL3 with IOPL set.
+ */
+START_TEST(test_user_rflags)
+{
+	struct kvm_regs r = { .rcx = LAYOUT_USER_BASE, .r11 = ~0ULL };
+	struct vcpu_saved st;
+
+	vcpu_sysret_regs(&r);
+	ck_assert_uint_eq(r.rflags & (RFLAGS_IOPL | RFLAGS_VM | RFLAGS_VIF | RFLAGS_VIP), 0);
+	ck_assert_uint_eq(r.rflags & ~(RFLAGS_USER | RFLAGS_FIXED | RFLAGS_IF), 0);
+	ck_assert_uint_ne(r.rflags & RFLAGS_IF, 0);
+	ck_assert_uint_eq(x86_user_rflags(RFLAGS_IOPL | RFLAGS_FIXED), RFLAGS_FIXED | RFLAGS_IF);
+	ck_assert_uint_eq(x86_user_rflags(RFLAGS_DF | RFLAGS_AC),
+			  RFLAGS_DF | RFLAGS_AC | RFLAGS_FIXED | RFLAGS_IF);
+	good_vcpu(&st);
+	st.regs.rip = STUB_SYSCALL;
+	st.regs.r11 = RFLAGS_FIXED | RFLAGS_IF | RFLAGS_IOPL;
+	expect_refused(&st, "r11.iopl");
+}
+END_TEST
+
 static json_t *good_state(const char *root)
 {
 	return json_pack(
@@ -209,6 +234,46 @@ static void write_image(const struct vcpu_saved *st, json_t *state)
 	ck_assert_int_eq(img_finish(w), 0);
 	free(text);
 }
+
+/*
+ * G4: restore loads only the copy it checked. restore_read_state reads each state
+ * section once and checks that copy; the file changed afterwards (an IOPL-3 vCPU
+ * written over the section in place, and the open reader's checksum made to match it,
+ * as a crafted collision would) fails a fresh check, while the copy restore goes on
+ * with is still the one checked.
+ */
+START_TEST(test_restore_loads_the_checked_copy)
+{
+	struct restore_saved saved;
+	struct vcpu_saved st, bad;
+	struct img_reader r;
+	char why[IMG_ERR_LEN];
+	json_t *state = good_state("/");
+	const struct img_section *sv;
+	int fd;
+
+	good_vcpu(&st);
+	write_image(&st, state);
+	json_decref(state);
+	ck_assert_msg(img_open(img, &r, why) == 0, "%s", why);
+	ck_assert_msg(restore_read_state(&r, &saved, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(saved.n_vcpus, 1);
+	bad = st;
+	bad.regs.rflags |= RFLAGS_IOPL;
+	sv = img_find(&r, IMG_SEC_VCPUS);
+	fd = open(img, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, &bad, sizeof(bad), (off_t)sv->offset), (ssize_t)sizeof(bad));
+	close(fd);
+	((struct img_section *)sv)->hash = XXH3_64bits(&bad, sizeof(bad));
+	ck_assert_int_eq(restore_check_state(&r, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "iopl"), "%s", err);
+	ck_assert_uint_eq(saved.vcpus[0].regs.rflags & RFLAGS_IOPL, 0);
+	ck_assert_int_eq(memcmp(&saved.vcpus[0], &st, sizeof(st)), 0);
+	restore_saved_free(&saved);
+	img_close(&r);
+}
+END_TEST
 
 /* A valid image whose memory (text in every chunk) is compressed with @codec. */
 static void write_compressed_image(enum img_codec codec)
@@ -369,8 +434,10 @@ Suite *restore_policy_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_vcpu_good_states);
 	tcase_add_test(tc, test_vcpu_crafted_states);
+	tcase_add_test(tc, test_user_rflags);
 	tcase_add_test(tc, test_state_checks);
 	tcase_add_test(tc, test_crafted_images);
+	tcase_add_test(tc, test_restore_loads_the_checked_copy);
 	tcase_add_test(tc, test_inspect_compressed);
 	tcase_add_test(tc, test_restore_policy);
 	suite_add_tcase(s, tc);

@@ -25,6 +25,7 @@
  * system calls, which still work). Lock order: p->lock, then fio->lock.
  */
 #include "sys.h"
+#include "../role.h"
 #include "../../mmu/mono.h"
 #include "../log.h"
 #include "../x86.h"
@@ -582,6 +583,7 @@ static void *fio_flusher(void *arg)
 	struct timespec until;
 	int64_t t;
 
+	role_enter(ROLE_HELPER);
 	pthread_mutex_lock(&f->lock);
 	while (!f->stop) {
 		if (f->n_fast == 0 && !f->lingering) {

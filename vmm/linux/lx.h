@@ -134,6 +134,8 @@ struct lx_timer {
 	int64_t deadline;        /* next expiry, guest ns on @clock */
 	int64_t interval;        /* period in ns; 0: once */
 	int overrun;             /* of the signal last taken (timer_getoverrun) */
+	bool parked;             /* periodic, its signal queued: re-armed when it is taken,
+				  * as Linux does, so a pile-up costs nothing meanwhile */
 };
 
 /* A signalfd (signalfd.c): a host pipe whose read end the guest's descriptors are,

@@ -113,7 +113,7 @@ void lx_sig_user_regs(const struct lx_thread *t, const struct kvm_regs *r, struc
 	if (t->resume_exact)
 		return;
 	u->rip = r->rcx;
-	u->rflags = (r->r11 & RFLAGS_SYSRET_MASK) | RFLAGS_FIXED;
+	u->rflags = x86_user_rflags(r->r11);
 }
 
 static bool lx_on_altstack(const struct lx_thread *t, uint64_t sp)

@@ -220,8 +220,10 @@ int lx_sig_take(struct lx_thread *t, uint64_t allowed, siginfo_t *info)
 	else if ((sig = lx_sig_first(p->sigpend.set & allowed)))
 		lx_sigq_take(&p->sigpend, sig, info);
 	/* timer_getoverrun tells the overruns of the timer's signal last taken */
-	if (sig && info->si_code == SI_TIMER && (unsigned)info->si_timerid < LX_MAX_TIMERS)
+	if (sig && info->si_code == SI_TIMER && (unsigned)info->si_timerid < LX_MAX_TIMERS) {
+		lx_timer_taken(p, info);
 		p->timers.t[info->si_timerid].overrun = info->si_overrun;
+	}
 	if (sig)
 		lx_sigfd_sync(p);
 	return sig;
@@ -364,6 +366,11 @@ static siginfo_t *lx_sig_timer_queued(struct lx_proc *p, int id)
 			if (qs[k]->q[i].si_code == SI_TIMER && qs[k]->q[i].si_timerid == id)
 				return &qs[k]->q[i];
 	return NULL;
+}
+
+bool lx_sig_timer_pending(struct lx_proc *p, int id)
+{
+	return lx_sig_timer_queued(p, id) != NULL;
 }
 
 void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed)

@@ -192,6 +192,11 @@ bool lx_sig_thread_known(struct lx_proc *p, int tid);
 /* Timer @id (LX_MAX_TIMERS: ITIMER_REAL) expired after @missed periods went by
  * unnoticed: its signal queued, or its queued one's overrun grown (p->lock held). */
 void lx_sig_queue_timer(struct lx_proc *p, int id, int64_t missed);
+/* Whether POSIX timer @id's signal is queued, not yet taken (p->lock held). */
+bool lx_sig_timer_pending(struct lx_proc *p, int id);
+/* The guest takes @info, a POSIX timer's signal: a timer parked meanwhile is re-armed
+ * after now, the periods it missed added to @info's overrun (p->lock held). */
+void lx_timer_taken(struct lx_proc *p, siginfo_t *info);
 
 /* What signal.c and sigframe.c share. The mask of a thread changes under the process
  * lock (senders read it); lx_sig_force raises a signal the kernel itself would (a bad

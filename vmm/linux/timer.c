@@ -13,6 +13,7 @@
  * visibly (ENOSYS, logged) rather than never firing.
  */
 #include "sys.h"
+#include "../role.h"
 #include "../log.h"
 
 #include <stdio.h>
@@ -33,6 +34,11 @@
 /* How soon a kicked thread that is still blocked is kicked again: the latency of a
  * signal whose kick landed just before the host call it was to interrupt. */
 #define LX_REKICK_NS       (10 * 1000000LL)
+/* The timer thread's tick: a periodic timer's expiries closer than this to the one
+ * just handled are counted as overruns of it, as Linux's hrtimer_forward does below
+ * its resolution, instead of waking the thread again at once (a 1 ns interval would
+ * keep it spinning). */
+#define LX_TIMER_TICK_NS   (1000000LL)
 
 /* The kernel's struct sigevent as timer_create reads it (64 bytes). */
 struct lx_sigevent {
@@ -53,6 +59,18 @@ static int64_t lx_timer_now(struct lx_proc *p, int clock)
 	return ns;
 }
 
+/* Move a periodic timer that expired by @now to its first expiry at least a tick
+ * later; the periods skipped besides the one that fired are its overruns. */
+static int64_t lx_timer_forward(struct lx_timer *tm, int64_t now)
+{
+	int64_t periods = (now + LX_TIMER_TICK_NS - tm->deadline) / tm->interval + 1;
+
+	if (periods > LX_TIMER_FAR / tm->interval) /* a far deadline stays reachable */
+		periods = LX_TIMER_FAR / tm->interval;
+	tm->deadline += periods * tm->interval;
+	return periods - 1;
+}
+
 /* Expire what is due (p->lock held); how long until the next one, or -1 for none. */
 static int64_t lx_timer_expire(struct lx_proc *p)
 {
@@ -62,18 +80,23 @@ static int64_t lx_timer_expire(struct lx_proc *p)
 		struct lx_timer *tm = &p->timers.t[id];
 		int64_t now, missed = 0;
 
-		if (!tm->armed)
+		if (!tm->armed || tm->parked)
 			continue;
 		now = lx_timer_now(p, tm->clock);
 		if (tm->deadline <= now) {
 			if (tm->interval) {
-				missed = (now - tm->deadline) / tm->interval;
-				tm->deadline += (missed + 1) * tm->interval;
+				missed = lx_timer_forward(tm, now);
 			} else {
 				tm->armed = false;
 			}
 			if (tm->notify != LX_SIGEV_NONE)
 				lx_sig_queue_timer(p, id, missed);
+			/* Until the guest takes that signal, further expiries are only
+			 * overruns: counted then (lx_timer_taken). */
+			tm->parked = tm->armed && id < LX_MAX_TIMERS && tm->notify != LX_SIGEV_NONE &&
+				     lx_sig_timer_pending(p, id);
+			if (tm->parked)
+				continue;
 		}
 		if (tm->armed && (next < 0 || tm->deadline - now < next))
 			next = tm->deadline - now > 0 ? tm->deadline - now : 0;
@@ -81,11 +104,28 @@ static int64_t lx_timer_expire(struct lx_proc *p)
 	return next;
 }
 
+void lx_timer_taken(struct lx_proc *p, siginfo_t *info)
+{
+	struct lx_timer *tm = &p->timers.t[info->si_timerid];
+	int64_t now, missed = 0;
+
+	if (!tm->parked)
+		return;
+	tm->parked = false;
+	now = lx_timer_now(p, tm->clock);
+	if (tm->deadline <= now)
+		missed = lx_timer_forward(tm, now) + 1;
+	info->si_overrun = missed > INT32_MAX - info->si_overrun ? INT32_MAX :
+							       info->si_overrun + (int)missed;
+	pthread_cond_broadcast(&p->timers.cond); /* the thread reckons its next wake-up */
+}
+
 static void *lx_timer_thread(void *arg)
 {
 	struct lx_proc *p = arg;
 	struct lx_timers *ts = &p->timers;
 
+	role_enter(ROLE_TIMER);
 	pthread_mutex_lock(&p->lock);
 	while (!ts->stop) {
 		int64_t wait = lx_timer_expire(p);
