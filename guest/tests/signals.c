@@ -17,6 +17,10 @@
  *                        armed for SECONDS (default 6); says "armed", waits for the
  *                        alarm, then unblocks SIGUSR2: a VM snapshotted while it waits
  *                        must restore to the same lines
+ *   signals timer-storm NS MS
+ *                        a POSIX timer every NS ns (none for 0), its signal blocked,
+ *                        while the program sleeps MS ms: what the timer costs the
+ *                        monitor when its expiries pile up (issue 29, G6)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -399,9 +403,38 @@ static int snapshot_mode(int seconds)
 	return 0;
 }
 
+static int timer_storm(long ns, long ms)
+{
+	struct sigevent ev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN + 2 };
+	struct itimerspec its = { .it_value = { .tv_nsec = 1000000 },
+				  .it_interval = { .tv_sec = ns / 1000000000L,
+						   .tv_nsec = ns % 1000000000L } };
+	struct timespec nap = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	siginfo_t si = { 0 };
+	sigset_t set;
+	timer_t t;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGRTMIN + 2);
+	block(SIG_BLOCK, SIGRTMIN + 2);
+	if (ns && (timer_create(CLOCK_MONOTONIC, &ev, &t) || timer_settime(t, 0, &its, NULL))) {
+		perror("timer");
+		return 1;
+	}
+	while (nanosleep(&nap, &nap) != 0 && errno == EINTR)
+		;
+	/* The expiries that piled up while it slept arrive as one signal's overruns. */
+	if (ns && sigwaitinfo(&set, &si) != SIGRTMIN + 2)
+		perror("sigwaitinfo");
+	printf("storm: slept, overruns counted %d\n", ns ? si.si_overrun > 0 : 1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 3 && strcmp(argv[1], "timer-storm") == 0)
+		return timer_storm(atol(argv[2]), atol(argv[3]));
 	if (argc > 1 && strcmp(argv[1], "ignore-int") == 0)
 		return ignore_int();
 	if (argc > 1 && strcmp(argv[1], "snapshot") == 0)

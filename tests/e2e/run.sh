@@ -25,7 +25,7 @@
 # check's outcome is appended to).
 set -u
 PART=all ONLY=
-VM_SCRIPTS="guest isolation snapshot redis compat"
+VM_SCRIPTS="guest isolation confine snapshot redis compat"
 while [ $# -gt 1 ]; do
 	case $1 in
 	--part) PART=$2; shift 2 ;;
