@@ -1330,24 +1330,39 @@ int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN])
 	return img_open_at(AT_FDCWD, path, false, r, err, 0);
 }
 
+/* Why @st cannot be an image, or NULL when it is a regular file. */
+static const char *img_not_regular(const struct stat *st)
+{
+	if (S_ISREG(st->st_mode))
+		return NULL;
+	return S_ISLNK(st->st_mode) ? "a symbolic link, which an image's parent may not be" :
+				      "not a regular file";
+}
+
 /*
- * Open @base in @dir for reading without acting on whatever else it names. The name
- * is looked up once, as an O_PATH descriptor: that opens no device or FIFO and
- * notifies nobody. It must be a regular file, and is then reopened through that
- * descriptor, so the file read is the file checked. A parent, which an image names,
- * may not be a symbolic link either.
+ * Open @base in @dir for reading without acting on whatever else it names. Its type is
+ * read first without opening anything; a regular file is then looked up once as an
+ * O_PATH descriptor (which opens no device or FIFO), checked to be that same file,
+ * and reopened through that descriptor, so the file read is the file checked. A
+ * parent, which an image names, may not be a symbolic link either.
  */
 static int img_open_file(int dir, const char *base, bool parent, char err[IMG_ERR_LEN])
 {
-	int pfd = openat(dir, base, O_PATH | O_CLOEXEC | (parent ? O_NOFOLLOW : 0)), fd;
-	struct stat st = { 0 };
+	struct stat pre, st = { 0 };
+	const char *why;
+	int pfd, fd;
 
+	if (fstatat(dir, base, &pre, parent ? AT_SYMLINK_NOFOLLOW : 0) < 0)
+		return img_fail(err, -errno, "cannot open: %s", strerror(errno));
+	why = img_not_regular(&pre);
+	if (why)
+		return img_fail(err, -EINVAL, "%s", why);
+	pfd = openat(dir, base, O_PATH | O_CLOEXEC | (parent ? O_NOFOLLOW : 0));
 	if (pfd < 0)
 		return img_fail(err, -errno, "cannot open: %s", strerror(errno));
-	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fd = img_fail(err, -EINVAL, "%s", S_ISLNK(st.st_mode) ?
-			      "a symbolic link, which an image's parent may not be" :
-			      "not a regular file");
+	if (fstat(pfd, &st) < 0 || (why = img_not_regular(&st)) || st.st_dev != pre.st_dev ||
+	    st.st_ino != pre.st_ino) {
+		fd = img_fail(err, -EINVAL, "%s", why ? why : "replaced while it was opened");
 	} else {
 		fd = img_reopen(pfd, O_RDONLY | O_NOCTTY);
 		if (fd < 0)
