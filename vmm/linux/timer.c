@@ -59,11 +59,14 @@ static int64_t lx_timer_now(struct lx_proc *p, int clock)
 	return ns;
 }
 
-/* Move a periodic timer that expired by @now to its first expiry at least a tick
- * later; the periods skipped besides the one that fired are its overruns. */
+/* Move a periodic timer that expired by @now to its first expiry after now, or, for
+ * an interval shorter than a tick, at least a tick after now; the periods skipped
+ * besides the one that fired are its overruns. An interval of a tick or more keeps
+ * Linux's bound: the time left never exceeds the interval. */
 static int64_t lx_timer_forward(struct lx_timer *tm, int64_t now)
 {
-	int64_t periods = (now + LX_TIMER_TICK_NS - tm->deadline) / tm->interval + 1;
+	int64_t horizon = tm->interval < LX_TIMER_TICK_NS ? now + LX_TIMER_TICK_NS : now;
+	int64_t periods = (horizon - tm->deadline) / tm->interval + 1;
 
 	if (periods > LX_TIMER_FAR / tm->interval) /* a far deadline stays reachable */
 		periods = LX_TIMER_FAR / tm->interval;
