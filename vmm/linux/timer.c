@@ -34,10 +34,10 @@
 /* How soon a kicked thread that is still blocked is kicked again: the latency of a
  * signal whose kick landed just before the host call it was to interrupt. */
 #define LX_REKICK_NS       (10 * 1000000LL)
-/* The timer thread's tick: a periodic timer's expiries closer than this to the one
- * just handled are counted as overruns of it, as Linux's hrtimer_forward does below
- * its resolution, instead of waking the thread again at once (a 1 ns interval would
- * keep it spinning). */
+/* The timer thread's tick: a periodic timer with a shorter interval fires at most once
+ * per tick, the periods in between counted as overruns, as Linux's hrtimer_forward
+ * does below its resolution, instead of waking the thread again at once (a 1 ns
+ * interval would keep it spinning). */
 #define LX_TIMER_TICK_NS   (1000000LL)
 
 /* The kernel's struct sigevent as timer_create reads it (64 bytes). */
