@@ -305,7 +305,8 @@ static int confine_rules_socket(scmp_filter_ctx ctx)
 
 /* Threads and the fork child, never namespaces. clone3 passes its flags in memory a
  * filter cannot read: it fails with ENOSYS, and glibc falls back to clone. A thread
- * names itself with prctl; nothing may take SIGSYS over. */
+ * names itself with prctl, the fork child asks to die with its parent; nothing may
+ * take SIGSYS over. */
 static int confine_rules_process(scmp_filter_ctx ctx, unsigned args)
 {
 	int rc = 0;
@@ -327,6 +328,9 @@ static int confine_rules_process(scmp_filter_ctx ctx, unsigned args)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_prctl, 1,
 				      SCMP_A0(SCMP_CMP_EQ, PR_GET_NAME, 0));
+	if (!rc && (args & CALLS_THREADS)) /* the fork policy's child dies with ccvm */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_prctl, 1,
+				      SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG, 0));
 #endif
 	return rc;
 }

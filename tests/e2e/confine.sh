@@ -83,6 +83,27 @@ for with in no yes; do
 	fi
 done
 
+# 2b. Every snapshot policy under confinement, the fork policy's child among them.
+mkfifo "$C/f.in"
+(cd "$C/rw" && exec "$CCVM" run --mem 128M --control "$CC" -- "$G/tests/fillwait.glibc" 16 \
+	<"$C/f.in" >"$C/f.out" 2>"$C/f.err") &
+VMPID=$!
+exec 8>"$C/f.in"
+if wait_for_line filled "$C/f.out"; then
+	for pol in fork stop cow ccow; do
+		"$CCVM" ctl "$CC" snapshot "$C/rw/$pol.img" --policy $pol --wait >"$C/f-$pol.json" 2>&1
+	done
+fi
+exec 8>&-
+wait $VMPID
+rm -f "$C/f.in"
+for pol in fork stop cow ccow; do
+	grep -q '"ok":true' "$C/f-$pol.json" 2>/dev/null && "$CCVM" inspect "$C/rw/$pol.img" >/dev/null 2>&1 &&
+		pass "a confined $pol snapshot" "written and intact" ||
+		fail "a confined $pol snapshot" "$(cat "$C/f-$pol.json" 2>/dev/null)" "$(head -3 "$C/f.err")"
+	rm -f "$C/rw/$pol.img"
+done
+
 # 3. A guest racing symbolic links in its --rw directory while the host takes snapshots
 #    into that directory: no file outside changes, and every snapshot either succeeds
 #    or reports its failure.
