@@ -114,6 +114,7 @@ static const int calls_control[] = {
 	__NR_sched_setscheduler, __NR_pipe2, __NR_eventfd2, __NR_getrusage, __NR_getppid,
 	__NR_fadvise64, __NR_getuid, __NR_geteuid, /* whose peer may drive the socket */
 	__NR_getcwd, /* realpath of a relative --parent */
+	__NR_sysinfo, /* glibc's qsort sizes its buffer by the RAM (schedule.c) */
 };
 
 /* Writing a snapshot: the writer, its I/O threads, copy-on-write faults and copies,
@@ -124,7 +125,7 @@ static const int calls_snapshot[] = {
 	__NR_flock, __NR_getdents64, __NR_unlinkat, __NR_lseek, __NR_mincore, __NR_kill,
 	__NR_wait4, __NR_setpriority, __NR_getpriority, __NR_sched_setscheduler,
 	__NR_getrusage, __NR_getppid, __NR_readlinkat, __NR_readlink, __NR_unlink,
-	__NR_getcwd, /* periodic snapshots: the oldest removed (schedule.c) */
+	__NR_getcwd, __NR_sysinfo, /* periodic snapshots: the oldest removed (schedule.c) */
 };
 
 /* The guest's POSIX timers: wait, then signal a vCPU (tgkill, in calls_common). */
