@@ -128,8 +128,9 @@ static const int calls_snapshot[] = {
 	__NR_getcwd, __NR_sysinfo, /* periodic snapshots: the oldest removed (schedule.c) */
 };
 
-/* The guest's POSIX timers: wait, then signal a vCPU (tgkill, in calls_common). */
-static const int calls_timer[] = { __NR_getrusage };
+/* The guest's POSIX timers: wait (futex, clock_nanosleep) and signal a vCPU (tgkill),
+ * all in calls_common; nothing of its own. */
+static const int calls_timer[] = { __NR_futex };
 
 /* Signals from outside, the fastio flusher, the coverage tracker, loading a restored
  * image's memory. */
@@ -183,7 +184,7 @@ static const unsigned long confine_ioctls[] = {
 	TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ, FIONREAD, FIONBIO, TIOCGPGRP, FIOCLEX, FIONCLEX,
 };
 
-/* The compiled filters: the process's, then one per role. */
+/* Each role's filter, compiled once (the process's is loaded and freed at once). */
 static struct sock_fprog confine_bpf[ROLE_COUNT];
 static bool confine_roles_on;
 
@@ -336,13 +337,17 @@ static int confine_rules_process(scmp_filter_ctx ctx, unsigned args)
 	return rc;
 }
 
+/* Allow each of @nr; one already allowed (the lists overlap) is no error. */
 static int confine_add_list(scmp_filter_ctx ctx, const int *nr, size_t n)
 {
 	int rc = 0;
 
-	for (size_t i = 0; !rc && i < n; i++)
+	for (size_t i = 0; !rc && i < n; i++) {
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr[i], 0);
-	return rc == -EEXIST ? 0 : rc;
+		if (rc == -EEXIST)
+			rc = 0;
+	}
+	return rc;
 }
 
 /* The rules of @role (ROLE_COUNT: the process's, every role's and the main thread's). */

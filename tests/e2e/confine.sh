@@ -41,7 +41,9 @@ if grep -q '"ok":true' "$C/c.json"; then
 	(cd "$C/rw" && exec "$CCVM" restore "$C/rw/c.img" <"$C/r.in" >"$C/r.out" 2>"$C/r.err") &
 	RPID=$!
 	exec 8>"$C/r.in"
-	wait_until 60 test -n "$(status_of $RPID)" && sleep 0.2
+	# Confined once the image is open and the VM made: wait for that, not a time.
+	confined() { grep -q '^Seccomp:[[:space:]]*2' "/proc/$RPID/status" 2>/dev/null; }
+	wait_until 60 confined
 	restore_status=$(status_of $RPID)
 	exec 8>&-
 	wait $RPID; rst=$?
