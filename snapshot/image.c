@@ -335,6 +335,15 @@ static int img_direct_fd(int fd)
 	return dfd < 0 ? -1 : dfd;
 }
 
+/* The last component of @path, or NULL when it names no file in a directory ("",
+ * ".", "..", a trailing '/'). */
+static const char *img_base(const char *path)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+
+	return !*base || !strcmp(base, ".") || !strcmp(base, "..") ? NULL : base;
+}
+
 /* Open the directory part of @path (relative to @at) with @flags; *base is set to its
  * last component, which must name something in it (not "", "." or ".."). */
 static int img_dir_at(int at, const char *path, int flags, const char **base)
@@ -343,8 +352,8 @@ static int img_dir_at(int at, const char *path, int flags, const char **base)
 	char *dir;
 	int fd;
 
-	*base = slash ? slash + 1 : path;
-	if (!**base || !strcmp(*base, ".") || !strcmp(*base, ".."))
+	*base = img_base(path);
+	if (!*base)
 		return -EISDIR;
 	if (!slash)
 		dir = strdup(".");
@@ -424,7 +433,7 @@ int img_create(const char *final_path, const struct img_header_info *info, struc
 int img_create_at(int dir, const char *final_path, const struct img_header_info *info,
 		  struct img_writer **out)
 {
-	const char *slash = strrchr(final_path, '/'), *base = slash ? slash + 1 : final_path;
+	const char *base = img_base(final_path);
 	struct img_writer *w;
 	uint8_t hdr[IMG_HDR_SIZE];
 	int rc;
@@ -432,7 +441,7 @@ int img_create_at(int dir, const char *final_path, const struct img_header_info 
 	if (!info->ram_size || info->ram_size % IMG_CHUNK || info->ram_size > IMG_MAX_RAM ||
 	    codec_level_check(info->codec, info->level) || (info->flags & ~IMG_FLAGS_KNOWN))
 		return -EINVAL;
-	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+	if (!base)
 		return -EISDIR;
 	w = calloc(1, sizeof(*w));
 	if (!w)

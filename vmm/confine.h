@@ -33,9 +33,6 @@ int confine_mode_parse(const char *s, enum confine_mode *mode);
  */
 int confine_seccomp(char err[CONFINE_ERR_LEN]);
 
-/* After confine_seccomp: stack @r's filter on the calling thread (what role_enter
- * does). 0 or -errno. */
-int confine_role(enum role r);
 
 /* What the guest's file operations may touch: --root read-only, the --rw directories
  * for anything, and the harmless devices under the root for reading and writing. */

@@ -431,11 +431,6 @@ static int confine_role_hook(enum role r)
 	return confine_load(&confine_bpf[r], false);
 }
 
-int confine_role(enum role r)
-{
-	return confine_role_hook(r);
-}
-
 int confine_seccomp(char err[CONFINE_ERR_LEN])
 {
 	struct sigaction sa = { .sa_sigaction = confine_sigsys, .sa_flags = SA_SIGINFO };

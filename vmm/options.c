@@ -70,24 +70,25 @@ static int set_root(struct cli_opts *o, const char *arg)
 	return 0;
 }
 
-static int set_rw(struct cli_opts *o, const char *arg)
+/* One more directory of a repeatable option (--rw, --image-dir), at most @max. */
+static int opt_push_dir(const char **list, int *n, int max, const char *opt, const char *arg)
 {
-	if (o->n_rw == OPT_MAX_RW_DIRS) {
-		log_err("too many --rw directories (at most %d)", OPT_MAX_RW_DIRS);
+	if (*n == max) {
+		log_err("too many --%s directories (at most %d)", opt, max);
 		return -EINVAL;
 	}
-	o->rw[o->n_rw++] = arg;
+	list[(*n)++] = arg;
 	return 0;
+}
+
+static int set_rw(struct cli_opts *o, const char *arg)
+{
+	return opt_push_dir(o->rw, &o->n_rw, OPT_MAX_RW_DIRS, "rw", arg);
 }
 
 static int set_image_dir(struct cli_opts *o, const char *arg)
 {
-	if (o->n_image_dir == OPT_MAX_IMAGE_DIRS) {
-		log_err("too many --image-dir directories (at most %d)", OPT_MAX_IMAGE_DIRS);
-		return -EINVAL;
-	}
-	o->image_dir[o->n_image_dir++] = arg;
-	return 0;
+	return opt_push_dir(o->image_dir, &o->n_image_dir, OPT_MAX_IMAGE_DIRS, "image-dir", arg);
 }
 
 static int set_confine(struct cli_opts *o, const char *arg)

@@ -19,7 +19,7 @@ enum role {
  * its role's seccomp filter on it. Called first thing by every thread ccvm starts. */
 void role_enter(enum role r);
 
-/* What role_enter calls for confinement (confine.c installs it). Returns 0 or -errno;
+/* What role_enter calls for confinement (confine_seccomp.c installs it). Returns 0 or -errno;
  * role_enter reports a failure and the thread runs on under the process's filter. */
 void role_set_hook(int (*hook)(enum role r));
 
