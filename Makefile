@@ -27,7 +27,7 @@ LDLIBS    = -ljansson -lxxhash -lzstd -llz4 -lseccomp -lm -pthread
 SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 B         = build
-SRCS      = $(wildcard vmm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
+SRCS      = $(wildcard vmm/*.c vmm/base/*.c vmm/kvm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
 LIB_SRCS  = $(filter-out vmm/main.c,$(SRCS))
 OBJS      = $(SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 ASAN_OBJS = $(SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
@@ -38,15 +38,17 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 	      $(foreach t,$(GUEST_TESTS),$(B)/guest/tests/$(t).glibc $(B)/guest/tests/$(t).musl \
 	        $(B)/guest/tests/$(t).spie $(B)/guest/tests/$(t).dyn)
 
-# The monitor in layers, each a static archive that may use only the layers after it
-# (README, Layout): ccvm is linked from them in this order, and `make layers` links
-# each layer alone with the ones below it, so a call upwards is a link error.
-LAYER_NAMES    = vmm linux snapshot mmu base
-LAYER_base     = vmm/log.c vmm/role.c
+# The monitor in layers, each one folder and a static archive that may use only the
+# layers after it (docs/architecture.md): ccvm is linked from them in this order, and
+# `make layers` links each layer alone with the ones below it, so a call upwards is a
+# link error.
+LAYER_NAMES    = vmm linux kvm snapshot mmu base
+LAYER_base     = $(wildcard vmm/base/*.c)
 LAYER_mmu      = $(wildcard mmu/*.c)
-LAYER_snapshot = $(filter-out snapshot/capture.c snapshot/restore.c,$(wildcard snapshot/*.c))
+LAYER_snapshot = $(wildcard snapshot/*.c)
+LAYER_kvm      = $(wildcard vmm/kvm/*.c)
 LAYER_linux    = $(wildcard vmm/linux/*.c)
-LAYER_vmm      = $(filter-out vmm/main.c $(LAYER_base),$(wildcard vmm/*.c)) snapshot/capture.c snapshot/restore.c
+LAYER_vmm      = $(filter-out vmm/main.c,$(wildcard vmm/*.c))
 LAYER_BLOBS_linux = $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 LAYER_LIBS     = $(LAYER_NAMES:%=$(B)/lib/libccvm-%.a)
 
@@ -322,7 +324,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ccvm $(DESTDIR)$(PREFIX)/share/man/man1/ccvm.1
 
 format:
-	clang-format -i $(SRCS) $(wildcard vmm/*.h vmm/linux/*.h mmu/*.h guest/*.c guest/vdso/*.[ch] guest/fastio/*.[ch] guest/tests/*.c tests/unit/*.[ch])
+	clang-format -i $(SRCS) $(wildcard vmm/*.h vmm/base/*.h vmm/kvm/*.h vmm/linux/*.h mmu/*.h snapshot/*.h guest/*.c guest/vdso/*.[ch] guest/fastio/*.[ch] guest/tests/*.c tests/unit/*.[ch])
 
 clean:
 	rm -rf $(B) ccvm

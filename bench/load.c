@@ -9,7 +9,7 @@
  * batches: the writers' own view of a stall.
  */
 #include "load.h"
-#include "../mmu/mono.h"
+#include "../vmm/base/mono.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -15,8 +15,8 @@
  */
 #include "gmem.h"
 #include "layout.h"
-#include "../vmm/log.h"
-#include "../vmm/x86.h"
+#include "../vmm/base/log.h"
+#include "../vmm/base/x86.h"
 
 #include <errno.h>
 #include <string.h>

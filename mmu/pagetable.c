@@ -8,7 +8,7 @@
  */
 #include "pagetable.h"
 #include "layout.h"
-#include "../vmm/x86.h"
+#include "../vmm/base/x86.h"
 
 #include <errno.h>
 #include <string.h>

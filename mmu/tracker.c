@@ -2,14 +2,14 @@
  * tracker.c - the coverage tracker and its window policy.
  *
  * The dirty log is reached through struct tracker_log_ops; for a VM that is KVM's
- * (vmm/vm.c), described here because its costs shape the policy. KVM dirty logging (manual protect, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2, with
- * KVM_DIRTY_LOG_INITIALLY_SET) is switched on only for a measuring window: logging
- * starts with every page marked dirty and none protected, and KVM_CLEAR_DIRTY_LOG then
- * protects the pages resident at that moment (a write to any other page is the guest
- * filling fresh memory, which no snapshot copies). When the window closes the log is
- * read (KVM_GET_DIRTY_LOG), folded into per-region coverage (coverage.c), and logging
- * is turned off again for DIRTY_GAP times the time the window cost the guest, so that
- * windows cost the guest under 2%. The first window opens DIRTY_FIRST_S after the
+ * (vmm/kvm/kvm_vm.c), described here because its costs shape the policy. Dirty
+ * logging runs with manual protect and every page initially marked dirty, and is
+ * switched on only for a measuring window: logging starts with none protected, and
+ * clearing the log then protects the pages resident at that moment (a write to any
+ * other page is the guest filling fresh memory, which no snapshot copies). When the
+ * window closes the log is read, folded into per-region coverage (coverage.c), and
+ * logging is turned off again for DIRTY_GAP times the time the window cost the guest,
+ * so that windows cost the guest under 2%. The first window opens DIRTY_FIRST_S after the
  * start; a window in which the guest mostly filled memory does not count (start-up)
  * and is tried again soon.
  *
@@ -38,12 +38,12 @@
  * the same memory.
  */
 #include "tracker.h"
-#include "../vmm/role.h"
-#include "mono.h"
-#include "pages.h"
+#include "../vmm/base/role.h"
+#include "../vmm/base/mono.h"
+#include "../vmm/base/pages.h"
 #include "resident.h"
 
-#include "../vmm/log.h"
+#include "../vmm/base/log.h"
 
 #include <errno.h>
 #include <stdlib.h>

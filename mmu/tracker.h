@@ -1,7 +1,8 @@
 /*
  * tracker.h - the coverage tracker: a dirty log harvested in windows into per-region
  * coverage, and the window policy (tracker.c). The log comes through struct
- * tracker_log_ops: a VM's is KVM's (vm_dirty_log in vmm/vm.c).
+ * tracker_log_ops: a VM's is KVM's (vm_dirty_log in vmm/vm.c,
+ * from vmm/kvm/).
  */
 #ifndef CCVM_TRACKER_H
 #define CCVM_TRACKER_H

@@ -21,14 +21,14 @@
  * on its stack: slower, still exact.
  */
 #include "cow.h"
-#include "../vmm/role.h"
+#include "../vmm/base/role.h"
 #include "squeeze.h"
 #include "track.h"
 #include "pagestate.h"
 #include "plan.h"
-#include "../mmu/mono.h"
-#include "../mmu/pages.h"
-#include "../vmm/log.h"
+#include "../vmm/base/mono.h"
+#include "../vmm/base/pages.h"
+#include "../vmm/base/log.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
  * engine.c - the copy-on-write core of the snapshot engine: point-in-time images of a
- * memory range that others keep writing (a VM's RAM through capture.c; host threads'
+ * memory range that others keep writing (a VM's RAM through vmm/persist_capture.c; host threads'
  * memory in the tests and bench/engine-bench). Planning is plan.c's, figures and names
  * figures.c's, periodic snapshots schedule.c's.
  *
@@ -17,16 +17,16 @@
  * during a snapshot calls snap_before_discard() first.
  */
 #include "engine.h"
-#include "../vmm/role.h"
+#include "../vmm/base/role.h"
 #include "track.h"
 #include "cow.h"
 #include "squeeze.h"
 #include "pagestate.h"
 #include "plan.h"
-#include "../mmu/mono.h"
-#include "../mmu/pages.h"
+#include "../vmm/base/mono.h"
+#include "../vmm/base/pages.h"
 #include "../mmu/resident.h"
-#include "../vmm/log.h"
+#include "../vmm/base/log.h"
 
 #include <errno.h>
 #include <sched.h>

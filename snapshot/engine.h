@@ -20,7 +20,7 @@
 /*
  * What the engine snapshots, and how it stops whoever writes there. The engine knows
  * memory and nothing else: a VM's vCPUs and process state come in through these ops
- * (snapshot/capture.c), and tests and bench/engine-bench pass host threads instead.
+ * (vmm/persist_capture.c), and tests and bench/engine-bench pass host threads instead.
  */
 struct snap_ops {
 	/* Return once nothing writes the memory any more; -errno when it never will

@@ -5,7 +5,7 @@
 #ifndef CCVM_IMAGE_H
 #define CCVM_IMAGE_H
 
-#include "../mmu/pages.h"
+#include "../vmm/base/pages.h"
 #include "codec.h"
 
 #include <stdbool.h>

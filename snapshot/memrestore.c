@@ -1,7 +1,7 @@
 /*
  * memrestore.c - eager restore of an image's memory (see memrestore.h).
  *
- * Knows images and memory, not VMs: restore.c calls it for a VM's RAM, and the unit
+ * Knows images and memory, not VMs: vmm/persist_restore.c calls it for a VM's RAM, and the unit
  * tests for plain memory snapshotted under host threads. Chunks are loaded by a few
  * threads, each taking the next chunk in turn: a compressed chunk costs ~1.5 ms of one
  * core to decompress (zstd, docs/evaluation.md), so one thread would make a restore of
@@ -10,8 +10,8 @@
  * thread whatever the image says.
  */
 #include "memrestore.h"
-#include "../vmm/role.h"
-#include "../vmm/log.h"
+#include "../vmm/base/role.h"
+#include "../vmm/base/log.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -7,8 +7,8 @@
  */
 #include "engine.h"
 #include "image.h"
-#include "../mmu/mono.h"
-#include "../vmm/log.h"
+#include "../vmm/base/mono.h"
+#include "../vmm/base/log.h"
 
 #include <dirent.h>
 #include <errno.h>

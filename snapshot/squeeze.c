@@ -27,11 +27,11 @@
  * and decompressed by this process alone.
  */
 #include "squeeze.h"
-#include "../vmm/role.h"
+#include "../vmm/base/role.h"
 #include "codec.h"
 #include "cow.h"
 #include "pagestate.h"
-#include "../mmu/pages.h"
+#include "../vmm/base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * writes nearly sequential.
  */
 #include "wqueue.h"
-#include "../vmm/role.h"
+#include "../vmm/base/role.h"
 #include "cow.h"
 
 #include <errno.h>

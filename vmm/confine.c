@@ -17,7 +17,7 @@
  * What the kernel lacks is a warning, or with --confine require an error.
  */
 #include "confine.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

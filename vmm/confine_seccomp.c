@@ -22,8 +22,8 @@
  * only loads its own.
  */
 #include "confine.h"
-#include "log.h"
-#include "role.h"
+#include "base/log.h"
+#include "base/role.h"
 
 #include <errno.h>
 #include <linux/filter.h>

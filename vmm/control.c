@@ -10,11 +10,11 @@
  * than the send timeout.
  */
 #include "control.h"
-#include "role.h"
+#include "base/role.h"
 #include "cli.h"
 #include "ctl_proto.h"
-#include "log.h"
-#include "../mmu/mono.h"
+#include "base/log.h"
+#include "base/mono.h"
 #include "vm.h"
 #include "linux/lx.h"
 #include "../snapshot/engine.h"

@@ -67,38 +67,38 @@ static const char *const cf_components[CPUFEAT_COMPONENTS] = {
 };
 
 /* Entry (@function, @index) of @c, or NULL. */
-static const struct kvm_cpuid_entry2 *cf_entry(const struct kvm_cpuid2 *c, uint32_t function,
-					       uint32_t index)
+static const struct cpuid_leaf *cf_entry(const struct cpuid_leaf *c, unsigned n, uint32_t function,
+					 uint32_t index)
 {
-	for (uint32_t i = 0; i < c->nent; i++)
-		if (c->entries[i].function == function && c->entries[i].index == index)
-			return &c->entries[i];
+	for (unsigned i = 0; i < n; i++)
+		if (c[i].function == function && c[i].index == index)
+			return &c[i];
 	return NULL;
 }
 
-void cpufeat_from_cpuid(const struct kvm_cpuid2 *c, uint64_t xcr0, struct cpufeat *out)
+void cpufeat_from_cpuid(const struct cpuid_leaf *c, unsigned n, uint64_t xcr0, struct cpufeat *out)
 {
-	const struct kvm_cpuid_entry2 *e;
+	const struct cpuid_leaf *e;
 
 	memset(out, 0, sizeof(*out));
 	out->xcr0 = xcr0 & ((1ULL << CPUFEAT_COMPONENTS) - 1);
-	if ((e = cf_entry(c, CF_LEAF_FEATURES, 0))) {
+	if ((e = cf_entry(c, n, CF_LEAF_FEATURES, 0))) {
 		out->word[CF_1_ECX] = e->ecx;
 		out->word[CF_1_EDX] = e->edx;
 	}
-	if ((e = cf_entry(c, CF_LEAF_EXT7, 0))) {
+	if ((e = cf_entry(c, n, CF_LEAF_EXT7, 0))) {
 		out->word[CF_7_EBX] = e->ebx;
 		out->word[CF_7_ECX] = e->ecx;
 		out->word[CF_7_EDX] = e->edx;
 	}
-	if ((e = cf_entry(c, CF_LEAF_EXT1, 0))) {
+	if ((e = cf_entry(c, n, CF_LEAF_EXT1, 0))) {
 		out->word[CF_X1_ECX] = e->ecx;
 		out->word[CF_X1_EDX] = e->edx;
 	}
-	if ((e = cf_entry(c, CF_LEAF_XSAVE, 1)))
+	if ((e = cf_entry(c, n, CF_LEAF_XSAVE, 1)))
 		out->word[CF_D1_EAX] = e->eax;
 	for (uint32_t i = 2; i < CPUFEAT_COMPONENTS; i++)
-		if ((out->xcr0 >> i & 1) && (e = cf_entry(c, CF_LEAF_XSAVE, i))) {
+		if ((out->xcr0 >> i & 1) && (e = cf_entry(c, n, CF_LEAF_XSAVE, i))) {
 			out->comp_size[i] = e->eax;
 			out->comp_offset[i] = e->ebx;
 		}

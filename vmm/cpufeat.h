@@ -5,7 +5,8 @@
 #ifndef CCVM_CPUFEAT_H
 #define CCVM_CPUFEAT_H
 
-#include <linux/kvm.h>
+#include "base/x86.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,12 +22,12 @@ struct cpufeat {
 	uint32_t word[CF_WORDS];        /* as the guest's CPUID table gives them */
 	uint64_t xcr0;                  /* XSAVE state components enabled for the guest */
 	/* Where each component enabled (2 and up) lies in the standard XSAVE area that
-	 * KVM_GET_XSAVE fills: CPUID 0xD.i EAX (size) and EBX (offset). */
+	 * the platform's XSAVE area fills: CPUID 0xD.i EAX (size) and EBX (offset). */
 	uint32_t comp_size[CPUFEAT_COMPONENTS], comp_offset[CPUFEAT_COMPONENTS];
 };
 
-/* What a guest given CPUID table @c and XCR0 @xcr0 may depend on. */
-void cpufeat_from_cpuid(const struct kvm_cpuid2 *c, uint64_t xcr0, struct cpufeat *out);
+/* What a guest given the @n leaves of CPUID table @c and XCR0 @xcr0 may depend on. */
+void cpufeat_from_cpuid(const struct cpuid_leaf *c, unsigned n, uint64_t xcr0, struct cpufeat *out);
 
 /* The image section (IMG_SEC_CPU): a version, then the fields little-endian. */
 #define CPUFEAT_SECTION_LEN (4 + 4 * CF_WORDS + 8 + 8 * CPUFEAT_COMPONENTS)

@@ -9,12 +9,11 @@
  * status a shell shows for the signal Linux would have sent.
  */
 #include "crash.h"
-#include "cpu_tables.h"
-#include "log.h"
-#include "vcpu.h"
-#include "vm.h"
-#include "x86.h"
+#include "base/log.h"
+#include "base/x86.h"
 #include "linux/lx.h"
+#include "../mmu/cpu_tables.h"
+#include "../mmu/gmem.h"
 #include "../mmu/layout.h"
 
 #include <signal.h>
@@ -47,19 +46,19 @@ static bool crash_has_error_code(int v)
 	       v == X86_PF || v == X86_AC || v == X86_CP;
 }
 
-int crash_read_frame(struct vcpu *vcpu, int vector, struct crash_frame *f)
+int crash_read_frame(const struct crash_ctx *c, int vector, struct crash_frame *f)
 {
-	const struct kvm_regs *r = &vcpu->run->s.regs.regs;
+	const struct cpu_regs *r = &c->view->regs;
 	const uint64_t *w;
 	int n = crash_has_error_code(vector) ? 6 : 5;
 
 	/* The frame must lie on our CPL0 stack; anything else means the stub was
 	 * reached some other way. */
-	uint64_t top = cpu_kstack_top(vcpu->id);
+	uint64_t top = cpu_kstack_top(c->vcpu_id);
 
 	if (r->rsp < top - LAYOUT_KSTACK_SIZE || r->rsp + (uint64_t)n * 8 > top)
 		return -1;
-	w = gmem_sys_ptr(&vcpu->vm->mem, r->rsp, (uint64_t)n * 8);
+	w = gmem_sys_ptr(c->mem, r->rsp, (uint64_t)n * 8);
 	if (!w)
 		return -1;
 	f->has_error = n == 6;
@@ -73,7 +72,7 @@ int crash_read_frame(struct vcpu *vcpu, int vector, struct crash_frame *f)
 	return 0;
 }
 
-static void crash_print_regs(FILE *out, const struct kvm_regs *r, uint64_t rip, uint64_t rsp,
+static void crash_print_regs(FILE *out, const struct cpu_regs *r, uint64_t rip, uint64_t rsp,
 			     uint64_t rflags)
 {
 	fprintf(out,
@@ -90,36 +89,35 @@ static void crash_print_regs(FILE *out, const struct kvm_regs *r, uint64_t rip, 
 		(unsigned long long)r->r13, (unsigned long long)r->r14, (unsigned long long)r->r15);
 }
 
-int crash_report_exception(struct vcpu *vcpu, int vector)
+int crash_report_exception(const struct crash_ctx *c, int vector)
 {
-	const struct kvm_regs *r = &vcpu->run->s.regs.regs;
-	const struct kvm_sregs *sr = &vcpu->run->s.regs.sregs;
-	struct lx_proc *p = vcpu->vm->proc;
+	const struct cpu_regs *r = &c->view->regs;
+	uint64_t cr2 = c->view->cr2;
 	int sig = lx_fault_signal(vector);
 	struct crash_frame f;
 	char buf[2048];
 	FILE *out;
 
-	if (crash_read_frame(vcpu, vector, &f))
-		return crash_report_exit(vcpu, "exception stub entered without a valid frame");
+	if (crash_read_frame(c, vector, &f))
+		return crash_report_exit(c, "exception stub entered without a valid frame");
 	out = fmemopen(buf, sizeof(buf), "w");
 	if (!out)
 		return 128 + sig;
-	fprintf(out, "ccvm: guest program %s crashed: %s (vector %d)", p ? p->exe : "?",
+	fprintf(out, "ccvm: guest program %s crashed: %s (vector %d)", c->exe ? c->exe : "?",
 		crash_vector_name(vector), vector);
 	if (f.has_error)
 		fprintf(out, ", error code %#llx", (unsigned long long)f.error);
 	fputc('\n', out);
 	if (vector == X86_PF)
-		fprintf(out, "  faulting address %#llx: %s %s, %s\n", (unsigned long long)sr->cr2,
+		fprintf(out, "  faulting address %#llx: %s %s, %s\n", (unsigned long long)cr2,
 			(f.error & PF_ERR_ID) ? "instruction fetch" :
 			(f.error & PF_ERR_W) ? "write" : "read",
 			(f.error & PF_ERR_P) ? "protection violation" : "page not mapped",
-			sr->cr2 < LAYOUT_USER_BASE ? "below user memory (NULL pointer?)" :
-			sr->cr2 >= vcpu->vm->mem.size ? "above the end of guest RAM" :
+			cr2 < LAYOUT_USER_BASE ? "below user memory (NULL pointer?)" :
+			cr2 >= c->mem->size ? "above the end of guest RAM" :
 							 "inside guest RAM");
 	crash_print_regs(out, r, f.rip, f.rsp, f.rflags);
-	fprintf(out, "  fs_base %016llx  cs %#llx  ss %#llx\n", (unsigned long long)sr->fs.base,
+	fprintf(out, "  fs_base %016llx  cs %#llx  ss %#llx\n", (unsigned long long)c->view->segs.fs_base,
 		(unsigned long long)f.cs, (unsigned long long)f.ss);
 	fprintf(out, "ccvm: exiting with status %d (128 + %s)\n", 128 + sig, strsignal(sig));
 	fclose(out);
@@ -129,18 +127,16 @@ int crash_report_exception(struct vcpu *vcpu, int vector)
 	return 128 + sig;
 }
 
-int crash_report_exit(struct vcpu *vcpu, const char *what)
+int crash_report_exit(const struct crash_ctx *c, const char *what)
 {
-	const struct kvm_run *run = vcpu->run;
-	const struct kvm_regs *r = &run->s.regs.regs;
+	const struct cpu_exit *e = c->exit;
+	const struct cpu_regs *r = &c->view->regs;
 
-	log_err("guest stopped: %s (exit reason %u, cpl %u)", what, run->exit_reason,
-		run->s.regs.sregs.cs.dpl);
-	if (run->exit_reason == KVM_EXIT_INTERNAL_ERROR)
-		log_err("  internal error suberror %u", run->internal.suberror);
-	if (run->exit_reason == KVM_EXIT_FAIL_ENTRY)
-		log_err("  hardware entry failure reason %#llx",
-			(unsigned long long)run->fail_entry.hardware_entry_failure_reason);
+	log_err("guest stopped: %s (exit reason %u, cpl %u)", what, e->reason, c->view->cpl);
+	if (e->kind == CPU_EXIT_INTERNAL)
+		log_err("  internal error suberror %llu", (unsigned long long)e->detail);
+	if (e->kind == CPU_EXIT_FAIL_ENTRY)
+		log_err("  hardware entry failure reason %#llx", (unsigned long long)e->detail);
 	crash_print_regs(stderr, r, r->rip, r->rsp, r->rflags);
 	return 128 + SIGSEGV;
 }

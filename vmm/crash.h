@@ -4,9 +4,20 @@
 #ifndef CCVM_CRASH_H
 #define CCVM_CRASH_H
 
+#include "kvm/kvm.h"
+
 #include <stdint.h>
 
-struct vcpu;
+struct gmem;
+
+/* What a report is about: the vCPU, its exit and registers, and the guest's memory. */
+struct crash_ctx {
+	int vcpu_id;
+	const char *exe;           /* the guest program, or NULL */
+	const struct gmem *mem;
+	const struct cpu_exit *exit;
+	const struct cpu_view *view;
+};
 
 /* What the CPU pushed on ccvm's CPL0 stack when it entered an exception stub: where the
  * program was (RIP, CS, RFLAGS, RSP, SS) and the error code, if the vector has one. */
@@ -17,13 +28,13 @@ struct crash_frame {
 
 /* Read that frame for exception @vector: 0, or -1 when the stack pointer is not on
  * ccvm's CPL0 stack (the stub was reached some other way). */
-int crash_read_frame(struct vcpu *vcpu, int vector, struct crash_frame *f);
+int crash_read_frame(const struct crash_ctx *c, int vector, struct crash_frame *f);
 
 /* Report exception @vector raised at CPL3; returns the exit status a shell would show
  * for the matching signal (128 + SIGSEGV, SIGILL, SIGFPE, ...). */
-int crash_report_exception(struct vcpu *vcpu, int vector);
+int crash_report_exception(const struct crash_ctx *c, int vector);
 
 /* Report an exit the guest cannot continue from (@what says which). */
-int crash_report_exit(struct vcpu *vcpu, const char *what);
+int crash_report_exit(const struct crash_ctx *c, const char *what);
 
 #endif

@@ -10,17 +10,18 @@
 #include "cli.h"
 #include "confine.h"
 #include "control.h"
-#include "log.h"
+#include "base/log.h"
 #include "sigfwd.h"
 #include "options.h"
 #include "version.h"
 #include "vcpu.h"
+#include "vcpu_loop.h"
 #include "vm.h"
 #include "../snapshot/merge.h"
-#include "../snapshot/capture.h"
+#include "persist_capture.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
-#include "../snapshot/restore.h"
+#include "persist_restore.h"
 #include "linux/lx.h"
 #include "../mmu/layout.h"
 
@@ -182,17 +183,17 @@ static int exit_status_for(int rc)
 static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
 {
 	int64_t offset;
-	int khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ, 0);
+	uint32_t khz;
 
-	if (khz <= 0 || vcpu_tsc_offset(vcpu, &offset)) {
-		log_err("cannot read the vCPU's TSC (KVM_GET_TSC_KHZ / MSR_IA32_TSC)");
+	if (kvm_cpu_tsc(vcpu->cpu, &khz, &offset)) {
+		log_err("cannot read the vCPU's TSC (its rate and MSR_IA32_TSC)");
 		return -EIO;
 	}
-	vm->tsc_khz = (uint32_t)khz;
+	vm->tsc_khz = khz;
 	if (mono_ns)
-		lx_clock_resume(vm->proc, offset, (uint32_t)khz, mono_ns);
+		lx_clock_resume(vm->proc, offset, khz, mono_ns);
 	else
-		lx_clock_init(vm->proc, offset, (uint32_t)khz);
+		lx_clock_init(vm->proc, offset, khz);
 	return 0;
 }
 
@@ -381,7 +382,8 @@ static int cmd_run(int argc, char **argv)
 		status = exit_status_for(rc);
 		goto out_vm;
 	}
-	rc = vcpu_create(&vm, 0, &(struct vcpu_entry){ .rip = entry.rip, .rsp = entry.rsp }, &vcpu);
+	rc = vcpu_create(&vm, vm.kvm, 0, &(struct cpu_entry){ .rip = entry.rip, .rsp = entry.rsp },
+			 &vcpu);
 	if (rc) {
 		status = 1;
 		goto out_proc;
@@ -400,7 +402,7 @@ out_vm:
 /* Tear down a VM that restore_vm may have built only in part. */
 static void restore_abandon(struct vm *vm)
 {
-	if (vm->fd < 0 && vm->kvm_fd < 0)
+	if (!vm->kvm)
 		return;
 	lx_proc_destroy(vm->proc);
 	vm->proc = NULL;
@@ -414,7 +416,7 @@ static int cmd_restore(int argc, char **argv)
 	 * are not policy. */
 	struct restore_opts ro;
 	uint64_t mono_ns = 0;
-	struct vm vm = { .fd = -1, .kvm_fd = -1 };
+	struct vm vm = { .kvm = NULL };
 	int status = parse_cmd(OPT_RESTORE, argc, argv, &o);
 
 	if (status)

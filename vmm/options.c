@@ -11,7 +11,7 @@
  */
 #include "options.h"
 #include "cli.h"
-#include "log.h"
+#include "base/log.h"
 #include "vm.h"
 #include "../mmu/layout.h"
 

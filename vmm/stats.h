@@ -9,7 +9,7 @@
 enum exit_kind {
 	EXIT_SYSCALL,   /* the syscall stub: a guest system call */
 	EXIT_EXCEPTION, /* an exception stub: a guest fault */
-	EXIT_KICK,      /* KVM_RUN interrupted by the monitor (pause, stop) */
+	EXIT_KICK,      /* a run cut short by the monitor (pause, stop, a signal) */
 	EXIT_IO_OTHER,  /* port I/O that is not from our stubs */
 	EXIT_MMIO,
 	EXIT_HLT,

@@ -16,13 +16,13 @@
  * creator still in the monitor (a pause waits for that too).
  */
 #include "vm.h"
-#include "log.h"
+#include "base/log.h"
 #include "vcpu.h"
+#include "vcpu_loop.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 
 /* A vCPU for a new thread: a finished one, else a new one. Caller holds vm->lock. */
 static int vm_thread_vcpu(struct vm *vm, struct vcpu **out)
@@ -48,7 +48,7 @@ static int vm_thread_vcpu(struct vm *vm, struct vcpu **out)
 				 vm->n_threads, vm->max_vcpus);
 		return -EAGAIN;
 	}
-	rc = vcpu_create(vm, vm->n_vcpus, &(struct vcpu_entry){ 0 }, out);
+	rc = vcpu_create(vm, vm->kvm, vm->n_vcpus, &(struct cpu_entry){ 0 }, out);
 	if (rc)
 		return rc == -ENOMEM ? -ENOMEM : -EAGAIN;
 	(*out)->state = VCPU_DONE;
@@ -72,24 +72,17 @@ int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
 {
 	struct vcpu *parent = parent_vcpu, *v = NULL;
 	struct vm *vm = parent->vm;
-	struct kvm_regs regs = cl->regs;
-	struct kvm_xsave *xsave = malloc(sizeof(*xsave));
+	struct cpu_regs regs = cl->regs;
 	int rc;
 
-	if (!xsave)
-		return -ENOMEM;
-	/* The parent is this thread's own vCPU, out of KVM_RUN: its state is stable. */
-	if (ioctl(parent->fd, KVM_GET_XSAVE, xsave) < 0) {
-		rc = -errno;
-		goto out;
-	}
-	vcpu_sysret_regs(&regs);
+	x86_sysret_regs(&regs);
 	pthread_mutex_lock(&vm->lock);
 	rc = vm->stop_req ? -EAGAIN : vm_thread_vcpu(vm, &v);
 	if (!rc)
-		rc = vcpu_set_user(v, &regs,
-				   &(struct vcpu_entry){ .fs_base = cl->fs_base, .gs_base = cl->gs_base },
-				   xsave);
+		rc = kvm_cpu_start_thread(v->cpu, &regs,
+					  &(struct cpu_entry){ .fs_base = cl->fs_base,
+							       .gs_base = cl->gs_base },
+					  parent->cpu);
 	if (!rc) {
 		v->thread_state = cl->thread;
 		v->thread_state.vcpu = v;
@@ -99,8 +92,6 @@ int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
 	pthread_mutex_unlock(&vm->lock);
 	if (rc && rc != -EAGAIN)
 		log_warn("cannot start a vCPU for a new guest thread: %s", strerror(-rc));
-out:
-	free(xsave);
 	return rc;
 }
 

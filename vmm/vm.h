@@ -1,5 +1,5 @@
 /*
- * vm.h - a KVM virtual machine: RAM, vCPUs, and their run/pause/stop lifecycle.
+ * vm.h - a virtual machine: RAM, vCPUs, and their run/pause/stop lifecycle.
  */
 #ifndef CCVM_VM_H
 #define CCVM_VM_H
@@ -7,7 +7,6 @@
 #include "stats.h"
 #include "../mmu/gmem.h"
 
-#include <linux/kvm.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -16,20 +15,16 @@
 #define VM_MAX_VCPUS      64 /* most guest threads at once (--vcpus) */
 #define VM_DEFAULT_VCPUS  16
 
+struct kvm_vm;
 struct lx_proc;
 struct vcpu;
 
 enum vm_state { VM_RUNNING, VM_PAUSED, VM_STOPPED };
 
 struct vm {
-	int kvm_fd;
-	int fd;
-	int run_size;          /* size of each vCPU's kvm_run mapping */
+	struct kvm_vm *kvm;    /* the platform's VM (vmm/kvm/), or NULL before it exists */
 	struct gmem mem;
-	uint64_t cr3;
-	uint64_t xcr0;         /* state components enabled for the guest */
 	uint32_t tsc_khz;
-	struct kvm_cpuid2 *cpuid;
 
 	pthread_mutex_t lock;  /* guards everything below */
 	pthread_cond_t cond;

@@ -3,9 +3,9 @@
  */
 #include "suites.h"
 #include "../../mmu/layout.h"
-#include "../../vmm/cpu_tables.h"
+#include "../../mmu/cpu_tables.h"
 #include "../../vmm/vm.h"
-#include "../../vmm/x86.h"
+#include "../../vmm/base/x86.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
  * test_cpufeat.c - the CPU features an image records (vmm/cpufeat.c): read from a
- * CPUID table as KVM gives one, stored and read back, refused when malformed, and
+ * CPUID table as the platform gives one, stored and read back, refused when malformed, and
  * compared with a host's, naming what is missing.
  */
 #include "suites.h"
@@ -14,25 +14,25 @@
 
 /* A CPUID table like a recent x86 host's under KVM: SSE4.2, AVX, AVX2, AVX-512F, the
  * XSAVE components of AVX and AVX-512 at their standard places. */
-static struct kvm_cpuid2 *t_table(void)
+static struct cpuid_leaf *t_table(unsigned *n)
 {
-	struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + T_ENTRIES * sizeof(struct kvm_cpuid_entry2));
-	struct kvm_cpuid_entry2 *e;
+	struct cpuid_leaf *c = calloc(T_ENTRIES, sizeof(*c));
+	struct cpuid_leaf *e;
 
 	ck_assert_ptr_nonnull(c);
-	e = c->entries;
-	*e++ = (struct kvm_cpuid_entry2){ .function = 1, .ecx = BIT(0) | BIT(9) | BIT(19) | BIT(20) |
+	e = c;
+	*e++ = (struct cpuid_leaf){ .function = 1, .ecx = BIT(0) | BIT(9) | BIT(19) | BIT(20) |
 							   BIT(26) | BIT(28) | BIT(31),
 					  .edx = BIT(25) | BIT(26) };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 7, .ebx = BIT(3) | BIT(5) | BIT(16) };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 0x80000001u, .ecx = BIT(5), .edx = BIT(29) };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 0xD, .index = 0, .eax = 0xe7, .ebx = 2688 };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 0xD, .index = 1, .eax = BIT(0) | BIT(1) };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 0xD, .index = 2, .eax = 256, .ebx = 576 };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 0xD, .index = 5, .eax = 64, .ebx = 1088 };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 0xD, .index = 6, .eax = 512, .ebx = 1152 };
-	*e++ = (struct kvm_cpuid_entry2){ .function = 0xD, .index = 7, .eax = 1024, .ebx = 1664 };
-	c->nent = (uint32_t)(e - c->entries);
+	*e++ = (struct cpuid_leaf){ .function = 7, .ebx = BIT(3) | BIT(5) | BIT(16) };
+	*e++ = (struct cpuid_leaf){ .function = 0x80000001u, .ecx = BIT(5), .edx = BIT(29) };
+	*e++ = (struct cpuid_leaf){ .function = 0xD, .index = 0, .eax = 0xe7, .ebx = 2688 };
+	*e++ = (struct cpuid_leaf){ .function = 0xD, .index = 1, .eax = BIT(0) | BIT(1) };
+	*e++ = (struct cpuid_leaf){ .function = 0xD, .index = 2, .eax = 256, .ebx = 576 };
+	*e++ = (struct cpuid_leaf){ .function = 0xD, .index = 5, .eax = 64, .ebx = 1088 };
+	*e++ = (struct cpuid_leaf){ .function = 0xD, .index = 6, .eax = 512, .ebx = 1152 };
+	*e++ = (struct cpuid_leaf){ .function = 0xD, .index = 7, .eax = 1024, .ebx = 1664 };
+	*n = (unsigned)(e - c);
 	return c;
 }
 
@@ -40,10 +40,11 @@ static struct kvm_cpuid2 *t_table(void)
 
 static struct cpufeat t_feat(void)
 {
-	struct kvm_cpuid2 *c = t_table();
+	unsigned n;
+	struct cpuid_leaf *c = t_table(&n);
 	struct cpufeat f;
 
-	cpufeat_from_cpuid(c, T_XCR0, &f);
+	cpufeat_from_cpuid(c, n, T_XCR0, &f);
 	free(c);
 	return f;
 }

@@ -13,7 +13,7 @@
 #include "../../snapshot/lazy.h"
 #include "../../snapshot/memrestore.h"
 #include "../../snapshot/plan.h"
-#include "../../mmu/mono.h"
+#include "../../vmm/base/mono.h"
 #include "../../mmu/tracker.h"
 
 #include <fcntl.h>

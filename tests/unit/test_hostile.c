@@ -64,9 +64,9 @@ static void *gp(uint64_t gva)
 static int64_t sys(uint64_t nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
 		   uint64_t a4, uint64_t a5)
 {
-	struct kvm_regs regs = { .rax = nr, .rdi = a0, .rsi = a1, .rdx = a2, .r10 = a3,
+	struct cpu_regs regs = { .rax = nr, .rdi = a0, .rsi = a1, .rdx = a2, .r10 = a3,
 				 .r8 = a4, .r9 = a5 };
-	struct kvm_sregs sregs = { 0 };
+	struct cpu_segs sregs = { 0 };
 	bool dirty = false;
 
 	lx_syscall(&thr, &regs, &sregs, &dirty);

@@ -13,7 +13,7 @@
 #include "../../mmu/layout.h"
 #include "../../vmm/linux/sys.h"
 #include "../../vmm/vcpu.h"
-#include "../../vmm/x86.h"
+#include "../../vmm/base/x86.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -72,9 +72,9 @@ static const struct lx_hooks p_hooks = { .before_discard = hook_discard,
 static int64_t psys_on(struct lx_thread *t, uint64_t nr, uint64_t a0, uint64_t a1, uint64_t a2,
 		       uint64_t a3, uint64_t a4, uint64_t a5, enum lx_action *act)
 {
-	struct kvm_regs regs = { .rax = nr, .rdi = a0, .rsi = a1, .rdx = a2, .r10 = a3,
+	struct cpu_regs regs = { .rax = nr, .rdi = a0, .rsi = a1, .rdx = a2, .r10 = a3,
 				 .r8 = a4, .r9 = a5 };
-	struct kvm_sregs sregs = { 0 };
+	struct cpu_segs sregs = { 0 };
 	bool dirty = false;
 	enum lx_action a = lx_syscall(t, &regs, &sregs, &dirty);
 
@@ -616,9 +616,9 @@ static void sig_setup(void)
 }
 
 /* A thread's user registers between calls: where vcpu.c keeps them. */
-static struct kvm_regs sig_user(void)
+static struct cpu_regs sig_user(void)
 {
-	return (struct kvm_regs){ .rip = SIG_CODE, .rsp = scratch + SIG_STACK,
+	return (struct cpu_regs){ .rip = SIG_CODE, .rsp = scratch + SIG_STACK,
 				  .rflags = RFLAGS_FIXED | RFLAGS_IF, .rbx = 0x1111,
 				  .r12 = 0x2222, .r15 = 0x5555 };
 }
@@ -626,11 +626,11 @@ static struct kvm_regs sig_user(void)
 /* Thread @t at @u makes system call @nr: the registers as `syscall` leaves them (RCX
  * the return address, R11 the flags), then @u where the thread resumes, as vcpu.c
  * resumes it (as SYSRET, or exactly when the personality says so). */
-static enum lx_action sig_call5(struct lx_thread *t, struct kvm_regs *u, uint64_t nr, uint64_t a0,
+static enum lx_action sig_call5(struct lx_thread *t, struct cpu_regs *u, uint64_t nr, uint64_t a0,
 				uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4)
 {
-	struct kvm_regs r = *u;
-	struct kvm_sregs sregs = { .cs.selector = 0x33, .ss.selector = 0x2b };
+	struct cpu_regs r = *u;
+	struct cpu_segs sregs = { 0 };
 	bool dirty = false;
 	enum lx_action act;
 
@@ -640,13 +640,13 @@ static enum lx_action sig_call5(struct lx_thread *t, struct kvm_regs *u, uint64_
 	act = lx_syscall(t, &r, &sregs, &dirty);
 	if (!t->resume_exact) {
 		r.rip = r.rcx;
-		vcpu_sysret_regs(&r);
+		x86_sysret_regs(&r);
 	}
 	*u = r;
 	return act;
 }
 
-static enum lx_action sig_call(struct lx_thread *t, struct kvm_regs *u, uint64_t nr, uint64_t a0,
+static enum lx_action sig_call(struct lx_thread *t, struct cpu_regs *u, uint64_t nr, uint64_t a0,
 			       uint64_t a1, uint64_t a2, uint64_t a3)
 {
 	return sig_call5(t, u, nr, a0, a1, a2, a3, 0);
@@ -662,7 +662,7 @@ static void sig_handle(int sig, uint64_t handler, uint64_t flags, uint64_t mask)
 }
 
 /* The handler returns: its `ret` pops the restorer, which calls rt_sigreturn. */
-static enum lx_action sig_return(struct lx_thread *t, struct kvm_regs *u)
+static enum lx_action sig_return(struct lx_thread *t, struct cpu_regs *u)
 {
 	ck_assert_uint_eq(*(uint64_t *)gp(u->rsp, 8), SIG_RESTORER);
 	u->rsp += 8;
@@ -677,7 +677,7 @@ static enum lx_action sig_return(struct lx_thread *t, struct kvm_regs *u)
  * (IOPL, VM) and MXCSR's reserved bits. */
 START_TEST(test_signal_frame)
 {
-	struct kvm_regs u = sig_user(), before;
+	struct cpu_regs u = sig_user(), before;
 	uint8_t fpu0[SIG_FPU_AVX];
 	ucontext_t *uc;
 	siginfo_t *si;
@@ -753,7 +753,7 @@ END_TEST
 START_TEST(test_signal_queues)
 {
 	const int rt = 34;
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	uint64_t all = SIG_BIT(SIGUSR2) | SIG_BIT(rt), handler_usr2 = SIG_HANDLER + 0x100;
 	siginfo_t *q = gp(scratch + 0xc00, sizeof(*q));
 
@@ -800,7 +800,7 @@ END_TEST
  * 128 + the signal; SA_RESETHAND and SA_NODEFER act as in Linux. */
 START_TEST(test_signal_dispositions)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 
 	sig_handle(SIGUSR1, (uint64_t)(uintptr_t)SIG_IGN, 0, 0);
 	ck_assert_int_eq(sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0), LX_RESUME);
@@ -831,7 +831,7 @@ END_TEST
  * refuses each end in SIGSEGV (status 139 with no handler for it). */
 START_TEST(test_signal_altstack_and_faults)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	uint64_t alt = scratch + 0x20000, alt_size = 0x8000;
 	stack_t *ss = gp(scratch + 0xb00, sizeof(*ss)), *cur = gp(scratch + 0xb40, sizeof(*cur));
 	struct lx_sigaction bare = { .handler = SIG_HANDLER };
@@ -879,7 +879,7 @@ END_TEST
 /* The CPU refuses the FPU area a handler left: SIGSEGV, as a bad frame. */
 START_TEST(test_signal_fpu_refused)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 
 	sig_handle(SIGUSR1, SIG_HANDLER, 0, 0);
 	sig_call(&pt, &u, SYS_kill, pp->pid, SIGUSR1, 0, 0);
@@ -896,7 +896,7 @@ START_TEST(test_signal_threads)
 {
 	uint64_t flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
 			 CLONE_SYSVSEM;
-	struct kvm_regs u = sig_user(), u2 = sig_user();
+	struct cpu_regs u = sig_user(), u2 = sig_user();
 	struct lx_thread t2;
 	int64_t tid;
 
@@ -920,7 +920,7 @@ END_TEST
  * only EPIPE; send with MSG_NOSIGNAL raises nothing; by default it ends the VM (141). */
 START_TEST(test_signal_broken_pipe)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
 	siginfo_t *si;
 	int sv[2];
@@ -961,7 +961,7 @@ END_TEST
 struct sig_waiter {
 	struct lx_thread t;
 	pthread_t th;
-	struct kvm_regs u;
+	struct cpu_regs u;
 	uint64_t nr, a[5];
 	enum lx_action act;
 };
@@ -999,7 +999,7 @@ static void sig_settle(void)
 
 /* Waiter @w, blocked in its call on thread @th, gets @sig from this thread: its handler
  * runs, and the frame says the call ended with EINTR. */
-static void sig_expect_eintr(struct sig_waiter *w, pthread_t th, struct kvm_regs *u, int sig)
+static void sig_expect_eintr(struct sig_waiter *w, pthread_t th, struct cpu_regs *u, int sig)
 {
 	ucontext_t *uc;
 
@@ -1017,7 +1017,7 @@ static void sig_expect_eintr(struct sig_waiter *w, pthread_t th, struct kvm_regs
  * that blocks the signal does not take it. pause does the same with the mask it has. */
 START_TEST(test_signal_suspend_and_pause)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	ucontext_t *uc;
 	pthread_t th;
@@ -1055,7 +1055,7 @@ END_TEST
  * signal sent by another thread wakes it. */
 START_TEST(test_signal_timedwait)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	struct timespec *ts = gp(scratch + 0xb10, sizeof(*ts)), t0, t1;
 	siginfo_t *si = gp(scratch + 0xc00, sizeof(*si));
 	static struct sig_waiter w; /* senders may look at it until the process is gone */
@@ -1099,7 +1099,7 @@ END_TEST
  * disarmed; alarm returns the seconds that were left, rounded as Linux does. */
 START_TEST(test_signal_itimer_and_alarm)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	struct itimerval *it = gp(scratch + 0xb00, sizeof(*it));
 	siginfo_t *si;
 
@@ -1140,7 +1140,7 @@ START_TEST(test_signal_posix_timer)
 {
 	const int rt = 35;
 	const int64_t period = 5000000;
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	struct sigevent *ev = gp(scratch + 0xb00, sizeof(*ev));
 	struct itimerspec *its = gp(scratch + 0xc00, sizeof(*its));
 	siginfo_t *si = gp(scratch + 0xd00, sizeof(*si));
@@ -1228,7 +1228,7 @@ static json_t *sig_save_and_restore(struct gmem *mem2, struct lx_proc **p2)
 START_TEST(test_signal_state_round_trip)
 {
 	const int rt = 36;
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	struct itimerval *it = gp(scratch + 0xb00, sizeof(*it));
 	siginfo_t *q = gp(scratch + 0xc00, sizeof(*q));
 	struct lx_thread t2;
@@ -1297,7 +1297,7 @@ END_TEST
  * holds the call to make again (RAX the call's number, RIP on `syscall`). */
 START_TEST(test_signal_interrupts_blocking_read)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
 	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	ucontext_t *uc;
@@ -1338,7 +1338,7 @@ END_TEST
  * thread kicks again while the thread stays blocked with a signal to take. */
 START_TEST(test_signal_lost_kick)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
 	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	pthread_t th;
@@ -1360,7 +1360,7 @@ END_TEST
  * case), and a nanosleep it interrupts tells the time that was left. */
 START_TEST(test_signal_alarm_interrupts_read_and_sleep)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
 	struct itimerval *it = gp(scratch + 0xb40, sizeof(*it));
 	struct timespec *req = gp(scratch + 0xb80, sizeof(*req)), *rem = req + 1;
@@ -1389,7 +1389,7 @@ END_TEST
  * ends it with EINTR, and the handler's frame keeps the thread's mask for afterwards. */
 START_TEST(test_signal_ppoll_mask)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	int *fds = gp(scratch + 0xb00, 2 * sizeof(int));
 	struct pollfd *pfd = gp(scratch + 0xb40, sizeof(*pfd));
 	static struct sig_waiter w; /* senders may look at it until the process is gone */
@@ -1417,7 +1417,7 @@ START_TEST(test_signal_ppoll_mask)
 END_TEST
 
 /* Guest poll of guest fd @fd with no wait: its revents. */
-static short sfd_poll(struct kvm_regs *u, int fd)
+static short sfd_poll(struct cpu_regs *u, int fd)
 {
 	struct pollfd *pfd = gp(scratch + 0xb40, sizeof(*pfd));
 
@@ -1433,7 +1433,7 @@ static short sfd_poll(struct kvm_regs *u, int fd)
  * duplicate is the same signalfd, and bad calls fail as Linux's do. */
 START_TEST(test_signalfd_reads_and_polls)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	struct signalfd_siginfo *r = gp(scratch + 0xc00, 2 * sizeof(*r));
 	struct iovec *iov = gp(scratch + 0xb80, 2 * sizeof(*iov));
 	siginfo_t *q = gp(scratch + 0xd00, sizeof(*q));
@@ -1510,7 +1510,7 @@ END_TEST
  * a signal the reader takes with a handler ends it with EINTR instead. */
 START_TEST(test_signalfd_blocking_read)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	static struct sig_waiter w; /* senders may look at it until the process is gone */
 	struct signalfd_siginfo *r = gp(scratch + 0xc00, sizeof(*r));
 	pthread_t th;
@@ -1543,7 +1543,7 @@ END_TEST
  * pending signal of its mask, which makes the restored one readable. */
 START_TEST(test_signalfd_state_round_trip)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 	uint64_t mask, ino, ino2;
 	struct lx_thread t2;
 	struct lx_proc *p2;
@@ -1623,8 +1623,8 @@ END_TEST
  * Blocked, ignored or unhandled, the default action applies (the VM's crash report). */
 START_TEST(test_signal_fault_delivery)
 {
-	struct kvm_regs u = sig_user(), r;
-	struct kvm_sregs sregs = { .cs.selector = 0x33, .ss.selector = 0x2b };
+	struct cpu_regs u = sig_user(), r;
+	struct cpu_segs sregs = { 0 };
 	struct lx_fault pf = { .vector = 14, .error_code = 6, .cr2 = 0x10 };
 	ucontext_t *uc;
 	siginfo_t *si;
@@ -1750,7 +1750,7 @@ END_TEST
  * takes its default action even with a handler, and rt_sigreturn is not offered. */
 START_TEST(test_signal_off)
 {
-	struct kvm_regs u = sig_user();
+	struct cpu_regs u = sig_user();
 
 	ck_assert_int_eq(sig_call(&pt, &u, SYS_rt_sigreturn, 0, 0, 0, 0), LX_RESUME);
 	ck_assert_int_eq((int64_t)u.rax, -ENOSYS);

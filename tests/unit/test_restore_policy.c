@@ -3,7 +3,7 @@
  * built here as ccvm saves it, then altered as an attacker writing the file would:
  * CS at DPL 0 at a user RIP, IOPL 3, a foreign MSR or a syscall entry of its own, a
  * pending NMI, tables elsewhere, a raw socket, a heap outside user RAM. Each is
- * refused with the field's name by the checks (vcpu_saved_check, lx_state_check), by
+ * refused with the field's name by the checks (kvm_saved_check, lx_state_check), by
  * `inspect` and by restore before any VM exists. A restore takes root, writable
  * directories and network rules from its own options: a different saved root is
  * refused, saved --rw and --net host are ignored, and only loopback publish rules are
@@ -12,11 +12,11 @@
 #include "suites.h"
 #include "../../mmu/layout.h"
 #include "../../snapshot/image.h"
-#include "../../snapshot/restore.h"
-#include "../../vmm/cpu_tables.h"
-#include "../../vmm/vcpu.h"
+#include "../../vmm/persist_restore.h"
+#include "../../mmu/cpu_tables.h"
+#include "../../vmm/kvm/kvm_impl.h"
 #include "../../vmm/vm.h"
-#include "../../vmm/x86.h"
+#include "../../vmm/base/x86.h"
 #include "../../vmm/linux/lx.h"
 
 #include <errno.h>
@@ -48,10 +48,10 @@ static void teardown(void)
 }
 
 /* A vCPU state as ccvm saves it for a thread running user code. */
-static void good_vcpu(struct vcpu_saved *st)
+static void good_vcpu(struct kvm_saved *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->magic = VCPU_STATE_MAGIC;
+	st->magic = KVM_SAVED_MAGIC;
 	st->size = sizeof(*st);
 	st->regs.rip = LAYOUT_USER_BASE + 0x1234;
 	st->regs.rsp = RAM - 4096;
@@ -68,14 +68,14 @@ static void good_vcpu(struct vcpu_saved *st)
 	st->sregs.cr0 = CR0_PE | CR0_WP | CR0_PG;
 	st->sregs.cr3 = LAYOUT_PGTABLE;
 	st->sregs.efer = EFER_LME | EFER_LMA | EFER_SCE;
-	st->n_msrs = VCPU_FIXED_MSRS;
-	memcpy(st->msrs, vcpu_fixed_msrs, sizeof(vcpu_fixed_msrs));
+	st->n_msrs = KVM_FIXED_MSRS;
+	memcpy(st->msrs, kvm_fixed_msrs, sizeof(kvm_fixed_msrs));
 }
 
-static void expect_refused(const struct vcpu_saved *st, const char *field)
+static void expect_refused(const struct kvm_saved *st, const char *field)
 {
 	err[0] = '\0';
-	ck_assert_int_eq(vcpu_saved_check(st, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(kvm_saved_check(st, err, sizeof(err)), -EINVAL);
 	ck_assert_msg(strstr(err, field), "refusal '%s' does not name '%s'", err, field);
 }
 
@@ -83,26 +83,26 @@ static void expect_refused(const struct vcpu_saved *st, const char *field)
  * (after `syscall` or an exception, before the stub's `out`). */
 START_TEST(test_vcpu_good_states)
 {
-	struct vcpu_saved st;
+	struct kvm_saved st;
 
 	good_vcpu(&st);
-	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+	ck_assert_msg(kvm_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
 	st.regs.rip = STUB_SYSCALL;
 	st.sregs.cs.dpl = 0;
 	st.sregs.cs.selector = GDT_KERNEL_CS;
-	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+	ck_assert_msg(kvm_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
 	st.regs.rip = STUB_EXC(14);
-	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+	ck_assert_msg(kvm_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
 	good_vcpu(&st);
 	st.regs.rip = STUB_SYSCALL; /* kvm_pvm runs the syscall stub at CPL3 */
-	ck_assert_msg(vcpu_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
+	ck_assert_msg(kvm_saved_check(&st, err, sizeof(err)) == 0, "refused: %s", err);
 }
 END_TEST
 
 /* What ccvm never saves is refused, by name. */
 START_TEST(test_vcpu_crafted_states)
 {
-	struct vcpu_saved st;
+	struct kvm_saved st;
 
 	good_vcpu(&st);
 	st.sregs.cs.dpl = 0;
@@ -150,10 +150,10 @@ END_TEST
  */
 START_TEST(test_user_rflags)
 {
-	struct kvm_regs r = { .rcx = LAYOUT_USER_BASE, .r11 = ~0ULL };
-	struct vcpu_saved st;
+	struct cpu_regs r = { .rcx = LAYOUT_USER_BASE, .r11 = ~0ULL };
+	struct kvm_saved st;
 
-	vcpu_sysret_regs(&r);
+	x86_sysret_regs(&r);
 	ck_assert_uint_eq(r.rflags & (RFLAGS_IOPL | RFLAGS_VM | RFLAGS_VIF | RFLAGS_VIP), 0);
 	ck_assert_uint_eq(r.rflags & ~(RFLAGS_USER | RFLAGS_FIXED | RFLAGS_IF), 0);
 	ck_assert_uint_ne(r.rflags & RFLAGS_IF, 0);
@@ -218,7 +218,7 @@ START_TEST(test_state_checks)
 END_TEST
 
 /* An image holding @st and @state, written as the engine writes one. */
-static void write_image(const struct vcpu_saved *st, json_t *state)
+static void write_image(const struct kvm_saved *st, json_t *state)
 {
 	struct img_header_info info = { .ram_size = RAM };
 	struct img_writer *w;
@@ -245,7 +245,7 @@ static void write_image(const struct vcpu_saved *st, json_t *state)
 START_TEST(test_restore_loads_the_checked_copy)
 {
 	struct restore_saved saved;
-	struct vcpu_saved st, bad;
+	struct kvm_saved st, bad;
 	struct img_reader r;
 	char why[IMG_ERR_LEN];
 	json_t *state = good_state("/");
@@ -283,7 +283,7 @@ static void write_compressed_image(enum img_codec codec)
 	uint8_t what[IMG_CHUNK / 4096];
 	json_t *state = good_state("/");
 	char *text = json_dumps(state, JSON_COMPACT);
-	struct vcpu_saved st;
+	struct kvm_saved st;
 	struct img_writer *w;
 
 	good_vcpu(&st);
@@ -355,7 +355,7 @@ END_TEST
 static void expect_image_refused(const char *field)
 {
 	struct restore_opts o = { .root = "/" };
-	struct vm vm = { .fd = -1, .kvm_fd = -1 };
+	struct vm vm = { .kvm = NULL };
 	char out[8192] = "";
 	uint64_t mono = 0;
 	FILE *f = fmemopen(out, sizeof(out) - 1, "w");
@@ -366,12 +366,12 @@ static void expect_image_refused(const char *field)
 	ck_assert_msg(strstr(out, "0 damaged") && strstr(out, "DAMAGED: ") && strstr(out, field),
 		      "inspect said: %s", out);
 	ck_assert_int_eq(restore_vm(img, &o, &vm, &mono), -EINVAL);
-	ck_assert_int_eq(vm.fd, -1);
+	ck_assert_ptr_null(vm.kvm);
 }
 
 START_TEST(test_crafted_images)
 {
-	struct vcpu_saved st;
+	struct kvm_saved st;
 	json_t *state = good_state("/");
 
 	good_vcpu(&st);

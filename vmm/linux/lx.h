@@ -10,7 +10,7 @@
 #include "../../mmu/vma.h"
 #include "net.h"
 
-#include <linux/kvm.h>
+#include "../base/x86.h"
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,7 +40,7 @@ struct lx_hooks {
 	void (*before_discard)(void *ctx, uint64_t gpa, uint64_t len);
 	int (*thread_create)(void *parent_vcpu, const struct lx_clone *cl);
 	/* The calling vCPU's FPU and vector registers in the standard (non-compacted)
-	 * XSAVE format, as KVM_GET_XSAVE gives them: the size in use (at most @cap), and
+	 * XSAVE format, as the platform gives them: the size in use (at most @cap), and
 	 * the XSAVE features enabled in *@xfeatures; or -errno. And loading such an area
 	 * back: 0, or -errno when the CPU refuses it. Signal handlers run only when both
 	 * are given: a signal frame must save and restore that state (signal.c). */
@@ -217,7 +217,7 @@ struct lx_thread {
  * parent at its `syscall`, with rax 0 and its own stack), its TLS base, and its
  * personality state. The VM turns this into a running vCPU. */
 struct lx_clone {
-	struct kvm_regs regs;
+	struct cpu_regs regs;
 	uint64_t fs_base, gs_base;
 	struct lx_thread thread;
 };
@@ -254,12 +254,12 @@ void lx_clock_refresh(struct lx_proc *p);
 /*
  * lx_syscall - perform the system call described by @regs (number in rax, arguments
  * in rdi, rsi, rdx, r10, r8, r9) for thread @t; the result goes to regs->rax.
- * @sregs may be changed (FS/GS base): then *sregs_dirty is set. The thread resumes
+ * @segs may be changed (FS/GS base): then *segs_dirty is set. The thread resumes
  * as SYSRET would from @regs, or with @regs exactly when t->resume_exact is set (it
  * entered a signal handler or returned from one).
  */
-enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
-			  bool *sregs_dirty);
+enum lx_action lx_syscall(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
+			  bool *segs_dirty);
 
 /* What a restore may give the guest: decided by the restoring command line and ccvm's
  * defaults, never by the image. The saved root must be @root (mapped files and paths
@@ -314,8 +314,8 @@ int lx_sig_from_outside(struct lx_proc *p, int sig);
  * signals to take now? lx_sig_interrupt takes them with @regs the whole user context
  * (resume exactly as they are after); LX_EXIT_GROUP when one ended the process. */
 bool lx_sig_waiting(struct lx_thread *t);
-enum lx_action lx_sig_interrupt(struct lx_thread *t, struct kvm_regs *regs,
-				struct kvm_sregs *sregs);
+enum lx_action lx_sig_interrupt(struct lx_thread *t, struct cpu_regs *regs,
+				struct cpu_segs *segs);
 
 /* The signals this process ignores now (bit sig - 1), as its parent left them. */
 uint64_t lx_sig_inherited(void);
@@ -346,7 +346,7 @@ int lx_fault_info(const struct lx_fault *f, uint64_t rip, uint64_t rflags, sigin
  * are now; false when the default action applies: the VM reports the crash and ends
  * with 128 + lx_fault_signal().
  */
-bool lx_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+bool lx_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 	      const struct lx_fault *f);
 
 /* Name of system call @nr ("syscall_N" when unknown); stable storage. */

@@ -12,7 +12,7 @@
  * program.
  */
 #include "sys.h"
-#include "../x86.h"
+#include "../base/x86.h"
 
 #include <string.h>
 
@@ -110,7 +110,7 @@ int lx_fault_info(const struct lx_fault *f, uint64_t rip, uint64_t rflags, sigin
 	return 0;
 }
 
-bool lx_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+bool lx_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 	      const struct lx_fault *f)
 {
 	struct lx_fault g = *f;
@@ -128,5 +128,5 @@ bool lx_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sreg
 	}
 	if (lx_fault_info(&g, regs->rip, regs->rflags, &info))
 		return true;
-	return lx_sig_fault(t, regs, sregs, &info, &g);
+	return lx_sig_fault(t, regs, segs, &info, &g);
 }

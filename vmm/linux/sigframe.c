@@ -15,8 +15,8 @@
  * as in Linux. Which signal gets a frame, and when, is signal.c's.
  */
 #include "sys.h"
-#include "../log.h"
-#include "../x86.h"
+#include "../base/log.h"
+#include "../base/x86.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -107,7 +107,7 @@ static __thread uint8_t lx_fpbuf[LX_FP_MAX + sizeof(uint32_t)] __attribute__((al
 
 /* The registers the thread would resume with now: after a system call, RIP and RFLAGS
  * are where `syscall` left them (RCX, R11), as SYSRET will take them. */
-void lx_sig_user_regs(const struct lx_thread *t, const struct kvm_regs *r, struct kvm_regs *u)
+void lx_sig_user_regs(const struct lx_thread *t, const struct cpu_regs *r, struct cpu_regs *u)
 {
 	*u = *r;
 	if (t->resume_exact)
@@ -160,7 +160,7 @@ static int lx_sig_fpu_init(struct lx_thread *t, size_t len)
 	return t->proc->hooks->fpu_load(t->vcpu, lx_fpbuf, len);
 }
 
-static void lx_sig_save_regs(struct lx_sigcontext *mc, const struct kvm_regs *u)
+static void lx_sig_save_regs(struct lx_sigcontext *mc, const struct cpu_regs *u)
 {
 	*mc = (struct lx_sigcontext){
 		.r8 = u->r8, .r9 = u->r9, .r10 = u->r10, .r11 = u->r11, .r12 = u->r12,
@@ -197,7 +197,7 @@ static uint64_t lx_sig_frame_at(const struct lx_thread *t, const struct lx_sigac
  * be written (the caller raises SIGSEGV).
  */
 int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act,
-			const siginfo_t *info, const struct kvm_regs *u)
+			const siginfo_t *info, const struct cpu_regs *u)
 {
 	struct lx_thread *t = c->t;
 	struct lx_rt_sigframe f = { .pretcode = act->restorer, .info = *info };
@@ -289,7 +289,7 @@ static int lx_sig_fpu_read(struct lx_thread *t, uint64_t gva)
 	return len;
 }
 
-static void lx_sig_load_regs(struct kvm_regs *r, const struct lx_sigcontext *mc)
+static void lx_sig_load_regs(struct cpu_regs *r, const struct lx_sigcontext *mc)
 {
 	r->r8 = mc->r8, r->r9 = mc->r9, r->r10 = mc->r10, r->r11 = mc->r11;
 	r->r12 = mc->r12, r->r13 = mc->r13, r->r14 = mc->r14, r->r15 = mc->r15;
@@ -325,7 +325,7 @@ int64_t sys_rt_sigreturn(struct lx_call *c)
 {
 	struct lx_thread *t = c->t;
 	struct lx_rt_sigframe f;
-	struct kvm_regs u;
+	struct cpu_regs u;
 	int len;
 
 	if (!lx_sig_on(c->p))

@@ -18,8 +18,8 @@
  * action, as before signals were delivered.
  */
 #include "sys.h"
-#include "../log.h"
-#include "../x86.h"
+#include "../base/log.h"
+#include "../base/x86.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -257,7 +257,7 @@ static void lx_sig_kick(struct lx_proc *p, struct lx_thread *t)
  * Linux picks: the first thread that does not block it): kick it out of the program
  * or of the host call it blocks in; for a host call, have the timer thread watch that
  * it left (p->lock held). A thread that sent it to itself is kicked too: its next
- * KVM_RUN returns at once, a cheap extra turn. */
+ * run returns at once, a cheap extra turn. */
 static void lx_sig_wake(struct lx_proc *p, struct lx_sigthread *s, int sig)
 {
 	struct lx_thread *t = s ? s->thread : NULL;
@@ -459,7 +459,7 @@ static int lx_sig_disposition(struct lx_thread *t, int sig, struct lx_sigaction 
  * call's result in the user registers @u becomes EINTR, or the call is made again
  * (its number back in RAX, RIP back on the `syscall` instruction), as in Linux. */
 static void lx_sig_restart(const struct lx_call *c, int64_t rc, const struct lx_sigaction *act,
-			   struct kvm_regs *u)
+			   struct cpu_regs *u)
 {
 	bool again = rc == -LX_ERESTARTNOINTR;
 
@@ -492,7 +492,7 @@ void lx_sig_deliver(struct lx_call *c)
 
 	/* Nothing queued where this thread looks, read without the lock: the common case
 	 * on every system call's return. A signal queued just after kicks the thread,
-	 * which takes it then (at KVM_RUN's return, or here after its next call). */
+	 * which takes it then (at its run's return, or here after its next call). */
 	if (!restart && !t->restore_mask && !__atomic_load_n(&p->sigpend.set, __ATOMIC_RELAXED) &&
 	    !(t->sigslot && __atomic_load_n(&t->sigslot->pend.set, __ATOMIC_RELAXED)))
 		return;
@@ -502,7 +502,7 @@ void lx_sig_deliver(struct lx_call *c)
 	 * empties a queue slot or resets a handler, so this ends. */
 	for (int round = 0; round < 2 * (LX_NSIG + 2 * LX_SIGQUEUE_MAX); round++) {
 		struct lx_sigaction act;
-		struct kvm_regs u;
+		struct cpu_regs u;
 		siginfo_t info;
 		int sig, what;
 
@@ -533,7 +533,7 @@ void lx_sig_deliver(struct lx_call *c)
 	}
 	/* Interrupted, and no handler ran (another thread ignored the signal meanwhile). */
 	if (restart) {
-		struct kvm_regs u;
+		struct cpu_regs u;
 
 		lx_sig_user_regs(t, c->regs, &u);
 		lx_sig_restart(c, rc, NULL, &u);
@@ -905,11 +905,11 @@ bool lx_sig_waiting(struct lx_thread *t)
 	return any;
 }
 
-enum lx_action lx_sig_interrupt(struct lx_thread *t, struct kvm_regs *regs,
-				struct kvm_sregs *sregs)
+enum lx_action lx_sig_interrupt(struct lx_thread *t, struct cpu_regs *regs,
+				struct cpu_segs *segs)
 {
 	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
-			     .sregs = sregs, .action = LX_RESUME };
+			     .segs = segs, .action = LX_RESUME };
 
 	if (!lx_sig_on(t->proc))
 		return LX_RESUME;
@@ -922,11 +922,11 @@ enum lx_action lx_sig_interrupt(struct lx_thread *t, struct kvm_regs *regs,
 
 /* ---- exceptions (sigfault.c) ---- */
 
-bool lx_sig_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+bool lx_sig_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 		  const siginfo_t *info, const struct lx_fault *f)
 {
 	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
-			     .sregs = sregs, .action = LX_RESUME };
+			     .segs = segs, .action = LX_RESUME };
 	struct lx_proc *p = t->proc;
 	struct lx_sigthread *s;
 	int sig = info->si_signo, rc;

@@ -18,9 +18,9 @@ struct lx_call {
 	struct lx_proc *p;
 	uint64_t nr;
 	uint64_t a[6];
-	struct kvm_regs *regs;
-	struct kvm_sregs *sregs;
-	bool sregs_dirty;
+	struct cpu_regs *regs;
+	struct cpu_segs *segs;
+	bool segs_dirty;
 	enum lx_action action;
 	/* Host descriptors this call resolved (lx_host_fd): held open until it returns,
 	 * whatever another guest thread closes meanwhile. */
@@ -206,14 +206,14 @@ void lx_timer_taken(struct lx_proc *p, siginfo_t *info);
  * registers @u, and c->regs at the handler; 0 or -EFAULT. */
 void lx_sig_set_mask(struct lx_thread *t, uint64_t mask);
 void lx_sig_force(struct lx_call *c, int sig, bool reset);
-void lx_sig_user_regs(const struct lx_thread *t, const struct kvm_regs *r, struct kvm_regs *u);
+void lx_sig_user_regs(const struct lx_thread *t, const struct cpu_regs *r, struct cpu_regs *u);
 int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act, const siginfo_t *info,
-		 const struct kvm_regs *u);
+		 const struct cpu_regs *u);
 
 /* The x87 control and status words and MXCSR of thread @t now: 0 or -errno. Forcing
  * exception @f's signal @info on @t (sigfault.c): true when a handler takes it. */
 int lx_sig_fpu_words(struct lx_thread *t, uint16_t *fcw, uint16_t *fsw, uint32_t *mxcsr);
-bool lx_sig_fault(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
+bool lx_sig_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 		  const siginfo_t *info, const struct lx_fault *f);
 
 /* Timers (timer.c): made with the process' signal state, stopped with it. */

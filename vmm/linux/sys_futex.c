@@ -14,7 +14,7 @@
  * other operations answer ENOSYS.
  */
 #include "sys.h"
-#include "../log.h"
+#include "../base/log.h"
 
 #include <limits.h>
 #include <linux/futex.h>

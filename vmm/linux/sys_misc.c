@@ -6,7 +6,7 @@
  * monitor. Signals are signal.c's.
  */
 #include "sys.h"
-#include "../log.h"
+#include "../base/log.h"
 
 #include <asm/prctl.h>
 #include <sched.h>
@@ -38,17 +38,17 @@ int64_t sys_arch_prctl(struct lx_call *c)
 		if (c->a[1] >> 47)
 			return -EPERM; /* not a canonical user address */
 		if (c->a[0] == ARCH_SET_FS)
-			c->sregs->fs.base = c->a[1];
+			c->segs->fs_base = c->a[1];
 		else
-			c->sregs->gs.base = c->a[1];
-		c->sregs_dirty = true;
+			c->segs->gs_base = c->a[1];
+		c->segs_dirty = true;
 		return 0;
 	case ARCH_GET_FS:
 	case ARCH_GET_GS:
 		out = lx_uptr(c, c->a[1], sizeof(*out));
 		if (!out)
 			return -EFAULT;
-		*out = c->a[0] == ARCH_GET_FS ? c->sregs->fs.base : c->sregs->gs.base;
+		*out = c->a[0] == ARCH_GET_FS ? c->segs->fs_base : c->segs->gs_base;
 		return 0;
 	default:
 		return -EINVAL;

@@ -9,9 +9,9 @@
  * recorded but not enforced: the page tables do not change at run time.
  */
 #include "sys.h"
-#include "../log.h"
+#include "../base/log.h"
 #include "../../mmu/layout.h"
-#include "../../vmm/x86.h"
+#include "../base/x86.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

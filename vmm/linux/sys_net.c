@@ -13,7 +13,7 @@
  * block only the calling vCPU.
  */
 #include "sys.h"
-#include "../log.h"
+#include "../base/log.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

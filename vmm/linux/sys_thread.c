@@ -14,7 +14,7 @@
  * the last thread's exit, or exit_group, ends the VM.
  */
 #include "sys.h"
-#include "../log.h"
+#include "../base/log.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -92,8 +92,8 @@ static int64_t lx_clone(struct lx_call *c, const struct lx_clone_req *req)
 	cl.regs.rax = 0; /* the child's return value */
 	if (req->stack)
 		cl.regs.rsp = req->stack;
-	cl.fs_base = req->flags & CLONE_SETTLS ? req->tls : c->sregs->fs.base;
-	cl.gs_base = c->sregs->gs.base;
+	cl.fs_base = req->flags & CLONE_SETTLS ? req->tls : c->segs->fs_base;
+	cl.gs_base = c->segs->gs_base;
 	rc = lx_sig_thread_add(c->p, t->tid);
 	if (rc)
 		return rc;
@@ -160,7 +160,7 @@ int64_t sys_set_tid_address(struct lx_call *c)
 
 int64_t sys_exit(struct lx_call *c)
 {
-	/* The thread ends; the VM ends with the last one (vcpu.c), with this status. */
+	/* The thread ends; the VM ends with the last one (vmm/threads.c), with this status. */
 	c->p->exit_status = (int)(c->a[0] & 0xff);
 	lx_futex_exit_robust(c->p, c->t->robust_list, c->t->tid);
 	lx_futex_clear_tid(c->p, c->t->clear_child_tid);

@@ -1,13 +1,13 @@
 /*
  * syscall.c - system-call dispatch of the Linux personality.
  *
- * A guest `syscall` lands in the monitor as a VM exit; vcpu.c hands the registers
+ * A guest `syscall` lands in the monitor as a VM exit; vcpu_loop.c hands the registers
  * here. The number indexes a table of handlers; every call is counted (for `ccvm ctl
  * stats`), and a call without a handler returns -ENOSYS and is logged once by name,
  * which is how a missing piece of the personality shows itself.
  */
 #include "sys.h"
-#include "../log.h"
+#include "../base/log.h"
 #include "syscall_names.h"
 
 #include <stdio.h>
@@ -66,8 +66,8 @@ int64_t lx_unsupported(struct lx_call *c)
 	return -ENOSYS;
 }
 
-enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm_sregs *sregs,
-			  bool *sregs_dirty)
+enum lx_action lx_syscall(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
+			  bool *segs_dirty)
 {
 	struct lx_call c = {
 		.t = t,
@@ -75,7 +75,7 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 		.nr = regs->rax,
 		.a = { regs->rdi, regs->rsi, regs->rdx, regs->r10, regs->r8, regs->r9 },
 		.regs = regs,
-		.sregs = sregs,
+		.segs = segs,
 		.action = LX_RESUME,
 	};
 	lx_handler h = c.nr < LX_NR_SYSCALLS ? lx_table[c.nr] : NULL;
@@ -100,6 +100,6 @@ enum lx_action lx_syscall(struct lx_thread *t, struct kvm_regs *regs, struct kvm
 		log_debug("syscall %s(%#llx, %#llx, %#llx) = %lld", lx_syscall_name((unsigned)c.nr),
 			  (unsigned long long)c.a[0], (unsigned long long)c.a[1],
 			  (unsigned long long)c.a[2], (long long)regs->rax);
-	*sregs_dirty = c.sregs_dirty;
+	*segs_dirty = c.segs_dirty;
 	return c.action;
 }

@@ -6,7 +6,7 @@
 #define CCVM_ROLE_H
 
 enum role {
-	ROLE_VCPU,     /* runs a guest thread and makes its system calls (vcpu.c) */
+	ROLE_VCPU,     /* runs a guest thread and makes its system calls (vcpu_loop.c) */
 	ROLE_CONTROL,  /* the control socket, and starting snapshots (control.c) */
 	ROLE_SNAPSHOT, /* writing a snapshot: writer, compressors, copy-on-write faults */
 	ROLE_TIMER,    /* the guest's POSIX timers (linux/timer.c) */

@@ -1,5 +1,5 @@
 /*
- * restore.h - rebuild a VM from a snapshot image; check an image.
+ * persist_restore.h - rebuild a VM from a snapshot image; check an image.
  */
 #ifndef CCVM_RESTORE_H
 #define CCVM_RESTORE_H
@@ -50,7 +50,7 @@ void restore_lazy_end(struct vm *vm);
  * or unreadable (reported on stderr). */
 int inspect_image(const char *file, FILE *out);
 
-/* The state sections of an open image checked as restore uses them (vcpu_saved_check,
+/* The state sections of an open image checked as restore uses them (kvm_saved_check,
  * lx_state_check), without a VM: 0, or -EINVAL with the section, field and why in
  * @err. */
 struct img_reader;
@@ -58,9 +58,9 @@ int restore_check_state(const struct img_reader *r, char *err, size_t errlen);
 
 /* The state sections read once into memory and checked there: what restore loads,
  * and nothing read again from the file. */
-struct vcpu_saved;
+struct kvm_saved;
 struct restore_saved {
-	struct vcpu_saved *vcpus;
+	struct kvm_saved *vcpus; /* n_vcpus records of kvm_saved_size() bytes */
 	size_t n_vcpus;
 	json_t *proc;
 };

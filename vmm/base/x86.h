@@ -2,12 +2,13 @@
  * x86.h - named architectural constants used to set up a long-mode vCPU.
  *
  * Only what ccvm programs into the CPU: control-register bits, EFER, MSR numbers,
- * page-table entry bits, segment selectors of our GDT and exception vector numbers.
+ * page-table entry bits, segment selectors of our GDT and exception vector numbers;
+ * and the neutral register types the personality and the platform share.
  */
 #ifndef CCVM_X86_H
 #define CCVM_X86_H
 
-#include "../mmu/pages.h"
+#include "pages.h"
 
 #include <stdint.h>
 
@@ -135,5 +136,33 @@ enum x86_vector {
 #define PF_ERR_ID (1U << 4)
 
 #define GIB         (1ULL << 30)
+
+/* A user thread's general registers, as the personality reads and writes them: the
+ * platform (vmm/kvm/) converts to and from its own form at each exit and entry. */
+struct cpu_regs {
+	uint64_t rax, rbx, rcx, rdx, rsi, rdi, rsp, rbp;
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t rip, rflags;
+};
+
+/* The segment bases a program may set (arch_prctl): all of its segment state that is
+ * not fixed by ccvm's GDT. */
+struct cpu_segs {
+	uint64_t fs_base, gs_base;
+};
+
+/* The registers of a thread at the return from the system call it is in, as SYSRET
+ * leaves them (RIP from RCX, RFLAGS from R11). */
+static inline void x86_sysret_regs(struct cpu_regs *r)
+{
+	r->rip = r->rcx;
+	r->rflags = x86_user_rflags(r->r11);
+}
+
+/* One CPUID leaf as the platform offers it to guests. */
+struct cpuid_leaf {
+	uint32_t function, index;
+	uint32_t eax, ebx, ecx, edx;
+};
 
 #endif

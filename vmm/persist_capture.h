@@ -1,10 +1,10 @@
 /*
- * capture.h - the snapshot engine's view of a running VM (struct snap_target).
+ * persist_capture.h - the snapshot engine's view of a running VM (struct snap_target).
  */
 #ifndef CCVM_CAPTURE_H
 #define CCVM_CAPTURE_H
 
-#include "engine.h"
+#include "../snapshot/engine.h"
 
 struct vm;
 

@@ -1,17 +1,17 @@
 /*
- * capture.c - what a snapshot of a VM holds besides its memory.
+ * persist_capture.c - what a snapshot of a VM holds besides its memory.
  *
  * The snapshot engine (engine.c) works on a memory range and a struct snap_ops; this
  * file is the one that knows vCPUs and the Linux personality on the capture side
- * (restore.c is its counterpart). Pausing is vm_pause's: every vCPU parked outside guest
- * code. Capture saves each live thread's vCPU registers (vcpu_save_state) and the
+ * (persist_restore.c is its counterpart). Pausing is vm_pause's: every vCPU parked outside guest
+ * code. Capture saves each live thread's vCPU registers (kvm_cpu_save) and the
  * process state (lx_state_save) as image sections while the VM stands still.
  */
-#include "capture.h"
-#include "image.h"
-#include "../vmm/vcpu.h"
-#include "../vmm/vm.h"
-#include "../vmm/linux/lx.h"
+#include "persist_capture.h"
+#include "../snapshot/image.h"
+#include "vcpu.h"
+#include "vm.h"
+#include "linux/lx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +35,7 @@ static void capture_resume(void *ctx)
 static int capture_state(void *ctx, struct img_writer *img)
 {
 	struct vm *vm = ctx;
-	struct vcpu_saved *saved = calloc((size_t)vm->n_vcpus, sizeof(*saved));
+	void *saved = calloc((size_t)vm->n_vcpus, kvm_saved_size());
 	struct lx_thread **threads = calloc((size_t)vm->n_vcpus, sizeof(*threads));
 	json_t *proc;
 	char *text;
@@ -46,12 +46,13 @@ static int capture_state(void *ctx, struct img_writer *img)
 		if (vm->vcpus[i]->state == VCPU_DONE)
 			continue;
 		threads[n] = vm->vcpus[i]->lx;
-		rc = vcpu_save_state(vm->vcpus[i], &saved[n++]);
+		rc = kvm_cpu_save(vm->vcpus[i]->cpu, vm->vcpus[i]->in_syscall,
+				  kvm_saved_nth(saved, (size_t)n++));
 	}
 	if (!rc && n == 0)
 		rc = -ESRCH;
 	if (!rc)
-		rc = img_add_section(img, IMG_SEC_VCPUS, saved, (size_t)n * sizeof(*saved));
+		rc = img_add_section(img, IMG_SEC_VCPUS, saved, (size_t)n * kvm_saved_size());
 	proc = rc ? NULL : lx_state_save(vm->proc, threads, n);
 	free(saved);
 	free(threads);

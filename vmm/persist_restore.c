@@ -1,5 +1,5 @@
 /*
- * restore.c - bring a snapshot back to life, and inspect images.
+ * persist_restore.c - bring a snapshot back to life, and inspect images.
  *
  * Restore is eager: each 2 MiB chunk of the image is read into guest RAM and checked
  * against its checksum before the VM starts; chunks that are holes in the image (all
@@ -13,16 +13,16 @@
  * inspect uses too), and the confinement and network policy come from the restoring
  * command line.
  */
-#include "restore.h"
-#include "../vmm/role.h"
-#include "image.h"
-#include "engine.h"
-#include "lazy.h"
-#include "memrestore.h"
-#include "../vmm/log.h"
-#include "../vmm/vcpu.h"
-#include "../vmm/vm.h"
-#include "../vmm/linux/lx.h"
+#include "persist_restore.h"
+#include "base/role.h"
+#include "../snapshot/image.h"
+#include "../snapshot/engine.h"
+#include "../snapshot/lazy.h"
+#include "../snapshot/memrestore.h"
+#include "base/log.h"
+#include "vcpu.h"
+#include "vm.h"
+#include "linux/lx.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -52,7 +52,7 @@ static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 
 /* One vCPU per saved thread, each with its registers and its personality state. */
 static int restore_threads(const char *file, struct vm *vm, json_t *proc,
-			   const struct vcpu_saved *saved, int n, bool capped)
+			   struct kvm_saved *saved, int n, bool capped)
 {
 	int rc = 0;
 
@@ -71,11 +71,11 @@ static int restore_threads(const char *file, struct vm *vm, json_t *proc,
 	for (int i = 0; i < n && !rc; i++) {
 		struct vcpu *vcpu;
 
-		rc = vcpu_create(vm, i, &(struct vcpu_entry){ 0 }, &vcpu);
+		rc = vcpu_create(vm, vm->kvm, i, &(struct cpu_entry){ 0 }, &vcpu);
 		if (rc)
 			break;
 		vm->vcpus[vm->n_vcpus++] = vcpu;
-		rc = vcpu_load_state(vcpu, &saved[i]);
+		rc = kvm_cpu_load(vcpu->cpu, kvm_saved_nth(saved, (size_t)i));
 		if (rc) {
 			log_err("cannot restore '%s': the state of vCPU %d does not load (%s)", file,
 				i, strerror(-rc));
@@ -229,16 +229,16 @@ static int read_vcpus(const struct img_reader *r, struct restore_saved *st, char
 	char why[256];
 	int rc = 0;
 
-	if (!sv || !sv->length || sv->length % sizeof(struct vcpu_saved))
+	if (!sv || !sv->length || sv->length % kvm_saved_size())
 		return log_set_err(-EINVAL, err, errlen,
 				   "vcpus section: missing, or %llu bytes (a multiple of %zu from "
 				   "this ccvm)", sv ? (unsigned long long)sv->length : 0ULL,
-				   sizeof(struct vcpu_saved));
+				   kvm_saved_size());
 	if (img_read_section(r, sv, (void **)&st->vcpus))
 		return log_set_err(-EINVAL, err, errlen, "vcpus section: unreadable");
-	st->n_vcpus = sv->length / sizeof(*st->vcpus);
+	st->n_vcpus = sv->length / kvm_saved_size();
 	for (size_t i = 0; i < st->n_vcpus && !rc; i++)
-		if (vcpu_saved_check(&st->vcpus[i], why, sizeof(why)))
+		if (kvm_saved_check(kvm_saved_nth(st->vcpus, i), why, sizeof(why)))
 			rc = log_set_err(-EINVAL, err, errlen, "vcpu %zu: %s", i, why);
 	return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * vcpu_state.c - what a saved vCPU state (struct vcpu_saved, in a snapshot image) may
+ * kvm_check.c - what a saved vCPU state (struct kvm_saved, in a snapshot image) may
  * hold, checked without KVM.
  *
  * An image is data, never policy: a file written by anyone must not start guest code
@@ -13,42 +13,34 @@
  * pending interrupts, NMIs, SMIs or triple faults. The user-mode registers and vector
  * state are the guest's own and pass.
  */
-#include "vcpu.h"
-#include "cpu_tables.h"
-#include "log.h"
-#include "x86.h"
-#include "../mmu/layout.h"
+#include "kvm_impl.h"
+#include "../base/log.h"
+#include "../../mmu/cpu_tables.h"
+#include "../../mmu/layout.h"
 
 #include <errno.h>
 #include <stdio.h>
 
-#define VCPU_EXC_VECTORS 32 /* architectural exceptions: the vectors with a stub */
+#define KVM_EXC_VECTORS 32 /* architectural exceptions: the vectors with a stub */
 #define USER_TOP (1ULL << 47) /* canonical user addresses lie below */
 
-const struct kvm_msr_entry vcpu_fixed_msrs[VCPU_FIXED_MSRS] = {
-    {.index = MSR_STAR, .data = ((uint64_t)GDT_USER_CS32 << 48) | ((uint64_t)GDT_KERNEL_CS << 32)},
-    {.index = MSR_LSTAR, .data = STUB_SYSCALL},
-    {.index = MSR_CSTAR, .data = STUB_SYSCALL},
-    {.index = MSR_SYSCALL_MASK, .data = RFLAGS_SYSCALL_MASK},
-};
-
 /* The entry of trap stub @rip (the syscall stub or an exception's), or false. */
-static bool vcpu_stub_entry(uint64_t rip, bool *syscall)
+static bool kvm_stub_entry(uint64_t rip, bool *syscall)
 {
 	*syscall = rip == STUB_SYSCALL;
 	if (*syscall)
 		return true;
-	for (unsigned v = 0; v < VCPU_EXC_VECTORS; v++)
+	for (unsigned v = 0; v < KVM_EXC_VECTORS; v++)
 		if (rip == STUB_EXC(v))
 			return true;
 	return false;
 }
 
-static int vcpu_check_cpl(const struct vcpu_saved *st, char *err, size_t errlen)
+static int kvm_check_cpl(const struct kvm_saved *st, char *err, size_t errlen)
 {
 	uint64_t rip = st->regs.rip;
 	bool in_stubs = rip >= LAYOUT_STUB_AREA && rip < LAYOUT_USER_BASE, syscall = false;
-	bool entry = vcpu_stub_entry(rip, &syscall);
+	bool entry = kvm_stub_entry(rip, &syscall);
 
 	if (st->sregs.cs.dpl == 0) {
 		if (!entry || st->sregs.cs.selector != GDT_KERNEL_CS)
@@ -73,7 +65,7 @@ static int vcpu_check_cpl(const struct vcpu_saved *st, char *err, size_t errlen)
 	return 0;
 }
 
-static int vcpu_check_flags(const struct vcpu_saved *st, char *err, size_t errlen)
+static int kvm_check_flags(const struct kvm_saved *st, char *err, size_t errlen)
 {
 	uint64_t f = st->regs.rflags;
 
@@ -99,7 +91,7 @@ static int vcpu_check_flags(const struct vcpu_saved *st, char *err, size_t errle
 
 /* One of ccvm's TSSes, or the single one of images saved before each vCPU had its
  * own. Restore loads the vCPU's own in any case. */
-static bool vcpu_tr_is_ccvms(const struct kvm_segment *tr)
+static bool kvm_tr_is_ccvms(const struct kvm_segment *tr)
 {
 	if (tr->selector != GDT_TSS)
 		return false;
@@ -112,7 +104,7 @@ static bool vcpu_tr_is_ccvms(const struct kvm_segment *tr)
 }
 
 /* The tables and page tables are ccvm's, rebuilt in the system area on restore. */
-static int vcpu_check_tables(const struct vcpu_saved *st, char *err, size_t errlen)
+static int kvm_check_tables(const struct kvm_saved *st, char *err, size_t errlen)
 {
 	const struct kvm_sregs *s = &st->sregs;
 
@@ -122,7 +114,7 @@ static int vcpu_check_tables(const struct vcpu_saved *st, char *err, size_t errl
 	if (s->idt.base != LAYOUT_IDT || s->idt.limit != IDT_LIMIT)
 		return log_set_err(-EINVAL, err, errlen, "idt %#llx+%u: not ccvm's",
 				   (unsigned long long)s->idt.base, s->idt.limit);
-	if (!vcpu_tr_is_ccvms(&s->tr))
+	if (!kvm_tr_is_ccvms(&s->tr))
 		return log_set_err(-EINVAL, err, errlen,
 				   "tr %#x at %#llx: not ccvm's task state segment", s->tr.selector,
 				   (unsigned long long)s->tr.base);
@@ -145,28 +137,28 @@ static int vcpu_check_tables(const struct vcpu_saved *st, char *err, size_t errl
 	return 0;
 }
 
-static int vcpu_check_msrs(const struct vcpu_saved *st, char *err, size_t errlen)
+static int kvm_check_msrs(const struct kvm_saved *st, char *err, size_t errlen)
 {
-	if (st->n_msrs != VCPU_FIXED_MSRS)
+	if (st->n_msrs != KVM_FIXED_MSRS)
 		return log_set_err(-EINVAL, err, errlen, "n_msrs %u (ccvm saves %d)", st->n_msrs,
-				   VCPU_FIXED_MSRS);
-	for (unsigned i = 0; i < VCPU_FIXED_MSRS; i++) {
-		if (st->msrs[i].index != vcpu_fixed_msrs[i].index)
+				   KVM_FIXED_MSRS);
+	for (unsigned i = 0; i < KVM_FIXED_MSRS; i++) {
+		if (st->msrs[i].index != kvm_fixed_msrs[i].index)
 			return log_set_err(-EINVAL, err, errlen, "msr %#x: not one ccvm saves",
 					   st->msrs[i].index);
-		if (st->msrs[i].data != vcpu_fixed_msrs[i].data)
+		if (st->msrs[i].data != kvm_fixed_msrs[i].data)
 			return log_set_err(-EINVAL, err, errlen, "msr %#x = %#llx: ccvm sets %#llx",
 					   st->msrs[i].index, (unsigned long long)st->msrs[i].data,
-					   (unsigned long long)vcpu_fixed_msrs[i].data);
+					   (unsigned long long)kvm_fixed_msrs[i].data);
 	}
 	return 0;
 }
 
-static int vcpu_check_events(const struct vcpu_saved *st, char *err, size_t errlen)
+static int kvm_check_events(const struct kvm_saved *st, char *err, size_t errlen)
 {
 	const struct kvm_vcpu_events *e = &st->events;
 
-	if ((e->exception.injected || e->exception.pending) && e->exception.nr >= VCPU_EXC_VECTORS)
+	if ((e->exception.injected || e->exception.pending) && e->exception.nr >= KVM_EXC_VECTORS)
 		return log_set_err(-EINVAL, err, errlen, "events.exception: vector %u",
 				   e->exception.nr);
 	if (e->interrupt.injected)
@@ -180,23 +172,23 @@ static int vcpu_check_events(const struct vcpu_saved *st, char *err, size_t errl
 	return 0;
 }
 
-int vcpu_saved_check(const struct vcpu_saved *st, char *err, size_t errlen)
+int kvm_saved_check(const struct kvm_saved *st, char *err, size_t errlen)
 {
 	int rc;
 
-	if (st->magic != VCPU_STATE_MAGIC || st->size != sizeof(*st))
+	if (st->magic != KVM_SAVED_MAGIC || st->size != sizeof(*st))
 		return log_set_err(-EINVAL, err, errlen,
 				   "magic %#x / size %u: not a vCPU state of this "
 				   "ccvm",
 				   st->magic, st->size);
-	rc = vcpu_check_cpl(st, err, errlen);
+	rc = kvm_check_cpl(st, err, errlen);
 	if (!rc)
-		rc = vcpu_check_flags(st, err, errlen);
+		rc = kvm_check_flags(st, err, errlen);
 	if (!rc)
-		rc = vcpu_check_tables(st, err, errlen);
+		rc = kvm_check_tables(st, err, errlen);
 	if (!rc)
-		rc = vcpu_check_msrs(st, err, errlen);
+		rc = kvm_check_msrs(st, err, errlen);
 	if (!rc)
-		rc = vcpu_check_events(st, err, errlen);
+		rc = kvm_check_events(st, err, errlen);
 	return rc;
 }

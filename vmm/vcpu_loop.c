@@ -1,0 +1,255 @@
+/*
+ * vcpu_loop.c - a vCPU thread: run the program to its next exit, handle it, repeat.
+ *
+ * A guest `syscall` enters the one-instruction CPL0 stub whose `out` exits to us; we
+ * run the call and return to CPL3 as SYSRET would, or with every register as the
+ * personality left them when it gave the thread a new context (a signal handler's
+ * entry, rt_sigreturn). Exceptions at CPL3 arrive the same way through the IDT stubs:
+ * the program's signal handler runs, or the VM ends with a crash report, as a fatal
+ * signal ends a process. Between exits the thread honours pauses and stops.
+ */
+#include "vcpu_loop.h"
+#include "crash.h"
+#include "vm.h"
+#include "base/log.h"
+#include "base/role.h"
+#include "base/x86.h"
+#include "linux/lx.h"
+#include "../mmu/cpu_tables.h"
+#include "../mmu/layout.h"
+
+#include <errno.h>
+#include <string.h>
+
+void vcpu_set_state(struct vcpu *vcpu, enum vcpu_state st)
+{
+	struct vm *vm = vcpu->vm;
+
+	pthread_mutex_lock(&vm->lock);
+	vcpu->state = st;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+void vcpu_block_begin(struct vcpu *vcpu)
+{
+	vcpu_set_state(vcpu, VCPU_BLOCKED);
+}
+
+void vcpu_block_end(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+
+	pthread_mutex_lock(&vm->lock);
+	/* A pause that began while the call blocked records this vCPU as not having made
+	 * the call yet (kvm_cpu_save): its result must not reach its registers (rax
+	 * still holds the call's number) until the pause is over. */
+	while (vm->pause_req && !vm->stop_req)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	vcpu->state = VCPU_MONITOR;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+/* Between exits: honour a pause (park until resumed) or a stop. Returns true when the
+ * vCPU must stop. The unlocked reads are a fast path; the decision is made locked. */
+static bool vcpu_check_requests(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+	bool stop;
+
+	if (!__atomic_load_n(&vm->pause_req, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&vm->stop_req, __ATOMIC_ACQUIRE)) {
+		/* Only this thread moves itself into GUEST; pause waits for the other states. */
+		__atomic_store_n(&vcpu->state, VCPU_GUEST, __ATOMIC_RELEASE);
+		return false;
+	}
+	pthread_mutex_lock(&vm->lock);
+	while (vm->pause_req && !vm->stop_req) {
+		vcpu->state = VCPU_PARKED;
+		pthread_cond_broadcast(&vm->cond);
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	}
+	stop = vm->stop_req;
+	/* DONE is set only when the thread ends (vcpu_thread), its last use of the VM. */
+	if (!stop)
+		vcpu->state = VCPU_GUEST;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	return stop;
+}
+
+/* End the VM with a report on what stopped the vCPU. */
+static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, const char *what)
+{
+	struct cpu_view v;
+	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->mem, .exit = e, .view = &v,
+			       .exe = vcpu->vm->proc ? vcpu->vm->proc->exe : NULL };
+
+	if (kvm_cpu_get(vcpu->cpu, &v))
+		memset(&v, 0, sizeof(v));
+	vm_stop(vcpu->vm, what ? crash_report_exit(&c, what) : crash_report_exception(&c, vector));
+	return true;
+}
+
+/* Resume with the registers exactly as the personality left them (a signal handler's
+ * entry, rt_sigreturn): as IRET to CPL3 would, with the flags a program may have. */
+static void vcpu_resume_exact(struct vcpu *vcpu, struct cpu_regs *r, const struct cpu_segs *s)
+{
+	r->rflags = x86_user_rflags(r->rflags);
+	kvm_cpu_put(vcpu->cpu, r, s);
+}
+
+/* Returns true when the vCPU must stop. */
+static bool vcpu_handle_syscall(struct vcpu *vcpu, struct cpu_view *v)
+{
+	bool segs_dirty = false;
+	enum lx_action act;
+
+	stats_count(&vcpu->vm->stats.exits[EXIT_SYSCALL]);
+	__atomic_store_n(&vcpu->state, VCPU_MONITOR, __ATOMIC_RELEASE);
+	vcpu->in_syscall = true;
+	act = lx_syscall(vcpu->lx, &v->regs, &v->segs, &segs_dirty);
+	vcpu->in_syscall = false;
+	if (act == LX_EXIT_THREAD) {
+		vm_thread_exit(vcpu);
+		return true;
+	}
+	if (act != LX_RESUME) {
+		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
+		return true;
+	}
+	if (vcpu->lx->resume_exact) {
+		vcpu_resume_exact(vcpu, &v->regs, segs_dirty ? &v->segs : NULL);
+	} else {
+		x86_sysret_regs(&v->regs);
+		kvm_cpu_put(vcpu->cpu, &v->regs, segs_dirty ? &v->segs : NULL);
+	}
+	return false;
+}
+
+/* A CPU exception in the program: its signal's handler runs (true), or false for the
+ * crash report (no handler, or the stub was not entered from CPL3). */
+static bool vcpu_exception_signal(struct vcpu *vcpu, struct cpu_view *v, int vector)
+{
+	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->mem, .view = v };
+	struct lx_fault f = { .vector = vector, .cr2 = v->cr2 };
+	struct cpu_regs u = v->regs;
+	struct crash_frame fr;
+
+	if (crash_read_frame(&c, vector, &fr) || (fr.cs & 3) != 3)
+		return false;
+	/* The program's state is the frame the CPU pushed; its other registers are as
+	 * the stub found them (it changes none before it exits). */
+	u.rip = fr.rip;
+	u.rsp = fr.rsp;
+	u.rflags = fr.rflags;
+	f.error_code = fr.error;
+	if (!lx_fault(vcpu->lx, &u, &v->segs, &f))
+		return false;
+	vcpu_resume_exact(vcpu, &u, NULL);
+	return true;
+}
+
+/* Signals for this thread that came while it ran the program (it was kicked out of
+ * its run): taken now if it is in user code, else at its next system call's return.
+ * Returns true when the VM stops (a signal ended the program). */
+static bool vcpu_pending_signals(struct vcpu *vcpu)
+{
+	struct cpu_view v;
+	enum lx_action act;
+
+	if (!lx_sig_waiting(vcpu->lx) || kvm_cpu_get(vcpu->cpu, &v))
+		return false;
+	/* In the stub page (PVM runs the syscall stub at CPL3) the call is under way. */
+	if (v.cpl != 3 || (v.regs.rip >= LAYOUT_STUBS && v.regs.rip < LAYOUT_STUBS + PAGE_SIZE))
+		return false;
+	act = lx_sig_interrupt(vcpu->lx, &v.regs, &v.segs);
+	if (act != LX_RESUME) {
+		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
+		return true;
+	}
+	vcpu_resume_exact(vcpu, &v.regs, NULL);
+	return false;
+}
+
+static bool vcpu_handle_io(struct vcpu *vcpu, const struct cpu_exit *e)
+{
+	struct cpu_view v;
+	int stub = -2;
+
+	if (kvm_cpu_get(vcpu->cpu, &v))
+		return vcpu_crash(vcpu, e, 0, "registers unreadable");
+	/* Only our own stubs may talk to the monitor: the syscall stub (at CPL3 on PVM
+	 * hosts; jumping to it directly is just another way to make a system call) and
+	 * the exception stubs, which count only when the CPU entered them at CPL0. */
+	if (e->out && e->port == STUB_PORT)
+		stub = cpu_stub_at(v.regs.rip);
+	if (stub >= 0 && v.cpl != 0)
+		stub = -2;
+	if (stub == -1)
+		return vcpu_handle_syscall(vcpu, &v);
+	if (stub >= 0) {
+		stats_count(&vcpu->vm->stats.exits[EXIT_EXCEPTION]);
+		if (vcpu_exception_signal(vcpu, &v, stub))
+			return false;
+		return vcpu_crash(vcpu, e, stub, NULL);
+	}
+	stats_count(&vcpu->vm->stats.exits[EXIT_IO_OTHER]);
+	return vcpu_crash(vcpu, e, 0, "unexpected port I/O");
+}
+
+/* Returns true when the vCPU must stop. */
+static bool vcpu_handle_exit(struct vcpu *vcpu, const struct cpu_exit *e)
+{
+	static const struct {
+		enum exit_kind stat;
+		const char *what;
+	} fatal[] = {
+		[CPU_EXIT_HLT] = { EXIT_HLT, "halted at CPL0" },
+		[CPU_EXIT_SHUTDOWN] = { EXIT_SHUTDOWN, "triple fault (shutdown)" },
+		[CPU_EXIT_INTERNAL] = { EXIT_INTERNAL, "KVM internal error" },
+		[CPU_EXIT_FAIL_ENTRY] = { EXIT_FAIL_ENTRY, "VM entry failed" },
+		[CPU_EXIT_MMIO] = { EXIT_MMIO, "access outside guest RAM (MMIO)" },
+		[CPU_EXIT_OTHER] = { EXIT_OTHER, "unexpected VM exit" },
+	};
+
+	if (e->kind == CPU_EXIT_IO)
+		return vcpu_handle_io(vcpu, e);
+	if (e->kind == CPU_EXIT_INTR) {
+		stats_count(&vcpu->vm->stats.exits[EXIT_KICK]);
+		return false;
+	}
+	stats_count(&vcpu->vm->stats.exits[fatal[e->kind].stat]);
+	return vcpu_crash(vcpu, e, 0, fatal[e->kind].what);
+}
+
+void *vcpu_thread(void *arg)
+{
+	struct vcpu *vcpu = arg;
+	struct vm *vm = vcpu->vm;
+	struct cpu_exit e;
+	int rc;
+
+	role_enter(ROLE_VCPU);
+	vcpu_thread_signals();
+	while (!vcpu_check_requests(vcpu)) {
+		rc = kvm_cpu_run(vcpu->cpu, &e);
+		if (rc) {
+			log_err("running vCPU %d: %s", vcpu->id, strerror(-rc));
+			vm_stop(vm, 1);
+			break;
+		}
+		/* Kicked: a pause, a stop, or a signal for this thread to take now. */
+		if (e.kind == CPU_EXIT_KICK) {
+			stats_count(&vm->stats.exits[EXIT_KICK]);
+			if (vcpu_pending_signals(vcpu))
+				break;
+			continue;
+		}
+		if (vcpu_handle_exit(vcpu, &e))
+			break;
+	}
+	vcpu_set_state(vcpu, VCPU_DONE);
+	return NULL;
+}

@@ -1,0 +1,22 @@
+/*
+ * vcpu_loop.h - a vCPU thread's exit loop, and the states a pause waits on.
+ */
+#ifndef CCVM_VCPU_LOOP_H
+#define CCVM_VCPU_LOOP_H
+
+#include "vcpu.h"
+
+/* Body of a vCPU thread: runs the guest until the VM stops. */
+void *vcpu_thread(void *arg);
+
+/* Record where the vCPU is (for pauses), and wake whoever waits on it. */
+void vcpu_set_state(struct vcpu *vcpu, enum vcpu_state st);
+
+/* Around a host call that may block on behalf of the guest: lets a pause proceed
+ * without waiting for it. A call that completes during a pause waits in
+ * vcpu_block_end until the pause is over before its result reaches the registers (a
+ * snapshot records it as not yet made). */
+void vcpu_block_begin(struct vcpu *vcpu);
+void vcpu_block_end(struct vcpu *vcpu);
+
+#endif
