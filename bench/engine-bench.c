@@ -100,7 +100,7 @@ struct eb {
 	struct eb_opts o;
 	struct gmem mem;
 	struct load load;
-	struct snap_engine e;
+	struct snap_engine *e;   /* NULL until set up */
 	struct tracker tracker;
 	double *cov;             /* --region-coverage, taken before the tracker ends */
 	uint64_t n_cov;
@@ -214,7 +214,7 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	case 'Y': o->data = LOAD_DATA_DUMP; o->data_file = arg; return 0;
 	case 'Z': return codec_parse(arg, &o->codec) ? eb_bad("compress", arg) : 0;
 	case 'L': return eb_int(arg, -7, 19, &o->level, "compress-level");
-	case 'N': return eb_int(arg, 1, WQ_THREADS_MAX, &o->snap_threads, "snapshot-threads");
+	case 'N': return eb_int(arg, 1, SNAP_THREADS_MAX, &o->snap_threads, "snapshot-threads");
 	case 'O': return cli_parse_size(arg, &o->pool) || o->pool < EB_MIN_POOL ? eb_bad("pool", arg) : 0;
 	case 'H':
 		if (strcmp(arg, "on") && strcmp(arg, "off"))
@@ -375,14 +375,14 @@ static void eb_sample(struct eb *b, bool busy, uint64_t *last_u, double *last_t)
 /* Start a snapshot; its id, or 0 when it could not start. */
 static uint64_t eb_start(struct eb *b)
 {
-	struct snap_request req = b->e.def;
+	struct snap_request req = *snap_engine_defaults(b->e);
 	struct snap_figures now;
 	char file[4200], err[512] = "";
 
 	snprintf(file, sizeof(file), "%s/engine-bench-%d-%llu.img", b->o.dir, (int)getpid(),
 		 (unsigned long long)b->snapshots + b->failed + 1);
 	req.file = file;
-	if (snap_start(&b->e, &req, &now, err, sizeof(err))) {
+	if (snap_start(b->e, &req, &now, err, sizeof(err))) {
 		fprintf(stderr, "engine-bench: %s\n", err);
 		return 0;
 	}
@@ -392,18 +392,18 @@ static uint64_t eb_start(struct eb *b)
 /* Take one snapshot into @file (incremental on @parent when not NULL) and wait for it. */
 static int eb_one(struct eb *b, const char *file, const char *parent, struct snap_figures *f)
 {
-	struct snap_request req = b->e.def;
+	struct snap_request req = *snap_engine_defaults(b->e);
 	struct snap_figures now;
 	char err[512] = "";
 
 	req.file = file;
 	req.parent = parent;
 	req.track = true;
-	if (snap_start(&b->e, &req, &now, err, sizeof(err))) {
+	if (snap_start(b->e, &req, &now, err, sizeof(err))) {
 		fprintf(stderr, "engine-bench: %s\n", err);
 		return -EIO;
 	}
-	while (snap_figures_of(&b->e, now.id, f) && !f->done)
+	while (snap_figures_of(b->e, now.id, f) && !f->done)
 		eb_sleep_ms(EB_SAMPLE_MS);
 	if (!f->ok)
 		fprintf(stderr, "engine-bench: snapshot failed: %s\n", f->error);
@@ -468,7 +468,7 @@ static int eb_loop(struct eb *b)
 
 	for (;;) {
 		double now = mono_s();
-		bool running = id && snap_figures_of(&b->e, id, &f) && !f.done;
+		bool running = id && snap_figures_of(b->e, id, &f) && !f.done;
 		bool more;
 
 		if (id && !running) {
@@ -525,6 +525,7 @@ static int eb_read_dump(struct eb *b)
 static int eb_setup(struct eb *b)
 {
 	struct snap_target t = { .mem = &b->mem, .ops = &load_snap_ops, .ctx = &b->load };
+	struct snap_config cfg;
 	uint64_t pool = b->o.pool ? b->o.pool : b->o.mem < EB_MIN_POOL ? EB_MIN_POOL : b->o.mem;
 	int rc = gmem_map(&b->mem, b->o.mem);
 
@@ -549,15 +550,18 @@ static int eb_setup(struct eb *b)
 	if (rc)
 		return rc;
 	b->tracking = true;
-	rc = snap_engine_init(&b->e, &t, pool, &b->tracker, EB_REGION);
-	b->e.tune = b->o.tune;
-	b->e.def = (struct snap_request){ .policy = b->o.policy, .rate = b->o.rate,
-					  .threshold = b->o.threshold,
-					  .precopy = SNAP_DEFAULT_PRECOPY,
-					  .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
-					  .codec = b->o.codec, .level = b->o.level,
-					  .threads = b->o.snap_threads };
-	return rc;
+	snap_config_defaults(&cfg);
+	cfg.pool_bytes = pool;
+	cfg.tracker = &b->tracker;
+	cfg.region_size = EB_REGION;
+	cfg.tune = b->o.tune;
+	cfg.def = (struct snap_request){ .policy = b->o.policy, .rate = b->o.rate,
+					 .threshold = b->o.threshold,
+					 .precopy = SNAP_DEFAULT_PRECOPY,
+					 .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+					 .codec = b->o.codec, .level = b->o.level,
+					 .threads = b->o.snap_threads };
+	return snap_engine_new(&t, &cfg, &b->e);
 }
 
 /* --restore, once the writers stopped: the last image loaded eagerly into fresh
@@ -593,8 +597,8 @@ static int eb_time_restore(struct eb *b)
 static void eb_stop(struct eb *b)
 {
 	load_stop(&b->load);
-	if (!b->o.none && b->e.state)
-		snap_engine_fini(&b->e);
+	snap_engine_free(b->e);
+	b->e = NULL;
 	if (b->tracking)
 		tracker_fini(&b->tracker);
 	b->tracking = false;

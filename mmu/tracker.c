@@ -153,18 +153,18 @@ static int tracker_get(struct tracker *t)
 
 void tracker_hold(struct tracker *t, bool hold)
 {
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	/* Counted: a snapshot may start while the last one's writer still tidies up. */
 	if (hold)
 		t->held++;
 	else if (t->held > 0)
 		t->held--;
-	pthread_cond_broadcast(&t->cond);
+	pthread_cond_broadcast(&t->w.cond);
 	/* An open window is closed first: protecting memory for a snapshot while KVM maps
 	 * it with small pages would cost a fault per page afterwards. */
 	while (hold && t->logging)
-		pthread_cond_wait(&t->cond, &t->lock);
-	pthread_mutex_unlock(&t->lock);
+		pthread_cond_wait(&t->w.cond, &t->w.lock);
+	pthread_mutex_unlock(&t->w.lock);
 }
 
 /* Sleep @s seconds unless told to stop, or (@wake_on_hold) a snapshot is coming;
@@ -174,19 +174,12 @@ static bool tracker_sleep(struct tracker *t, double s, bool wake_on_hold)
 	struct timespec until;
 	bool stop;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)s;
-	until.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&t->lock);
-	while (!t->stop && !(wake_on_hold && t->held) &&
-	       pthread_cond_timedwait(&t->cond, &t->lock, &until) == 0)
+	worker_deadline(s, &until);
+	pthread_mutex_lock(&t->w.lock);
+	while (!t->w.stop && !(wake_on_hold && t->held) && worker_wait_until(&t->w, &until))
 		;
-	stop = t->stop;
-	pthread_mutex_unlock(&t->lock);
+	stop = t->w.stop;
+	pthread_mutex_unlock(&t->w.lock);
 	return stop;
 }
 
@@ -194,9 +187,9 @@ static bool tracker_held(struct tracker *t)
 {
 	bool held;
 
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	held = t->held;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->w.lock);
 	return held;
 }
 
@@ -205,11 +198,11 @@ static bool tracker_wait_unheld(struct tracker *t)
 {
 	bool stop;
 
-	pthread_mutex_lock(&t->lock);
-	while (t->held && !t->stop)
-		pthread_cond_wait(&t->cond, &t->lock);
-	stop = t->stop;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
+	while (t->held && !t->w.stop)
+		pthread_cond_wait(&t->w.cond, &t->w.lock);
+	stop = t->w.stop;
+	pthread_mutex_unlock(&t->w.lock);
 	return stop;
 }
 
@@ -297,10 +290,10 @@ static int tracker_window(struct tracker *t, double *wall, double *lost, bool *c
 	bool open;
 	int rc;
 
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	plan = t->window_s;
 	open = t->logging = !t->held;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->w.lock);
 	lost_cap = plan * DIRTY_LOST_CAP > DIRTY_LOST_MIN ? plan * DIRTY_LOST_CAP : DIRTY_LOST_MIN;
 	*wall = *lost = 0;
 	*counted = false;
@@ -342,7 +335,7 @@ static int tracker_window(struct tracker *t, double *wall, double *lost, bool *c
 	*lost = *wall - ran;
 	/* Start-up: the guest filled more memory than it rewrote. */
 	filled = rc ? 0 : tracker_count_filled(t);
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	*counted = !rc && watched &&
 		   tracker_accumulate(t, filled <= d, ran, *wall, plan);
 	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f (%s %.0f/s): %llu of %llu "
@@ -360,8 +353,8 @@ static int tracker_window(struct tracker *t, double *wall, double *lost, bool *c
 	}
 	t->lost_s += *lost;
 	t->logging = false;
-	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
+	pthread_cond_broadcast(&t->w.cond);
+	pthread_mutex_unlock(&t->w.lock);
 	return rc;
 }
 
@@ -403,9 +396,9 @@ static bool tracker_gap(struct tracker *t, double gap)
 		prev = rate;
 	}
 	if (timed) {
-		pthread_mutex_lock(&t->lock);
+		pthread_mutex_lock(&t->w.lock);
 		t->progress_rate = best >= DIRTY_RATE_MIN ? best : 0;
-		pthread_mutex_unlock(&t->lock);
+		pthread_mutex_unlock(&t->w.lock);
 	}
 	return false;
 }
@@ -441,10 +434,10 @@ static void *tracker_thread(void *arg)
 	if (rc)
 		log_warn("coverage tracker stopped: %s", strerror(-rc));
 out:
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	t->logging = false;
-	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
+	pthread_cond_broadcast(&t->w.cond);
+	pthread_mutex_unlock(&t->w.lock);
 	return NULL;
 }
 /* Everything but the log: buffers, coverage, the thread. @t->log is set. */
@@ -458,8 +451,7 @@ static int tracker_start(struct tracker *t, uint8_t *host, uint64_t ram_size,
 	t->adaptive = window_ms == 0;
 	t->progress = progress;
 	t->window_s = window_ms ? window_ms / 1000.0 : DIRTY_WINDOW_DEF;
-	pthread_mutex_init(&t->lock, NULL);
-	pthread_cond_init(&t->cond, NULL);
+	worker_init(&t->w);
 	rc = coverage_init(&t->cov, ram_size, region_size);
 	if (rc)
 		return rc;
@@ -471,10 +463,7 @@ static int tracker_start(struct tracker *t, uint8_t *host, uint64_t ram_size,
 	t->fault_s = DIRTY_FAULT_MAX;
 	if (!t->bitmap || !t->present || !t->acc || !t->acc_present || !t->hot)
 		return -ENOMEM;
-	if (pthread_create(&t->thread, NULL, tracker_thread, t))
-		return -EAGAIN;
-	t->running = true;
-	return 0;
+	return worker_start(&t->w, tracker_thread, t);
 }
 
 int tracker_init(struct tracker *t, const struct tracker_log *log, uint8_t *host,
@@ -489,14 +478,7 @@ int tracker_init(struct tracker *t, const struct tracker_log *log, uint8_t *host
 
 void tracker_fini(struct tracker *t)
 {
-	if (t->running) {
-		pthread_mutex_lock(&t->lock);
-		t->stop = true;
-		pthread_cond_broadcast(&t->cond);
-		pthread_mutex_unlock(&t->lock);
-		pthread_join(t->thread, NULL);
-		t->running = false;
-	}
+	worker_stop(&t->w);
 	coverage_fini(&t->cov);
 	free(t->bitmap);
 	free(t->present);
@@ -511,12 +493,12 @@ uint64_t tracker_region_coverage(struct tracker *t, double seconds, double *out,
 {
 	uint64_t r;
 
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	if (n > t->cov.n_regions)
 		n = t->cov.n_regions;
 	for (r = 0; r < n; r++)
 		out[r] = coverage_known(&t->cov) ? coverage_of(&t->cov, r, seconds) : 0;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->w.lock);
 	return n;
 }
 
@@ -524,7 +506,7 @@ uint64_t tracker_classify(struct tracker *t, double threshold, uint8_t *hot)
 {
 	uint64_t n;
 
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	/* Before any window is measured nothing is known: all cold, unless the threshold
 	 * says every region is hot anyway. */
 	if (coverage_known(&t->cov) || threshold <= 0) {
@@ -538,20 +520,20 @@ uint64_t tracker_classify(struct tracker *t, double threshold, uint8_t *hot)
 		n = 0;
 		memset(hot, 0, t->cov.n_regions);
 	}
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->w.lock);
 	return n;
 }
 
 void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uint64_t progress)
 {
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	/* The count grows in steps (zipfbench reads the clock every 4096 updates): a
 	 * snapshot in which the guest hardly ran cannot be timed by it. */
 	if (t->progress_rate <= 0 || (double)progress < t->progress_rate * DIRTY_OBS_MIN_S) {
 		log_debug("coverage: a snapshot's observations left out: progress %llu, rate %.0f "
 			  "per s (%s)", (unsigned long long)progress, t->progress_rate,
 			  t->progress_rate <= 0 ? "not timed yet" : "the guest hardly ran");
-		pthread_mutex_unlock(&t->lock);
+		pthread_mutex_unlock(&t->w.lock);
 		return;
 	}
 	coverage_add_snapshot(&t->cov, obs, t->progress_rate);
@@ -566,7 +548,7 @@ void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uin
 			  (unsigned long long)n, n && t->progress_rate > 0 ? x / n / t->progress_rate : 0,
 			  t->progress_rate);
 	}
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->w.lock);
 }
 
 void tracker_snapshot_took(struct tracker *t, double seconds)
@@ -577,7 +559,7 @@ void tracker_snapshot_took(struct tracker *t, double seconds)
 		seconds = DIRTY_WINDOW_MIN;
 	if (seconds > DIRTY_WINDOW_MAX)
 		seconds = DIRTY_WINDOW_MAX;
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	t->window_s = seconds;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->w.lock);
 }

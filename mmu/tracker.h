@@ -8,6 +8,7 @@
 #define CCVM_TRACKER_H
 
 #include "coverage.h"
+#include "../vmm/base/worker.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -54,10 +55,7 @@ struct tracker {
 	struct coverage cov;    /* guarded by lock */
 	uint8_t *hot;           /* per region: hot in the last classification (hysteresis) */
 	double hot_threshold;   /* the threshold it was made at */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	pthread_t thread;
-	bool running, stop;
+	struct worker w;        /* its thread; w.lock guards cov, held and the rest */
 	double window_s;        /* guest time a window stands for */
 	bool adaptive;          /* window follows the last snapshot's duration */
 	uint64_t harvests;

@@ -1,44 +1,106 @@
 /*
- * cow.h - the copy-on-write data path of snapshot/engine.c (snapshot/cow.c): fault
- * threads, region and page copies, the background copier and the pool it keeps.
- * Internal to the engine.
+ * cow.h - the copy-on-write data path of a snapshot (cow.c): write protection, the
+ * fault threads, region and page copies, the background copier and the pool it keeps.
  */
 #ifndef CCVM_COW_H
 #define CCVM_COW_H
 
-#include "engine.h"
+#include "plan.h"
+#include "pool.h"
+#include "ptab.h"
+#include "request.h"
+#include "track.h"
+#include "../mmu/uffd.h"
+#include "../vmm/base/worker.h"
 
-/* Start the fault threads and the copier once (the write protection is open). */
-int cow_threads_start(struct snap_engine *e);
-/* Stop and join them (the engine is going away). */
-void cow_threads_stop(struct snap_engine *e);
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-/* Before the pause: fault in what the snapshot will need if the pool is cold (the
- * first snapshot, or the first after the pool was given back), for at most
- * POOL_PREPARE_MAX_S; the copier does the rest while the snapshot runs. */
-void cow_pool_prepare(struct snap_engine *e, const struct snap_request *req);
-/* While paused: size the pool for this snapshot and hand it out afresh. */
-void cow_pool_plan(struct snap_engine *e);
+/* Where a page goes that a fault must save itself (no pool buffer was ready): the
+ * stage above, which owns the image. cow reports through this and calls nothing
+ * above it. */
+struct cow_sink {
+	int (*save)(void *ctx, uint64_t p, const uint8_t *data);
+	void (*fail)(void *ctx, int rc, const char *what);
+	void *ctx;
+};
+
+/* What the data path did for the running snapshot (atomic counters; the engine zeroes
+ * them when a snapshot starts). */
+struct cow_counts {
+	uint64_t cow_faults, faults_parallel_max, pages_copied;
+	uint64_t regions_precopied, pages_precopied, regions_background, regions_eager;
+};
+
+struct snap_cow {
+	uint8_t *host;
+	uint64_t size;
+	struct snap_ptab *pt;
+	struct snap_plan *pl;
+	struct snap_track *tr;
+	struct pool *pool;
+	struct cow_sink sink;
+	const struct snap_tuning *tune;
+	struct uffd wp;             /* write protection, kept across snapshots */
+	bool ccow;                  /* the running snapshot copies hot regions whole */
+	uint8_t *region_busy;       /* per region: a thread is copying it (a try-lock) */
+	pthread_t faulter[SNAP_FAULT_THREADS_MAX];
+	int n_faulters;
+	bool fault_stop;
+	int faults_now;             /* write faults being served right now */
+	uint64_t faults_most;       /* most at once since the engine started */
+	/* The copier. w.lock guards copy_wanted and copier_busy. */
+	struct worker w;
+	bool copy_wanted, copier_busy;
+	/* The pool's sizing, the copier's alone between snapshots. */
+	size_t pool_target;         /* slots the running (or next) snapshot should find ready */
+	size_t cold_slots;          /* slots the cold regions of this snapshot could fill */
+	uint64_t single_bytes;      /* bytes of single-page copies the last snapshot made */
+	double last_start_s, interval_s; /* for giving the pool back when snapshots stop */
+	struct cow_counts n;
+};
+
+/* Over @host (@size bytes) with the tables, plan, tracking and pool of the engine:
+ * 0 or -ENOMEM. Nothing runs until cow_threads_start. */
+int cow_init(struct snap_cow *c, uint8_t *host, uint64_t size, struct snap_ptab *pt,
+	     struct snap_plan *pl, struct snap_track *tr, struct pool *pool,
+	     const struct snap_tuning *tune, const struct cow_sink *sink);
+void cow_fini(struct snap_cow *c);
+
+/* Open write protection and start the fault threads and the copier once. */
+int cow_threads_start(struct snap_cow *c);
+/* Stop and join them, and close the write protection. */
+void cow_threads_stop(struct snap_cow *c);
+
+/* Before the pause: fault in what a snapshot with @regions_hot hot regions will need
+ * if the pool is cold, for at most POOL_PREPARE_MAX_S; the copier does the rest while
+ * the snapshot runs. */
+void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot);
+/* While paused: size the pool for this snapshot (@ccow: hot regions are copied whole)
+ * and hand it out afresh. */
+void cow_pool_plan(struct snap_cow *c, bool ccow);
 /* After the resume: the copier starts on the hot regions. */
-void cow_copy_begin(struct snap_engine *e);
-/* When the writer has saved everything: the copier stops and every fault being
- * served has been; no page is left half saved. */
-void cow_copy_end(struct snap_engine *e);
+void cow_copy_begin(struct snap_cow *c);
+/* When the writer has saved everything: the copier stops and every fault being served
+ * has been; no page is left half saved. */
+void cow_copy_end(struct snap_cow *c);
 
 /* The guest (or the monitor) wants to write page @p: keep its old contents, and with
  * @wake let the write proceed. */
-void cow_page(struct snap_engine *e, uint64_t p, bool wake);
+void cow_page(struct snap_cow *c, uint64_t p, bool wake);
 
-/* While paused (--precopy eager): copy hot region @r, not yet protected, to the
- * pool (true also when it holds nothing to copy); false when the pool has no slot to
- * spare. */
-bool cow_copy_eager(struct snap_engine *e, uint64_t r);
+/* While paused (--precopy eager): copy hot regions, not yet protected, to the pool in
+ * the writer's order (hot first) until the clock (mono_ns) reaches @until_ns or the
+ * pool has no slot to spare; they are marked eager in the plan and never protected,
+ * so the guest takes no trap in them at all. */
+void cow_precopy_eager(struct snap_cow *c, uint64_t until_ns);
 
-/* Lower the calling thread's priority by @n nice levels. */
-void cow_nice(int n);
+/* After a failed snapshot (no fault served for it any more): copies never written go
+ * back to the pool, or it would shrink with every failure. */
+void cow_reclaim(struct snap_cow *c);
 
-/* Save page @p to the image from @data (NULL or all zero: a hole). */
-int snap_save(struct snap_engine *e, uint64_t p, const uint8_t *data);
-void snap_fail(struct snap_engine *e, int rc, const char *what);
+/* Write-protect all memory except the regions the plan marks eager. */
+int cow_protect(struct snap_cow *c);
 
 #endif

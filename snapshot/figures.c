@@ -1,50 +1,11 @@
 /*
  * figures.c - a snapshot's figures as JSON (the control socket's replies and events,
- * --snapshot-log), and the names of policies and options as users write them.
+ * --snapshot-log), and the engine's state between snapshots for `ccvm ctl stats`.
  */
-#include "engine.h"
+#include "engine_impl.h"
+#include "image.h"
 
-#include <errno.h>
-#include <string.h>
-
-static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow", "fork" };
-
-const char *snap_policy_name(enum snap_policy p)
-{
-	return (unsigned)p < SNAP_NR_POLICIES ? policy_names[p] : "?";
-}
-
-int snap_policy_parse(const char *name, enum snap_policy *p)
-{
-	for (int i = 0; i < SNAP_NR_POLICIES; i++)
-		if (strcmp(name, policy_names[i]) == 0) {
-			*p = (enum snap_policy)i;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-int snap_order_parse(const char *name, enum snap_order *o)
-{
-	if (strcmp(name, "hot-first") == 0)
-		*o = SNAP_HOT_FIRST;
-	else if (strcmp(name, "linear") == 0)
-		*o = SNAP_LINEAR;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-int snap_precopy_parse(const char *name, enum snap_precopy *p)
-{
-	if (strcmp(name, "lazy") == 0)
-		*p = SNAP_PRECOPY_LAZY;
-	else if (strcmp(name, "eager") == 0)
-		*p = SNAP_PRECOPY_EAGER;
-	else
-		return -EINVAL;
-	return 0;
-}
+#include <stdio.h>
 
 json_t *snap_figures_json(const struct snap_figures *f)
 {
@@ -106,16 +67,55 @@ json_t *snap_figures_json(const struct snap_figures *f)
 	return o;
 }
 
+/* The stages' counters of the running snapshot into @f. */
+void snap_figures_collect(struct snap_engine *e, struct snap_figures *f)
+{
+	const struct cow_counts *n = &e->cow.n;
+
+	f->regions_hot = e->plan.regions_hot;
+	f->pages_zero = __atomic_load_n(&e->wr.pages_zero, __ATOMIC_RELAXED);
+	f->pages_saved_by_writer = __atomic_load_n(&e->wr.pages_saved, __ATOMIC_RELAXED);
+	if (e->policy == SNAP_FORK) {
+		f->cow_faults = e->fork.cow_faults;
+		f->extra_bytes = e->fork.extra_bytes;
+		f->pages_zero = e->fork.pages_zero;
+		f->pages_saved_by_writer = e->fork.pages_saved;
+		return;
+	}
+	if (e->policy == SNAP_STOP)
+		return;
+	f->cow_faults = __atomic_load_n(&n->cow_faults, __ATOMIC_RELAXED);
+	f->faults_parallel_max = __atomic_load_n(&n->faults_parallel_max, __ATOMIC_RELAXED);
+	f->pages_copied = __atomic_load_n(&n->pages_copied, __ATOMIC_RELAXED);
+	f->regions_precopied = __atomic_load_n(&n->regions_precopied, __ATOMIC_RELAXED);
+	f->pages_precopied = __atomic_load_n(&n->pages_precopied, __ATOMIC_RELAXED);
+	f->regions_background = __atomic_load_n(&n->regions_background, __ATOMIC_RELAXED);
+	f->regions_eager = n->regions_eager;
+	f->held_compressed_bytes = __atomic_load_n(&e->sq.compressed_bytes, __ATOMIC_RELAXED);
+}
+
+/* Fork: the child wrote the image, so its figures are read back from it. */
+void snap_figures_stored(struct snap_engine *e)
+{
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+
+	if (img_open(e->cur.file, &r, err) == 0) {
+		img_reader_bytes(&r, &e->cur.bytes_raw, &e->cur.bytes_stored);
+		img_close(&r);
+	}
+}
+
 json_t *snap_engine_stats_json(struct snap_engine *e)
 {
 	bool running, tracking;
-	char base[sizeof(e->track_file)];
+	char base[sizeof(e->track.file)];
 	json_t *o;
 
 	pthread_mutex_lock(&e->lock);
 	running = e->busy;
-	tracking = e->tracking;
-	snprintf(base, sizeof(base), "%s", tracking ? e->track_file : "");
+	tracking = e->track.tracking;
+	snprintf(base, sizeof(base), "%s", tracking ? e->track.file : "");
 	pthread_mutex_unlock(&e->lock);
 	/* held_*: the copies held now, as guest pages and as the pool bytes they take
 	 * (less when compressed under pressure); pool_in_use_bytes is the latter. */
@@ -125,13 +125,13 @@ json_t *snap_engine_stats_json(struct snap_engine *e)
 		      (json_int_t)pool_in_use(&e->pool), "held_raw_bytes",
 		      (json_int_t)pool_raw(&e->pool), "held_stored_bytes",
 		      (json_int_t)pool_in_use(&e->pool), "faults_parallel_max",
-		      (json_int_t)__atomic_load_n(&e->faults_most, __ATOMIC_RELAXED),
-		      "fault_threads", e->n_faulters, "running", running);
+		      (json_int_t)__atomic_load_n(&e->cow.faults_most, __ATOMIC_RELAXED),
+		      "fault_threads", e->cow.n_faulters, "running", running);
 	/* Write tracking: the image the next incremental snapshot may name as --parent,
 	 * and the faults tracking has cost since the last snapshot's instant. */
 	json_object_update_new(o, json_pack("{s:b, s:s?, s:I}", "tracking", tracking,
 					    "parent", tracking ? base : NULL, "track_faults",
-					    (json_int_t)__atomic_load_n(&e->track_faults,
+					    (json_int_t)__atomic_load_n(&e->track.faults,
 									__ATOMIC_RELAXED)));
 	return o;
 }

@@ -5,7 +5,7 @@
  * snapshot taken with tracking (every --snapshot-full-every'th is full), and pruning
  * keeps every image a kept image needs.
  */
-#include "engine.h"
+#include "engine_impl.h"
 #include "image.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/log.h"
@@ -62,9 +62,9 @@ static void sched_lineage(struct snap_engine *e, const struct snap_schedule *s,
 		return;
 	req->track = true;
 	pthread_mutex_lock(&e->lock);
-	full = !e->tracking || (s->full_every > 0 && e->periodic_n % (uint64_t)s->full_every == 0);
+	full = !e->track.tracking || (s->full_every > 0 && e->periodic_n % (uint64_t)s->full_every == 0);
 	if (!full)
-		snprintf(parent, len, "%s", e->track_file);
+		snprintf(parent, len, "%s", e->track.file);
 	pthread_mutex_unlock(&e->lock);
 	req->parent = full ? NULL : parent;
 }

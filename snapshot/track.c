@@ -16,7 +16,8 @@
  * since counts as written. A failed snapshot puts back what it took as written.
  */
 #include "track.h"
-#include "pagestate.h"
+#include "image.h"
+#include "../vmm/base/pages.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -25,17 +26,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-void track_unprotected(struct snap_engine *e, uint64_t first, uint64_t n)
+void track_init(struct snap_track *tr, struct snap_ptab *pt)
 {
-	for (uint64_t p = first; p < first + n; p++) /* fault threads mark pages meanwhile */
-		__atomic_store_n(&e->dirty[p], 1, __ATOMIC_RELAXED);
+	memset(tr, 0, sizeof(*tr));
+	tr->pt = pt;
+	tr->pages = pt->pages;
 }
 
-void track_fault(struct snap_engine *e, uint64_t p)
+void track_unprotected(struct snap_track *tr, uint64_t first, uint64_t n)
 {
-	if (ps_get(&e->state[p]) != PS_PROTECTED)
-		__atomic_fetch_add(&e->track_faults, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->dirty[p], 1, __ATOMIC_RELAXED);
+	for (uint64_t p = first; p < first + n; p++) /* fault threads mark pages meanwhile */
+		__atomic_store_n(&tr->pt->dirty[p], 1, __ATOMIC_RELAXED);
+}
+
+void track_fault(struct snap_track *tr, uint64_t p)
+{
+	if (ps_get(&tr->pt->state[p]) != PS_PROTECTED)
+		__atomic_fetch_add(&tr->faults, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&tr->pt->dirty[p], 1, __ATOMIC_RELAXED);
 }
 
 static bool track_policy_ok(enum snap_policy p)
@@ -43,12 +51,13 @@ static bool track_policy_ok(enum snap_policy p)
 	return p == SNAP_COW || p == SNAP_CCOW;
 }
 
-int track_check(struct snap_engine *e, const struct snap_request *req, char *err, size_t errlen)
+int track_check(struct snap_track *tr, const struct snap_request *req, char *err,
+		size_t errlen)
 {
 	char real[PATH_MAX];
 
-	e->track_next = req->track || req->parent;
-	if (!e->track_next)
+	tr->next = req->track || req->parent;
+	if (!tr->next)
 		return 0;
 	if (!track_policy_ok(req->policy)) {
 		snprintf(err, errlen, "incremental snapshots and --track need the cow or ccow policy "
@@ -57,7 +66,7 @@ int track_check(struct snap_engine *e, const struct snap_request *req, char *err
 	}
 	if (!req->parent)
 		return 0;
-	if (!e->tracking) {
+	if (!tr->tracking) {
 		snprintf(err, errlen, "--parent %s: write tracking is off; take a snapshot with "
 			 "--track (or run with --snapshot-incremental) first", req->parent);
 		return -EINVAL;
@@ -66,9 +75,9 @@ int track_check(struct snap_engine *e, const struct snap_request *req, char *err
 		snprintf(err, errlen, "--parent %s: %s", req->parent, strerror(errno));
 		return -EINVAL;
 	}
-	if (strcmp(real, e->track_file) != 0) {
+	if (strcmp(real, tr->file) != 0) {
 		snprintf(err, errlen, "--parent %s is not this VM's latest snapshot taken with "
-			 "tracking on (that is %s)", req->parent, e->track_file);
+			 "tracking on (that is %s)", req->parent, tr->file);
 		return -EINVAL;
 	}
 	return 0;
@@ -84,62 +93,64 @@ static bool track_dir_of(const char *file, char out[PATH_MAX])
 	return ok;
 }
 
-int track_parent_path(const struct snap_engine *e, const char *child, char *out, size_t len)
+int track_parent_path(const struct snap_track *tr, const char *child, char *out, size_t len)
 {
-	char cdir[PATH_MAX], *pdup = strdup(e->track_file);
+	char cdir[PATH_MAX], *pdup = strdup(tr->file);
 	const char *pdir = pdup ? dirname(pdup) : NULL;
 	bool same = pdir && track_dir_of(child, cdir) && strcmp(cdir, pdir) == 0;
-	int n = snprintf(out, len, "%s", same ? strrchr(e->track_file, '/') + 1 : e->track_file);
+	int n = snprintf(out, len, "%s", same ? strrchr(tr->file, '/') + 1 : tr->file);
 
 	free(pdup);
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
-void track_instant(struct snap_engine *e, bool incremental)
+void track_instant(struct snap_track *tr, bool incremental, uint64_t *held_out,
+		   uint64_t *faults)
 {
+	struct snap_ptab *t = tr->pt;
 	uint64_t held = 0;
 
-	for (uint64_t p = 0; p < e->size / PAGE_SIZE; p++) {
-		bool present = ps_get(&e->state[p]) != PS_ZERO;
-		bool written = e->dirty[p] || present != (bool)e->was_present[p];
+	for (uint64_t p = 0; p < tr->pages; p++) {
+		bool present = ps_get(&t->state[p]) != PS_ZERO;
+		bool written = t->dirty[p] || present != (bool)t->was_present[p];
 
 		if (incremental && !written)
-			ps_set(&e->state[p], PS_PARENT);
+			ps_set(&t->state[p], PS_PARENT);
 		held += written;
-		e->dirty_instant[p] = written;
-		e->dirty[p] = 0;
-		e->was_present[p] = present;
+		t->dirty_instant[p] = written;
+		t->dirty[p] = 0;
+		t->was_present[p] = present;
 	}
-	e->cur.incremental = incremental;
-	e->cur.pages_held = incremental ? held : e->size / PAGE_SIZE;
-	e->cur.track_faults = __atomic_exchange_n(&e->track_faults, 0, __ATOMIC_RELAXED);
+	*held_out = incremental ? held : tr->pages;
+	*faults = __atomic_exchange_n(&tr->faults, 0, __ATOMIC_RELAXED);
 }
 
-void track_failed(struct snap_engine *e)
+void track_failed(struct snap_track *tr)
 {
-	for (uint64_t p = 0; p < e->size / PAGE_SIZE; p++) {
-		uint8_t *st = &e->state[p];
+	struct snap_ptab *t = tr->pt;
 
-		if (e->dirty_instant[p])
-			__atomic_store_n(&e->dirty[p], 1, __ATOMIC_RELAXED);
-		(void)ps_take(st, PS_SAVED); /* not saved: a later write is tracked, not copied */
+	for (uint64_t p = 0; p < tr->pages; p++) {
+		if (t->dirty_instant[p])
+			__atomic_store_n(&t->dirty[p], 1, __ATOMIC_RELAXED);
+		/* not saved: a later write is tracked, not copied */
+		(void)ps_take(&t->state[p], PS_SAVED);
 	}
 }
 
-void track_done(struct snap_engine *e, const char *file)
+void track_done(struct snap_track *tr, const char *file, struct uffd *wp)
 {
 	char err[IMG_ERR_LEN], real[PATH_MAX];
 	struct img_reader r;
 
 	/* Tracking ends: what it left protected would only cost the guest faults. */
-	if (e->tracking && !e->track_next && e->wp.fd >= 0)
-		uffd_protect(&e->wp, 0, e->size, false);
-	e->tracking = false;
-	if (!e->track_next || !realpath(file, real) || strlen(real) >= sizeof(e->track_file) ||
+	if (tr->tracking && !tr->next && wp->fd >= 0)
+		uffd_protect(wp, 0, tr->pages * PAGE_SIZE, false);
+	tr->tracking = false;
+	if (!tr->next || !realpath(file, real) || strlen(real) >= sizeof(tr->file) ||
 	    img_open(file, &r, err) != 0)
 		return;
-	snprintf(e->track_file, sizeof(e->track_file), "%s", real);
-	e->track_identity = r.identity;
+	snprintf(tr->file, sizeof(tr->file), "%s", real);
+	tr->identity = r.identity;
 	img_close(&r);
-	e->tracking = true;
+	tr->tracking = true;
 }

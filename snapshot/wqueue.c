@@ -13,7 +13,7 @@
  */
 #include "wqueue.h"
 #include "../vmm/base/role.h"
-#include "cow.h"
+#include "../vmm/base/worker.h"
 
 #include <errno.h>
 #include <string.h>
@@ -78,7 +78,7 @@ static void *wq_io_thread(void *arg)
 	uint8_t *scratch;
 
 	role_enter(ROLE_SNAPSHOT);
-	cow_nice(q->nice);
+	worker_nice(q->nice);
 	pthread_mutex_lock(&q->lock);
 	scratch = q->scratch[q->n_started++];
 	for (;;) {

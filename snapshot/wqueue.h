@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define WQ_DEPTH 4        /* chunks staged ahead of the I/O threads, besides one each */
-#define WQ_THREADS_MAX 16 /* --snapshot-threads */
+#define WQ_THREADS_MAX 16 /* --snapshot-threads (SNAP_THREADS_MAX) */
 #define WQ_SLOTS (WQ_DEPTH + WQ_THREADS_MAX)
 
 enum wq_slot_state { WQ_FREE = 0, WQ_STAGING, WQ_QUEUED, WQ_BUSY };

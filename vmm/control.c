@@ -262,7 +262,7 @@ static void ctl_deliver_snapshot(struct ctl_server *srv)
 {
 	struct snap_figures f;
 
-	if (!srv->engine || !snap_figures_of(srv->engine, srv->engine->cur.id, &f) || !f.done)
+	if (!srv->engine || !snap_figures_of(srv->engine, 0, &f) || !f.done)
 		return;
 	if (srv->snap_log) {
 		/* 0600 whatever the process umask (0 while a guest runs: path.c). */
@@ -319,7 +319,7 @@ static const char *ctl_snapshot_storage(const json_t *msg, struct snap_request *
 	if (level && !sr->level)
 		return "--compress-level must not be 0 (zstd -7 to 19, lz4 1 to 12)";
 	if (threads && (!json_is_integer(threads) || json_integer_value(threads) < 1 ||
-			json_integer_value(threads) > WQ_THREADS_MAX))
+			json_integer_value(threads) > SNAP_THREADS_MAX))
 		return "--threads must be an integer from 1 to 16";
 	if (threads)
 		sr->threads = (int)json_integer_value(threads);
@@ -355,7 +355,7 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 
 	if (!srv->engine)
 		return ctl_reply_error("snapshots are not available for this VM");
-	sr = srv->engine->def;
+	sr = *snap_engine_defaults(srv->engine);
 	if (json_is_string(json_object_get(req->msg, "file")))
 		sr.file = json_string_value(json_object_get(req->msg, "file"));
 	else if (json_is_array(args) && json_is_string(json_array_get(args, 0)))
@@ -411,8 +411,8 @@ static void ctl_set_real(json_t *o, const char *key, double v)
 /* `stats regions`: the coverage tracker's view. */
 static json_t *ctl_stats_regions(struct ctl_server *srv)
 {
-	struct tracker *t = srv->engine ? srv->engine->tracker : NULL;
-	double thr = srv->engine ? srv->engine->def.threshold : 0;
+	struct tracker *t = srv->engine ? snap_engine_tracker(srv->engine) : NULL;
+	double thr = srv->engine ? snap_engine_defaults(srv->engine)->threshold : 0;
 	uint64_t hist[COV_HIST_BUCKETS], hot = 0;
 	json_t *o, *h;
 
@@ -420,7 +420,7 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 		return NULL;
 	o = json_object();
 	h = json_array();
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&t->w.lock);
 	coverage_histogram(&t->cov, t->window_s, hist);
 	for (uint64_t r = 0; r < t->cov.n_regions; r++)
 		hot += coverage_known(&t->cov) && coverage_is_hot(&t->cov, r, thr, t->window_s);
@@ -441,7 +441,7 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 	ctl_set_real(o, "guest_lost_ms", t->lost_s * 1000.0);
 	ctl_set_int(o, "dirty_harvests", t->harvests);
 	ctl_set_int(o, "harvest_ms", t->harvest_ns / 1000000ULL);
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->w.lock);
 	return o;
 }
 
@@ -733,8 +733,7 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(-srv->log_dir));
 	}
 	if (engine) {
-		engine->on_done = ctl_snapshot_done;
-		engine->on_done_ctx = srv;
+		snap_engine_on_done(engine, ctl_snapshot_done, srv);
 	}
 	srv->listen_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &srv->started);
@@ -780,7 +779,7 @@ void ctl_stop(struct ctl_server *srv)
 	if (!srv)
 		return;
 	if (srv->engine)
-		srv->engine->on_done = NULL;
+		snap_engine_on_done(srv->engine, NULL, NULL);
 	if (write(srv->wake[1], "q", 1) == 1)
 		pthread_join(srv->thread, NULL);
 	for (int i = 0; i < CTL_MAX_CLIENTS; i++)

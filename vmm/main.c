@@ -234,15 +234,46 @@ static void deny_control_socket(struct vm *vm, const char *control)
 	pthread_mutex_unlock(&vm->proc->lock);
 }
 
-/* The engine writes images beneath the image directories only (--image-dir). */
-static void engine_image_dirs(struct snap_engine *e, const struct cli_opts *o)
+/* The engine writes images beneath the image directories only (--image-dir): into
+ * @dirs, how many. */
+static int engine_image_dirs(const struct cli_opts *o, struct snap_image_dir *dirs)
 {
 	struct stat st;
+	int n = 0;
 
-	for (int i = 0; i < o->n_image_dir && e->n_image_dirs < SNAP_MAX_IMAGE_DIRS; i++)
+	for (int i = 0; i < o->n_image_dir && n < SNAP_MAX_IMAGE_DIRS; i++)
 		if (stat(o->image_dir[i], &st) == 0)
-			e->image_dirs[e->n_image_dirs++] = (struct snap_image_dir){
-				.dev = st.st_dev, .ino = st.st_ino, .name = o->image_dir[i] };
+			dirs[n++] = (struct snap_image_dir){ .dev = st.st_dev, .ino = st.st_ino,
+							     .name = o->image_dir[i] };
+	return n;
+}
+
+/* The snapshot engine as the command line sets it up. */
+static int engine_new(struct vm *vm, const struct cli_opts *o, const struct snap_schedule *sched,
+		      struct tracker *tracker, struct snap_engine **out)
+{
+	const struct ccow_opts *ccow = &o->ccow;
+	struct snap_image_dir dirs[SNAP_MAX_IMAGE_DIRS];
+	struct snap_target target;
+	struct snap_config cfg;
+
+	capture_vm_target(vm, &target);
+	snap_config_defaults(&cfg);
+	cfg.pool_bytes = pool_bytes_for(vm->mem.size, ccow->pool_bytes);
+	cfg.tracker = tracker;
+	cfg.region_size = ccow->region_size;
+	cfg.tune.held_compress = ccow->held_compress;
+	cfg.dirs = dirs;
+	cfg.n_dirs = engine_image_dirs(o, dirs);
+	cfg.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
+					 .threshold = ccow->threshold, .order = ccow->order,
+					 .precopy = ccow->precopy,
+					 .pause_budget_ms = ccow->pause_budget_ms,
+					 .codec = sched ? sched->codec : IMG_CODEC_NONE,
+					 .level = sched ? sched->level : 0,
+					 .threads = sched ? sched->threads : 0,
+					 .track = sched && sched->incremental };
+	return snap_engine_new(&target, &cfg, out);
 }
 
 /* The directory of @path, in @buf. */
@@ -288,7 +319,7 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 	const struct ccow_opts *ccow = &o->ccow;
 	struct ctl_server *ctl = NULL;
 	struct sigfwd *fwd = NULL;
-	struct snap_engine engine;
+	struct snap_engine *engine = NULL;
 	struct tracker tracker;
 	bool snaps = control != NULL || snap_schedule_on(sched);
 	bool track = snaps && ccow->tracker;
@@ -311,25 +342,11 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 		}
 	}
 	if (snaps) {
-		struct snap_target target;
-
-		capture_vm_target(vm, &target);
-		if (snap_engine_init(&engine, &target, pool_bytes_for(vm->mem.size, ccow->pool_bytes),
-				     track ? &tracker : NULL, ccow->region_size))
+		if (engine_new(vm, o, sched, track ? &tracker : NULL, &engine))
 			goto out_engine;
-		engine.tune.held_compress = ccow->held_compress;
-		engine_image_dirs(&engine, o);
-		engine.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
-						    .threshold = ccow->threshold, .order = ccow->order,
-						    .precopy = ccow->precopy,
-						    .pause_budget_ms = ccow->pause_budget_ms,
-						    .codec = sched ? sched->codec : IMG_CODEC_NONE,
-						    .level = sched ? sched->level : 0,
-						    .threads = sched ? sched->threads : 0,
-						    .track = sched && sched->incremental };
-		hook_engine = &engine;
+		hook_engine = engine;
 	}
-	if (ctl_start(vm, control, snaps ? &engine : NULL, sched, &ctl))
+	if (ctl_start(vm, control, engine, sched, &ctl))
 		goto out_engine;
 	deny_control_socket(vm, control);
 	if (sigfwd_start(vm, &fwd))
@@ -337,8 +354,7 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 	status = vm_run(vm);
 	sigfwd_stop(fwd);
 out_engine:
-	if (snaps)
-		snap_engine_fini(&engine); /* a snapshot still running is abandoned cleanly */
+	snap_engine_free(engine); /* a snapshot still running is abandoned cleanly */
 	hook_engine = NULL;
 out_tracker:
 	if (track)

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "vm.h"
 #include "../mmu/layout.h"
+#include "../snapshot/image.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -316,8 +317,8 @@ static int set_snap_threads(struct cli_opts *o, const char *arg)
 {
 	long v;
 
-	if (opt_long(arg, 1, WQ_THREADS_MAX, &v)) {
-		log_err("--snapshot-threads %s: from 1 to %d", arg, WQ_THREADS_MAX);
+	if (opt_long(arg, 1, SNAP_THREADS_MAX, &v)) {
+		log_err("--snapshot-threads %s: from 1 to %d", arg, SNAP_THREADS_MAX);
 		return -EINVAL;
 	}
 	o->sched.threads = (int)v;
@@ -494,7 +495,7 @@ static const struct opt_def opt_table[] = {
 	{ "snapshot-compress-level", "N", OPT_RUN, "the codec's level (default: zstd 1, lz4 1; "
 	  "zstd -7..19, lz4 1..12, 2 and up its high-compression mode)", set_compress_level },
 	{ "snapshot-threads", "N", OPT_RUN, "threads that compress and write a snapshot "
-	  "(default " OPT_STR(SNAP_DEFAULT_THREADS) ", 1.." OPT_STR(WQ_THREADS_MAX) ")",
+	  "(default " OPT_STR(SNAP_DEFAULT_THREADS) ", 1.." OPT_STR(SNAP_THREADS_MAX) ")",
 	  set_snap_threads },
 	{ "snapshot-incremental", NULL, OPT_RUN, "track the guest's writes after each snapshot; "
 	  "periodic snapshots are incremental on the last one, ctl snapshots may name it as "

@@ -1,7 +1,7 @@
 /*
  * persist_capture.c - what a snapshot of a VM holds besides its memory.
  *
- * The snapshot engine (engine.c) works on a memory range and a struct snap_ops; this
+ * The snapshot engine (snapshot/engine.c) works on a memory range and a struct snap_ops; this
  * file is the one that knows vCPUs and the Linux personality on the capture side
  * (persist_restore.c is its counterpart). Pausing is vm_pause's: every vCPU parked outside guest
  * code. Capture saves each live thread's vCPU registers (kvm_cpu_save) and the

@@ -32,6 +32,7 @@ Suite *personality_suite(void);
 Suite *tracker_suite(void);
 Suite *cpufeat_suite(void);
 Suite *sigfwd_suite(void);
+Suite *stages_suite(void);
 
 #define CHILD_OUT_MAX 4096
 

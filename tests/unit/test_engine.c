@@ -8,11 +8,10 @@
 #include "suites.h"
 #include "../../bench/load.h"
 #include "../../snapshot/merge.h"
-#include "../../snapshot/engine.h"
+#include "../../snapshot/engine_impl.h"
 #include "../../snapshot/image.h"
 #include "../../snapshot/lazy.h"
 #include "../../snapshot/memrestore.h"
-#include "../../snapshot/plan.h"
 #include "../../vmm/base/mono.h"
 #include "../../mmu/tracker.h"
 
@@ -84,6 +83,18 @@ static enum img_codec eng_codec;
 
 /* An engine with a pool of @pool_bytes over memory the writers fill with text (and
  * whose images are then compressed with zstd), or with zipfbench's words. */
+/* The engine in g.e over @t, with ccvm's defaults and the test's tracker. */
+static int eng_init(const struct snap_target *t, size_t pool_bytes)
+{
+	struct snap_config cfg;
+
+	snap_config_defaults(&cfg);
+	cfg.pool_bytes = pool_bytes;
+	cfg.tracker = &g.tracker;
+	cfg.region_size = ENG_REGION;
+	return snap_engine_init(&g.e, t, &cfg);
+}
+
 static void eng_setup_pool(size_t pool_bytes, bool text)
 {
 	struct snap_target t;
@@ -101,7 +112,7 @@ static void eng_setup_pool(size_t pool_bytes, bool text)
 	t = (struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g };
 	ck_assert_int_eq(tracker_init(&g.tracker, NULL, g.mem.host, ENG_MEM, ENG_REGION, 1000,
 					(struct tracker_progress){ 0 }), 0);
-	ck_assert_int_eq(snap_engine_init(&g.e, &t, pool_bytes, &g.tracker, ENG_REGION), 0);
+	ck_assert_int_eq(eng_init(&t, pool_bytes), 0);
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
 									  .seed = 7, .reference = true,
 									  .data = eng_data }), 0);
@@ -253,9 +264,9 @@ static void eng_hot_regions(uint64_t n)
 
 	memset(written, 0, sizeof(written));
 	memset(written, 0xff, n * ENG_REGION / 4096 / 8);
-	pthread_mutex_lock(&g.tracker.lock);
+	pthread_mutex_lock(&g.tracker.w.lock);
 	coverage_add_window(&g.tracker.cov, written, NULL, 1.0);
-	pthread_mutex_unlock(&g.tracker.lock);
+	pthread_mutex_unlock(&g.tracker.w.lock);
 }
 
 struct eng_case {
@@ -304,7 +315,7 @@ START_TEST(test_policy_exact)
 		if (req.policy == SNAP_FORK) {
 			ck_assert_uint_eq(f.pages_copied, 0); /* the kernel copied, not the pool */
 			ck_assert_uint_eq(f.pages_saved_by_writer + f.pages_zero, ENG_MEM / 4096);
-			ck_assert_int_eq(g.e.child, 0);
+			ck_assert_int_eq(g.e.fork.child, 0);
 		}
 		if (req.policy == SNAP_CCOW && req.threshold == 0) {
 			ck_assert_uint_eq(f.regions_hot, ENG_MEM / ENG_REGION);
@@ -724,9 +735,8 @@ START_TEST(test_cancelled)
 	ck_assert(f.done && !f.ok);
 	ck_assert_str_eq(f.error, "cancelled: Operation canceled");
 	ck_assert_int_ne(access(g.file, F_OK), 0);
-	ck_assert_int_eq(snap_engine_init(&g.e, &(struct snap_target){ .mem = &g.mem, .ops = &g.ops,
-								      .ctx = &g }, ENG_MEM, &g.tracker,
-					  ENG_REGION), 0);
+	ck_assert_int_eq(eng_init(&(struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g },
+				  ENG_MEM), 0);
 	req.rate = ENG_RATE;
 	eng_snapshot(&req);
 }
@@ -792,7 +802,7 @@ START_TEST(test_fork_after_cow)
 	if (!uffd_usable())
 		return;
 	eng_snapshot(&cow);
-	ck_assert_int_ge(g.e.wp.fd, 0);
+	ck_assert_int_ge(g.e.cow.wp.fd, 0);
 	eng_snapshot(&fork_req);
 	eng_snapshot(&cow);
 }
@@ -809,7 +819,7 @@ static void monitor_dies(void *arg)
 	(void)arg;
 	eng_setup();
 	CHILD_CHECK(snap_start(&g.e, &req, &now, err, sizeof(err)) == 0);
-	dprintf(STDERR_FILENO, "writer %d %s %s\n", (int)g.e.child, g.dir, g.file);
+	dprintf(STDERR_FILENO, "writer %d %s %s\n", (int)g.e.fork.child, g.dir, g.file);
 	_exit(0); /* no teardown: as a killed monitor */
 }
 
@@ -932,45 +942,6 @@ START_TEST(test_restore_lazy)
 	ck_assert_int_eq(lazy_finish(l), -EBADMSG);
 	ck_assert_int_eq(bad, 1);
 	gmem_unmap(&fresh);
-}
-END_TEST
-
-/* The writer's plan: under ccow hot-first, chunks holding the regions the tracker
- * calls hot come first, each group in address order; linear, other policies, and ccow
- * with nothing known, in address order. */
-START_TEST(test_plan_order)
-{
-	static uint64_t written[ENG_MEM / 4096 / 64];
-	struct snap_request req = { .policy = SNAP_CCOW, .threshold = 0.5 };
-	const uint64_t chunks = ENG_MEM / IMG_CHUNK, per = ENG_REGION / 4096;
-	const uint64_t want[] = { 2, 5, 0, 1, 3, 4, 6, 7 };
-	struct tracker *tr = &g.tracker;
-	uint64_t first, end;
-
-	plan_snapshot(&g.e, &req);
-	ck_assert_uint_eq(g.e.cur.regions_hot, 0); /* nothing known yet: all cold */
-	for (uint64_t i = 0; i < chunks; i++)
-		ck_assert_uint_eq(g.e.order[i], i);
-	/* A window in which regions 2 and 5 were written whole. */
-	memset(written + 2 * per / 64, 0xff, per / 8);
-	memset(written + 5 * per / 64, 0xff, per / 8);
-	coverage_add_window(&tr->cov, written, NULL, 1.0);
-	plan_snapshot(&g.e, &req);
-	ck_assert_uint_eq(g.e.cur.regions_hot, 2);
-	ck_assert(g.e.hot[2] && g.e.hot[5] && !g.e.hot[0]);
-	for (uint64_t i = 0; i < chunks; i++)
-		ck_assert_uint_eq(g.e.order[i], want[i]);
-	req.order = SNAP_LINEAR;
-	plan_snapshot(&g.e, &req);
-	ck_assert_uint_eq(g.e.order[0], 0);
-	req.policy = SNAP_COW;
-	req.order = SNAP_HOT_FIRST;
-	plan_snapshot(&g.e, &req);
-	for (uint64_t i = 0; i < chunks; i++)
-		ck_assert_uint_eq(g.e.order[i], i);
-	plan_region_pages(&g.e, g.e.n_regions - 1, &first, &end);
-	ck_assert_uint_eq(end, ENG_MEM / 4096);
-	ck_assert_uint_eq(end - first, per);
 }
 END_TEST
 
@@ -1129,7 +1100,6 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_refusals);
 	tcase_add_test(edges, test_discard_during_snapshot);
 	tcase_add_test(edges, test_cancelled);
-	tcase_add_test(edges, test_plan_order);
 	tcase_add_test(edges, test_schedule);
 	tcase_add_test(edges, test_schedule_gap);
 	tcase_add_test(edges, test_schedule_incremental);

@@ -2,7 +2,7 @@
  * test_snapshot.c - the page-state machine and the page pool of the snapshot engine.
  */
 #include "suites.h"
-#include "../../snapshot/pagestate.h"
+#include "../../snapshot/ptab.h"
 #include "../../snapshot/pool.h"
 
 #include <pthread.h>

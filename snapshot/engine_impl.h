@@ -1,0 +1,82 @@
+/*
+ * engine_impl.h - the snapshot engine as its stages, for engine.c, the files that
+ * report on it (figures.c, schedule.c) and the unit tests. Nothing else looks inside.
+ *
+ * The stages, lowest first; each uses only those before it, and reports upwards only
+ * through what it returns or through a sink (struct cow_sink):
+ *
+ *   ptab (page tables) -> plan -> track -> cow -> squeeze -> writer (-> wqueue ->
+ *   image) -> forkpol; observe reads the tables at the end.
+ */
+#ifndef CCVM_ENGINE_IMPL_H
+#define CCVM_ENGINE_IMPL_H
+
+#include "cow.h"
+#include "engine.h"
+#include "forkpol.h"
+#include "observe.h"
+#include "plan.h"
+#include "pool.h"
+#include "ptab.h"
+#include "squeeze.h"
+#include "track.h"
+#include "writer.h"
+
+#include <pthread.h>
+
+struct snap_engine {
+	struct snap_target t;
+	uint8_t *host;            /* t.mem's */
+	uint64_t size;
+	struct tracker *tracker;  /* coverage, or NULL when not tracked */
+	uint64_t region_size;
+	struct snap_tuning tune;  /* set before the first snapshot */
+	struct snap_request def;  /* what a request gets for what it does not name */
+	struct snap_image_dir image_dirs[SNAP_MAX_IMAGE_DIRS];
+	int n_image_dirs;
+	void (*on_done)(void *ctx);
+	void *on_done_ctx;
+
+	pthread_mutex_t lock;     /* guards the fields up to the stages */
+	bool busy;                /* one snapshot at a time */
+	bool stopping;
+	uint64_t next_id;
+	struct snap_figures cur;  /* the running (or last finished) snapshot */
+	enum snap_policy policy;
+	uint64_t t_start_ns;
+	double last_end_s;        /* when the last snapshot finished (mono_s), 0: none yet */
+	uint64_t periodic_n;      /* periodic snapshots started */
+
+	/* The stages. */
+	struct snap_ptab pt;
+	struct snap_plan plan;
+	struct snap_track track;
+	struct pool pool;         /* copies held for the writer, kept across snapshots */
+	struct snap_cow cow;
+	struct snap_squeeze sq;
+	struct snap_writer wr;
+	struct snap_fork fork;
+	struct snap_observe obs;
+	struct img_writer *img;   /* the running snapshot's image */
+	pthread_t bg;             /* the writer thread, or the fork's waiter */
+	bool bg_joinable;
+	bool threads_live;        /* cow: faults may still be served for this snapshot */
+};
+
+/* The engine in place (tests, engine-bench's own struct): 0 or -errno. */
+int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
+		     const struct snap_config *cfg);
+void snap_engine_fini(struct snap_engine *e);
+
+/* A failure of the running snapshot: the first one is its error. */
+void snap_fail(struct snap_engine *e, int rc, const char *what);
+
+/* The fork policy's end (forkpol.c calls it from its waiter). */
+void snap_fork_done(void *ctx, int rc, const char *what);
+
+/* The stages' counters of the running snapshot into @f (figures.c). */
+void snap_figures_collect(struct snap_engine *e, struct snap_figures *f);
+/* Fork: the child wrote the image, so its sizes are read back from it. */
+void snap_figures_stored(struct snap_engine *e);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * engine_init.c - the snapshot engine built and torn down: its stages wired to each
+ * other, lowest first (engine_impl.h), and the settings callers may read and change.
+ */
+#include "engine_impl.h"
+#include "../vmm/base/log.h"
+#include "../vmm/base/pages.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void snap_config_defaults(struct snap_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->tune = (struct snap_tuning){ .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
+					.fault_rt = SNAP_DEFAULT_FAULT_RT,
+					.copier_nice = SNAP_DEFAULT_COPIER_NICE,
+					.writer_nice = SNAP_DEFAULT_WRITER_NICE,
+					.pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S,
+					.held_compress = SNAP_DEFAULT_HELD_COMPRESS };
+	c->def = (struct snap_request){ .policy = SNAP_CCOW, .threshold = SNAP_DEFAULT_THRESHOLD,
+					.precopy = SNAP_DEFAULT_PRECOPY,
+					.pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+					.codec = SNAP_DEFAULT_CODEC };
+}
+
+/* The data path's sink: a page a fault saves itself, and its failures. */
+static int engine_save(void *ctx, uint64_t p, const uint8_t *data)
+{
+	return writer_save_page(&((struct snap_engine *)ctx)->wr, p, data);
+}
+
+static void engine_fail(void *ctx, int rc, const char *what)
+{
+	snap_fail(ctx, rc, what);
+}
+
+/* A pool slot holds a region; a pool smaller than one region holds single pages. */
+static size_t engine_slot_size(size_t pool_bytes, uint64_t region_size)
+{
+	size_t slot = PAGE_SIZE;
+
+	if (pool_bytes >= region_size)
+		return (size_t)region_size;
+	while (slot * 2 <= pool_bytes)
+		slot *= 2;
+	return slot;
+}
+
+static int engine_stages(struct snap_engine *e, size_t pool_bytes)
+{
+	const struct cow_sink sink = { .save = engine_save, .fail = engine_fail, .ctx = e };
+	int rc;
+
+	if (ptab_init(&e->pt, e->size) || plan_init(&e->plan, e->size, e->region_size) ||
+	    observe_init(&e->obs, e->plan.n_regions))
+		return -ENOMEM;
+	track_init(&e->track, &e->pt);
+	rc = pool_init(&e->pool, pool_bytes, engine_slot_size(pool_bytes, e->region_size));
+	if (rc) {
+		log_err("cannot reserve the %zu MiB snapshot page pool: %s", pool_bytes >> 20,
+			strerror(-rc));
+		return rc;
+	}
+	if (cow_init(&e->cow, e->host, e->size, &e->pt, &e->plan, &e->track, &e->pool, &e->tune,
+		     &sink) ||
+	    squeeze_init(&e->sq, &e->pt, &e->pool, &e->plan, e->size) ||
+	    writer_init(&e->wr, e->host, e->size, &e->pt, &e->plan, &e->sq, &e->cow.wp,
+			e->tracker, &e->stopping))
+		return -ENOMEM;
+	forkpol_init(&e->fork, &e->wr, &e->stopping, snap_fork_done, e);
+	return 0;
+}
+
+int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
+		     const struct snap_config *cfg)
+{
+	memset(e, 0, sizeof(*e));
+	e->cow.wp.fd = -1; /* (cow_fini is safe on it whatever fails) */
+	e->t = *t;
+	e->host = t->mem->host;
+	e->size = t->mem->size;
+	e->tracker = cfg->tracker;
+	e->region_size = cfg->region_size;
+	e->tune = cfg->tune;
+	e->def = cfg->def;
+	for (int i = 0; i < cfg->n_dirs && i < SNAP_MAX_IMAGE_DIRS; i++)
+		e->image_dirs[e->n_image_dirs++] = cfg->dirs[i];
+	pthread_mutex_init(&e->lock, NULL);
+	return engine_stages(e, cfg->pool_bytes);
+}
+
+int snap_engine_new(const struct snap_target *t, const struct snap_config *cfg,
+		    struct snap_engine **out)
+{
+	struct snap_engine *e = malloc(sizeof(*e));
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	rc = snap_engine_init(e, t, cfg);
+	if (rc) {
+		snap_engine_fini(e);
+		free(e);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+void snap_engine_on_done(struct snap_engine *e, void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&e->lock);
+	e->on_done = fn;
+	e->on_done_ctx = ctx;
+	pthread_mutex_unlock(&e->lock);
+}
+
+const struct snap_request *snap_engine_defaults(const struct snap_engine *e)
+{
+	return &e->def;
+}
+
+struct tracker *snap_engine_tracker(const struct snap_engine *e)
+{
+	return e->tracker;
+}
+
+void snap_engine_fini(struct snap_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	pthread_mutex_unlock(&e->lock);
+	if (e->bg_joinable) /* the writer or the fork's waiter: it sees stopping */
+		pthread_join(e->bg, NULL);
+	e->bg_joinable = false;
+	cow_fini(&e->cow);
+	squeeze_fini(&e->sq);
+	pool_fini(&e->pool);
+	writer_fini(&e->wr);
+	observe_fini(&e->obs);
+	plan_fini(&e->plan);
+	ptab_fini(&e->pt);
+	pthread_mutex_destroy(&e->lock);
+}
+
+void snap_engine_free(struct snap_engine *e)
+{
+	if (!e)
+		return;
+	snap_engine_fini(e);
+	free(e);
+}

@@ -1,0 +1,73 @@
+/*
+ * request.c - a snapshot request checked and named: policies, orders and pre-copy
+ * modes as users write them, and the storage settings a request may ask for.
+ */
+#include "request.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow", "fork" };
+
+const char *snap_policy_name(enum snap_policy p)
+{
+	return (unsigned)p < SNAP_NR_POLICIES ? policy_names[p] : "?";
+}
+
+int snap_policy_parse(const char *name, enum snap_policy *p)
+{
+	for (int i = 0; i < SNAP_NR_POLICIES; i++)
+		if (strcmp(name, policy_names[i]) == 0) {
+			*p = (enum snap_policy)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+int snap_order_parse(const char *name, enum snap_order *o)
+{
+	if (strcmp(name, "hot-first") == 0)
+		*o = SNAP_HOT_FIRST;
+	else if (strcmp(name, "linear") == 0)
+		*o = SNAP_LINEAR;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int snap_precopy_parse(const char *name, enum snap_precopy *p)
+{
+	if (strcmp(name, "lazy") == 0)
+		*p = SNAP_PRECOPY_LAZY;
+	else if (strcmp(name, "eager") == 0)
+		*p = SNAP_PRECOPY_EAGER;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
+{
+	if ((unsigned)req->codec >= IMG_CODEC_NR) {
+		snprintf(err, errlen, "unknown compression (known: zstd, lz4, none)");
+		return -EINVAL;
+	}
+	if (!req->level)
+		req->level = codec_default_level(req->codec);
+	if (codec_level_check(req->codec, req->level)) {
+		snprintf(err, errlen, req->codec == IMG_CODEC_NONE ?
+			 "--compress-level needs a codec (--compress zstd or lz4)" :
+			 req->codec == IMG_CODEC_ZSTD ?
+			 "--compress-level for zstd must be from -7 to 19, not 0" :
+			 "--compress-level for lz4 must be from 1 (fast) to 12 (high compression)");
+		return -EINVAL;
+	}
+	if (!req->threads)
+		req->threads = SNAP_DEFAULT_THREADS;
+	if (req->threads < 1 || req->threads > SNAP_THREADS_MAX) {
+		snprintf(err, errlen, "--snapshot-threads must be from 1 to %d", SNAP_THREADS_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -1,0 +1,120 @@
+/*
+ * request.h - what a snapshot is asked to do and what it reports: the policies, a
+ * request, the figures of one snapshot, the tuning of the data path, and their
+ * defaults (request.c: their names as users write them, and the storage checks).
+ */
+#ifndef CCVM_REQUEST_H
+#define CCVM_REQUEST_H
+
+#include "codec.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* fork: the kernel's copy-on-write in a child process that writes the image (Redis
+ * BGSAVE's mechanism, the CCoW paper's baseline). */
+enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_CCOW = 2, SNAP_FORK = 3, SNAP_NR_POLICIES };
+enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
+enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1 };
+
+#define SNAP_DEFAULT_THRESHOLD 0.80
+#define SNAP_DEFAULT_PAUSE_BUDGET_MS 10.0
+#define SNAP_DEFAULT_PRECOPY SNAP_PRECOPY_LAZY /* see docs/evaluation.md, CCoW evaluation */
+
+struct snap_request {
+	const char *file;
+	enum snap_policy policy;
+	uint64_t rate;           /* writer bandwidth limit in bytes/s, 0 = unlimited */
+	double threshold;        /* ccow: coverage at which a region is hot (0: CCoW-All) */
+	enum snap_order order;   /* ccow: hot regions saved first, or address order */
+	enum snap_precopy precopy; /* ccow: hot regions copied on first fault, or in the pause */
+	double pause_budget_ms;  /* eager: how long the pause may grow to copy them */
+	enum img_codec codec;    /* each chunk compressed with this when it shrinks */
+	int level;               /* the codec's level; 0: its default */
+	int threads;             /* compressing and writing the image; 0: SNAP_DEFAULT_THREADS */
+	const char *parent;      /* incremental on this image (the last one tracked), or NULL */
+	bool track;              /* keep tracking writes after this snapshot */
+};
+
+/* Snapshot storage defaults, measured in docs/evaluation.md, "Snapshot storage". */
+#define SNAP_DEFAULT_CODEC IMG_CODEC_ZSTD
+#define SNAP_DEFAULT_THREADS 2
+#define SNAP_THREADS_MAX 16 /* the writer's I/O threads (WQ_THREADS_MAX) */
+/* With --snapshot-incremental: every 8th periodic snapshot is full, so a restore
+ * follows at most 7 parents (and an image may need at most 64). */
+#define SNAP_DEFAULT_FULL_EVERY 8
+
+/* Figures of one snapshot (the JSON reply/event carries all of them). */
+struct snap_figures {
+	uint64_t id;
+	char file[4096];
+	enum snap_policy policy;
+	bool done, ok;
+	char error[256];
+	uint64_t pause_us, duration_ms, bytes;
+	uint64_t pages_total, pages_zero, pages_saved_by_writer, cow_faults, pages_copied;
+	uint64_t copy_bytes_peak;
+	double threshold;
+	uint64_t region_size;
+	enum snap_precopy precopy;
+	uint64_t regions_hot, regions_precopied, pages_precopied, pages_precopied_unwritten;
+	uint64_t regions_eager;  /* of regions_precopied: copied during the pause */
+	uint64_t dirty_harvests, harvest_ms;
+	uint64_t extra_bytes;    /* fork: peak PSS of parent and child less the parent's before */
+	uint64_t regions_background; /* of regions_precopied: copied by the background copier */
+	uint64_t faults_parallel_max; /* most write faults served at the same time */
+	uint64_t pool_bytes, pool_resident_bytes; /* the copy pool at the end */
+	enum img_codec codec;
+	int level, threads;
+	uint64_t bytes_raw;      /* bytes of data pages (holes excluded) */
+	uint64_t bytes_stored;   /* what they take in the image: frames and raw pages */
+	bool incremental;        /* holds only the pages written since its parent */
+	uint64_t pages_held;     /* incremental: the pages it holds */
+	uint64_t track_faults;   /* write faults taken only to track writes, since the
+				  * previous snapshot (the cost of tracking an interval) */
+	/* Copies held for the writer: the most bytes of guest pages held at once, the most
+	 * pool bytes they took at once (packs compressed under pressure count at their
+	 * compressed size), and the bytes of copies that were compressed. */
+	uint64_t held_raw_bytes, held_stored_bytes, held_compressed_bytes;
+};
+
+/* Threads of the copy-on-write data path, and their priorities: fault threads first
+ * (real-time where the process may, so a fault preempts whatever runs), then the
+ * copier, then the writer (nice levels below the process: a positive number yields to
+ * the vCPUs). Defaults measured in docs/internals.md, "The snapshot data path". */
+#define SNAP_FAULT_THREADS_MAX 8
+#define SNAP_DEFAULT_FAULT_THREADS 2
+#define SNAP_DEFAULT_FAULT_RT true
+#define SNAP_DEFAULT_COPIER_NICE 0
+#define SNAP_DEFAULT_WRITER_NICE 5
+#define SNAP_DEFAULT_POOL_KEEP_S 30.0
+/* Held copies compressed under pressure: off, since on this project's 2-core machines
+ * it raised faults and slowed the guest with a pool short of the hot set (docs/
+ * evaluation.md, "Held copies"). */
+#define SNAP_DEFAULT_HELD_COMPRESS false
+
+struct snap_tuning {
+	int fault_threads;       /* 1..SNAP_FAULT_THREADS_MAX */
+	bool fault_rt;           /* fault threads SCHED_FIFO when permitted */
+	int copier_nice, writer_nice;
+	double pool_keep_s;      /* the pool is given back after this long without a
+				  * snapshot (or three of the last intervals, if longer) */
+	bool held_compress;      /* copies compressed when they fill half the pool
+				  * (squeeze.c; a thread starts with the fault threads) */
+};
+
+/* Fill in a request's level and threads when 0; -EINVAL with a message when the codec
+ * does not take the level or threads is out of range. */
+int snap_storage_check(struct snap_request *req, char *err, size_t errlen);
+
+const char *snap_policy_name(enum snap_policy p);
+int snap_policy_parse(const char *name, enum snap_policy *p);
+int snap_order_parse(const char *name, enum snap_order *o);
+int snap_precopy_parse(const char *name, enum snap_precopy *p);
+
+/* A snapshot's figures as the control socket and --snapshot-log give them (figures.c). */
+json_t *snap_figures_json(const struct snap_figures *f);
+
+#endif
