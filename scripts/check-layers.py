@@ -35,12 +35,6 @@ MAX_FUNCTION = 80
 FILE_LIMITS = {"snapshot/engine.c": 450}
 FOLDER_LIMITS = {"snapshot": 700}
 
-# Known problems still being removed (issue 30: image.c to be split). Each is printed,
-# and fails once it no longer occurs, so the list only shrinks.
-STILL_TO_DO = (
-    "snapshot/image.c: 1596 lines, more than 700",
-)
-
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]', re.M)
 KVM_NAME = re.compile(r"linux/kvm\.h|KVM_")
 
@@ -262,12 +256,6 @@ def main():
     for c in cycles(graph):
         problems.append("cycle between modules: " + " -> ".join(c))
     check_docs("--docs" in sys.argv[1:], problems)
-    for p in STILL_TO_DO:
-        if p in problems:
-            problems.remove(p)
-            print("layers: still to do: " + p)
-        else:
-            problems.append(f"no longer occurs, so drop it from STILL_TO_DO: {p}")
     for p in problems:
         print("layers: " + p)
     print(f"layers: {len(files)} files in {len(LAYERS)} layers, {len(graph)} modules: "

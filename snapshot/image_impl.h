@@ -1,0 +1,124 @@
+/*
+ * image_impl.h - what the parts of the image format share (image.c: files and
+ * directories; image_write.c; image_chunk.c: chunk framing; image_read.c): the layout's
+ * constants, the writer's state, and the helpers each of them uses.
+ */
+#ifndef CCVM_IMAGE_IMPL_H
+#define CCVM_IMAGE_IMPL_H
+
+#include "image.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+#define IMG_MAGIC     "CCVMIMG"   /* 8 bytes with the NUL */
+#define IMG_END_MAGIC "CCVMEND"
+#define IMG_HDR_SIZE  64
+#define IMG_TRAILER   48
+#define IMG_TABLE_ENT 32
+#define IMG_MAX_RAM   (1ULL << 40)
+#define IMG_ENC_HEAD  16  /* encoding section: u32 codec, i32 level, 8 reserved */
+#define IMG_ENC_ENT   16  /* then per chunk: u8 codec, u8 0, u16 pages, u32 len, u64 hash */
+#define IMG_PAGES_PER_CHUNK (IMG_CHUNK / PAGE_SIZE)
+#define IMG_FILE_MODE 0600 /* images are their user's alone, whatever the umask */
+
+
+struct img_writer {
+	int fd;
+	int dfd;               /* the same file opened O_DIRECT for memory, or -1 */
+	int dir;               /* the directory it is written in: every name is in it */
+	dev_t dev;             /* the temporary's identity, to tell it from whatever */
+	ino_t ino;             /* else gets under its name */
+	char *final_path;      /* as given, for messages */
+	char *final_name;      /* its last component, in dir */
+	char *tmp_name;        /* the temporary, in dir */
+	struct img_header_info info;
+	uint64_t n_chunks;
+	uint64_t *chunk_hash;  /* summed atomically */
+	uint32_t *chunk_pages; /* data pages per chunk, counted atomically */
+	struct img_chunk_enc *enc; /* set by the one thread that writes the chunk */
+	uint64_t stored;       /* bytes the data takes in the file, added atomically */
+	uint8_t *held;         /* a child: a bit per page it holds, set atomically */
+	char *parent_path;     /* a child: its parent, as recorded */
+	uint64_t parent_identity;
+	int n_sections;
+	struct {
+		uint32_t type;
+		void *data;
+		size_t len;
+	} sec[IMG_MAX_SECTIONS];
+};
+
+static inline void img_put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static inline void img_put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static inline uint32_t img_get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t img_get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* The last component of @path, or NULL when it names no file in a directory ("",
+ * ".", "..", a trailing '/'). */
+const char *img_base(const char *path);
+
+/* Bit @i of the bitmap @bits (a child's page mask). */
+bool img_bit_test(const uint8_t *bits, uint64_t i);
+
+/* The checksum of a chunk: of every page, or of the pages set in @mask (a child's,
+ * indexed by page number) when it is given. */
+uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk, const uint8_t *mask);
+
+/* Open the directory part of @path (relative to @at) with @flags; *base is set to its
+ * last component, which must name something in it (not "", "." or ".."). */
+int img_dir_at(int at, const char *path, int flags, const char **base);
+
+/* The descriptor for memory: the temporary again, as its own open file, with O_DIRECT
+ * set where the file system takes it (-1 where it does not: buffered writes). */
+int img_direct_fd(int fd);
+
+/* The header of an image described by @info, its checksum included. */
+void img_header_encode(uint8_t hdr[IMG_HDR_SIZE], const struct img_header_info *info);
+
+/* A page's part of its chunk's checksum: XXH3-64 seeded with its page number. */
+uint64_t img_page_hash(uint64_t pfn, const void *page);
+
+/* All @len bytes at @off, or -errno (-EIO for a short file). */
+int img_pread_all(int fd, void *buf, size_t len, uint64_t off);
+int img_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+
+/* The longest a section of @type may be in an image of @ram_size bytes of RAM: the
+ * tables derived from the RAM size exactly, the others their own bound. */
+uint64_t img_section_max(uint32_t type, uint64_t ram_size);
+
+/* @n data pages of chunk @c recorded, raw. */
+void img_count_raw(struct img_writer *w, uint64_t c, uint64_t n);
+
+/* A child holds page @pfn (its data, or a zero page over the parent's). */
+void img_hold(struct img_writer *w, uint64_t pfn);
+
+/* @len bytes of memory at @off of the image: through the O_DIRECT descriptor when the
+ * run is long and aligned enough, else buffered. 0 or -errno. */
+int img_write_mem(struct img_writer *w, const void *data, size_t len, uint64_t off);
+
+#endif

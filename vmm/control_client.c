@@ -1,0 +1,95 @@
+/*
+ * control_client.c - `ccvm ctl`: one request to a running ccvm's control socket, its
+ * reply line printed, and with --wait or --events the lines that follow.
+ */
+#include "control_impl.h"
+#include "base/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The monitor runs in another directory: a relative snapshot FILE means the
+ * caller's directory. */
+static void ctl_absolute_file(json_t *req)
+{
+	json_t *args = json_object_get(req, "args");
+	const char *f = json_string_value(json_array_get(args, 0));
+	char cwd[PATH_MAX], *abs;
+
+	if (!f || f[0] == '/' || strcmp(json_string_value(json_object_get(req, "cmd")), "snapshot"))
+		return;
+	if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, f) < 0)
+		return;
+	json_array_set_new(args, 0, json_string(abs));
+	free(abs);
+}
+
+int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
+{
+	char err[256], reply[CTL_MAX_LINE];
+	struct sockaddr_un sa;
+	json_t *req, *msg;
+	size_t len = 0;
+	char *line;
+	int fd, ok = 0;
+
+	req = ctl_request_from_argv(cmd, argc, argv, err, sizeof(err));
+	if (!req) {
+		log_err("ctl: %s", err);
+		return 2;
+	}
+	ctl_absolute_file(req);
+	line = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (!line || ctl_sockaddr(path, &sa)) {
+		free(line);
+		return 1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		log_err("ctl: cannot connect to %s: %s (is a VM running with --control %s?)", path,
+			strerror(errno), path);
+		free(line);
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	if (dprintf(fd, "%s\n", line) < 0) {
+		log_err("ctl: sending to %s: %s", path, strerror(errno));
+		goto out;
+	}
+	while (len < sizeof(reply) - 1) {
+		ssize_t n = read(fd, reply + len, sizeof(reply) - 1 - len);
+
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (memchr(reply, '\n', len))
+			break;
+	}
+	reply[len] = '\0';
+	if (!len) {
+		log_err("ctl: %s closed the connection without a reply", path);
+		goto out;
+	}
+	fputs(reply, stdout);
+	if (reply[len - 1] != '\n')
+		fputc('\n', stdout);
+	msg = json_loads(reply, JSON_DISABLE_EOF_CHECK, NULL);
+	ok = json_is_true(json_object_get(msg, "ok"));
+	json_decref(msg);
+out:
+	free(line);
+	close(fd);
+	return ok ? 0 : 1;
+}

@@ -1,0 +1,71 @@
+/*
+ * control_impl.h - what the control socket's server (control.c) and its commands
+ * (control_cmd.c) share: a client, the server, and the calls between them.
+ */
+#ifndef CCVM_CONTROL_IMPL_H
+#define CCVM_CONTROL_IMPL_H
+
+#include "control.h"
+#include "ctl_proto.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#define CTL_MAX_CLIENTS 16
+#define CTL_TICK_MS     1000
+#define CTL_MAX_PENDING (1 << 20) /* reply bytes a client may leave unread before it is dropped */
+#define CTL_RATE        50.0      /* requests per second a connection may make ... */
+#define CTL_BURST       100.0     /* ... after a burst of this many */
+#define CTL_FILE_MODE   0600 /* files ccvm creates for its user (the snapshot log) */
+
+struct ctl_client {
+	int fd;
+	uint64_t wait_id;  /* a snapshot whose end this client waits for (--wait) */
+	bool events;       /* asked for event lines */
+	size_t len;
+	char buf[CTL_MAX_LINE];
+	/* Replies not yet taken by the client: sent as its socket accepts them, so a
+	 * client that does not read never stalls the control thread nor other clients. */
+	char *out;
+	size_t out_len;
+	double tokens;     /* requests it may still make now (CTL_RATE, CTL_BURST) */
+	double refilled_s; /* when the tokens were last counted */
+};
+
+struct ctl_server {
+	struct vm *vm;
+	struct snap_engine *engine;
+	const struct snap_schedule *sched;
+	const char *snap_log;    /* --snapshot-log: every finished snapshot, one JSON line */
+	int log_dir;             /* its directory, opened once (-1: none) */
+	const char *log_name;    /* its name in there */
+	double sched_due;        /* CLOCK_MONOTONIC seconds of the next periodic snapshot */
+	bool user_paused;
+	char *path;
+	int listen_fd;
+	int wake[2];
+	pthread_t thread;
+	struct timespec started;
+	struct ctl_client *clients[CTL_MAX_CLIENTS];
+};
+
+/* Queue reply @line (taken over, freed here) for client @c: sent as its socket takes
+ * it. */
+void ctl_send(struct ctl_client *c, char *line);
+
+/* The reply to request @req of client @c, or NULL for none now (a --wait reply comes
+ * later); *@stop set to the VM's exit status when the request ends it. */
+char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req,
+		   int *stop);
+
+/* A snapshot ended: its figures to the clients that wait for it, its event to those
+ * that asked for events, its line to the snapshot log. */
+void ctl_deliver_snapshot(struct ctl_server *srv);
+
+/* The socket address of @path: 0, or -ENAMETOOLONG. */
+int ctl_sockaddr(const char *path, struct sockaddr_un *sa);
+
+#endif
