@@ -176,7 +176,7 @@ static bool tracker_sleep(struct tracker *t, double s, bool wake_on_hold)
 
 	worker_deadline(s, &until);
 	pthread_mutex_lock(&t->w.lock);
-	while (!t->w.stop && !(wake_on_hold && t->held) && worker_wait_until(&t->w, &until))
+	while (!t->w.stop && !(wake_on_hold && t->held) && worker_wait_until(&t->w, &until) == 0)
 		;
 	stop = t->w.stop;
 	pthread_mutex_unlock(&t->w.lock);

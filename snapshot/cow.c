@@ -388,7 +388,7 @@ static void *cow_copier_thread(void *arg)
 		worker_deadline(COPIER_IDLE_MS / 1000.0, &until);
 		/* Only on the timeout: the broadcasts on this condition come while a snapshot
 		 * starts or ends, not a second after it. */
-		if (worker_wait_until(&c->w, &until) || c->copy_wanted || c->w.stop)
+		if (worker_wait_until(&c->w, &until) != ETIMEDOUT || c->copy_wanted || c->w.stop)
 			continue;
 		pthread_mutex_unlock(&c->w.lock);
 		cow_pool_idle(c);

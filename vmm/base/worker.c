@@ -57,9 +57,9 @@ void worker_wait(struct worker *w)
 	pthread_cond_wait(&w->cond, &w->lock);
 }
 
-bool worker_wait_until(struct worker *w, const struct timespec *until)
+int worker_wait_until(struct worker *w, const struct timespec *until)
 {
-	return pthread_cond_timedwait(&w->cond, &w->lock, until) != ETIMEDOUT;
+	return pthread_cond_timedwait(&w->cond, &w->lock, until);
 }
 
 void worker_deadline(double seconds, struct timespec *until)

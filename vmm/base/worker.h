@@ -30,10 +30,11 @@ int worker_start(struct worker *w, void *(*fn)(void *), void *arg);
 /* Ask the thread to return and join it (nothing when none runs). */
 void worker_stop(struct worker *w);
 
-/* Under w->lock: wait for a broadcast; or until the CLOCK_REALTIME time @until, false
- * once it has passed. worker_deadline gives the time @seconds from now. */
+/* Under w->lock: wait for a broadcast; or until the CLOCK_REALTIME time @until, which
+ * returns pthread_cond_timedwait's result (0, ETIMEDOUT once it has passed, or an
+ * error). worker_deadline gives the time @seconds from now. */
 void worker_wait(struct worker *w);
-bool worker_wait_until(struct worker *w, const struct timespec *until);
+int worker_wait_until(struct worker *w, const struct timespec *until);
 void worker_deadline(double seconds, struct timespec *until);
 
 /* Lower the calling thread's priority by @n nice levels (never raise it). */
