@@ -64,7 +64,11 @@ struct snap_engine;
 /* An engine over @t: 0, or -errno with the reason logged. */
 int snap_engine_new(const struct snap_target *t, const struct snap_config *cfg,
 		    struct snap_engine **out);
-/* A snapshot still running is abandoned cleanly. */
+/* Abandon a snapshot still running (cleanly: its temporary file is removed) and join
+ * every thread of the engine; it then refuses new snapshots, and its figures and
+ * settings stay readable until snap_engine_free, which stops it first if need be.
+ * Both take NULL. */
+void snap_engine_stop(struct snap_engine *e);
 void snap_engine_free(struct snap_engine *e);
 
 /* Called from the engine's thread when a snapshot ends (NULL: nobody). */

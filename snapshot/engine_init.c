@@ -127,14 +127,23 @@ struct tracker *snap_engine_tracker(const struct snap_engine *e)
 	return e->tracker;
 }
 
-void snap_engine_fini(struct snap_engine *e)
+void snap_engine_stop(struct snap_engine *e)
 {
+	if (!e)
+		return;
 	pthread_mutex_lock(&e->lock);
 	e->stopping = true;
 	pthread_mutex_unlock(&e->lock);
 	if (e->bg_joinable) /* the writer or the fork's waiter: it sees stopping */
 		pthread_join(e->bg, NULL);
 	e->bg_joinable = false;
+	cow_threads_stop(&e->cow);
+	squeeze_thread_stop(&e->sq);
+}
+
+void snap_engine_fini(struct snap_engine *e)
+{
+	snap_engine_stop(e);
 	cow_fini(&e->cow);
 	squeeze_fini(&e->sq);
 	pool_fini(&e->pool);

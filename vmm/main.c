@@ -354,15 +354,18 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 	status = vm_run(vm);
 	sigfwd_stop(fwd);
 out_engine:
-	snap_engine_free(engine); /* a snapshot still running is abandoned cleanly */
+	/* A snapshot still running is abandoned cleanly, and no engine thread calls the
+	 * control thread back any more; the control thread may still read the engine and
+	 * the tracker until it stops, so they are freed after it. */
+	snap_engine_stop(engine);
 	hook_engine = NULL;
+	if (ctl)
+		ctl_stop(ctl);
+	snap_engine_free(engine);
 out_tracker:
 	if (track)
 		tracker_fini(&tracker);
-	if (!ctl)
-		return status;
-	ctl_stop(ctl);
-	if (!vm_all_done(vm)) {
+	if (ctl && !vm_all_done(vm)) {
 		/* A vCPU is still inside a blocking host call for the guest (a read from
 		 * a terminal, say). Nothing of the guest matters any more; tearing the VM
 		 * down under that thread would not be safe, so leave it to exit(). */
