@@ -298,7 +298,7 @@ static void *cow_fault_thread(void *arg)
 
 static bool cow_copy_on(struct snap_cow *c)
 {
-	return __atomic_load_n(&c->copy_wanted, __ATOMIC_ACQUIRE);
+	return worker_wanted(&c->w);
 }
 
 /* A free slot beyond the reserve, growing the pool (first touches: the copier's
@@ -361,6 +361,13 @@ static void cow_pool_idle(struct snap_cow *c)
 		pool_grow(c->pool, c->pool_target);
 }
 
+/* While a snapshot runs: the hot regions, then the reserve until the writer is done. */
+static void cow_copier_work(void *arg)
+{
+	cow_copy_hot(arg);
+	cow_keep_reserve(arg);
+}
+
 static void *cow_copier_thread(void *arg)
 {
 	struct snap_cow *c = arg;
@@ -369,14 +376,7 @@ static void *cow_copier_thread(void *arg)
 	worker_nice(c->tune->copier_nice);
 	pthread_mutex_lock(&c->w.lock);
 	while (!c->w.stop) {
-		if (c->copy_wanted) {
-			c->copier_busy = true;
-			pthread_mutex_unlock(&c->w.lock);
-			cow_copy_hot(c);
-			cow_keep_reserve(c);
-			pthread_mutex_lock(&c->w.lock);
-			c->copier_busy = false;
-			pthread_cond_broadcast(&c->w.cond);
+		if (worker_serve(&c->w, cow_copier_work, c)) {
 			pthread_mutex_unlock(&c->w.lock);
 			/* Ready for the next one now: a periodic snapshot may come soon. */
 			pool_grow(c->pool, c->pool_target);
@@ -388,7 +388,7 @@ static void *cow_copier_thread(void *arg)
 		worker_deadline(COPIER_IDLE_MS / 1000.0, &until);
 		/* Only on the timeout: the broadcasts on this condition come while a snapshot
 		 * starts or ends, not a second after it. */
-		if (worker_wait_until(&c->w, &until) != ETIMEDOUT || c->copy_wanted || c->w.stop)
+		if (worker_wait_until(&c->w, &until) != ETIMEDOUT || c->w.wanted || c->w.stop)
 			continue;
 		pthread_mutex_unlock(&c->w.lock);
 		cow_pool_idle(c);
@@ -439,10 +439,7 @@ void cow_pool_plan(struct snap_cow *c, bool ccow)
 
 void cow_copy_begin(struct snap_cow *c)
 {
-	pthread_mutex_lock(&c->w.lock);
-	c->copy_wanted = true;
-	pthread_cond_broadcast(&c->w.cond);
-	pthread_mutex_unlock(&c->w.lock);
+	worker_want(&c->w);
 }
 
 void cow_copy_end(struct snap_cow *c)
@@ -450,11 +447,7 @@ void cow_copy_end(struct snap_cow *c)
 	/* What the next snapshot will need, for the copier to get ready at once. */
 	c->single_bytes = (c->n.pages_copied - c->n.pages_precopied) * PAGE_SIZE;
 	c->pool_target = cow_pool_need(c, c->pl->regions_hot);
-	pthread_mutex_lock(&c->w.lock);
-	c->copy_wanted = false;
-	while (c->copier_busy)
-		worker_wait(&c->w);
-	pthread_mutex_unlock(&c->w.lock);
+	worker_unwant(&c->w);
 	while (__atomic_load_n(&c->faults_now, __ATOMIC_ACQUIRE))
 		sched_yield();
 	for (uint64_t p = 0; p < c->pt->pages; p++) /* a save from a stack copy */

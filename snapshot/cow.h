@@ -50,9 +50,7 @@ struct snap_cow {
 	bool fault_stop;
 	int faults_now;             /* write faults being served right now */
 	uint64_t faults_most;       /* most at once since the engine started */
-	/* The copier. w.lock guards copy_wanted and copier_busy. */
-	struct worker w;
-	bool copy_wanted, copier_busy;
+	struct worker w;            /* the copier: wanted while a snapshot runs */
 	/* The pool's sizing, the copier's alone between snapshots. */
 	size_t pool_target;         /* slots the running (or next) snapshot should find ready */
 	size_t cold_slots;          /* slots the cold regions of this snapshot could fill */

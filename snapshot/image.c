@@ -124,6 +124,20 @@ bool img_bit_test(const uint8_t *bits, uint64_t i)
 	return bits[i / 8] >> (i % 8) & 1;
 }
 
+int img_table_hash(const uint8_t *table, int n_sections, const uint8_t *trailer, uint64_t *h)
+{
+	XXH3_state_t *st = XXH3_createState();
+
+	if (!st)
+		return -ENOMEM;
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, table, (size_t)n_sections * IMG_TABLE_ENT);
+	XXH3_64bits_update(st, trailer, IMG_TRAILER_HASHED);
+	*h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	return 0;
+}
+
 /* The checksum of a chunk: of every page, or of the pages set in @mask (a child's,
  * indexed by page number) when it is given. */
 uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk, const uint8_t *mask)

@@ -85,6 +85,11 @@ const char *img_base(const char *path);
 /* Bit @i of the bitmap @bits (a child's page mask). */
 bool img_bit_test(const uint8_t *bits, uint64_t i);
 
+/* The checksum the trailer ends with: of the section table (@n_sections entries) and
+ * the trailer's first IMG_TRAILER_HASHED bytes. 0 or -ENOMEM. */
+#define IMG_TRAILER_HASHED 40
+int img_table_hash(const uint8_t *table, int n_sections, const uint8_t *trailer, uint64_t *h);
+
 /* The checksum of a chunk: of every page, or of the pages set in @mask (a child's,
  * indexed by page number) when it is given. */
 uint64_t img_chunk_hash(uint64_t first_pfn, const void *chunk, const uint8_t *mask);

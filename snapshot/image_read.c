@@ -69,8 +69,8 @@ static int img_check_trailer(struct img_reader *r, char err[IMG_ERR_LEN], uint64
 {
 	uint8_t trailer[IMG_TRAILER], table[IMG_MAX_SECTIONS * IMG_TABLE_ENT];
 	uint64_t min = IMG_MEM_OFFSET + r->info.ram_size;
-	XXH3_state_t *st;
 	uint64_t h;
+	int rc;
 
 	if (r->file_size < min + IMG_TRAILER ||
 	    img_pread_all(r->fd, trailer, sizeof(trailer), r->file_size - IMG_TRAILER) ||
@@ -89,14 +89,9 @@ static int img_check_trailer(struct img_reader *r, char err[IMG_ERR_LEN], uint64
 				(unsigned long long)img_get64(trailer + 24));
 	if (img_pread_all(r->fd, table, (size_t)r->n_sections * IMG_TABLE_ENT, *table_off))
 		return img_fail(err, -EIO, "cannot read the section table");
-	st = XXH3_createState();
-	if (!st)
-		return -ENOMEM;
-	XXH3_64bits_reset(st);
-	XXH3_64bits_update(st, table, (size_t)r->n_sections * IMG_TABLE_ENT);
-	XXH3_64bits_update(st, trailer, 40);
-	h = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
+	rc = img_table_hash(table, r->n_sections, trailer, &h);
+	if (rc)
+		return rc;
 	if (h != img_get64(trailer + 40))
 		return img_fail(err, -EINVAL, "the section table or trailer fails its checksum");
 	/* The table holds every section's checksum, the chunk checksums' among them. */

@@ -276,7 +276,7 @@ static int img_write_tail(struct img_writer *w)
 {
 	uint64_t off = IMG_MEM_OFFSET + w->info.ram_size;
 	uint8_t table[IMG_MAX_SECTIONS * IMG_TABLE_ENT], trailer[IMG_TRAILER];
-	XXH3_state_t *st;
+	uint64_t h;
 	int rc;
 
 	memset(table, 0, sizeof(table));
@@ -302,14 +302,10 @@ static int img_write_tail(struct img_writer *w)
 	img_put32(trailer + 20, IMG_VERSION);
 	img_put64(trailer + 24, off + (uint64_t)w->n_sections * IMG_TABLE_ENT + IMG_TRAILER);
 	img_put64(trailer + 32, w->info.ram_size);
-	st = XXH3_createState();
-	if (!st)
-		return -ENOMEM;
-	XXH3_64bits_reset(st);
-	XXH3_64bits_update(st, table, (size_t)w->n_sections * IMG_TABLE_ENT);
-	XXH3_64bits_update(st, trailer, 40);
-	img_put64(trailer + 40, XXH3_64bits_digest(st));
-	XXH3_freeState(st);
+	rc = img_table_hash(table, w->n_sections, trailer, &h);
+	if (rc)
+		return rc;
+	img_put64(trailer + 40, h);
 	return img_pwrite_all(w->fd, trailer, sizeof(trailer),
 			  off + (uint64_t)w->n_sections * IMG_TABLE_ENT);
 }

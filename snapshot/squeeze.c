@@ -121,7 +121,7 @@ static int sq_level(const struct snap_squeeze *q)
 
 static bool sq_wanted(struct snap_squeeze *q)
 {
-	return __atomic_load_n(&q->wanted, __ATOMIC_ACQUIRE);
+	return worker_wanted(&q->w);
 }
 
 /* More than the share of the pool that starts packing is in use. */
@@ -443,8 +443,9 @@ static bool sq_one(struct snap_squeeze *q)
 }
 
 /* While a snapshot's copies are wanted: pack whenever the pool is under pressure. */
-static void sq_run(struct snap_squeeze *q)
+static void sq_run(void *arg)
 {
+	struct snap_squeeze *q = arg;
 	struct timespec nap = { .tv_nsec = SQ_NAP_NS };
 
 	while (sq_wanted(q))
@@ -461,16 +462,8 @@ static void *sq_thread(void *arg)
 	worker_nice(q->nice); /* the writer's work, done early */
 	pthread_mutex_lock(&q->w.lock);
 	while (!q->w.stop) {
-		if (q->wanted) { /* sq_run returns once it is not */
-			q->busy = true;
-			pthread_mutex_unlock(&q->w.lock);
-			sq_run(q);
-			pthread_mutex_lock(&q->w.lock);
-			q->busy = false;
-			pthread_cond_broadcast(&q->w.cond);
-			continue;
-		}
-		worker_wait(&q->w);
+		if (!worker_serve(&q->w, sq_run, q))
+			worker_wait(&q->w);
 	}
 	pthread_mutex_unlock(&q->w.lock);
 	return NULL;
@@ -489,19 +482,12 @@ void squeeze_thread_stop(struct snap_squeeze *q)
 
 void squeeze_begin(struct snap_squeeze *q)
 {
-	pthread_mutex_lock(&q->w.lock);
-	q->wanted = true;
-	pthread_cond_broadcast(&q->w.cond);
-	pthread_mutex_unlock(&q->w.lock);
+	worker_want(&q->w);
 }
 
 void squeeze_end(struct snap_squeeze *q)
 {
-	pthread_mutex_lock(&q->w.lock);
-	q->wanted = false;
-	while (q->busy)
-		worker_wait(&q->w);
-	pthread_mutex_unlock(&q->w.lock);
+	worker_unwant(&q->w);
 }
 
 void squeeze_claim(struct snap_squeeze *q, uint64_t c)

@@ -32,8 +32,7 @@ struct squeeze_job {
 
 /*
  * Per chunk, sq_state decides who touches its copies (the squeezer or the writer, by
- * compare-and-swap); packs and digests of a chunk belong to whoever holds it. The
- * worker's lock guards wanted and busy.
+ * compare-and-swap); packs and digests of a chunk belong to whoever holds it.
  */
 struct snap_squeeze {
 	struct snap_ptab *pt;
@@ -52,8 +51,7 @@ struct snap_squeeze {
 	struct img_writer *img;
 	const uint64_t *write_at;
 	uint64_t compressed_bytes; /* bytes of copies compressed by this snapshot */
-	struct worker w;
-	bool wanted, busy;
+	struct worker w;          /* wanted between squeeze_begin and squeeze_end */
 	int nice;
 };
 

@@ -30,7 +30,6 @@ void track_init(struct snap_track *tr, struct snap_ptab *pt)
 {
 	memset(tr, 0, sizeof(*tr));
 	tr->pt = pt;
-	tr->pages = pt->pages;
 }
 
 void track_unprotected(struct snap_track *tr, uint64_t first, uint64_t n)
@@ -110,7 +109,7 @@ void track_instant(struct snap_track *tr, bool incremental, uint64_t *held_out,
 	struct snap_ptab *t = tr->pt;
 	uint64_t held = 0;
 
-	for (uint64_t p = 0; p < tr->pages; p++) {
+	for (uint64_t p = 0; p < tr->pt->pages; p++) {
 		bool present = ps_get(&t->state[p]) != PS_ZERO;
 		bool written = t->dirty[p] || present != (bool)t->was_present[p];
 
@@ -121,7 +120,7 @@ void track_instant(struct snap_track *tr, bool incremental, uint64_t *held_out,
 		t->dirty[p] = 0;
 		t->was_present[p] = present;
 	}
-	*held_out = incremental ? held : tr->pages;
+	*held_out = incremental ? held : tr->pt->pages;
 	*faults = __atomic_exchange_n(&tr->faults, 0, __ATOMIC_RELAXED);
 }
 
@@ -129,7 +128,7 @@ void track_failed(struct snap_track *tr)
 {
 	struct snap_ptab *t = tr->pt;
 
-	for (uint64_t p = 0; p < tr->pages; p++) {
+	for (uint64_t p = 0; p < tr->pt->pages; p++) {
 		if (t->dirty_instant[p])
 			__atomic_store_n(&t->dirty[p], 1, __ATOMIC_RELAXED);
 		/* not saved: a later write is tracked, not copied */
@@ -144,7 +143,7 @@ void track_done(struct snap_track *tr, const char *file, struct uffd *wp)
 
 	/* Tracking ends: what it left protected would only cost the guest faults. */
 	if (tr->tracking && !tr->next && wp->fd >= 0)
-		uffd_protect(wp, 0, tr->pages * PAGE_SIZE, false);
+		uffd_protect(wp, 0, tr->pt->pages * PAGE_SIZE, false);
 	tr->tracking = false;
 	if (!tr->next || !realpath(file, real) || strlen(real) >= sizeof(tr->file) ||
 	    img_open(file, &r, err) != 0)

@@ -19,7 +19,6 @@
  */
 struct snap_track {
 	struct snap_ptab *pt;
-	uint64_t pages;
 	bool tracking;           /* on: pages saved stay protected */
 	bool next;               /* the running snapshot leaves tracking on */
 	char file[4096];         /* the last snapshot taken with tracking (real path) */

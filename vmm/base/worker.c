@@ -19,7 +19,7 @@ void worker_init(struct worker *w)
 {
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	w->live = w->stop = false;
+	w->live = w->stop = w->wanted = w->busy = false;
 }
 
 void worker_destroy(struct worker *w)
@@ -50,6 +50,41 @@ void worker_stop(struct worker *w)
 	pthread_join(w->thread, NULL);
 	w->live = false;
 	w->stop = false;
+}
+
+void worker_want(struct worker *w)
+{
+	pthread_mutex_lock(&w->lock);
+	__atomic_store_n(&w->wanted, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+void worker_unwant(struct worker *w)
+{
+	pthread_mutex_lock(&w->lock);
+	__atomic_store_n(&w->wanted, false, __ATOMIC_RELEASE);
+	while (w->busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+bool worker_wanted(struct worker *w)
+{
+	return __atomic_load_n(&w->wanted, __ATOMIC_ACQUIRE);
+}
+
+bool worker_serve(struct worker *w, void (*work)(void *), void *arg)
+{
+	if (!w->wanted)
+		return false;
+	w->busy = true;
+	pthread_mutex_unlock(&w->lock);
+	work(arg);
+	pthread_mutex_lock(&w->lock);
+	w->busy = false;
+	pthread_cond_broadcast(&w->cond);
+	return true;
 }
 
 void worker_wait(struct worker *w)

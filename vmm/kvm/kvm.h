@@ -25,10 +25,6 @@ struct kvm_cpu;
 int kvm_vm_create(uint8_t *ram, uint64_t size, struct kvm_vm **out);
 void kvm_vm_destroy(struct kvm_vm *k);
 
-/* The XSAVE state components enabled for guests, and the CPUID table they see. */
-uint64_t kvm_vm_xcr0(const struct kvm_vm *k);
-const struct cpuid_leaf *kvm_vm_cpuid(const struct kvm_vm *k, unsigned *n);
-
 /*
  * The dirty log of RAM, in bitmaps of one bit per 4 KiB page. kvm_dirty_manual once,
  * first: reading the log then re-protects nothing behind the caller's back, and

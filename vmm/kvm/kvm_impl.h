@@ -19,7 +19,6 @@ struct kvm_vm {
 	uint64_t size;
 	uint64_t xcr0;             /* state components enabled for the guest */
 	struct kvm_cpuid2 *cpuid;  /* what KVM_SET_CPUID2 gives each vCPU */
-	struct cpuid_leaf *leaves; /* the same, neutral */
 };
 
 struct kvm_cpu {

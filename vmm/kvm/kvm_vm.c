@@ -61,28 +61,21 @@ static int kvm_open(struct kvm_vm *k)
 	return kvm_check_caps(k);
 }
 
-/* The guest's XCR0 from CPUID leaf 0xD.0, and the table in neutral form. */
-static int kvm_cpuid_digest(struct kvm_vm *k)
+/* The guest's XCR0, from CPUID leaf 0xD.0. */
+static void kvm_guest_xcr0(struct kvm_vm *k)
 {
 	const struct kvm_cpuid2 *c = k->cpuid;
 
-	k->leaves = calloc(c->nent ? c->nent : 1, sizeof(*k->leaves));
-	if (!k->leaves)
-		return -ENOMEM;
 	k->xcr0 = XCR0_X87 | XCR0_SSE;
 	for (unsigned i = 0; i < c->nent; i++) {
 		const struct kvm_cpuid_entry2 *e = &c->entries[i];
 
-		k->leaves[i] = (struct cpuid_leaf){ .function = e->function, .index = e->index,
-						    .eax = e->eax, .ebx = e->ebx, .ecx = e->ecx,
-						    .edx = e->edx };
 		if (e->function == CPUID_LEAF_XSAVE && e->index == 0)
 			k->xcr0 = ((uint64_t)e->edx << 32 | e->eax) & XCR0_GUEST_MASK;
 	}
 	/* AVX-512 state is all or nothing. */
 	if ((k->xcr0 & XCR0_AVX512) != XCR0_AVX512)
 		k->xcr0 &= ~XCR0_AVX512;
-	return 0;
 }
 
 static int kvm_get_cpuid(struct kvm_vm *k)
@@ -101,7 +94,8 @@ static int kvm_get_cpuid(struct kvm_vm *k)
 		return rc;
 	}
 	k->cpuid = c;
-	return kvm_cpuid_digest(k);
+	kvm_guest_xcr0(k);
+	return 0;
 }
 
 static int kvm_set_slot(struct kvm_vm *k, uint32_t flags)
@@ -165,19 +159,7 @@ void kvm_vm_destroy(struct kvm_vm *k)
 	if (k->kvm_fd >= 0)
 		close(k->kvm_fd);
 	free(k->cpuid);
-	free(k->leaves);
 	free(k);
-}
-
-uint64_t kvm_vm_xcr0(const struct kvm_vm *k)
-{
-	return k->xcr0;
-}
-
-const struct cpuid_leaf *kvm_vm_cpuid(const struct kvm_vm *k, unsigned *n)
-{
-	*n = k->cpuid->nent;
-	return k->leaves;
 }
 
 int kvm_dirty_manual(struct kvm_vm *k)
