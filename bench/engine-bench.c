@@ -93,6 +93,9 @@ struct eb_opts {
 	bool restore;            /* --restore: time an eager restore of the last image */
 	double inc_pct;          /* --incremental-pct: the incremental experiment, below */
 	uint64_t pool;           /* --pool; 0: as much as --mem */
+	enum snap_precopy precopy;  /* --precopy */
+	double pause_budget_ms;  /* --pause-budget-ms */
+	double latency_rate;     /* --latency RATE: open loop, updates/s; 0: closed loop */
 };
 
 /* The run: load, engine, what the snapshots added up to. */
@@ -111,6 +114,7 @@ struct eb {
 	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
 	uint64_t bytes_disk, bytes_raw, bytes_stored; /* summed over the images */
 	uint64_t held_raw_max, held_stored_max, held_compressed, snapshots_hot, traps_hot;
+	uint64_t extra_bytes_peak_max, pages_precopied, pages_eager, pause_copy_us_max;
 	char last_file[4200];    /* --restore: the last image, kept until then */
 	double restore_ms;
 	uint8_t *dump;           /* --data-file */
@@ -140,6 +144,9 @@ static void eb_usage(FILE *f)
 		"                    [--data zipf|text | --data-file DUMP] [--compress zstd|lz4|none]\n"
 		"                    [--compress-level N] [--snapshot-threads N] [--restore]\n"
 		"                    [--pool SIZE] [--held-compress on|off]\n"
+		"                    [--precopy lazy|eager] [--pause-budget-ms MS]\n"
+		"                    [--trap-cost-us N] [--latency UPDATES_PER_S]\n"
+		"                    [--background-idle 0|1]\n"
 		"       engine-bench --incremental-pct P --mem SIZE --dir DIR [--policy ...] ...\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
@@ -221,6 +228,20 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 			return eb_bad("held-compress", arg);
 		o->tune.held_compress = strcmp(arg, "on") == 0;
 		return 0;
+	case 'c': return snap_precopy_parse(arg, &o->precopy) ? eb_bad("precopy", arg) : 0;
+	case 'B':
+		return cli_parse_real(arg, 0, 10000, &o->pause_budget_ms) ? eb_bad("pause-budget-ms", arg) : 0;
+	case 'k':
+		if (eb_int(arg, 0, 100000, &rt, "trap-cost-us"))
+			return -EINVAL;
+		o->tune.trap_cost_us = (unsigned)rt;
+		return 0;
+	case 'l': return cli_parse_real(arg, 1, 1e9, &o->latency_rate) ? eb_bad("latency", arg) : 0;
+	case 'b':
+		if (eb_int(arg, 0, 1, &rt, "background-idle"))
+			return -EINVAL;
+		o->tune.background_idle = rt;
+		return 0;
 	case 'P':
 		if (eb_int(arg, 0, 1, &rt, "fault-rt"))
 			return -EINVAL;
@@ -244,6 +265,9 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "compress-level", 1, 0, 'L' }, { "snapshot-threads", 1, 0, 'N' },
 		{ "data-file", 1, 0, 'Y' }, { "restore", 0, 0, 'E' }, { "incremental-pct", 1, 0, 'I' },
 		{ "pool", 1, 0, 'O' },      { "held-compress", 1, 0, 'H' },
+		{ "precopy", 1, 0, 'c' },   { "pause-budget-ms", 1, 0, 'B' },
+		{ "trap-cost-us", 1, 0, 'k' }, { "latency", 1, 0, 'l' },
+		{ "background-idle", 1, 0, 'b' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -251,12 +275,15 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 	*o = (struct eb_opts){ .mem = 256ULL << 20, .threads = 2, .alpha = 1.0, .policy = SNAP_CCOW,
 			       .threshold = SNAP_DEFAULT_THRESHOLD, .every_s = 2, .duration_s = 10,
 			       .seed = 1, .codec = SNAP_DEFAULT_CODEC,
+			       .precopy = SNAP_DEFAULT_PRECOPY,
+			       .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
 			       .tune = { .fault_threads = SNAP_DEFAULT_FAULT_THREADS,
 					 .fault_rt = SNAP_DEFAULT_FAULT_RT,
 					 .copier_nice = SNAP_DEFAULT_COPIER_NICE,
 					 .writer_nice = SNAP_DEFAULT_WRITER_NICE,
 					 .pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S,
-					 .held_compress = SNAP_DEFAULT_HELD_COMPRESS } };
+					 .held_compress = SNAP_DEFAULT_HELD_COMPRESS,
+					 .background_idle = SNAP_DEFAULT_BACKGROUND_IDLE } };
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		if (c == 'h') {
 			eb_usage(stdout);
@@ -326,6 +353,12 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	b->regions_hot += f->regions_hot;
 	b->regions_precopied += f->regions_precopied;
 	b->regions_background += f->regions_background;
+	b->pages_precopied += f->pages_precopied;
+	b->pages_eager += f->pages_eager;
+	if (f->extra_bytes_peak > b->extra_bytes_peak_max)
+		b->extra_bytes_peak_max = f->extra_bytes_peak;
+	if (f->pause_copy_us > b->pause_copy_us_max)
+		b->pause_copy_us_max = f->pause_copy_us;
 	b->data_bytes += (f->pages_total - f->pages_zero) * 4096;
 	if (f->faults_parallel_max > b->faults_parallel_max)
 		b->faults_parallel_max = f->faults_parallel_max;
@@ -472,6 +505,7 @@ static int eb_loop(struct eb *b)
 		bool more;
 
 		if (id && !running) {
+			load_set_busy(&b->load, false);
 			eb_sample(b, true, &last_u, &last_t);
 			eb_account(b, &f);
 			id = 0;
@@ -484,6 +518,7 @@ static int eb_loop(struct eb *b)
 			break;
 		if (!b->o.none && !id && now >= due && more) {
 			eb_sample(b, false, &last_u, &last_t);
+			load_set_busy(&b->load, true);
 			id = eb_start(b);
 			if (!id)
 				return -EIO;
@@ -542,7 +577,8 @@ static int eb_setup(struct eb *b)
 							       .seed = b->o.seed,
 							       .reference = b->o.verify,
 							       .data = b->o.data, .dump = b->dump,
-							       .dump_len = b->dump_len });
+							       .dump_len = b->dump_len,
+							       .rate = b->o.latency_rate });
 	if (rc || b->o.none)
 		return rc;
 	rc = tracker_init(&b->tracker, NULL, b->mem.host, b->mem.size, EB_REGION, 0,
@@ -557,8 +593,8 @@ static int eb_setup(struct eb *b)
 	cfg.tune = b->o.tune;
 	cfg.def = (struct snap_request){ .policy = b->o.policy, .rate = b->o.rate,
 					 .threshold = b->o.threshold,
-					 .precopy = SNAP_DEFAULT_PRECOPY,
-					 .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+					 .precopy = b->o.precopy,
+					 .pause_budget_ms = b->o.pause_budget_ms,
 					 .codec = b->o.codec, .level = b->o.level,
 					 .threads = b->o.snap_threads };
 	return snap_engine_new(&t, &cfg, &b->e);
@@ -650,6 +686,28 @@ static json_t *eb_pauses(const struct eb *b)
 	return a;
 }
 
+/* --latency: updates started while a snapshot ran (@which LOAD_BUSY) or not. */
+static json_t *eb_latency_of(const struct eb *b, int which)
+{
+	const struct load *l = &b->load;
+
+	return json_pack("{s:I, s:f, s:f, s:f}", "updates", (json_int_t)load_latency_count(l, which),
+			 "p99_us", (double)load_latency_quantile_ns(l, which, 0.99) / 1e3,
+			 "p999_us", (double)load_latency_quantile_ns(l, which, 0.999) / 1e3,
+			 "max_us", (double)load_latency_max_ns(l, which) / 1e3);
+}
+
+static json_t *eb_latency(const struct eb *b)
+{
+	uint64_t late = 0;
+
+	for (int i = 0; i < b->load.o.threads; i++)
+		late = b->load.t[i].late_ns > late ? b->load.t[i].late_ns : late;
+	return json_pack("{s:f, s:o, s:o, s:f}", "rate", b->o.latency_rate, "during",
+			 eb_latency_of(b, LOAD_BUSY), "outside", eb_latency_of(b, LOAD_IDLE),
+			 "late_max_ms", (double)late / 1e6);
+}
+
 static void eb_print(struct eb *b, double seconds)
 {
 	double idle_rate = b->idle_s > 0 ? (double)b->idle_updates / b->idle_s : 0;
@@ -711,6 +769,18 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "held_stored_bytes_max", json_integer((json_int_t)b->held_stored_max));
 	json_object_set_new(o, "held_compressed_bytes", json_integer((json_int_t)b->held_compressed));
 	json_object_set_new(o, "restore_ms", b->restore_ms > 0 ? json_real(b->restore_ms) : json_null());
+	json_object_set_new(o, "precopy", json_string(b->o.precopy == SNAP_PRECOPY_EAGER ? "eager" :
+						      "lazy"));
+	json_object_set_new(o, "pause_budget_ms", json_real(b->o.pause_budget_ms));
+	json_object_set_new(o, "trap_cost_us", json_integer(b->o.tune.trap_cost_us));
+	json_object_set_new(o, "background_idle", json_boolean(b->o.tune.background_idle));
+	json_object_set_new(o, "pages_precopied", json_integer((json_int_t)b->pages_precopied));
+	json_object_set_new(o, "pages_eager", json_integer((json_int_t)b->pages_eager));
+	json_object_set_new(o, "pause_copy_us_max", json_integer((json_int_t)b->pause_copy_us_max));
+	json_object_set_new(o, "extra_bytes_peak_max",
+			    json_integer((json_int_t)b->extra_bytes_peak_max));
+	if (b->o.latency_rate > 0)
+		json_object_set_new(o, "latency", eb_latency(b));
 	if (b->o.verify)
 		json_object_set_new(o, "exact", json_boolean(b->exact && !b->failed));
 	json_object_set_new(o, "coverage", json_string(b->o.none ? "none" :

@@ -7,6 +7,11 @@
  * memory is still, as a VM's is while its vCPUs are paused. Each batch is timed, the
  * park included, so a snapshot's pause and its copy-on-write traps show up as long
  * batches: the writers' own view of a stall.
+ *
+ * With a rate (open loop), each thread has its share of it and a schedule of intended
+ * start times; an update that comes late is still timed from its intended start, as
+ * bench/ycsb times requests, so a stall counts against every update it delayed, not
+ * only the one that met it (no coordinated omission).
  */
 #include "load.h"
 #include "../vmm/base/mono.h"
@@ -15,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Log-linear bucket of @ns: exact below 16, then 16 buckets per power of two (at most
  * 1/16 too low). */
@@ -94,22 +100,71 @@ static void load_maybe_park(struct load *l)
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* One update of a Zipf-chosen block. */
+static void load_update(struct load *l, struct load_thread *t, uint64_t *words)
+{
+	uint64_t rank = zipf_sample(&l->z, &t->rng) - 1;
+	uint64_t b = l->o.scatter ? zipf_scatter(&l->perm, rank) : rank;
+
+	load_block_fill(&l->o, words + b * (LOAD_BLOCK / 8), b, splitmix64(&t->rng));
+}
+
+#define LOAD_SPIN_NS 50000 /* closer to an intended start than this: spin, not sleep */
+
+/* Until mono_ns() reaches @at (sleeping while far from it). */
+static void load_wait_until(uint64_t at)
+{
+	uint64_t now = mono_ns();
+
+	if (at > now + LOAD_SPIN_NS) {
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)(at - now - LOAD_SPIN_NS) };
+
+		while (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		nanosleep(&ts, NULL);
+	}
+	while (mono_ns() < at)
+		;
+}
+
+/* Open loop: update i is due at t0 + i / (the thread's share of the rate). */
+static void load_open_loop(struct load *l, struct load_thread *t, uint64_t *words)
+{
+	double per_ns = 1e9 / (l->o.rate / l->o.threads);
+	uint64_t i = 0;
+
+	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t due = l->t0_ns + (uint64_t)((double)i++ * per_ns), d;
+		int which;
+
+		load_wait_until(due);
+		which = __atomic_load_n(&l->busy, __ATOMIC_RELAXED) ? LOAD_BUSY : LOAD_IDLE;
+		if (mono_ns() - due > t->late_ns)
+			t->late_ns = mono_ns() - due;
+		load_maybe_park(l);
+		load_update(l, t, words);
+		d = mono_ns() - due;
+		t->lat[which][load_bucket(d)]++;
+		if (d > t->lat_max[which])
+			t->lat_max[which] = d;
+		__atomic_fetch_add(&t->updates, 1, __ATOMIC_RELAXED);
+	}
+}
+
 static void *load_thread_main(void *arg)
 {
 	struct load_thread *t = arg;
 	struct load *l = t->l;
 	uint64_t *words = (uint64_t *)(void *)l->mem->host;
 
+	if (l->o.rate > 0)
+		load_open_loop(l, t, words);
 	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t t0 = mono_ns(), d;
 
 		load_maybe_park(l);
-		for (int i = 0; i < LOAD_BATCH; i++) {
-			uint64_t rank = zipf_sample(&l->z, &t->rng) - 1;
-			uint64_t b = l->o.scatter ? zipf_scatter(&l->perm, rank) : rank;
-
-			load_block_fill(&l->o, words + b * (LOAD_BLOCK / 8), b, splitmix64(&t->rng));
-		}
+		for (int i = 0; i < LOAD_BATCH; i++)
+			load_update(l, t, words);
 		d = mono_ns() - t0;
 		t->hist[load_bucket(d)]++;
 		if (d > t->max_batch_ns)
@@ -130,7 +185,8 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 	memset(l, 0, sizeof(*l));
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
-	if (o->threads < 0 || o->threads > LOAD_MAX_THREADS || !(o->alpha > 0) ||
+	if (o->threads < 0 || o->threads > LOAD_MAX_THREADS || !(o->alpha > 0) || o->rate < 0 ||
+	    (o->rate > 0 && !o->threads) ||
 	    mem->size < LOAD_BLOCK || (o->data == LOAD_DATA_DUMP && o->dump_len < LOAD_BLOCK))
 		return -EINVAL;
 	l->mem = mem;
@@ -147,6 +203,7 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 		load_block_fill(o, (uint64_t *)(void *)mem->host + b * (LOAD_BLOCK / 8), b,
 				o->data == LOAD_DATA_DUMP ? ((uint64_t *)(void *)o->dump)[b %
 					(o->dump_len / LOAD_BLOCK) * (LOAD_BLOCK / 8)] : b);
+	l->t0_ns = mono_ns();
 	for (int i = 0; i < o->threads; i++) {
 		l->t[i].l = l;
 		l->t[i].rng = o->seed * 1000003ULL + (uint64_t)i + 1;
@@ -220,6 +277,48 @@ uint64_t load_batch_quantile_ns(const struct load *l, double q)
 			return load_bucket_floor(b);
 	}
 	return load_max_batch_ns(l);
+}
+
+void load_set_busy(struct load *l, bool busy)
+{
+	__atomic_store_n(&l->busy, busy, __ATOMIC_RELAXED);
+}
+
+uint64_t load_latency_count(const struct load *l, int which)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < l->o.threads; i++)
+		for (unsigned b = 0; b < LOAD_HIST_BUCKETS; b++)
+			n += l->t[i].lat[which][b];
+	return n;
+}
+
+uint64_t load_latency_max_ns(const struct load *l, int which)
+{
+	uint64_t m = 0;
+
+	for (int i = 0; i < l->o.threads; i++)
+		if (l->t[i].lat_max[which] > m)
+			m = l->t[i].lat_max[which];
+	return m;
+}
+
+uint64_t load_latency_quantile_ns(const struct load *l, int which, double q)
+{
+	uint64_t total = load_latency_count(l, which), seen = 0, want;
+
+	if (!total)
+		return 0;
+	want = (uint64_t)(q * (double)total);
+	want = want >= total ? total - 1 : want;
+	for (unsigned b = 0; b < LOAD_HIST_BUCKETS; b++) {
+		for (int i = 0; i < l->o.threads; i++)
+			seen += l->t[i].lat[which][b];
+		if (seen > want)
+			return load_bucket_floor(b);
+	}
+	return load_latency_max_ns(l, which);
 }
 
 int load_pause(void *ctx)

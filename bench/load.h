@@ -38,7 +38,12 @@ struct load_opts {
 	bool scatter;            /* ranks spread over memory rather than packed */
 	uint64_t seed;
 	bool reference;          /* keep a copy of memory at each snapshot's instant */
+	double rate;             /* open loop: updates per second over all threads; 0: flat out */
 };
+
+/* Open loop: each update's latency from its intended start, split by whether a
+ * snapshot ran at that start (load_set_busy). */
+enum { LOAD_IDLE = 0, LOAD_BUSY = 1 };
 
 struct load;
 
@@ -49,6 +54,9 @@ struct load_thread {
 	uint64_t updates;        /* read by others while it runs */
 	uint64_t max_batch_ns;   /* the longest batch of LOAD_BATCH updates */
 	uint64_t hist[LOAD_HIST_BUCKETS]; /* batch durations */
+	uint64_t lat[2][LOAD_HIST_BUCKETS]; /* open loop: update latencies, idle and busy */
+	uint64_t lat_max[2];
+	uint64_t late_ns;        /* open loop: the most an update started behind its time */
 };
 
 struct load {
@@ -66,6 +74,8 @@ struct load {
 	struct load_thread *t;
 	uint8_t *ref;            /* with o.reference: memory at the last snapshot's instant */
 	uint64_t instants;       /* snapshots that reached their instant */
+	int busy;                /* a snapshot runs (open loop: latencies go to LOAD_BUSY) */
+	uint64_t t0_ns;          /* open loop: when the first update was due */
 };
 
 /* Fill every block of @mem once (so every page is present), then start the threads.
@@ -79,6 +89,16 @@ void load_fini(struct load *l);
 
 /* Fill block @b of memory, at @blk (LOAD_BLOCK bytes), as @o->data says, from @value. */
 void load_block_fill(const struct load_opts *o, uint64_t *blk, uint64_t b, uint64_t value);
+
+/* Open loop: updates whose intended start comes while @busy go to the busy account. */
+void load_set_busy(struct load *l, bool busy);
+
+/* Open loop, after load_stop: the latency at quantile @q of updates started idle or
+ * busy (@which), and the longest, in ns; 0 when there were none. Every update counts
+ * once (the latencies are weighted by operation). */
+uint64_t load_latency_quantile_ns(const struct load *l, int which, double q);
+uint64_t load_latency_max_ns(const struct load *l, int which);
+uint64_t load_latency_count(const struct load *l, int which);
 
 /* Updates done so far by all threads. */
 uint64_t load_updates(struct load *l);

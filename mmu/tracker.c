@@ -345,6 +345,7 @@ static int tracker_window(struct tracker *t, double *wall, double *lost, bool *c
 		  t->fault_s * 1e6, *counted ? "counted" : "not yet counted");
 	if (*counted) {
 		coverage_add_window(&t->cov, t->acc, t->acc_present, t->acc_ran);
+		heat_fold(&t->heat, t->acc, t->acc_present);
 		t->harvests++;
 		t->last_ran_s = t->acc_ran;
 		t->last_wall_s = t->acc_wall;
@@ -453,6 +454,8 @@ static int tracker_start(struct tracker *t, uint8_t *host, uint64_t ram_size,
 	t->window_s = window_ms ? window_ms / 1000.0 : DIRTY_WINDOW_DEF;
 	worker_init(&t->w);
 	rc = coverage_init(&t->cov, ram_size, region_size);
+	if (!rc)
+		rc = heat_init(&t->heat, ram_size / PAGE_SIZE);
 	if (rc)
 		return rc;
 	t->bitmap = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
@@ -480,6 +483,7 @@ void tracker_fini(struct tracker *t)
 {
 	worker_stop(&t->w);
 	coverage_fini(&t->cov);
+	heat_fini(&t->heat);
 	free(t->bitmap);
 	free(t->present);
 	free(t->acc);
@@ -549,6 +553,23 @@ void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uin
 			  t->progress_rate);
 	}
 	pthread_mutex_unlock(&t->w.lock);
+}
+
+void tracker_pages_observed(struct tracker *t, const uint64_t *written, const uint64_t *watched)
+{
+	pthread_mutex_lock(&t->w.lock);
+	heat_fold(&t->heat, written, watched);
+	pthread_mutex_unlock(&t->w.lock);
+}
+
+uint64_t tracker_hot_pages(struct tracker *t, uint32_t *out, uint64_t max)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&t->w.lock);
+	n = heat_rank(&t->heat, HEAT_MIN, out, max);
+	pthread_mutex_unlock(&t->w.lock);
+	return n;
 }
 
 void tracker_snapshot_took(struct tracker *t, double seconds)

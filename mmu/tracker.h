@@ -8,6 +8,7 @@
 #define CCVM_TRACKER_H
 
 #include "coverage.h"
+#include "heat.h"
 #include "../vmm/base/worker.h"
 
 #include <pthread.h>
@@ -53,6 +54,7 @@ struct tracker {
 	double fault_s;         /* a dirty-logging fault's cost, as measured so far */
 	double acc_ran, acc_wall;
 	struct coverage cov;    /* guarded by lock */
+	struct page_heat heat;  /* which pages were written recently; guarded by lock */
 	uint8_t *hot;           /* per region: hot in the last classification (hysteresis) */
 	double hot_threshold;   /* the threshold it was made at */
 	struct worker w;        /* its thread; w.lock guards cov, held and the rest */
@@ -93,6 +95,15 @@ uint64_t tracker_progress_now(const struct tracker *t);
  * (coverage_add_snapshot), the guest having made @progress during it; ignored while
  * the guest's normal progress rate is unknown, or when it made too little progress. */
 void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uint64_t progress);
+
+/* What a snapshot saw, page by page: @written, one bit per page written while it
+ * watched, among @watched (the pages present at its instant). Ages the page ranks
+ * (heat.h) whatever the guest's progress. */
+void tracker_pages_observed(struct tracker *t, const uint64_t *written, const uint64_t *watched);
+
+/* The pages written in the observations the heat remembers (heat.h), hottest first,
+ * at most @max into @out; returns how many. */
+uint64_t tracker_hot_pages(struct tracker *t, uint32_t *out, uint64_t max);
 
 /* A snapshot took @seconds: adaptive windows follow it (0.25 s .. 10 s). */
 void tracker_snapshot_took(struct tracker *t, double seconds);

@@ -21,7 +21,7 @@
  * on its stack, through the sink the engine gave (struct cow_sink): slower, still
  * exact.
  */
-#include "cow.h"
+#include "cow_impl.h"
 #include "../vmm/base/log.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
@@ -39,10 +39,6 @@
 
 #define FAULT_POLL_MS 100
 #define COW_FAULT_RT_PRIORITY 1         /* the lowest real-time priority is enough */
-/* Region copies leave this share of the ready pool to single pages: without a buffer
- * a fault must save its page to the image while the guest waits. */
-#define POOL_RESERVE_DIV 8
-#define POOL_MIN_RESERVE (16ULL << 20)  /* bytes kept for single pages at least */
 #define POOL_GROW_STEP (32ULL << 20)    /* faulted in at once while a snapshot needs more */
 #define POOL_PREPARE_MAX_S 0.5          /* a cold pool delays a snapshot's start this much */
 #define POOL_KEEP_INTERVALS 3.0         /* kept for this many of the last intervals too */
@@ -63,8 +59,8 @@ static int cow_grow_step(struct snap_cow *c, size_t cap)
 {
 	size_t ready = cow_ready_slots(c), step = POOL_GROW_STEP / c->pool->slot_size + 1;
 
-	if (cap > c->pool->n_slots)
-		cap = c->pool->n_slots;
+	if (cap > pool_limit(c->pool))
+		cap = pool_limit(c->pool);
 	if (ready >= cap)
 		return -ENOSPC;
 	return pool_grow(c->pool, ready + step < cap ? ready + step : cap);
@@ -109,7 +105,7 @@ static void cow_copy_page(struct snap_cow *c, uint64_t p)
 	}
 }
 
-static bool cow_region_protected(const struct snap_cow *c, uint64_t first, uint64_t end)
+bool cow_region_protected(const struct snap_cow *c, uint64_t first, uint64_t end)
 {
 	for (uint64_t p = first; p < end; p++)
 		if (ps_get(&c->pt->state[p]) == PS_PROTECTED)
@@ -158,7 +154,7 @@ static uint64_t cow_take_region(struct snap_cow *c, uint8_t *slot, uint64_t firs
  * one call (a 2 MiB region stays one huge page on the host). False when nothing was
  * left to copy or the pool has no slot to spare.
  */
-static bool cow_copy_region(struct snap_cow *c, uint64_t r, bool background, bool armed)
+bool cow_copy_region(struct snap_cow *c, uint64_t r, bool background, bool armed)
 {
 	uint64_t first, end, taken;
 	uint8_t *slot;
@@ -184,22 +180,6 @@ static bool cow_copy_region(struct snap_cow *c, uint64_t r, bool background, boo
 	if (c->pl->region_size < HUGE_SIZE)
 		c->pt->split[first * PAGE_SIZE / HUGE_SIZE] = 1;
 	return true;
-}
-
-static bool cow_copy_eager(struct snap_cow *c, uint64_t r)
-{
-	size_t ready = cow_ready_slots(c);
-	uint64_t first, end;
-
-	plan_region_pages(c->pl, r, &first, &end);
-	if (!cow_region_protected(c, first, end))
-		return true; /* nothing to copy: it needs no protection either */
-
-	/* In the pause the pool may still be cold: this is what the budget is for. */
-	while (pool_free_slots(c->pool) <= cow_reserve_slots(c) && ready < c->pool->n_slots)
-		if (pool_grow(c->pool, ++ready))
-			return false;
-	return cow_copy_region(c, r, false, false);
 }
 
 /* A fault in hot region @r: copy the region unless another fault thread is at it
@@ -272,6 +252,19 @@ static void cow_fault_priority(const struct snap_cow *c)
 		(void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
 }
 
+/* engine-bench's model of a VM host's dearer traps (snap_tuning.trap_cost_us): spun,
+ * as the exits it stands for take CPU time. */
+static void cow_trap_cost(const struct snap_cow *c)
+{
+	uint64_t until;
+
+	if (!c->tune->trap_cost_us)
+		return;
+	until = mono_ns() + c->tune->trap_cost_us * 1000ULL;
+	while (mono_ns() < until)
+		;
+}
+
 static void *cow_fault_thread(void *arg)
 {
 	struct snap_cow *c = arg;
@@ -290,6 +283,7 @@ static void *cow_fault_thread(void *arg)
 		if (rc == 0 || gpa >= c->size)
 			continue;
 		cow_fault_in(c);
+		cow_trap_cost(c);
 		cow_page(c, gpa / PAGE_SIZE, true);
 		__atomic_sub_fetch(&c->faults_now, 1, __ATOMIC_ACQ_REL);
 	}
@@ -307,7 +301,7 @@ static bool cow_slot_room(struct snap_cow *c)
 {
 	if (pool_free_slots(c->pool) > cow_reserve_slots(c))
 		return true;
-	return cow_grow_step(c, c->pool->n_slots) == 0 &&
+	return cow_grow_step(c, pool_limit(c->pool)) == 0 &&
 	       pool_free_slots(c->pool) > cow_reserve_slots(c);
 }
 
@@ -342,7 +336,7 @@ static void cow_keep_reserve(struct snap_cow *c)
 		bool low = pool_free_pages(c->pool) * PAGE_SIZE < POOL_MIN_RESERVE;
 
 		/* Nap when nothing is needed, or nothing more can be had. */
-		if (!low || cow_grow_step(c, c->pool->n_slots))
+		if (!low || cow_grow_step(c, pool_limit(c->pool)))
 			nanosleep(&nap, NULL);
 	}
 }
@@ -373,7 +367,7 @@ static void *cow_copier_thread(void *arg)
 	struct snap_cow *c = arg;
 
 	role_enter(ROLE_SNAPSHOT);
-	worker_nice(c->tune->copier_nice);
+	worker_background(c->tune->copier_nice, c->tune->background_idle);
 	pthread_mutex_lock(&c->w.lock);
 	while (!c->w.stop) {
 		if (worker_serve(&c->w, cow_copier_work, c)) {
@@ -398,19 +392,30 @@ static void *cow_copier_thread(void *arg)
 	return NULL;
 }
 
-/* Slots the next snapshot needs: its hot regions, and room for single pages (what the
- * last one copied page by page, and a quarter more). */
+/* Slots the next snapshot needs: its hot regions, its hot pages (copied in the pause
+ * with --precopy eager) and room for single pages (what the last one copied page by
+ * page, and a quarter more). */
 static size_t cow_pool_need(struct snap_cow *c, uint64_t hot)
 {
 	uint64_t single = c->single_bytes + c->single_bytes / 4, need;
 
 	if (single < POOL_MIN_RESERVE)
 		single = POOL_MIN_RESERVE;
+	single += c->eager_pages * PAGE_SIZE;
 	need = hot + (single + c->pool->slot_size - 1) / c->pool->slot_size;
-	return need < c->pool->n_slots ? (size_t)need : c->pool->n_slots;
+	return need < pool_limit(c->pool) ? (size_t)need : pool_limit(c->pool);
 }
 
-void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot)
+/* What a pause of @budget_ns can copy, at the costs measured so far, and no more than
+ * the last snapshot held. */
+static uint64_t cow_eager_capacity(const struct snap_cow *c, uint64_t budget_ns)
+{
+	uint64_t per = c->page_ns + c->run_ns, n = budget_ns / (per ? per : 1);
+
+	return c->last_present && n > c->last_present ? c->last_present : n;
+}
+
+void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot, uint64_t budget_ns)
 {
 	double now = mono_s(), until = now + POOL_PREPARE_MAX_S;
 	size_t want;
@@ -419,6 +424,7 @@ void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot)
 	if (c->last_start_s)
 		c->interval_s = now - c->last_start_s;
 	c->last_start_s = now;
+	c->eager_pages = budget_ns ? cow_eager_capacity(c, budget_ns) : 0;
 	want = cow_pool_need(c, regions_hot);
 	while (mono_s() < until) /* step by step: the budget is checked between steps */
 		if (cow_grow_step(c, want))
@@ -450,9 +456,13 @@ void cow_copy_end(struct snap_cow *c)
 	worker_unwant(&c->w);
 	while (__atomic_load_n(&c->faults_now, __ATOMIC_ACQUIRE))
 		sched_yield();
-	for (uint64_t p = 0; p < c->pt->pages; p++) /* a save from a stack copy */
+	c->last_present = 0;
+	for (uint64_t p = 0; p < c->pt->pages; p++) { /* a save from a stack copy */
 		while (ps_get(&c->pt->state[p]) == PS_CLAIMED)
 			sched_yield();
+		c->last_present += ps_get(&c->pt->state[p]) != PS_ZERO &&
+				   ps_get(&c->pt->state[p]) != PS_PARENT;
+	}
 }
 
 int cow_threads_start(struct snap_cow *c)
@@ -494,6 +504,8 @@ int cow_init(struct snap_cow *c, uint8_t *host, uint64_t size, struct snap_ptab 
 	*c = (struct snap_cow){ .host = host, .size = size, .pt = pt, .pl = pl, .tr = tr,
 				.pool = pool, .tune = tune, .sink = *sink };
 	c->wp.fd = -1;
+	c->page_ns = EAGER_PAGE_NS_DEFAULT;
+	c->run_ns = PROTECT_RUN_NS_DEFAULT;
 	worker_init(&c->w);
 	c->region_busy = calloc(pl->n_regions ? pl->n_regions : 1, 1);
 	return c->region_busy ? 0 : -ENOMEM;
@@ -505,62 +517,6 @@ void cow_fini(struct snap_cow *c)
 	worker_destroy(&c->w);
 	free(c->region_busy);
 	c->region_busy = NULL;
-}
-
-/* Write-protect all memory except the regions copied during the pause. */
-int cow_protect(struct snap_cow *c)
-{
-	const struct snap_plan *pl = c->pl;
-	uint64_t run = 0;
-	int rc = 0;
-
-	for (uint64_t r = 0; r <= pl->n_regions && !rc; r++) {
-		if (r < pl->n_regions && !pl->eager[r])
-			continue;
-		if (r > run) { /* regions [run, r) are protected in one call */
-			uint64_t end = r * pl->region_size;
-
-			if (end > c->size)
-				end = c->size;
-			rc = uffd_protect(&c->wp, run * pl->region_size,
-					  end - run * pl->region_size, true);
-		}
-		run = r + 1;
-	}
-	return rc;
-}
-
-/* Eager pre-copy of region @r during the pause: its protected pages go to a pool slot,
- * faulted in now if none is ready (this is what the pause budget is for). False when
- * the pool cannot take it (the region is then protected like any other). */
-static bool cow_eager_region(struct snap_cow *c, uint64_t r)
-{
-	uint64_t first, end;
-
-	if (!cow_copy_eager(c, r))
-		return false;
-	plan_region_pages(c->pl, r, &first, &end);
-	track_unprotected(c->tr, first, end - first); /* never protected: untracked */
-	c->pl->eager[r] = 1;
-	c->n.regions_eager++;
-	return true;
-}
-
-void cow_precopy_eager(struct snap_cow *c, uint64_t until_ns)
-{
-	const struct snap_plan *pl = c->pl;
-
-	for (uint64_t i = 0; i < pl->chunks; i++) {
-		uint64_t r0, r1;
-
-		plan_chunk_regions(pl, pl->order[i], &r0, &r1);
-		for (uint64_t r = r0; r <= r1; r++) {
-			if (!pl->hot[r] || pl->eager[r])
-				continue;
-			if (mono_ns() >= until_ns || !cow_eager_region(c, r))
-				return;
-		}
-	}
 }
 
 void cow_reclaim(struct snap_cow *c)

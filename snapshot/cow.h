@@ -31,6 +31,9 @@ struct cow_sink {
 struct cow_counts {
 	uint64_t cow_faults, faults_parallel_max, pages_copied;
 	uint64_t regions_precopied, pages_precopied, regions_background, regions_eager;
+	uint64_t pages_eager;       /* copied in the pause (eager regions' pages included) */
+	uint64_t pause_copy_ns;     /* the pause's time spent copying them */
+	uint64_t protect_ns;        /* and protecting the rest */
 };
 
 struct snap_cow {
@@ -55,6 +58,13 @@ struct snap_cow {
 	size_t pool_target;         /* slots the running (or next) snapshot should find ready */
 	size_t cold_slots;          /* slots the cold regions of this snapshot could fill */
 	uint64_t single_bytes;      /* bytes of single-page copies the last snapshot made */
+	uint64_t eager_pages;       /* pages the running snapshot may copy in its pause */
+	uint64_t last_present;      /* pages the last snapshot held (present at its instant) */
+	/* What the pause's work costs, as measured (moving averages): a page copied into
+	 * ready memory; protecting all memory in one call; each extra run of protection
+	 * that a copy in the middle of it makes. */
+	uint64_t page_ns, protect_base_ns, run_ns;
+	uint64_t splits;            /* copies made in this pause that may split a run */
 	double last_start_s, interval_s; /* for giving the pool back when snapshots stop */
 	struct cow_counts n;
 };
@@ -72,9 +82,10 @@ int cow_threads_start(struct snap_cow *c);
 void cow_threads_stop(struct snap_cow *c);
 
 /* Before the pause: fault in what a snapshot with @regions_hot hot regions will need
- * if the pool is cold, for at most POOL_PREPARE_MAX_S; the copier does the rest while
- * the snapshot runs. */
-void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot);
+ * if the pool is cold, with room for what a pause of @budget_ns can copy (0: not
+ * eager), for at most POOL_PREPARE_MAX_S; the copier does the rest while the snapshot
+ * runs (and keeps that much ready for the next one). */
+void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot, uint64_t budget_ns);
 /* While paused: size the pool for this snapshot (@ccow: hot regions are copied whole)
  * and hand it out afresh. */
 void cow_pool_plan(struct snap_cow *c, bool ccow);
@@ -88,17 +99,19 @@ void cow_copy_end(struct snap_cow *c);
  * @wake let the write proceed. */
 void cow_page(struct snap_cow *c, uint64_t p, bool wake);
 
-/* While paused (--precopy eager): copy hot regions, not yet protected, to the pool in
- * the writer's order (hot first) until the clock (mono_ns) reaches @until_ns or the
- * pool has no slot to spare; they are marked eager in the plan and never protected,
- * so the guest takes no trap in them at all. */
-void cow_precopy_eager(struct snap_cow *c, uint64_t until_ns);
+/* While paused (--precopy eager), into pool memory already faulted in, never growing
+ * it: hot regions in the writer's order, then the plan's hot pages hottest first,
+ * then, when all the rest fits the pool and the time, every other present page. Stops
+ * when the pause (started at @t_start_ns, mono_ns) would exceed @budget_ns with the
+ * protection still to come. What it copies is never protected: the guest takes no
+ * trap there. */
+void cow_precopy_eager(struct snap_cow *c, uint64_t t_start_ns, uint64_t budget_ns);
 
 /* After a failed snapshot (no fault served for it any more): copies never written go
  * back to the pool, or it would shrink with every failure. */
 void cow_reclaim(struct snap_cow *c);
 
-/* Write-protect all memory except the regions the plan marks eager. */
+/* Write-protect all memory except the pages copied in the pause. */
 int cow_protect(struct snap_cow *c);
 
 #endif

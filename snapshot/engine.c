@@ -72,19 +72,9 @@ static void snap_finish(struct snap_engine *e, int rc)
 	}
 	e->img = NULL;
 	pthread_mutex_lock(&e->lock);
-	snap_figures_collect(e, &e->cur);
-	e->cur.copy_bytes_peak = pool_take_peak(&e->pool);
-	e->cur.held_stored_bytes = e->cur.copy_bytes_peak;
-	e->cur.held_raw_bytes = pool_take_raw_peak(&e->pool);
-	e->cur.pool_bytes = pool_ready_bytes(&e->pool);
-	e->cur.pool_resident_bytes = pool_resident_bytes(&e->pool);
-	e->cur.duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
-	if (e->tracker) {
-		e->cur.dirty_harvests = e->tracker->harvests;
-		e->cur.harvest_ms = e->tracker->harvest_ns / 1000000ULL;
-		if (!rc)
-			tracker_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
-	}
+	snap_figures_final(e);
+	if (e->tracker && !rc)
+		tracker_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
 	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
 	if (!rc)
 		track_done(&e->track, e->cur.file, &e->cow.wp);
@@ -129,7 +119,7 @@ static void *snap_writer_thread(void *arg)
 	int rc;
 
 	role_enter(ROLE_SNAPSHOT);
-	worker_nice(e->tune.writer_nice);
+	worker_background(e->tune.writer_nice, e->tune.background_idle);
 	rc = writer_run(&e->wr);
 	cow_copy_end(&e->cow);
 	squeeze_end(&e->sq);
@@ -188,13 +178,21 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 				 strerror(-rc));
 	}
 	if (!rc && snap_uses_wp(req->policy)) {
+		/* The cap less the writer's buffers: copies beyond it are saved by the faults
+		 * themselves, one page at a time, never with more memory. */
+		pool_set_limit(&e->pool, (e->mem_cap > wq_memory(req->threads) ?
+					  e->mem_cap - wq_memory(req->threads) : 0) / e->pool.slot_size);
 		rc = cow_threads_start(&e->cow);
 		if (!rc && e->tune.held_compress &&
-		    squeeze_thread_start(&e->sq, e->tune.writer_nice))
+		    squeeze_thread_start(&e->sq, e->tune.writer_nice, e->tune.background_idle))
 			log_warn("no thread to compress held copies: a full pool falls back to traps");
 		if (!rc) {
 			plan_make(&e->plan, e->tracker, req->policy, req->threshold, req->order);
-			cow_pool_prepare(&e->cow, e->plan.regions_hot); /* planned again, paused */
+			plan_hot_pages(&e->plan, snap_copies_in_pause(req) ? e->tracker : NULL,
+				       pool_cap_pages(&e->pool));
+			/* planned again, paused */
+			cow_pool_prepare(&e->cow, e->plan.regions_hot, snap_copies_in_pause(req) ?
+					 (uint64_t)(req->pause_budget_ms * 1e6) : 0);
 		} else {
 			snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
 		}
@@ -213,8 +211,8 @@ static int snap_arm(struct snap_engine *e, const struct snap_request *req)
 	squeeze_plan(&e->sq, &(struct squeeze_job){ .codec = req->codec, .level = req->level,
 						     .incremental = e->cur.incremental,
 						     .img = e->img, .write_at = &e->wr.write_at });
-	if (req->policy == SNAP_CCOW && req->precopy == SNAP_PRECOPY_EAGER)
-		cow_precopy_eager(&e->cow, e->t_start_ns + (uint64_t)(req->pause_budget_ms * 1e6));
+	if (snap_copies_in_pause(req))
+		cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
 	return cow_protect(&e->cow);
 }
 

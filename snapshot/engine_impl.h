@@ -29,6 +29,7 @@ struct snap_engine {
 	uint8_t *host;            /* t.mem's */
 	uint64_t size;
 	struct tracker *tracker;  /* coverage, or NULL when not tracked */
+	size_t mem_cap;           /* --snapshot-pool: a snapshot's extra memory at most */
 	uint64_t region_size;
 	struct snap_tuning tune;  /* set before the first snapshot */
 	struct snap_request def;  /* what a request gets for what it does not name */
@@ -76,6 +77,8 @@ void snap_fork_done(void *ctx, int rc, const char *what);
 
 /* The stages' counters of the running snapshot into @f (figures.c). */
 void snap_figures_collect(struct snap_engine *e, struct snap_figures *f);
+/* The figures of the snapshot ending now into e->cur (the engine's lock held). */
+void snap_figures_final(struct snap_engine *e);
 /* Fork: the child wrote the image, so its sizes are read back from it. */
 void snap_figures_stored(struct snap_engine *e);
 

@@ -18,7 +18,8 @@ void snap_config_defaults(struct snap_config *c)
 					.copier_nice = SNAP_DEFAULT_COPIER_NICE,
 					.writer_nice = SNAP_DEFAULT_WRITER_NICE,
 					.pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S,
-					.held_compress = SNAP_DEFAULT_HELD_COMPRESS };
+					.held_compress = SNAP_DEFAULT_HELD_COMPRESS,
+					 .background_idle = SNAP_DEFAULT_BACKGROUND_IDLE };
 	c->def = (struct snap_request){ .policy = SNAP_CCOW, .threshold = SNAP_DEFAULT_THRESHOLD,
 					.precopy = SNAP_DEFAULT_PRECOPY,
 					.pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
@@ -54,7 +55,7 @@ static int engine_stages(struct snap_engine *e, size_t pool_bytes)
 	int rc;
 
 	if (ptab_init(&e->pt, e->size) || plan_init(&e->plan, e->size, e->region_size) ||
-	    observe_init(&e->obs, e->plan.n_regions))
+	    observe_init(&e->obs, e->plan.n_regions, e->pt.pages))
 		return -ENOMEM;
 	track_init(&e->track, &e->pt);
 	rc = pool_init(&e->pool, pool_bytes, engine_slot_size(pool_bytes, e->region_size));
@@ -82,6 +83,7 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
 	e->host = t->mem->host;
 	e->size = t->mem->size;
 	e->tracker = cfg->tracker;
+	e->mem_cap = cfg->pool_bytes;
 	e->region_size = cfg->region_size;
 	e->tune = cfg->tune;
 	e->def = cfg->def;

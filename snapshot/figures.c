@@ -4,6 +4,7 @@
  */
 #include "engine_impl.h"
 #include "image.h"
+#include "../vmm/base/mono.h"
 
 #include <stdio.h>
 
@@ -28,12 +29,17 @@ json_t *snap_figures_json(const struct snap_figures *f)
 				      "precopy", f->precopy == SNAP_PRECOPY_EAGER ? "eager" : "lazy",
 				      "regions_eager", (json_int_t)f->regions_eager, "regions_hot",
 				      (json_int_t)f->regions_hot, "regions_precopied",
-				      (json_int_t)f->regions_precopied, "pages_precopied",
-				      (json_int_t)f->pages_precopied, "pages_precopied_unwritten",
+				      (json_int_t)f->regions_precopied, "pages_eager",
+				      (json_int_t)f->pages_eager, "pages_precopied_unwritten",
 				      (json_int_t)f->pages_precopied_unwritten);
 
 		json_object_update_new(o, c);
 	}
+	json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I}", "extra_bytes_peak",
+					    (json_int_t)f->extra_bytes_peak, "pages_precopied",
+					    (json_int_t)f->pages_precopied, "pause_copy_us",
+					    (json_int_t)f->pause_copy_us, "pause_protect_us",
+					    (json_int_t)f->pause_protect_us));
 	if (f->policy == SNAP_FORK)
 		json_object_set_new(o, "extra_bytes", json_integer((json_int_t)f->extra_bytes));
 	if (f->policy == SNAP_CCOW)
@@ -91,7 +97,31 @@ void snap_figures_collect(struct snap_engine *e, struct snap_figures *f)
 	f->pages_precopied = __atomic_load_n(&n->pages_precopied, __ATOMIC_RELAXED);
 	f->regions_background = __atomic_load_n(&n->regions_background, __ATOMIC_RELAXED);
 	f->regions_eager = n->regions_eager;
+	f->pages_eager = n->pages_eager;
+	f->pause_copy_us = n->pause_copy_ns / 1000;
+	f->pause_protect_us = n->protect_ns / 1000;
 	f->held_compressed_bytes = __atomic_load_n(&e->sq.compressed_bytes, __ATOMIC_RELAXED);
+}
+
+void snap_figures_final(struct snap_engine *e)
+{
+	struct snap_figures *f = &e->cur;
+	bool wp = e->policy == SNAP_COW || e->policy == SNAP_CCOW;
+
+	snap_figures_collect(e, f);
+	f->copy_bytes_peak = pool_take_peak(&e->pool);
+	f->held_stored_bytes = f->copy_bytes_peak;
+	f->held_raw_bytes = pool_take_raw_peak(&e->pool);
+	f->pool_bytes = pool_ready_bytes(&e->pool);
+	/* The pool never shrinks while a snapshot runs: its size at the end is its most. */
+	f->extra_bytes_peak = e->policy == SNAP_FORK ? f->extra_bytes :
+			      wq_memory(f->threads) + (wp ? f->pool_bytes : 0);
+	f->pool_resident_bytes = pool_resident_bytes(&e->pool);
+	f->duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
+	if (e->tracker) {
+		f->dirty_harvests = e->tracker->harvests;
+		f->harvest_ms = e->tracker->harvest_ns / 1000000ULL;
+	}
 }
 
 /* Fork: the child wrote the image, so its figures are read back from it. */

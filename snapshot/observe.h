@@ -17,10 +17,13 @@
 struct snap_observe {
 	struct cov_obs *obs;      /* per region */
 	uint64_t n_regions;
+	uint64_t *written, *watched; /* per page, one bit each (page heat, mmu/heat.h) */
+	uint64_t words;
 	uint64_t progress_start;  /* the guest's progress at the instant */
 };
 
-int observe_init(struct snap_observe *o, uint64_t n_regions);
+/* For @n_regions regions of @pages pages in all: 0 or -ENOMEM. */
+int observe_init(struct snap_observe *o, uint64_t n_regions, uint64_t pages);
 void observe_fini(struct snap_observe *o);
 
 /* At the end of a snapshot of @host, the guest's progress now @end: per region, the

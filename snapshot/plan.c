@@ -22,7 +22,8 @@ int plan_init(struct snap_plan *pl, uint64_t size, uint64_t region_size)
 	pl->hot = calloc(pl->n_regions ? pl->n_regions : 1, 1);
 	pl->eager = calloc(pl->n_regions ? pl->n_regions : 1, 1);
 	pl->order = calloc(pl->chunks ? pl->chunks : 1, sizeof(uint64_t));
-	return pl->hot && pl->eager && pl->order ? 0 : -ENOMEM;
+	pl->hot_pages = calloc(size / PAGE_SIZE ? size / PAGE_SIZE : 1, sizeof(uint32_t));
+	return pl->hot && pl->eager && pl->order && pl->hot_pages ? 0 : -ENOMEM;
 }
 
 void plan_fini(struct snap_plan *pl)
@@ -30,8 +31,10 @@ void plan_fini(struct snap_plan *pl)
 	free(pl->hot);
 	free(pl->eager);
 	free(pl->order);
+	free(pl->hot_pages);
 	pl->hot = pl->eager = NULL;
 	pl->order = NULL;
+	pl->hot_pages = NULL;
 }
 
 void plan_region_pages(const struct snap_plan *pl, uint64_t r, uint64_t *first, uint64_t *end)
@@ -88,4 +91,11 @@ void plan_make(struct snap_plan *pl, struct tracker *tracker, enum snap_policy p
 		return;
 	}
 	plan_hot_first(pl);
+}
+
+void plan_hot_pages(struct snap_plan *pl, struct tracker *tracker, uint64_t max)
+{
+	if (max > pl->size / PAGE_SIZE)
+		max = pl->size / PAGE_SIZE;
+	pl->n_hot_pages = tracker ? tracker_hot_pages(tracker, pl->hot_pages, max) : 0;
 }

@@ -22,6 +22,8 @@ struct snap_plan {
 	uint8_t *eager;       /* per region: copied during the pause, never protected */
 	uint64_t *order;      /* chunks in the order the writer saves them */
 	uint64_t regions_hot;
+	uint32_t *hot_pages;  /* pages written recently, hottest first (mmu/heat.h) */
+	uint64_t n_hot_pages;
 };
 
 /* A plan for @size bytes of memory in regions of @region_size: 0 or -ENOMEM. */
@@ -42,5 +44,9 @@ void plan_chunk_regions(const struct snap_plan *pl, uint64_t c, uint64_t *r0, ui
  * otherwise address order. No region is eager yet. */
 void plan_make(struct snap_plan *pl, struct tracker *tracker, enum snap_policy policy,
 	       double threshold, enum snap_order order);
+
+/* The pages the tracker ranks hot, hottest first, at most @max (none without a
+ * tracker): those a snapshot copies first while paused (--precopy eager). */
+void plan_hot_pages(struct snap_plan *pl, struct tracker *tracker, uint64_t max);
 
 #endif

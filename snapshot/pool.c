@@ -45,6 +45,7 @@ int pool_init(struct pool *p, size_t bytes, size_t slot_size)
 		return -EINVAL;
 	p->slot_size = slot_size;
 	p->n_slots = bytes / slot_size;
+	p->limit = p->n_slots;
 	len = p->n_slots * slot_size;
 	/* Aligned to a huge page, so slots can be backed by huge pages. */
 	raw = mmap(NULL, len + align, PROT_READ | PROT_WRITE,
@@ -106,8 +107,8 @@ int pool_grow(struct pool *p, size_t slots)
 	int rc = 0;
 
 	pthread_mutex_lock(&p->grow_lock);
-	if (slots > p->n_slots)
-		slots = p->n_slots;
+	if (slots > p->limit)
+		slots = p->limit;
 	while (!rc && p->ready < slots) {
 		size_t from = p->ready, to = from + step < slots ? from + step : slots;
 
@@ -151,6 +152,8 @@ void pool_shrink(struct pool *p, size_t slots)
 {
 	pthread_mutex_lock(&p->grow_lock);
 	pthread_mutex_lock(&p->lock);
+	if (slots > p->limit)
+		slots = p->limit;
 	if (!p->in_use && slots < p->ready) {
 		madvise(p->base + slots * p->slot_size, (p->ready - slots) * p->slot_size,
 			MADV_DONTNEED);
@@ -158,6 +161,28 @@ void pool_shrink(struct pool *p, size_t slots)
 	}
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->grow_lock);
+}
+
+void pool_set_limit(struct pool *p, size_t slots)
+{
+	size_t ready;
+
+	pthread_mutex_lock(&p->grow_lock);
+	p->limit = slots < p->n_slots ? slots : p->n_slots;
+	ready = p->ready;
+	pthread_mutex_unlock(&p->grow_lock);
+	if (ready > p->limit)
+		pool_shrink(p, p->limit);
+}
+
+size_t pool_limit(const struct pool *p)
+{
+	return __atomic_load_n(&p->limit, __ATOMIC_RELAXED);
+}
+
+uint64_t pool_cap_pages(const struct pool *p)
+{
+	return (uint64_t)pool_limit(p) * pool_per_slot(p);
 }
 
 /* With p->lock held: @bytes more in use, of which @raw hold copies as they are. */

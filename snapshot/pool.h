@@ -13,6 +13,7 @@ struct pool {
 	uint8_t *base;
 	size_t slot_size;        /* a CCoW region; single pages are carved from slots */
 	size_t n_slots;          /* the reservation (address space only) */
+	size_t limit;            /* slots it may grow to (pool_set_limit), at most n_slots */
 	size_t ready;            /* slots [0, ready) are resident: only they are handed out */
 	uint32_t *free_slots;    /* stack of free ready slots */
 	size_t n_free_slots;
@@ -34,7 +35,15 @@ struct pool {
 int pool_init(struct pool *p, size_t bytes, size_t slot_size);
 void pool_fini(struct pool *p);
 
-/* Fault in slots until @slots are ready (at most the reservation). Slow (first
+/* At most @slots slots (and never more than the reservation) may be ready from now
+ * on: a cap on the memory the pool takes. Slots ready beyond it are given back now if
+ * nothing is in use, else by the next pool_shrink. */
+void pool_set_limit(struct pool *p, size_t slots);
+/* The limit, in slots and in 4 KiB pages. */
+size_t pool_limit(const struct pool *p);
+uint64_t pool_cap_pages(const struct pool *p);
+
+/* Fault in slots until @slots are ready (at most the limit). Slow (first
  * touches): never call it on a fault path. Returns 0 or -errno. */
 int pool_grow(struct pool *p, size_t slots);
 /* When nothing is in use: give back all but the first @slots ready slots. */

@@ -71,3 +71,8 @@ int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+bool snap_copies_in_pause(const struct snap_request *req)
+{
+	return req->policy == SNAP_CCOW && req->precopy == SNAP_PRECOPY_EAGER;
+}

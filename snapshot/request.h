@@ -78,6 +78,13 @@ struct snap_figures {
 	 * pool bytes they took at once (packs compressed under pressure count at their
 	 * compressed size), and the bytes of copies that were compressed. */
 	uint64_t held_raw_bytes, held_stored_bytes, held_compressed_bytes;
+	/* Memory the snapshot took besides the guest's: the copy pool's resident bytes at
+	 * their most and the writer's buffers (fork: extra_bytes). Never more than
+	 * --snapshot-pool for cow and ccow. */
+	uint64_t extra_bytes_peak;
+	uint64_t pages_eager;    /* of pages_precopied: copied in the pause (--precopy eager) */
+	uint64_t pause_copy_us;  /* the pause's time spent copying them */
+	uint64_t pause_protect_us; /* and write-protecting the rest (cow, ccow) */
 };
 
 /* Threads of the copy-on-write data path, and their priorities: fault threads first
@@ -90,10 +97,17 @@ struct snap_figures {
 #define SNAP_DEFAULT_COPIER_NICE 0
 #define SNAP_DEFAULT_WRITER_NICE 5
 #define SNAP_DEFAULT_POOL_KEEP_S 30.0
+/* --snapshot-pool: a snapshot's extra memory (copy pool, held copies, the writer's
+ * buffers) at most this share of guest RAM by default, within these bounds (measured in
+ * docs/evaluation.md, "Redis under snapshots"). */
+#define SNAP_DEFAULT_POOL_SHARE 0.5
+#define SNAP_POOL_MIN (32ULL << 20)
+#define SNAP_POOL_MAX (16ULL << 30)
 /* Held copies compressed under pressure: off, since on this project's 2-core machines
  * it raised faults and slowed the guest with a pool short of the hot set (docs/
  * evaluation.md, "Held copies"). */
 #define SNAP_DEFAULT_HELD_COMPRESS false
+#define SNAP_DEFAULT_BACKGROUND_IDLE false
 
 struct snap_tuning {
 	int fault_threads;       /* 1..SNAP_FAULT_THREADS_MAX */
@@ -103,11 +117,21 @@ struct snap_tuning {
 				  * snapshot (or three of the last intervals, if longer) */
 	bool held_compress;      /* copies compressed when they fill half the pool
 				  * (squeeze.c; a thread starts with the fault threads) */
+	/* A model of VM hosts for bench/engine-bench on plain memory: every write fault
+	 * spins this long before it is served (a trap in a VM on our KVM hosts costs
+	 * 75-150 us, on plain memory about 56). 0 everywhere else. */
+	unsigned trap_cost_us;
+	/* The copier, the writer and its compressors run SCHED_IDLE: only on a CPU the
+	 * guest leaves free, as a BGSAVE child effectively does (docs/evaluation.md). */
+	bool background_idle;
 };
 
 /* Fill in a request's level and threads when 0; -EINVAL with a message when the codec
  * does not take the level or threads is out of range. */
 int snap_storage_check(struct snap_request *req, char *err, size_t errlen);
+
+/* Does @req copy pages in the pause (ccow with --precopy eager)? */
+bool snap_copies_in_pause(const struct snap_request *req);
 
 const char *snap_policy_name(enum snap_policy p);
 int snap_policy_parse(const char *name, enum snap_policy *p);

@@ -127,7 +127,7 @@ static bool sq_wanted(struct snap_squeeze *q)
 /* More than the share of the pool that starts packing is in use. */
 static bool sq_pressure(struct snap_squeeze *q)
 {
-	return pool_in_use(q->pool) > q->pool->n_slots * q->pool->slot_size / SQ_PRESSURE_DIV;
+	return pool_in_use(q->pool) > pool_limit(q->pool) * q->pool->slot_size / SQ_PRESSURE_DIV;
 }
 
 /*
@@ -459,7 +459,7 @@ static void *sq_thread(void *arg)
 	struct snap_squeeze *q = arg;
 
 	role_enter(ROLE_SNAPSHOT);
-	worker_nice(q->nice); /* the writer's work, done early */
+	worker_background(q->nice, q->idle); /* the writer's work, done early */
 	pthread_mutex_lock(&q->w.lock);
 	while (!q->w.stop) {
 		if (!worker_serve(&q->w, sq_run, q))
@@ -469,9 +469,10 @@ static void *sq_thread(void *arg)
 	return NULL;
 }
 
-int squeeze_thread_start(struct snap_squeeze *q, int nice)
+int squeeze_thread_start(struct snap_squeeze *q, int nice, bool idle)
 {
 	q->nice = nice;
+	q->idle = idle;
 	return worker_start(&q->w, sq_thread, q);
 }
 

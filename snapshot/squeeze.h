@@ -53,6 +53,7 @@ struct snap_squeeze {
 	uint64_t compressed_bytes; /* bytes of copies compressed by this snapshot */
 	struct worker w;          /* wanted between squeeze_begin and squeeze_end */
 	int nice;
+	bool idle;               /* SCHED_IDLE as well (snap_tuning.background_idle) */
 };
 
 /* Per chunk tables for @size bytes, packs in @pool: 0 or -ENOMEM. */
@@ -60,9 +61,10 @@ int squeeze_init(struct snap_squeeze *q, struct snap_ptab *pt, struct pool *pool
 		 const struct snap_plan *pl, uint64_t size);
 void squeeze_fini(struct snap_squeeze *q);
 
-/* The squeezer thread, at @nice levels below the process (the writer's: it does the
- * writer's work early). It works between squeeze_begin and squeeze_end. */
-int squeeze_thread_start(struct snap_squeeze *q, int nice);
+/* The squeezer thread, at @nice levels below the process and with @idle SCHED_IDLE
+ * (the writer's settings: it does the writer's work early). It works between
+ * squeeze_begin and squeeze_end. */
+int squeeze_thread_start(struct snap_squeeze *q, int nice, bool idle);
 void squeeze_thread_stop(struct snap_squeeze *q);
 
 /* In the pause: nothing packed, no chunk written yet, and what this snapshot is. */

@@ -27,6 +27,11 @@ static uint8_t *wq_map(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+size_t wq_memory(int threads)
+{
+	return (size_t)(WQ_DEPTH + threads) * IMG_CHUNK + (size_t)threads * IMG_SCRATCH_SIZE;
+}
+
 int wq_init(struct wqueue *q)
 {
 	memset(q, 0, sizeof(*q));

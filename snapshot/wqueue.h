@@ -44,6 +44,10 @@ struct wqueue {
 	pthread_cond_t cv;
 };
 
+/* The memory a snapshot's writer takes with @threads I/O threads: its staged chunks
+ * and each thread's compression buffer. */
+size_t wq_memory(int threads);
+
 /* Address space for every buffer, kept for every snapshot; memory is only used by
  * the slots and threads a snapshot runs with. Returns 0 or -ENOMEM. */
 int wq_init(struct wqueue *q);

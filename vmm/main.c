@@ -204,11 +204,11 @@ static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
  * synchronously instead (slower, still exact). */
 static size_t pool_bytes_for(uint64_t mem, uint64_t asked)
 {
-	uint64_t b = mem;
+	uint64_t b = (uint64_t)((double)mem * SNAP_DEFAULT_POOL_SHARE);
 
 	if (asked)
 		return (size_t)asked;
-	return (size_t)(b < (16ULL << 20) ? (16ULL << 20) : b > (16ULL << 30) ? (16ULL << 30) : b);
+	return (size_t)(b < SNAP_POOL_MIN ? SNAP_POOL_MIN : b > SNAP_POOL_MAX ? SNAP_POOL_MAX : b);
 }
 
 /* The coverage tracker's measure of the guest's work (mmu/tracker.c). */

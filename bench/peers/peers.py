@@ -346,7 +346,10 @@ class QemuRun(Run):
         append = (f"size={c['size']}M alpha={c['alpha']} scatter={int(c['scatter'])} "
                   f"seed={c['seed']} chunk={CHUNK}")
         accel = c["accel"]
-        args = [QEMU, "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
+        # -arch-capabilities: on KVM hosts like ours QEMU cannot set MSR 0x10a
+        # (IA32_ARCH_CAPABILITIES) and refuses to start with plain -cpu host.
+        cpu = "host,-arch-capabilities" if accel == "kvm" else "max"
+        args = [QEMU, "-accel", accel, "-cpu", cpu,
                 "-m", f"{c['size'] + GUEST_MIB_EXTRA['qemu']}M", "-smp", "1",
                 "-nodefaults", "-display", "none", "-no-reboot",
                 "-kernel", PEER_GUEST, "-append", append, "-debugcon", "stdio",

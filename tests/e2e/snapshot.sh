@@ -256,6 +256,37 @@ snap_ccow() {
 	done
 }
 
+# 1d. --snapshot-pool as a hard cap: a guest writing scattered over 32 MiB, a cap of
+#     24 MiB, of which the writer's buffers take 16: cow and eager ccow snapshots
+#     report extra memory within the cap (faults beyond it save their page
+#     themselves), and each image is exact and restores to a native run's result.
+snap_pool_cap() {
+	local cargs=(--size 32M --alpha 0.5 --report-ms 0 --seed 13 --scatter) i=0 cap=$((24 << 20))
+	rm -f "$STOP"
+	CCVM_TEST_REFERENCE=1 "$CCVM" run --mem "$SMEM" --control "$SOCK" --snapshot-pool 24M -- "$G/zipfbench" "${cargs[@]}" \
+		--report-ms 20 --stop-file "$STOP" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
+	VMPID=$!
+	wait_until 10 test -S "$SOCK"
+	wait_until 60 more_reports 2
+	for opts in "--policy cow" "--policy ccow --precopy eager --pause-budget-ms 1000" "--policy ccow --precopy eager --pause-budget-ms 1000"; do
+		i=$((i + 1))
+		# shellcheck disable=SC2086
+		"$CCVM" ctl "$SOCK" snapshot "$S/p$i.img" $opts --wait >"$S/p$i.json" 2>&1
+		wait_until 60 more_reports "$(reports)"
+	done
+	touch "$STOP"
+	wait $VMPID
+	for i in 1 2 3; do
+		got=
+		extra=$(field extra_bytes_peak <"$S/p$i.json")
+		[ "$(field ok <"$S/p$i.json")" = true ] && [ -n "$extra" ] && [ "$extra" -le $cap ] && \
+			image_memory_equals_ref "$S/p$i.img" && \
+			tmo 120 "$CCVM" restore "$S/p$i.img" </dev/null >"$S/r.out" 2>/dev/null && got=$(zcheck "$S/r.out" "${cargs[@]}") \
+			&& pass "snapshot within --snapshot-pool $i" "$(field policy <"$S/p$i.json"), extra memory $((extra >> 20)) MiB of 24, $(field cow_faults <"$S/p$i.json") faults, $(field pages_eager <"$S/p$i.json") pages copied in the pause: image exact, restores to $got" \
+			|| fail "snapshot within --snapshot-pool $i" "$(cat "$S/p$i.json")" "got '${got:-}'"
+	done
+}
+
 # 1c. Periodic snapshots: the newest N are kept, each restores to a native run's result.
 #     The guest stops once a third snapshot ended (--snapshot-log has its line).
 snap_periodic() {
@@ -460,6 +491,7 @@ if full_suite; then
 	snap_threads
 	snap_tracker
 	snap_ccow
+	snap_pool_cap
 	snap_periodic
 	snap_restored_again
 	snap_lazy

@@ -1,10 +1,12 @@
 /*
  * test_coverage.c - coverage arithmetic: counting, pooling, windows that watched some
  * pages, snapshots' own observations, classification at the threshold and with
- * hysteresis, partial regions at the end of RAM, region sizes, coverage over durations.
+ * hysteresis, partial regions at the end of RAM, region sizes, coverage over durations;
+ * and the page heat that ranks recently written pages.
  */
 #include "suites.h"
 #include "../../mmu/coverage.h"
+#include "../../mmu/heat.h"
 
 #include <errno.h>
 #include <math.h>
@@ -213,6 +215,45 @@ START_TEST(test_duration)
 }
 END_TEST
 
+/* Page heat: the pages of the last observation rank first, then those of the one
+ * before, pages written in both above either; a page not watched is not taken as
+ * written; after 8 observations without a write a page has no rank; @max cuts the
+ * list, hottest first. */
+START_TEST(test_page_heat)
+{
+	static uint64_t watched[RAM / 4096 / 64];
+	struct page_heat h;
+	uint32_t out[RAM / 4096];
+
+	ck_assert_int_eq(heat_init(&h, RAM / 4096), 0);
+	ck_assert_uint_eq(heat_rank(&h, HEAT_MIN, out, RAM / 4096), 0);
+	memset(bitmap, 0, sizeof(bitmap));
+	set_pages(10, 3);                          /* 10, 11, 12 */
+	heat_fold(&h, bitmap, NULL);
+	memset(bitmap, 0, sizeof(bitmap));
+	set_pages(11, 1);
+	set_pages(700, 1);
+	set_pages(900, 1);
+	memset(watched, 0xff, sizeof(watched));
+	watched[900 / 64] &= ~(1ULL << (900 % 64)); /* 900 not watched */
+	heat_fold(&h, bitmap, watched);
+	ck_assert_uint_eq(heat_rank(&h, HEAT_MIN, out, RAM / 4096), 4);
+	ck_assert_uint_eq(out[0], 11);             /* both observations */
+	ck_assert_uint_eq(out[1], 700);            /* the last one */
+	ck_assert_uint_eq(out[2], 10);             /* the one before, address order */
+	ck_assert_uint_eq(out[3], 12);
+	ck_assert_uint_eq(heat_rank(&h, HEAT_MIN, out, 2), 2);
+	ck_assert_uint_eq(out[0], 11);
+	ck_assert_uint_eq(out[1], 700);
+	memset(bitmap, 0, sizeof(bitmap));
+	for (int i = 0; i < 8; i++)
+		heat_fold(&h, bitmap, NULL);
+	ck_assert_uint_eq(heat_rank(&h, HEAT_MIN, out, RAM / 4096), 0);
+	ck_assert_uint_eq(h.observations, 10);
+	heat_fini(&h);
+}
+END_TEST
+
 Suite *coverage_suite(void)
 {
 	Suite *s = suite_create("coverage");
@@ -227,6 +268,7 @@ Suite *coverage_suite(void)
 	tcase_add_test(tc, test_partial_region);
 	tcase_add_test(tc, test_region_sizes);
 	tcase_add_test(tc, test_duration);
+	tcase_add_test(tc, test_page_heat);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,6 +12,7 @@
 #include "../../snapshot/image.h"
 #include "../../snapshot/lazy.h"
 #include "../../snapshot/memrestore.h"
+#include "../../snapshot/wqueue.h"
 #include "../../vmm/base/mono.h"
 #include "../../mmu/tracker.h"
 
@@ -83,13 +84,15 @@ static enum img_codec eng_codec;
 
 /* An engine with a pool of @pool_bytes over memory the writers fill with text (and
  * whose images are then compressed with zstd), or with zipfbench's words. */
-/* The engine in g.e over @t, with ccvm's defaults and the test's tracker. */
+/* The engine in g.e over @t, with ccvm's defaults and the test's tracker, and a pool
+ * of @pool_bytes: the memory cap is that and what the writer takes besides with its
+ * default threads. */
 static int eng_init(const struct snap_target *t, size_t pool_bytes)
 {
 	struct snap_config cfg;
 
 	snap_config_defaults(&cfg);
-	cfg.pool_bytes = pool_bytes;
+	cfg.pool_bytes = pool_bytes + wq_memory(SNAP_DEFAULT_THREADS);
 	cfg.tracker = &g.tracker;
 	cfg.region_size = ENG_REGION;
 	return snap_engine_init(&g.e, t, &cfg);
@@ -331,6 +334,52 @@ START_TEST(test_policy_exact)
 			ck_assert_uint_eq(f.regions_eager, ENG_HOT); /* the budget covers both */
 		ck_assert_uint_eq(pool_in_use(&g.e.pool), 0);
 	}
+}
+END_TEST
+
+/* --precopy eager, no hot region, a budget and a pool that cover all memory: the
+ * pause copies every present page, so nothing present is protected and no write
+ * traps; the pages written meanwhile (told by their copies' hashes) become hot, and
+ * the next snapshot copies them first. Every image is exact. */
+START_TEST(test_eager_pages_exact)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0.8,
+				    .rate = ENG_RATE, .precopy = SNAP_PRECOPY_EAGER,
+				    .pause_budget_ms = 1000 };
+	struct snap_figures f;
+
+	if (!uffd_usable())
+		return;
+	for (int round = 0; round < 2; round++) {
+		f = eng_snapshot(&req);
+		ck_assert_uint_eq(f.regions_eager, 0);
+		ck_assert_uint_eq(f.pages_eager, f.pages_total - f.pages_zero);
+		ck_assert_uint_eq(f.pages_precopied, f.pages_eager);
+		ck_assert_uint_eq(f.cow_faults, 0);
+		ck_assert_uint_le(f.pause_copy_us, f.pause_us);
+		ck_assert_uint_le(f.extra_bytes_peak, g.e.mem_cap);
+		ck_assert_uint_eq(pool_in_use(&g.e.pool), 0);
+		ck_assert_uint_eq(g.e.plan.n_hot_pages > 0, round > 0);
+	}
+}
+END_TEST
+
+/* A budget of 0: the pause copies nothing even with hot pages known (the budget is a
+ * bound, whatever else there is to copy), and the image is exact all the same. */
+START_TEST(test_eager_budget)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0.8,
+				    .rate = ENG_RATE, .precopy = SNAP_PRECOPY_EAGER,
+				    .pause_budget_ms = 0 };
+	struct snap_figures f;
+
+	if (!uffd_usable())
+		return;
+	f = eng_snapshot(&req); /* heat */
+	f = eng_snapshot(&req);
+	ck_assert_uint_gt(g.e.plan.n_hot_pages, 0);
+	ck_assert_uint_eq(f.pages_eager, 0);
+	ck_assert_uint_gt(f.cow_faults, 0);
 }
 END_TEST
 
@@ -1073,6 +1122,8 @@ Suite *engine_suite(void)
 	tcase_add_checked_fixture(tc, eng_setup, eng_teardown);
 	tcase_set_timeout(tc, ENG_TIMEOUT_S);
 	tcase_add_loop_test(tc, test_policy_exact, 0, sizeof(eng_cases) / sizeof(eng_cases[0]));
+	tcase_add_test(tc, test_eager_pages_exact);
+	tcase_add_test(tc, test_eager_budget);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(small, eng_setup_small, eng_teardown);
 	tcase_set_timeout(small, ENG_TIMEOUT_S);

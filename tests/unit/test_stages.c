@@ -268,8 +268,9 @@ START_TEST(test_cow_eager_regions)
 
 	st_cow(&c, &k, &tune);
 	plan_make(&s.pl, NULL, SNAP_CCOW, 0, SNAP_HOT_FIRST); /* every region hot */
+	cow_pool_prepare(&c, s.pl.regions_hot, 0); /* before the pause: no first touch in it */
 	cow_pool_plan(&c, true);
-	cow_precopy_eager(&c, mono_ns() + 10ULL * 1000000000ULL);
+	cow_precopy_eager(&c, mono_ns(), 10ULL * 1000000000ULL);
 	for (uint64_t r = 0; r < s.pl.n_regions; r++) {
 		bool data = r == 1 || r == 2 || r == 5;
 
@@ -284,6 +285,44 @@ START_TEST(test_cow_eager_regions)
 	ck_assert_int_eq(s.pt.dirty[ST_PER], 1); /* lifted without a fault: tracked */
 	ck_assert_int_eq(memcmp(s.pt.copy[5 * ST_PER + 7], s.mem.host + (5 * ST_PER + 7) *
 				PAGE_SIZE, PAGE_SIZE), 0);
+	cow_reclaim(&c);
+	ck_assert_uint_eq(pool_in_use(&s.pool), 0);
+	cow_fini(&c);
+}
+END_TEST
+
+/* ccow eager pre-copy of pages: the hot pages present at the instant copied in the
+ * pause, hottest first, into memory faulted in before it; absent ones skipped; with a
+ * budget that covers it, every other present page too; nothing copied is protected
+ * afterwards, and what is left is, in runs between the copies. */
+START_TEST(test_cow_eager_pages)
+{
+	const uint32_t hot[] = { 5 * ST_PER + 7, ST_PER + 9, 4 * ST_PER /* absent */, ST_PER + 8 };
+	struct st_sink k = { 0 };
+	struct snap_tuning tune;
+	struct snap_cow c;
+
+	st_cow(&c, &k, &tune);
+	plan_make(&s.pl, NULL, SNAP_CCOW, 0.8, SNAP_HOT_FIRST); /* no region hot */
+	memcpy(s.pl.hot_pages, hot, sizeof(hot));
+	s.pl.n_hot_pages = 4;
+	ck_assert_int_eq(pool_grow(&s.pool, 4), 0); /* 2048 pages: more than present */
+	cow_pool_plan(&c, true);
+	cow_precopy_eager(&c, mono_ns(), 0); /* no budget: nothing */
+	ck_assert_uint_eq(c.n.pages_eager, 0);
+	cow_precopy_eager(&c, mono_ns(), 10ULL * 1000000000ULL);
+	ck_assert_uint_eq(c.n.regions_eager, 0);
+	ck_assert_uint_eq(c.n.pages_eager, st_present_pages(0, ST_PAGES)); /* hot ones, then all */
+	for (int i = 0; i < 4; i++) {
+		uint64_t p = hot[i];
+
+		ck_assert_int_eq(ps_get(&s.pt.state[p]), st_present(p) ? PS_COPIED : PS_ZERO);
+		if (!st_present(p))
+			continue;
+		ck_assert_int_eq(s.pt.pre[p], 1);
+		ck_assert_int_eq(s.pt.dirty[p], 1); /* never protected: tracked as written */
+		ck_assert_int_eq(memcmp(s.pt.copy[p], s.mem.host + p * PAGE_SIZE, PAGE_SIZE), 0);
+	}
 	cow_reclaim(&c);
 	ck_assert_uint_eq(pool_in_use(&s.pool), 0);
 	cow_fini(&c);
@@ -342,7 +381,7 @@ START_TEST(test_squeeze_packs_and_unpacks)
 		ck_assert_ptr_nonnull(pool_get_slot(&s.pool, 0));
 	ck_assert_int_eq(squeeze_init(&q, &s.pt, &s.pool, &s.pl, ST_MEM), 0);
 	squeeze_plan(&q, &(struct squeeze_job){ .codec = IMG_CODEC_NONE, .write_at = &write_at });
-	ck_assert_int_eq(squeeze_thread_start(&q, 0), 0);
+	ck_assert_int_eq(squeeze_thread_start(&q, 0, false), 0);
 	squeeze_begin(&q);
 	deadline = mono_ns() + ST_WAIT_S * 1000000000ULL;
 	while (ps_get(&s.pt.state[c * ST_PER]) != PS_PACKED && mono_ns() < deadline)
@@ -482,7 +521,7 @@ START_TEST(test_observe_regions)
 	uint64_t unwritten;
 
 	ck_assert_int_eq(ptab_mark(&s.pt, s.mem.host), 0);
-	ck_assert_int_eq(observe_init(&o, s.pl.n_regions), 0);
+	ck_assert_int_eq(observe_init(&o, s.pl.n_regions, s.pt.pages), 0);
 	for (uint64_t p = ST_PER; p < 2 * ST_PER; p++) { /* region 1 copied whole */
 		s.pt.pre[p] = 1;
 		s.pt.pre_hash[p] = XXH3_64bits(s.mem.host + p * PAGE_SIZE, PAGE_SIZE);
@@ -516,6 +555,7 @@ Suite *stages_suite(void)
 	tcase_add_test(tc, test_track_instant);
 	tcase_add_test(tc, test_cow_copies_before_writes);
 	tcase_add_test(tc, test_cow_eager_regions);
+	tcase_add_test(tc, test_cow_eager_pages);
 	tcase_add_test(tc, test_squeeze_packs_and_unpacks);
 	tcase_add_test(tc, test_writer_saves_memory);
 	tcase_add_test(tc, test_fork_writes_the_instant);

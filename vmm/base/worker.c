@@ -9,6 +9,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -119,4 +120,13 @@ void worker_nice(int n)
 	now = getpriority(PRIO_PROCESS, tid);
 	if (errno == 0)
 		setpriority(PRIO_PROCESS, tid, now + n > NICE_LOWEST ? NICE_LOWEST : now + n);
+}
+
+void worker_background(int n, bool idle)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+
+	worker_nice(n);
+	if (idle)
+		(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 }

@@ -56,4 +56,9 @@ void worker_deadline(double seconds, struct timespec *until);
 /* Lower the calling thread's priority by @n nice levels (never raise it). */
 void worker_nice(int n);
 
+/* A thread that works behind others' backs: @n nice levels lower and, with @idle,
+ * SCHED_IDLE as well (it runs only on a CPU nothing else wants; the threads it starts
+ * inherit both). */
+void worker_background(int n, bool idle);
+
 #endif

@@ -6,10 +6,10 @@
  * _start32 in 32-bit protected mode without paging. We identity-map the first 4 GiB
  * with 2 MiB pages that user mode may read and write, enable SSE and long mode, load a
  * GDT with 64-bit kernel and user segments, and call zg_main (zipfguest.c) with the
- * multiboot information. zg_main drops to CPL3 for the benchmark loop, because under
- * nested KVM guest kernel mode is emulated and slow while user mode runs natively: the
- * same footing as a ccvm guest. There is no IDT: a fault triple-faults, and QEMU
- * (-no-reboot) exits, which the driver reports as a failed run.
+ * multiboot information. zg_main drops to CPL3 at once, because under nested KVM guest
+ * kernel mode is emulated, slow, and without x87 (KVM's emulator has none), while user
+ * mode runs natively: the same footing as a ccvm guest. There is no IDT: a fault
+ * triple-faults, and QEMU (-no-reboot) exits, which the driver reports as a failed run.
  */
 #define MB_MAGIC      0x1BADB002
 #define MB_FLAGS      0x00010002 /* memory information; load addresses in the header */
@@ -94,8 +94,7 @@ start64:
 	movw %ax, %fs
 	movw %ax, %gs
 	movq $boot_stack_top, %rsp
-	fninit
-	movl mb_info, %edi
+	movl mb_info, %edi      /* (no x87 here: KVM's emulator of CPL0 code has none) */
 	call zg_main
 3:	hlt
 	jmp 3b

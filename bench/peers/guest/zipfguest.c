@@ -214,25 +214,44 @@ static void zg_parse_cmdline(const char *p)
 	}
 }
 
-/* Entered from boot.S at CPL0 with the multiboot information's address. */
-void zg_main(uint32_t mb_addr)
-{
-	const struct mb_info *mb = (const struct mb_info *)(uintptr_t)mb_addr;
-	/* As if called: the ABI wants rsp + 8 aligned to 16 at a function's entry. */
-	uint64_t ram_top, stack_top = (uint64_t)(uintptr_t)(zg_user_stack + USER_STACK) - 8;
+/* What zg_main keeps of the multiboot information for the CPL3 side. */
+static uint32_t zg_mb_flags, zg_mb_mem_upper, zg_mb_cmdline;
 
-	zg_tcb[0] = (uint64_t)(uintptr_t)zg_tcb;
-	__asm__ volatile("wrmsr" : : "c"(MSR_FS_BASE), "a"((uint32_t)(uintptr_t)zg_tcb),
-			 "d"((uint32_t)((uint64_t)(uintptr_t)zg_tcb >> 32)));
-	if (!(mb->flags & MB_INFO_MEM))
+/* At CPL3, first thing: the x87 and SSE state, then the options and the checks. On our
+ * KVM hosts guest kernel mode is emulated one instruction at a time, and KVM's
+ * emulator has no x87 (fild: "KVM internal error. Suberror: 1"), so nothing that may
+ * touch the FPU (strtod, the Zipf sampler's math) runs before the drop to CPL3. */
+static void __attribute__((noreturn)) zg_user_start(void)
+{
+	uint64_t ram_top;
+
+	__asm__ volatile("fninit");
+	if (!(zg_mb_flags & MB_INFO_MEM))
 		zg_fail("the loader gave no memory size");
-	if (mb->flags & MB_INFO_CMDLINE)
-		zg_parse_cmdline((const char *)(uintptr_t)mb->cmdline);
-	ram_top = MIB + (uint64_t)mb->mem_upper * 1024;
+	if (zg_mb_flags & MB_INFO_CMDLINE)
+		zg_parse_cmdline((const char *)(uintptr_t)zg_mb_cmdline);
+	ram_top = MIB + (uint64_t)zg_mb_mem_upper * 1024;
 	if (ram_top > MAPPED_TOP)
 		ram_top = MAPPED_TOP;
 	if (zg_args.size < BLOCK_SIZE || AREA_BASE + zg_args.size > ram_top)
 		zg_fail("size= does not fit in guest RAM above 4 MiB (give QEMU more -m)");
+	zg_user_main();
+}
+
+/* Entered from boot.S at CPL0 with the multiboot information's address: only integer
+ * moves, the TLS base (a wrmsr) and the drop to CPL3 (see zg_user_start). */
+void zg_main(uint32_t mb_addr)
+{
+	const volatile struct mb_info *mb = (const volatile struct mb_info *)(uintptr_t)mb_addr;
+	/* As if called: the ABI wants rsp + 8 aligned to 16 at a function's entry. */
+	uint64_t stack_top = (uint64_t)(uintptr_t)(zg_user_stack + USER_STACK) - 8;
+
+	zg_mb_flags = mb->flags;
+	zg_mb_mem_upper = mb->mem_upper;
+	zg_mb_cmdline = mb->cmdline;
+	zg_tcb[0] = (uint64_t)(uintptr_t)zg_tcb;
+	__asm__ volatile("wrmsr" : : "c"(MSR_FS_BASE), "a"((uint32_t)(uintptr_t)zg_tcb),
+			 "d"((uint32_t)((uint64_t)(uintptr_t)zg_tcb >> 32)));
 	__asm__ volatile("pushq %[ds]\n\t"
 			 "pushq %[sp]\n\t"
 			 "pushq %[fl]\n\t"
@@ -241,7 +260,7 @@ void zg_main(uint32_t mb_addr)
 			 "iretq"
 			 :
 			 : [ds] "i"(SEL_UDATA), [sp] "r"(stack_top), [fl] "i"(RFLAGS_USER),
-			   [cs] "i"(SEL_UCODE), [ip] "r"((uint64_t)(uintptr_t)zg_user_main)
+			   [cs] "i"(SEL_UCODE), [ip] "r"((uint64_t)(uintptr_t)zg_user_start)
 			 : "memory");
 	__builtin_unreachable();
 }

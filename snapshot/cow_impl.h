@@ -1,0 +1,36 @@
+/*
+ * cow_impl.h - what the copy-on-write data path (cow.c) shares with its pause copy
+ * (cow_pause.c) and its tests. Nothing else looks inside.
+ */
+#ifndef CCVM_COW_IMPL_H
+#define CCVM_COW_IMPL_H
+
+#include "cow.h"
+
+/* Region copies leave this share of the ready pool to single pages: without a buffer
+ * a fault must save its page to the image while the guest waits. */
+#define POOL_RESERVE_DIV 8
+#define POOL_MIN_RESERVE (16ULL << 20)  /* bytes kept for single pages at least */
+#define EAGER_CLOCK_EVERY 32            /* pause copies between two looks at the clock */
+#define EAGER_RATE_MIN 256              /* pages copied before their rate is trusted */
+/* The pause's costs until measured: a 4 KiB copy into ready memory (4 GB/s, slower
+ * than measured anywhere), and a run of protection (3 us: what a run that splits a
+ * host huge page cost on plain memory; in VMs here about 0.1 us). */
+#define EAGER_PAGE_NS_DEFAULT 1000
+#define PROTECT_RUN_NS_DEFAULT 3000
+#define COST_MIN_RUNS 64                /* runs that time a run's cost */
+#define COST_WEIGHT 4                   /* a lower measure counts for 1/4 of the estimate */
+#define COST_MARGIN_PCT 125             /* runs planned at 1.25 times their estimate */
+
+/* Any page of [first, end) still protected? */
+bool cow_region_protected(const struct snap_cow *c, uint64_t first, uint64_t end);
+
+/*
+ * Copy every page of region @r still protected into one slot and, unless @armed is
+ * false (the pause, before protection), lift the protection of the whole region in
+ * one call (a 2 MiB region stays one huge page on the host). False when nothing was
+ * left to copy or the pool has no slot to spare.
+ */
+bool cow_copy_region(struct snap_cow *c, uint64_t r, bool background, bool armed);
+
+#endif
