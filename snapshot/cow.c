@@ -410,7 +410,7 @@ static size_t cow_pool_need(struct snap_cow *c, uint64_t hot)
  * the last snapshot held. */
 static uint64_t cow_eager_capacity(const struct snap_cow *c, uint64_t budget_ns)
 {
-	uint64_t per = c->page_ns + c->run_ns, n = budget_ns / (per ? per : 1);
+	uint64_t n = budget_ns / (c->page_ns ? c->page_ns : 1);
 
 	return c->last_present && n > c->last_present ? c->last_present : n;
 }
@@ -505,7 +505,6 @@ int cow_init(struct snap_cow *c, uint8_t *host, uint64_t size, struct snap_ptab 
 				.pool = pool, .tune = tune, .sink = *sink };
 	c->wp.fd = -1;
 	c->page_ns = EAGER_PAGE_NS_DEFAULT;
-	c->run_ns = PROTECT_RUN_NS_DEFAULT;
 	worker_init(&c->w);
 	c->region_busy = calloc(pl->n_regions ? pl->n_regions : 1, 1);
 	return c->region_busy ? 0 : -ENOMEM;

@@ -33,7 +33,7 @@ struct cow_counts {
 	uint64_t regions_precopied, pages_precopied, regions_background, regions_eager;
 	uint64_t pages_eager;       /* copied in the pause (eager regions' pages included) */
 	uint64_t pause_copy_ns;     /* the pause's time spent copying them */
-	uint64_t protect_ns;        /* and protecting the rest */
+	uint64_t protect_ns;        /* and write-protecting all memory */
 };
 
 struct snap_cow {
@@ -60,11 +60,7 @@ struct snap_cow {
 	uint64_t single_bytes;      /* bytes of single-page copies the last snapshot made */
 	uint64_t eager_pages;       /* pages the running snapshot may copy in its pause */
 	uint64_t last_present;      /* pages the last snapshot held (present at its instant) */
-	/* What the pause's work costs, as measured (moving averages): a page copied into
-	 * ready memory; protecting all memory in one call; each extra run of protection
-	 * that a copy in the middle of it makes. */
-	uint64_t page_ns, protect_base_ns, run_ns;
-	uint64_t splits;            /* copies made in this pause that may split a run */
+	uint64_t page_ns;           /* a page copied and unprotected in the pause, measured */
 	double last_start_s, interval_s; /* for giving the pool back when snapshots stop */
 	struct cow_counts n;
 };
@@ -99,19 +95,18 @@ void cow_copy_end(struct snap_cow *c);
  * @wake let the write proceed. */
 void cow_page(struct snap_cow *c, uint64_t p, bool wake);
 
-/* While paused (--precopy eager), into pool memory already faulted in, never growing
- * it: hot regions in the writer's order, then the plan's hot pages hottest first,
- * then, when all the rest fits the pool and the time, every other present page. Stops
- * when the pause (started at @t_start_ns, mono_ns) would exceed @budget_ns with the
- * protection still to come. What it copies is never protected: the guest takes no
- * trap there. */
+/* While paused (--precopy eager), after cow_protect, into pool memory already faulted
+ * in, never growing it: hot regions in the writer's order, then the plan's hot pages
+ * hottest first, then, when all the rest fits the pool and the time, every other
+ * present page; each copy's protection lifted at once, so the guest takes no trap
+ * there. Stops before the pause (started at @t_start_ns, mono_ns) exceeds @budget_ns. */
 void cow_precopy_eager(struct snap_cow *c, uint64_t t_start_ns, uint64_t budget_ns);
 
 /* After a failed snapshot (no fault served for it any more): copies never written go
  * back to the pool, or it would shrink with every failure. */
 void cow_reclaim(struct snap_cow *c);
 
-/* Write-protect all memory except the pages copied in the pause. */
+/* Write-protect all memory (in the pause, before any copy made in it). */
 int cow_protect(struct snap_cow *c);
 
 #endif

@@ -13,14 +13,9 @@
 #define POOL_MIN_RESERVE (16ULL << 20)  /* bytes kept for single pages at least */
 #define EAGER_CLOCK_EVERY 32            /* pause copies between two looks at the clock */
 #define EAGER_RATE_MIN 256              /* pages copied before their rate is trusted */
-/* The pause's costs until measured: a 4 KiB copy into ready memory (4 GB/s, slower
- * than measured anywhere), and a run of protection (3 us: what a run that splits a
- * host huge page cost on plain memory; in VMs here about 0.1 us). */
-#define EAGER_PAGE_NS_DEFAULT 1000
-#define PROTECT_RUN_NS_DEFAULT 3000
-#define COST_MIN_RUNS 64                /* runs that time a run's cost */
-#define COST_WEIGHT 4                   /* a lower measure counts for 1/4 of the estimate */
-#define COST_MARGIN_PCT 125             /* runs planned at 1.25 times their estimate */
+/* A page copied in the pause and unprotected, until measured: 4 us (a copy into ready
+ * memory, ~1 us, and a call that splits a host huge page, ~3 us, on plain memory). */
+#define EAGER_PAGE_NS_DEFAULT 4000
 
 /* Any page of [first, end) still protected? */
 bool cow_region_protected(const struct snap_cow *c, uint64_t first, uint64_t end);

@@ -1,17 +1,18 @@
 /*
  * cow_pause.c - what copy-on-write does while the writers of memory are paused: the
- * pages copied in the pause (--precopy eager) and the write protection of the rest.
+ * write protection, and the pages copied in the pause (--precopy eager).
  *
- * Within --pause-budget-ms, counted from the pause's start, and only into pool memory
- * faulted in before it (a first touch costs ~11 us a page here, as much as 20 copies):
- * hot regions whole, then the pages the tracker saw written recently, hottest first
- * (mmu/heat.h), then, when all the rest fits the pool and the time, every other present
- * page, so that the snapshot takes no fault at all. A page copied here is never
- * protected, so the guest never traps on it. Protecting the rest costs a call per run
- * of pages between copies (about 3 us each on plain memory, where each splits a host
- * huge page; about 0.1-1 us in our VMs), so the copy stops where the copies made so far,
- * with their runs of protection at the cost measured last (planned a quarter higher),
- * would end the pause past its budget.
+ * All memory is write-protected first, in one call. Then, within --pause-budget-ms
+ * counted from the pause's start, and only into pool memory faulted in before it (a
+ * first touch costs ~11 us a page here, as much as 20 copies): hot regions whole, then
+ * the pages the tracker saw written recently, hottest first (mmu/heat.h), then, when
+ * all the rest fits the pool and the time, every other present page, so that the
+ * snapshot takes no fault at all. Each copy has its protection lifted at once (a run of
+ * neighbours in one call), so the guest never traps there. Lifting costs about as much
+ * as copying (a call, a few microseconds where it splits a host huge page), and it
+ * varied threefold between snapshots in our VMs: a cost planned ahead overshot the
+ * budget by half, so the clock is read as the copies go, every EAGER_CLOCK_EVERY pages,
+ * and the copy stops at the budget less what one more step took.
  */
 #include "cow_impl.h"
 #include "../vmm/base/mono.h"
@@ -20,59 +21,28 @@
 #include <errno.h>
 #include <string.h>
 
-/* Protect pages [from, to): -errno from userfaultfd. */
-static int cow_protect_run(struct snap_cow *c, uint64_t from, uint64_t to)
-{
-	if (to <= from)
-		return 0;
-	return uffd_protect(&c->wp, from * PAGE_SIZE, (to - from) * PAGE_SIZE, true);
-}
-
-/* A cost estimate @avg (0: none yet) with the new measure @x: up at once, down slowly,
- * as what it bounds must not be exceeded. */
-static uint64_t cow_average(uint64_t avg, uint64_t x)
-{
-	if (!avg || x >= avg)
-		return x;
-	return avg - (avg - x) / COST_WEIGHT;
-}
-
-/* Protecting took @ns in @runs extra runs: what a run and the base call cost. */
-static void cow_protect_cost(struct snap_cow *c, uint64_t ns, uint64_t runs)
-{
-	if (!runs)
-		c->protect_base_ns = cow_average(c->protect_base_ns, ns);
-	else if (runs >= COST_MIN_RUNS)
-		c->run_ns = cow_average(c->run_ns, ns > c->protect_base_ns ?
-					       (ns - c->protect_base_ns) / runs : 1);
-}
-
-/* Write-protect all memory except the pages copied during the pause (the only pages
- * COPIED before the resume), in as few calls as there are runs between them. */
 int cow_protect(struct snap_cow *c)
 {
-	uint64_t run = 0, t0 = mono_ns(), runs = 0;
-	int rc = 0;
+	uint64_t t0 = mono_ns();
+	int rc = uffd_protect(&c->wp, 0, c->size, true);
 
-	for (uint64_t p = 0; c->n.pages_eager && p < c->pt->pages && !rc; p++) {
-		if (c->pt->state[p] != PS_COPIED)
-			continue;
-		if (p > run) {
-			rc = cow_protect_run(c, run, p);
-			runs++;
-		}
-		run = p + 1;
-	}
-	if (!rc)
-		rc = cow_protect_run(c, run, c->pt->pages);
 	c->n.protect_ns = mono_ns() - t0;
-	cow_protect_cost(c, c->n.protect_ns, runs);
 	return rc;
 }
 
-/* Page @p copied during the pause into a ready pool page, never to be protected.
- * Returns 1 when copied, 0 when it needs no copy (not present, or copied with its
- * region), -ENOSPC when the pool has no ready page left. */
+/* Lift the protection of pages [from, to), copied in the pause: they are then written
+ * without a trap, and tracked as written. */
+static int cow_lift(struct snap_cow *c, uint64_t from, uint64_t to)
+{
+	if (to <= from)
+		return 0;
+	track_unprotected(c->tr, from, to - from);
+	return uffd_protect(&c->wp, from * PAGE_SIZE, (to - from) * PAGE_SIZE, false);
+}
+
+/* Page @p copied during the pause into a ready pool page (its protection is lifted by
+ * the caller). Returns 1 when copied, 0 when it needs no copy (not present, or copied
+ * with its region), -ENOSPC when the pool has no ready page left. */
 static int cow_eager_page(struct snap_cow *c, uint64_t p)
 {
 	uint8_t *st = &c->pt->state[p];
@@ -91,45 +61,30 @@ static int cow_eager_page(struct snap_cow *c, uint64_t p)
 	c->pt->copy[p] = buf;
 	c->pt->pre[p] = 1; /* observe.c tells at the end whether it was written */
 	ps_set(st, PS_COPIED);
-	track_unprotected(c->tr, p, 1); /* never protected: untracked */
 	c->n.pages_copied++;
 	c->n.pages_precopied++;
 	c->n.pages_eager++;
-	c->splits++;
 	return 1;
 }
 
-/* Hot region @r copied whole in the pause into a ready slot (never a first touch
- * here: the pool was faulted in before the pause). False when no slot is ready. */
-static bool cow_eager_region(struct snap_cow *c, uint64_t r)
-{
-	uint64_t first, end, before = c->n.pages_copied;
+/* The budget's end less the longest step seen so far: is there time for one more? */
+struct eager_clock {
+	uint64_t until, last, step;
+};
 
-	plan_region_pages(c->pl, r, &first, &end);
-	if (cow_region_protected(c, first, end)) {
-		if (!cow_copy_region(c, r, false, false))
-			return false;
-		track_unprotected(c->tr, first, end - first); /* never protected: untracked */
-		c->splits++;
-	} /* (else nothing to copy: done all the same) */
-	c->pl->eager[r] = 1;
-	c->n.regions_eager++;
-	c->n.pages_eager += c->n.pages_copied - before;
-	return true;
+static bool eager_time_left(struct eager_clock *k)
+{
+	uint64_t now = mono_ns();
+
+	if (now - k->last > k->step)
+		k->step = now - k->last;
+	k->last = now;
+	return now + k->step < k->until;
 }
 
-/* The clock, read every EAGER_CLOCK_EVERY copies only: would the pause, with the
- * protection still to come, end past @until_ns? Every copy so far may split a run of
- * protection in two, and each run is one more call. */
-static bool cow_eager_late(const struct snap_cow *c, uint64_t i, uint64_t until_ns)
-{
-	return i % EAGER_CLOCK_EVERY == 0 &&
-	       mono_ns() + c->protect_base_ns + (c->splits + 1) * c->run_ns * COST_MARGIN_PCT / 100 >=
-		       until_ns;
-}
-
-/* Hot regions, in the writer's order, while slots are ready and time is left. */
-static void cow_eager_regions(struct snap_cow *c, uint64_t until_ns)
+/* Hot regions, in the writer's order, while slots are ready and time is left: each
+ * copied whole with one memcpy and unprotected in one call (cow_copy_region). */
+static void cow_eager_regions(struct snap_cow *c, struct eager_clock *k)
 {
 	const struct snap_plan *pl = c->pl;
 
@@ -138,10 +93,18 @@ static void cow_eager_regions(struct snap_cow *c, uint64_t until_ns)
 
 		plan_chunk_regions(pl, pl->order[i], &r0, &r1);
 		for (uint64_t r = r0; r <= r1; r++) {
+			uint64_t first, end, before = c->n.pages_copied;
+
 			if (!pl->hot[r] || pl->eager[r])
 				continue;
-			if (mono_ns() >= until_ns || !cow_eager_region(c, r))
+			if (!eager_time_left(k))
 				return;
+			plan_region_pages(pl, r, &first, &end);
+			if (cow_region_protected(c, first, end) && !cow_copy_region(c, r, false, true))
+				return; /* no slot to spare */
+			c->pl->eager[r] = 1; /* (with nothing to copy, done all the same) */
+			c->n.regions_eager++;
+			c->n.pages_eager += c->n.pages_copied - before;
 		}
 	}
 }
@@ -159,7 +122,7 @@ static uint64_t cow_protected_pages(const struct snap_cow *c)
 /* The hot pages, hottest first, leaving an eighth of the ready pool (POOL_MIN_RESERVE
  * at most) to faults, unless the pool could take every page still protected. Returns
  * false when time or the pool ran out before the list did. */
-static bool cow_eager_hot_pages(struct snap_cow *c, uint64_t until_ns)
+static bool cow_eager_hot_pages(struct snap_cow *c, struct eager_clock *k)
 {
 	const struct snap_plan *pl = c->pl;
 	size_t left = pool_free_pages(c->pool), keep = left / POOL_RESERVE_DIV;
@@ -174,58 +137,62 @@ static bool cow_eager_hot_pages(struct snap_cow *c, uint64_t until_ns)
 
 		if (p >= c->pt->pages)
 			continue;
-		if (left <= keep || cow_eager_late(c, i, until_ns))
+		if (left <= keep || (i % EAGER_CLOCK_EVERY == 0 && !eager_time_left(k)))
 			return false;
 		rc = cow_eager_page(c, p);
 		if (rc < 0)
+			return false;
+		if (rc > 0 && cow_lift(c, p, p + 1))
 			return false;
 		left -= (size_t)rc;
 	}
 	return true;
 }
 
-/* When what is left fits the ready pool and, at the rate the hot pages were copied,
- * the time left: every other present page too, so that nothing present is protected
- * and the snapshot takes no fault at all (a stop that copies instead of writing). The
- * pages absent at the instant stay protected (for write tracking): a call per run of
- * them. */
-static void cow_eager_rest(struct snap_cow *c, uint64_t until_ns)
+/* When what is left fits the ready pool and, at the rate pages were copied so far, the
+ * time left: every other present page too, a run of neighbours unprotected at a time,
+ * so that nothing present stays protected and the snapshot takes no fault at all (a
+ * stop that copies instead of writing). */
+static void cow_eager_rest(struct snap_cow *c, struct eager_clock *k, uint64_t t0)
 {
-	uint64_t left = 0, runs = 0, now = mono_ns();
-	bool in_hole = false;
+	uint64_t left = cow_protected_pages(c), copied = c->n.pages_eager, run = 0, n = 0;
+	uint64_t per = copied >= EAGER_RATE_MIN ? (mono_ns() - t0) / copied : c->page_ns;
+	bool in_run = false;
 
-	for (uint64_t p = 0; p < c->pt->pages; p++) {
-		uint8_t st = c->pt->state[p];
-
-		left += st == PS_PROTECTED;
-		runs += st == PS_ZERO && !in_hole;
-		in_hole = st == PS_ZERO;
-	}
-	if (!left || left > pool_free_pages(c->pool) ||
-	    now + left * c->page_ns + c->protect_base_ns + runs * c->run_ns > until_ns)
+	if (!left || left > pool_free_pages(c->pool) || mono_ns() + left * per > k->until)
 		return;
-	for (uint64_t p = 0, i = 0; p < c->pt->pages; p++) {
-		if (c->pt->state[p] != PS_PROTECTED)
-			continue;
-		if ((++i % EAGER_CLOCK_EVERY == 0 && mono_ns() >= until_ns) ||
-		    cow_eager_page(c, p) < 0)
+	for (uint64_t p = 0; p <= c->pt->pages; p++) {
+		int rc = p < c->pt->pages ? cow_eager_page(c, p) : 0;
+
+		if (rc > 0) {
+			run = in_run ? run : p;
+			in_run = true;
+			if (++n % EAGER_CLOCK_EVERY || eager_time_left(k))
+				continue;
+			cow_lift(c, run, p + 1); /* out of time */
+			return;
+		}
+		if (in_run && cow_lift(c, run, p))
+			return;
+		in_run = false;
+		if (rc < 0)
 			return;
 	}
 }
 
 void cow_precopy_eager(struct snap_cow *c, uint64_t t_start_ns, uint64_t budget_ns)
 {
-	uint64_t t0 = mono_ns(), until = t_start_ns + budget_ns, pages;
+	uint64_t t0 = mono_ns(), pages;
+	struct eager_clock k = { .until = t_start_ns + budget_ns, .last = t0 };
 
-	c->splits = 0;
-	if (t0 < until) {
-		cow_eager_regions(c, until);
+	if (t0 < k.until) {
+		cow_eager_regions(c, &k);
 		pages = c->n.pages_eager;
-		if (cow_eager_hot_pages(c, until))
-			cow_eager_rest(c, until);
+		if (cow_eager_hot_pages(c, &k))
+			cow_eager_rest(c, &k, t0);
 		pages = c->n.pages_eager - pages;
 		if (pages >= EAGER_RATE_MIN)
-			c->page_ns = cow_average(c->page_ns, (mono_ns() - t0) / pages);
+			c->page_ns = (mono_ns() - t0) / pages;
 	}
 	c->n.pause_copy_ns = mono_ns() - t0;
 }

@@ -204,16 +204,19 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 	return rc;
 }
 
-/* The pause, for cow and ccow: the pool, eager copies, write protection. */
+/* The pause, for cow and ccow: the pool, write protection, eager copies. */
 static int snap_arm(struct snap_engine *e, const struct snap_request *req)
 {
+	int rc;
+
 	cow_pool_plan(&e->cow, req->policy == SNAP_CCOW);
 	squeeze_plan(&e->sq, &(struct squeeze_job){ .codec = req->codec, .level = req->level,
 						     .incremental = e->cur.incremental,
 						     .img = e->img, .write_at = &e->wr.write_at });
-	if (snap_copies_in_pause(req))
+	rc = cow_protect(&e->cow);
+	if (!rc && snap_copies_in_pause(req))
 		cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
-	return cow_protect(&e->cow);
+	return rc;
 }
 
 /* The pause: state, which pages the instant holds, the plan, write protection. */

@@ -511,14 +511,16 @@ static const struct opt_def opt_table[] = {
 	  "CCoW-All)", set_threshold },
 	{ "save-order", "hot-first|linear", OPT_RUN, "writer order under ccow (default "
 	  "hot-first)", set_order },
-	{ "precopy", "lazy|eager", OPT_RUN, "ccow: copy hot regions on their first fault (lazy, "
-	  "the default) or during the pause, never protecting them (eager)", set_precopy },
-	{ "pause-budget-ms", "MS", OPT_RUN, "eager: how long the pause may grow to copy "
-	  "(default 10)", set_budget },
+	{ "precopy", "lazy|eager", OPT_RUN, "ccow: copy hot regions on their first fault "
+	  "(lazy), or in the pause hot regions, then recently written pages, then all "
+	  "if it fits, never protecting them (eager, the default)", set_precopy },
+	{ "pause-budget-ms", "MS", OPT_RUN, "eager: the longest the pause may last (default "
+	  OPT_STR(SNAP_DEFAULT_PAUSE_BUDGET_MS_INT) ")", set_budget },
 	{ "coverage-window", "MS|off", OPT_RUN, "track coverage with the KVM dirty log in "
 	  "windows of MS of guest run time (default: the last snapshot's duration); on under "
 	  "ccow when snapshots are possible, off otherwise", set_window },
-	{ "snapshot-pool", "SIZE", OPT_RUN, "copy buffers (default: RAM, 16M..16G)", set_pool },
+	{ "snapshot-pool", "SIZE", OPT_RUN, "the most memory a snapshot takes besides the "
+	  "guest's: copies and the writer's buffers (default: half of RAM, 32M..16G)", set_pool },
 	{ "snapshot-held-compress", "on|off", OPT_RUN, "compress the copies a snapshot holds "
 	  "once they fill half of the pool (default off: measured to cost more than it saves "
 	  "on 2 cores)", set_held_compress },
