@@ -39,7 +39,7 @@ CONFIGS = {
     "ccow-eager-5": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "5"],
     "ccow-eager-10": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "10"],
     "ccow-eager-20": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "20"],
-    "ccow-eager-20-idle": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "20",
+    "ccow-eager-10-idle": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "10",
                            "--background-idle", "1"],
     "stop": ["--policy", "stop"],
 }
