@@ -64,7 +64,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan asan-unit asan-e2e fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold
+.PHONY: all deps test layers unit coverage install uninstall e2e asan asan-unit asan-e2e fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -257,6 +257,12 @@ bench-ccow: deps
 bench-engine: deps
 	$(MAKE) bench/engine-bench
 	bench/engine-sweep.sh
+
+# A writer's latency under snapshots on plain memory, traps made as dear as in a VM
+# (bench/latency-sweep.py): the model of Redis under snapshots.
+bench-latency: deps
+	$(MAKE) bench/engine-bench
+	bench/latency-sweep.py
 
 # The snapshot data path's threads and priorities, its writer against dd and the 4 GiB
 # pause (bench/datapath-sweep.py), no VM needed.

@@ -35,12 +35,22 @@
  *                   on compresses them once they fill half of it (default off)
  *   restore_ms      with --restore: an eager restore of the last image into fresh
  *                   memory (the writers stopped), from opening it to the last chunk
+ *   pages_precopied, pages_eager (of those, copied in the pause), pause_copy_us_max,
+ *                   extra_bytes_peak_max (the most memory a snapshot took besides the
+ *                   writers'), with --precopy eager|lazy and --pause-budget-ms
+ *   latency         with --latency RATE: the writers run open loop at RATE updates/s
+ *                   and each update is timed from its intended start; p99_us, p999_us
+ *                   and max_us of the updates that started while a snapshot ran
+ *                   ("during") and of the others ("outside"), and late_max_ms
+ *   --trap-cost-us N adds N us to every write fault (spun in the fault thread), a model
+ *                   of a VM host's dearer traps; --background-idle 1 runs the copier,
+ *                   writer and compressors SCHED_IDLE
  *   exact           with --verify: every image equals the memory at its instant
  *                   (the reference is copied inside the pause, which makes pauses
  *                   and stalls longer: measure without --verify)
  *
- * The writers run flat out (closed loop): these figures say how much work a policy
- * takes away from them, not a request latency. Coverage for ccow comes only from the
+ * Without --latency the writers run flat out (closed loop): those figures say how
+ * much work a policy takes away from them, not a request latency. Coverage for ccow comes only from the
  * snapshots' own write sets, as there is no dirty log without KVM ("coverage" in the
  * output says so). Prints one JSON line.
  */

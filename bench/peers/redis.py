@@ -31,10 +31,16 @@ ROUNDS rounds (default 5), systems shuffled per round. Writes bench/results/redi
 (a row per run), redis_peers_summary.csv and redis_peers.md (mean and 95% CI) and
 redis_peers.png; each records commit, machine, THP mode and the servers' huge pages.
 
+Each run starts once the machine is idle (the last run's server may still be giving
+its memory back). Besides the policies, ccvm-ccow-lazy and ccvm-eager-N (N in 10, 20, 50,
+100) run ccow with --precopy lazy, or eager with --pause-budget-ms N.
+
 Environment: ROUNDS, RECORDS (default 250000), DURATION (run phase seconds, 30), GAP (2),
 TARGET, CLIENTS (8), WORKLOADS ("ycsb-a ycsb-b"), SYSTEMS (subset of native
-native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork), MEM (ccvm guest RAM,
-default 2G), OUT, IMGDIR. Without /dev/kvm the ccvm systems are left out.
+native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork ccvm-ccow-lazy
+ccvm-eager-N), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
+snapshot's figures appended as JSON lines). Without /dev/kvm the ccvm systems are left
+out.
 """
 import csv
 import json
