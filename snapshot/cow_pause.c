@@ -31,11 +31,18 @@ int cow_protect(struct snap_cow *c)
 }
 
 /* Lift the protection of pages [from, to), copied in the pause: they are then written
- * without a trap, and tracked as written. */
+ * without a trap, and tracked as written. A lift that covers part of a huge page splits
+ * it on the host: marked, so that the engine puts it back together afterwards
+ * (ptab_collapse_split), or the guest would run on small pages from then on. */
 static int cow_lift(struct snap_cow *c, uint64_t from, uint64_t to)
 {
+	const uint64_t per = HUGE_SIZE / PAGE_SIZE;
+
 	if (to <= from)
 		return 0;
+	for (uint64_t h = from / per; h <= (to - 1) / per; h++)
+		if (from > h * per || to < (h + 1) * per)
+			c->pt->split[h] = 1;
 	track_unprotected(c->tr, from, to - from);
 	return uffd_protect(&c->wp, from * PAGE_SIZE, (to - from) * PAGE_SIZE, false);
 }

@@ -347,6 +347,7 @@ START_TEST(test_cow_eager_pages)
 			continue;
 		ck_assert_int_eq(s.pt.pre[p], 1);
 		ck_assert_int_eq(s.pt.dirty[p], 1); /* never protected: tracked as written */
+		ck_assert_int_eq(s.pt.split[p / ST_PER], 1); /* its huge page put back later */
 		ck_assert_int_eq(memcmp(s.pt.copy[p], s.mem.host + p * PAGE_SIZE, PAGE_SIZE), 0);
 	}
 	/* Copied pages were unprotected, so this write does not trap (it would hang the
