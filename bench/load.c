@@ -259,24 +259,39 @@ uint64_t load_max_batch_ns(const struct load *l)
 	return m;
 }
 
-uint64_t load_batch_quantile_ns(const struct load *l, double q)
+/* A histogram of thread @t: its batch durations (LOAD_BATCHES) or its latencies of
+ * @which (LOAD_IDLE, LOAD_BUSY). */
+#define LOAD_BATCHES (-1)
+static const uint64_t *load_hist_of(const struct load_thread *t, int which)
+{
+	return which == LOAD_BATCHES ? t->hist : t->lat[which];
+}
+
+/* The value at quantile @q of histogram @which summed over the threads, @max when the
+ * buckets run out, 0 when it is empty. */
+static uint64_t load_quantile(const struct load *l, int which, double q, uint64_t max)
 {
 	uint64_t total = 0, seen = 0, want;
 
 	for (int i = 0; i < l->o.threads; i++)
 		for (unsigned b = 0; b < LOAD_HIST_BUCKETS; b++)
-			total += l->t[i].hist[b];
+			total += load_hist_of(&l->t[i], which)[b];
 	if (!total)
 		return 0;
 	want = (uint64_t)(q * (double)total);
 	want = want >= total ? total - 1 : want;
 	for (unsigned b = 0; b < LOAD_HIST_BUCKETS; b++) {
 		for (int i = 0; i < l->o.threads; i++)
-			seen += l->t[i].hist[b];
+			seen += load_hist_of(&l->t[i], which)[b];
 		if (seen > want)
 			return load_bucket_floor(b);
 	}
-	return load_max_batch_ns(l);
+	return max;
+}
+
+uint64_t load_batch_quantile_ns(const struct load *l, double q)
+{
+	return load_quantile(l, LOAD_BATCHES, q, load_max_batch_ns(l));
 }
 
 void load_set_busy(struct load *l, bool busy)
@@ -306,19 +321,7 @@ uint64_t load_latency_max_ns(const struct load *l, int which)
 
 uint64_t load_latency_quantile_ns(const struct load *l, int which, double q)
 {
-	uint64_t total = load_latency_count(l, which), seen = 0, want;
-
-	if (!total)
-		return 0;
-	want = (uint64_t)(q * (double)total);
-	want = want >= total ? total - 1 : want;
-	for (unsigned b = 0; b < LOAD_HIST_BUCKETS; b++) {
-		for (int i = 0; i < l->o.threads; i++)
-			seen += l->t[i].lat[which][b];
-		if (seen > want)
-			return load_bucket_floor(b);
-	}
-	return load_latency_max_ns(l, which);
+	return load_quantile(l, which, q, load_latency_max_ns(l, which));
 }
 
 int load_pause(void *ctx)
