@@ -154,7 +154,7 @@ static void eb_usage(FILE *f)
 		"                    [--data zipf|text | --data-file DUMP] [--compress zstd|lz4|none]\n"
 		"                    [--compress-level N] [--snapshot-threads N] [--restore]\n"
 		"                    [--pool SIZE] [--held-compress on|off]\n"
-		"                    [--precopy lazy|eager] [--pause-budget-ms MS]\n"
+		"                    [--precopy lazy|eager|rounds] [--pause-budget-ms MS]\n"
 		"                    [--trap-cost-us N] [--latency UPDATES_PER_S]\n"
 		"                    [--background-idle 0|1]\n"
 		"       engine-bench --incremental-pct P --mem SIZE --dir DIR [--policy ...] ...\n"
@@ -779,8 +779,7 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "held_stored_bytes_max", json_integer((json_int_t)b->held_stored_max));
 	json_object_set_new(o, "held_compressed_bytes", json_integer((json_int_t)b->held_compressed));
 	json_object_set_new(o, "restore_ms", b->restore_ms > 0 ? json_real(b->restore_ms) : json_null());
-	json_object_set_new(o, "precopy", json_string(b->o.precopy == SNAP_PRECOPY_EAGER ? "eager" :
-						      "lazy"));
+	json_object_set_new(o, "precopy", json_string(snap_precopy_name(b->o.precopy)));
 	json_object_set_new(o, "pause_budget_ms", json_real(b->o.pause_budget_ms));
 	json_object_set_new(o, "trap_cost_us", json_integer(b->o.tune.trap_cost_us));
 	json_object_set_new(o, "background_idle", json_boolean(b->o.tune.background_idle));

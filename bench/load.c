@@ -15,6 +15,7 @@
  */
 #include "load.h"
 #include "../vmm/base/mono.h"
+#include "../vmm/base/pages.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -100,6 +101,52 @@ static void load_maybe_park(struct load *l)
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* Block @b was written: its pages into the dirty log, after the write (a round that
+ * reads the log before the mark copies the block again in the next one). */
+static void load_mark(struct load *l, uint64_t b)
+{
+	for (uint64_t p = b * LOAD_BLOCK / PAGE_SIZE; p <= ((b + 1) * LOAD_BLOCK - 1) / PAGE_SIZE; p++)
+		__atomic_fetch_or(&l->dirty[p / 64], 1ULL << (p % 64), __ATOMIC_RELEASE);
+}
+
+static int load_log_logging(void *ctx, bool on)
+{
+	struct load *l = ctx;
+
+	if (on) /* as KVM's with KVM_DIRTY_LOG_INITIALLY_SET: every page reads as written */
+		for (uint64_t i = 0; i < l->dirty_words; i++)
+			__atomic_store_n(&l->dirty[i], ~0ULL, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int load_log_watch(void *ctx, uint64_t *pages)
+{
+	struct load *l = ctx;
+
+	for (uint64_t i = 0; i < l->dirty_words; i++)
+		if (pages[i])
+			__atomic_fetch_and(&l->dirty[i], ~pages[i], __ATOMIC_ACQ_REL);
+	return 0;
+}
+
+static int load_log_get(void *ctx, uint64_t *bitmap)
+{
+	struct load *l = ctx;
+
+	for (uint64_t i = 0; i < l->dirty_words; i++)
+		bitmap[i] = __atomic_load_n(&l->dirty[i], __ATOMIC_ACQUIRE);
+	return 0;
+}
+
+static const struct tracker_log_ops load_log_ops = {
+	.logging = load_log_logging, .watch = load_log_watch, .get = load_log_get,
+};
+
+void load_dirty_log(struct load *l, struct tracker_log *out)
+{
+	*out = (struct tracker_log){ .ops = &load_log_ops, .ctx = l };
+}
+
 /* One update of a Zipf-chosen block. */
 static void load_update(struct load *l, struct load_thread *t, uint64_t *words)
 {
@@ -107,6 +154,7 @@ static void load_update(struct load *l, struct load_thread *t, uint64_t *words)
 	uint64_t b = l->o.scatter ? zipf_scatter(&l->perm, rank) : rank;
 
 	load_block_fill(&l->o, words + b * (LOAD_BLOCK / 8), b, splitmix64(&t->rng));
+	load_mark(l, b);
 }
 
 #define LOAD_SPIN_NS 50000 /* closer to an intended start than this: spin, not sleep */
@@ -194,7 +242,9 @@ int load_start(struct load *l, struct gmem *mem, const struct load_opts *o)
 	l->nblocks = mem->size / LOAD_BLOCK;
 	l->t = calloc(o->threads ? (size_t)o->threads : 1, sizeof(*l->t));
 	l->ref = o->reference ? malloc(mem->size) : NULL;
-	if (!l->t || (o->reference && !l->ref))
+	l->dirty_words = (mem->size / PAGE_SIZE + 63) / 64;
+	l->dirty = calloc(l->dirty_words, sizeof(uint64_t));
+	if (!l->t || (o->reference && !l->ref) || !l->dirty)
 		return -ENOMEM;
 	if (o->scatter)
 		zipf_scatter_init(&l->perm, l->nblocks, &rng);
@@ -236,8 +286,10 @@ void load_fini(struct load *l)
 	load_stop(l);
 	free(l->t);
 	free(l->ref);
+	free(l->dirty);
 	l->t = NULL;
 	l->ref = NULL;
+	l->dirty = NULL;
 }
 
 uint64_t load_updates(struct load *l)

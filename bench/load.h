@@ -76,6 +76,10 @@ struct load {
 	uint64_t instants;       /* snapshots that reached their instant */
 	int busy;                /* a snapshot runs (open loop: latencies go to LOAD_BUSY) */
 	uint64_t t0_ns;          /* open loop: when the first update was due */
+	/* A bit per page, set after each write to it: a dirty log of the memory, as KVM
+	 * keeps one of a VM's (load_dirty_log). */
+	uint64_t *dirty;
+	uint64_t dirty_words;
 };
 
 /* Fill every block of @mem once (so every page is present), then start the threads.
@@ -113,6 +117,10 @@ uint64_t load_batch_quantile_ns(const struct load *l, double q);
  * at_instant copies memory to l->ref when asked for (o.reference). Tests that need
  * more wrap these functions. */
 extern const struct snap_ops load_snap_ops;
+/* The writers' own dirty log, for a tracker (and so --precopy rounds) on plain memory:
+ * what KVM's would say of a VM. Valid once load_start succeeded. */
+void load_dirty_log(struct load *l, struct tracker_log *out);
+
 int load_pause(void *ctx);
 void load_resume(void *ctx);
 int load_capture(void *ctx, struct img_writer *img);

@@ -49,6 +49,7 @@ int gmem_map(struct gmem *mem, uint64_t size)
 	/* Guest RAM must not leak into a core dump of the monitor, nor be copied by a fork. */
 	madvise(aligned, size, MADV_DONTDUMP);
 	madvise(aligned, size, MADV_DONTFORK);
+	pthread_mutex_init(&mem->lock, NULL);
 	mem->host = aligned;
 	mem->size = size;
 	mem->map_base = base;
@@ -63,11 +64,112 @@ void gmem_unmap(struct gmem *mem)
 	memset(mem, 0, sizeof(*mem));
 }
 
-void *gmem_sys_ptr(const struct gmem *mem, uint64_t gpa, uint64_t len)
+/* Pages [gpa, gpa + len) may be written by the monitor: marked while a pre-copy runs. */
+static void gmem_mark(const struct gmem *mem, uint64_t gpa, uint64_t len)
+{
+	uint64_t *bits = __atomic_load_n(&mem->written, __ATOMIC_ACQUIRE);
+
+	if (!bits || !len)
+		return;
+	for (uint64_t p = gpa / PAGE_SIZE; p <= (gpa + len - 1) / PAGE_SIZE; p++)
+		__atomic_fetch_or(&bits[p / 64], 1ULL << (p % 64), __ATOMIC_RELEASE);
+}
+
+void gmem_mark_held(const struct gmem *mem)
+{
+	for (int i = 0; i < mem->n_held; i++)
+		gmem_mark(mem, mem->held[i].gpa, mem->held[i].len);
+}
+
+static void gmem_mark_span(const struct gmem *mem, const struct gmem_span *s)
+{
+	for (int i = 0; i < s->n; i++)
+		gmem_mark(mem, s->gpa[i], s->end[i] - s->gpa[i]);
+}
+
+void gmem_mark_start(struct gmem *mem, uint64_t *bits)
+{
+	pthread_mutex_lock(&mem->lock);
+	__atomic_store_n(&mem->written, bits, __ATOMIC_RELEASE);
+	gmem_mark_held(mem);
+	for (struct gmem_span *s = mem->blocked; s; s = s->next)
+		gmem_mark_span(mem, s);
+	pthread_mutex_unlock(&mem->lock);
+}
+
+void gmem_span_add(struct gmem_span *s, uint64_t gva, uint64_t len)
+{
+	const int last = GMEM_SPAN_RANGES - 1;
+
+	if (!len)
+		return;
+	if (s->n < GMEM_SPAN_RANGES) {
+		s->gpa[s->n] = gva;
+		s->end[s->n++] = gva + len;
+		return;
+	}
+	/* full: the last range grows (more pages marked, never fewer) */
+	if (gva < s->gpa[last])
+		s->gpa[last] = gva;
+	if (gva + len > s->end[last])
+		s->end[last] = gva + len;
+}
+
+void gmem_block(struct gmem *mem, struct gmem_span *s)
+{
+	pthread_mutex_lock(&mem->lock);
+	gmem_mark_span(mem, s); /* a pre-copy that started already does not look again */
+	if (s->listed) {
+		pthread_mutex_unlock(&mem->lock);
+		return;
+	}
+	s->listed = true;
+	s->prev = NULL;
+	s->next = mem->blocked;
+	if (mem->blocked)
+		mem->blocked->prev = s;
+	mem->blocked = s;
+	pthread_mutex_unlock(&mem->lock);
+}
+
+void gmem_unblock(struct gmem *mem, struct gmem_span *s)
+{
+	pthread_mutex_lock(&mem->lock);
+	if (!s->listed) {
+		pthread_mutex_unlock(&mem->lock);
+		return;
+	}
+	s->listed = false;
+	if (s->prev)
+		s->prev->next = s->next;
+	else if (mem->blocked == s)
+		mem->blocked = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	pthread_mutex_unlock(&mem->lock);
+}
+
+void gmem_mark_stop(struct gmem *mem)
+{
+	__atomic_store_n(&mem->written, NULL, __ATOMIC_RELEASE);
+}
+
+/* The checks alone: a host pointer, nothing marked (reads into the monitor). */
+static void *gmem_sys_at(const struct gmem *mem, uint64_t gpa, uint64_t len)
 {
 	if (gpa > mem->size || len > mem->size - gpa)
 		return NULL;
 	return mem->host + gpa;
+}
+
+void *gmem_sys_ptr(const struct gmem *mem, uint64_t gpa, uint64_t len)
+{
+	void *p = gmem_sys_at(mem, gpa, len);
+
+	if (p)
+		gmem_mark(mem, gpa, len);
+	return p;
 }
 
 bool gmem_user_range_ok(const struct gmem *mem, uint64_t gva, uint64_t len)
@@ -75,16 +177,47 @@ bool gmem_user_range_ok(const struct gmem *mem, uint64_t gva, uint64_t len)
 	return gva >= LAYOUT_USER_BASE && gva <= mem->size && len <= mem->size - gva;
 }
 
-void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len)
+static void *gmem_user_at(const struct gmem *mem, uint64_t gva, uint64_t len)
 {
 	if (!gmem_user_range_ok(mem, gva, len))
 		return NULL;
 	return mem->host + gva;
 }
 
+/* Whoever asks for a pointer may write through it (the bulk paths in gmem.h): marked. */
+void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len)
+{
+	void *p = gmem_user_at(mem, gva, len);
+
+	if (p)
+		gmem_mark(mem, gva, len);
+	return p;
+}
+
+void *gmem_user_ptr_held(struct gmem *mem, uint64_t gva, uint64_t len)
+{
+	void *p = gmem_user_ptr(mem, gva, len);
+	int i;
+
+	if (!p)
+		return NULL;
+	for (i = 0; i < mem->n_held; i++)
+		if (mem->held[i].gpa == gva && mem->held[i].len == len)
+			return p;
+	if (mem->n_held == GMEM_HELD_MAX) {
+		log_err("more than %d guest ranges held by the monitor: a pre-copy would miss "
+			"its writes there", GMEM_HELD_MAX);
+		return NULL;
+	}
+	mem->held[mem->n_held].gpa = gva;
+	mem->held[mem->n_held].len = len;
+	mem->n_held++;
+	return p;
+}
+
 int gmem_copy_in(const struct gmem *mem, void *dst, uint64_t gva, uint64_t len)
 {
-	const void *src = gmem_user_ptr(mem, gva, len);
+	const void *src = gmem_user_at(mem, gva, len);
 
 	if (!src)
 		return -EFAULT;
@@ -137,7 +270,7 @@ int gmem_copy_str(const struct gmem *mem, char *dst, uint64_t gva, size_t max, s
 int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)
 {
 	if (gpa % PAGE_SIZE || len % PAGE_SIZE || !gmem_sys_ptr(mem, gpa, len))
-		return -EINVAL;
+		return -EINVAL; /* (marked: it reads as zero from now on) */
 	if (len && madvise(mem->host + gpa, len, MADV_DONTNEED) < 0)
 		return -errno;
 	return 0;
@@ -149,6 +282,6 @@ int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)
 
 void gmem_collapse(struct gmem *mem, uint64_t gpa, uint64_t len)
 {
-	if (gmem_sys_ptr(mem, gpa, len))
+	if (gmem_sys_at(mem, gpa, len))
 		madvise(mem->host + gpa, len, MADV_COLLAPSE);
 }

@@ -4,15 +4,41 @@
 #ifndef CCVM_GMEM_H
 #define CCVM_GMEM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define GMEM_HELD_MAX 8
+#define GMEM_SPAN_RANGES 4
+
+/* The guest ranges one system call took pointers to (lx_uptr), so that a call still
+ * blocked in a host call when a pre-copy starts is taken as writing them whenever it
+ * returns. Past GMEM_SPAN_RANGES, the last range grows to cover the new one. */
+struct gmem_span {
+	uint64_t gpa[GMEM_SPAN_RANGES], end[GMEM_SPAN_RANGES];
+	int n;
+	bool listed;
+	struct gmem_span *next, *prev; /* on the gmem's blocked list */
+};
 
 struct gmem {
 	uint8_t *host;    /* 2 MiB aligned start of guest RAM in the monitor */
 	uint64_t size;    /* bytes of guest RAM */
 	void *map_base;   /* what munmap needs (alignment slack included) */
 	size_t map_len;
+	/* While a pre-copy runs (snapshot/precopy.c): a bit per page the monitor may have
+	 * written since it started, for KVM's dirty log sees only the guest's writes. Set
+	 * and read atomically; NULL otherwise. */
+	uint64_t *written;
+	/* Ranges the monitor keeps a pointer into and writes whenever it likes (the vDSO
+	 * clock page, the fastio ring): taken as written at every mark. */
+	struct {
+		uint64_t gpa, len;
+	} held[GMEM_HELD_MAX];
+	int n_held;
+	pthread_mutex_t lock;     /* the marks' start against the blocked list */
+	struct gmem_span *blocked; /* calls blocked in a host call, with their ranges */
 };
 
 int gmem_map(struct gmem *mem, uint64_t size);
@@ -34,6 +60,26 @@ void *gmem_sys_ptr(const struct gmem *mem, uint64_t gpa, uint64_t len);
  * system area included) or the range wraps.
  */
 void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len);
+
+/* gmem_user_ptr for a pointer the monitor keeps and writes through at any time (see
+ * struct gmem's held). */
+void *gmem_user_ptr_held(struct gmem *mem, uint64_t gva, uint64_t len);
+
+/* From now on, every page a translation or a discard hands out is set in @bits (a bit
+ * per page, which the caller cleared), and so are the held ranges; until
+ * gmem_mark_stop. Translations handed out before are not seen: the caller pauses the
+ * writers once after this call, so that none is still in use. */
+void gmem_mark_start(struct gmem *mem, uint64_t *bits);
+void gmem_mark_stop(struct gmem *mem);
+/* Set the held ranges' pages in the marks again (a pre-copy's last look). */
+void gmem_mark_held(const struct gmem *mem);
+
+/* [@gva, @gva + @len) was handed to the call @s stands for. */
+void gmem_span_add(struct gmem_span *s, uint64_t gva, uint64_t len);
+/* The call of @s blocks in a host call that may write its ranges at any time, and no
+ * longer does: while on the list, a mark's start takes its ranges as written. */
+void gmem_block(struct gmem *mem, struct gmem_span *s);
+void gmem_unblock(struct gmem *mem, struct gmem_span *s);
 
 /* True when [gva, gva + len) is inside user RAM. */
 bool gmem_user_range_ok(const struct gmem *mem, uint64_t gva, uint64_t len);

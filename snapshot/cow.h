@@ -47,6 +47,8 @@ struct snap_cow {
 	const struct snap_tuning *tune;
 	struct uffd wp;             /* write protection, kept across snapshots */
 	bool ccow;                  /* the running snapshot copies hot regions whole */
+	bool unprotected;           /* its pause copies before protecting (--precopy
+				     * rounds): a copy needs no lift */
 	uint8_t *region_busy;       /* per region: a thread is copying it (a try-lock) */
 	pthread_t faulter[SNAP_FAULT_THREADS_MAX];
 	int n_faulters;
@@ -108,5 +110,9 @@ void cow_reclaim(struct snap_cow *c);
 
 /* Write-protect all memory (in the pause, before any copy made in it). */
 int cow_protect(struct snap_cow *c);
+
+/* Write-protect only the pages still PS_PROTECTED, a run of neighbours in one call (in
+ * the pause of --precopy rounds, after its copies: the others stand in the image). */
+int cow_protect_rest(struct snap_cow *c);
 
 #endif

@@ -30,6 +30,25 @@ int cow_protect(struct snap_cow *c)
 	return rc;
 }
 
+int cow_protect_rest(struct snap_cow *c)
+{
+	uint64_t t0 = mono_ns(), run = 0;
+	bool in_run = false;
+	int rc = 0;
+
+	for (uint64_t p = 0; p <= c->pt->pages && !rc; p++) {
+		bool prot = p < c->pt->pages && ps_get(&c->pt->state[p]) == PS_PROTECTED;
+
+		if (prot && !in_run)
+			run = p;
+		if (!prot && in_run)
+			rc = uffd_protect(&c->wp, run * PAGE_SIZE, (p - run) * PAGE_SIZE, true);
+		in_run = prot;
+	}
+	c->n.protect_ns += mono_ns() - t0;
+	return rc;
+}
+
 /* Lift the protection of pages [from, to), copied in the pause: they are then written
  * without a trap, and tracked as written. A lift that covers part of a huge page splits
  * it on the host: marked, so that the engine puts it back together afterwards
@@ -38,7 +57,7 @@ static int cow_lift(struct snap_cow *c, uint64_t from, uint64_t to)
 {
 	const uint64_t per = HUGE_SIZE / PAGE_SIZE;
 
-	if (to <= from)
+	if (to <= from || c->unprotected)
 		return 0;
 	for (uint64_t h = from / per; h <= (to - 1) / per; h++)
 		if (from > h * per || to < (h + 1) * per)

@@ -140,6 +140,13 @@ static void *snap_writer_thread(void *arg)
 	return NULL;
 }
 
+/* What the plan takes @req for: --precopy rounds has no hot region (its rounds wrote
+ * them, and the pause copies what they rewrote). */
+static enum snap_policy snap_plan_policy(const struct snap_request *req)
+{
+	return snap_precopies_rounds(req) ? SNAP_COW : req->policy;
+}
+
 /* cow and ccow write-protect memory with userfaultfd; stop and fork do not. */
 static bool snap_uses_wp(enum snap_policy p)
 {
@@ -187,8 +194,10 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 		    squeeze_thread_start(&e->sq, e->tune.writer_nice, e->tune.background_idle))
 			log_warn("no thread to compress held copies: a full pool falls back to traps");
 		if (!rc) {
-			plan_make(&e->plan, e->tracker, req->policy, req->threshold, req->order);
-			plan_hot_pages(&e->plan, snap_copies_in_pause(req) ? e->tracker : NULL,
+			plan_make(&e->plan, e->tracker, snap_plan_policy(req), req->threshold,
+				  req->order);
+			plan_hot_pages(&e->plan, snap_copies_in_pause(req) &&
+					!snap_precopies_rounds(req) ? e->tracker : NULL,
 				       pool_cap_pages(&e->pool));
 			/* planned again, paused */
 			cow_pool_prepare(&e->cow, e->plan.regions_hot, snap_copies_in_pause(req) ?
@@ -204,6 +213,24 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 	return rc;
 }
 
+/* The pause of --precopy rounds: the pages its rounds wrote that still stand are
+ * saved; those written since are copied within the budget, and only what is left of
+ * them is write-protected. */
+static int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req)
+{
+	uint64_t redirtied;
+
+	e->plan.n_hot_pages = rounds_instant(&e->rounds, &e->pt, e->img, e->plan.hot_pages,
+					     e->pt.pages);
+	redirtied = e->rounds.pages_redirtied;
+	pthread_mutex_lock(&e->lock);
+	e->cur.pages_redirtied = redirtied;
+	pthread_mutex_unlock(&e->lock);
+	e->cow.unprotected = true;
+	cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
+	return cow_protect_rest(&e->cow);
+}
+
 /* The pause, for cow and ccow: the pool, write protection, eager copies. */
 static int snap_arm(struct snap_engine *e, const struct snap_request *req)
 {
@@ -213,6 +240,9 @@ static int snap_arm(struct snap_engine *e, const struct snap_request *req)
 	squeeze_plan(&e->sq, &(struct squeeze_job){ .codec = req->codec, .level = req->level,
 						     .incremental = e->cur.incremental,
 						     .img = e->img, .write_at = &e->wr.write_at });
+	e->cow.unprotected = false;
+	if (snap_precopies_rounds(req))
+		return snap_arm_rounds(e, req);
 	rc = cow_protect(&e->cow);
 	if (!rc && snap_copies_in_pause(req))
 		cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
@@ -243,7 +273,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 			      &e->cur.track_faults);
 	}
 	if (!rc)
-		plan_make(&e->plan, e->tracker, req->policy, req->threshold, req->order);
+		plan_make(&e->plan, e->tracker, snap_plan_policy(req), req->threshold, req->order);
 	writer_plan(&e->wr, &(struct writer_job){ .img = e->img, .threads = req->threads,
 						  .rate = req->rate, .t_start_ns = e->t_start_ns,
 						  .keep_protected = e->track.next ||
@@ -345,15 +375,21 @@ static void snap_write_paused(struct snap_engine *e)
 	engine_release(e);
 }
 
-/* cow, ccow: resume at once; the writer thread saves memory in the background. */
-static void snap_write_background(struct snap_engine *e)
+/* cow, ccow: the pause ends; faults and the copier serve this snapshot from now on. */
+static void snap_resume_live(struct snap_engine *e)
 {
-	engine_join(e);
 	__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
 	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
 	e->t.ops->resume(e->t.ctx);
 	cow_copy_begin(&e->cow);
 	squeeze_begin(&e->sq);
+}
+
+/* cow, ccow: resume at once; the writer thread saves memory in the background. */
+static void snap_write_background(struct snap_engine *e)
+{
+	engine_join(e);
+	snap_resume_live(e);
 	e->bg_joinable = true;
 	if (pthread_create(&e->bg, NULL, snap_writer_thread, e)) {
 		e->bg_joinable = false;
@@ -367,31 +403,122 @@ static void snap_write_background(struct snap_engine *e)
 	}
 }
 
+/* The pause and the instant: 0 with the writers paused, or -errno with them running
+ * again, the image given up and a message in @err. */
+static int snap_instant(struct snap_engine *e, const struct snap_request *req, char *err,
+			size_t errlen)
+{
+	int rc;
+
+	e->t_start_ns = mono_ns();
+	rc = e->t.ops->pause(e->t.ctx);
+	if (rc) {
+		snprintf(err, errlen, "the VM has stopped");
+		img_abort(e->img);
+		e->img = NULL;
+		return rc;
+	}
+	rc = snap_begin(e, req, err, errlen);
+	if (rc) {
+		e->t.ops->resume(e->t.ctx);
+		return rc;
+	}
+	if (e->t.ops->at_instant)
+		e->t.ops->at_instant(e->t.ctx, req->file);
+	return 0;
+}
+
+/* --precopy rounds, on the engine's thread: the rounds, the pause, then the writer for
+ * what the pause left. A failure ends the snapshot here, as the writer's would. */
+static void *snap_rounds_thread(void *arg)
+{
+	struct snap_engine *e = arg;
+	const struct snap_request *req = &e->rounds_req;
+	uint64_t t0 = mono_ns();
+	char err[256] = "";
+	int rc;
+
+	/* Until the instant it does what starting a snapshot does (the dirty log, the
+	 * pause, the capture); then it is the writer, whose role it enters then. */
+	role_enter(ROLE_CONTROL);
+	worker_background(e->tune.writer_nice, e->tune.background_idle);
+	tracker_hold(e->tracker, true);
+	e->rounds.page_ns = e->cow.page_ns;
+	rc = rounds_run(&e->rounds, e->img, e->t.ops, e->t.ctx,
+			(uint64_t)(req->pause_budget_ms * 1e6), &e->stopping);
+	pthread_mutex_lock(&e->lock);
+	e->cur.rounds = e->rounds.rounds;
+	e->cur.pages_presaved = e->rounds.pages_sent;
+	e->cur.presave_ms = (mono_ns() - t0) / 1000000ULL;
+	pthread_mutex_unlock(&e->lock);
+	if (rc)
+		snprintf(err, sizeof(err), "%s", rc == -ECANCELED ? "cancelled" : "pre-copy rounds");
+	else
+		rc = snap_instant(e, req, err, sizeof(err));
+	if (!rc)
+		snap_resume_live(e);
+	rounds_end(&e->rounds);
+	if (rc) {
+		snap_fail(e, rc, err);
+		snap_finish(e, rc);
+		engine_release(e);
+		return NULL;
+	}
+	return snap_writer_thread(e);
+}
+
+/* --precopy rounds: checked before anything is created. */
+static int snap_rounds_check(struct snap_engine *e, const struct snap_request *req, char *err,
+			     size_t errlen)
+{
+	const char *why = rounds_refusal(&e->rounds);
+
+	if (!why && (req->parent || req->track || e->track.tracking))
+		why = "--precopy rounds takes full images without --track (writes tracked for "
+		      "incremental snapshots: take it with --precopy eager)";
+	if (!why)
+		return 0;
+	snprintf(err, errlen, "%s", why);
+	return -EINVAL;
+}
+
+/* --precopy rounds: prepared; its thread does the rest, and snap_start returns. */
+static int snap_rounds_start(struct snap_engine *e, const struct snap_request *req, char *err,
+			     size_t errlen)
+{
+	int rc = img_precopy_begin(e->img);
+
+	e->rounds_req = *req;
+	e->rounds_req.file = e->cur.file;
+	engine_join(e);
+	if (!rc) {
+		e->bg_joinable = true;
+		if (pthread_create(&e->bg, NULL, snap_rounds_thread, e)) {
+			e->bg_joinable = false;
+			rc = -EAGAIN;
+		}
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
+		img_abort(e->img);
+		e->img = NULL;
+	}
+	return rc;
+}
+
 /* Checked, reserved and prepared: pause, the instant, and the policy's writing. */
 static int snap_run(struct snap_engine *e, const struct snap_request *req, char *err,
 		    size_t errlen)
 {
 	int rc;
 
-	e->t_start_ns = mono_ns();
 	if (e->tracker)
 		tracker_hold(e->tracker, true);
-	rc = e->t.ops->pause(e->t.ctx);
+	rc = snap_instant(e, req, err, errlen);
 	if (rc) {
-		snprintf(err, errlen, "the VM has stopped");
-		img_abort(e->img);
-		e->img = NULL;
 		engine_release(e);
 		return rc;
 	}
-	rc = snap_begin(e, req, err, errlen);
-	if (rc) {
-		e->t.ops->resume(e->t.ctx);
-		engine_release(e);
-		return rc;
-	}
-	if (e->t.ops->at_instant)
-		e->t.ops->at_instant(e->t.ctx, req->file);
 	if (req->policy == SNAP_STOP)
 		snap_write_paused(e);
 	else if (req->policy == SNAP_FORK)
@@ -412,12 +539,15 @@ int snap_start(struct snap_engine *e, const struct snap_request *request,
 	if (rc)
 		return rc;
 	rc = track_check(&e->track, req, err, errlen);
+	if (!rc && snap_precopies_rounds(req))
+		rc = snap_rounds_check(e, req, err, errlen);
 	if (!rc && req->policy == SNAP_FORK) /* before the pause: it walks every mapping */
 		forkpol_before(&e->fork);
 	if (!rc)
 		rc = snap_prepare(e, req, err, errlen);
 	if (!rc)
-		rc = snap_run(e, req, err, errlen);
+		rc = snap_precopies_rounds(req) ? snap_rounds_start(e, req, err, errlen) :
+						  snap_run(e, req, err, errlen);
 	if (rc) {
 		pthread_mutex_lock(&e->lock);
 		e->busy = false;

@@ -6,7 +6,8 @@
  * through what it returns or through a sink (struct cow_sink):
  *
  *   ptab (page tables) -> plan -> track -> cow -> squeeze -> writer (-> wqueue ->
- *   image) -> forkpol; observe reads the tables at the end.
+ *   image) -> forkpol; observe reads the tables at the end. precopy (--precopy
+ *   rounds) writes the image before the pause and hands the pause the pages left.
  */
 #ifndef CCVM_ENGINE_IMPL_H
 #define CCVM_ENGINE_IMPL_H
@@ -16,6 +17,7 @@
 #include "forkpol.h"
 #include "observe.h"
 #include "plan.h"
+#include "precopy.h"
 #include "pool.h"
 #include "ptab.h"
 #include "squeeze.h"
@@ -58,6 +60,8 @@ struct snap_engine {
 	struct snap_writer wr;
 	struct snap_fork fork;
 	struct snap_observe obs;
+	struct snap_rounds rounds;
+	struct snap_request rounds_req; /* --precopy rounds: the request, for its thread */
 	struct img_writer *img;   /* the running snapshot's image */
 	pthread_t bg;             /* the writer thread, or the fork's waiter */
 	bool bg_joinable;

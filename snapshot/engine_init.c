@@ -71,7 +71,7 @@ static int engine_stages(struct snap_engine *e, size_t pool_bytes)
 			e->tracker, &e->stopping))
 		return -ENOMEM;
 	forkpol_init(&e->fork, &e->wr, &e->stopping, snap_fork_done, e);
-	return 0;
+	return rounds_init(&e->rounds, e->t.mem, e->tracker ? &e->tracker->log : NULL);
 }
 
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
@@ -148,6 +148,7 @@ void snap_engine_fini(struct snap_engine *e)
 	snap_engine_stop(e);
 	cow_fini(&e->cow);
 	squeeze_fini(&e->sq);
+	rounds_fini(&e->rounds);
 	pool_fini(&e->pool);
 	writer_fini(&e->wr);
 	observe_fini(&e->obs);

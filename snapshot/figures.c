@@ -26,7 +26,7 @@ json_t *snap_figures_json(const struct snap_figures *f)
 	if (f->policy == SNAP_CCOW) {
 		json_t *c = json_pack("{s:f, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "threshold",
 				      f->threshold, "region_size", (json_int_t)f->region_size,
-				      "precopy", f->precopy == SNAP_PRECOPY_EAGER ? "eager" : "lazy",
+				      "precopy", snap_precopy_name(f->precopy),
 				      "regions_eager", (json_int_t)f->regions_eager, "regions_hot",
 				      (json_int_t)f->regions_hot, "regions_precopied",
 				      (json_int_t)f->regions_precopied, "pages_eager",
@@ -45,6 +45,12 @@ json_t *snap_figures_json(const struct snap_figures *f)
 	if (f->policy == SNAP_CCOW)
 		json_object_set_new(o, "regions_background",
 				    json_integer((json_int_t)f->regions_background));
+	if (f->policy == SNAP_CCOW && f->precopy == SNAP_PRECOPY_ROUNDS)
+		json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I}", "rounds",
+						    (json_int_t)f->rounds, "pages_presaved",
+						    (json_int_t)f->pages_presaved, "presave_ms",
+						    (json_int_t)f->presave_ms, "pages_redirtied",
+						    (json_int_t)f->pages_redirtied));
 	if (f->policy == SNAP_COW || f->policy == SNAP_CCOW) {
 		json_object_set_new(o, "faults_parallel_max",
 				    json_integer((json_int_t)f->faults_parallel_max));

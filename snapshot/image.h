@@ -118,6 +118,20 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data);
  * writer that owns the memory meanwhile (policy stop) uses. Returns 0 or -errno. */
 int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n);
 
+/*
+ * A pre-copy (image_pre.c): pages written before the instant, perhaps several times.
+ * img_precopy_begin once (-EINVAL for a child, -ENOMEM); img_precopy_pages writes
+ * @n pages from @data (bytes that hold still: a copy) at their places, zero ones left
+ * as holes unless earlier bytes lie there, from one thread; at the instant,
+ * img_precopy_keep for each page whose last pre-copied bytes still stand, which then
+ * must not be recorded again (IMG_PAGE_DONE). Every other page is recorded as usual.
+ * Every chunk of such an image is raw.
+ */
+int img_precopy_begin(struct img_writer *w);
+int img_precopy_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n);
+bool img_precopied(const struct img_writer *w, uint64_t pfn);
+void img_precopy_keep(struct img_writer *w, uint64_t pfn);
+
 /* A 4 KiB page of zeros (saved as a hole). */
 bool img_page_is_zero(const void *p);
 

@@ -163,7 +163,7 @@ static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data
 {
 	ssize_t n;
 
-	if (!pages || !scratch)
+	if (!pages || !scratch || w->pre_bits) /* a pre-copy's bytes may lie anywhere */
 		return 1;
 	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
 		if (what[i] == IMG_PAGE_DONE)
@@ -191,7 +191,7 @@ static int64_t img_frame_pages(const struct img_writer *w, uint64_t c, uint64_t 
 {
 	uint64_t pages = 0;
 
-	if (c >= w->n_chunks || w->held || w->info.codec == IMG_CODEC_NONE)
+	if (c >= w->n_chunks || w->held || w->pre_bits || w->info.codec == IMG_CODEC_NONE)
 		return -EINVAL;
 	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++) {
 		if (what[i] == IMG_PAGE_DONE || what[i] == IMG_PAGE_PARENT)
@@ -239,7 +239,9 @@ int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const ui
 	rc = 0;
 	img_count_raw(w, c, pages);
 	for (uint64_t i = 0; i <= per && !rc; i++) {
-		if (i < per && what[i] == IMG_PAGE_DATA)
+		/* (a hole over a pre-copy's bytes is written: it reads as zero in @data) */
+		if (i < per && (what[i] == IMG_PAGE_DATA ||
+				(what[i] == IMG_PAGE_HOLE && img_pre_stale(w, first + i))))
 			continue;
 		if (i > run) /* pages [run, i) are one run of data */
 			rc = img_write_mem(w, d + run * PAGE_SIZE, (i - run) * PAGE_SIZE,

@@ -44,6 +44,10 @@ struct img_writer {
 	uint8_t *held;         /* a child: a bit per page it holds, set atomically */
 	char *parent_path;     /* a child: its parent, as recorded */
 	uint64_t parent_identity;
+	/* A pre-copy (image_pre.c): per page, the checksum share of its bytes as last
+	 * written before the instant, and IMG_PRE_* bits. NULL without one. */
+	uint64_t *pre_hash;
+	uint8_t *pre_bits;
 	int n_sections;
 	struct {
 		uint32_t type;
@@ -118,6 +122,21 @@ uint64_t img_section_max(uint32_t type, uint64_t ram_size);
 
 /* @n data pages of chunk @c recorded, raw. */
 void img_count_raw(struct img_writer *w, uint64_t c, uint64_t n);
+
+/* What a pre-copy did to a page (img_writer's pre_bits). */
+#define IMG_PRE_SEEN  1 /* written ahead of the instant: pre_hash holds its share */
+#define IMG_PRE_DATA  2 /* and its last bytes were not all zero */
+#define IMG_PRE_BYTES 4 /* the file holds bytes there (zeros too): not a hole */
+#define IMG_PRE_KEPT  8 /* those bytes stand for the instant */
+
+/* A 4 KiB page of zeros. */
+const void *img_zero_page(void);
+
+/* Must page @pfn, saved as a hole, be written as zeros (a pre-copy left bytes there)? */
+static inline bool img_pre_stale(const struct img_writer *w, uint64_t pfn)
+{
+	return w->pre_bits && (w->pre_bits[pfn] & (IMG_PRE_BYTES | IMG_PRE_KEPT)) == IMG_PRE_BYTES;
+}
 
 /* A child holds page @pfn (its data, or a zero page over the parent's). */
 void img_hold(struct img_writer *w, uint64_t pfn);

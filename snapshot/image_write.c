@@ -204,6 +204,9 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 	__atomic_fetch_add(&w->chunk_hash[pfn / (IMG_CHUNK / PAGE_SIZE)], img_page_hash(pfn, data),
 			   __ATOMIC_RELAXED);
 	img_hold(w, pfn);
+	if (!data && img_pre_stale(w, pfn))
+		return img_pwrite_all(w->fd, img_zero_page(), PAGE_SIZE,
+				      IMG_MEM_OFFSET + pfn * PAGE_SIZE);
 	if (!data)
 		return 0;
 	img_count_raw(w, pfn / IMG_PAGES_PER_CHUNK, 1);
@@ -462,6 +465,8 @@ void img_forget(struct img_writer *w)
 	free(w->enc);
 	free(w->held);
 	free(w->parent_path);
+	free(w->pre_hash);
+	free(w->pre_bits);
 	if (w->dir >= 0)
 		close(w->dir);
 	free(w->final_path);

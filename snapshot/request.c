@@ -36,15 +36,22 @@ int snap_order_parse(const char *name, enum snap_order *o)
 	return 0;
 }
 
+static const char *const precopy_names[] = { "lazy", "eager", "rounds" };
+#define PRECOPY_NR ((int)(sizeof(precopy_names) / sizeof(precopy_names[0])))
+
+const char *snap_precopy_name(enum snap_precopy p)
+{
+	return (int)p >= 0 && (int)p < PRECOPY_NR ? precopy_names[p] : "?";
+}
+
 int snap_precopy_parse(const char *name, enum snap_precopy *p)
 {
-	if (strcmp(name, "lazy") == 0)
-		*p = SNAP_PRECOPY_LAZY;
-	else if (strcmp(name, "eager") == 0)
-		*p = SNAP_PRECOPY_EAGER;
-	else
-		return -EINVAL;
-	return 0;
+	for (int i = 0; i < PRECOPY_NR; i++)
+		if (strcmp(name, precopy_names[i]) == 0) {
+			*p = (enum snap_precopy)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
@@ -74,5 +81,10 @@ int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
 
 bool snap_copies_in_pause(const struct snap_request *req)
 {
-	return req->policy == SNAP_CCOW && req->precopy == SNAP_PRECOPY_EAGER;
+	return req->policy == SNAP_CCOW && req->precopy != SNAP_PRECOPY_LAZY;
+}
+
+bool snap_precopies_rounds(const struct snap_request *req)
+{
+	return req->policy == SNAP_CCOW && req->precopy == SNAP_PRECOPY_ROUNDS;
 }

@@ -17,7 +17,10 @@
  * BGSAVE's mechanism, the CCoW paper's baseline). */
 enum snap_policy { SNAP_STOP = 0, SNAP_COW = 1, SNAP_CCOW = 2, SNAP_FORK = 3, SNAP_NR_POLICIES };
 enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
-enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1 };
+/* lazy: hot regions copied on their first fault; eager: in the pause; rounds: memory
+ * written to the image before the pause while the guest runs, again for what it
+ * rewrites (the dirty log), until what is left fits the pause (precopy.c). */
+enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1, SNAP_PRECOPY_ROUNDS = 2 };
 
 #define SNAP_DEFAULT_THRESHOLD 0.80
 /* Copies in the pause (hot regions, then recently written pages) within 10 ms: the best
@@ -89,6 +92,10 @@ struct snap_figures {
 	uint64_t pages_eager;    /* of pages_precopied: copied in the pause (--precopy eager) */
 	uint64_t pause_copy_us;  /* the pause's time spent copying them */
 	uint64_t pause_protect_us; /* and write-protecting the rest (cow, ccow) */
+	/* --precopy rounds: rounds written before the pause, the pages they wrote, the
+	 * time from the request to the pause, and the pages the pause found rewritten
+	 * since their last round. */
+	uint64_t rounds, pages_presaved, presave_ms, pages_redirtied;
 };
 
 /* Threads of the copy-on-write data path, and their priorities: fault threads first
@@ -134,8 +141,11 @@ struct snap_tuning {
  * does not take the level or threads is out of range. */
 int snap_storage_check(struct snap_request *req, char *err, size_t errlen);
 
-/* Does @req copy pages in the pause (ccow with --precopy eager)? */
+/* Does @req copy pages in the pause (ccow with --precopy eager or rounds)? */
 bool snap_copies_in_pause(const struct snap_request *req);
+/* Does @req write memory before its pause (ccow with --precopy rounds)? */
+bool snap_precopies_rounds(const struct snap_request *req);
+const char *snap_precopy_name(enum snap_precopy p);
 
 const char *snap_policy_name(enum snap_policy p);
 int snap_policy_parse(const char *name, enum snap_policy *p);

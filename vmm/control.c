@@ -46,6 +46,18 @@ int ctl_sockaddr(const char *path, struct sockaddr_un *sa)
 }
 
 /* Remove @path only if it is a socket nobody listens on any more. */
+/* The guest's clock page follows the host's wall clock, but never while the VM is
+ * paused: a snapshot may be taking its instant then (--precopy rounds pauses from its
+ * own thread), and paused memory must hold still. Under the VM's lock, so that a
+ * pause waits for a refresh under way. */
+static void ctl_clock_refresh(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->proc && !vm->pause_req)
+		lx_clock_refresh(vm->proc);
+	pthread_mutex_unlock(&vm->lock);
+}
+
 static int ctl_clear_stale(const char *path, const struct sockaddr_un *sa)
 {
 	struct stat st;
@@ -316,8 +328,7 @@ static void *ctl_thread(void *arg)
 				};
 			}
 		if (poll(pfd, (nfds_t)n, timeout) <= 0) {
-			if (srv->vm->proc)
-				lx_clock_refresh(srv->vm->proc);
+			ctl_clock_refresh(srv->vm);
 			continue;
 		}
 		if (pfd[0].revents) {

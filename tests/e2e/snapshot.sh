@@ -233,7 +233,8 @@ snap_ccow() {
 	local budget=$((40 * E2E_PATIENCE)) i=0
 	for opts in "--threshold 0.8 --save-order hot-first --precopy lazy" "--threshold 0 --save-order linear --precopy lazy" \
 		"--threshold 0 --save-order hot-first --precopy lazy" "--threshold 0.8 --save-order linear --precopy lazy" \
-		"--threshold 0 --precopy eager --pause-budget-ms $budget" "--threshold 0.8 --precopy eager --pause-budget-ms $budget"; do
+		"--threshold 0 --precopy eager --pause-budget-ms $budget" "--threshold 0.8 --precopy eager --pause-budget-ms $budget" \
+		"--threshold 0.8 --precopy rounds --pause-budget-ms $budget"; do
 		i=$((i + 1))
 		# Right after CCoW-All snapshots, under emulation, the tracker takes the
 		# area for cold until its next windows: a 0.8 snapshot waits until it is hot.
@@ -244,14 +245,19 @@ snap_ccow() {
 	done
 	touch "$STOP"
 	wait $VMPID
-	for i in 1 2 3 4 5 6; do
+	for i in 1 2 3 4 5 6 7; do
 		eager_ok=true # eager pre-copy must have copied regions during the pause
-		[ $i -ge 5 ] && { [ "$(field regions_eager <"$S/c$i.json")" -gt 0 ] 2>/dev/null || eager_ok=false; }
+		[ $i -ge 5 ] && [ $i -le 6 ] && { [ "$(field regions_eager <"$S/c$i.json")" -gt 0 ] 2>/dev/null || eager_ok=false; }
+		# rounds: every page went to the image before the instant
+		eager_rounds=
+		[ $i -eq 7 ] && { [ "$(field rounds <"$S/c$i.json")" -ge 1 ] 2>/dev/null &&
+			[ "$(field pages_presaved <"$S/c$i.json")" -gt 0 ] 2>/dev/null || eager_ok=false; }
+		[ $i -eq 7 ] && eager_rounds=", $(field rounds <"$S/c$i.json") rounds wrote $(field pages_presaved <"$S/c$i.json") pages before the instant, $(field pages_redirtied <"$S/c$i.json") rewritten since, $(field cow_faults <"$S/c$i.json") faults"
 		got=
 		[ "$(field ok <"$S/c$i.json")" = true ] && [ "$(field pages_precopied <"$S/c$i.json")" -gt 0 ] 2>/dev/null && $eager_ok && \
 			image_memory_equals_ref "$S/c$i.img" && \
 			tmo 120 "$CCVM" restore "$S/c$i.img" </dev/null >"$S/r.out" 2>/dev/null && got=$(zcheck "$S/r.out" "${cargs[@]}") \
-			&& pass "ccow snapshot $i" "threshold $(field threshold <"$S/c$i.json"), $(field precopy <"$S/c$i.json") precopy, $(field regions_hot <"$S/c$i.json") hot, $(field regions_eager <"$S/c$i.json") copied in the pause, $(field pages_precopied <"$S/c$i.json") pages precopied: image exact, restores to $got" \
+			&& pass "ccow snapshot $i" "threshold $(field threshold <"$S/c$i.json"), $(field precopy <"$S/c$i.json") precopy, $(field regions_hot <"$S/c$i.json") hot, $(field regions_eager <"$S/c$i.json") copied in the pause, $(field pages_precopied <"$S/c$i.json") pages precopied${eager_rounds:-}: image exact, restores to $got" \
 			|| fail "ccow snapshot $i" "$(cat "$S/c$i.json")" "got '${got:-}'"
 	done
 }

@@ -98,9 +98,16 @@ static int eng_init(const struct snap_target *t, size_t pool_bytes)
 	return snap_engine_init(&g.e, t, &cfg);
 }
 
+/* With the writers' dirty log given to the tracker (--precopy rounds needs one), and
+ * writers at a rate a VM's guest might write at: flat out, they would rewrite every
+ * page of this small memory in each round. */
+static bool eng_logged;
+#define ENG_LOGGED_RATE 20000.0
+
 static void eng_setup_pool(size_t pool_bytes, bool text)
 {
 	struct snap_target t;
+	struct tracker_log log;
 
 	eng_data = text ? LOAD_DATA_TEXT : LOAD_DATA_ZIPF;
 	eng_codec = text ? IMG_CODEC_ZSTD : IMG_CODEC_NONE;
@@ -113,17 +120,26 @@ static void eng_setup_pool(size_t pool_bytes, bool text)
 	g.ops = (struct snap_ops){ .pause = eng_pause, .resume = eng_resume, .capture = eng_capture,
 				   .refuse = eng_refuse, .at_instant = eng_at_instant };
 	t = (struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g };
-	ck_assert_int_eq(tracker_init(&g.tracker, NULL, g.mem.host, ENG_MEM, ENG_REGION, 1000,
-					(struct tracker_progress){ 0 }), 0);
+	load_dirty_log(&g.load, &log); /* (its bitmap comes with load_start) */
+	ck_assert_int_eq(tracker_init(&g.tracker, eng_logged ? &log : NULL, g.mem.host, ENG_MEM,
+				      ENG_REGION, 1000, (struct tracker_progress){ 0 }), 0);
 	ck_assert_int_eq(eng_init(&t, pool_bytes), 0);
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
 									  .seed = 7, .reference = true,
-									  .data = eng_data }), 0);
+									  .data = eng_data,
+									  .rate = eng_logged ? ENG_LOGGED_RATE : 0 }), 0);
 }
 
 static void eng_setup(void)
 {
 	eng_setup_pool(ENG_MEM, false);
+}
+
+static void eng_setup_logged(void)
+{
+	eng_logged = true;
+	eng_setup_pool(ENG_MEM, false);
+	eng_logged = false;
 }
 
 static void eng_setup_text(void)
@@ -380,6 +396,47 @@ START_TEST(test_eager_budget)
 	ck_assert_uint_gt(g.e.plan.n_hot_pages, 0);
 	ck_assert_uint_eq(f.pages_eager, 0);
 	ck_assert_uint_gt(f.cow_faults, 0);
+}
+END_TEST
+
+/* --precopy rounds on plain memory, with the writers' own dirty log: memory written to
+ * the image before the instant, round after round, and the pause keeps what was not
+ * written since. Exact images, twice on one engine, at budgets from none to all. */
+START_TEST(test_rounds_exact)
+{
+	static const double budgets[] = { 10, 0, 1000 };
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0.8,
+				    .rate = ENG_RATE, .precopy = SNAP_PRECOPY_ROUNDS,
+				    .codec = IMG_CODEC_ZSTD };
+
+	if (!uffd_usable())
+		return;
+	for (int i = 0; i < 3; i++) {
+		struct snap_figures f;
+
+		req.pause_budget_ms = budgets[i];
+		f = eng_snapshot(&req);
+		ck_assert_uint_ge(f.rounds, 1);
+		ck_assert_uint_ge(f.pages_presaved, ENG_MEM / 4096); /* round 0: every page */
+		ck_assert_uint_le(f.pages_eager, f.pages_redirtied);
+		if (budgets[i] >= 1000) /* all of it copied in the pause: nothing protected */
+			ck_assert_uint_eq(f.cow_faults, 0);
+	}
+}
+END_TEST
+
+/* Without a dirty log, or with writes tracked for incremental snapshots, --precopy
+ * rounds is refused with a reason, and nothing is left behind. */
+START_TEST(test_rounds_refused)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .rate = ENG_RATE,
+				    .precopy = SNAP_PRECOPY_ROUNDS, .pause_budget_ms = 10 };
+	struct snap_figures now;
+	char err[256] = "";
+
+	ck_assert_int_eq(snap_start(&g.e, &req, &now, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "dirty log"), "%s", err);
+	ck_assert_int_eq(access(g.file, F_OK), -1);
 }
 END_TEST
 
@@ -1118,6 +1175,7 @@ Suite *engine_suite(void)
 	TCase *edges = tcase_create("edges");
 	TCase *child = tcase_create("failures");
 	TCase *restore = tcase_create("restore");
+	TCase *rounds = tcase_create("pre-copy rounds");
 
 	tcase_add_checked_fixture(tc, eng_setup, eng_teardown);
 	tcase_set_timeout(tc, ENG_TIMEOUT_S);
@@ -1149,6 +1207,7 @@ Suite *engine_suite(void)
 	tcase_add_checked_fixture(edges, eng_setup, eng_teardown);
 	tcase_set_timeout(edges, ENG_TIMEOUT_S);
 	tcase_add_test(edges, test_refusals);
+	tcase_add_test(edges, test_rounds_refused);
 	tcase_add_test(edges, test_discard_during_snapshot);
 	tcase_add_test(edges, test_cancelled);
 	tcase_add_test(edges, test_schedule);
@@ -1159,6 +1218,11 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_image_without_direct_io);
 	tcase_add_test(edges, test_incremental_chain);
 	suite_add_tcase(s, edges);
+	tcase_add_checked_fixture(rounds, eng_setup_logged, eng_teardown);
+	tcase_set_timeout(rounds, ENG_TIMEOUT_S);
+	tcase_add_test(rounds, test_rounds_exact);
+	suite_add_tcase(s, rounds);
+
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);
 	tcase_add_test(restore, test_restore_eager);

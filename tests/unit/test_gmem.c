@@ -117,6 +117,54 @@ START_TEST(test_discard_zeroes)
 }
 END_TEST
 
+static bool marked(const uint64_t *bits, uint64_t gpa)
+{
+	uint64_t p = gpa / PAGE_SIZE;
+
+	return bits[p / 64] >> (p % 64) & 1;
+}
+
+/* While marks are on (a pre-copy), every page the monitor may write through is marked:
+ * pointers handed out, copies out, discards, held ranges, and the ranges of a call
+ * blocked when the marks started; reads into the monitor are not. Off, nothing is. */
+START_TEST(test_write_marks)
+{
+	static uint64_t bits[RAM / PAGE_SIZE / 64];
+	const uint64_t u = LAYOUT_USER_BASE;
+	struct gmem_span blocked = { 0 }, late = { 0 };
+	uint64_t v = 1;
+
+	ck_assert_ptr_nonnull(gmem_user_ptr_held(&mem, u + 20 * PAGE_SIZE, 8));
+	gmem_span_add(&blocked, u + 30 * PAGE_SIZE, 2 * PAGE_SIZE);
+	gmem_block(&mem, &blocked);
+	ck_assert_ptr_nonnull(gmem_user_ptr(&mem, u, 8)); /* before: not seen */
+	memset(bits, 0, sizeof(bits));
+	gmem_mark_start(&mem, bits);
+	ck_assert(marked(bits, u + 20 * PAGE_SIZE));
+	ck_assert(marked(bits, u + 31 * PAGE_SIZE) && !marked(bits, u + 32 * PAGE_SIZE));
+	ck_assert(!marked(bits, u));
+	ck_assert_ptr_nonnull(gmem_user_ptr(&mem, u + PAGE_SIZE - 4, 8));
+	ck_assert(marked(bits, u) && marked(bits, u + PAGE_SIZE));
+	ck_assert_int_eq(gmem_copy_out(&mem, u + 5 * PAGE_SIZE, &v, sizeof(v)), 0);
+	ck_assert(marked(bits, u + 5 * PAGE_SIZE));
+	ck_assert_int_eq(gmem_copy_in(&mem, &v, u + 6 * PAGE_SIZE, sizeof(v)), 0);
+	ck_assert(!marked(bits, u + 6 * PAGE_SIZE));
+	ck_assert_int_eq(gmem_discard(&mem, u + 7 * PAGE_SIZE, PAGE_SIZE), 0);
+	ck_assert(marked(bits, u + 7 * PAGE_SIZE));
+	for (int i = 0; i < GMEM_SPAN_RANGES + 2; i++) /* past its ranges: the last grows */
+		gmem_span_add(&late, u + (uint64_t)(40 + 2 * i) * PAGE_SIZE, 8);
+	gmem_block(&mem, &late);
+	ck_assert(marked(bits, u + 40 * PAGE_SIZE) && marked(bits, u + 50 * PAGE_SIZE));
+	ck_assert(marked(bits, u + 47 * PAGE_SIZE));
+	gmem_unblock(&mem, &late);
+	gmem_unblock(&mem, &blocked);
+	ck_assert_ptr_null(mem.blocked);
+	gmem_mark_stop(&mem);
+	ck_assert_ptr_nonnull(gmem_user_ptr(&mem, u + 9 * PAGE_SIZE, 8));
+	ck_assert(!marked(bits, u + 9 * PAGE_SIZE));
+}
+END_TEST
+
 struct runs {
 	uint64_t first[8], n[8];
 	int count;
@@ -172,6 +220,7 @@ Suite *gmem_suite(void)
 	tcase_add_test(tc, test_copy_str);
 	tcase_add_test(tc, test_copy_in_out);
 	tcase_add_test(tc, test_discard_zeroes);
+	tcase_add_test(tc, test_write_marks);
 	tcase_add_test(tc, test_resident_runs);
 	suite_add_tcase(s, tc);
 	return s;

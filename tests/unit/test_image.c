@@ -914,6 +914,63 @@ START_TEST(test_section_lengths_bounded)
 }
 END_TEST
 
+/* A pre-copy (image_pre.c): pages written ahead of the instant, some of them again;
+ * the ones kept stand, a rewritten one is recorded anew, one that ends as a hole reads
+ * as zero although bytes were written there, and the checksums hold. Every chunk is
+ * raw, whatever the codec asked. */
+START_TEST(test_precopy_rewrites)
+{
+	struct img_header_info info = { .ram_size = RAM, .codec = IMG_CODEC_ZSTD, .level = 1 };
+	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
+	uint8_t what[IMG_CHUNK / PAGE_SIZE], *scratch = aligned_alloc(PAGE_SIZE, IMG_SCRATCH_SIZE);
+	uint8_t *early = aligned_alloc(PAGE_SIZE, 4 * PAGE_SIZE), *want = calloc(1, RAM);
+	struct img_writer *w;
+	struct img_reader r;
+	char err[IMG_ERR_LEN];
+
+	ck_assert_ptr_nonnull(scratch);
+	ck_assert_ptr_nonnull(early);
+	ck_assert_ptr_nonnull(want);
+	for (int i = 0; i < 4; i++)
+		memset(early + i * PAGE_SIZE, 0x40 + i, PAGE_SIZE);
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_precopy_begin(w), 0);
+	ck_assert_int_eq(img_precopy_pages(w, 0, early, 4), 0);
+	ck_assert_int_eq(img_precopy_pages(w, 3, early, 1), 0); /* page 3 again: 0x40 */
+	ck_assert_int_eq(img_precopy_pages(w, PAGES - 1, early + PAGE_SIZE, 1), 0);
+	ck_assert_int_eq(img_precopy_pages(w, PAGES - 1, early, 2), -EINVAL);
+	ck_assert(img_precopied(w, 0) && img_precopied(w, 3) && !img_precopied(w, 4));
+	/* The instant: pages 0 and 3 stand; 1 was rewritten; 2 became zero; the last page
+	 * became zero too. */
+	img_precopy_keep(w, 0);
+	img_precopy_keep(w, 3);
+	memcpy(want, early, PAGE_SIZE);
+	memcpy(want + 3 * PAGE_SIZE, early, PAGE_SIZE);
+	memset(want + PAGE_SIZE, 0x77, PAGE_SIZE);
+	for (uint64_t c = 0; c < RAM / IMG_CHUNK; c++) {
+		uint64_t zero;
+
+		memset(what, IMG_PAGE_HOLE, sizeof(what));
+		if (c == 0) {
+			what[0] = what[3] = IMG_PAGE_DONE;
+			what[1] = IMG_PAGE_DATA;
+		}
+		ck_assert_int_eq(img_chunk_prepare(w, c, want + c * IMG_CHUNK, what, &zero), 0);
+		ck_assert_int_eq(img_chunk_write(w, c, want + c * IMG_CHUNK, what, scratch), 0);
+		ck_assert_uint_eq(zero, c == 0 ? per - 3 : per);
+	}
+	ck_assert_int_eq(img_finish(w), 0);
+	expect_image_is_mem_at(path, want);
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_int_eq(r.enc[0].codec, IMG_CODEC_NONE);
+	ck_assert_uint_eq(r.enc[0].data_pages, 3);
+	img_close(&r);
+	free(scratch);
+	free(early);
+	free(want);
+}
+END_TEST
+
 Suite *image_suite(void)
 {
 	Suite *s = suite_create("image");
@@ -939,6 +996,7 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_parent_never_opened);
 	tcase_add_test(tc, test_links_never_followed);
 	tcase_add_test(tc, test_section_lengths_bounded);
+	tcase_add_test(tc, test_precopy_rewrites);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -62,8 +62,8 @@ void lx_clock_refresh(struct lx_proc *p)
 
 void lx_clock_map(struct lx_proc *p)
 {
-	p->clock.data = gmem_user_ptr(p->mem, p->mm.vdso_base - PAGE_SIZE, PAGE_SIZE);
-	p->clock.counters = gmem_user_ptr(p->mem, p->mm.vdso_base - 2 * PAGE_SIZE, PAGE_SIZE);
+	p->clock.data = gmem_user_ptr_held(p->mem, p->mm.vdso_base - PAGE_SIZE, PAGE_SIZE);
+	p->clock.counters = gmem_user_ptr_held(p->mem, p->mm.vdso_base - 2 * PAGE_SIZE, PAGE_SIZE);
 }
 
 uint64_t lx_clock_reads(const struct lx_proc *p)

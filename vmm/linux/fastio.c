@@ -182,7 +182,7 @@ int lx_fastio_init(struct lx_proc *p, uint64_t gva, bool fresh)
 
 	if (!f)
 		return -ENOMEM;
-	f->area = gmem_user_ptr(p->mem, gva, lx_fastio_area_size());
+	f->area = gmem_user_ptr_held(p->mem, gva, lx_fastio_area_size());
 	f->gva = gva;
 	f->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (!f->area || f->ep < 0) {

@@ -27,6 +27,7 @@ struct lx_call {
 	int held_inline[LX_CALL_HOLDS];
 	int *held;
 	int n_held, cap_held;
+	struct gmem_span span;   /* guest ranges it took pointers to (lx_uptr) */
 };
 
 typedef int64_t (*lx_handler)(struct lx_call *c);
@@ -41,7 +42,11 @@ static inline int64_t host_ret(long r)
  * moves, results it writes): never for a value the monitor decides on. */
 static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
 {
-	return gmem_user_ptr(c->p->mem, gva, len);
+	void *p = gmem_user_ptr(c->p->mem, gva, len);
+
+	if (p)
+		gmem_span_add(&c->span, gva, len);
+	return p;
 }
 
 /* Guest structures and lengths are read once into monitor memory, results written

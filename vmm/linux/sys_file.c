@@ -77,6 +77,8 @@ int lx_host_fd(struct lx_call *c, uint64_t fd)
 
 void lx_call_release(struct lx_call *c)
 {
+	if (c->span.listed) /* a block without its end: never left on the list */
+		gmem_unblock(c->p->mem, &c->span);
 	if (!c->n_held)
 		return;
 	pthread_mutex_lock(&c->p->lock);

@@ -1,0 +1,239 @@
+/*
+ * precopy.c - --precopy rounds: a snapshot that takes no fault. Before the instant,
+ * while the guest runs, every page that holds data is written into the image; then,
+ * round after round, the pages the dirty log says were written since; when what is left
+ * would copy in under half the pause budget, the snapshot pauses. There, the pages
+ * written since their last round are copied into the pool (and saved by the writer
+ * afterwards), and every other page already stands in the file: nothing is
+ * write-protected, so the guest never traps for this snapshot. It is live migration's
+ * pre-copy (QEMU's, Firecracker users' own), aimed at the image file: the instant is
+ * when the rounds converge, not when the snapshot was asked for.
+ *
+ * KVM's dirty log sees only the guest's writes. The monitor's own (system-call results
+ * written in place, the vDSO clock page, the fastio ring, discarded pages) are marked
+ * through guest memory's one translation (mmu/gmem.h) from the start of the pre-copy
+ * and are copied in the pause whatever the rounds did. A pointer handed out before the
+ * marks started is waited out by one short pause of the writers, or, for a call
+ * blocked in a host call, marked from its recorded ranges.
+ */
+#include "precopy.h"
+#include "image.h"
+#include "../mmu/resident.h"
+#include "../vmm/base/mono.h"
+#include "../vmm/base/pages.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROUNDS_MAX 8           /* then the pause copies what is left, within its budget */
+#define ROUNDS_BUF (2ULL << 20) /* a run is copied in pieces of this, then written */
+/* A page copied in the pause before any was measured: memcpy and the pool's
+ * bookkeeping, with room (VMs here copied ~1 us a page). */
+#define ROUNDS_PAGE_NS_GUESS 2000
+/* A round that leaves more than this share of the last one's pages has stopped
+ * converging (the guest writes them as fast as they are written out). */
+#define ROUNDS_CONVERGING 0.9
+
+static bool bit_test(const uint64_t *b, uint64_t i)
+{
+	return b[i / 64] >> (i % 64) & 1;
+}
+
+int rounds_init(struct snap_rounds *r, struct gmem *mem, const struct tracker_log *log)
+{
+	memset(r, 0, sizeof(*r));
+	r->mem = mem;
+	if (log)
+		r->log = *log;
+	r->pages = mem->size / PAGE_SIZE;
+	r->words = (r->pages + 63) / 64;
+	return 0;
+}
+
+void rounds_fini(struct snap_rounds *r)
+{
+	rounds_end(r);
+	free(r->dirty);
+	free(r->marks);
+	free(r->buf);
+	r->dirty = r->marks = NULL;
+	r->buf = NULL;
+}
+
+const char *rounds_refusal(const struct snap_rounds *r)
+{
+	return r->log.ops ? NULL : "--precopy rounds needs a dirty log of the memory (a VM's)";
+}
+
+/* The bitmaps and the buffer, the first time. */
+static int rounds_alloc(struct snap_rounds *r)
+{
+	if (!r->dirty)
+		r->dirty = calloc(r->words, sizeof(uint64_t));
+	if (!r->marks)
+		r->marks = calloc(r->words, sizeof(uint64_t));
+	if (!r->buf && posix_memalign((void **)&r->buf, PAGE_SIZE, ROUNDS_BUF))
+		r->buf = NULL;
+	return r->dirty && r->marks && r->buf ? 0 : -ENOMEM;
+}
+
+struct rounds_copy {
+	struct snap_rounds *r;
+	struct img_writer *img;
+	const bool *stop;
+	int rc;
+};
+
+/* Pages [first, first + n) into the image, a buffer at a time: copied first, so that
+ * the bytes written and their checksum are the same whatever the guest does meanwhile
+ * (a page it writes during the copy is in the log, and goes again). */
+static void rounds_copy_run(void *ctx, uint64_t first, uint64_t n)
+{
+	struct rounds_copy *k = ctx;
+	const uint64_t per = ROUNDS_BUF / PAGE_SIZE;
+
+	while (n && !k->rc) {
+		uint64_t take = n < per ? n : per;
+
+		if (__atomic_load_n(k->stop, __ATOMIC_ACQUIRE)) {
+			k->rc = -ECANCELED;
+			return;
+		}
+		memcpy(k->r->buf, k->r->mem->host + first * PAGE_SIZE, take * PAGE_SIZE);
+		k->rc = img_precopy_pages(k->img, first, k->r->buf, take);
+		k->r->pages_sent += take;
+		first += take;
+		n -= take;
+	}
+}
+
+/* Every run of pages set in the dirty bitmap. */
+static void rounds_copy_dirty(struct rounds_copy *k)
+{
+	const struct snap_rounds *r = k->r;
+	uint64_t p = 0;
+
+	while (p < r->pages && !k->rc) {
+		uint64_t end;
+
+		if (!r->dirty[p / 64]) {
+			p = (p / 64 + 1) * 64;
+			continue;
+		}
+		if (!bit_test(r->dirty, p)) {
+			p++;
+			continue;
+		}
+		for (end = p + 1; end < r->pages && bit_test(r->dirty, end); end++)
+			;
+		rounds_copy_run(k, p, end - p);
+		p = end;
+	}
+}
+
+static uint64_t rounds_count(const struct snap_rounds *r)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i < r->words; i++)
+		n += (uint64_t)__builtin_popcountll(r->dirty[i]);
+	return n;
+}
+
+/* The log and the marks on, then the writers paused once: whatever pointer into
+ * memory was handed out before the marks is used up (a call blocked in a host call
+ * is marked from its ranges instead, gmem_block). */
+static int rounds_start(struct snap_rounds *r, const struct snap_ops *ops, void *ctx)
+{
+	int rc;
+
+	memset(r->marks, 0, r->words * sizeof(uint64_t));
+	rc = r->log.ops->logging(r->log.ctx, true);
+	if (rc)
+		return rc;
+	r->logging = true;
+	gmem_mark_start(r->mem, r->marks);
+	r->marking = true;
+	rc = ops->pause(ctx);
+	if (rc)
+		return rc;
+	ops->resume(ctx);
+	return 0;
+}
+
+int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct snap_ops *ops,
+	       void *ctx, uint64_t budget_ns, const bool *stop)
+{
+	struct rounds_copy k = { .r = r, .img = img, .stop = stop };
+	uint64_t page_ns = r->page_ns ? r->page_ns : ROUNDS_PAGE_NS_GUESS, last = UINT64_MAX;
+	int rc;
+
+	r->rounds = r->pages_sent = r->pages_redirtied = 0;
+	rc = rounds_alloc(r);
+	if (!rc)
+		rc = rounds_start(r, ops, ctx);
+	if (rc)
+		return rc;
+	/* Round 0: from now on a write marks its page; then all that holds data. */
+	memset(r->dirty, 0xff, r->words * sizeof(uint64_t));
+	rc = r->log.ops->watch(r->log.ctx, r->dirty);
+	if (!rc)
+		rc = resident_scan(r->mem->host, r->mem->size, rounds_copy_run, &k);
+	rc = rc ? rc : k.rc;
+	for (r->rounds = 1; !rc; r->rounds++) {
+		uint64_t n;
+
+		rc = r->log.ops->get(r->log.ctx, r->dirty);
+		if (rc)
+			break;
+		n = rounds_count(r);
+		if (n * page_ns <= budget_ns / 2 || r->rounds >= ROUNDS_MAX ||
+		    (double)n > ROUNDS_CONVERGING * (double)last)
+			break;
+		last = n;
+		rc = r->log.ops->watch(r->log.ctx, r->dirty);
+		if (!rc)
+			rounds_copy_dirty(&k);
+		rc = rc ? rc : k.rc;
+	}
+	return rc;
+}
+
+uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_writer *img,
+			uint32_t *out, uint64_t max)
+{
+	uint64_t n = 0;
+
+	/* Unreadable, the log says every page was written: none is kept, none is lost. */
+	if (r->log.ops->get(r->log.ctx, r->dirty))
+		memset(r->dirty, 0xff, r->words * sizeof(uint64_t));
+	gmem_mark_held(r->mem);
+	for (uint64_t p = 0; p < r->pages; p++) {
+		bool written;
+
+		if (ps_get(&pt->state[p]) != PS_PROTECTED)
+			continue;
+		written = bit_test(r->dirty, p) ||
+			  (__atomic_load_n(&r->marks[p / 64], __ATOMIC_ACQUIRE) >> (p % 64) & 1);
+		if (!written && img_precopied(img, p)) {
+			img_precopy_keep(img, p);
+			ps_set(&pt->state[p], PS_SAVED);
+			continue;
+		}
+		r->pages_redirtied += img_precopied(img, p);
+		if (n < max)
+			out[n++] = (uint32_t)p;
+	}
+	return n;
+}
+
+void rounds_end(struct snap_rounds *r)
+{
+	if (r->marking)
+		gmem_mark_stop(r->mem);
+	r->marking = false;
+	if (r->logging)
+		r->log.ops->logging(r->log.ctx, false);
+	r->logging = false;
+}
