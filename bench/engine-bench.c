@@ -571,6 +571,7 @@ static int eb_setup(struct eb *b)
 {
 	struct snap_target t = { .mem = &b->mem, .ops = &load_snap_ops, .ctx = &b->load };
 	struct snap_config cfg;
+	struct tracker_log log;
 	uint64_t pool = b->o.pool ? b->o.pool : b->o.mem < EB_MIN_POOL ? EB_MIN_POOL : b->o.mem;
 	int rc = gmem_map(&b->mem, b->o.mem);
 
@@ -591,8 +592,13 @@ static int eb_setup(struct eb *b)
 							       .rate = b->o.latency_rate });
 	if (rc || b->o.none)
 		return rc;
-	rc = tracker_init(&b->tracker, NULL, b->mem.host, b->mem.size, EB_REGION, 0,
-			    (struct tracker_progress){ .read = eb_progress, .ctx = &b->load });
+	/* --precopy rounds reads the writers' own dirty log, as a VM's reads KVM's; the
+	 * other modes keep to what snapshots observe, as they always measured here. */
+	if (b->o.precopy == SNAP_PRECOPY_ROUNDS)
+		load_dirty_log(&b->load, &log);
+	rc = tracker_init(&b->tracker, b->o.precopy == SNAP_PRECOPY_ROUNDS ? &log : NULL,
+			  b->mem.host, b->mem.size, EB_REGION, 0,
+			  (struct tracker_progress){ .read = eb_progress, .ctx = &b->load });
 	if (rc)
 		return rc;
 	b->tracking = true;

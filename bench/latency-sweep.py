@@ -41,6 +41,7 @@ CONFIGS = {
     "ccow-eager-20": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "20"],
     "ccow-eager-10-idle": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "10",
                            "--background-idle", "1"],
+    "ccow-rounds-10": ["--policy", "ccow", "--precopy", "rounds", "--pause-budget-ms", "10"],
     "stop": ["--policy", "stop"],
 }
 METRICS = ["p99_ms", "p999_ms", "max_ms", "pause_ms_max", "faults_per_snapshot",

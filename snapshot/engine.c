@@ -126,6 +126,8 @@ static void *snap_writer_thread(void *arg)
 	if (rc)
 		snap_fail(e, rc, rc == -ECANCELED ? "cancelled" : "writing the image");
 	__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
+	/* What a pre-copy's rounds saw written, as faults would have told it. */
+	e->obs.also_written = e->cur.rounds ? e->rounds.seen : NULL;
 	e->cur.pages_precopied_unwritten =
 		observe_snapshot(&e->obs, &e->pt, &e->plan, e->host, writer_progress(&e->wr),
 				 e->tracker, !rc);
@@ -467,19 +469,23 @@ static void *snap_rounds_thread(void *arg)
 	return snap_writer_thread(e);
 }
 
-/* --precopy rounds: checked before anything is created. */
-static int snap_rounds_check(struct snap_engine *e, const struct snap_request *req, char *err,
-			     size_t errlen)
+/* --precopy rounds where it cannot run (no dirty log of the memory; an incremental
+ * snapshot, or writes tracked for one) copies in the pause instead, as eager does, and
+ * its figures say so. */
+static void snap_rounds_or_eager(struct snap_engine *e, struct snap_request *req)
 {
 	const char *why = rounds_refusal(&e->rounds);
 
 	if (!why && (req->parent || req->track || e->track.tracking))
-		why = "--precopy rounds takes full images without --track (writes tracked for "
-		      "incremental snapshots: take it with --precopy eager)";
+		why = "incremental snapshots take their pages in the pause";
 	if (!why)
-		return 0;
-	snprintf(err, errlen, "%s", why);
-	return -EINVAL;
+		return;
+	log_info("snapshot %llu: --precopy rounds is not for it (%s): eager instead",
+		 (unsigned long long)e->cur.id, why);
+	req->precopy = SNAP_PRECOPY_EAGER;
+	pthread_mutex_lock(&e->lock);
+	e->cur.precopy = SNAP_PRECOPY_EAGER;
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* --precopy rounds: prepared; its thread does the rest, and snap_start returns. */
@@ -540,7 +546,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *request,
 		return rc;
 	rc = track_check(&e->track, req, err, errlen);
 	if (!rc && snap_precopies_rounds(req))
-		rc = snap_rounds_check(e, req, err, errlen);
+		snap_rounds_or_eager(e, req);
 	if (!rc && req->policy == SNAP_FORK) /* before the pause: it walks every mapping */
 		forkpol_before(&e->fork);
 	if (!rc)

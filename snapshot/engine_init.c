@@ -71,7 +71,7 @@ static int engine_stages(struct snap_engine *e, size_t pool_bytes)
 			e->tracker, &e->stopping))
 		return -ENOMEM;
 	forkpol_init(&e->fork, &e->wr, &e->stopping, snap_fork_done, e);
-	return rounds_init(&e->rounds, e->t.mem, e->tracker ? &e->tracker->log : NULL);
+	return rounds_init(&e->rounds, e->t.mem, e->tracker);
 }
 
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t,

@@ -68,8 +68,11 @@ uint64_t observe_snapshot(struct snap_observe *o, struct snap_ptab *pt,
 		} else if (ps_get(&pt->state[p]) == PS_ZERO) {
 			continue;
 		} else {
-			ob->written += pt->faulted[p];
-			observe_page(o, p, pt->faulted[p]);
+			bool w = pt->faulted[p] || (o->also_written &&
+						    (o->also_written[p / 64] >> (p % 64) & 1));
+
+			ob->written += w;
+			observe_page(o, p, w);
 			until = pt->chunk_saved_at[p / per_chunk];
 		}
 		ob->pages++;

@@ -20,6 +20,9 @@ struct snap_observe {
 	uint64_t *written, *watched; /* per page, one bit each (page heat, mmu/heat.h) */
 	uint64_t words;
 	uint64_t progress_start;  /* the guest's progress at the instant */
+	/* Pages seen written before the instant, by a pre-copy's rounds (precopy.c), or
+	 * NULL: taken as written besides what faults saw. */
+	const uint64_t *also_written;
 };
 
 /* For @n_regions regions of @pages pages in all: 0 or -ENOMEM. */

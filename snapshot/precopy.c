@@ -9,6 +9,13 @@
  * pre-copy (QEMU's, Firecracker users' own), aimed at the image file: the instant is
  * when the rounds converge, not when the snapshot was asked for.
  *
+ * A watched page costs the guest a fault at its next write (KVM write-protects it
+ * again: ~30 us in our VMs, against ~100 us for a copy-on-write trap), so a page is
+ * watched only just before its piece of round 0 is copied, and the hottest pages by
+ * the tracker's page heat, as many as half the pause budget copies, are never
+ * watched: the pause copies them anyway. The rounds' own view of what was written
+ * goes back into the heat (observe.c).
+ *
  * KVM's dirty log sees only the guest's writes. The monitor's own (system-call results
  * written in place, the vDSO clock page, the fastio ring, discarded pages) are marked
  * through guest memory's one translation (mmu/gmem.h) from the start of the pre-copy
@@ -40,12 +47,13 @@ static bool bit_test(const uint64_t *b, uint64_t i)
 	return b[i / 64] >> (i % 64) & 1;
 }
 
-int rounds_init(struct snap_rounds *r, struct gmem *mem, const struct tracker_log *log)
+int rounds_init(struct snap_rounds *r, struct gmem *mem, struct tracker *tracker)
 {
 	memset(r, 0, sizeof(*r));
 	r->mem = mem;
-	if (log)
-		r->log = *log;
+	r->tracker = tracker;
+	if (tracker)
+		r->log = tracker->log;
 	r->pages = mem->size / PAGE_SIZE;
 	r->words = (r->pages + 63) / 64;
 	return 0;
@@ -56,34 +64,67 @@ void rounds_fini(struct snap_rounds *r)
 	rounds_end(r);
 	free(r->dirty);
 	free(r->marks);
+	free(r->watched);
+	free(r->held);
+	free(r->seen);
+	free(r->hot);
 	free(r->buf);
-	r->dirty = r->marks = NULL;
+	r->dirty = r->marks = r->watched = r->held = r->seen = NULL;
+	r->hot = NULL;
 	r->buf = NULL;
 }
 
 const char *rounds_refusal(const struct snap_rounds *r)
 {
-	return r->log.ops ? NULL : "--precopy rounds needs a dirty log of the memory (a VM's)";
+	return r->log.ops ? NULL : "no dirty log of the memory";
+}
+
+/* A bitmap of every page, the first time. */
+static bool rounds_bitmap(struct snap_rounds *r, uint64_t **b)
+{
+	if (!*b)
+		*b = calloc(r->words, sizeof(uint64_t));
+	return *b != NULL;
 }
 
 /* The bitmaps and the buffer, the first time. */
 static int rounds_alloc(struct snap_rounds *r)
 {
-	if (!r->dirty)
-		r->dirty = calloc(r->words, sizeof(uint64_t));
-	if (!r->marks)
-		r->marks = calloc(r->words, sizeof(uint64_t));
-	if (!r->buf && posix_memalign((void **)&r->buf, PAGE_SIZE, ROUNDS_BUF))
+	bool ok = rounds_bitmap(r, &r->dirty) && rounds_bitmap(r, &r->marks) &&
+		  rounds_bitmap(r, &r->watched) && rounds_bitmap(r, &r->held) &&
+		  rounds_bitmap(r, &r->seen);
+
+	if (ok && !r->hot)
+		r->hot = calloc(r->pages, sizeof(uint32_t));
+	if (ok && r->hot && !r->buf && posix_memalign((void **)&r->buf, PAGE_SIZE, ROUNDS_BUF))
 		r->buf = NULL;
-	return r->dirty && r->marks && r->buf ? 0 : -ENOMEM;
+	return ok && r->hot && r->buf ? 0 : -ENOMEM;
 }
 
 struct rounds_copy {
 	struct snap_rounds *r;
 	struct img_writer *img;
 	const bool *stop;
+	bool watch;              /* round 0: each piece watched just before its copy */
 	int rc;
 };
+
+/* Round 0: pages [first, first + n) but the held ones watched from now on (the log's
+ * call takes a bitmap of all pages: the piece's bits are set for it, then cleared). */
+static int rounds_watch_piece(struct snap_rounds *r, uint64_t first, uint64_t n)
+{
+	int rc;
+
+	for (uint64_t p = first; p < first + n; p++)
+		if (!bit_test(r->held, p))
+			r->dirty[p / 64] |= 1ULL << (p % 64);
+	rc = r->log.ops->watch(r->log.ctx, r->dirty);
+	for (uint64_t p = first; p < first + n; p++) {
+		r->watched[p / 64] |= r->dirty[p / 64] & (1ULL << (p % 64));
+		r->dirty[p / 64] &= ~(1ULL << (p % 64));
+	}
+	return rc;
+}
 
 /* Pages [first, first + n) into the image, a buffer at a time: copied first, so that
  * the bytes written and their checksum are the same whatever the guest does meanwhile
@@ -99,6 +140,11 @@ static void rounds_copy_run(void *ctx, uint64_t first, uint64_t n)
 		if (__atomic_load_n(k->stop, __ATOMIC_ACQUIRE)) {
 			k->rc = -ECANCELED;
 			return;
+		}
+		if (k->watch) {
+			k->rc = rounds_watch_piece(k->r, first, take);
+			if (k->rc)
+				return;
 		}
 		memcpy(k->r->buf, k->r->mem->host + first * PAGE_SIZE, take * PAGE_SIZE);
 		k->rc = img_precopy_pages(k->img, first, k->r->buf, take);
@@ -132,15 +178,6 @@ static void rounds_copy_dirty(struct rounds_copy *k)
 	}
 }
 
-static uint64_t rounds_count(const struct snap_rounds *r)
-{
-	uint64_t n = 0;
-
-	for (uint64_t i = 0; i < r->words; i++)
-		n += (uint64_t)__builtin_popcountll(r->dirty[i]);
-	return n;
-}
-
 /* The log and the marks on, then the writers paused once: whatever pointer into
  * memory was handed out before the marks is used up (a call blocked in a host call
  * is marked from its ranges instead, gmem_block). */
@@ -162,33 +199,57 @@ static int rounds_start(struct snap_rounds *r, const struct snap_ops *ops, void 
 	return 0;
 }
 
+/* The hottest pages, as many as @max: held back from the rounds. */
+static uint64_t rounds_hold(struct snap_rounds *r, uint64_t max)
+{
+	uint64_t n = max && r->tracker ? tracker_hot_pages(r->tracker, r->hot, max) : 0;
+
+	memset(r->held, 0, r->words * sizeof(uint64_t));
+	for (uint64_t i = 0; i < n; i++)
+		if (r->hot[i] < r->pages)
+			r->held[r->hot[i] / 64] |= 1ULL << (r->hot[i] % 64);
+	return n;
+}
+
+/* The log's pages written since watched, of those watched: into dirty (and seen). */
+static int rounds_harvest(struct snap_rounds *r, uint64_t *n)
+{
+	int rc = r->log.ops->get(r->log.ctx, r->dirty);
+
+	*n = 0;
+	for (uint64_t i = 0; i < r->words && !rc; i++) {
+		r->dirty[i] &= r->watched[i];
+		r->seen[i] |= r->dirty[i];
+		*n += (uint64_t)__builtin_popcountll(r->dirty[i]);
+	}
+	return rc;
+}
+
 int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct snap_ops *ops,
 	       void *ctx, uint64_t budget_ns, const bool *stop)
 {
-	struct rounds_copy k = { .r = r, .img = img, .stop = stop };
+	struct rounds_copy k = { .r = r, .img = img, .stop = stop, .watch = true };
 	uint64_t page_ns = r->page_ns ? r->page_ns : ROUNDS_PAGE_NS_GUESS, last = UINT64_MAX;
 	int rc;
 
 	r->rounds = r->pages_sent = r->pages_redirtied = 0;
 	rc = rounds_alloc(r);
-	if (!rc)
-		rc = rounds_start(r, ops, ctx);
 	if (rc)
 		return rc;
-	/* Round 0: from now on a write marks its page; then all that holds data. */
-	memset(r->dirty, 0xff, r->words * sizeof(uint64_t));
-	rc = r->log.ops->watch(r->log.ctx, r->dirty);
-	if (!rc)
+	r->n_held = rounds_hold(r, budget_ns / 2 / page_ns);
+	memset(r->watched, 0, r->words * sizeof(uint64_t));
+	memset(r->seen, 0, r->words * sizeof(uint64_t));
+	memset(r->dirty, 0, r->words * sizeof(uint64_t));
+	rc = rounds_start(r, ops, ctx);
+	if (!rc) /* round 0: all that holds data, each piece watched as it goes */
 		rc = resident_scan(r->mem->host, r->mem->size, rounds_copy_run, &k);
 	rc = rc ? rc : k.rc;
+	k.watch = false;
 	for (r->rounds = 1; !rc; r->rounds++) {
 		uint64_t n;
 
-		rc = r->log.ops->get(r->log.ctx, r->dirty);
-		if (rc)
-			break;
-		n = rounds_count(r);
-		if (n * page_ns <= budget_ns / 2 || r->rounds >= ROUNDS_MAX ||
+		rc = rounds_harvest(r, &n);
+		if (rc || n * page_ns <= budget_ns / 4 || r->rounds >= ROUNDS_MAX ||
 		    (double)n > ROUNDS_CONVERGING * (double)last)
 			break;
 		last = n;
@@ -208,13 +269,16 @@ uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_
 	/* Unreadable, the log says every page was written: none is kept, none is lost. */
 	if (r->log.ops->get(r->log.ctx, r->dirty))
 		memset(r->dirty, 0xff, r->words * sizeof(uint64_t));
+	for (uint64_t i = 0; i < r->words; i++)
+		r->seen[i] |= r->dirty[i] & r->watched[i];
 	gmem_mark_held(r->mem);
 	for (uint64_t p = 0; p < r->pages; p++) {
 		bool written;
 
 		if (ps_get(&pt->state[p]) != PS_PROTECTED)
 			continue;
-		written = bit_test(r->dirty, p) ||
+		/* (a page never watched reads as written: held, or present only since) */
+		written = bit_test(r->dirty, p) || !bit_test(r->watched, p) ||
 			  (__atomic_load_n(&r->marks[p / 64], __ATOMIC_ACQUIRE) >> (p % 64) & 1);
 		if (!written && img_precopied(img, p)) {
 			img_precopy_keep(img, p);

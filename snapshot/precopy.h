@@ -20,31 +20,40 @@ struct img_writer;
  * one thread that runs the snapshot up to its instant, and by nobody else. */
 struct snap_rounds {
 	struct gmem *mem;
-	struct tracker_log log;  /* the dirty log: the tracker's (KVM's in a VM) */
+	struct tracker *tracker; /* its dirty log (KVM's in a VM) and page heat */
+	struct tracker_log log;
 	uint64_t pages, words;
 	uint64_t *dirty;         /* the log's bitmap */
 	uint64_t *marks;         /* what the monitor may have written (gmem_mark_start) */
+	uint64_t *watched;       /* pages whose writes the log reports (each round's) */
+	uint64_t *held;          /* the hottest pages, never watched: left to the pause */
+	uint64_t *seen;          /* watched pages the log saw written before the instant */
+	uint32_t *hot;           /* the heat's ranking, for held */
 	uint8_t *buf;            /* runs are copied here, then written */
 	bool logging, marking;
 	/* Figures of the running snapshot. */
-	uint64_t rounds, pages_sent, pages_redirtied;
+	uint64_t rounds, pages_sent, pages_redirtied, n_held;
 	uint64_t page_ns;        /* a page copied in the pause, as the last one measured */
 };
 
-/* Over @mem, whose writes @log reports (no ops: rounds refused). 0 or -ENOMEM. */
-int rounds_init(struct snap_rounds *r, struct gmem *mem, const struct tracker_log *log);
+/* Over @mem, whose writes @tracker's log reports (none, or no log: no rounds). 0. */
+int rounds_init(struct snap_rounds *r, struct gmem *mem, struct tracker *tracker);
 void rounds_fini(struct snap_rounds *r);
 
-/* Why @r cannot pre-copy, or NULL. */
+/* Why @r cannot pre-copy (no dirty log), or NULL. */
 const char *rounds_refusal(const struct snap_rounds *r);
 
 /*
  * rounds_run - before the pause: the log and the monitor's marks on, the writers
  * paused once through @ops (so that no pointer into memory handed out before the
- * marks is still in use), then every page that holds data into @img, then the pages
- * written since, round after round, until they would take less than @budget_ns to
- * copy in the pause, stop shrinking, or ROUNDS_MAX rounds were made. 0, -ECANCELED
- * when *@stop turns true, or -errno; rounds_end in any case afterwards.
+ * marks is still in use), then every page that holds data into @img, each piece
+ * watched just before it is copied, then the pages written since, round after round,
+ * until they would take under a quarter of @budget_ns to copy in the pause, stop
+ * shrinking, or ROUNDS_MAX rounds were made. The hottest pages (the heat), as many
+ * as half the budget copies, are never watched: a watched page costs the guest a
+ * fault at its next write (~30 us in our VMs), and those would be written again
+ * anyway; the pause copies them. 0, -ECANCELED when *@stop turns true, or -errno;
+ * rounds_end in any case afterwards.
  */
 int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct snap_ops *ops,
 	       void *ctx, uint64_t budget_ns, const bool *stop);
