@@ -42,6 +42,7 @@ CONFIGS = {
     "ccow-eager-10-idle": ["--policy", "ccow", "--precopy", "eager", "--pause-budget-ms", "10",
                            "--background-idle", "1"],
     "ccow-rounds-10": ["--policy", "ccow", "--precopy", "rounds", "--pause-budget-ms", "10"],
+    "ccow-auto-10": ["--policy", "ccow", "--precopy", "auto", "--pause-budget-ms", "10"],
     "stop": ["--policy", "stop"],
 }
 METRICS = ["p99_ms", "p999_ms", "max_ms", "pause_ms_max", "faults_per_snapshot",

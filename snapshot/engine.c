@@ -469,22 +469,32 @@ static void *snap_rounds_thread(void *arg)
 	return snap_writer_thread(e);
 }
 
-/* --precopy rounds where it cannot run (no dirty log of the memory; an incremental
- * snapshot, or writes tracked for one) copies in the pause instead, as eager does, and
- * its figures say so. */
-static void snap_rounds_or_eager(struct snap_engine *e, struct snap_request *req)
+/* The pre-copy a ccow request gets: auto is rounds when the tracker finds no hot region
+ * (scattered writes: a page a round watches costs one fault, where a trap per page
+ * would cost several), eager when some are (dense writes, copied whole by region).
+ * Rounds where they cannot run (no dirty log of the memory; an incremental snapshot,
+ * or writes tracked for one) copy in the pause instead, as eager does. The figures
+ * say which ran. */
+static void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req)
 {
 	const char *why = rounds_refusal(&e->rounds);
+	enum snap_precopy was = req->precopy;
 
+	if (req->policy != SNAP_CCOW || (was != SNAP_PRECOPY_ROUNDS && was != SNAP_PRECOPY_AUTO))
+		return;
 	if (!why && (req->parent || req->track || e->track.tracking))
 		why = "incremental snapshots take their pages in the pause";
-	if (!why)
-		return;
-	log_info("snapshot %llu: --precopy rounds is not for it (%s): eager instead",
-		 (unsigned long long)e->cur.id, why);
-	req->precopy = SNAP_PRECOPY_EAGER;
+	if (!why && was == SNAP_PRECOPY_AUTO) {
+		plan_make(&e->plan, e->tracker, SNAP_CCOW, req->threshold, req->order);
+		if (e->plan.regions_hot)
+			why = "hot regions";
+	}
+	req->precopy = why ? SNAP_PRECOPY_EAGER : SNAP_PRECOPY_ROUNDS;
+	if (why && was == SNAP_PRECOPY_ROUNDS)
+		log_info("snapshot %llu: --precopy rounds is not for it (%s): eager instead",
+			 (unsigned long long)e->cur.id, why);
 	pthread_mutex_lock(&e->lock);
-	e->cur.precopy = SNAP_PRECOPY_EAGER;
+	e->cur.precopy = req->precopy;
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -545,8 +555,8 @@ int snap_start(struct snap_engine *e, const struct snap_request *request,
 	if (rc)
 		return rc;
 	rc = track_check(&e->track, req, err, errlen);
-	if (!rc && snap_precopies_rounds(req))
-		snap_rounds_or_eager(e, req);
+	if (!rc)
+		snap_precopy_resolve(e, req);
 	if (!rc && req->policy == SNAP_FORK) /* before the pause: it walks every mapping */
 		forkpol_before(&e->fork);
 	if (!rc)

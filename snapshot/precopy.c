@@ -2,7 +2,7 @@
  * precopy.c - --precopy rounds: a snapshot that takes no fault. Before the instant,
  * while the guest runs, every page that holds data is written into the image; then,
  * round after round, the pages the dirty log says were written since; when what is left
- * would copy in under half the pause budget, the snapshot pauses. There, the pages
+ * would copy in under a quarter of the pause budget, the snapshot pauses. There, the pages
  * written since their last round are copied into the pool (and saved by the writer
  * afterwards), and every other page already stands in the file: nothing is
  * write-protected, so the guest never traps for this snapshot. It is live migration's
@@ -12,7 +12,7 @@
  * A watched page costs the guest a fault at its next write (KVM write-protects it
  * again: ~30 us in our VMs, against ~100 us for a copy-on-write trap), so a page is
  * watched only just before its piece of round 0 is copied, and the hottest pages by
- * the tracker's page heat, as many as half the pause budget copies, are never
+ * the tracker's page heat, as many as a quarter of the pause budget copies, are never
  * watched: the pause copies them anyway. The rounds' own view of what was written
  * goes back into the heat (observe.c).
  *
@@ -26,7 +26,6 @@
 #include "precopy.h"
 #include "image.h"
 #include "../mmu/resident.h"
-#include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
 
 #include <errno.h>
@@ -236,7 +235,7 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct snap_
 	rc = rounds_alloc(r);
 	if (rc)
 		return rc;
-	r->n_held = rounds_hold(r, budget_ns / 2 / page_ns);
+	r->n_held = rounds_hold(r, budget_ns / 4 / page_ns);
 	memset(r->watched, 0, r->words * sizeof(uint64_t));
 	memset(r->seen, 0, r->words * sizeof(uint64_t));
 	memset(r->dirty, 0, r->words * sizeof(uint64_t));

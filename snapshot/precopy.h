@@ -50,7 +50,7 @@ const char *rounds_refusal(const struct snap_rounds *r);
  * watched just before it is copied, then the pages written since, round after round,
  * until they would take under a quarter of @budget_ns to copy in the pause, stop
  * shrinking, or ROUNDS_MAX rounds were made. The hottest pages (the heat), as many
- * as half the budget copies, are never watched: a watched page costs the guest a
+ * as a quarter of the budget copies, are never watched: a watched page costs the guest a
  * fault at its next write (~30 us in our VMs), and those would be written again
  * anyway; the pause copies them. 0, -ECANCELED when *@stop turns true, or -errno;
  * rounds_end in any case afterwards.

@@ -36,7 +36,7 @@ int snap_order_parse(const char *name, enum snap_order *o)
 	return 0;
 }
 
-static const char *const precopy_names[] = { "lazy", "eager", "rounds" };
+static const char *const precopy_names[] = { "lazy", "eager", "rounds", "auto" };
 #define PRECOPY_NR ((int)(sizeof(precopy_names) / sizeof(precopy_names[0])))
 
 const char *snap_precopy_name(enum snap_precopy p)

@@ -194,7 +194,7 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 		sr.file = json_string_value(json_array_get(args, 0));
 	if (!sr.file || !sr.file[0])
 		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop|fork] "
-				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager|rounds] "
+				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto] "
 				       "[--pause-budget-ms MS] [--wait] [--rate MB/s] "
 				       "[--compress zstd|lz4|none] [--compress-level N] [--threads N] "
 				       "[--parent PARENT] [--track]");
@@ -207,7 +207,7 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 	if (ord && (!json_is_string(ord) || snap_order_parse(json_string_value(ord), &sr.order)))
 		return ctl_reply_error("unknown --save-order (known: hot-first, linear)");
 	if (pre && (!json_is_string(pre) || snap_precopy_parse(json_string_value(pre), &sr.precopy)))
-		return ctl_reply_error("unknown --precopy (known: lazy, eager, rounds)");
+		return ctl_reply_error("unknown --precopy (known: lazy, eager, rounds, auto)");
 	if (budget && (!json_is_number(budget) || !cli_real_ok(json_number_value(budget), 0, 10000)))
 		return ctl_reply_error("--pause-budget-ms must be a number of milliseconds, 0 to 10000");
 	if (budget)

@@ -66,7 +66,7 @@ static void usage_ctl(FILE *out)
 		"commands: status, pause, resume, stats, stats regions, quit, events,\n"
 		"          kill SIGNAL (TERM, SIGINT, RTMIN+1 or a number: for the guest)\n"
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
-		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds]\n"
+		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"
 		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
 		"               [--compress zstd|lz4|none] [--compress-level N] [--threads N]\n");
 }

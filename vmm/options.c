@@ -385,7 +385,7 @@ static int set_order(struct cli_opts *o, const char *arg)
 static int set_precopy(struct cli_opts *o, const char *arg)
 {
 	if (snap_precopy_parse(arg, &o->ccow.precopy)) {
-		log_err("--precopy %s: lazy, eager or rounds", arg);
+		log_err("--precopy %s: lazy, eager, rounds or auto", arg);
 		return -EINVAL;
 	}
 	return 0;
@@ -511,11 +511,12 @@ static const struct opt_def opt_table[] = {
 	  "CCoW-All)", set_threshold },
 	{ "save-order", "hot-first|linear", OPT_RUN, "writer order under ccow (default "
 	  "hot-first)", set_order },
-	{ "precopy", "lazy|eager|rounds", OPT_RUN, "ccow: copy hot regions on their first fault "
-	  "(lazy), or in the pause hot regions, then recently written pages, then all "
-	  "if it fits, never protecting them (eager, the default), or write memory to the "
-	  "image before the pause while the guest runs, again for what it rewrites, until "
-	  "the rest fits the pause (rounds: no fault; the image is raw)", set_precopy },
+	{ "precopy", "lazy|eager|rounds|auto", OPT_RUN, "ccow: copy hot regions on their "
+	  "first fault (lazy); or in the pause hot regions, then recently written pages, then "
+	  "all if it fits, never protecting them (eager); or write memory to the image before "
+	  "the pause while the guest runs, again for what it rewrites, until the rest fits "
+	  "the pause (rounds: no fault, the image raw); auto, the default: rounds when no "
+	  "region is hot, else eager", set_precopy },
 	{ "pause-budget-ms", "MS", OPT_RUN, "eager, rounds: the longest the pause may last (default "
 	  OPT_STR(SNAP_DEFAULT_PAUSE_BUDGET_MS_INT) ")", set_budget },
 	{ "coverage-window", "MS|off", OPT_RUN, "track coverage with the KVM dirty log in "

@@ -33,12 +33,14 @@ redis_peers.png; each records commit, machine, THP mode and the servers' huge pa
 
 Each run starts once the machine is idle (the last run's server may still be giving
 its memory back). Besides the policies, ccvm-ccow-lazy, ccvm-rounds and ccvm-eager-N (N in
-10, 20, 50, 100) run ccow with --precopy lazy, rounds, or eager with --pause-budget-ms N.
+10, 20, 50, 100) run ccow with --precopy lazy, rounds, or eager with --pause-budget-ms N;
+ccvm-none-untracked runs without snapshots and without the coverage tracker
+(--coverage-window off), whose dirty-log windows are what ccvm-none pays besides.
 
 Environment: ROUNDS, RECORDS (default 250000), DURATION (run phase seconds, 30), GAP (2),
 TARGET, CLIENTS (8), WORKLOADS ("ycsb-a ycsb-b"), SYSTEMS (subset of native
 native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork ccvm-ccow-lazy
-ccvm-rounds ccvm-eager-N), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
+ccvm-rounds ccvm-eager-N ccvm-none-untracked), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
 snapshot's figures appended as JSON lines). Without /dev/kvm the ccvm systems are left
 out.
 """
@@ -69,11 +71,13 @@ SYSTEMS = {
     "ccvm-none": ("ccvm", None), "ccvm-stop": ("ccvm", "stop"), "ccvm-cow": ("ccvm", "cow"),
     "ccvm-ccow": ("ccvm", "ccow"), "ccvm-fork": ("ccvm", "fork"),
     "ccvm-ccow-lazy": ("ccvm", "ccow"), "ccvm-rounds": ("ccvm", "ccow"),
+    "ccvm-none-untracked": ("ccvm", None),
 }
 # Beyond the policy: ccow with its pause copy off, or on with a pause budget in ms
 # (ccvm-eager-N), whatever ccvm's defaults are.
 EAGER_BUDGETS_MS = (10, 20, 50, 100)
-EXTRA_ARGS = {"ccvm-ccow-lazy": ["--precopy", "lazy"], "ccvm-rounds": ["--precopy", "rounds"]}
+EXTRA_ARGS = {"ccvm-ccow-lazy": ["--precopy", "lazy"], "ccvm-rounds": ["--precopy", "rounds"],
+              "ccvm-none-untracked": ["--coverage-window", "off"]}
 for _ms in EAGER_BUDGETS_MS:
     SYSTEMS[f"ccvm-eager-{_ms}"] = ("ccvm", "ccow")
     EXTRA_ARGS[f"ccvm-eager-{_ms}"] = ["--precopy", "eager", "--pause-budget-ms", str(_ms)]
