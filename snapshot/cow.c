@@ -431,6 +431,14 @@ void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot, uint64_t budget_
 			break;
 }
 
+void cow_pool_fit(struct snap_cow *c)
+{
+	size_t want = cow_pool_need(c, 0);
+
+	if (pool_ready_bytes(c->pool) > want * c->pool->slot_size)
+		pool_shrink(c->pool, want);
+}
+
 void cow_pool_plan(struct snap_cow *c, bool ccow)
 {
 	uint64_t cold = c->pl->n_regions - c->pl->regions_hot;
