@@ -18,7 +18,6 @@
  */
 #include "engine_impl.h"
 #include "image.h"
-#include "../mmu/resident.h"
 #include "../vmm/base/log.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
@@ -31,31 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-void snap_fail(struct snap_engine *e, int rc, const char *what)
-{
-	pthread_mutex_lock(&e->lock);
-	if (!e->cur.error[0])
-		snprintf(e->cur.error, sizeof(e->cur.error), "%s: %s", what, strerror(-rc));
-	pthread_mutex_unlock(&e->lock);
-}
-
-void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
-{
-	uint64_t first = gpa / PAGE_SIZE, end = (gpa + len) / PAGE_SIZE;
-
-	if (end > e->size / PAGE_SIZE)
-		end = e->size / PAGE_SIZE;
-	if (first >= end)
-		return;
-	track_unprotected(&e->track, first, end - first); /* rewritten without a fault */
-	if (!__atomic_load_n(&e->threads_live, __ATOMIC_ACQUIRE))
-		return;
-	for (uint64_t p = first; p < end; p++)
-		cow_page(&e->cow, p, false);
-}
-
 /* Wrap up: sections, fsync, rename, figures; or remove the temporary file. */
-static void snap_finish(struct snap_engine *e, int rc)
+void snap_finish(struct snap_engine *e, int rc)
 {
 	if (!rc && e->policy == SNAP_FORK) {
 		img_forget(e->img); /* the child finished it */
@@ -94,7 +70,7 @@ static void snap_finish(struct snap_engine *e, int rc)
 }
 
 /* The snapshot is over: coverage may be measured again. */
-static void engine_release(struct snap_engine *e)
+void engine_release(struct snap_engine *e)
 {
 	if (e->tracker)
 		tracker_hold(e->tracker, false);
@@ -114,7 +90,7 @@ static void snap_unprotect_failed(struct snap_engine *e)
 	squeeze_reclaim(&e->sq);
 }
 
-static void *snap_writer_thread(void *arg)
+void *snap_writer_thread(void *arg)
 {
 	struct snap_engine *e = arg;
 	int rc;
@@ -141,13 +117,6 @@ static void *snap_writer_thread(void *arg)
 	 * together the guest stalls, and a window would take that for running. */
 	engine_release(e);
 	return NULL;
-}
-
-/* What the plan takes @req for: --precopy rounds has no hot region (its rounds wrote
- * them, and the pause copies what they rewrote). */
-static enum snap_policy snap_plan_policy(const struct snap_request *req)
-{
-	return snap_precopies_rounds(req) ? SNAP_COW : req->policy;
 }
 
 /* cow and ccow write-protect memory with userfaultfd; stop and fork do not. */
@@ -216,24 +185,6 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 		e->img = NULL;
 	}
 	return rc;
-}
-
-/* The pause of --precopy rounds: the pages its rounds wrote that still stand are
- * saved; those written since are copied within the budget, and only what is left of
- * them is write-protected. */
-static int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req)
-{
-	uint64_t redirtied;
-
-	e->plan.n_hot_pages = rounds_instant(&e->rounds, &e->pt, e->img, e->plan.hot_pages,
-					     e->pt.pages);
-	redirtied = e->rounds.pages_redirtied;
-	pthread_mutex_lock(&e->lock);
-	e->cur.pages_redirtied = redirtied;
-	pthread_mutex_unlock(&e->lock);
-	e->cow.unprotected = true;
-	cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
-	return cow_protect_rest(&e->cow);
 }
 
 /* The pause, for cow and ccow: the pool, write protection, eager copies. */
@@ -308,7 +259,7 @@ void snap_fork_done(void *ctx, int rc, const char *what)
 }
 
 /* A previous snapshot's thread has finished (busy was cleared at its end). */
-static void engine_join(struct snap_engine *e)
+void engine_join(struct snap_engine *e)
 {
 	if (e->bg_joinable)
 		pthread_join(e->bg, NULL);
@@ -381,7 +332,7 @@ static void snap_write_paused(struct snap_engine *e)
 }
 
 /* cow, ccow: the pause ends; faults and the copier serve this snapshot from now on. */
-static void snap_resume_live(struct snap_engine *e)
+void snap_resume_live(struct snap_engine *e)
 {
 	__atomic_store_n(&e->threads_live, true, __ATOMIC_RELEASE);
 	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
@@ -410,8 +361,8 @@ static void snap_write_background(struct snap_engine *e)
 
 /* The pause and the instant: 0 with the writers paused, or -errno with them running
  * again, the image given up and a message in @err. */
-static int snap_instant(struct snap_engine *e, const struct snap_request *req, char *err,
-			size_t errlen)
+int snap_instant(struct snap_engine *e, const struct snap_request *req, char *err,
+		 size_t errlen)
 {
 	int rc;
 
@@ -431,108 +382,6 @@ static int snap_instant(struct snap_engine *e, const struct snap_request *req, c
 	if (e->t.ops->at_instant)
 		e->t.ops->at_instant(e->t.ctx, req->file);
 	return 0;
-}
-
-/* --precopy rounds, on the engine's thread: the rounds, the pause, then the writer for
- * what the pause left. A failure ends the snapshot here, as the writer's would. */
-static void *snap_rounds_thread(void *arg)
-{
-	struct snap_engine *e = arg;
-	const struct snap_request *req = &e->rounds_req;
-	uint64_t t0 = mono_ns();
-	char err[256] = "";
-	int rc;
-
-	/* Until the instant it does what starting a snapshot does (the dirty log, the
-	 * pause, the capture); then it is the writer, whose role it enters then. */
-	role_enter(ROLE_CONTROL);
-	worker_background(e->tune.writer_nice, e->tune.background_idle);
-	tracker_hold(e->tracker, true);
-	e->rounds.page_ns = e->cow.page_ns;
-	rc = rounds_run(&e->rounds, e->img, e->t.ops, e->t.ctx,
-			(uint64_t)(req->pause_budget_ms * 1e6), &e->stopping);
-	pthread_mutex_lock(&e->lock);
-	e->cur.rounds = e->rounds.rounds;
-	e->cur.pages_presaved = e->rounds.pages_sent;
-	e->cur.presave_ms = (mono_ns() - t0) / 1000000ULL;
-	pthread_mutex_unlock(&e->lock);
-	if (rc)
-		snprintf(err, sizeof(err), "%s", rc == -ECANCELED ? "cancelled" : "pre-copy rounds");
-	else
-		rc = snap_instant(e, req, err, sizeof(err));
-	if (!rc)
-		snap_resume_live(e);
-	rounds_end(&e->rounds);
-	if (rc) {
-		snap_fail(e, rc, err);
-		snap_finish(e, rc);
-		engine_release(e);
-		return NULL;
-	}
-	return snap_writer_thread(e);
-}
-
-static void snap_count_run(void *ctx, uint64_t first, uint64_t n)
-{
-	(void)first;
-	*(uint64_t *)ctx += n;
-}
-
-/* The pre-copy a ccow request gets: auto is rounds unless hot regions hold most of the
- * memory that holds data (dense writes, which eager copies whole by region; zipfbench
- * on 256 MiB: all of it), for a page a round watches costs one dirty-log fault where
- * scattered writes (Redis: 1-10% of it hot) would trap on every page they write.
- * Rounds where they cannot run (no dirty log of the memory; an incremental snapshot,
- * or writes tracked for one) copy in the pause instead, as eager does. The figures
- * say which ran. */
-static void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req)
-{
-	const char *why = rounds_refusal(&e->rounds);
-	enum snap_precopy was = req->precopy;
-
-	if (req->policy != SNAP_CCOW || (was != SNAP_PRECOPY_ROUNDS && was != SNAP_PRECOPY_AUTO))
-		return;
-	if (!why && (req->parent || req->track || e->track.tracking))
-		why = "incremental snapshots take their pages in the pause";
-	if (!why && was == SNAP_PRECOPY_AUTO) {
-		uint64_t present = 0;
-
-		plan_make(&e->plan, e->tracker, SNAP_CCOW, req->threshold, req->order);
-		resident_scan(e->host, e->size, snap_count_run, &present);
-		if (2 * e->plan.regions_hot * (e->region_size / PAGE_SIZE) > present)
-			why = "hot regions hold most of memory";
-	}
-	req->precopy = why ? SNAP_PRECOPY_EAGER : SNAP_PRECOPY_ROUNDS;
-	if (why && was == SNAP_PRECOPY_ROUNDS)
-		log_info("snapshot %llu: --precopy rounds is not for it (%s): eager instead",
-			 (unsigned long long)e->cur.id, why);
-	pthread_mutex_lock(&e->lock);
-	e->cur.precopy = req->precopy;
-	pthread_mutex_unlock(&e->lock);
-}
-
-/* --precopy rounds: prepared; its thread does the rest, and snap_start returns. */
-static int snap_rounds_start(struct snap_engine *e, const struct snap_request *req, char *err,
-			     size_t errlen)
-{
-	int rc = img_precopy_begin(e->img);
-
-	e->rounds_req = *req;
-	e->rounds_req.file = e->cur.file;
-	engine_join(e);
-	if (!rc) {
-		e->bg_joinable = true;
-		if (pthread_create(&e->bg, NULL, snap_rounds_thread, e)) {
-			e->bg_joinable = false;
-			rc = -EAGAIN;
-		}
-	}
-	if (rc) {
-		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
-		img_abort(e->img);
-		e->img = NULL;
-	}
-	return rc;
 }
 
 /* Checked, reserved and prepared: pause, the instant, and the policy's writing. */
@@ -585,21 +434,4 @@ int snap_start(struct snap_engine *e, const struct snap_request *request,
 	}
 	snap_figures_of(e, e->cur.id, now);
 	return 0;
-}
-
-bool snap_figures_of(struct snap_engine *e, uint64_t id, struct snap_figures *out)
-{
-	bool found;
-
-	pthread_mutex_lock(&e->lock);
-	found = e->cur.id && (id == e->cur.id || id == 0);
-	if (found) {
-		*out = e->cur;
-		if (!out->done) {
-			snap_figures_collect(e, out);
-			out->duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
-		}
-	}
-	pthread_mutex_unlock(&e->lock);
-	return found;
 }

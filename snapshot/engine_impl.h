@@ -81,6 +81,29 @@ void snap_fork_done(void *ctx, int rc, const char *what);
 
 /* The stages' counters of the running snapshot into @f (figures.c). */
 void snap_figures_collect(struct snap_engine *e, struct snap_figures *f);
+/* engine.c's steps that engine_rounds.c runs too. The pause and the instant: 0 with the
+ * writers paused, or -errno with them running again, the image given up and a message
+ * in @err. The pause's end for cow and ccow. The writer's thread body. Wrap-up:
+ * sections, fsync, rename, figures, or the temporary removed. The tracker released,
+ * and the last snapshot's thread joined. */
+int snap_instant(struct snap_engine *e, const struct snap_request *req, char *err,
+		 size_t errlen);
+void snap_resume_live(struct snap_engine *e);
+void *snap_writer_thread(void *arg);
+void snap_finish(struct snap_engine *e, int rc);
+void engine_release(struct snap_engine *e);
+void engine_join(struct snap_engine *e);
+
+/* engine_rounds.c: the pre-copy a ccow request gets (auto and rounds resolved, the
+ * figures told); the rounds' thread started, once the snapshot is prepared; and the
+ * pause of a rounds snapshot (what stands, what is copied, what is protected). */
+void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req);
+int snap_rounds_start(struct snap_engine *e, const struct snap_request *req, char *err,
+		      size_t errlen);
+int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req);
+/* What the plan takes @req for: --precopy rounds has no hot region. */
+enum snap_policy snap_plan_policy(const struct snap_request *req);
+
 /* The figures of the snapshot ending now into e->cur (the engine's lock held). */
 void snap_figures_final(struct snap_engine *e);
 /* Fork: the child wrote the image, so its sizes are read back from it. */

@@ -164,3 +164,18 @@ void snap_engine_free(struct snap_engine *e)
 	snap_engine_fini(e);
 	free(e);
 }
+
+void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
+{
+	uint64_t first = gpa / PAGE_SIZE, end = (gpa + len) / PAGE_SIZE;
+
+	if (end > e->size / PAGE_SIZE)
+		end = e->size / PAGE_SIZE;
+	if (first >= end)
+		return;
+	track_unprotected(&e->track, first, end - first); /* rewritten without a fault */
+	if (!__atomic_load_n(&e->threads_live, __ATOMIC_ACQUIRE))
+		return;
+	for (uint64_t p = first; p < end; p++)
+		cow_page(&e->cow, p, false);
+}

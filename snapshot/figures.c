@@ -7,6 +7,7 @@
 #include "../vmm/base/mono.h"
 
 #include <stdio.h>
+#include <string.h>
 
 json_t *snap_figures_json(const struct snap_figures *f)
 {
@@ -170,4 +171,29 @@ json_t *snap_engine_stats_json(struct snap_engine *e)
 					    (json_int_t)__atomic_load_n(&e->track.faults,
 									__ATOMIC_RELAXED)));
 	return o;
+}
+
+void snap_fail(struct snap_engine *e, int rc, const char *what)
+{
+	pthread_mutex_lock(&e->lock);
+	if (!e->cur.error[0])
+		snprintf(e->cur.error, sizeof(e->cur.error), "%s: %s", what, strerror(-rc));
+	pthread_mutex_unlock(&e->lock);
+}
+
+bool snap_figures_of(struct snap_engine *e, uint64_t id, struct snap_figures *out)
+{
+	bool found;
+
+	pthread_mutex_lock(&e->lock);
+	found = e->cur.id && (id == e->cur.id || id == 0);
+	if (found) {
+		*out = e->cur;
+		if (!out->done) {
+			snap_figures_collect(e, out);
+			out->duration_ms = (mono_ns() - e->t_start_ns) / 1000000ULL;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return found;
 }

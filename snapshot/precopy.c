@@ -180,7 +180,7 @@ static void rounds_copy_dirty(struct rounds_copy *k)
 /* The log and the marks on, then the writers paused once: whatever pointer into
  * memory was handed out before the marks is used up (a call blocked in a host call
  * is marked from its ranges instead, gmem_block). */
-static int rounds_start(struct snap_rounds *r, const struct snap_ops *ops, void *ctx)
+static int rounds_start(struct snap_rounds *r, const struct rounds_writers *w)
 {
 	int rc;
 
@@ -191,10 +191,10 @@ static int rounds_start(struct snap_rounds *r, const struct snap_ops *ops, void 
 	r->logging = true;
 	gmem_mark_start(r->mem, r->marks);
 	r->marking = true;
-	rc = ops->pause(ctx);
+	rc = w->pause(w->ctx);
 	if (rc)
 		return rc;
-	ops->resume(ctx);
+	w->resume(w->ctx);
 	return 0;
 }
 
@@ -224,8 +224,8 @@ static int rounds_harvest(struct snap_rounds *r, uint64_t *n)
 	return rc;
 }
 
-int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct snap_ops *ops,
-	       void *ctx, uint64_t budget_ns, const bool *stop)
+int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct rounds_writers *w,
+	       uint64_t budget_ns, const bool *stop)
 {
 	struct rounds_copy k = { .r = r, .img = img, .stop = stop, .watch = true };
 	uint64_t page_ns = r->page_ns ? r->page_ns : ROUNDS_PAGE_NS_GUESS, last = UINT64_MAX;
@@ -239,7 +239,7 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct snap_
 	memset(r->watched, 0, r->words * sizeof(uint64_t));
 	memset(r->seen, 0, r->words * sizeof(uint64_t));
 	memset(r->dirty, 0, r->words * sizeof(uint64_t));
-	rc = rounds_start(r, ops, ctx);
+	rc = rounds_start(r, w);
 	if (!rc) /* round 0: all that holds data, each piece watched as it goes */
 		rc = resident_scan(r->mem->host, r->mem->size, rounds_copy_run, &k);
 	rc = rc ? rc : k.rc;

@@ -6,7 +6,6 @@
 #ifndef CCVM_PRECOPY_H
 #define CCVM_PRECOPY_H
 
-#include "engine.h"
 #include "ptab.h"
 #include "../mmu/gmem.h"
 #include "../mmu/tracker.h"
@@ -15,6 +14,14 @@
 #include <stdint.h>
 
 struct img_writer;
+
+/* How the rounds stop whoever writes the memory once, when the marks start (the
+ * engine passes its target's pause and resume). */
+struct rounds_writers {
+	int (*pause)(void *ctx);
+	void (*resume)(void *ctx);
+	void *ctx;
+};
 
 /* State of the running pre-copy; the bitmaps are kept between snapshots. Used by the
  * one thread that runs the snapshot up to its instant, and by nobody else. */
@@ -45,7 +52,7 @@ const char *rounds_refusal(const struct snap_rounds *r);
 
 /*
  * rounds_run - before the pause: the log and the monitor's marks on, the writers
- * paused once through @ops (so that no pointer into memory handed out before the
+ * paused once through @w (so that no pointer into memory handed out before the
  * marks is still in use), then every page that holds data into @img, each piece
  * watched just before it is copied, then the pages written since, round after round,
  * until they would take under a quarter of @budget_ns to copy in the pause, stop
@@ -55,8 +62,8 @@ const char *rounds_refusal(const struct snap_rounds *r);
  * anyway; the pause copies them. 0, -ECANCELED when *@stop turns true, or -errno;
  * rounds_end in any case afterwards.
  */
-int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct snap_ops *ops,
-	       void *ctx, uint64_t budget_ns, const bool *stop);
+int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct rounds_writers *w,
+	       uint64_t budget_ns, const bool *stop);
 
 /*
  * rounds_instant - in the pause, once ptab_mark said which pages hold data: each such

@@ -1,0 +1,146 @@
+/*
+ * engine_rounds.c - the engine's side of --precopy auto and rounds (the rounds
+ * themselves are precopy.c): which pre-copy a request gets, the thread that runs the
+ * rounds, the pause and then the writer, and what the pause does with the pages the
+ * rounds left.
+ */
+#include "engine_impl.h"
+#include "image.h"
+#include "../mmu/resident.h"
+#include "../vmm/base/log.h"
+#include "../vmm/base/mono.h"
+#include "../vmm/base/pages.h"
+#include "../vmm/base/role.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* What the plan takes @req for: --precopy rounds has no hot region (its rounds wrote
+ * them, and the pause copies what they rewrote). */
+enum snap_policy snap_plan_policy(const struct snap_request *req)
+{
+	return snap_precopies_rounds(req) ? SNAP_COW : req->policy;
+}
+
+/* The pause of --precopy rounds: the pages its rounds wrote that still stand are
+ * saved; those written since are copied within the budget, and only what is left of
+ * them is write-protected. */
+int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req)
+{
+	uint64_t redirtied;
+
+	e->plan.n_hot_pages = rounds_instant(&e->rounds, &e->pt, e->img, e->plan.hot_pages,
+					     e->pt.pages);
+	redirtied = e->rounds.pages_redirtied;
+	pthread_mutex_lock(&e->lock);
+	e->cur.pages_redirtied = redirtied;
+	pthread_mutex_unlock(&e->lock);
+	e->cow.unprotected = true;
+	cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
+	return cow_protect_rest(&e->cow);
+}
+
+static void snap_count_run(void *ctx, uint64_t first, uint64_t n)
+{
+	(void)first;
+	*(uint64_t *)ctx += n;
+}
+
+/* The pre-copy a ccow request gets: auto is rounds unless hot regions hold most of the
+ * memory that holds data (dense writes, which eager copies whole by region; zipfbench
+ * on 256 MiB: all of it), for a page a round watches costs one dirty-log fault where
+ * scattered writes (Redis: 1-10% of it hot) would trap on every page they write.
+ * Rounds where they cannot run (no dirty log of the memory; an incremental snapshot,
+ * or writes tracked for one) copy in the pause instead, as eager does. The figures
+ * say which ran. */
+void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req)
+{
+	const char *why = rounds_refusal(&e->rounds);
+	enum snap_precopy was = req->precopy;
+
+	if (req->policy != SNAP_CCOW || (was != SNAP_PRECOPY_ROUNDS && was != SNAP_PRECOPY_AUTO))
+		return;
+	if (!why && (req->parent || req->track || e->track.tracking))
+		why = "incremental snapshots take their pages in the pause";
+	if (!why && was == SNAP_PRECOPY_AUTO) {
+		uint64_t present = 0;
+
+		plan_make(&e->plan, e->tracker, SNAP_CCOW, req->threshold, req->order);
+		resident_scan(e->host, e->size, snap_count_run, &present);
+		if (2 * e->plan.regions_hot * (e->region_size / PAGE_SIZE) > present)
+			why = "hot regions hold most of memory";
+	}
+	req->precopy = why ? SNAP_PRECOPY_EAGER : SNAP_PRECOPY_ROUNDS;
+	if (why && was == SNAP_PRECOPY_ROUNDS)
+		log_info("snapshot %llu: --precopy rounds is not for it (%s): eager instead",
+			 (unsigned long long)e->cur.id, why);
+	pthread_mutex_lock(&e->lock);
+	e->cur.precopy = req->precopy;
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* --precopy rounds, on the engine's thread: the rounds, the pause, then the writer for
+ * what the pause left. A failure ends the snapshot here, as the writer's would. */
+static void *snap_rounds_thread(void *arg)
+{
+	struct snap_engine *e = arg;
+	const struct snap_request *req = &e->rounds_req;
+	uint64_t t0 = mono_ns();
+	char err[256] = "";
+	int rc;
+
+	/* Until the instant it does what starting a snapshot does (the dirty log, the
+	 * pause, the capture); then it is the writer, whose role it enters then. */
+	role_enter(ROLE_CONTROL);
+	worker_background(e->tune.writer_nice, e->tune.background_idle);
+	tracker_hold(e->tracker, true);
+	e->rounds.page_ns = e->cow.page_ns;
+	rc = rounds_run(&e->rounds, e->img, &(struct rounds_writers){ .pause = e->t.ops->pause,
+								   .resume = e->t.ops->resume,
+								   .ctx = e->t.ctx },
+			(uint64_t)(req->pause_budget_ms * 1e6), &e->stopping);
+	pthread_mutex_lock(&e->lock);
+	e->cur.rounds = e->rounds.rounds;
+	e->cur.pages_presaved = e->rounds.pages_sent;
+	e->cur.presave_ms = (mono_ns() - t0) / 1000000ULL;
+	pthread_mutex_unlock(&e->lock);
+	if (rc)
+		snprintf(err, sizeof(err), "%s", rc == -ECANCELED ? "cancelled" : "pre-copy rounds");
+	else
+		rc = snap_instant(e, req, err, sizeof(err));
+	if (!rc)
+		snap_resume_live(e);
+	rounds_end(&e->rounds);
+	if (rc) {
+		snap_fail(e, rc, err);
+		snap_finish(e, rc);
+		engine_release(e);
+		return NULL;
+	}
+	return snap_writer_thread(e);
+}
+
+/* --precopy rounds: prepared; its thread does the rest, and snap_start returns. */
+int snap_rounds_start(struct snap_engine *e, const struct snap_request *req, char *err,
+			     size_t errlen)
+{
+	int rc = img_precopy_begin(e->img);
+
+	e->rounds_req = *req;
+	e->rounds_req.file = e->cur.file;
+	engine_join(e);
+	if (!rc) {
+		e->bg_joinable = true;
+		if (pthread_create(&e->bg, NULL, snap_rounds_thread, e)) {
+			e->bg_joinable = false;
+			rc = -EAGAIN;
+		}
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
+		img_abort(e->img);
+		e->img = NULL;
+	}
+	return rc;
+}
