@@ -221,13 +221,23 @@ int img_chunk_write_frame(struct img_writer *w, uint64_t c, uint8_t *frame, uint
 	return img_chunk_store(w, c, frame, len, (uint8_t)w->info.codec, (uint64_t)pages);
 }
 
+/* Whether page @pfn of a chunk being stored raw goes to the file: its data, or a hole
+ * over a pre-copy's bytes (it reads as zero in the chunk's copy). */
+static bool img_chunk_takes(struct img_writer *w, uint64_t pfn, const uint8_t *page,
+			    const void *ctx)
+{
+	uint8_t what = ((const uint8_t *)ctx)[pfn % IMG_PAGES_PER_CHUNK];
+
+	(void)page;
+	return what == IMG_PAGE_DATA || (what == IMG_PAGE_HOLE && img_pre_stale(w, pfn));
+}
+
 int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const uint8_t *what,
 		    void *scratch)
 {
-	const uint64_t per = IMG_CHUNK / PAGE_SIZE, first = c * per;
-	const uint8_t *d = data;
-	uint64_t run = 0, pages = 0;
-	int rc = 0;
+	const uint64_t per = IMG_PAGES_PER_CHUNK;
+	uint64_t pages = 0;
+	int rc;
 
 	if (c >= w->n_chunks)
 		return -EINVAL;
@@ -236,19 +246,8 @@ int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const ui
 	rc = img_chunk_compress(w, c, data, what, pages, scratch);
 	if (rc <= 0)
 		return rc;
-	rc = 0;
 	img_count_raw(w, c, pages);
-	for (uint64_t i = 0; i <= per && !rc; i++) {
-		/* (a hole over a pre-copy's bytes is written: it reads as zero in @data) */
-		if (i < per && (what[i] == IMG_PAGE_DATA ||
-				(what[i] == IMG_PAGE_HOLE && img_pre_stale(w, first + i))))
-			continue;
-		if (i > run) /* pages [run, i) are one run of data */
-			rc = img_write_mem(w, d + run * PAGE_SIZE, (i - run) * PAGE_SIZE,
-					   IMG_MEM_OFFSET + (first + run) * PAGE_SIZE);
-		run = i + 1;
-	}
-	return rc;
+	return img_write_runs(w, c * per, data, per, img_chunk_takes, what);
 }
 
 /* Pages the child holds in chunk @c. */

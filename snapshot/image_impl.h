@@ -145,4 +145,13 @@ void img_hold(struct img_writer *w, uint64_t pfn);
  * run is long and aligned enough, else buffered. 0 or -errno. */
 int img_write_mem(struct img_writer *w, const void *data, size_t len, uint64_t off);
 
+/* Whether page @pfn, whose bytes are at @page, goes to the file. */
+typedef bool (*img_take_fn)(struct img_writer *w, uint64_t pfn, const uint8_t *page,
+			    const void *ctx);
+
+/* Write the pages @pfn.. of @data (@n of them) that @take accepts, each run of
+ * neighbours in one write at its place. 0 or -errno. */
+int img_write_runs(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n,
+		   img_take_fn take, const void *ctx);
+
 #endif

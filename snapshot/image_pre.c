@@ -45,11 +45,13 @@ int img_precopy_begin(struct img_writer *w)
 
 /* Page @pfn's bytes at @page, about to be written: its share and bits. Whether the file
  * must take them (data, or zeros over earlier bytes). */
-static bool img_pre_note(struct img_writer *w, uint64_t pfn, const uint8_t *page)
+static bool img_pre_note(struct img_writer *w, uint64_t pfn, const uint8_t *page,
+			 const void *ctx)
 {
 	bool zero = img_page_is_zero(page);
 	uint8_t *b = &w->pre_bits[pfn];
 
+	(void)ctx;
 	w->pre_hash[pfn] = img_page_hash(pfn, zero ? NULL : page);
 	if (zero && !(*b & IMG_PRE_BYTES)) {
 		*b = IMG_PRE_SEEN; /* a hole still */
@@ -61,22 +63,10 @@ static bool img_pre_note(struct img_writer *w, uint64_t pfn, const uint8_t *page
 
 int img_precopy_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n)
 {
-	const uint8_t *d = data;
-	uint64_t run = 0;
-	int rc = 0;
-
 	if (!w->pre_bits || pfn >= w->info.ram_size / PAGE_SIZE ||
 	    n > w->info.ram_size / PAGE_SIZE - pfn)
 		return -EINVAL;
-	for (uint64_t i = 0; i <= n && !rc; i++) {
-		if (i < n && img_pre_note(w, pfn + i, d + i * PAGE_SIZE))
-			continue;
-		if (i > run) /* pages [run, i) are one run to write */
-			rc = img_write_mem(w, d + run * PAGE_SIZE, (i - run) * PAGE_SIZE,
-					   IMG_MEM_OFFSET + (pfn + run) * PAGE_SIZE);
-		run = i + 1;
-	}
-	return rc;
+	return img_write_runs(w, pfn, data, n, img_pre_note, NULL);
 }
 
 bool img_precopied(const struct img_writer *w, uint64_t pfn)

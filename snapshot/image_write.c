@@ -234,6 +234,24 @@ int img_write_mem(struct img_writer *w, const void *data, size_t len, uint64_t o
 	return img_pwrite_all(w->fd, data, len, off);
 }
 
+int img_write_runs(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n,
+		   img_take_fn take, const void *ctx)
+{
+	const uint8_t *d = data;
+	uint64_t run = 0;
+	int rc = 0;
+
+	for (uint64_t i = 0; i <= n && !rc; i++) {
+		if (i < n && take(w, pfn + i, d + i * PAGE_SIZE, ctx))
+			continue;
+		if (i > run) /* pages [run, i) are one run to write */
+			rc = img_write_mem(w, d + run * PAGE_SIZE, (i - run) * PAGE_SIZE,
+					   IMG_MEM_OFFSET + (pfn + run) * PAGE_SIZE);
+		run = i + 1;
+	}
+	return rc;
+}
+
 int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n)
 {
 	const uint8_t *d = data;
