@@ -96,6 +96,7 @@ static void *snap_rounds_thread(void *arg)
 	worker_background(e->tune.writer_nice, e->tune.background_idle);
 	tracker_hold(e->tracker, true);
 	e->rounds.page_ns = e->cow.page_ns;
+	e->rounds.rate = req->rate;
 	rc = rounds_run(&e->rounds, e->img, &(struct rounds_writers){ .pause = e->t.ops->pause,
 								   .resume = e->t.ops->resume,
 								   .ctx = e->t.ctx },

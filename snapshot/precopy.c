@@ -26,11 +26,13 @@
 #include "precopy.h"
 #include "image.h"
 #include "../mmu/resident.h"
+#include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ROUNDS_MAX 8           /* then the pause copies what is left, within its budget */
 #define ROUNDS_BUF (2ULL << 20) /* a run is copied in pieces of this, then written */
@@ -40,6 +42,7 @@
 /* A round that leaves more than this share of the last one's pages has stopped
  * converging (the guest writes them as fast as they are written out). */
 #define ROUNDS_CONVERGING 0.9
+#define ROUNDS_PACE_STEP_NS 50000000ULL /* a paced copy looks at the stop flag this often */
 
 static bool bit_test(const uint64_t *b, uint64_t i)
 {
@@ -125,6 +128,25 @@ static int rounds_watch_piece(struct snap_rounds *r, uint64_t first, uint64_t n)
 	return rc;
 }
 
+/* Under a rate (--rate), wait until the pages sent so far are due: the rounds' bytes go
+ * to the same disk the writer is kept from flooding. Stops waiting when *stop turns. */
+static void rounds_pace(const struct snap_rounds *r, const bool *stop)
+{
+	uint64_t due, now;
+
+	if (!r->rate)
+		return;
+	due = r->t_start_ns + (uint64_t)((double)(r->pages_sent * PAGE_SIZE) /
+					 (double)r->rate * 1e9);
+	while ((now = mono_ns()) < due && !__atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
+		uint64_t ns = due - now < ROUNDS_PACE_STEP_NS ? due - now : ROUNDS_PACE_STEP_NS;
+		struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ULL),
+				       .tv_nsec = (long)(ns % 1000000000ULL) };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* Pages [first, first + n) into the image, a buffer at a time: copied first, so that
  * the bytes written and their checksum are the same whatever the guest does meanwhile
  * (a page it writes during the copy is in the log, and goes again). */
@@ -136,6 +158,7 @@ static void rounds_copy_run(void *ctx, uint64_t first, uint64_t n)
 	while (n && !k->rc) {
 		uint64_t take = n < per ? n : per;
 
+		rounds_pace(k->r, k->stop);
 		if (__atomic_load_n(k->stop, __ATOMIC_ACQUIRE)) {
 			k->rc = -ECANCELED;
 			return;
@@ -232,6 +255,7 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct round
 	int rc;
 
 	r->rounds = r->pages_sent = r->pages_redirtied = 0;
+	r->t_start_ns = mono_ns();
 	rc = rounds_alloc(r);
 	if (rc)
 		return rc;

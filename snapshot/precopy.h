@@ -41,6 +41,8 @@ struct snap_rounds {
 	/* Figures of the running snapshot. */
 	uint64_t rounds, pages_sent, pages_redirtied, n_held;
 	uint64_t page_ns;        /* a page copied in the pause, as the last one measured */
+	uint64_t rate;           /* bytes/s the rounds may write (the request's; 0: any) */
+	uint64_t t_start_ns;     /* when the running rounds began: their pace counts from it */
 };
 
 /* Over @mem, whose writes @tracker's log reports (none, or no log: no rounds). 0. */
@@ -59,7 +61,8 @@ const char *rounds_refusal(const struct snap_rounds *r);
  * shrinking, or ROUNDS_MAX rounds were made. The hottest pages (the heat), as many
  * as a quarter of the budget copies, are never watched: a watched page costs the guest a
  * fault at its next write (~30 us in our VMs), and those would be written again
- * anyway; the pause copies them. 0, -ECANCELED when *@stop turns true, or -errno;
+ * anyway; the pause copies them. Paced at @r->rate bytes/s when set (--rate).
+ * 0, -ECANCELED when *@stop turns true, or -errno;
  * rounds_end in any case afterwards.
  */
 int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct rounds_writers *w,
