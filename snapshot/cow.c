@@ -395,6 +395,9 @@ static void *cow_copier_thread(void *arg)
 /* Slots the next snapshot needs: its hot regions, its hot pages (copied in the pause
  * with --precopy eager) and room for single pages (what the last one copied page by
  * page, and a quarter more). */
+/* Rounds stop once what is left copies in this share of the pause budget (precopy.c). */
+#define COW_ROUNDS_LEFT_DIV 4
+
 static size_t cow_pool_need(struct snap_cow *c, uint64_t hot)
 {
 	uint64_t single = c->single_bytes + c->single_bytes / 4, need;
@@ -431,9 +434,17 @@ void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot, uint64_t budget_
 			break;
 }
 
-void cow_pool_fit(struct snap_cow *c)
+void cow_pool_fit(struct snap_cow *c, uint64_t left_pages, uint64_t budget_ns)
 {
-	size_t want = cow_pool_need(c, 0);
+	uint64_t expect = left_pages + left_pages / 2;
+	uint64_t least = cow_eager_capacity(c, budget_ns / COW_ROUNDS_LEFT_DIV);
+	size_t want;
+
+	if (left_pages && expect < least)
+		expect = least;
+	if (left_pages && expect < c->eager_pages)
+		c->eager_pages = expect;
+	want = cow_pool_need(c, 0);
 
 	if (pool_ready_bytes(c->pool) > want * c->pool->slot_size)
 		pool_shrink(c->pool, want);

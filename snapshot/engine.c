@@ -175,7 +175,8 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 			cow_pool_prepare(&e->cow, e->plan.regions_hot, snap_copies_in_pause(req) ?
 					 (uint64_t)(req->pause_budget_ms * 1e6) : 0);
 			if (snap_precopies_rounds(req))
-				cow_pool_fit(&e->cow);
+				cow_pool_fit(&e->cow, e->rounds.pages_left,
+					     (uint64_t)(req->pause_budget_ms * 1e6));
 		} else {
 			snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
 		}

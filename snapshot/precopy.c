@@ -312,6 +312,7 @@ uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_
 		if (n < max)
 			out[n++] = (uint32_t)p;
 	}
+	r->pages_left = n;
 	return n;
 }
 
