@@ -392,12 +392,12 @@ static void *cow_copier_thread(void *arg)
 	return NULL;
 }
 
-/* Slots the next snapshot needs: its hot regions, its hot pages (copied in the pause
- * with --precopy eager) and room for single pages (what the last one copied page by
- * page, and a quarter more). */
 /* Rounds stop once what is left copies in this share of the pause budget (precopy.c). */
 #define COW_ROUNDS_LEFT_DIV 4
 
+/* Slots the next snapshot needs: its hot regions, its hot pages (copied in the pause
+ * with --precopy eager) and room for single pages (what the last one copied page by
+ * page, and a quarter more). */
 static size_t cow_pool_need(struct snap_cow *c, uint64_t hot)
 {
 	uint64_t single = c->single_bytes + c->single_bytes / 4, need;
