@@ -47,10 +47,16 @@ static void snap_count_run(void *ctx, uint64_t first, uint64_t n)
 	*(uint64_t *)ctx += n;
 }
 
-/* The pre-copy a ccow request gets: auto is rounds unless hot regions hold most of the
- * memory that holds data (dense writes, which eager copies whole by region; zipfbench
- * on 256 MiB: all of it), for a page a round watches costs one dirty-log fault where
- * scattered writes (Redis: 1-10% of it hot) would trap on every page they write.
+/* auto takes eager when hot regions hold more than this share of the memory that holds
+ * data. Dense writers show all of it (zipfbench on 256 MiB: 100%); Redis shows 0-10%
+ * while serving, but up to 60% when the tracker's last window fell in its load phase. */
+#define AUTO_EAGER_NUM 3
+#define AUTO_EAGER_DEN 4
+
+/* The pre-copy a ccow request gets: auto is rounds unless hot regions hold three
+ * quarters of the memory that holds data (dense writes, which eager copies whole by
+ * region), for a page a round watches costs one dirty-log fault where scattered writes
+ * would trap on every page they write.
  * Rounds where they cannot run (no dirty log of the memory; an incremental snapshot,
  * or writes tracked for one) copy in the pause instead, as eager does. The figures
  * say which ran. */
@@ -68,7 +74,8 @@ void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req)
 
 		plan_make(&e->plan, e->tracker, SNAP_CCOW, req->threshold, req->order);
 		resident_scan(e->host, e->size, snap_count_run, &present);
-		if (2 * e->plan.regions_hot * (e->region_size / PAGE_SIZE) > present)
+		if (AUTO_EAGER_DEN * e->plan.regions_hot * (e->region_size / PAGE_SIZE) >
+		    AUTO_EAGER_NUM * present)
 			why = "hot regions hold most of memory";
 	}
 	req->precopy = why ? SNAP_PRECOPY_EAGER : SNAP_PRECOPY_ROUNDS;
