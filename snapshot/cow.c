@@ -392,9 +392,6 @@ static void *cow_copier_thread(void *arg)
 	return NULL;
 }
 
-/* Rounds stop once what is left copies in this share of the pause budget (precopy.c). */
-#define COW_ROUNDS_LEFT_DIV 4
-
 /* Slots the next snapshot needs: its hot regions, its hot pages (copied in the pause
  * with --precopy eager) and room for single pages (what the last one copied page by
  * page, and a quarter more). */
@@ -434,16 +431,12 @@ void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot, uint64_t budget_
 			break;
 }
 
-void cow_pool_fit(struct snap_cow *c, uint64_t left_pages, uint64_t budget_ns)
+void cow_pool_fit(struct snap_cow *c, uint64_t pause_pages)
 {
-	uint64_t expect = left_pages + left_pages / 2;
-	uint64_t least = cow_eager_capacity(c, budget_ns / COW_ROUNDS_LEFT_DIV);
 	size_t want;
 
-	if (left_pages && expect < least)
-		expect = least;
-	if (left_pages && expect < c->eager_pages)
-		c->eager_pages = expect;
+	if (pause_pages && pause_pages < c->eager_pages)
+		c->eager_pages = pause_pages;
 	want = cow_pool_need(c, 0);
 
 	if (pool_ready_bytes(c->pool) > want * c->pool->slot_size)

@@ -88,11 +88,9 @@ void cow_pool_prepare(struct snap_cow *c, uint64_t regions_hot, uint64_t budget_
 /* After cow_pool_prepare, for a snapshot that copies no region (--precopy rounds): the
  * pool given back down to what its pause and faults may take, as an earlier snapshot's
  * hot regions may have grown it far beyond (Redis: 450 MiB held for a pause of 13).
- * The pause copies what the rounds leave: when @left_pages (what the last such pause
- * was left, 0: not known) says so, half as much again of it, and no less than what
- * converged rounds may leave (a quarter of @budget_ns), rather than all the budget
- * could copy (Redis: 80 MiB kept ready for ~8,000 pages). */
-void cow_pool_fit(struct snap_cow *c, uint64_t left_pages, uint64_t budget_ns);
+ * The pause copies what the rounds leave, @pause_pages (0: not known), when that is
+ * less than all the budget could copy (Redis: 80 MiB kept ready for ~8,000 pages). */
+void cow_pool_fit(struct snap_cow *c, uint64_t pause_pages);
 /* While paused: size the pool for this snapshot (@ccow: hot regions are copied whole)
  * and hand it out afresh. */
 void cow_pool_plan(struct snap_cow *c, bool ccow);

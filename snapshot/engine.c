@@ -175,8 +175,9 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 			cow_pool_prepare(&e->cow, e->plan.regions_hot, snap_copies_in_pause(req) ?
 					 (uint64_t)(req->pause_budget_ms * 1e6) : 0);
 			if (snap_precopies_rounds(req))
-				cow_pool_fit(&e->cow, e->rounds.pages_left,
-					     (uint64_t)(req->pause_budget_ms * 1e6));
+				cow_pool_fit(&e->cow, rounds_pause_pages(
+						&e->rounds, (uint64_t)(req->pause_budget_ms * 1e6),
+						e->cow.page_ns));
 		} else {
 			snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
 		}

@@ -76,7 +76,7 @@ void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req)
 		resident_scan(e->host, e->size, snap_count_run, &present);
 		if (AUTO_EAGER_DEN * e->plan.regions_hot * (e->region_size / PAGE_SIZE) >
 		    AUTO_EAGER_NUM * present)
-			why = "hot regions hold most of memory";
+			why = "hot regions hold three quarters of memory";
 	}
 	req->precopy = why ? SNAP_PRECOPY_EAGER : SNAP_PRECOPY_ROUNDS;
 	if (why && was == SNAP_PRECOPY_ROUNDS)

@@ -42,6 +42,9 @@
 /* A round that leaves more than this share of the last one's pages has stopped
  * converging (the guest writes them as fast as they are written out). */
 #define ROUNDS_CONVERGING 0.9
+/* Rounds stop once what is left copies in this share of the pause budget; as many of the
+ * hottest pages are held back for the pause. */
+#define ROUNDS_LEFT_SHARE 4
 #define ROUNDS_PACE_STEP_NS 50000000ULL /* a paced copy looks at the stop flag this often */
 
 static bool bit_test(const uint64_t *b, uint64_t i)
@@ -259,7 +262,7 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct round
 	rc = rounds_alloc(r);
 	if (rc)
 		return rc;
-	r->n_held = rounds_hold(r, budget_ns / 4 / page_ns);
+	r->n_held = rounds_hold(r, budget_ns / ROUNDS_LEFT_SHARE / page_ns);
 	memset(r->watched, 0, r->words * sizeof(uint64_t));
 	memset(r->seen, 0, r->words * sizeof(uint64_t));
 	memset(r->dirty, 0, r->words * sizeof(uint64_t));
@@ -272,7 +275,7 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct round
 		uint64_t n;
 
 		rc = rounds_harvest(r, &n);
-		if (rc || n * page_ns <= budget_ns / 4 || r->rounds >= ROUNDS_MAX ||
+		if (rc || n * page_ns <= budget_ns / ROUNDS_LEFT_SHARE || r->rounds >= ROUNDS_MAX ||
 		    (double)n > ROUNDS_CONVERGING * (double)last)
 			break;
 		last = n;
@@ -314,6 +317,16 @@ uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_
 	}
 	r->pages_left = n;
 	return n;
+}
+
+uint64_t rounds_pause_pages(const struct snap_rounds *r, uint64_t budget_ns, uint64_t page_ns)
+{
+	uint64_t expect = r->pages_left + r->pages_left / 2;
+	uint64_t least = page_ns ? budget_ns / ROUNDS_LEFT_SHARE / page_ns : UINT64_MAX;
+
+	if (!r->pages_left)
+		return 0;
+	return expect > least ? expect : least;
 }
 
 void rounds_end(struct snap_rounds *r)

@@ -70,6 +70,14 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct round
 	       uint64_t budget_ns, const bool *stop);
 
 /*
+ * rounds_pause_pages - what the pause after the next rounds is expected to copy, for
+ * the pool kept ready: half as much again as the last instant left, and no less than
+ * converged rounds may leave (what copies in a quarter of @budget_ns at @page_ns a
+ * page). 0 when no instant has told yet.
+ */
+uint64_t rounds_pause_pages(const struct snap_rounds *r, uint64_t budget_ns, uint64_t page_ns);
+
+/*
  * rounds_instant - in the pause, once ptab_mark said which pages hold data: each such
  * page not written since its last round stands in @img as written (PS_SAVED); the
  * others stay PS_PROTECTED and are listed in @out (at most @max), for the pause to
