@@ -27,7 +27,9 @@
  *   bytes_disk, bytes_raw, bytes_stored  summed over the images: blocks on disk, bytes
  *                   of data pages, and the bytes those took (compressed frames, raw
  *                   pages); --data text makes memory compressible, --compress picks the
- *                   codec (default zstd), --snapshot-threads how many compress and write
+ *                   codec (default zstd; auto: one per chunk), --snapshot-threads how
+ *                   many compress and write
+ *   codec_mix       of the images' chunks holding data, the shares stored raw, lz4, zstd
  *   held_raw_bytes_max, held_stored_bytes_max, held_compressed_bytes  copies held
  *                   for the writer: the most guest bytes and the most pool bytes at
  *                   once in any snapshot, and the bytes compressed under pressure
@@ -123,6 +125,7 @@ struct eb {
 	uint64_t pauses_us[EB_MAX_PAUSES]; /* each snapshot's, the first EB_MAX_PAUSES */
 	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
 	uint64_t bytes_disk, bytes_raw, bytes_stored; /* summed over the images */
+	uint64_t codec_chunks[IMG_CODEC_AUTO];        /* the same: chunks by codec */
 	uint64_t held_raw_max, held_stored_max, held_compressed, snapshots_hot, traps_hot;
 	uint64_t extra_bytes_peak_max, pages_precopied, pages_eager, pause_copy_us_max;
 	char last_file[4200];    /* --restore: the last image, kept until then */
@@ -151,7 +154,7 @@ static void eb_usage(FILE *f)
 		"                    [--verify] [--json] [--region-coverage]\n"
 		"                    [--rate BYTES_PER_S] [--seed N] [--fault-threads N]\n"
 		"                    [--copier-nice N] [--writer-nice N] [--fault-rt 0|1]\n"
-		"                    [--data zipf|text | --data-file DUMP] [--compress zstd|lz4|none]\n"
+		"                    [--data zipf|text | --data-file DUMP] [--compress auto|zstd|lz4|none]\n"
 		"                    [--compress-level N] [--snapshot-threads N] [--restore]\n"
 		"                    [--pool SIZE] [--held-compress on|off]\n"
 		"                    [--precopy lazy|eager|rounds|auto] [--pause-budget-ms MS]\n"
@@ -377,6 +380,8 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	b->bytes_disk += f->bytes;
 	b->bytes_raw += f->bytes_raw;
 	b->bytes_stored += f->bytes_stored;
+	for (int i = 0; i < IMG_CODEC_AUTO; i++)
+		b->codec_chunks[i] += f->codec_chunks[i];
 	if (f->held_raw_bytes > b->held_raw_max)
 		b->held_raw_max = f->held_raw_bytes;
 	if (f->held_stored_bytes > b->held_stored_max)
@@ -727,6 +732,21 @@ static json_t *eb_latency(const struct eb *b)
 			 "late_max_ms", (double)late / 1e6);
 }
 
+/* Of the images' chunks holding data, the share each codec stored (raw: none). */
+static json_t *eb_codec_mix(const struct eb *b)
+{
+	static const char *const names[IMG_CODEC_AUTO] = { "raw", "lz4", "zstd" };
+	uint64_t all = 0;
+	json_t *o = json_object();
+
+	for (int i = 0; i < IMG_CODEC_AUTO; i++)
+		all += b->codec_chunks[i];
+	for (int i = 0; i < IMG_CODEC_AUTO; i++)
+		json_object_set_new(o, names[i], json_real(all ? (double)b->codec_chunks[i] /
+								  (double)all : 0.0));
+	return o;
+}
+
 static void eb_print(struct eb *b, double seconds)
 {
 	double idle_rate = b->idle_s > 0 ? (double)b->idle_updates / b->idle_s : 0;
@@ -784,6 +804,7 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "bytes_disk", json_integer((json_int_t)b->bytes_disk));
 	json_object_set_new(o, "bytes_raw", json_integer((json_int_t)b->bytes_raw));
 	json_object_set_new(o, "bytes_stored", json_integer((json_int_t)b->bytes_stored));
+	json_object_set_new(o, "codec_mix", eb_codec_mix(b));
 	json_object_set_new(o, "held_raw_bytes_max", json_integer((json_int_t)b->held_raw_max));
 	json_object_set_new(o, "held_stored_bytes_max", json_integer((json_int_t)b->held_stored_max));
 	json_object_set_new(o, "held_compressed_bytes", json_integer((json_int_t)b->held_compressed));

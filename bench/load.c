@@ -45,40 +45,10 @@ static uint64_t load_bucket_floor(unsigned b)
 	return (1ULL << msb) | ((uint64_t)(b % 16) << (msb - 4));
 }
 
-static const char *const load_words[] = {
-	"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
-	"juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
-	"sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
-	"user", "session", "order", "status", "active", "pending", "shipped", "cart",
-};
-#define LOAD_NWORDS (sizeof(load_words) / sizeof(load_words[0]))
-
-/* Records like "id=123456 name=kilo tango status=shipped count=42 ts=1701..." until
- * the block is full: words from a small vocabulary and numbers of varying length,
- * which compress about as well as typical application data. */
-static void load_text_fill(char *blk, uint64_t value)
-{
-	uint64_t rng = value, ts = 1700000000ULL + value % 100000000ULL;
-	size_t at = 0;
-
-	while (at < LOAD_BLOCK) {
-		char rec[160];
-		uint64_t r = splitmix64(&rng);
-		int n = snprintf(rec, sizeof(rec), "id=%llu name=%s %s status=%s count=%llu ts=%llu\n",
-				 (unsigned long long)(r % 1000000), load_words[(r >> 20) % LOAD_NWORDS],
-				 load_words[(r >> 28) % LOAD_NWORDS], load_words[(r >> 36) % LOAD_NWORDS],
-				 (unsigned long long)((r >> 44) % 1000), (unsigned long long)ts++);
-		size_t take = (size_t)n < LOAD_BLOCK - at ? (size_t)n : LOAD_BLOCK - at;
-
-		memcpy(blk + at, rec, take);
-		at += take;
-	}
-}
-
 void load_block_fill(const struct load_opts *o, uint64_t *blk, uint64_t b, uint64_t value)
 {
 	if (o->data == LOAD_DATA_TEXT) {
-		load_text_fill((char *)blk, value);
+		zipf_text_fill((char *)blk, value);
 	} else if (o->data == LOAD_DATA_DUMP) {
 		memcpy(blk, o->dump + b % (o->dump_len / LOAD_BLOCK) * LOAD_BLOCK, LOAD_BLOCK);
 		blk[0] = value;

@@ -13,7 +13,10 @@
 #define CCVM_ZIPF_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 struct zipf {
 	uint64_t n;
@@ -134,6 +137,36 @@ static inline void zipf_block_fill(uint64_t *blk, uint64_t value)
 {
 	for (int i = 0; i < ZIPF_BLOCK_WORDS; i++)
 		blk[i] = value ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL);
+}
+
+static const char *const zipf_words[] = {
+	"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+	"juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
+	"sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
+	"user", "session", "order", "status", "active", "pending", "shipped", "cart",
+};
+#define ZIPF_NWORDS (sizeof(zipf_words) / sizeof(zipf_words[0]))
+
+/* Records like "id=123456 name=kilo tango status=shipped count=42 ts=1701..." until
+ * the block is full: words from a small vocabulary and numbers of varying length,
+ * which compress about as well as typical application data. */
+static inline void zipf_text_fill(char *blk, uint64_t value)
+{
+	uint64_t rng = value, ts = 1700000000ULL + value % 100000000ULL;
+	size_t at = 0;
+
+	while (at < ZIPF_BLOCK_SIZE) {
+		char rec[160];
+		uint64_t r = splitmix64(&rng);
+		int n = snprintf(rec, sizeof(rec), "id=%llu name=%s %s status=%s count=%llu ts=%llu\n",
+				 (unsigned long long)(r % 1000000), zipf_words[(r >> 20) % ZIPF_NWORDS],
+				 zipf_words[(r >> 28) % ZIPF_NWORDS], zipf_words[(r >> 36) % ZIPF_NWORDS],
+				 (unsigned long long)((r >> 44) % 1000), (unsigned long long)ts++);
+		size_t take = (size_t)n < ZIPF_BLOCK_SIZE - at ? (size_t)n : ZIPF_BLOCK_SIZE - at;
+
+		memcpy(blk + at, rec, take);
+		at += take;
+	}
 }
 
 /* The area's checksum zipfbench prints: four FNV-style lanes, folded. */

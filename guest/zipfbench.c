@@ -11,6 +11,8 @@
  * snapshot. A static binary; it runs unchanged natively and as a ccvm guest.
  *
  * --hugepages asks for transparent huge pages (guest RAM in ccvm always has them).
+ * --text fills blocks with records of words and numbers (zipf.h), which compress about
+ * as typical application data does, instead of bytes no codec shrinks.
  * --threads N: N threads update the one shared area, each with its own random
  * sequence (derived from --seed) and a share of --write-total; with N > 1 the order
  * of their writes, hence the checksum, differs from run to run. N = 1 (the default) is
@@ -56,6 +58,7 @@ struct opts {
 	uint64_t size, write_total;
 	double alpha, duration;
 	int scatter;
+	int text;
 	int hugepages;
 	int threads;
 	uint64_t seed;
@@ -96,7 +99,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: zipfbench [--size BYTES] [--alpha A] [--scatter] [--write-total BYTES]\n"
 			"                 [--duration SECONDS] [--seed N] [--report-ms MS] [--hugepages]\n"
-			"                 [--threads N] [--stop-file PATH]\n");
+			"                 [--threads N] [--stop-file PATH] [--text]\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -105,7 +108,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "size", 1, 0, 's' },  { "alpha", 1, 0, 'a' },     { "scatter", 0, 0, 'S' },
 		{ "write-total", 1, 0, 'w' }, { "duration", 1, 0, 'd' }, { "seed", 1, 0, 'r' },
 		{ "report-ms", 1, 0, 'p' }, { "hugepages", 0, 0, 'H' }, { "help", 0, 0, 'h' },
-		{ "threads", 1, 0, 't' }, { "stop-file", 1, 0, 'f' },
+		{ "threads", 1, 0, 't' }, { "stop-file", 1, 0, 'f' }, { "text", 0, 0, 'T' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -117,6 +120,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'w': if (parse_size(optarg, &o->write_total)) return -1; break;
 		case 'a': o->alpha = atof(optarg); break;
 		case 'S': o->scatter = 1; break;
+		case 'T': o->text = 1; break;
 		case 'H': o->hugepages = 1; break;
 		case 'd': o->duration = atof(optarg); break;
 		case 'r': o->seed = strtoull(optarg, NULL, 0); break;
@@ -137,6 +141,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if (!o->write_total && !o->duration && !o->stop_file)
 		o->write_total = 10 * o->size;
 	return 0;
+}
+
+/* A block's bytes from @value: spread over it, or with --text records of words. */
+static void block_fill(const struct opts *o, uint64_t *blk, uint64_t value)
+{
+	if (o->text)
+		zipf_text_fill((char *)blk, value);
+	else
+		zipf_block_fill(blk, value);
 }
 
 /* One updating thread; thread 0 (the main thread) also prints the reports. */
@@ -179,7 +192,7 @@ static void *worker_run(void *arg)
 		uint64_t rank = zipf_sample(w->z, &w->rng) - 1;
 		uint64_t block = o->scatter ? zipf_scatter(w->perm, rank) : rank;
 
-		zipf_block_fill(w->mem + block * BLOCK_WORDS, splitmix64(&w->rng));
+		block_fill(o, w->mem + block * BLOCK_WORDS, splitmix64(&w->rng));
 		w->updates++;
 		if (w->updates % CLOCK_EVERY == 0) {
 			uint64_t all = atomic_fetch_add(&total_updates, CLOCK_EVERY) + CLOCK_EVERY;
@@ -230,7 +243,7 @@ int main(int argc, char **argv)
 	if (o.scatter)
 		zipf_scatter_init(&perm, nblocks, &rng_state);
 	for (uint64_t b = 0; b < nblocks; b++)
-		zipf_block_fill(mem + b * BLOCK_WORDS, b);
+		block_fill(&o, mem + b * BLOCK_WORDS, b);
 	zipf_init(&z, nblocks, o.alpha);
 	target = o.write_total ? o.write_total / BLOCK_SIZE : UINT64_MAX;
 	t0 = now_s();

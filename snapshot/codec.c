@@ -66,7 +66,7 @@ static struct codec_tls *codec_tls(void)
 	return t;
 }
 
-static const char *const codec_names[IMG_CODEC_NR] = { "none", "lz4", "zstd" };
+static const char *const codec_names[IMG_CODEC_NR] = { "none", "lz4", "zstd", "auto" };
 
 const char *codec_name(enum img_codec c)
 {
@@ -103,6 +103,7 @@ int codec_level_check(enum img_codec c, int level)
 	case IMG_CODEC_LZ4:
 		return level >= 1 && level <= LZ4HC_CLEVEL_MAX ? 0 : -EINVAL;
 	case IMG_CODEC_NONE:
+	case IMG_CODEC_AUTO:
 		return level == 0 ? 0 : -EINVAL;
 	default:
 		return -EINVAL;
@@ -138,7 +139,7 @@ ssize_t codec_compress(enum img_codec c, int level, const void *src, size_t len,
 {
 	int n;
 
-	if (codec_level_check(c, level) || c == IMG_CODEC_NONE)
+	if (codec_level_check(c, level) || c == IMG_CODEC_NONE || c == IMG_CODEC_AUTO)
 		return -EINVAL;
 	if (c == IMG_CODEC_ZSTD)
 		return codec_zstd(level, src, len, dst, cap);

@@ -7,8 +7,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Numbers are stored in images: never renumber. */
-enum img_codec { IMG_CODEC_NONE = 0, IMG_CODEC_LZ4 = 1, IMG_CODEC_ZSTD = 2, IMG_CODEC_NR };
+/* Numbers are stored in images: never renumber. A chunk is stored with one below
+ * IMG_CODEC_AUTO; auto is what an image's header records when the writer chose a codec
+ * and level for each chunk (codec_auto.h), and never compresses anything itself. */
+enum img_codec { IMG_CODEC_NONE = 0, IMG_CODEC_LZ4 = 1, IMG_CODEC_ZSTD = 2, IMG_CODEC_AUTO = 3,
+		 IMG_CODEC_NR };
 
 /* What `--compress` means when no level is given: zstd's fastest regular level,
  * LZ4's default (levels 2 and up are LZ4's high-compression mode). */
@@ -16,10 +19,11 @@ enum img_codec { IMG_CODEC_NONE = 0, IMG_CODEC_LZ4 = 1, IMG_CODEC_ZSTD = 2, IMG_
 #define CODEC_LZ4_DEFAULT_LEVEL 1
 
 const char *codec_name(enum img_codec c);
-/* "none", "lz4" or "zstd"; -EINVAL for anything else. */
+/* "none", "lz4", "zstd" or "auto"; -EINVAL for anything else. */
 int codec_parse(const char *name, enum img_codec *c);
 int codec_default_level(enum img_codec c);
-/* 0 when @level is one @c takes (zstd -7..19, lz4 1..12, none 0), else -EINVAL. */
+/* 0 when @level is one @c takes (zstd -7..19, lz4 1..12, none and auto 0), else
+ * -EINVAL. */
 int codec_level_check(enum img_codec c, int level);
 
 /* The most bytes compressing @len bytes can give. */

@@ -38,6 +38,7 @@ void snap_finish(struct snap_engine *e, int rc)
 		snap_figures_stored(e);
 	} else if (!rc) {
 		img_writer_bytes(e->img, &e->cur.bytes_raw, &e->cur.bytes_stored);
+		img_writer_mix(e->img, e->cur.codec_chunks);
 		rc = img_finish(e->img);
 		if (rc)
 			snap_fail(e, rc, rc == -ESTALE ?
@@ -148,6 +149,8 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 		snprintf(err, errlen, "cannot create the image %s: %s", req->file, strerror(-rc));
 		return rc;
 	}
+	img_writer_auto(e->img, &e->cauto); /* rates carried from one snapshot to the next */
+	cauto_begin(&e->cauto, req->threads);
 	if (req->parent) {
 		rc = track_parent_path(&e->track, req->file, recorded, sizeof(recorded));
 		if (!rc)

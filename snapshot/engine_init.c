@@ -90,6 +90,7 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
 	for (int i = 0; i < cfg->n_dirs && i < SNAP_MAX_IMAGE_DIRS; i++)
 		e->image_dirs[e->n_image_dirs++] = cfg->dirs[i];
 	pthread_mutex_init(&e->lock, NULL);
+	cauto_init(&e->cauto);
 	return engine_stages(e, cfg->pool_bytes);
 }
 
@@ -154,6 +155,7 @@ void snap_engine_fini(struct snap_engine *e)
 	observe_fini(&e->obs);
 	plan_fini(&e->plan);
 	ptab_fini(&e->pt);
+	cauto_fini(&e->cauto);
 	pthread_mutex_destroy(&e->lock);
 }
 

@@ -9,6 +9,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The share of the chunks holding data that each codec stores ("raw": none), as
+ * fractions; all 0 when no chunk holds data. */
+static json_t *snap_codec_mix(const struct snap_figures *f)
+{
+	static const char *const names[IMG_CODEC_AUTO] = { "raw", "lz4", "zstd" };
+	uint64_t all = 0;
+	json_t *o = json_object();
+
+	for (int i = 0; i < IMG_CODEC_AUTO; i++)
+		all += f->codec_chunks[i];
+	for (int i = 0; i < IMG_CODEC_AUTO && o; i++)
+		json_object_set_new(o, names[i], json_real(all ? (double)f->codec_chunks[i] /
+								  (double)all : 0.0));
+	return o;
+}
+
 json_t *snap_figures_json(const struct snap_figures *f)
 {
 	json_t *o = json_pack("{s:b, s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
@@ -70,6 +86,9 @@ json_t *snap_figures_json(const struct snap_figures *f)
 					    "threads", f->threads, "bytes_raw",
 					    (json_int_t)f->bytes_raw, "bytes_stored",
 					    (json_int_t)f->bytes_stored));
+	json_object_update_new(o, json_pack("{s:o, s:f, s:f}", "codec_mix", snap_codec_mix(f),
+					    "compress_mb_per_s", f->compress_mb_s,
+					    "disk_mb_per_s", f->disk_mb_s));
 	json_object_update_new(o, json_pack("{s:b, s:I, s:I}", "incremental", f->incremental,
 					    "pages_held", (json_int_t)f->pages_held, "track_faults",
 					    (json_int_t)f->track_faults));
@@ -86,6 +105,8 @@ void snap_figures_collect(struct snap_engine *e, struct snap_figures *f)
 	const struct cow_counts *n = &e->cow.n;
 
 	f->regions_hot = e->plan.regions_hot;
+	if (e->policy != SNAP_FORK) /* (the child wrote the image: its rates are its own) */
+		cauto_rates(&e->cauto, &f->compress_mb_s, &f->disk_mb_s);
 	f->pages_zero = __atomic_load_n(&e->wr.pages_zero, __ATOMIC_RELAXED);
 	f->pages_saved_by_writer = __atomic_load_n(&e->wr.pages_saved, __ATOMIC_RELAXED);
 	if (e->policy == SNAP_FORK) {
@@ -116,6 +137,7 @@ void snap_figures_final(struct snap_engine *e)
 	bool wp = e->policy == SNAP_COW || e->policy == SNAP_CCOW;
 
 	snap_figures_collect(e, f);
+	cauto_end(&e->cauto);
 	f->copy_bytes_peak = pool_take_peak(&e->pool);
 	f->held_stored_bytes = f->copy_bytes_peak;
 	f->held_raw_bytes = pool_take_raw_peak(&e->pool);
@@ -139,6 +161,7 @@ void snap_figures_stored(struct snap_engine *e)
 
 	if (img_open(e->cur.file, &r, err) == 0) {
 		img_reader_bytes(&r, &e->cur.bytes_raw, &e->cur.bytes_stored);
+		img_reader_mix(&r, e->cur.codec_chunks);
 		img_close(&r);
 	}
 }

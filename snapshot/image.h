@@ -7,6 +7,7 @@
 
 #include "../vmm/base/pages.h"
 #include "codec.h"
+#include "codec_auto.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -182,6 +183,13 @@ int img_frame_check(const struct img_writer *w, uint64_t c, uint64_t len, const 
  * (compressed frames unpadded, raw pages whole). */
 void img_writer_bytes(const struct img_writer *w, uint64_t *raw, uint64_t *stored);
 
+/* Chunks holding data so far, by the codec each is stored with (IMG_CODEC_NONE: raw). */
+void img_writer_mix(const struct img_writer *w, uint64_t chunks[IMG_CODEC_AUTO]);
+
+/* The rates @w measures and, with --compress auto, chooses codecs by: @a, which the
+ * caller keeps from image to image, instead of the writer's own (fresh) ones. */
+void img_writer_auto(struct img_writer *w, struct codec_auto *a);
+
 /* A child (info.flags IMG_FLAG_CHILD) names its parent: @recorded as it will be found
  * (a relative path is resolved from the child's directory) and the parent's identity
  * (img_open's r->identity). Returns 0, -EINVAL or -ENOMEM. */
@@ -257,5 +265,8 @@ int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_
 
 /* Data bytes and stored bytes of the whole image, from its encoding table. */
 void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *stored);
+
+/* Chunks holding data, by the codec each is stored with (IMG_CODEC_NONE: raw). */
+void img_reader_mix(const struct img_reader *r, uint64_t chunks[IMG_CODEC_AUTO]);
 
 #endif

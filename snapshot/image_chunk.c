@@ -5,6 +5,7 @@
  * layout).
  */
 #include "image_impl.h"
+#include "../vmm/base/mono.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -98,6 +99,32 @@ static uint64_t img_pack(const uint8_t *data, const uint8_t *what, uint8_t *out)
 	return k;
 }
 
+/* The codec and level for @len bytes at @data: the image's, or with auto the one the
+ * writer's rates choose (codec_auto.h; it probes into @scratch). IMG_CODEC_NONE: store
+ * them as they are. */
+static void img_codec_for(struct img_writer *w, const void *data, size_t len, uint8_t *scratch,
+			  struct cauto_choice *ch)
+{
+	if (w->info.codec == IMG_CODEC_AUTO) {
+		cauto_choose(w->autoc, data, len, scratch, IMG_SCRATCH_SIZE, ch);
+		return;
+	}
+	*ch = (struct cauto_choice){ .codec = w->info.codec, .level = w->info.level };
+}
+
+/* codec_compress with @ch's codec and level, timed for the rates auto chooses by. */
+static ssize_t img_compress(struct img_writer *w, const struct cauto_choice *ch, const void *src,
+			    size_t len, void *dst, size_t cap)
+{
+	uint64_t t0 = mono_ns();
+	ssize_t n = codec_compress(ch->codec, ch->level, src, len, dst, cap);
+
+	if (n > 0 || n == -ENOSPC) /* (-ENOSPC: it did not shrink enough, after all the work) */
+		cauto_compressed(w->autoc, ch->codec, ch->level, ch->probe, len,
+				 n > 0 ? (uint64_t)n : len, mono_ns() - t0);
+	return n;
+}
+
 /* A child's chunk that holds some pages but not all: packed, and compressed when the
  * image has a codec and that saves a page. 1 when it is to be stored raw. */
 static int img_chunk_pack(struct img_writer *w, uint64_t c, const uint8_t *data,
@@ -105,8 +132,9 @@ static int img_chunk_pack(struct img_writer *w, uint64_t c, const uint8_t *data,
 {
 	uint8_t *packed = w->info.codec == IMG_CODEC_NONE ? scratch :
 			  codec_thread_buffer(CODEC_BUF_PACKED, IMG_CHUNK);
+	struct cauto_choice ch;
 	uint64_t k;
-	ssize_t n;
+	ssize_t n = 0;
 
 	if (!packed)
 		return -ENOMEM;
@@ -115,16 +143,17 @@ static int img_chunk_pack(struct img_writer *w, uint64_t c, const uint8_t *data,
 		return 1; /* all of it: as a full image's chunk */
 	if (w->info.codec == IMG_CODEC_NONE)
 		return img_chunk_store(w, c, scratch, k * PAGE_SIZE, IMG_ENC_PACKED, pages);
-	n = codec_compress(w->info.codec, w->info.level, packed, k * PAGE_SIZE, scratch,
-			   (k - 1) * PAGE_SIZE);
+	img_codec_for(w, packed, k * PAGE_SIZE, scratch, &ch);
+	if (ch.codec != IMG_CODEC_NONE)
+		n = img_compress(w, &ch, packed, k * PAGE_SIZE, scratch, (k - 1) * PAGE_SIZE);
 	if (n == -ENOSPC || n == 0) { /* packed alone, then */
 		memcpy(scratch, packed, k * PAGE_SIZE);
 		return img_chunk_store(w, c, scratch, k * PAGE_SIZE, IMG_ENC_PACKED, pages);
 	}
 	if (n < 0)
 		return (int)n;
-	return img_chunk_store(w, c, scratch, (uint64_t)n,
-			       (uint8_t)(IMG_ENC_PACKED | w->info.codec), pages);
+	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)(IMG_ENC_PACKED | ch.codec),
+			       pages);
 }
 
 /* Before compressing a whole chunk, four 32 KiB samples spread over it: when they do not
@@ -161,6 +190,7 @@ static bool img_worth_compressing(const struct img_writer *w, const uint8_t *dat
 static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data,
 			      const uint8_t *what, uint64_t pages, uint8_t *scratch)
 {
+	struct cauto_choice ch;
 	ssize_t n;
 
 	if (!pages || !scratch || w->pre_bits) /* a pre-copy's bytes may lie anywhere */
@@ -174,15 +204,19 @@ static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data
 		if (rc != 1 || w->info.codec == IMG_CODEC_NONE)
 			return rc; /* else it holds all: compressed as a full image's chunk */
 	}
-	if (w->info.codec == IMG_CODEC_NONE || !img_worth_compressing(w, data, scratch))
+	if (w->info.codec == IMG_CODEC_NONE)
 		return 1;
-	n = codec_compress(w->info.codec, w->info.level, data, IMG_CHUNK, scratch,
-			   (pages - 1) * PAGE_SIZE);
+	if (w->info.codec != IMG_CODEC_AUTO && !img_worth_compressing(w, data, scratch))
+		return 1; /* (auto probes for itself) */
+	img_codec_for(w, data, IMG_CHUNK, scratch, &ch);
+	if (ch.codec == IMG_CODEC_NONE)
+		return 1;
+	n = img_compress(w, &ch, data, IMG_CHUNK, scratch, (pages - 1) * PAGE_SIZE);
 	if (n == -ENOSPC || n == 0)
 		return 1;
 	if (n < 0)
 		return (int)n;
-	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)w->info.codec, pages);
+	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)ch.codec, pages);
 }
 
 /* The data pages of chunk @c as @what says, or -EINVAL when a frame cannot hold it. */
@@ -191,7 +225,8 @@ static int64_t img_frame_pages(const struct img_writer *w, uint64_t c, uint64_t 
 {
 	uint64_t pages = 0;
 
-	if (c >= w->n_chunks || w->held || w->pre_bits || w->info.codec == IMG_CODEC_NONE)
+	if (c >= w->n_chunks || w->held || w->pre_bits || w->info.codec == IMG_CODEC_NONE ||
+	    w->info.codec == IMG_CODEC_AUTO) /* (a frame's codec is the image's) */
 		return -EINVAL;
 	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++) {
 		if (what[i] == IMG_PAGE_DONE || what[i] == IMG_PAGE_PARENT)

@@ -48,6 +48,8 @@ struct img_writer {
 	 * written before the instant, and IMG_PRE_* bits. NULL without one. */
 	uint64_t *pre_hash;
 	uint8_t *pre_bits;
+	struct codec_auto own_auto; /* the rates measured, when nobody lends its own */
+	struct codec_auto *autoc;
 	int n_sections;
 	struct {
 		uint32_t type;

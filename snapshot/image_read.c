@@ -150,7 +150,7 @@ static bool img_enc_decode(const uint8_t *e, bool child, struct img_chunk_enc *o
 	out->stored_len = img_get32(e + 4);
 	out->stored_hash = img_get64(e + 8);
 	if (e[1] || out->data_pages > IMG_PAGES_PER_CHUNK ||
-	    (out->codec & ~IMG_ENC_PACKED) >= IMG_CODEC_NR ||
+	    (out->codec & ~IMG_ENC_PACKED) >= IMG_CODEC_AUTO ||
 	    ((out->codec & IMG_ENC_PACKED) && !child))
 		return false;
 	if (out->codec == IMG_CODEC_NONE)
@@ -424,4 +424,12 @@ void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *store
 		*stored += r->enc[c].codec == IMG_CODEC_NONE ?
 				   (uint64_t)r->enc[c].data_pages * PAGE_SIZE : r->enc[c].stored_len;
 	}
+}
+
+void img_reader_mix(const struct img_reader *r, uint64_t chunks[IMG_CODEC_AUTO])
+{
+	memset(chunks, 0, IMG_CODEC_AUTO * sizeof(chunks[0]));
+	for (uint64_t c = 0; c < r->n_chunks; c++)
+		if (r->enc[c].data_pages)
+			chunks[(r->enc[c].codec & ~IMG_ENC_PACKED) % IMG_CODEC_AUTO]++;
 }

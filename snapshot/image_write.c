@@ -141,6 +141,8 @@ int img_create_at(int dir, const char *final_path, const struct img_header_info 
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	cauto_init(&w->own_auto);
+	w->autoc = &w->own_auto;
 	w->fd = -1;
 	w->dfd = -1;
 	w->dir = fcntl(dir, F_DUPFD_CLOEXEC, 0);
@@ -225,7 +227,10 @@ int img_write_mem(struct img_writer *w, const void *data, size_t len, uint64_t o
 	int rc;
 
 	if (w->dfd >= 0 && len >= IMG_DIRECT_MIN && (uintptr_t)data % PAGE_SIZE == 0) {
+		/* The disk's rate: only where the disk takes the bytes (not the cache). */
+		cauto_io_begin(w->autoc);
 		rc = img_pwrite_all(w->dfd, data, len, off);
+		cauto_io_end(w->autoc, rc ? 0 : len);
 		if (rc != -EINVAL)
 			return rc;
 		close(w->dfd); /* refused: buffered from now on */
@@ -339,6 +344,19 @@ void img_writer_bytes(const struct img_writer *w, uint64_t *raw, uint64_t *store
 		pages += __atomic_load_n(&w->chunk_pages[c], __ATOMIC_RELAXED);
 	*raw = pages * PAGE_SIZE;
 	*stored = __atomic_load_n(&w->stored, __ATOMIC_RELAXED);
+}
+
+void img_writer_mix(const struct img_writer *w, uint64_t chunks[IMG_CODEC_AUTO])
+{
+	memset(chunks, 0, IMG_CODEC_AUTO * sizeof(chunks[0]));
+	for (uint64_t c = 0; c < w->n_chunks; c++)
+		if (__atomic_load_n(&w->chunk_pages[c], __ATOMIC_RELAXED))
+			chunks[(w->enc[c].codec & ~IMG_ENC_PACKED) % IMG_CODEC_AUTO]++;
+}
+
+void img_writer_auto(struct img_writer *w, struct codec_auto *a)
+{
+	w->autoc = a ? a : &w->own_auto;
 }
 
 int img_set_parent(struct img_writer *w, const char *recorded, uint64_t identity)
@@ -485,6 +503,7 @@ void img_forget(struct img_writer *w)
 	free(w->parent_path);
 	free(w->pre_hash);
 	free(w->pre_bits);
+	cauto_fini(&w->own_auto);
 	if (w->dir >= 0)
 		close(w->dir);
 	free(w->final_path);

@@ -57,7 +57,7 @@ int snap_precopy_parse(const char *name, enum snap_precopy *p)
 int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
 {
 	if ((unsigned)req->codec >= IMG_CODEC_NR) {
-		snprintf(err, errlen, "unknown compression (known: zstd, lz4, none)");
+		snprintf(err, errlen, "unknown compression (known: auto, zstd, lz4, none)");
 		return -EINVAL;
 	}
 	if (!req->level)
@@ -65,6 +65,9 @@ int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
 	if (codec_level_check(req->codec, req->level)) {
 		snprintf(err, errlen, req->codec == IMG_CODEC_NONE ?
 			 "--compress-level needs a codec (--compress zstd or lz4)" :
+			 req->codec == IMG_CODEC_AUTO ?
+			 "--compress-level needs a codec (--compress zstd or lz4): auto chooses "
+			 "a level for each chunk" :
 			 req->codec == IMG_CODEC_ZSTD ?
 			 "--compress-level for zstd must be from -7 to 19, not 0" :
 			 "--compress-level for lz4 must be from 1 (fast) to 12 (high compression)");

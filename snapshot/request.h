@@ -80,6 +80,9 @@ struct snap_figures {
 	int level, threads;
 	uint64_t bytes_raw;      /* bytes of data pages (holes excluded) */
 	uint64_t bytes_stored;   /* what they take in the image: frames and raw pages */
+	uint64_t codec_chunks[IMG_CODEC_AUTO]; /* chunks with data, by their codec (0: raw) */
+	double compress_mb_s;    /* input MB/s the threads compressed, all together */
+	double disk_mb_s;        /* MB/s the disk took while a write was in flight */
 	bool incremental;        /* holds only the pages written since its parent */
 	uint64_t pages_held;     /* incremental: the pages it holds */
 	uint64_t track_faults;   /* write faults taken only to track writes, since the

@@ -109,14 +109,22 @@ void squeeze_plan(struct snap_squeeze *q, const struct squeeze_job *job)
 	q->compressed_bytes = 0;
 }
 
+/* Held copies are packed with the image's codec, so that a whole chunk's pack can be
+ * its frame; with none or auto (a codec per chunk, chosen as it is written) with
+ * SQ_CODEC. */
+static bool sq_image_codec(const struct snap_squeeze *q)
+{
+	return q->codec != IMG_CODEC_NONE && q->codec != IMG_CODEC_AUTO;
+}
+
 static enum img_codec sq_codec(const struct snap_squeeze *q)
 {
-	return q->codec != IMG_CODEC_NONE ? q->codec : SQ_CODEC;
+	return sq_image_codec(q) ? q->codec : SQ_CODEC;
 }
 
 static int sq_level(const struct snap_squeeze *q)
 {
-	return q->codec != IMG_CODEC_NONE ? q->level : SQ_LEVEL;
+	return sq_image_codec(q) ? q->level : SQ_LEVEL;
 }
 
 static bool sq_wanted(struct snap_squeeze *q)
@@ -331,7 +339,7 @@ static bool sq_whole(struct snap_squeeze *q, uint64_t c)
 {
 	uint64_t per = IMG_CHUNK / PAGE_SIZE;
 
-	if (q->span != IMG_CHUNK || q->codec == IMG_CODEC_NONE || q->incremental)
+	if (q->span != IMG_CHUNK || !sq_image_codec(q) || q->incremental)
 		return false;
 	for (uint64_t p = c * per; p < (c + 1) * per; p++) {
 		enum page_state st = ps_get(&q->pt->state[p]);

@@ -141,7 +141,7 @@ static const char *ctl_snapshot_storage(const json_t *msg, struct snap_request *
 	if (!threads)
 		threads = json_object_get(msg, "snapshot-threads");
 	if (codec && (!json_is_string(codec) || codec_parse(json_string_value(codec), &sr->codec)))
-		return "unknown --compress (known: zstd, lz4, none)";
+		return "unknown --compress (known: auto, zstd, lz4, none)";
 	if (codec)
 		sr->level = 0;
 	if (level && !json_is_integer(level))
@@ -196,7 +196,7 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop|fork] "
 				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto] "
 				       "[--pause-budget-ms MS] [--wait] [--rate MB/s] "
-				       "[--compress zstd|lz4|none] [--compress-level N] [--threads N] "
+				       "[--compress auto|zstd|lz4|none] [--compress-level N] [--threads N] "
 				       "[--parent PARENT] [--track]");
 	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
 		return ctl_reply_error("unknown --policy (known: ccow, cow, stop, fork)");

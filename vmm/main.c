@@ -68,7 +68,7 @@ static void usage_ctl(FILE *out)
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
 		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"
 		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
-		"               [--compress zstd|lz4|none] [--compress-level N] [--threads N]\n");
+		"               [--compress auto|zstd|lz4|none] [--compress-level N] [--threads N]\n");
 }
 
 /* `ccvm help [COMMAND]`: 0, or EXIT_USAGE for a command that does not exist. */

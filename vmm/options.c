@@ -294,7 +294,7 @@ static int set_rate(struct cli_opts *o, const char *arg)
 static int set_compress(struct cli_opts *o, const char *arg)
 {
 	if (codec_parse(arg, &o->sched.codec)) {
-		log_err("--snapshot-compress %s: zstd, lz4 or none", arg);
+		log_err("--snapshot-compress %s: auto, zstd, lz4 or none", arg);
 		return -EINVAL;
 	}
 	return 0;
@@ -489,9 +489,10 @@ static const struct opt_def opt_table[] = {
 	  "also ctl snapshot's default (default ccow)", set_policy },
 	{ "snapshot-rate", "MB/s", OPT_RUN, "the snapshot writer's bandwidth limit (default 0: "
 	  "none)", set_rate },
-	{ "snapshot-compress", "zstd|lz4|none", OPT_RUN, "compress each 2 MiB chunk of "
-	  "snapshots that shrinks (default " OPT_DEFAULT_CODEC_NAME "); ctl snapshot's default "
-	  "too", set_compress },
+	{ "snapshot-compress", "auto|zstd|lz4|none", OPT_RUN, "compress each 2 MiB chunk of "
+	  "snapshots that shrinks; auto: a codec and level per chunk, from how fast the disk "
+	  "and the compressing threads go (default " OPT_DEFAULT_CODEC_NAME "); ctl snapshot's "
+	  "default too", set_compress },
 	{ "snapshot-compress-level", "N", OPT_RUN, "the codec's level (default: zstd 1, lz4 1; "
 	  "zstd -7..19, lz4 1..12, 2 and up its high-compression mode)", set_compress_level },
 	{ "snapshot-threads", "N", OPT_RUN, "threads that compress and write a snapshot "
@@ -691,7 +692,7 @@ static int opt_check_run(struct cli_opts *o)
 	}
 	if (o->sched.level && codec_level_check(o->sched.codec, o->sched.level)) {
 		log_err("--snapshot-compress-level %d does not suit %s (zstd -7 to 19, lz4 1 to 12, "
-			"none takes no level)", o->sched.level, codec_name(o->sched.codec));
+			"none and auto take no level)", o->sched.level, codec_name(o->sched.codec));
 		return -EINVAL;
 	}
 	if (o->full_every_given && !o->sched.incremental) {

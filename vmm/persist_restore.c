@@ -333,8 +333,27 @@ static void inspect_process(const struct img_reader *r, FILE *out)
 	free(text);
 }
 
-/* The codec, how many chunks it stored as frames, and the ratio of data bytes to the
- * bytes they take in the image. */
+/* How the chunks holding data are stored: "codecs: zstd 71%, lz4 9%, raw 20%". */
+static void inspect_codecs(const struct img_reader *r, FILE *out)
+{
+	static const enum img_codec order[] = { IMG_CODEC_ZSTD, IMG_CODEC_LZ4, IMG_CODEC_NONE };
+	uint64_t n[IMG_CODEC_AUTO], all = 0;
+
+	img_reader_mix(r, n);
+	for (int i = 0; i < IMG_CODEC_AUTO; i++)
+		all += n[i];
+	if (!all)
+		return;
+	fprintf(out, "codecs:");
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		fprintf(out, "%s %s %.0f%%", i ? "," : "",
+			order[i] == IMG_CODEC_NONE ? "raw" : codec_name(order[i]),
+			100.0 * (double)n[order[i]] / (double)all);
+	fprintf(out, "\n");
+}
+
+/* The codec, how many chunks it stored as frames, the mix of codecs, and the ratio of
+ * data bytes to the bytes they take in the image. */
 static void inspect_compression(const struct img_reader *r, FILE *out)
 {
 	uint64_t raw, stored, frames = 0;
@@ -347,10 +366,16 @@ static void inspect_compression(const struct img_reader *r, FILE *out)
 		return;
 	}
 	fprintf(out, "compression: %s", codec_name(r->codec));
+	if (r->codec == IMG_CODEC_AUTO)
+		fprintf(out, " (a codec and level per chunk)");
+	else if (r->codec != IMG_CODEC_NONE)
+		fprintf(out, " level %d", r->level);
 	if (r->codec != IMG_CODEC_NONE)
-		fprintf(out, " level %d, %llu of %llu chunks compressed", r->level,
-			(unsigned long long)frames, (unsigned long long)r->n_chunks);
-	fprintf(out, "\ndata: %llu bytes in pages, %llu stored, ratio %.2f\n",
+		fprintf(out, ", %llu of %llu chunks compressed", (unsigned long long)frames,
+			(unsigned long long)r->n_chunks);
+	fprintf(out, "\n");
+	inspect_codecs(r, out);
+	fprintf(out, "data: %llu bytes in pages, %llu stored, ratio %.2f\n",
 		(unsigned long long)raw, (unsigned long long)stored,
 		stored ? (double)raw / (double)stored : 1.0);
 	if (r->mask) {

@@ -6,11 +6,16 @@ plain memory that host threads write, every GAP seconds after the last one ended
 DURATION seconds, ROUNDS rounds (default 5) with the configurations of a round in a
 shuffled order. Sections:
 
-  codecs   each dataset x none / lz4 / zstd (default levels, default threads), one writer
-           thread (a guest that keeps one vCPU busy, as Redis does): per image the blocks
-           on disk and their ratio to `none` in the same round, the snapshot's duration,
-           the writers' rate while a snapshot runs over their rate without one, and an
-           eager restore of the last image (writers stopped).
+  codecs   each dataset x none / lz4 / zstd / auto (default levels, default threads) x
+           each disk, one writer thread (a guest that keeps one vCPU busy, as Redis
+           does): per image the blocks on disk and their ratio to `none` in the same
+           round and disk, the snapshot's duration, the writers' rate while a snapshot
+           runs over their rate without one, auto's mix of codecs, and an eager restore
+           of the last image (writers stopped). Disks: fast, the image directory's disk
+           as it is; slow, the same with its writes limited to SLOW_MBS MB/s (default
+           200) for engine-bench alone: cgroup v2's io.max where the io controller is
+           there, else cgroup v1's blkio.throttle.write_bps_device; the report says which.
+           A machine with neither runs fast only, and says so.
   threads  zstd on the redis dataset with 1..nproc compressing threads, with nobody
            writing (idle) and with one writer thread (busy): duration and MB/s of data.
   incremental  on the redis dataset, none and zstd: a full snapshot with tracking, then
@@ -33,7 +38,7 @@ compressible as Redis'); text, records of words and numbers; zipf, zipfbench's w
 Writes bench/results/storage_{codecs,threads,incremental,held}.csv (a row per run),
 storage.md (means and 95% CIs) and storage.png, each with commit and machine.
 Environment: ROUNDS, SECTIONS ("codecs threads incremental held"), DATASETS ("redis text
-zipf"), MEM (512M), GAP (1), DURATION (8), HELD_DURATION (16), RECORDS (250000), DUMP (a
+zipf"), DISKS ("fast slow"), SLOW_MBS (200), MEM (512M), GAP (1), DURATION (8), HELD_DURATION (16), RECORDS (250000), DUMP (a
 dump to reuse instead of making one), OUT, IMGDIR.
 """
 import json
@@ -66,10 +71,15 @@ DATASETS = ENV("DATASETS", "redis text zipf").split()
 MEM, GAP, DURATION = ENV("MEM", "512M"), ENV("GAP", "1"), ENV("DURATION", "8")
 RECORDS = ENV("RECORDS", "250000")
 OUT = ENV("OUT", os.path.join(TOP, "bench", "results"))
-CODECS = ["none", "lz4", "zstd"]
+CODECS = ["none", "lz4", "zstd", "auto"]
+DISKS = ENV("DISKS", "fast slow").split()
+SLOW_MBS = float(ENV("SLOW_MBS", "200"))
+CGROUP_V1_BLKIO = "/sys/fs/cgroup/blkio"
+SLOW_GROUP = "ccvm-bench-slow-disk"
 NPROC = os.cpu_count() or 1
 KEYS = ["snapshots", "duration_ms_mean", "bytes_disk", "bytes_raw", "bytes_stored",
         "updates_per_s", "during", "max_stall_ms", "restore_ms", "writer_mb_per_s"]
+MIX_KEYS = ["mix_raw", "mix_lz4", "mix_zstd"]
 
 
 class Failed(Exception):
@@ -133,8 +143,65 @@ def make_redis_dump(workdir):
     return path
 
 
-def engine(args):
-    r = subprocess.run([EB] + args + ["--json"], capture_output=True, text=True)
+def whole_disk(dev):
+    """MAJ:MIN of the disk holding device number @dev (a partition's parent)."""
+    sysdir = "/sys/dev/block/%d:%d" % (os.major(dev), os.minor(dev))
+    if os.path.exists(os.path.join(sysdir, "partition")):
+        with open(os.path.join(sysdir, "..", "dev")) as f:
+            return f.read().strip()
+    return "%d:%d" % (os.major(dev), os.minor(dev))
+
+
+def unified_root():
+    """The cgroup v2 hierarchy's mount point when its io controller can be used, else
+    None."""
+    with open("/proc/mounts") as f:
+        for line in f:
+            dev, mnt, fstype = line.split()[:3]
+            if fstype == "cgroup2":
+                try:
+                    if "io" in open(os.path.join(mnt, "cgroup.controllers")).read().split():
+                        return mnt
+                except OSError:
+                    pass
+    return None
+
+
+def slow_disk(imgdir):
+    """A cgroup whose writes to @imgdir's disk are limited to SLOW_MBS: (cgroup.procs path,
+    how it was done), or (None, why not)."""
+    disk = whole_disk(os.stat(imgdir).st_dev)
+    bps = int(SLOW_MBS * 1e6)
+    root = unified_root()
+    try:
+        if root:
+            group = os.path.join(root, SLOW_GROUP)
+            os.makedirs(group, exist_ok=True)
+            with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
+                f.write("+io")
+            with open(os.path.join(group, "io.max"), "w") as f:
+                f.write("%s wbps=%d" % (disk, bps))
+            return os.path.join(group, "cgroup.procs"), "cgroup v2 io.max %s wbps=%d" % (disk, bps)
+        if os.path.isdir(CGROUP_V1_BLKIO):
+            group = os.path.join(CGROUP_V1_BLKIO, SLOW_GROUP)
+            os.makedirs(group, exist_ok=True)
+            with open(os.path.join(group, "blkio.throttle.write_bps_device"), "w") as f:
+                f.write("%s %d" % (disk, bps))
+            return (os.path.join(group, "cgroup.procs"),
+                    "cgroup v1 blkio.throttle.write_bps_device %s %d" % (disk, bps))
+    except OSError as ex:
+        return None, "cannot limit disk %s: %s" % (disk, ex)
+    return None, "neither cgroup v2's io controller nor cgroup v1's blkio is mounted"
+
+
+SLOW = {"procs": None, "how": ""}
+
+
+def engine(args, slow=False):
+    cmd = [EB] + args + ["--json"]
+    if slow:  # engine-bench alone in the limited group (its children too)
+        cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', SLOW["procs"]] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise Failed("engine-bench %s: %s" % (" ".join(args), r.stderr.strip()[-300:]))
     d = json.loads(r.stdout)
@@ -147,12 +214,14 @@ def data_args(ds, dump):
     return ["--data-file", dump] if ds == "redis" else ["--data", ds]
 
 
-def codec_run(ds, codec, dump, imgdir):
+def codec_run(ds, codec, disk, dump, imgdir):
     d = engine(["--mem", MEM, "--threads", "1", "--alpha", "0.99", "--scatter", "--policy",
                 "ccow", "--snapshot-gap", GAP, "--duration", DURATION, "--dir", imgdir,
-                "--compress", codec, "--restore"] + data_args(ds, dump))
+                "--compress", codec, "--restore"] + data_args(ds, dump), slow=disk == "slow")
     row = {k: d.get(k) for k in KEYS}
     row["disk_per_image"] = d["bytes_disk"] / d["snapshots"]
+    for k in MIX_KEYS:
+        row[k] = d.get("codec_mix", {}).get(k[4:])
     return row
 
 
@@ -209,8 +278,10 @@ INC_KEYS = ["pages_rewritten", "pages_held", "full_bytes", "inc_bytes", "full_ms
 def read_section(sec):
     """An earlier run's section: (provenance line, rows), counts back to ints."""
     head, rows = read_csv(os.path.join(OUT, "storage_%s.csv" % sec),
-                          text=("dataset", "codec", "mode"))
+                          text=("dataset", "codec", "mode", "disk"))
     for r in rows:
+        if sec == "codecs" and not r.get("disk"):
+            r["disk"] = "fast"  # (written before the slow disk was)
         for k in ("threads", "pct", "round"):  # matched against ints
             if isinstance(r.get(k), float):
                 r[k] = int(r[k])
@@ -226,7 +297,7 @@ def add_ratios(rows):
     """Each codec's disk blocks and duration over none's, same dataset and round."""
     for r in rows:
         base = [b for b in rows if b["dataset"] == r["dataset"] and b["round"] == r["round"]
-                and b["codec"] == "none"]
+                and b["codec"] == "none" and b.get("disk") == r.get("disk")]
         if base:
             r["disk_vs_none"] = r["disk_per_image"] / base[0]["disk_per_image"]
             r["duration_vs_none"] = r["duration_ms_mean"] / base[0]["duration_ms_mean"]
@@ -242,19 +313,21 @@ def report(heads, rows):
     if c:
         out += ["## Codecs (%s, one writer thread, ccow, %s s between snapshots, default "
                 "levels and threads)" % (MEM, GAP), "", heads["codecs"], "",
-                "| dataset | codec | MiB on disk per image | vs none | snapshot s | vs none | "
-                "during | restore s |", "|---|---|---|---|---|---|---|---|"]
+                "| dataset | disk | codec | MiB on disk per image | vs none | snapshot s | vs none | "
+                "during | restore s | raw / lz4 / zstd chunks |", "|---|---|---|---|---|---|---|---|---|---|"]
         for ds in DATASETS:
-            for co in CODECS:
-                if not per(c, "disk_per_image", dataset=ds, codec=co):
-                    continue
-                out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    ds, co, fmt([x / 2**20 for x in per(c, "disk_per_image", dataset=ds, codec=co)], "%.0f"),
-                    fmt(per(c, "disk_vs_none", dataset=ds, codec=co), "%.3f"),
-                    fmt([x / 1e3 for x in per(c, "duration_ms_mean", dataset=ds, codec=co)], "%.2f"),
-                    fmt(per(c, "duration_vs_none", dataset=ds, codec=co), "%.2f"),
-                    fmt(per(c, "during", dataset=ds, codec=co), "%.2f"),
-                    fmt([x / 1e3 for x in per(c, "restore_ms", dataset=ds, codec=co)], "%.2f")))
+            for dk in ("fast", "slow"):
+                for co in CODECS:
+                    m = dict(dataset=ds, codec=co, disk=dk)
+                    if not per(c, "disk_per_image", **m):
+                        continue
+                    out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                        ds, dk, co, fmt([x / 2**20 for x in per(c, "disk_per_image", **m)], "%.0f"),
+                        fmt(per(c, "disk_vs_none", **m), "%.3f"),
+                        fmt([x / 1e3 for x in per(c, "duration_ms_mean", **m)], "%.2f"),
+                        fmt(per(c, "duration_vs_none", **m), "%.2f"), fmt(per(c, "during", **m), "%.2f"),
+                        fmt([x / 1e3 for x in per(c, "restore_ms", **m)], "%.2f"),
+                        " / ".join(fmt(per(c, k, **m), "%.2f") for k in MIX_KEYS)))
         out.append("")
     t = rows["threads"]
     if t:
@@ -334,9 +407,11 @@ def held_report(head, rows):
 
 def plot(heads, rows, head):
     c = rows["codecs"]
-    bars = [("%s/%s" % (ds, co), [x / 2**20 for x in per(c, "disk_per_image", dataset=ds, codec=co)],
-             [x / 1e3 for x in per(c, "duration_ms_mean", dataset=ds, codec=co)])
-            for ds in DATASETS for co in CODECS if per(c, "disk_per_image", dataset=ds, codec=co)]
+    bars = [("%s/%s/%s" % (ds, dk[0], co),
+             [x / 2**20 for x in per(c, "disk_per_image", dataset=ds, codec=co, disk=dk)],
+             [x / 1e3 for x in per(c, "duration_ms_mean", dataset=ds, codec=co, disk=dk)])
+            for ds in DATASETS for dk in ("fast", "slow") for co in CODECS
+            if per(c, "disk_per_image", dataset=ds, codec=co, disk=dk)]
     if bars:
         plot_bars(os.path.join(OUT, "storage.png"), "snapshot storage, engine-bench: " +
                   heads.get("codecs", head),
@@ -350,6 +425,12 @@ def plot(heads, rows, head):
                   heads.get("held", head), bars, "write faults per snapshot", "copies held at most (guest MiB)")
 
 
+def codecs_head(head, disks):
+    """The codecs section's provenance, with how its slow disk was made."""
+    return head + ("; slow disk: %s, %g MB/s" % (SLOW["how"], SLOW_MBS) if "slow" in disks else
+                   "; fast disk only")
+
+
 def main():
     head = provenance.line()
     os.makedirs(OUT, exist_ok=True)
@@ -358,10 +439,16 @@ def main():
         "incremental" in SECTIONS or "held" in SECTIONS
     dump = make_redis_dump(imgdir) if needs else None
     rows = {"codecs": [], "threads": [], "incremental": [], "held": []}
+    disks = [d for d in DISKS if d in ("fast", "slow")]
+    if "slow" in disks and "codecs" in SECTIONS:
+        SLOW["procs"], SLOW["how"] = slow_disk(imgdir)
+        if not SLOW["procs"]:
+            print("storage: no slow disk, fast only: %s" % SLOW["how"], file=sys.stderr)
+            disks.remove("slow")
     for rnd in range(1, ROUNDS + 1):
         jobs = []
         if "codecs" in SECTIONS:
-            jobs += [("codecs", ds, co) for ds in DATASETS for co in CODECS]
+            jobs += [("codecs", ds, (co, dk)) for ds in DATASETS for co in CODECS for dk in disks]
         if "threads" in SECTIONS:
             jobs += [("threads", mode, n) for mode in ("idle", "busy") for n in range(1, NPROC + 1)]
         if "incremental" in SECTIONS:
@@ -374,7 +461,8 @@ def main():
                   flush=True)
             row = {"round": rnd, "order": order}
             if sec == "codecs":
-                row.update({"dataset": a, "codec": b}, **codec_run(a, b, dump, imgdir))
+                row.update({"dataset": a, "codec": b[0], "disk": b[1]},
+                           **codec_run(a, b[0], b[1], dump, imgdir))
             elif sec == "incremental":
                 row.update({"codec": a, "pct": b}, **incremental_run(a, b, dump, imgdir))
             elif sec == "held":
@@ -384,9 +472,9 @@ def main():
             rows[sec].append(row)
     add_ratios(rows["codecs"])
     if rows["codecs"]:
-        write_csv(os.path.join(OUT, "storage_codecs.csv"), head,
-                  ["round", "order", "dataset", "codec", "disk_per_image", "disk_vs_none",
-                   "duration_vs_none"] + KEYS, rows["codecs"])
+        write_csv(os.path.join(OUT, "storage_codecs.csv"), codecs_head(head, disks),
+                  ["round", "order", "dataset", "codec", "disk", "disk_per_image", "disk_vs_none",
+                   "duration_vs_none"] + KEYS + MIX_KEYS, rows["codecs"])
     if rows["threads"]:
         write_csv(os.path.join(OUT, "storage_threads.csv"), head,
                   ["round", "order", "mode", "threads"] + KEYS, rows["threads"])
@@ -398,6 +486,8 @@ def main():
                   ["round", "order", "frac", "mode", "pool_bytes", "warm_traps_per_snapshot"] +
                   HELD_KEYS, rows["held"])
     heads = {sec: head for sec in rows if rows[sec]}
+    if rows["codecs"]:
+        heads["codecs"] = codecs_head(head, disks)
     for sec in rows:  # a section not run this time: its last results stay in the report
         if not rows[sec]:
             heads[sec], rows[sec] = read_section(sec)

@@ -15,7 +15,7 @@ mkfifo "$WORK/fifo"
 # Waiting for a writer would be a hang: expect_fail's bound turns it into status 124.
 expect_fail "inspect of a FIFO" 1 "not a regular file" -- "$CCVM" inspect "$WORK/fifo"
 expect_fail "restore of a FIFO" 1 "not a regular file" -- "$CCVM" restore "$WORK/fifo"
-expect_fail "--snapshot-compress gzip" 2 "snapshot-compress gzip: zstd, lz4 or none" -- "$CCVM" run --snapshot-compress gzip -- "$H"
+expect_fail "--snapshot-compress gzip" 2 "snapshot-compress gzip: auto, zstd, lz4 or none" -- "$CCVM" run --snapshot-compress gzip -- "$H"
 expect_fail "--snapshot-compress-level 30" 2 "does not suit zstd" -- "$CCVM" run --snapshot-compress zstd --snapshot-compress-level 30 -- "$H"
 expect_fail "--snapshot-threads 0" 2 "snapshot-threads 0: from 1" -- "$CCVM" run --snapshot-threads 0 -- "$H"
 expect_fail "--snapshot-full-every alone" 2 "needs --snapshot-incremental" -- "$CCVM" run --snapshot-full-every 3 -- "$H"

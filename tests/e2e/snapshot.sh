@@ -72,6 +72,19 @@ vm_field_ge() { # SOCK CMD... FIELD MIN: a number in the reply is at least MIN
 
 SOCK=$S/ctl.sock
 
+snap_each() { # PREFIX OPTIONS...: of the VM on $SOCK, $S/PREFIXn.img (and .json) with the
+	local prefix=$1 i=0 opts # n-th OPTIONS, the guest writing on between; then $STOP
+	shift
+	for opts in "$@"; do
+		i=$((i + 1))
+		# shellcheck disable=SC2086
+		"$CCVM" ctl "$SOCK" snapshot "$S/$prefix$i.img" $opts --wait >"$S/$prefix$i.json" 2>&1
+		wait_until 60 more_reports "$(reports)"
+	done
+	touch "$STOP"
+	wait "$VMPID"
+}
+
 # 1. cow and stop snapshots of a guest that keeps writing, compared with a copy of RAM
 #    taken synchronously at the instant, then restored to the end.
 snap_live() {
@@ -267,21 +280,15 @@ snap_ccow() {
 #     report extra memory within the cap (faults beyond it save their page
 #     themselves), and each image is exact and restores to a native run's result.
 snap_pool_cap() {
-	local cargs=(--size 32M --alpha 0.5 --report-ms 0 --seed 13 --scatter) i=0 cap=$((24 << 20))
+	local cargs=(--size 32M --alpha 0.5 --report-ms 0 --seed 13 --scatter) cap=$((24 << 20))
 	rm -f "$STOP"
 	CCVM_TEST_REFERENCE=1 "$CCVM" run --mem "$SMEM" --control "$SOCK" --snapshot-pool 24M -- "$G/zipfbench" "${cargs[@]}" \
 		--report-ms 20 --stop-file "$STOP" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 	VMPID=$!
 	wait_until 10 test -S "$SOCK"
 	wait_until 60 more_reports 2
-	for opts in "--policy cow" "--policy ccow --precopy eager --pause-budget-ms 1000" "--policy ccow --precopy eager --pause-budget-ms 1000"; do
-		i=$((i + 1))
-		# shellcheck disable=SC2086
-		"$CCVM" ctl "$SOCK" snapshot "$S/p$i.img" $opts --wait >"$S/p$i.json" 2>&1
-		wait_until 60 more_reports "$(reports)"
-	done
-	touch "$STOP"
-	wait $VMPID
+	snap_each p "--policy cow" "--policy ccow --precopy eager --pause-budget-ms 1000" \
+		"--policy ccow --precopy eager --pause-budget-ms 1000"
 	for i in 1 2 3; do
 		got=
 		extra=$(field extra_bytes_peak <"$S/p$i.json")
@@ -291,6 +298,73 @@ snap_pool_cap() {
 			&& pass "snapshot within --snapshot-pool $i" "$(field policy <"$S/p$i.json"), extra memory $((extra >> 20)) MiB of 24, $(field cow_faults <"$S/p$i.json") faults, $(field pages_eager <"$S/p$i.json") pages copied in the pause: image exact, restores to $got" \
 			|| fail "snapshot within --snapshot-pool $i" "$(cat "$S/p$i.json")" "got '${got:-}'"
 	done
+}
+
+# 1e. Compression in VMs (--snapshot-compress auto): a guest writing text-like blocks,
+#     snapshotted with cow, stop, and ccow with lazy and eager pre-copy; each image has
+#     chunks compressed and restores to a native run's result, one lazily too; inspect
+#     shows the mix of codecs and verifies every chunk; a flipped byte in a compressed
+#     frame is found by inspect and refused by restore and lazy restore.
+snap_compress() {
+	local targs=("${ZARGS[@]}" --text) mix got off st
+	rm -f "$STOP"
+	"$CCVM" run --mem "$SMEM" --control "$SOCK" --snapshot-compress auto -- "$G/zipfbench" "${targs[@]}" \
+		--report-ms 20 --stop-file "$STOP" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
+	VMPID=$!
+	wait_until 10 test -S "$SOCK"
+	wait_until 60 more_reports 2
+	snap_each c "--policy cow" "--policy stop" "--policy ccow --precopy lazy" "--policy ccow --precopy eager"
+	for i in 1 2 3 4; do
+		got=
+		mix=$(grep -o '"codec_mix":{[^}]*}' "$S/c$i.json")
+		[ "$(field ok <"$S/c$i.json")" = true ] && [ "$(field compress <"$S/c$i.json")" = auto ] &&
+			python3 -c 'import json, sys; m = json.loads(sys.argv[1][12:]); assert m["lz4"] + m["zstd"] > 0, m' "$mix" 2>/dev/null &&
+			tmo 120 "$CCVM" restore "$S/c$i.img" </dev/null >"$S/r.out" 2>/dev/null && got=$(zcheck "$S/r.out" "${targs[@]}") &&
+			pass "compressed snapshot $i (auto)" "$(field policy <"$S/c$i.json"), codecs ${mix#*:}, $(field disk_mb_per_s <"$S/c$i.json" | cut -d. -f1) MB/s to disk: restores to $got" ||
+			fail "compressed snapshot $i (auto)" "$(cat "$S/c$i.json")" "got '${got:-}'"
+	done
+	tmo 120 "$CCVM" restore "$S/c1.img" --lazy </dev/null >"$S/r.out" 2>"$S/r.err"
+	got=$(zcheck "$S/r.out" "${targs[@]}") && pass "lazy restore of a compressed image" "ends with $got" ||
+		fail "lazy restore of a compressed image" "$got" "$(head -3 "$S/r.err")"
+	"$CCVM" inspect "$S/c1.img" >"$S/insp.out" 2>&1 && grep -q '^compression: auto' "$S/insp.out" &&
+		grep -q '^codecs: zstd [0-9]*%, lz4 [0-9]*%, raw [0-9]*%$' "$S/insp.out" && grep -q '0 damaged' "$S/insp.out" &&
+		pass "inspect of a compressed image" "$(grep '^codecs' "$S/insp.out"), every chunk verifies" ||
+		fail "inspect of a compressed image" "$(cat "$S/insp.out")"
+	cp "$S/c1.img" "$S/cbad.img"
+	off=$(python3 - "$S/cbad.img" <<-'PY'
+	import os, sys
+	fd, mem, chunk = os.open(sys.argv[1], os.O_RDONLY), 1048576, 2097152
+	end = os.fstat(fd).st_size
+	for c in range(1, 4096):  # a frame: data from the chunk's start, then only a hole
+	    start = mem + c * chunk
+	    if start + chunk > end:
+	        break
+	    try:
+	        if os.lseek(fd, start, os.SEEK_DATA) != start:
+	            continue
+	        hole = os.lseek(fd, start, os.SEEK_HOLE)
+	        if hole < start + chunk and os.lseek(fd, hole, os.SEEK_DATA) >= start + chunk:
+	            print(start + (hole - start) // 2)
+	            break
+	    except OSError:
+	        continue
+	PY
+	)
+	if [ -z "$off" ]; then
+		fail "damaged compressed frame" "no chunk of c1.img is stored as a frame"
+		return
+	fi
+	printf '\xff' | dd of="$S/cbad.img" bs=1 seek="$off" conv=notrunc 2>/dev/null
+	"$CCVM" inspect "$S/cbad.img" >"$S/insp.out" 2>&1; st=$?
+	[ $st = 1 ] && grep -q 'DAMAGED: memory chunk' "$S/insp.out" &&
+		pass "inspect of a damaged compressed frame" "found ($(grep -o 'DAMAGED: memory chunk [0-9]*' "$S/insp.out"))" ||
+		fail "inspect of a damaged compressed frame" "status $st" "$(tail -3 "$S/insp.out")"
+	tmo 20 "$CCVM" restore "$S/cbad.img" >/dev/null 2>"$S/r.err" </dev/null; st=$?
+	[ $st = 1 ] && grep -q 'fails its checksum' "$S/r.err" && pass "restore of a damaged compressed frame" "refused" ||
+		fail "restore of a damaged compressed frame" "status $st" "$(cat "$S/r.err")"
+	tmo 60 "$CCVM" restore "$S/cbad.img" --lazy >/dev/null 2>"$S/r.err" </dev/null; st=$?
+	[ $st = 1 ] && grep -q 'fails its checksum' "$S/r.err" && pass "lazy restore of a damaged compressed frame" "stops (status 1)" ||
+		fail "lazy restore of a damaged compressed frame" "status $st" "$(cat "$S/r.err")"
 }
 
 # 1c. Periodic snapshots: the newest N are kept, each restores to a native run's result.
@@ -498,6 +572,7 @@ if full_suite; then
 	snap_tracker
 	snap_ccow
 	snap_pool_cap
+	snap_compress
 	snap_periodic
 	snap_restored_again
 	snap_lazy

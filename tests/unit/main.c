@@ -18,6 +18,7 @@ int main(void)
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, cpu_tables_suite());
 	srunner_add_suite(sr, image_suite());
+	srunner_add_suite(sr, codec_auto_suite());
 	srunner_add_suite(sr, snapshot_suite());
 	srunner_add_suite(sr, coverage_suite());
 	srunner_add_suite(sr, net_suite());

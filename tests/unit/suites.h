@@ -19,6 +19,7 @@ Suite *vma_suite(void);
 Suite *cli_suite(void);
 Suite *cpu_tables_suite(void);
 Suite *image_suite(void);
+Suite *codec_auto_suite(void);
 Suite *snapshot_suite(void);
 Suite *coverage_suite(void);
 Suite *net_suite(void);

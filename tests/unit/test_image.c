@@ -299,17 +299,21 @@ static void write_chunks(enum img_codec codec, int level)
 	free(scratch);
 }
 
-/* Compressed with zstd and LZ4, an image reads back exactly; a chunk that shrinks is
- * stored as a frame and takes fewer blocks, one that does not is stored raw. */
+/* Compressed with zstd, LZ4 and auto, an image reads back exactly; a chunk that
+ * shrinks is stored as a frame and takes fewer blocks, one that does not is stored
+ * raw (auto: a codec of its choice for the first, raw for the second, and the mix of
+ * codecs says so). */
 START_TEST(test_compressed_round_trip)
 {
-	static const enum img_codec codecs[] = { IMG_CODEC_ZSTD, IMG_CODEC_LZ4, IMG_CODEC_LZ4 };
-	static const int levels[] = { 3, 1, 9 };
+	static const enum img_codec codecs[] = { IMG_CODEC_ZSTD, IMG_CODEC_LZ4, IMG_CODEC_LZ4,
+						 IMG_CODEC_AUTO };
+	static const int levels[] = { 3, 1, 9, 0 };
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
+		bool aut = codecs[i] == IMG_CODEC_AUTO;
+		uint64_t raw, stored, mix[IMG_CODEC_AUTO];
 		struct img_reader r;
 		char err[IMG_ERR_LEN];
-		uint64_t raw, stored;
 
 		write_chunks(codecs[i], levels[i]);
 		expect_image_is_mem();
@@ -317,8 +321,14 @@ START_TEST(test_compressed_round_trip)
 		ck_assert_uint_eq(r.version, IMG_VERSION);
 		ck_assert_int_eq(r.codec, codecs[i]);
 		ck_assert_int_eq(r.level, levels[i]);
-		ck_assert_int_eq(r.enc[0].codec, codecs[i]);
+		if (aut)
+			ck_assert(r.enc[0].codec == IMG_CODEC_LZ4 || r.enc[0].codec == IMG_CODEC_ZSTD);
+		else
+			ck_assert_int_eq(r.enc[0].codec, codecs[i]);
 		ck_assert_int_eq(r.enc[1].codec, IMG_CODEC_NONE);
+		img_reader_mix(&r, mix);
+		ck_assert_uint_eq(mix[IMG_CODEC_NONE], 1);
+		ck_assert_uint_eq(mix[r.enc[0].codec], 1);
 		ck_assert_uint_eq(r.enc[1].data_pages, IMG_CHUNK / PAGE_SIZE);
 		img_reader_bytes(&r, &raw, &stored);
 		ck_assert_uint_eq(raw, (IMG_CHUNK / PAGE_SIZE / 3 + 1 + IMG_CHUNK / PAGE_SIZE) * PAGE_SIZE);
@@ -384,22 +394,29 @@ START_TEST(test_frame_made_elsewhere)
 END_TEST
 
 /* A flipped byte in a compressed frame is refused when the chunk is read, before it
- * is decompressed; the other chunks still read. */
+ * is decompressed; the other chunks still read. In an image of auto, whose chunks have
+ * codecs of their own, the same for its frame and for its raw chunk. */
 START_TEST(test_compressed_damage)
 {
+	static const enum img_codec codecs[] = { IMG_CODEC_ZSTD, IMG_CODEC_LZ4, IMG_CODEC_AUTO };
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
 	uint8_t *chunk = malloc(IMG_CHUNK);
 
 	ck_assert_ptr_nonnull(chunk);
-	for (int i = 0; i < 2; i++) {
-		write_chunks(i ? IMG_CODEC_LZ4 : IMG_CODEC_ZSTD, 1);
+	for (int i = 0; i < 3; i++) {
+		write_chunks(codecs[i], codec_default_level(codecs[i]));
 		ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+		ck_assert_int_ne(r.enc[0].codec, IMG_CODEC_NONE);
 		flip_byte(IMG_MEM_OFFSET + r.enc[0].stored_len / 2);
 		ck_assert_int_eq(img_read_chunk(&r, 0, chunk), -EBADMSG);
 		ck_assert_int_eq(img_read_chunk(&r, 1, chunk), 0);
 		img_close(&r);
 	}
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err); /* auto's raw chunk */
+	flip_byte(IMG_MEM_OFFSET + IMG_CHUNK + 12345);
+	ck_assert_int_eq(img_read_chunk(&r, 1, chunk), -EBADMSG);
+	img_close(&r);
 	free(chunk);
 }
 END_TEST
