@@ -38,7 +38,9 @@ compressible as Redis'); text, records of words and numbers; zipf, zipfbench's w
 Writes bench/results/storage_{codecs,threads,incremental,held}.csv (a row per run),
 storage.md (means and 95% CIs) and storage.png, each with commit and machine.
 Environment: ROUNDS, SECTIONS ("codecs threads incremental held"), DATASETS ("redis text
-zipf"), DISKS ("fast slow"), SLOW_MBS (200), MEM (512M), GAP (1), DURATION (8), HELD_DURATION (16), RECORDS (250000), DUMP (a
+zipf"), DISKS ("fast slow"), SLOW_MBS (200), PRECOPY (the codecs section's --precopy;
+default: the engine's own, auto, which picks rounds, and rounds store every chunk
+raw), MEM (512M), GAP (1), DURATION (8), HELD_DURATION (16), RECORDS (250000), DUMP (a
 dump to reuse instead of making one), OUT, IMGDIR.
 """
 import json
@@ -74,6 +76,7 @@ OUT = ENV("OUT", os.path.join(TOP, "bench", "results"))
 CODECS = ["none", "lz4", "zstd", "auto"]
 DISKS = ENV("DISKS", "fast slow").split()
 SLOW_MBS = float(ENV("SLOW_MBS", "200"))
+PRECOPY = ENV("PRECOPY", "")  # the codecs section's --precopy; "": the engine's default
 CGROUP_V1_BLKIO = "/sys/fs/cgroup/blkio"
 SLOW_GROUP = "ccvm-bench-slow-disk"
 NPROC = os.cpu_count() or 1
@@ -217,7 +220,8 @@ def data_args(ds, dump):
 def codec_run(ds, codec, disk, dump, imgdir):
     d = engine(["--mem", MEM, "--threads", "1", "--alpha", "0.99", "--scatter", "--policy",
                 "ccow", "--snapshot-gap", GAP, "--duration", DURATION, "--dir", imgdir,
-                "--compress", codec, "--restore"] + data_args(ds, dump), slow=disk == "slow")
+                "--compress", codec, "--restore"] + data_args(ds, dump) +
+               (["--precopy", PRECOPY] if PRECOPY else []), slow=disk == "slow")
     row = {k: d.get(k) for k in KEYS}
     row["disk_per_image"] = d["bytes_disk"] / d["snapshots"]
     for k in MIX_KEYS:
@@ -427,8 +431,8 @@ def plot(heads, rows, head):
 
 def codecs_head(head, disks):
     """The codecs section's provenance, with how its slow disk was made."""
-    return head + ("; slow disk: %s, %g MB/s" % (SLOW["how"], SLOW_MBS) if "slow" in disks else
-                   "; fast disk only")
+    return (head + ("; slow disk: %s, %g MB/s" % (SLOW["how"], SLOW_MBS) if "slow" in disks else
+                    "; fast disk only") + ("; --precopy %s" % PRECOPY if PRECOPY else ""))
 
 
 def main():
