@@ -154,9 +154,11 @@ void cauto_choose(struct codec_auto *a, const void *data, size_t len, void *scra
 	out->level = cauto_ladder[pick].level;
 }
 
-static double cauto_mix(double old, double now, uint32_t seen)
+/* @old moved towards @now by CAUTO_EWMA. From the seed too: a thread's first chunk
+ * also faults in its buffers, and one slow reading must not bury a codec. */
+static double cauto_mix(double old, double now)
 {
-	return seen ? old + CAUTO_EWMA * (now - old) : now;
+	return old + CAUTO_EWMA * (now - old);
 }
 
 /* The rung of @codec at @level, or -1 when it is not on the ladder. */
@@ -178,13 +180,13 @@ void cauto_compressed(struct codec_auto *a, enum img_codec codec, int level, dou
 	a->comp_in += in;
 	a->comp_ns += ns;
 	if (k > 0 && rate > 0) {
-		a->speed = cauto_mix(a->speed, rate / cauto_ladder[k].rate, 1);
-		a->rate[k] = cauto_mix(a->rate[k], rate, a->seen[k]);
+		a->speed = cauto_mix(a->speed, rate / cauto_ladder[k].rate);
+		a->rate[k] = cauto_mix(a->rate[k], rate);
 		if (probe > 0 && in) {
 			double shrink = (double)out / (double)in / probe;
 
-			a->tighter = cauto_mix(a->tighter, shrink / cauto_ladder[k].shrink, 1);
-			a->shrink[k] = cauto_mix(a->shrink[k], shrink, a->seen[k]);
+			a->tighter = cauto_mix(a->tighter, shrink / cauto_ladder[k].shrink);
+			a->shrink[k] = cauto_mix(a->shrink[k], shrink);
 		}
 		a->seen[k]++;
 	}
