@@ -19,6 +19,25 @@
  * SA_RESTART) or its run. Apart from the pause kick, whose host calls restart. */
 #define VCPU_SIGNAL_KICK (SIGRTMIN + 2)
 
+static void vcpu_kick_handler(int sig)
+{
+	(void)sig; /* only there to interrupt the run (and, for signals, host calls) */
+}
+
+/* The kicks' handlers, for the whole process, before any vCPU thread exists: a kick
+ * can come as soon as its thread does (a lazy restore that finds a damaged chunk at
+ * once stops the VM), and a real-time signal without a handler ends the process. */
+static void vcpu_install_handlers(void)
+{
+	struct sigaction sa = { .sa_handler = vcpu_kick_handler, .sa_flags = SA_RESTART };
+	struct sigaction sk = { .sa_handler = vcpu_kick_handler }; /* no SA_RESTART */
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(VCPU_KICK_SIGNAL, &sa, NULL);
+	sigemptyset(&sk.sa_mask);
+	sigaction(VCPU_SIGNAL_KICK, &sk, NULL);
+}
+
 int vcpu_create(struct vm *vm, struct kvm_vm *k, int id, const struct cpu_entry *entry,
 		struct vcpu **out)
 {
@@ -27,6 +46,7 @@ int vcpu_create(struct vm *vm, struct kvm_vm *k, int id, const struct cpu_entry 
 
 	if (!vcpu)
 		return -ENOMEM;
+	vcpu_install_handlers();
 	vcpu->vm = vm;
 	vcpu->id = id;
 	vcpu->lx = &vcpu->thread_state;
@@ -47,21 +67,11 @@ void vcpu_destroy(struct vcpu *vcpu)
 	free(vcpu);
 }
 
-static void vcpu_kick_handler(int sig)
-{
-	(void)sig; /* only there to interrupt the run (and, for signals, host calls) */
-}
-
 void vcpu_thread_signals(void)
 {
-	struct sigaction sa = { .sa_handler = vcpu_kick_handler, .sa_flags = SA_RESTART };
-	struct sigaction sk = { .sa_handler = vcpu_kick_handler }; /* no SA_RESTART */
 	sigset_t set;
 
-	sigemptyset(&sa.sa_mask);
-	sigaction(VCPU_KICK_SIGNAL, &sa, NULL);
-	sigemptyset(&sk.sa_mask);
-	sigaction(VCPU_SIGNAL_KICK, &sk, NULL);
+	vcpu_install_handlers(); /* (idempotent) */
 	sigemptyset(&set);
 	sigaddset(&set, VCPU_KICK_SIGNAL);
 	sigaddset(&set, VCPU_SIGNAL_KICK);
