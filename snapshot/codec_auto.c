@@ -1,6 +1,6 @@
 /*
- * codec_auto.c - `--compress auto`: each chunk gets the codec and level that keep the
- * disk busy without making the compressors the bottleneck.
+ * codec_auto.c - a codec and level for each chunk under `--compress auto`, the ones that
+ * keep the disk busy without making the compressors the bottleneck.
  *
  * No fixed codec suits every machine. zstd-1 compresses ~0.5 GB/s on one of our cores
  * and the disk takes ~0.75-1 GB/s with O_DIRECT: with a core busy with the guest,

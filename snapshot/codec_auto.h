@@ -1,6 +1,6 @@
 /*
- * codec_auto.h - `--compress auto`: a codec and level for each chunk of an image,
- * chosen from the rates the writer keeps measuring (snapshot/codec_auto.c).
+ * codec_auto.h - a codec and level for each chunk under `--compress auto`, chosen from
+ * the rates the writer keeps measuring (snapshot/codec_auto.c).
  */
 #ifndef CCVM_CODEC_AUTO_H
 #define CCVM_CODEC_AUTO_H
