@@ -12,7 +12,8 @@
  * it is (a chunk that does not shrink by an eighth is stored raw, as ZFS's early abort
  * does), and each rung's ratio is the probe's times what that rung gave over its probe
  * lately. The chunk then takes the rung whose time, the longer of compressing on the
- * threads and writing what is left, is least; among rungs within CAUTO_TIE of that,
+ * threads (as many as were seen compressing at once: their time over its union) and
+ * writing what is left, is least; among rungs within CAUTO_TIE of that,
  * the one that stores least, so an idle disk gets smaller images for free.
  *
  * Rates start from what was measured on this project's machines (bench/results/
@@ -51,7 +52,7 @@ void cauto_init(struct codec_auto *a)
 	memset(a, 0, sizeof(*a));
 	pthread_mutex_init(&a->lock, NULL);
 	a->disk_rate = CAUTO_DISK_SEED;
-	a->speed = a->tighter = 1.0;
+	a->speed = a->tighter = a->parallel = 1.0;
 	a->threads = 1;
 	for (int k = 0; k < CAUTO_RUNGS; k++) {
 		a->rate[k] = cauto_ladder[k].rate;
@@ -71,6 +72,8 @@ void cauto_begin(struct codec_auto *a, int threads)
 	a->inflight = 0;
 	a->busy_since_ns = a->busy_ns = a->disk_bytes = 0;
 	a->comp_in = a->comp_ns = 0;
+	a->compressing = 0;
+	a->comp_since_ns = a->comp_busy_ns = 0;
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -119,7 +122,7 @@ static double cauto_cost(const struct codec_auto *a, int k, double len, double p
 	*ratio = 1.0;
 	if (k) {
 		*ratio = fmin(1.0, probe * cauto_shrink(a, k));
-		comp = len / (cauto_rate(a, k) * a->threads);
+		comp = len / (cauto_rate(a, k) * a->parallel);
 	}
 	return fmax(comp, len * *ratio / cauto_disk(a));
 }
@@ -170,6 +173,30 @@ static int cauto_rung_of(enum img_codec codec, int level)
 	return -1;
 }
 
+void cauto_compress_begin(struct codec_auto *a)
+{
+	pthread_mutex_lock(&a->lock);
+	if (a->compressing++ == 0)
+		a->comp_since_ns = mono_ns();
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* The compressions' time since the last start or end into their union. Called with the
+ * lock held, when one ends. */
+static void cauto_compress_end(struct codec_auto *a)
+{
+	uint64_t now = mono_ns();
+
+	if (a->compressing <= 0)
+		return;
+	a->compressing--;
+	a->comp_busy_ns += now - a->comp_since_ns;
+	a->comp_since_ns = now;
+	if (a->comp_busy_ns) /* between one thread and all of them */
+		a->parallel = fmax(1.0, fmin((double)a->threads,
+					     (double)a->comp_ns / (double)a->comp_busy_ns));
+}
+
 void cauto_compressed(struct codec_auto *a, enum img_codec codec, int level, double probe,
 		      uint64_t in, uint64_t out, uint64_t ns)
 {
@@ -179,6 +206,7 @@ void cauto_compressed(struct codec_auto *a, enum img_codec codec, int level, dou
 	pthread_mutex_lock(&a->lock);
 	a->comp_in += in;
 	a->comp_ns += ns;
+	cauto_compress_end(a);
 	if (k > 0 && rate > 0) {
 		a->speed = cauto_mix(a->speed, rate / cauto_ladder[k].rate);
 		a->rate[k] = cauto_mix(a->rate[k], rate);
@@ -218,7 +246,7 @@ void cauto_io_end(struct codec_auto *a, uint64_t bytes)
 void cauto_rates(struct codec_auto *a, double *compress_mb_s, double *disk_mb_s)
 {
 	pthread_mutex_lock(&a->lock);
-	*compress_mb_s = a->comp_ns ? (double)a->comp_in * 1e3 / (double)a->comp_ns * a->threads : 0;
+	*compress_mb_s = a->comp_busy_ns ? (double)a->comp_in * 1e3 / (double)a->comp_busy_ns : 0;
 	*disk_mb_s = a->busy_ns ? (double)a->disk_bytes * 1e3 / (double)a->busy_ns : 0;
 	pthread_mutex_unlock(&a->lock);
 }

@@ -42,11 +42,14 @@ struct codec_auto {
 	double shrink[CAUTO_RUNGS];  /* a chunk's ratio at a rung over its probe's */
 	uint32_t seen[CAUTO_RUNGS];  /* chunks a rung's figures were measured on */
 	double speed, tighter;   /* measured over seeded rate and shrink, for unseen rungs */
+	double parallel;         /* threads compressing at once, on average, when any is */
 	uint64_t chosen;         /* chunks a codec was chosen for */
 	/* This snapshot's: */
 	int inflight;
 	uint64_t busy_since_ns, busy_ns, disk_bytes;
 	uint64_t comp_in, comp_ns;
+	int compressing;
+	uint64_t comp_since_ns, comp_busy_ns; /* the union of the compressions' time */
 };
 
 /* Seeded with what was measured on this project's machines (docs/snapshots.md). */
@@ -66,9 +69,12 @@ void cauto_end(struct codec_auto *a);
 void cauto_choose(struct codec_auto *a, const void *data, size_t len, void *scratch, size_t cap,
 		  struct cauto_choice *out);
 
-/* Chunk figures: @in bytes compressed to @out with @codec at @level in @ns (on one
- * thread; any codec, so that a fixed codec's rate is reported too); @probe is what
- * cauto_choose saw of it, or 0 when it was not chosen. */
+/* A chunk's compression starts; it ended: @in bytes compressed to @out with @codec at
+ * @level in @ns (on one thread; any codec, so that a fixed codec's rate is reported
+ * too); @probe is what cauto_choose saw of it, or 0 when it was not chosen. How many
+ * threads compress at once, on average, is measured from the two (their time over the
+ * union of it): threads that take turns writing compress one at a time. */
+void cauto_compress_begin(struct codec_auto *a);
 void cauto_compressed(struct codec_auto *a, enum img_codec codec, int level, double probe,
 		      uint64_t in, uint64_t out, uint64_t ns);
 
