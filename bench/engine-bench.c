@@ -732,21 +732,6 @@ static json_t *eb_latency(const struct eb *b)
 			 "late_max_ms", (double)late / 1e6);
 }
 
-/* Of the images' chunks holding data, the share each codec stored (raw: none). */
-static json_t *eb_codec_mix(const struct eb *b)
-{
-	static const char *const names[IMG_CODEC_AUTO] = { "raw", "lz4", "zstd" };
-	uint64_t all = 0;
-	json_t *o = json_object();
-
-	for (int i = 0; i < IMG_CODEC_AUTO; i++)
-		all += b->codec_chunks[i];
-	for (int i = 0; i < IMG_CODEC_AUTO; i++)
-		json_object_set_new(o, names[i], json_real(all ? (double)b->codec_chunks[i] /
-								  (double)all : 0.0));
-	return o;
-}
-
 static void eb_print(struct eb *b, double seconds)
 {
 	double idle_rate = b->idle_s > 0 ? (double)b->idle_updates / b->idle_s : 0;
@@ -804,7 +789,7 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "bytes_disk", json_integer((json_int_t)b->bytes_disk));
 	json_object_set_new(o, "bytes_raw", json_integer((json_int_t)b->bytes_raw));
 	json_object_set_new(o, "bytes_stored", json_integer((json_int_t)b->bytes_stored));
-	json_object_set_new(o, "codec_mix", eb_codec_mix(b));
+	json_object_set_new(o, "codec_mix", snap_codec_mix_json(b->codec_chunks));
 	json_object_set_new(o, "held_raw_bytes_max", json_integer((json_int_t)b->held_raw_max));
 	json_object_set_new(o, "held_stored_bytes_max", json_integer((json_int_t)b->held_stored_max));
 	json_object_set_new(o, "held_compressed_bytes", json_integer((json_int_t)b->held_compressed));

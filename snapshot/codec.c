@@ -73,6 +73,11 @@ const char *codec_name(enum img_codec c)
 	return (unsigned)c < IMG_CODEC_NR ? codec_names[c] : "unknown";
 }
 
+const char *codec_stored_name(enum img_codec c)
+{
+	return c == IMG_CODEC_NONE ? "raw" : codec_name(c);
+}
+
 int codec_parse(const char *name, enum img_codec *c)
 {
 	for (int i = 0; i < IMG_CODEC_NR; i++)

@@ -19,6 +19,8 @@ enum img_codec { IMG_CODEC_NONE = 0, IMG_CODEC_LZ4 = 1, IMG_CODEC_ZSTD = 2, IMG_
 #define CODEC_LZ4_DEFAULT_LEVEL 1
 
 const char *codec_name(enum img_codec c);
+/* How a chunk stored with @c reads in figures and inspect: "raw" for none. */
+const char *codec_stored_name(enum img_codec c);
 /* "none", "lz4", "zstd" or "auto"; -EINVAL for anything else. */
 int codec_parse(const char *name, enum img_codec *c);
 int codec_default_level(enum img_codec c);

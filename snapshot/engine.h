@@ -97,6 +97,10 @@ void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len);
  * parent, and the faults tracking cost since the last instant. */
 json_t *snap_engine_stats_json(struct snap_engine *e);
 
+/* The share of the chunks holding data (@chunks, by codec) that each codec stores, as
+ * fractions named "raw", "lz4", "zstd"; all 0 when no chunk holds data. */
+json_t *snap_codec_mix_json(const uint64_t chunks[IMG_CODEC_AUTO]);
+
 /* Periodic snapshots (ccvm run --snapshot-every ...), driven by the monitor thread. */
 struct snap_schedule {
 	double every_s;          /* start to start; 0: off */

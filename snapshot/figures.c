@@ -9,19 +9,16 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The share of the chunks holding data that each codec stores ("raw": none), as
- * fractions; all 0 when no chunk holds data. */
-static json_t *snap_codec_mix(const struct snap_figures *f)
+json_t *snap_codec_mix_json(const uint64_t chunks[IMG_CODEC_AUTO])
 {
-	static const char *const names[IMG_CODEC_AUTO] = { "raw", "lz4", "zstd" };
 	uint64_t all = 0;
 	json_t *o = json_object();
 
 	for (int i = 0; i < IMG_CODEC_AUTO; i++)
-		all += f->codec_chunks[i];
+		all += chunks[i];
 	for (int i = 0; i < IMG_CODEC_AUTO && o; i++)
-		json_object_set_new(o, names[i], json_real(all ? (double)f->codec_chunks[i] /
-								  (double)all : 0.0));
+		json_object_set_new(o, codec_stored_name((enum img_codec)i),
+				    json_real(all ? (double)chunks[i] / (double)all : 0.0));
 	return o;
 }
 
@@ -86,7 +83,8 @@ json_t *snap_figures_json(const struct snap_figures *f)
 					    "threads", f->threads, "bytes_raw",
 					    (json_int_t)f->bytes_raw, "bytes_stored",
 					    (json_int_t)f->bytes_stored));
-	json_object_update_new(o, json_pack("{s:o, s:f, s:f}", "codec_mix", snap_codec_mix(f),
+	json_object_update_new(o, json_pack("{s:o, s:f, s:f}", "codec_mix",
+					    snap_codec_mix_json(f->codec_chunks),
 					    "compress_mb_per_s", f->compress_mb_s,
 					    "disk_mb_per_s", f->disk_mb_s));
 	json_object_update_new(o, json_pack("{s:b, s:I, s:I}", "incremental", f->incremental,

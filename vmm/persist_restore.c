@@ -346,8 +346,7 @@ static void inspect_codecs(const struct img_reader *r, FILE *out)
 		return;
 	fprintf(out, "codecs:");
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
-		fprintf(out, "%s %s %.0f%%", i ? "," : "",
-			order[i] == IMG_CODEC_NONE ? "raw" : codec_name(order[i]),
+		fprintf(out, "%s %s %.0f%%", i ? "," : "", codec_stored_name(order[i]),
 			100.0 * (double)n[order[i]] / (double)all);
 	fprintf(out, "\n");
 }

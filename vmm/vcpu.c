@@ -71,7 +71,6 @@ void vcpu_thread_signals(void)
 {
 	sigset_t set;
 
-	vcpu_install_handlers(); /* (idempotent) */
 	sigemptyset(&set);
 	sigaddset(&set, VCPU_KICK_SIGNAL);
 	sigaddset(&set, VCPU_SIGNAL_KICK);

@@ -42,8 +42,9 @@ void vcpu_destroy(struct vcpu *vcpu);
 /* Kick a vCPU out of its run (from another thread). */
 void vcpu_kick(struct vcpu *vcpu);
 
-/* The vCPU thread's own signal setup: the kicks interrupt its run and, for a guest
- * signal, the host call it blocks in. */
+/* The vCPU thread's own signal setup: the kicks (whose handlers vcpu_create installed)
+ * unblocked, so they interrupt its run and, for a guest signal, the host call it
+ * blocks in. */
 void vcpu_thread_signals(void);
 
 /* The personality's signal hooks (lx.h) for a vCPU: a kick out of its run or a host

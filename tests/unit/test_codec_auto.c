@@ -58,6 +58,16 @@ static void ca_text(void)
 	}
 }
 
+/* @a fresh, for a snapshot on @threads threads to a disk of @disk bytes/s, and the
+ * chunk text. */
+static void ca_text_to(struct codec_auto *a, int threads, double disk)
+{
+	cauto_init(a);
+	ca_text();
+	cauto_begin(a, threads);
+	a->disk_rate = disk;
+}
+
 static void ca_choose(struct codec_auto *a, struct cauto_choice *ch)
 {
 	cauto_choose(a, ca_data, CA_LEN, ca_scratch, codec_bound(CA_LEN), ch);
@@ -86,10 +96,7 @@ START_TEST(test_disk_against_compressors)
 	struct codec_auto a;
 	struct cauto_choice ch;
 
-	cauto_init(&a);
-	ca_text();
-	cauto_begin(&a, 2);
-	a.disk_rate = 100e6;
+	ca_text_to(&a, 2, 100e6);
 	ca_choose(&a, &ch);
 	ck_assert_int_eq(ch.codec, IMG_CODEC_ZSTD);
 	ck_assert_int_ge(ch.level, 1);
@@ -112,10 +119,7 @@ START_TEST(test_measured_and_explored)
 	struct cauto_choice ch;
 	int tried[CAUTO_RUNGS] = { 0 };
 
-	cauto_init(&a);
-	ca_text();
-	cauto_begin(&a, 1);
-	a.disk_rate = 1e9;
+	ca_text_to(&a, 1, 1e9);
 	ca_choose(&a, &ch);
 	ck_assert_int_eq(ch.codec, IMG_CODEC_LZ4);
 	for (int i = 0; i < 8; i++) /* LZ4 at 100 MB/s: slower than the disk takes raw */
