@@ -233,7 +233,7 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 	case 'I': return cli_parse_real(arg, 0.001, 100, &o->inc_pct) ? eb_bad("incremental-pct", arg) : 0;
 	case 'Y': o->data = LOAD_DATA_DUMP; o->data_file = arg; return 0;
 	case 'Z': return codec_parse(arg, &o->codec) ? eb_bad("compress", arg) : 0;
-	case 'L': return eb_int(arg, -7, 19, &o->level, "compress-level");
+	case 'L': return eb_int(arg, CODEC_LZ4_MIN_LEVEL, 19, &o->level, "compress-level");
 	case 'N': return eb_int(arg, 1, SNAP_THREADS_MAX, &o->snap_threads, "snapshot-threads");
 	case 'O': return cli_parse_size(arg, &o->pool) || o->pool < EB_MIN_POOL ? eb_bad("pool", arg) : 0;
 	case 'H':

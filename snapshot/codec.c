@@ -106,7 +106,7 @@ int codec_level_check(enum img_codec c, int level)
 	case IMG_CODEC_ZSTD:
 		return level >= CODEC_ZSTD_MIN_LEVEL && level <= CODEC_ZSTD_MAX_LEVEL && level ? 0 : -EINVAL;
 	case IMG_CODEC_LZ4:
-		return level >= 1 && level <= LZ4HC_CLEVEL_MAX ? 0 : -EINVAL;
+		return level >= CODEC_LZ4_MIN_LEVEL && level <= LZ4HC_CLEVEL_MAX && level ? 0 : -EINVAL;
 	case IMG_CODEC_NONE:
 	case IMG_CODEC_AUTO:
 		return level == 0 ? 0 : -EINVAL;
@@ -150,8 +150,10 @@ ssize_t codec_compress(enum img_codec c, int level, const void *src, size_t len,
 		return codec_zstd(level, src, len, dst, cap);
 	if (len > LZ4_MAX_INPUT_SIZE || cap > (size_t)INT32_MAX)
 		return -EINVAL;
-	n = level > 1 ? LZ4_compress_HC(src, dst, (int)len, (int)cap, level) :
-			LZ4_compress_default(src, dst, (int)len, (int)cap);
+	if (level > 1)
+		n = LZ4_compress_HC(src, dst, (int)len, (int)cap, level);
+	else /* below 1: LZ4's acceleration, as `lz4 --fast=N` */
+		n = LZ4_compress_fast(src, dst, (int)len, (int)cap, level < 0 ? -level : 1);
 	return n > 0 ? (ssize_t)n : -ENOSPC;
 }
 

@@ -70,7 +70,8 @@ int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
 			 "a level for each chunk" :
 			 req->codec == IMG_CODEC_ZSTD ?
 			 "--compress-level for zstd must be from -7 to 19, not 0" :
-			 "--compress-level for lz4 must be from 1 (fast) to 12 (high compression)");
+			 "--compress-level for lz4 must be from -64 (fastest) to 12 (high compression), "
+			 "not 0");
 		return -EINVAL;
 	}
 	if (!req->threads)

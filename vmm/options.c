@@ -305,8 +305,8 @@ static int set_compress_level(struct cli_opts *o, const char *arg)
 	long v;
 
 	if (opt_long(arg, INT16_MIN, INT16_MAX, &v) || !v) {
-		log_err("--snapshot-compress-level %s: an integer, not 0 (zstd -7 to 19, lz4 1 to "
-			"12)", arg);
+		log_err("--snapshot-compress-level %s: an integer, not 0 (zstd -7 to 19, lz4 -64 "
+			"to 12)", arg);
 		return -EINVAL;
 	}
 	o->sched.level = (int)v;
@@ -494,7 +494,8 @@ static const struct opt_def opt_table[] = {
 	  "and the compressing threads go (default " OPT_DEFAULT_CODEC_NAME "); ctl snapshot's "
 	  "default too", set_compress },
 	{ "snapshot-compress-level", "N", OPT_RUN, "the codec's level (default: zstd 1, lz4 1; "
-	  "zstd -7..19, lz4 1..12, 2 and up its high-compression mode)", set_compress_level },
+	  "zstd -7..19, lz4 -64..12: 2 and up its high-compression mode, below 0 faster)",
+	  set_compress_level },
 	{ "snapshot-threads", "N", OPT_RUN, "threads that compress and write a snapshot "
 	  "(default " OPT_STR(SNAP_DEFAULT_THREADS) ", 1.." OPT_STR(SNAP_THREADS_MAX) ")",
 	  set_snap_threads },
@@ -691,7 +692,7 @@ static int opt_check_run(struct cli_opts *o)
 		return -EINVAL;
 	}
 	if (o->sched.level && codec_level_check(o->sched.codec, o->sched.level)) {
-		log_err("--snapshot-compress-level %d does not suit %s (zstd -7 to 19, lz4 1 to 12, "
+		log_err("--snapshot-compress-level %d does not suit %s (zstd -7 to 19, lz4 -64 to 12, "
 			"none and auto take no level)", o->sched.level, codec_name(o->sched.codec));
 		return -EINVAL;
 	}

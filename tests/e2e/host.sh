@@ -17,6 +17,7 @@ expect_fail "inspect of a FIFO" 1 "not a regular file" -- "$CCVM" inspect "$WORK
 expect_fail "restore of a FIFO" 1 "not a regular file" -- "$CCVM" restore "$WORK/fifo"
 expect_fail "--snapshot-compress gzip" 2 "snapshot-compress gzip: auto, zstd, lz4 or none" -- "$CCVM" run --snapshot-compress gzip -- "$H"
 expect_fail "--snapshot-compress-level 30" 2 "does not suit zstd" -- "$CCVM" run --snapshot-compress zstd --snapshot-compress-level 30 -- "$H"
+expect_fail "--snapshot-compress-level -65" 2 "does not suit lz4 (zstd -7 to 19, lz4 -64 to 12" -- "$CCVM" run --snapshot-compress lz4 --snapshot-compress-level -65 -- "$H"
 expect_fail "--snapshot-threads 0" 2 "snapshot-threads 0: from 1" -- "$CCVM" run --snapshot-threads 0 -- "$H"
 expect_fail "--snapshot-full-every alone" 2 "needs --snapshot-incremental" -- "$CCVM" run --snapshot-full-every 3 -- "$H"
 expect_fail "--snapshot-incremental under stop" 2 "needs --snapshot-policy cow or ccow" -- "$CCVM" run --snapshot-incremental --snapshot-policy stop -- "$H"
