@@ -12,9 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The ladder auto climbs, from the cheapest to the smallest: raw, LZ4 -4 (accelerated)
- * and 1, zstd -1, 1 and 3. */
-#define CAUTO_RUNGS 6
+/* The ladder auto climbs, from the cheapest to the smallest: raw, LZ4, zstd -1, 1, 3. */
+#define CAUTO_RUNGS 5
 
 /* A chunk whose first CAUTO_PROBE bytes do not shrink by CAUTO_PROBE_GAIN under LZ4
  * is stored raw (as ZFS's early abort): ~20 us of LZ4 spares a 2 MiB chunk's ~4 ms of
@@ -27,17 +26,11 @@
  * again. */
 #define CAUTO_EXPLORE 32
 
-/* The queues a chunk's work waits in: the compressors (as many as compress at once),
- * the disk, and the I/O threads (each compresses a chunk, then writes it). */
-enum { CAUTO_Q_COMP, CAUTO_Q_DISK, CAUTO_Q_THREAD, CAUTO_QUEUES };
-
 struct cauto_choice {
 	enum img_codec codec;  /* IMG_CODEC_NONE: store the chunk raw */
 	int level;
 	int rung;              /* its place in the ladder */
 	double probe;          /* the probe's stored / input under LZ4 */
-	double sample;         /* the same for pages of data spread over the input */
-	size_t data_len;       /* the bytes of data pages (not zero) in the input */
 };
 
 struct codec_auto {
@@ -45,10 +38,10 @@ struct codec_auto {
 	int threads;             /* that compress at once: the snapshot's I/O threads */
 	/* Kept from snapshot to snapshot (a VM's disk and cores change slowly): */
 	double disk_rate;        /* bytes/s the disk takes while a write is in flight */
-	double spb[CAUTO_RUNGS];     /* seconds one thread takes per input byte at a rung */
-	double shrink[CAUTO_RUNGS];  /* a chunk's ratio at a rung over its sample's */
+	double rate[CAUTO_RUNGS];    /* input bytes/s one thread compresses at a rung */
+	double shrink[CAUTO_RUNGS];  /* a chunk's ratio at a rung over its probe's */
 	uint32_t seen[CAUTO_RUNGS];  /* chunks a rung's figures were measured on */
-	double slower, tighter;  /* measured over seeded time and ratio, for unseen rungs */
+	double speed, tighter;   /* measured over seeded rate and shrink, for unseen rungs */
 	double parallel;         /* threads compressing at once, on average, when any is */
 	uint64_t chosen;         /* chunks a codec was chosen for */
 	/* This snapshot's: */
@@ -57,8 +50,6 @@ struct codec_auto {
 	uint64_t comp_in, comp_ns;
 	int compressing;
 	uint64_t comp_since_ns, comp_busy_ns; /* the union of the compressions' time */
-	double backlog[CAUTO_QUEUES]; /* seconds of work the chunks chosen have left */
-	uint64_t backlog_at_ns;  /* when they were last drained */
 };
 
 /* Seeded with what was measured on this project's machines (docs/snapshots.md). */
@@ -71,25 +62,21 @@ void cauto_begin(struct codec_auto *a, int threads);
 void cauto_end(struct codec_auto *a);
 
 /* The codec and level for @len bytes at @data (a chunk, or a child's packed pages),
- * @data_len of them in pages of data: zero pages are holes in the image, cost the
- * disk nothing raw and the compressors next to nothing, so times and ratios are per
- * byte of data (Redis' memory has whole chunks of zeros next to dense ones),
  * after probing them with LZ4 into @scratch (@cap bytes, at least codec_bound of the
- * probe; the probe only decides the early abort). The rung that, added to the
- * compressors', the disk's and the I/O threads' backlogs, leaves the longest of them
- * least; of those within CAUTO_TIE of it, the one that stores least. */
-void cauto_choose(struct codec_auto *a, const void *data, size_t len, size_t data_len,
-		  void *scratch, size_t cap, struct cauto_choice *out);
+ * probe). The rung whose time for the chunk, the longer of compressing it on the
+ * threads and writing what it gives, is least; of those within CAUTO_TIE of it, the
+ * one that stores least. */
+void cauto_choose(struct codec_auto *a, const void *data, size_t len, void *scratch, size_t cap,
+		  struct cauto_choice *out);
 
-/* A chunk's compression starts; it ended: @in bytes (@data of them in data pages)
- * compressed to @out with @codec at @level in @ns (on one thread; any codec, so that a
- * fixed codec's rate is reported too); @sample is what cauto_choose's sample gave, 0
- * when it did not choose. How many threads compress at once, on average, is measured from the two
- * (their time over the union of it): threads that take turns writing compress one at
- * a time. */
+/* A chunk's compression starts; it ended: @in bytes compressed to @out with @codec at
+ * @level in @ns (on one thread; any codec, so that a fixed codec's rate is reported
+ * too); @probe is what cauto_choose saw of it, or 0 when it was not chosen. How many
+ * threads compress at once, on average, is measured from the two (their time over the
+ * union of it): threads that take turns writing compress one at a time. */
 void cauto_compress_begin(struct codec_auto *a);
-void cauto_compressed(struct codec_auto *a, enum img_codec codec, int level, double sample,
-		      uint64_t in, uint64_t data, uint64_t out, uint64_t ns);
+void cauto_compressed(struct codec_auto *a, enum img_codec codec, int level, double probe,
+		      uint64_t in, uint64_t out, uint64_t ns);
 
 /* A write to the image starts; it ends, having written @bytes. The disk's busy time
  * is their union, so that writes in flight at once are not counted twice. */

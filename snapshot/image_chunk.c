@@ -99,18 +99,17 @@ static uint64_t img_pack(const uint8_t *data, const uint8_t *what, uint8_t *out)
 	return k;
 }
 
-/* The codec and level for @len bytes at @data, @pages of them pages of data (not zero):
- * the image's, or with auto the one the writer's rates choose (codec_auto.h; it probes
- * into @scratch). IMG_CODEC_NONE: store them as they are. */
-static void img_codec_for(struct img_writer *w, const void *data, size_t len, uint64_t pages,
-			  uint8_t *scratch, struct cauto_choice *ch)
+/* The codec and level for @len bytes at @data: the image's, or with auto the one the
+ * writer's rates choose (codec_auto.h; it probes into @scratch). IMG_CODEC_NONE: store
+ * them as they are. */
+static void img_codec_for(struct img_writer *w, const void *data, size_t len, uint8_t *scratch,
+			  struct cauto_choice *ch)
 {
 	if (w->info.codec == IMG_CODEC_AUTO) {
-		cauto_choose(w->autoc, data, len, pages * PAGE_SIZE, scratch, IMG_SCRATCH_SIZE, ch);
+		cauto_choose(w->autoc, data, len, scratch, IMG_SCRATCH_SIZE, ch);
 		return;
 	}
-	*ch = (struct cauto_choice){ .codec = w->info.codec, .level = w->info.level,
-				     .data_len = pages * PAGE_SIZE };
+	*ch = (struct cauto_choice){ .codec = w->info.codec, .level = w->info.level };
 }
 
 /* codec_compress with @ch's codec and level, timed for the rates auto chooses by. */
@@ -123,8 +122,8 @@ static ssize_t img_compress(struct img_writer *w, const struct cauto_choice *ch,
 	cauto_compress_begin(w->autoc);
 	n = codec_compress(ch->codec, ch->level, src, len, dst, cap);
 	/* (-ENOSPC: it did not shrink enough, after all the work; other errors: not timed) */
-	cauto_compressed(w->autoc, ch->codec, ch->level, ch->sample, len, ch->data_len,
-			 n > 0 ? (uint64_t)n : ch->data_len, n > 0 || n == -ENOSPC ? mono_ns() - t0 : 0);
+	cauto_compressed(w->autoc, ch->codec, ch->level, ch->probe, len,
+			 n > 0 ? (uint64_t)n : len, n > 0 || n == -ENOSPC ? mono_ns() - t0 : 0);
 	return n;
 }
 
@@ -146,7 +145,7 @@ static int img_chunk_pack(struct img_writer *w, uint64_t c, const uint8_t *data,
 		return 1; /* all of it: as a full image's chunk */
 	if (w->info.codec == IMG_CODEC_NONE)
 		return img_chunk_store(w, c, scratch, k * PAGE_SIZE, IMG_ENC_PACKED, pages);
-	img_codec_for(w, packed, k * PAGE_SIZE, k, scratch, &ch);
+	img_codec_for(w, packed, k * PAGE_SIZE, scratch, &ch);
 	if (ch.codec != IMG_CODEC_NONE)
 		n = img_compress(w, &ch, packed, k * PAGE_SIZE, scratch, (k - 1) * PAGE_SIZE);
 	if (n == -ENOSPC || n == 0) { /* packed alone, then */
@@ -211,7 +210,7 @@ static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data
 		return 1;
 	if (w->info.codec != IMG_CODEC_AUTO && !img_worth_compressing(w, data, scratch))
 		return 1; /* (auto probes for itself) */
-	img_codec_for(w, data, IMG_CHUNK, pages, scratch, &ch);
+	img_codec_for(w, data, IMG_CHUNK, scratch, &ch);
 	if (ch.codec == IMG_CODEC_NONE)
 		return 1;
 	n = img_compress(w, &ch, data, IMG_CHUNK, scratch, (pages - 1) * PAGE_SIZE);

@@ -70,7 +70,7 @@ static void ca_text_to(struct codec_auto *a, int threads, double disk)
 
 static void ca_choose(struct codec_auto *a, struct cauto_choice *ch)
 {
-	cauto_choose(a, ca_data, CA_LEN, CA_LEN, ca_scratch, codec_bound(CA_LEN), ch);
+	cauto_choose(a, ca_data, CA_LEN, ca_scratch, codec_bound(CA_LEN), ch);
 }
 
 /* Random bytes fail the probe: raw, and the probe says they did not shrink. */
@@ -101,11 +101,9 @@ START_TEST(test_disk_against_compressors)
 	ck_assert_int_eq(ch.codec, IMG_CODEC_ZSTD);
 	ck_assert_int_ge(ch.level, 1);
 	ck_assert(ch.probe < 0.7);
-	cauto_begin(&a, 2); /* each a first chunk: nothing queued before it */
 	a.disk_rate = 50e9;
 	ca_choose(&a, &ch);
 	ck_assert_int_eq(ch.codec, IMG_CODEC_NONE);
-	cauto_begin(&a, 2);
 	a.disk_rate = 1e9;
 	ca_choose(&a, &ch);
 	ck_assert_int_eq(ch.codec, IMG_CODEC_LZ4);
@@ -121,13 +119,12 @@ START_TEST(test_measured_and_explored)
 	struct cauto_choice ch;
 	int tried[CAUTO_RUNGS] = { 0 };
 
-	ca_text_to(&a, 2, 1e9);
+	ca_text_to(&a, 1, 1e9);
 	ca_choose(&a, &ch);
 	ck_assert_int_eq(ch.codec, IMG_CODEC_LZ4);
 	for (int i = 0; i < 8; i++) /* LZ4 at 100 MB/s: slower than the disk takes raw */
-		cauto_compressed(&a, IMG_CODEC_LZ4, ch.level, ch.sample, CA_LEN, CA_LEN, CA_LEN / 2,
+		cauto_compressed(&a, IMG_CODEC_LZ4, 1, ch.probe, CA_LEN, CA_LEN / 2,
 				 CA_LEN * 10ull);
-	cauto_begin(&a, 2);
 	ca_choose(&a, &ch);
 	ck_assert_int_ne(ch.codec, IMG_CODEC_LZ4);
 	for (int i = 0; i < 4 * CAUTO_EXPLORE; i++) {
@@ -146,70 +143,6 @@ static void ca_nap_ms(long ms)
 
 	nanosleep(&ts, NULL);
 }
-
-/* The first 64 KiB decide the early abort alone; what a rung will store is predicted
- * from pages of data spread over the chunk: text then random bytes passes the probe
- * but samples as incompressible, and text with seven zero pages in eight samples as
- * text, not as zeros. */
-START_TEST(test_sample_spread)
-{
-	struct codec_auto a;
-	struct cauto_choice ch, text;
-
-	ca_text_to(&a, 2, 100e6);
-	ca_choose(&a, &text);
-	ck_assert(text.sample < 0.7);
-	srandom(13);
-	for (size_t i = CAUTO_PROBE; i < CA_LEN; i++)
-		ca_data[i] = (uint8_t)random();
-	ca_choose(&a, &ch);
-	ck_assert_msg(ch.probe < 0.7 && ch.sample > 0.9, "probe %.2f, sample %.2f", ch.probe,
-		      ch.sample);
-	ca_text();
-	for (size_t pg = 0; pg < CA_LEN / 4096; pg++)
-		if (pg % 8)
-			memset(ca_data + pg * 4096, 0, 4096);
-	cauto_choose(&a, ca_data, CA_LEN, CA_LEN / 8, ca_scratch, codec_bound(CA_LEN), &ch);
-	ck_assert_msg(ch.sample > 0.5 * text.sample && ch.data_len == CA_LEN / 8, "sample %.2f",
-		      ch.sample);
-	cauto_fini(&a);
-}
-END_TEST
-
-static double ca_busiest(const struct codec_auto *a)
-{
-	return fmax(a->backlog[CAUTO_Q_COMP],
-		    fmax(a->backlog[CAUTO_Q_DISK], a->backlog[CAUTO_Q_THREAD]));
-}
-
-/* A disk that takes a raw chunk a little faster than the fastest codec compresses it:
- * one chunk alone goes raw, but a burst of them queues on the disk while the
- * compressors idle, so the burst mixes raw and compressed chunks and, as modelled,
- * ends sooner than all raw would. Once the queues have drained, a chunk is alone
- * again: raw. */
-START_TEST(test_backlogs_mix)
-{
-	struct codec_auto a;
-	struct cauto_choice ch;
-	int raw = 0, packed = 0;
-
-	ca_text_to(&a, 2, 2e9);
-	ca_choose(&a, &ch);
-	ck_assert_int_eq(ch.codec, IMG_CODEC_NONE);
-	for (int i = 0; i < 64; i++) {
-		ca_choose(&a, &ch);
-		raw += ch.codec == IMG_CODEC_NONE;
-		packed += ch.codec != IMG_CODEC_NONE;
-	}
-	ck_assert_msg(raw > 4 && packed > 4, "%d raw, %d compressed", raw, packed);
-	ck_assert_msg(ca_busiest(&a) < 65.0 * CA_LEN / 2e9, "compressors %.1f ms, disk %.1f ms",
-		      a.backlog[CAUTO_Q_COMP] * 1e3, a.backlog[CAUTO_Q_DISK] * 1e3);
-	ca_nap_ms((long)(ca_busiest(&a) * 1e3) + 20);
-	ca_choose(&a, &ch);
-	ck_assert_int_eq(ch.codec, IMG_CODEC_NONE);
-	cauto_fini(&a);
-}
-END_TEST
 
 /* Two writes in flight at once count their time once (busy no longer than from the
  * first start to the last end, where a sum would be twice that), and idle time not at
@@ -243,8 +176,8 @@ START_TEST(test_disk_busy_union)
 	cauto_compress_begin(&a);
 	ca_nap_ms(20);
 	t1 = mono_ns();
-	cauto_compressed(&a, IMG_CODEC_ZSTD, 7, 0, 1000000, 1000000, 500000, t1 - t0);
-	cauto_compressed(&a, IMG_CODEC_ZSTD, 7, 0, 1000000, 1000000, 500000, t1 - t0);
+	cauto_compressed(&a, IMG_CODEC_ZSTD, 7, 0, 1000000, 500000, t1 - t0);
+	cauto_compressed(&a, IMG_CODEC_ZSTD, 7, 0, 1000000, 500000, t1 - t0);
 	ck_assert_uint_ge(a.comp_busy_ns, t1 - t0);
 	ck_assert_uint_le(a.comp_busy_ns, mono_ns() - t0);
 	ck_assert_msg(a.parallel > 1.0 && a.parallel <= 2.0, "parallel %.2f", a.parallel);
@@ -264,8 +197,6 @@ Suite *codec_auto_suite(void)
 	tcase_add_test(tc, test_incompressible_raw);
 	tcase_add_test(tc, test_disk_against_compressors);
 	tcase_add_test(tc, test_measured_and_explored);
-	tcase_add_test(tc, test_backlogs_mix);
-	tcase_add_test(tc, test_sample_spread);
 	tcase_add_test(tc, test_disk_busy_union);
 	suite_add_tcase(s, tc);
 	return s;
