@@ -36,9 +36,10 @@ vm_stop() { # touch $STOP and close the guest's stdin; wait for it: its status
 	wait "$VMPID"
 }
 field() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
-image_memory_equals_ref() { # IMAGE: the memory region of the image vs IMAGE.ref
+image_memory_equals_ref() { # IMAGE: the memory the image holds (read by ccvm's reader,
+	# build/imgmem: frames decompressed, each chunk checked) vs IMAGE.ref
 	local ram; ram=$(stat -c %s "$1.ref")
-	tail -c +$((1048576 + 1)) "$1" | head -c "$ram" | cmp -s - "$1.ref"
+	"$TOP/build/imgmem" "$1" | head -c "$ram" | cmp -s - "$1.ref"
 }
 zcheck() { # FILE [ZIPFBENCH ARGS]: FILE's summary line matches a native run of as many
 	local line n want     # updates (default args: ZARGS); prints "updates=N checksum=X"
@@ -491,10 +492,11 @@ snap_damaged() {
 	off=$(python3 - "$S/bad.img" <<-'PY'
 	import os, sys
 	fd = os.open(sys.argv[1], os.O_RDONLY)
-	try:  # data past the first 8 memory chunks, or else any
-	    print(os.lseek(fd, 1048576 + 8 * 2097152, os.SEEK_DATA) + 4000)
+	try:  # data past the first 8 memory chunks, or else any; near the start of its
+	    # extent, which a frame fills from its chunk's start (its end may be padding)
+	    print(os.lseek(fd, 1048576 + 8 * 2097152, os.SEEK_DATA) + 16)
 	except OSError:
-	    print(os.lseek(fd, 1048576, os.SEEK_DATA) + 4000)
+	    print(os.lseek(fd, 1048576, os.SEEK_DATA) + 16)
 	PY
 	)
 	printf '\xff' | dd of="$S/bad.img" bs=1 seek="$off" conv=notrunc 2>/dev/null
