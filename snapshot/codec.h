@@ -27,9 +27,8 @@ const char *codec_stored_name(enum img_codec c);
 /* "none", "lz4", "zstd" or "auto"; -EINVAL for anything else. */
 int codec_parse(const char *name, enum img_codec *c);
 int codec_default_level(enum img_codec c);
-/* 0 when @level is one @c takes (zstd -7..19 but 0, lz4 -64..12 but 0,
- * none and auto 0), else
- * -EINVAL. */
+/* 0 when @level is one @c takes (zstd -7..19 and lz4 -64..12, 0 in neither; none and
+ * auto 0), else -EINVAL. */
 int codec_level_check(enum img_codec c, int level);
 
 /* The most bytes compressing @len bytes can give. */

@@ -300,10 +300,9 @@ static void write_chunks(enum img_codec codec, int level)
 }
 
 /* Compressed with zstd, LZ4 (accelerated at -4, default, high-compression) and auto, an
- * image reads back exactly; a chunk that
- * shrinks is stored as a frame and takes fewer blocks, one that does not is stored
- * raw (auto: a codec of its choice for the first, raw for the second, and the mix of
- * codecs says so). */
+ * image reads back exactly; a chunk that shrinks is stored as a frame and takes fewer
+ * blocks, one that does not is stored raw (auto: a codec of its choice for the first,
+ * raw for the second, and the mix of codecs says so). */
 START_TEST(test_compressed_round_trip)
 {
 	static const enum img_codec codecs[] = { IMG_CODEC_ZSTD, IMG_CODEC_LZ4, IMG_CODEC_LZ4,
