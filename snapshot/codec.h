@@ -20,6 +20,8 @@ enum img_codec { IMG_CODEC_NONE = 0, IMG_CODEC_LZ4 = 1, IMG_CODEC_ZSTD = 2, IMG_
 #define CODEC_ZSTD_DEFAULT_LEVEL 1
 #define CODEC_LZ4_DEFAULT_LEVEL 1
 #define CODEC_LZ4_MIN_LEVEL (-64)
+/* The levels each codec takes, as error messages name them (codec_level_check). */
+#define CODEC_LEVEL_RANGES "zstd -7 to 19, lz4 -64 to 12"
 
 const char *codec_name(enum img_codec c);
 /* How a chunk stored with @c reads in figures and inspect: "raw" for none. */

@@ -145,11 +145,11 @@ static const char *ctl_snapshot_storage(const json_t *msg, struct snap_request *
 	if (codec)
 		sr->level = 0;
 	if (level && !json_is_integer(level))
-		return "--compress-level must be an integer (zstd -7 to 19, lz4 -64 to 12)";
+		return "--compress-level must be an integer (" CODEC_LEVEL_RANGES ")";
 	if (level)
 		sr->level = (int)json_integer_value(level);
 	if (level && !sr->level)
-		return "--compress-level must not be 0 (zstd -7 to 19, lz4 -64 to 12)";
+		return "--compress-level must not be 0 (" CODEC_LEVEL_RANGES ")";
 	if (threads && (!json_is_integer(threads) || json_integer_value(threads) < 1 ||
 			json_integer_value(threads) > SNAP_THREADS_MAX))
 		return "--threads must be an integer from 1 to 16";

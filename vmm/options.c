@@ -305,8 +305,8 @@ static int set_compress_level(struct cli_opts *o, const char *arg)
 	long v;
 
 	if (opt_long(arg, INT16_MIN, INT16_MAX, &v) || !v) {
-		log_err("--snapshot-compress-level %s: an integer, not 0 (zstd -7 to 19, lz4 -64 "
-			"to 12)", arg);
+		log_err("--snapshot-compress-level %s: an integer, not 0 (" CODEC_LEVEL_RANGES ")",
+			arg);
 		return -EINVAL;
 	}
 	o->sched.level = (int)v;
@@ -692,7 +692,7 @@ static int opt_check_run(struct cli_opts *o)
 		return -EINVAL;
 	}
 	if (o->sched.level && codec_level_check(o->sched.codec, o->sched.level)) {
-		log_err("--snapshot-compress-level %d does not suit %s (zstd -7 to 19, lz4 -64 to 12, "
+		log_err("--snapshot-compress-level %d does not suit %s (" CODEC_LEVEL_RANGES ", "
 			"none and auto take no level)", o->sched.level, codec_name(o->sched.codec));
 		return -EINVAL;
 	}

@@ -10,6 +10,7 @@
 #include "kvm/kvm.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -19,6 +20,8 @@
  * SA_RESTART) or its run. Apart from the pause kick, whose host calls restart. */
 #define VCPU_SIGNAL_KICK (SIGRTMIN + 2)
 
+static pthread_once_t vcpu_handlers_once = PTHREAD_ONCE_INIT;
+
 static void vcpu_kick_handler(int sig)
 {
 	(void)sig; /* only there to interrupt the run (and, for signals, host calls) */
@@ -26,7 +29,8 @@ static void vcpu_kick_handler(int sig)
 
 /* The kicks' handlers, for the whole process, before any vCPU thread exists: a kick
  * can come as soon as its thread does (a lazy restore that finds a damaged chunk at
- * once stops the VM), and a real-time signal without a handler ends the process. */
+ * once stops the VM), and a real-time signal without a handler ends the process.
+ * Once (pthread_once): a guest that starts threads creates vCPUs all its life. */
 static void vcpu_install_handlers(void)
 {
 	struct sigaction sa = { .sa_handler = vcpu_kick_handler, .sa_flags = SA_RESTART };
@@ -46,7 +50,7 @@ int vcpu_create(struct vm *vm, struct kvm_vm *k, int id, const struct cpu_entry 
 
 	if (!vcpu)
 		return -ENOMEM;
-	vcpu_install_handlers();
+	pthread_once(&vcpu_handlers_once, vcpu_install_handlers);
 	vcpu->vm = vm;
 	vcpu->id = id;
 	vcpu->lx = &vcpu->thread_state;
