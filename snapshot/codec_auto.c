@@ -5,20 +5,25 @@
  * No fixed codec suits every machine. zstd-1 compresses ~0.5 GB/s on one of our cores
  * and the disk takes ~0.75-1 GB/s with O_DIRECT: with a core busy with the guest,
  * compressing is slower than writing raw; on a slow disk, or with idle cores, it is
- * the other way round. So the writer keeps two rates: how fast its threads compress
- * (per rung of a ladder from raw to zstd 3, as wall time, so cores taken by the guest
- * show), and how fast the disk takes bytes (the union of the time writes are in
- * flight). A chunk is probed first: LZ4 over its first 64 KiB tells how compressible
- * it is (a chunk that does not shrink by an eighth is stored raw, as ZFS's early abort
- * does), and each rung's ratio is the probe's times what that rung gave over its probe
- * lately. The chunk then takes the rung whose time, the longer of compressing on the
- * threads (as many as were seen compressing at once: their time over its union) and
- * writing what is left, is least; among rungs within CAUTO_TIE of that,
- * the one that stores least, so an idle disk gets smaller images for free.
+ * the other way round. Predicting which from measured rates failed here twice
+ * (docs/evaluation.md): compressing inside a snapshot ran at a third of its rate alone,
+ * and a throttled disk (a token bucket) read 1.5x its rate after idling. So auto does
+ * not predict; it watches where the time goes, as zstd's --adapt does. Each of the
+ * snapshot's N I/O threads compresses a chunk and then writes it. While one compresses,
+ * the others' writes keep the disk busy: when those take longer than the compressing,
+ * (N-1) * write time > compress time, the disk is the bottleneck, and compressing more
+ * costs nothing and shrinks what the disk has to take; when they take less, the
+ * compressors are the bottleneck. So auto holds a place on a ladder of codecs (raw,
+ * LZ4 -4, LZ4 1, zstd -1, 1, 3) and moves it by the difference of the two over their
+ * sum, smoothed over the last chunks. A fractional place mixes the two rungs around
+ * it, chunk by chunk, and the mix settles where the compressors just keep up with the
+ * disk: the fastest point, and on a slow disk or with idle cores the smallest too. A
+ * throttled disk that banked credit takes writes fast for a while, so auto steps down,
+ * and climbs back as the credit drains. With one thread nothing overlaps: compressing
+ * pays when the write time it saves, at the disk's measured rate, exceeds its own.
  *
- * Rates start from what was measured on this project's machines (bench/results/
- * storage_blocks.md) and follow what each snapshot measures; a rung not used yet is
- * scaled by how the used ones compare with their seeds.
+ * Before any of that, a chunk is probed: if LZ4 does not shrink its first 64 KiB by an
+ * eighth it is stored raw, as ZFS's early abort does.
  */
 #include "codec_auto.h"
 #include "../vmm/base/mono.h"
@@ -27,24 +32,18 @@
 #include <math.h>
 #include <string.h>
 
-#define CAUTO_TIE 1.05          /* rungs this close in time count as equally fast */
-#define CAUTO_EWMA 0.125        /* the weight of each new chunk's figures */
+#define CAUTO_START 2.0         /* LZ4 1: the ladder's place before anything is seen */
+#define CAUTO_MOVE 0.15         /* rungs per chunk at most, either way */
+#define CAUTO_EWMA 0.25         /* the weight of each chunk's times */
 #define CAUTO_DISK_SEED 0.8e9   /* bytes/s, O_DIRECT on our machines */
 #define CAUTO_DISK_MIN (8ull << 20) /* a snapshot's own disk rate is used past this */
 
-struct cauto_rung {
+static const struct {
 	enum img_codec codec;
 	int level;
-	double rate;            /* seed: input bytes/s of one core (storage_blocks.md) */
-	double shrink;          /* seed: ratio over LZ4's on Redis' memory */
-};
-
-static const struct cauto_rung cauto_ladder[CAUTO_RUNGS] = {
-	{ IMG_CODEC_NONE, 0, 0, 1.0 },
-	{ IMG_CODEC_LZ4, 1, 1.2e9, 1.0 },
-	{ IMG_CODEC_ZSTD, -1, 0.73e9, 0.92 },
-	{ IMG_CODEC_ZSTD, 1, 0.5e9, 0.80 },
-	{ IMG_CODEC_ZSTD, 3, 0.25e9, 0.79 },
+} cauto_ladder[CAUTO_RUNGS] = {
+	{ IMG_CODEC_NONE, 0 }, { IMG_CODEC_LZ4, -4 }, { IMG_CODEC_LZ4, 1 },
+	{ IMG_CODEC_ZSTD, -1 }, { IMG_CODEC_ZSTD, 1 }, { IMG_CODEC_ZSTD, 3 },
 };
 
 void cauto_init(struct codec_auto *a)
@@ -52,12 +51,8 @@ void cauto_init(struct codec_auto *a)
 	memset(a, 0, sizeof(*a));
 	pthread_mutex_init(&a->lock, NULL);
 	a->disk_rate = CAUTO_DISK_SEED;
-	a->speed = a->tighter = a->parallel = 1.0;
+	a->step = CAUTO_START;
 	a->threads = 1;
-	for (int k = 0; k < CAUTO_RUNGS; k++) {
-		a->rate[k] = cauto_ladder[k].rate;
-		a->shrink[k] = cauto_ladder[k].shrink;
-	}
 }
 
 void cauto_fini(struct codec_auto *a)
@@ -69,12 +64,27 @@ void cauto_begin(struct codec_auto *a, int threads)
 {
 	pthread_mutex_lock(&a->lock);
 	a->threads = threads > 0 ? threads : 1;
-	a->inflight = 0;
-	a->busy_since_ns = a->busy_ns = a->disk_bytes = 0;
-	a->comp_in = a->comp_ns = 0;
-	a->compressing = 0;
-	a->comp_since_ns = a->comp_busy_ns = 0;
+	a->gain = a->cost = 0;
+	a->inflight = a->compressing = 0;
+	a->since_ns = mono_ns();
+	a->busy_ns = a->disk_bytes = a->comp_busy_ns = a->comp_in = a->comp_ns = 0;
+	a->write_ns = a->saved_ns = 0;
+	a->seen_comp_ns = a->seen_write_ns = a->seen_saved_ns = 0;
 	pthread_mutex_unlock(&a->lock);
+}
+
+/* The time since the last change into the disk's busy time when a write was in flight,
+ * and the compressors' when one ran: their unions. Called with the lock held, before
+ * inflight or compressing changes. */
+static void cauto_tick(struct codec_auto *a)
+{
+	uint64_t now = mono_ns();
+
+	if (a->inflight)
+		a->busy_ns += now - a->since_ns;
+	if (a->compressing)
+		a->comp_busy_ns += now - a->since_ns;
+	a->since_ns = now;
 }
 
 /* Bytes/s of this snapshot's writes once it has written enough to tell, else the
@@ -94,16 +104,6 @@ void cauto_end(struct codec_auto *a)
 	pthread_mutex_unlock(&a->lock);
 }
 
-static double cauto_rate(const struct codec_auto *a, int k)
-{
-	return a->seen[k] ? a->rate[k] : cauto_ladder[k].rate * a->speed;
-}
-
-static double cauto_shrink(const struct codec_auto *a, int k)
-{
-	return a->seen[k] ? a->shrink[k] : cauto_ladder[k].shrink * a->tighter;
-}
-
 /* LZ4 over the first CAUTO_PROBE bytes: stored over input, 1 when it does not shrink. */
 static double cauto_probe(const void *data, size_t len, void *scratch, size_t cap)
 {
@@ -113,139 +113,100 @@ static double cauto_probe(const void *data, size_t len, void *scratch, size_t ca
 	return out > 0 && (size_t)out < n ? (double)out / (double)n : 1.0;
 }
 
-/* The time rung @k takes for @len bytes whose probe gave @probe; its ratio in *@ratio. */
-static double cauto_cost(const struct codec_auto *a, int k, double len, double probe,
-			 double *ratio)
+/* The threads' time since the last choice into the smoothed gain and cost, and the
+ * place on the ladder moved by their difference over their sum. Called with the lock
+ * held. */
+static void cauto_steer(struct codec_auto *a)
 {
-	double comp = 0;
+	uint64_t comp = a->comp_ns - a->seen_comp_ns, write = a->write_ns - a->seen_write_ns;
+	uint64_t saved = a->saved_ns - a->seen_saved_ns;
+	double gain = a->threads > 1 ? (double)(a->threads - 1) * (double)write : (double)saved;
 
-	*ratio = 1.0;
-	if (k) {
-		*ratio = fmin(1.0, probe * cauto_shrink(a, k));
-		comp = len / (cauto_rate(a, k) * a->parallel);
+	a->seen_comp_ns = a->comp_ns;
+	a->seen_write_ns = a->write_ns;
+	a->seen_saved_ns = a->saved_ns;
+	a->gain += CAUTO_EWMA * (gain - a->gain);
+	a->cost += CAUTO_EWMA * ((double)comp - a->cost);
+	if (a->gain + a->cost <= 0)
+		return; /* nothing seen yet */
+	a->step += CAUTO_MOVE * (a->gain - a->cost) / (a->gain + a->cost);
+	a->step = fmax(0.0, fmin((double)(CAUTO_RUNGS - 1), a->step));
+}
+
+/* The rung for the next chunk: the one below the place, or above it for the place's
+ * fraction of the chunks, in turn. Called with the lock held. */
+static int cauto_rung(struct codec_auto *a)
+{
+	int rung = (int)floor(a->step);
+
+	a->carry += a->step - rung;
+	if (a->carry >= 1.0 && rung < CAUTO_RUNGS - 1) {
+		a->carry -= 1.0;
+		rung++;
 	}
-	return fmax(comp, len * *ratio / cauto_disk(a));
+	return rung;
 }
 
 void cauto_choose(struct codec_auto *a, const void *data, size_t len, void *scratch, size_t cap,
 		  struct cauto_choice *out)
 {
-	double probe = cauto_probe(data, len, scratch, cap), cost[CAUTO_RUNGS], ratio[CAUTO_RUNGS];
-	double least = INFINITY;
-	int pick = 0;
+	double probe = cauto_probe(data, len, scratch, cap);
+	int rung = 0;
 
-	*out = (struct cauto_choice){ .codec = IMG_CODEC_NONE, .probe = probe };
-	if (probe > 1.0 - CAUTO_PROBE_GAIN)
-		return; /* early abort: raw */
 	pthread_mutex_lock(&a->lock);
-	for (int k = 0; k < CAUTO_RUNGS; k++) {
-		cost[k] = cauto_cost(a, k, (double)len, probe, &ratio[k]);
-		least = fmin(least, cost[k]);
-	}
-	/* Raw stays when it is the least: a rung that stores no less is no faster. */
-	for (int k = 1; k < CAUTO_RUNGS; k++)
-		if (cost[k] <= least * CAUTO_TIE && ratio[k] < ratio[pick])
-			pick = k;
-	/* A rung's figures change only when it is used: one that measured slow once (its
-	 * threads shared a core) would never be tried again. So every CAUTO_EXPLORE-th
-	 * chunk takes the codecs in turn, at a cost of a few percent at most. */
-	if (++a->chosen % CAUTO_EXPLORE == 0)
-		pick = 1 + (int)(a->chosen / CAUTO_EXPLORE % (CAUTO_RUNGS - 1));
+	cauto_steer(a);
+	if (probe <= 1.0 - CAUTO_PROBE_GAIN) /* else the early abort: raw */
+		rung = cauto_rung(a);
 	pthread_mutex_unlock(&a->lock);
-	out->rung = pick;
-	out->codec = cauto_ladder[pick].codec;
-	out->level = cauto_ladder[pick].level;
-}
-
-/* @old moved towards @now by CAUTO_EWMA. From the seed too: a thread's first chunk
- * also faults in its buffers, and one slow reading must not bury a codec. */
-static double cauto_mix(double old, double now)
-{
-	return old + CAUTO_EWMA * (now - old);
-}
-
-/* The rung of @codec at @level, or -1 when it is not on the ladder. */
-static int cauto_rung_of(enum img_codec codec, int level)
-{
-	for (int k = 1; k < CAUTO_RUNGS; k++)
-		if (cauto_ladder[k].codec == codec && cauto_ladder[k].level == level)
-			return k;
-	return -1;
+	*out = (struct cauto_choice){ .codec = cauto_ladder[rung].codec,
+				      .level = cauto_ladder[rung].level, .rung = rung,
+				      .probe = probe };
 }
 
 void cauto_compress_begin(struct codec_auto *a)
 {
 	pthread_mutex_lock(&a->lock);
-	if (a->compressing++ == 0)
-		a->comp_since_ns = mono_ns();
+	cauto_tick(a);
+	a->compressing++;
 	pthread_mutex_unlock(&a->lock);
 }
 
-/* The compressions' time since the last start or end into their union. Called with the
- * lock held, when one ends. */
-static void cauto_compress_end(struct codec_auto *a)
+void cauto_compressed(struct codec_auto *a, uint64_t in, uint64_t out, uint64_t ns)
 {
-	uint64_t now = mono_ns();
-
-	if (a->compressing <= 0)
-		return;
-	a->compressing--;
-	a->comp_busy_ns += now - a->comp_since_ns;
-	a->comp_since_ns = now;
-	if (a->comp_busy_ns) /* between one thread and all of them */
-		a->parallel = fmax(1.0, fmin((double)a->threads,
-					     (double)a->comp_ns / (double)a->comp_busy_ns));
-}
-
-void cauto_compressed(struct codec_auto *a, enum img_codec codec, int level, double probe,
-		      uint64_t in, uint64_t out, uint64_t ns)
-{
-	int k = cauto_rung_of(codec, level);
-	double rate = ns ? (double)in * 1e9 / (double)ns : 0;
-
 	pthread_mutex_lock(&a->lock);
+	cauto_tick(a);
+	if (a->compressing > 0)
+		a->compressing--;
 	a->comp_in += in;
 	a->comp_ns += ns;
-	cauto_compress_end(a);
-	if (k > 0 && rate > 0) {
-		a->speed = cauto_mix(a->speed, rate / cauto_ladder[k].rate);
-		a->rate[k] = cauto_mix(a->rate[k], rate);
-		if (probe > 0 && in) {
-			double shrink = (double)out / (double)in / probe;
-
-			a->tighter = cauto_mix(a->tighter, shrink / cauto_ladder[k].shrink);
-			a->shrink[k] = cauto_mix(a->shrink[k], shrink);
-		}
-		a->seen[k]++;
-	}
+	if (a->threads == 1 && ns && out < in) /* the write time it saved */
+		a->saved_ns += (uint64_t)((double)(in - out) * 1e9 / cauto_disk(a));
 	pthread_mutex_unlock(&a->lock);
 }
 
 void cauto_io_begin(struct codec_auto *a)
 {
 	pthread_mutex_lock(&a->lock);
-	if (a->inflight++ == 0)
-		a->busy_since_ns = mono_ns();
+	cauto_tick(a);
+	a->inflight++;
 	pthread_mutex_unlock(&a->lock);
 }
 
-void cauto_io_end(struct codec_auto *a, uint64_t bytes)
+void cauto_io_end(struct codec_auto *a, uint64_t bytes, uint64_t ns)
 {
-	uint64_t now = mono_ns();
-
 	pthread_mutex_lock(&a->lock);
-	a->disk_bytes += bytes;
-	if (a->inflight > 0) { /* (threads that write one after another never reach 0) */
+	cauto_tick(a);
+	if (a->inflight > 0)
 		a->inflight--;
-		a->busy_ns += now - a->busy_since_ns;
-		a->busy_since_ns = now;
-	}
+	a->disk_bytes += bytes;
+	a->write_ns += ns;
 	pthread_mutex_unlock(&a->lock);
 }
 
 void cauto_rates(struct codec_auto *a, double *compress_mb_s, double *disk_mb_s)
 {
 	pthread_mutex_lock(&a->lock);
+	cauto_tick(a);
 	*compress_mb_s = a->comp_busy_ns ? (double)a->comp_in * 1e3 / (double)a->comp_busy_ns : 0;
 	*disk_mb_s = a->busy_ns ? (double)a->disk_bytes * 1e3 / (double)a->busy_ns : 0;
 	pthread_mutex_unlock(&a->lock);

@@ -122,8 +122,8 @@ static ssize_t img_compress(struct img_writer *w, const struct cauto_choice *ch,
 	cauto_compress_begin(w->autoc);
 	n = codec_compress(ch->codec, ch->level, src, len, dst, cap);
 	/* (-ENOSPC: it did not shrink enough, after all the work; other errors: not timed) */
-	cauto_compressed(w->autoc, ch->codec, ch->level, ch->probe, len,
-			 n > 0 ? (uint64_t)n : len, n > 0 || n == -ENOSPC ? mono_ns() - t0 : 0);
+	cauto_compressed(w->autoc, len, n > 0 ? (uint64_t)n : len,
+			 n > 0 || n == -ENOSPC ? mono_ns() - t0 : 0);
 	return n;
 }
 

@@ -5,6 +5,7 @@
  * layout; image_chunk.c each chunk's framing).
  */
 #include "image_impl.h"
+#include "../vmm/base/mono.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -228,9 +229,11 @@ int img_write_mem(struct img_writer *w, const void *data, size_t len, uint64_t o
 
 	if (w->dfd >= 0 && len >= IMG_DIRECT_MIN && (uintptr_t)data % PAGE_SIZE == 0) {
 		/* The disk's rate: only where the disk takes the bytes (not the cache). */
+		uint64_t t0 = mono_ns();
+
 		cauto_io_begin(w->autoc);
 		rc = img_pwrite_all(w->dfd, data, len, off);
-		cauto_io_end(w->autoc, rc ? 0 : len);
+		cauto_io_end(w->autoc, rc ? 0 : len, mono_ns() - t0);
 		if (rc != -EINVAL)
 			return rc;
 		close(w->dfd); /* refused: buffered from now on */
