@@ -490,8 +490,8 @@ static const struct opt_def opt_table[] = {
 	{ "snapshot-rate", "MB/s", OPT_RUN, "the snapshot writer's bandwidth limit (default 0: "
 	  "none)", set_rate },
 	{ "snapshot-compress", "auto|zstd|lz4|none", OPT_RUN, "compress each 2 MiB chunk of "
-	  "snapshots that shrinks; auto: a codec and level per chunk, from how fast the disk "
-	  "and the compressing threads go (default " OPT_DEFAULT_CODEC_NAME "); ctl snapshot's "
+	  "snapshots that shrinks; auto: a codec and level per chunk, more while the threads "
+	  "wait on the disk than on compressing (default " OPT_DEFAULT_CODEC_NAME "); ctl snapshot's "
 	  "default too", set_compress },
 	{ "snapshot-compress-level", "N", OPT_RUN, "the codec's level (default: zstd 1, lz4 1; "
 	  "zstd -7..19, lz4 -64..12: 2 and up its high-compression mode, below 0 faster)",
