@@ -15,7 +15,7 @@
  *   snapshots, traps (write faults), snapshots_hot and traps_hot (the snapshots
  *                   with hot regions, once the tracker learnt them from the first
  *                   ones, and their faults), pause_us_max, pause_us_mean, pauses_us (each
- *                   snapshot's), duration_ms_mean,
+ *                   snapshot's), duration_ms_mean, durations_ms (each snapshot's),
  *   and summed over the snapshots pages_copied, regions_hot, regions_precopied
  *   region_coverage with --region-coverage: each region's expected coverage over the
  *                   mean snapshot's duration, as the tracker learnt it
@@ -123,6 +123,7 @@ struct eb {
 	uint64_t snapshots, traps, pause_us_max, failed;
 	uint64_t pause_us_sum, duration_ms_sum, pages_copied, regions_hot, regions_precopied;
 	uint64_t pauses_us[EB_MAX_PAUSES]; /* each snapshot's, the first EB_MAX_PAUSES */
+	uint64_t durations_ms[EB_MAX_PAUSES]; /* the same */
 	uint64_t data_bytes, faults_parallel_max, pool_bytes, pool_resident_bytes, regions_background;
 	uint64_t bytes_disk, bytes_raw, bytes_stored; /* summed over the images */
 	uint64_t codec_chunks[IMG_CODEC_AUTO];        /* the same: chunks by codec */
@@ -359,8 +360,10 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	if (f->pause_us > b->pause_us_max)
 		b->pause_us_max = f->pause_us;
 	b->pause_us_sum += f->pause_us;
-	if (b->snapshots <= EB_MAX_PAUSES)
+	if (b->snapshots <= EB_MAX_PAUSES) {
 		b->pauses_us[b->snapshots - 1] = f->pause_us;
+		b->durations_ms[b->snapshots - 1] = f->duration_ms;
+	}
 	b->duration_ms_sum += f->duration_ms;
 	b->pages_copied += f->pages_copied;
 	b->regions_hot += f->regions_hot;
@@ -701,12 +704,13 @@ static json_t *eb_region_coverage(const struct eb *b)
 	return a;
 }
 
-static json_t *eb_pauses(const struct eb *b)
+/* The first EB_MAX_PAUSES snapshots' @each (pauses_us or durations_ms), in order. */
+static json_t *eb_each(const struct eb *b, const uint64_t *each)
 {
 	json_t *a = json_array();
 
 	for (uint64_t i = 0; i < b->snapshots && i < EB_MAX_PAUSES; i++)
-		json_array_append_new(a, json_integer((json_int_t)b->pauses_us[i]));
+		json_array_append_new(a, json_integer((json_int_t)each[i]));
 	return a;
 }
 
@@ -769,7 +773,8 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "pages_copied", json_integer((json_int_t)b->pages_copied));
 	json_object_set_new(o, "regions_hot", json_integer((json_int_t)b->regions_hot));
 	json_object_set_new(o, "regions_precopied", json_integer((json_int_t)b->regions_precopied));
-	json_object_set_new(o, "pauses_us", eb_pauses(b));
+	json_object_set_new(o, "pauses_us", eb_each(b, b->pauses_us));
+	json_object_set_new(o, "durations_ms", eb_each(b, b->durations_ms));
 	json_object_set_new(o, "regions_background", json_integer((json_int_t)b->regions_background));
 	json_object_set_new(o, "writer_mb_per_s", b->duration_ms_sum ?
 				json_real((double)b->data_bytes / 1e3 / (double)b->duration_ms_sum) :
