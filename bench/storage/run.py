@@ -38,10 +38,12 @@ compressible as Redis'); text, records of words and numbers; zipf, zipfbench's w
 Writes bench/results/storage_{codecs,threads,incremental,held}.csv (a row per run),
 storage.md (means and 95% CIs) and storage.png, each with commit and machine.
 Environment: ROUNDS, SECTIONS ("codecs threads incremental held"), DATASETS ("redis text
-zipf"), DISKS ("fast slow"), SLOW_MBS (200), PRECOPY (the codecs section's --precopy;
-default: the engine's own, auto, which picks rounds, and rounds store every chunk
-raw), MEM (512M), GAP (1), DURATION (8), HELD_DURATION (16), RECORDS (250000), DUMP (a
-dump to reuse instead of making one), OUT, IMGDIR.
+zipf"), CODECS ("none lz4 zstd auto"), DISKS ("fast slow"), SLOW_MBS (200), PRECOPY
+(the codecs section's --precopy, default lazy: the engine's own default, auto, picks
+pre-copy rounds for these writers, and rounds store every chunk raw, so every codec
+would read 1.00x; "" for the engine's default), MEM (512M), GAP (1), DURATION (8),
+HELD_DURATION (16), RECORDS (250000), DUMP (a dump to reuse instead of making one),
+OUT, IMGDIR.
 """
 import json
 import os
@@ -76,7 +78,7 @@ OUT = ENV("OUT", os.path.join(TOP, "bench", "results"))
 CODECS = ENV("CODECS", "none lz4 zstd auto").split()
 DISKS = ENV("DISKS", "fast slow").split()
 SLOW_MBS = float(ENV("SLOW_MBS", "200"))
-PRECOPY = ENV("PRECOPY", "")  # the codecs section's --precopy; "": the engine's default
+PRECOPY = ENV("PRECOPY", "lazy")  # the codecs section's --precopy; "": the engine's default
 CGROUP_V1_BLKIO = "/sys/fs/cgroup/blkio"
 SLOW_GROUP = "ccvm-bench-slow-disk"
 NPROC = os.cpu_count() or 1
