@@ -33,8 +33,8 @@
 #include <string.h>
 
 #define CAUTO_START 2.0         /* LZ4 1: the ladder's place before anything is seen */
-#define CAUTO_MOVE 0.15         /* rungs per chunk at most, either way */
-#define CAUTO_EWMA 0.25         /* the weight of each chunk's times */
+#define CAUTO_MOVE 0.08         /* rungs per chunk at most, either way */
+#define CAUTO_EWMA 0.08         /* the weight of each chunk's times */
 #define CAUTO_DISK_SEED 0.8e9   /* bytes/s, O_DIRECT on our machines */
 #define CAUTO_DISK_MIN (8ull << 20) /* a snapshot's own disk rate is used past this */
 

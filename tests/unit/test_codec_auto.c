@@ -117,7 +117,7 @@ START_TEST(test_climbs_while_disk_waits)
 	struct cauto_choice ch;
 
 	ca_text_at(&a, 2, 0);
-	for (int i = 0; i < 60; i++) {
+	for (int i = 0; i < 200; i++) {
 		ca_choose(&a, &ch);
 		ca_through(&a, 1000, 5000);
 	}
@@ -138,7 +138,7 @@ START_TEST(test_steps_down_when_compressing_is_slower)
 	struct cauto_choice ch;
 
 	ca_text_at(&a, 2, CAUTO_RUNGS - 1);
-	for (int i = 0; i < 60; i++) {
+	for (int i = 0; i < 200; i++) {
 		ca_choose(&a, &ch);
 		ca_through(&a, 5000, 1000);
 	}
@@ -204,7 +204,7 @@ START_TEST(test_one_thread_weighs_saved_writes)
 	for (int fast = 0; fast < 2; fast++) {
 		ca_text_at(&a, 1, 2.0);
 		a.disk_rate = fast ? 10e9 : 50e6;
-		for (int i = 0; i < 40; i++) {
+		for (int i = 0; i < 150; i++) {
 			ca_choose(&a, &ch);
 			ca_through(&a, 1000, 0);
 		}
