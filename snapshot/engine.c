@@ -149,7 +149,7 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 		snprintf(err, errlen, "cannot create the image %s: %s", req->file, strerror(-rc));
 		return rc;
 	}
-	img_writer_auto(e->img, &e->cauto); /* rates carried from one snapshot to the next */
+	img_writer_auto(e->img, &e->cauto); /* its place carried from one snapshot to the next */
 	cauto_begin(&e->cauto, req->threads);
 	if (req->parent) {
 		rc = track_parent_path(&e->track, req->file, recorded, sizeof(recorded));

@@ -63,7 +63,7 @@ struct snap_engine {
 	struct snap_rounds rounds;
 	struct snap_request rounds_req; /* --precopy rounds: the request, for its thread */
 	struct img_writer *img;   /* the running snapshot's image */
-	struct codec_auto cauto;  /* its writer's rates, kept from one snapshot to the next */
+	struct codec_auto cauto;  /* auto's place and disk rate, kept from snapshot to snapshot */
 	pthread_t bg;             /* the writer thread, or the fork's waiter */
 	bool bg_joinable;
 	bool threads_live;        /* cow: faults may still be served for this snapshot */

@@ -99,9 +99,9 @@ static uint64_t img_pack(const uint8_t *data, const uint8_t *what, uint8_t *out)
 	return k;
 }
 
-/* The codec and level for @len bytes at @data: the image's, or with auto the one the
- * writer's rates choose (codec_auto.h; it probes into @scratch). IMG_CODEC_NONE: store
- * them as they are. */
+/* The codec and level for @len bytes at @data: the image's, or with auto the one its
+ * place on the ladder gives (codec_auto.h; it probes into @scratch). IMG_CODEC_NONE:
+ * store them as they are. */
 static void img_codec_for(struct img_writer *w, const void *data, size_t len, uint8_t *scratch,
 			  struct cauto_choice *ch)
 {
@@ -112,7 +112,7 @@ static void img_codec_for(struct img_writer *w, const void *data, size_t len, ui
 	*ch = (struct cauto_choice){ .codec = w->info.codec, .level = w->info.level };
 }
 
-/* codec_compress with @ch's codec and level, timed for the rates auto chooses by. */
+/* codec_compress with @ch's codec and level, timed: auto steers by compressing's time. */
 static ssize_t img_compress(struct img_writer *w, const struct cauto_choice *ch, const void *src,
 			    size_t len, void *dst, size_t cap)
 {

@@ -32,10 +32,11 @@
 #define OPT_STR_(x) #x
 #define OPT_STR(x) OPT_STR_(x)
 
-/* The codec of a VM's snapshots: auto, which stores a chunk raw unless compressing it
- * is no slower than writing it (snapshot/codec_auto.c). The end-to-end suite passes
- * with it in VMs (every snapshot, restore, incremental, merge and damage test). The
- * engine's own default is zstd (SNAP_DEFAULT_CODEC, measured on plain memory). */
+/* The codec of a VM's snapshots: auto, which compresses more while the writing threads
+ * wait on the disk and less while they wait on compressing (snapshot/codec_auto.c).
+ * The end-to-end suite passes with it in VMs (every snapshot, restore, incremental,
+ * merge and damage test). The engine's own default is zstd (SNAP_DEFAULT_CODEC,
+ * measured on plain memory). */
 #define OPT_DEFAULT_CODEC IMG_CODEC_AUTO
 #define OPT_DEFAULT_CODEC_NAME "auto"
 

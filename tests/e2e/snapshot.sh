@@ -36,6 +36,11 @@ vm_stop() { # touch $STOP and close the guest's stdin; wait for it: its status
 	wait "$VMPID"
 }
 field() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
+flip_byte() { # FILE OFFSET: every bit of the byte inverted (writing a constant would
+	# leave a byte that already held it, such as an LZ4 frame's 0xff lengths, as it was)
+	python3 -c 'import os, sys; fd, o = os.open(sys.argv[1], os.O_RDWR), int(sys.argv[2])
+os.pwrite(fd, bytes([os.pread(fd, 1, o)[0] ^ 0xff]), o)' "$1" "$2"
+}
 image_memory_equals_ref() { # IMAGE: the memory the image holds (read by ccvm's reader,
 	# build/imgmem: frames decompressed, each chunk checked) vs IMAGE.ref
 	local ram; ram=$(stat -c %s "$1.ref")
@@ -369,10 +374,7 @@ damaged_frame() { # IMAGE NAME: a byte flipped in IMAGE's first chunk stored as 
 		fail "damaged $2 frame" "no chunk of $1 is stored as a frame"
 		return
 	fi
-	# (every bit inverted: a byte that already held a constant written over it would
-	# stay as it was)
-	python3 -c 'import os, sys; fd, o = os.open(sys.argv[1], os.O_RDWR), int(sys.argv[2])
-os.pwrite(fd, bytes([os.pread(fd, 1, o)[0] ^ 0xff]), o)' "$S/cbad.img" "$off"
+	flip_byte "$S/cbad.img" "$off"
 	"$CCVM" inspect "$S/cbad.img" >"$S/insp.out" 2>&1; st=$?
 	[ $st = 1 ] && grep -q 'DAMAGED: memory chunk' "$S/insp.out" &&
 		pass "inspect of a damaged $2 frame" "found ($(grep -o 'DAMAGED: memory chunk [0-9]*' "$S/insp.out"))" ||
@@ -492,18 +494,17 @@ snap_damaged() {
 	"$CCVM" inspect "$S/z1.img" >"$S/insp.out" 2>&1 && grep -q '0 damaged' "$S/insp.out" &&
 		pass "inspect of a good image" "every checksum verifies" || fail "inspect of a good image" "$(tail -3 "$S/insp.out")"
 	cp "$S/z1.img" "$S/bad.img"
-	python3 - "$S/bad.img" <<-'PY'
+	off=$(python3 - "$S/bad.img" <<-'PY'
 	import os, sys
-	fd = os.open(sys.argv[1], os.O_RDWR)
+	fd = os.open(sys.argv[1], os.O_RDONLY)
 	try:  # data past the first 8 memory chunks, or else any; near the start of its
 	    # extent, which a frame fills from its chunk's start (its end may be padding)
-	    off = os.lseek(fd, 1048576 + 8 * 2097152, os.SEEK_DATA) + 16
+	    print(os.lseek(fd, 1048576 + 8 * 2097152, os.SEEK_DATA) + 16)
 	except OSError:
-	    off = os.lseek(fd, 1048576, os.SEEK_DATA) + 16
-	# Every bit of the byte inverted: writing a constant leaves a byte that already
-	# held it (an LZ4 frame's 0xff length bytes) as it was.
-	os.pwrite(fd, bytes([os.pread(fd, 1, off)[0] ^ 0xff]), off)
+	    print(os.lseek(fd, 1048576, os.SEEK_DATA) + 16)
 	PY
+	)
+	flip_byte "$S/bad.img" "$off"
 	"$CCVM" inspect "$S/bad.img" >"$S/insp.out" 2>&1; st=$?
 	[ $st = 1 ] && grep -q 'DAMAGED: memory chunk' "$S/insp.out" &&
 		pass "inspect of a damaged image" "flipped byte found ($(grep -o 'DAMAGED: memory chunk [0-9]*' "$S/insp.out"))" ||
