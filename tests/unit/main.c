@@ -12,6 +12,7 @@ int main(void)
 
 	srunner_add_suite(sr, gmem_suite());
 	srunner_add_suite(sr, pagetable_suite());
+	srunner_add_suite(sr, aspace_suite());
 	srunner_add_suite(sr, stack_suite());
 	srunner_add_suite(sr, ctl_proto_suite());
 	srunner_add_suite(sr, vma_suite());

@@ -13,6 +13,7 @@
 Suite *elf_suite(void);
 Suite *gmem_suite(void);
 Suite *pagetable_suite(void);
+Suite *aspace_suite(void);
 Suite *stack_suite(void);
 Suite *ctl_proto_suite(void);
 Suite *vma_suite(void);

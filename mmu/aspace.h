@@ -1,0 +1,81 @@
+/*
+ * aspace.h - the address spaces of a VM's processes: a window of guest-physical memory
+ * each, the page tables that map it, and 2 MiB blocks shared copy-on-write after a
+ * fork (mmu/aspace.c).
+ */
+#ifndef CCVM_ASPACE_H
+#define CCVM_ASPACE_H
+
+#include "gmem.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define ASPACE_MAX 64   /* windows, so processes, at most: one bit each in a flush mask */
+#define ASPACE_OWN (-1) /* a block the space maps from its own window */
+
+struct aspace;
+
+struct aspace_set {
+	struct gmem *mem;
+	uint64_t window;        /* bytes of virtual space, and of guest-physical window, each */
+	uint32_t blocks;        /* 2 MiB blocks in a window */
+	int n;                  /* windows there is guest-physical room for */
+	pthread_mutex_t lock;   /* every change to any space of the set */
+	struct aspace *as[ASPACE_MAX]; /* per window: the space in it, NULL when free */
+	uint16_t *readers;      /* [w * blocks + b]: spaces that map window w's block b
+				 * read-only, as theirs */
+};
+
+struct aspace {
+	struct aspace_set *set;
+	int win;                /* its window: guest-physical [win * window, + window) */
+	uint64_t cr3;           /* its page tables, in its window's system area */
+	int8_t *src;            /* per block: ASPACE_OWN, or the window whose block it reads */
+};
+
+/* Windows of @window bytes (a multiple of 2 MiB, LAYOUT_MIN_RAM..LAYOUT_MAX_RAM) for
+ * @n spaces, in guest memory @mem of at least @n windows: 0, -EINVAL or -ENOMEM. */
+int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int n);
+void aspace_set_fini(struct aspace_set *s);
+
+/*
+ * A flush mask: bit w set when the space in window w changed an entry so that a vCPU
+ * running it may still hold the old translation (read-write made read-only, or another
+ * block). Its vCPUs reload CR3 before they run on. An entry made writable is not in
+ * it: the stale read-only translation faults once more, and aspace_write_fault finds
+ * nothing to do.
+ */
+
+/* A space of its own: the lowest free window (window 0 maps RAM to itself, as a VM
+ * with one process always did), every user block its own, zero. 0 or -EAGAIN. */
+int aspace_create(struct aspace_set *s, struct aspace **out);
+
+/* A child of @parent: each block whose bit is set in @used (a bit per block; NULL:
+ * all) is shared with it read-only, in both; the others are the child's own, zero.
+ * 0, -EAGAIN (no window) or -ENOMEM; @flush gets the parent's bit. */
+int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out,
+		uint64_t *flush);
+
+/* A write to @gva faulted: the block becomes writable, the space's own (a copy of what
+ * it read) and read by nobody else (readers get their own copy first). 0, or -EFAULT
+ * when @gva is not user memory of the space. */
+int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush);
+
+/* Every block of [@gva, @gva + @len) as aspace_write_fault leaves it: the monitor may
+ * then read and write the range in place, contiguously, at the window's host address.
+ * 0, or -EFAULT. */
+int aspace_own(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush);
+
+/* Where @gva's bytes are now (read them only): a guest-physical address, or -1. */
+int64_t aspace_gpa(struct aspace *as, uint64_t gva);
+
+/* The space forgets every block (readers of its own keep the data) and starts empty,
+ * as exec leaves a process: 0. */
+int aspace_reset(struct aspace *as, uint64_t *flush);
+
+/* The space ends: readers of its blocks keep the data, its window is given back and
+ * reads as zero. */
+void aspace_destroy(struct aspace *as, uint64_t *flush);
+
+#endif

@@ -1,0 +1,289 @@
+/*
+ * test_aspace.c - processes' address spaces: window 0 is the identity map a VM always
+ * had, a fork shares blocks read-only, the first write on either side gets the writer
+ * its own copy and leaves the other side's bytes alone, and an ending space leaves
+ * its readers their data. After every step, the tables agree with the bookkeeping.
+ */
+#include "suites.h"
+#include "../../mmu/aspace.h"
+#include "../../mmu/layout.h"
+#include "../../mmu/pagetable.h"
+#include "../../vmm/base/x86.h"
+
+#include <string.h>
+
+#define WIN (16ULL << 20)     /* LAYOUT_MIN_RAM: 8 blocks, 6 of them user blocks */
+#define NWIN 4
+#define BLK(b) ((uint64_t)(b) * HUGE_SIZE)
+
+static struct gmem mem;
+static struct aspace_set set;
+
+static void setup(void)
+{
+	ck_assert_int_eq(gmem_map(&mem, WIN * NWIN), 0);
+	ck_assert_int_eq(aspace_set_init(&set, &mem, WIN, NWIN), 0);
+}
+
+static void teardown(void)
+{
+	aspace_set_fini(&set);
+	gmem_unmap(&mem);
+}
+
+/* A byte of @as at @gva as its own tables translate it (the guest's view). */
+static uint8_t *seen(struct aspace *as, uint64_t gva, uint64_t *flags)
+{
+	int64_t gpa = pt_walk(mem.host, as->cr3, gva, flags);
+
+	ck_assert_msg(gpa >= 0, "window %d: %#llx not mapped", as->win, (unsigned long long)gva);
+	return mem.host + gpa;
+}
+
+/* The tables of every space say what the bookkeeping says: each block maps the window
+ * that holds its data, that window's space maps it as its own, the reader counts are
+ * right, and only an unshared own block is writable. */
+static void check_all(void)
+{
+	for (int w = 0; w < NWIN; w++) {
+		struct aspace *as = set.as[w];
+
+		if (!as)
+			continue;
+		for (uint32_t b = LAYOUT_USER_BASE / HUGE_SIZE; b < set.blocks; b++) {
+			int home = as->src[b] == ASPACE_OWN ? w : as->src[b];
+			int readers = 0;
+			uint64_t flags;
+			int64_t gpa = pt_walk(mem.host, as->cr3, BLK(b), &flags);
+
+			for (int r = 0; r < NWIN; r++)
+				readers += set.as[r] && r != w && set.as[r]->src[b] == w;
+			ck_assert_msg(set.as[home] && set.as[home]->src[b] == ASPACE_OWN,
+				      "window %d block %u reads window %d, which does not own it", w,
+				      b, home);
+			ck_assert_msg(gpa == (int64_t)(home * WIN + BLK(b)),
+				      "window %d block %u maps %#llx, not window %d's", w, b,
+				      (unsigned long long)gpa, home);
+			ck_assert_uint_eq(set.readers[w * set.blocks + b], readers);
+			ck_assert_msg(!!(flags & PTE_RW) == (home == w && !readers),
+				      "window %d block %u: writable %d, own %d, readers %d", w, b,
+				      !!(flags & PTE_RW), home == w, readers);
+		}
+	}
+}
+
+/* Window 0's tables are byte for byte those of the one-process VM (pt_build), and
+ * every process maps the one system and stub area, with the same rights. */
+START_TEST(test_window0_is_identity)
+{
+	static uint8_t ref[LAYOUT_SYS_END];
+	struct aspace *a, *b;
+	uint64_t cr3, f0, f1;
+
+	ck_assert_int_eq(pt_build(ref, WIN, &cr3), 0);
+	ck_assert_int_eq(aspace_create(&set, &a), 0);
+	ck_assert_int_eq(a->win, 0);
+	ck_assert_uint_eq(a->cr3, cr3);
+	ck_assert_msg(!memcmp(mem.host + LAYOUT_PGTABLE, ref + LAYOUT_PGTABLE, 4 * PAGE_SIZE),
+		      "window 0's tables differ from pt_build's");
+	ck_assert_int_eq(aspace_create(&set, &b), 0);
+	ck_assert_int_eq(b->win, 1);
+	ck_assert_uint_eq(b->cr3, WIN + LAYOUT_PGTABLE);
+	ck_assert_int_eq(pt_walk(mem.host, b->cr3, LAYOUT_STUBS, &f1), (int64_t)LAYOUT_STUBS);
+	ck_assert_int_eq(pt_walk(mem.host, a->cr3, LAYOUT_STUBS, &f0), (int64_t)LAYOUT_STUBS);
+	ck_assert_uint_eq(f0, f1);
+	ck_assert_int_eq(pt_walk(mem.host, b->cr3, LAYOUT_GDT, &f1), (int64_t)LAYOUT_GDT);
+	ck_assert_msg(!(f1 & PTE_US), "the system area must stay supervisor-only");
+	ck_assert_int_eq(pt_walk(mem.host, b->cr3, LAYOUT_USER_BASE, &f1),
+			 (int64_t)(WIN + LAYOUT_USER_BASE));
+	ck_assert_int_eq(pt_walk(mem.host, b->cr3, WIN, &f1), -1);
+	check_all();
+}
+END_TEST
+
+/* After a fork both sides read the same bytes without a copy; a write fault by the
+ * child copies its block alone, and from then on neither side sees the other's writes. */
+START_TEST(test_fork_child_writes)
+{
+	struct aspace *p, *c;
+	uint64_t flush = 0, f;
+
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(3), 'p', HUGE_SIZE);
+	memset(mem.host + BLK(4), 'q', HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	ck_assert_uint_eq(flush, 1ULL << p->win); /* its entries became read-only */
+	check_all();
+	ck_assert_ptr_eq(seen(c, BLK(3) + 5, &f), mem.host + BLK(3) + 5); /* no copy */
+	ck_assert_msg(!(f & PTE_RW), "a shared block must be read-only in the child");
+	seen(p, BLK(3), &f);
+	ck_assert_msg(!(f & PTE_RW), "a shared block must be read-only in the parent");
+
+	flush = 0;
+	ck_assert_int_eq(aspace_write_fault(c, BLK(3) + 100, &flush), 0);
+	ck_assert_uint_eq(flush, 1ULL << c->win);
+	check_all();
+	ck_assert_uint_eq(*seen(c, BLK(3) + 7, &f), 'p');
+	ck_assert_msg(f & PTE_RW, "the child's own copy must be writable");
+	seen(p, BLK(3), &f);
+	ck_assert_msg(f & PTE_RW, "nobody reads the parent's block any more: writable again");
+	*seen(c, BLK(3) + 7, &f) = 'c';
+	ck_assert_uint_eq(mem.host[BLK(3) + 7], 'p');
+	mem.host[BLK(3) + 8] = 'P';
+	ck_assert_uint_eq(*seen(c, BLK(3) + 8, &f), 'p');
+	ck_assert_ptr_eq(seen(c, BLK(4), &f), mem.host + BLK(4)); /* still shared */
+}
+END_TEST
+
+/* A parent that writes a block its child reads gives the child a copy first: the child
+ * keeps the bytes of the fork's instant. */
+START_TEST(test_fork_parent_writes)
+{
+	struct aspace *p, *c;
+	uint64_t flush = 0, f;
+
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(5), 'x', HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	flush = 0;
+	ck_assert_int_eq(aspace_write_fault(p, BLK(5), &flush), 0);
+	ck_assert_uint_eq(flush, 1ULL << c->win); /* the child's entry moved */
+	check_all();
+	mem.host[BLK(5) + 1] = 'y';
+	ck_assert_uint_eq(*seen(c, BLK(5) + 1, &f), 'x');
+	ck_assert_ptr_eq(seen(c, BLK(5), &f), mem.host + c->win * WIN + BLK(5));
+	seen(p, BLK(5), &f);
+	ck_assert_msg(f & PTE_RW, "the parent's block must be writable after its fault");
+}
+END_TEST
+
+/* Only the blocks a fork is told are in use are shared; the rest are the child's own
+ * and zero. */
+START_TEST(test_fork_used_only)
+{
+	struct aspace *p, *c;
+	uint64_t used[1] = { 1ULL << 2 }, flush = 0, f;
+
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(2), 'u', HUGE_SIZE);
+	memset(mem.host + BLK(6), 'n', HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, used, &c, &flush), 0);
+	check_all();
+	ck_assert_uint_eq(*seen(c, BLK(2), &f), 'u');
+	ck_assert_uint_eq(*seen(c, BLK(6), &f), 0);
+	ck_assert_msg(f & PTE_RW, "a block not in use is the child's own, writable");
+	seen(p, BLK(6), &f);
+	ck_assert_msg(f & PTE_RW, "the parent's unshared block must stay writable");
+}
+END_TEST
+
+/* A space that ends hands its shared blocks on: the first reader takes a copy, the
+ * second reads that one, and both still see the bytes of the fork. */
+START_TEST(test_destroy_hands_over)
+{
+	struct aspace *p, *c1, *c2;
+	uint64_t flush = 0, f;
+	int w1;
+
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(3), 'h', HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c1, &flush), 0);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c2, &flush), 0);
+	w1 = c1->win;
+	flush = 0;
+	aspace_destroy(p, &flush);
+	ck_assert_uint_eq(flush, (1ULL << c1->win) | (1ULL << c2->win));
+	check_all();
+	ck_assert_uint_eq(*seen(c1, BLK(3) + 9, &f), 'h');
+	ck_assert_uint_eq(*seen(c2, BLK(3) + 9, &f), 'h');
+	ck_assert_ptr_eq(seen(c2, BLK(3), &f), mem.host + w1 * WIN + BLK(3));
+	ck_assert_uint_eq(mem.host[BLK(3)], 0); /* the ended window reads as zero */
+	/* its window is free again, and the next space gets it */
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	ck_assert_int_eq(p->win, 0);
+	check_all();
+}
+END_TEST
+
+/* exec's reset: the space starts empty and writable, its child keeps the old bytes. */
+START_TEST(test_reset)
+{
+	struct aspace *p, *c;
+	uint64_t flush = 0, f;
+
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(7), 'r', HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	flush = 0;
+	ck_assert_int_eq(aspace_reset(c, &flush), 0);
+	check_all();
+	ck_assert_uint_eq(*seen(c, BLK(7), &f), 0);
+	ck_assert_msg(f & PTE_RW, "after exec every block is the space's own");
+	seen(p, BLK(7), &f);
+	ck_assert_msg(f & PTE_RW, "the parent is read by nobody after the child's exec");
+	ck_assert_uint_eq(*seen(p, BLK(7), &f), 'r');
+	ck_assert_int_eq(aspace_fork(c, NULL, &p, &flush), 0);
+	flush = 0;
+	ck_assert_int_eq(aspace_reset(c, &flush), 0); /* a reader of it keeps the data */
+	check_all();
+}
+END_TEST
+
+/* The monitor's in-place access: every block of a range becomes the space's own, so
+ * the range is contiguous at its window; reads go where the data is, without a copy. */
+START_TEST(test_own_range)
+{
+	struct aspace *p, *c;
+	uint64_t flush = 0, f;
+
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(2), 'a', 3 * HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	ck_assert_int_eq(aspace_gpa(c, BLK(3) + 1), (int64_t)(BLK(3) + 1));
+	ck_assert_int_eq(aspace_own(c, BLK(2) + HUGE_SIZE - 1, HUGE_SIZE + 2, &flush), 0);
+	check_all();
+	ck_assert_int_eq(aspace_gpa(c, BLK(3) + 1), (int64_t)(c->win * WIN + BLK(3) + 1));
+	for (int b = 2; b <= 4; b++)
+		ck_assert_uint_eq(mem.host[c->win * WIN + BLK(b) + 17], 'a');
+	ck_assert_ptr_eq(seen(c, BLK(4), &f), mem.host + c->win * WIN + BLK(4));
+	ck_assert_ptr_eq(seen(c, BLK(5), &f), mem.host + BLK(5)); /* outside: still shared */
+}
+END_TEST
+
+/* Addresses outside user memory are refused, and windows run out with -EAGAIN. */
+START_TEST(test_limits)
+{
+	struct aspace *as[NWIN + 1];
+	uint64_t flush = 0;
+
+	for (int i = 0; i < NWIN; i++)
+		ck_assert_int_eq(aspace_create(&set, &as[i]), 0);
+	ck_assert_int_eq(aspace_create(&set, &as[NWIN]), -EAGAIN);
+	ck_assert_int_eq(aspace_fork(as[0], NULL, &as[NWIN], &flush), -EAGAIN);
+	check_all(); /* a failed fork shared nothing */
+	ck_assert_int_eq(aspace_write_fault(as[1], LAYOUT_STUBS, &flush), -EFAULT);
+	ck_assert_int_eq(aspace_write_fault(as[1], WIN, &flush), -EFAULT);
+	ck_assert_int_eq(aspace_own(as[1], WIN - 4, 8, &flush), -EFAULT);
+	ck_assert_int_eq(aspace_own(as[1], UINT64_MAX - 4, 8, &flush), -EFAULT);
+	ck_assert_int_eq(aspace_gpa(as[1], LAYOUT_GDT), -1);
+	ck_assert_int_eq(aspace_set_init(&(struct aspace_set){ 0 }, &mem, WIN, NWIN + 1), -EINVAL);
+}
+END_TEST
+
+Suite *aspace_suite(void)
+{
+	Suite *s = suite_create("aspace");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_window0_is_identity);
+	tcase_add_test(tc, test_fork_child_writes);
+	tcase_add_test(tc, test_fork_parent_writes);
+	tcase_add_test(tc, test_fork_used_only);
+	tcase_add_test(tc, test_destroy_hands_over);
+	tcase_add_test(tc, test_reset);
+	tcase_add_test(tc, test_own_range);
+	tcase_add_test(tc, test_limits);
+	suite_add_tcase(s, tc);
+	return s;
+}
