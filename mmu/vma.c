@@ -26,6 +26,19 @@ void vma_map_free(struct vma_map *m)
 	memset(m, 0, sizeof(*m));
 }
 
+int vma_map_copy(struct vma_map *dst, const struct vma_map *src)
+{
+	vma_map_init(dst, src->lo, src->hi);
+	if (!src->n)
+		return 0;
+	dst->v = malloc((size_t)src->n * sizeof(*dst->v));
+	if (!dst->v)
+		return -ENOMEM;
+	memcpy(dst->v, src->v, (size_t)src->n * sizeof(*dst->v));
+	dst->n = dst->cap = src->n;
+	return 0;
+}
+
 static int vma_reserve(struct vma_map *m, int extra)
 {
 	struct vma *nv;

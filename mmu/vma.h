@@ -26,6 +26,8 @@ struct vma_map {
 
 void vma_map_init(struct vma_map *m, uint64_t lo, uint64_t hi);
 void vma_map_free(struct vma_map *m);
+/* @dst (uninitialised) becomes a copy of @src: 0 or -ENOMEM (@dst then empty). */
+int vma_map_copy(struct vma_map *dst, const struct vma_map *src);
 
 /* Record [start, end) as @proto (its start/end are ignored), replacing whatever was
  * there. Returns 0 or -ENOMEM. */

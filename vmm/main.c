@@ -401,6 +401,10 @@ static int cmd_run(int argc, char **argv)
 		status = exit_status_for(rc);
 		goto out_vm;
 	}
+	if (vm_tree(&vm)) {
+		status = 1;
+		goto out_proc;
+	}
 	rc = vcpu_create(&vm, vm.kvm, 0, &(struct cpu_entry){ .rip = entry.rip, .rsp = entry.rsp },
 			 &vcpu);
 	if (rc) {

@@ -105,6 +105,9 @@ static int restore_state(const char *file, const struct restore_saved *st,
 		log_err("cannot restore '%s': %s", file, err);
 		return rc;
 	}
+	rc = vm_tree(vm);
+	if (rc)
+		return rc;
 	*mono_ns = vm->proc->clock.mono_base_ns;
 	return restore_threads(file, vm, st->proc, st->vcpus, (int)st->n_vcpus, o->vcpus != 0);
 }

@@ -60,8 +60,19 @@ err:
 	return rc;
 }
 
+int vm_tree(struct vm *vm)
+{
+	int rc = lx_tree_init(&vm->tree, vm->proc, LX_MAX_PROCS);
+
+	if (rc)
+		log_err("cannot start the process tree: %s", strerror(-rc));
+	return rc;
+}
+
 void vm_destroy(struct vm *vm)
 {
+	if (vm->tree.max)
+		lx_tree_fini(&vm->tree);
 	for (int i = 0; i < vm->n_vcpus; i++)
 		vcpu_destroy(vm->vcpus[i]);
 	vm->n_vcpus = 0;

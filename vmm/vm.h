@@ -6,6 +6,7 @@
 
 #include "stats.h"
 #include "../mmu/gmem.h"
+#include "linux/lx.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -40,6 +41,7 @@ struct vm {
 	int exit_status;       /* what ccvm exits with once the VM stops */
 
 	struct lx_proc *proc;  /* the Linux personality of the guest program */
+	struct lx_tree tree;   /* its processes: proc is the first (vm_tree) */
 	struct lazy *lazy;     /* memory still being loaded by a lazy restore, or NULL */
 	struct vm_stats stats;
 };
@@ -49,6 +51,8 @@ int vm_create(struct vm *vm, uint64_t mem_bytes);
  * never an image's. */
 int vm_system_area(struct vm *vm);
 void vm_destroy(struct vm *vm);
+/* vm->proc, just created or restored, becomes the first of the VM's processes. */
+int vm_tree(struct vm *vm);
 
 /* Start every vCPU thread and wait until the VM stops. Returns the exit status. */
 int vm_run(struct vm *vm);

@@ -33,6 +33,7 @@
 #include <sys/time.h>
 #include <sys/timerfd.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
 
@@ -1762,6 +1763,199 @@ START_TEST(test_signal_off)
 }
 END_TEST
 
+/* ---- processes (ptree.c): fork's copy, wait, SIGCHLD, groups ---- */
+
+static struct lx_tree ptr;
+
+/* A child of pp as fork's personality half makes it, with a thread to call on. */
+static struct lx_proc *pt_fork(struct lx_proc *parent, struct lx_thread *t)
+{
+	struct lx_proc *c = NULL;
+
+	ck_assert_int_eq(lx_proc_fork(parent, &c), 0);
+	lx_thread_init(c, t, NULL);
+	return c;
+}
+
+static void pt_sigaction(int sig, uint64_t handler, uint64_t flags)
+{
+	uint64_t *act = gp(scratch + 0xe00, 32);
+
+	act[0] = handler;
+	act[1] = flags;
+	act[2] = act[3] = 0;
+	ck_assert_int_eq(S4(SYS_rt_sigaction, sig, scratch + 0xe00, 0, 8), 0);
+}
+
+/* A child gets the parent's open files (one offset between them, as fork's
+ * duplicates share it), working directory, umask, dispositions and memory map, a pid
+ * of its own, and the parent as its parent; nothing pending. */
+START_TEST(test_ptree_fork_copies)
+{
+	struct lx_thread ct;
+	struct lx_proc *c;
+	int64_t fd;
+
+	ck_assert_int_eq(lx_tree_init(&ptr, pp, 8), 0);
+	fd = S4(SYS_openat, AT_FDCWD, gpath(0, "forked"), O_RDWR | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 3);
+	ck_assert_int_eq(S3(SYS_write, fd, gstr(0x100, "abc"), 3), 3);
+	ck_assert_int_eq(S1(SYS_chdir, gstr(0x200, pdir)), 0);
+	S1(SYS_umask, 027);
+	pt_sigaction(SIGUSR1, 0x401000, 0);
+	c = pt_fork(pp, &ct);
+	ck_assert_int_ne(c->pid, pp->pid);
+	ck_assert_int_eq(psys_on(&ct, SYS_getpid, 0, 0, 0, 0, 0, 0, NULL), c->pid);
+	ck_assert_int_eq(psys_on(&ct, SYS_getppid, 0, 0, 0, 0, 0, 0, NULL), pp->pid);
+	ck_assert_int_eq(psys_on(&ct, SYS_getpgid, 0, 0, 0, 0, 0, 0, NULL), S1(SYS_getpgid, 0));
+	ck_assert_int_eq(psys_on(&ct, SYS_write, fd, gstr(0x100, "de"), 2, 0, 0, 0, NULL), 2);
+	ck_assert_int_eq(S3(SYS_lseek, fd, 0, SEEK_CUR), 5); /* the child's write moved it */
+	ck_assert_int_eq(psys_on(&ct, SYS_getcwd, scratch + 0x300, 256, 0, 0, 0, 0, NULL),
+			 (int64_t)strlen(pdir) + 1);
+	ck_assert_str_eq(gp(scratch + 0x300, 1), pdir);
+	ck_assert_int_eq(psys_on(&ct, SYS_umask, 022, 0, 0, 0, 0, 0, NULL), 027);
+	ck_assert_int_eq(psys_on(&ct, SYS_rt_sigaction, SIGUSR1, 0, scratch + 0xf00, 8, 0, 0,
+				 NULL), 0);
+	ck_assert_uint_eq(*(uint64_t *)gp(scratch + 0xf00, 8), 0x401000);
+	ck_assert_int_eq(c->mm.map.n, pp->mm.map.n);
+	ck_assert_uint_eq(c->sigpend.set, 0);
+	ck_assert_int_eq(psys_on(&ct, SYS_close, fd, 0, 0, 0, 0, 0, NULL), 0);
+	ck_assert_int_eq(S3(SYS_write, fd, gstr(0x100, "f"), 1), 1); /* still the parent's */
+	ck_assert_int_gt(lx_new_id(pp), c->pid); /* threads and processes: one id space */
+	lx_proc_destroy(c);
+	lx_tree_fini(&ptr);
+}
+END_TEST
+
+/* wait4: nothing to reap yet is 0 with WNOHANG, a pid that is no child is ECHILD; an
+ * ended child queues SIGCHLD with its pid and status, is reaped once, then gone. */
+START_TEST(test_ptree_wait_and_sigchld)
+{
+	struct lx_thread ct;
+	struct lx_proc *c;
+	siginfo_t *si = gp(scratch + 0xa00, sizeof(siginfo_t));
+	int pid;
+
+	ck_assert_int_eq(lx_tree_init(&ptr, pp, 8), 0);
+	ck_assert_int_eq(S4(SYS_wait4, -1, 0, WNOHANG, 0), -ECHILD);
+	*(uint64_t *)gp(scratch + 0xb00, 8) = 1ULL << (SIGCHLD - 1);
+	ck_assert_int_eq(S4(SYS_rt_sigprocmask, SIG_BLOCK, scratch + 0xb00, 0, 8), 0);
+	c = pt_fork(pp, &ct);
+	pid = c->pid;
+	ck_assert_int_eq(S4(SYS_wait4, -1, scratch, WNOHANG, 0), 0);
+	ck_assert_int_eq(S4(SYS_wait4, pid + 1000, scratch, WNOHANG, 0), -ECHILD);
+	ck_assert_int_eq(S4(SYS_wait4, -1, 0, 0x100, 0), -EINVAL);
+	lx_proc_ended(c, 7 << 8);
+	*(int64_t *)gp(scratch + 0xc00, 16) = 0;
+	*(int64_t *)gp(scratch + 0xc08, 8) = 0;
+	ck_assert_int_eq(S4(SYS_rt_sigtimedwait, scratch + 0xb00, scratch + 0xa00, scratch + 0xc00, 8),
+			 SIGCHLD);
+	ck_assert_int_eq(si->si_pid, pid);
+	ck_assert_int_eq(si->si_code, CLD_EXITED);
+	ck_assert_int_eq(si->si_status, 7);
+	*(int *)gp(scratch, 4) = -1;
+	ck_assert_int_eq(S4(SYS_wait4, -1, scratch, 0, scratch + 0x40), pid);
+	ck_assert_int_eq(*(int *)gp(scratch, 4), 7 << 8);
+	ck_assert_int_eq(S4(SYS_wait4, -1, scratch, 0, 0), -ECHILD);
+	lx_tree_fini(&ptr);
+}
+END_TEST
+
+struct pt_ender {
+	struct lx_proc *c;
+	int wstatus;
+};
+
+static void *pt_end_later(void *arg)
+{
+	struct pt_ender *e = arg;
+
+	usleep(50 * 1000);
+	lx_proc_ended(e->c, e->wstatus);
+	return NULL;
+}
+
+/* A wait4 with no child ended yet sleeps until one ends (another thread ends it), and
+ * reports a signal's end as such; waitid's WNOWAIT leaves it to be reaped again. */
+START_TEST(test_ptree_wait_blocks)
+{
+	struct lx_thread ct;
+	struct pt_ender e;
+	siginfo_t *si = gp(scratch + 0xa00, sizeof(siginfo_t));
+	pthread_t th;
+
+	ck_assert_int_eq(lx_tree_init(&ptr, pp, 8), 0);
+	e = (struct pt_ender){ .c = pt_fork(pp, &ct), .wstatus = SIGKILL };
+	ck_assert_int_eq(pthread_create(&th, NULL, pt_end_later, &e), 0);
+	ck_assert_int_eq(S6(SYS_waitid, P_PID, e.c->pid, scratch + 0xa00, WEXITED | WNOWAIT, 0, 0), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(si->si_code, CLD_KILLED);
+	ck_assert_int_eq(si->si_status, SIGKILL);
+	ck_assert_int_eq(S4(SYS_wait4, si->si_pid, scratch, 0, 0), si->si_pid);
+	ck_assert_msg(WIFSIGNALED(*(int *)gp(scratch, 4)) && WTERMSIG(*(int *)gp(scratch, 4)) == SIGKILL,
+		      "status %#x", *(int *)gp(scratch, 4));
+	ck_assert_int_eq(S6(SYS_waitid, P_ALL, 0, scratch + 0xa00, WEXITED, 0, 0), -ECHILD);
+	ck_assert_int_eq(S6(SYS_waitid, P_ALL, 0, scratch + 0xa00, WNOHANG, 0, 0), -EINVAL);
+	lx_tree_fini(&ptr);
+}
+END_TEST
+
+/* A child's own children go to the first process when it ends, and are waited for
+ * there; a parent that ignores SIGCHLD leaves no zombies; fork stops at the cap. */
+START_TEST(test_ptree_orphans_and_limits)
+{
+	struct lx_thread ct, gt, dt;
+	struct lx_proc *c, *g, *d, *x = NULL;
+	int cpid, gpid;
+
+	ck_assert_int_eq(lx_tree_init(&ptr, pp, 3), 0);
+	c = pt_fork(pp, &ct);
+	g = pt_fork(c, &gt);
+	cpid = c->pid;
+	gpid = g->pid;
+	ck_assert_int_eq(psys_on(&gt, SYS_getppid, 0, 0, 0, 0, 0, 0, NULL), cpid);
+	ck_assert_int_eq(lx_proc_fork(pp, &x), -EAGAIN); /* 3 processes: the cap */
+	lx_proc_ended(c, 0);
+	ck_assert_int_eq(psys_on(&gt, SYS_getppid, 0, 0, 0, 0, 0, 0, NULL), pp->pid);
+	ck_assert_int_eq(S4(SYS_wait4, cpid, 0, 0, 0), cpid);
+	lx_proc_ended(g, 3 << 8);
+	ck_assert_int_eq(S4(SYS_wait4, -1, scratch, 0, 0), gpid);
+	ck_assert_int_eq(*(int *)gp(scratch, 4), 3 << 8);
+	pt_sigaction(SIGCHLD, (uint64_t)(uintptr_t)SIG_IGN, 0);
+	d = pt_fork(pp, &dt);
+	(void)dt;
+	lx_proc_ended(d, 0); /* reaped at once: d is gone */
+	ck_assert_int_eq(S4(SYS_wait4, -1, 0, 0, 0), -ECHILD);
+	lx_tree_fini(&ptr);
+}
+END_TEST
+
+/* Process groups and sessions: a child makes its own group and its parent sees it; a
+ * group leader cannot start a session, another child can; ids of strangers are ESRCH. */
+START_TEST(test_ptree_groups)
+{
+	struct lx_thread ct, c2t;
+	struct lx_proc *c, *c2;
+
+	ck_assert_int_eq(lx_tree_init(&ptr, pp, 8), 0);
+	c = pt_fork(pp, &ct);
+	c2 = pt_fork(pp, &c2t);
+	ck_assert_int_eq(psys_on(&ct, SYS_setpgid, 0, 0, 0, 0, 0, 0, NULL), 0);
+	ck_assert_int_eq(S1(SYS_getpgid, c->pid), c->pid);
+	ck_assert_int_eq(psys_on(&ct, SYS_setsid, 0, 0, 0, 0, 0, 0, NULL), -EPERM);
+	ck_assert_int_eq(psys_on(&c2t, SYS_setsid, 0, 0, 0, 0, 0, 0, NULL), c2->pid);
+	ck_assert_int_eq(S1(SYS_getsid, c2->pid), c2->pid);
+	ck_assert_int_eq(S1(SYS_getpgid, c2->pid), c2->pid);
+	ck_assert_int_eq(S2(SYS_setpgid, c2->pid, pp->pgid), -EPERM); /* another session now */
+	ck_assert_int_eq(S2(SYS_setpgid, c->pid, 999999), -EPERM);     /* no such group */
+	ck_assert_int_eq(S1(SYS_getpgid, 999999), -ESRCH);
+	ck_assert_int_eq(psys_on(&ct, SYS_setpgid, c2->pid, 0, 0, 0, 0, 0, NULL), -ESRCH);
+	lx_proc_destroy(c);
+	lx_proc_destroy(c2);
+	lx_tree_fini(&ptr);
+}
+END_TEST
+
 Suite *personality_suite(void)
 {
 	Suite *s = suite_create("personality");
@@ -1806,6 +2000,16 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_signalfd_reads_and_polls);
 	tcase_add_test(tc, test_signalfd_blocking_read);
 	tcase_add_test(tc, test_signalfd_state_round_trip);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("processes");
+	tcase_add_checked_fixture(tc, sig_setup, p_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_ptree_fork_copies);
+	tcase_add_test(tc, test_ptree_wait_and_sigchld);
+	tcase_add_test(tc, test_ptree_wait_blocks);
+	tcase_add_test(tc, test_ptree_orphans_and_limits);
+	tcase_add_test(tc, test_ptree_groups);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -216,3 +216,34 @@ int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
 	p->files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
 	return fd;
 }
+
+/* (sys.h) fork's table: every descriptor duplicated on the host, so parent and child
+ * share each open file (offset, status flags, locks) as on Linux; a signalfd becomes
+ * the child's own, on its signals. The caller holds @parent's lock. */
+int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child)
+{
+	int rc = lx_fd_grow(child, parent->n_files);
+
+	for (int fd = 0; !rc && fd < parent->n_files; fd++) {
+		const struct lx_file *f = &parent->files[fd];
+		struct lx_file *g = &child->files[fd];
+		int host;
+
+		if (f->host_fd < 0)
+			continue;
+		if (lx_sigfd_is_locked(parent, f->host_fd))
+			rc = lx_sigfd_fork(parent, f->host_fd, child, &host);
+		else
+			host = fcntl(f->host_fd, F_DUPFD_CLOEXEC, 3);
+		if (!rc && host < 0)
+			rc = -errno;
+		if (rc)
+			break;
+		*g = *f;
+		g->host_fd = host;
+		g->path = f->path ? strdup(f->path) : NULL;
+		if (f->path && !g->path)
+			rc = -ENOMEM;
+	}
+	return rc;
+}

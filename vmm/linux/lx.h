@@ -26,6 +26,7 @@
 #define LX_SIGQUEUE_MAX 32   /* signals queued per thread and per process */
 #define LX_MAX_TIMERS  32    /* POSIX timers (timer_create) per process */
 #define LX_MAX_SIGFDS  16    /* signalfds per process */
+#define LX_MAX_PROCS   64    /* processes in one VM, ended ones not yet waited for too */
 
 struct vdso_data;
 struct lx_clone;
@@ -158,6 +159,14 @@ struct lx_timers {
 	bool running, stop;
 };
 
+/* The processes of one VM (ptree.c): who is whose child, and the ids they get. */
+struct lx_tree {
+	pthread_mutex_t lock;    /* the relations below; taken before no process's lock */
+	struct lx_proc *procs[LX_MAX_PROCS]; /* [0]: the first process, which adopts orphans */
+	int max;                 /* --max-procs: fork fails with EAGAIN beyond it */
+	int next_id;             /* the next pid or thread id, one space for both as on Linux */
+};
+
 struct lx_proc {
 	struct gmem *mem;
 	pthread_mutex_t lock;    /* guards fds, mm, fs and signal state */
@@ -190,6 +199,13 @@ struct lx_proc {
 	uint64_t sys_count[LX_NR_SYSCALLS];
 	uint8_t sys_unknown_logged[LX_NR_SYSCALLS];
 	struct lx_fastio *fio;   /* the exitless socket path, NULL when off */
+	/* Its place among the VM's processes (ptree.c; under tree->lock): */
+	struct lx_tree *tree;    /* NULL: a process alone, as before trees existed */
+	struct lx_proc *parent;  /* NULL for the first process */
+	int ppid, pgid, sid;
+	bool ended, released;    /* it exited (a zombie until waited for); its files closed */
+	int wstatus;             /* once ended: the status wait4 reports */
+	uint64_t child_events;   /* bumped when a child ends (atomic): wait4 wakes on it */
 };
 
 struct lx_thread {
@@ -237,8 +253,32 @@ enum lx_action { LX_RESUME, LX_EXIT_THREAD, LX_EXIT_GROUP };
 int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc **out,
 		   struct lx_entry *entry);
 void lx_proc_destroy(struct lx_proc *p);
+/* Its files, mappings' files and memory map let go of, as an exit does before the
+ * parent waits; lx_proc_destroy then frees the rest. */
+void lx_proc_release(struct lx_proc *p);
 
 int lx_thread_init(struct lx_proc *p, struct lx_thread *t, void *vcpu);
+
+/*
+ * Processes (ptree.c). lx_tree_init makes @first the first of a VM's processes, with
+ * the parent, group and session ccvm itself has; at most @max (1..LX_MAX_PROCS).
+ * lx_proc_fork copies @parent as fork does: descriptors (the same open files), working
+ * directory, umask, signal dispositions, memory map, limits; no pending signals, no
+ * timers, a new pid; @out's memory is still the parent's until the VM gives it its own
+ * address space. 0, -EAGAIN past --max-procs, -ENOMEM, -EMFILE.
+ * lx_proc_ended: the process ended with wait status @wstatus; its children go to the
+ * first process, its parent gets SIGCHLD and may wait for it. Unless the parent
+ * ignores SIGCHLD, the process stays (a zombie) until waited for: after this call the
+ * VM must not use @p again, whoever frees it.
+ */
+int lx_tree_init(struct lx_tree *t, struct lx_proc *first, int max);
+void lx_tree_fini(struct lx_tree *t);
+int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out);
+void lx_proc_ended(struct lx_proc *p, int wstatus);
+/* @p leaves its tree (lx_proc_destroy does it). */
+void lx_tree_forget(struct lx_proc *p);
+/* A new pid or thread id for a thread or child of @p. */
+int lx_new_id(struct lx_proc *p);
 
 /* Start the guest clock: the vDSO data page and the monitor's own clock syscalls
  * then agree. @tsc_offset is guest TSC - host TSC. */

@@ -402,3 +402,23 @@ int lx_fs_open(struct lx_call *c, struct lx_fs *fs, const char *gpath, int flags
 	*host_fd = fd;
 	return 0;
 }
+
+int lx_fs_copy(struct lx_fs *dst, const struct lx_fs *src)
+{
+	*dst = *src;
+	dst->rw_real = NULL;
+	dst->n_rw = 0;
+	dst->root_fd = fcntl(src->root_fd, F_DUPFD_CLOEXEC, 3);
+	if (dst->root_fd < 0)
+		return -errno;
+	dst->rw_real = calloc((size_t)src->n_rw + 1, sizeof(char *));
+	if (!dst->rw_real)
+		return -ENOMEM;
+	for (int i = 0; i < src->n_rw; i++) {
+		dst->rw_real[i] = strdup(src->rw_real[i]);
+		if (!dst->rw_real[i])
+			return -ENOMEM;
+		dst->n_rw++;
+	}
+	return 0;
+}

@@ -468,10 +468,11 @@ err:
 	return rc;
 }
 
-void lx_proc_destroy(struct lx_proc *p)
+void lx_proc_release(struct lx_proc *p)
 {
-	if (!p)
+	if (p->released)
 		return;
+	p->released = true;
 	lx_fastio_fini(p);
 	lx_fd_fini(p);
 	for (int i = 0; i < p->n_mfiles; i++) {
@@ -481,8 +482,19 @@ void lx_proc_destroy(struct lx_proc *p)
 	}
 	free(p->mfiles);
 	free(p->mfile_paths);
+	p->mfiles = NULL;
+	p->mfile_paths = NULL;
+	p->n_mfiles = 0;
 	vma_map_free(&p->mm.map);
 	lx_fs_fini(&p->fs);
+}
+
+void lx_proc_destroy(struct lx_proc *p)
+{
+	if (!p)
+		return;
+	lx_tree_forget(p);
+	lx_proc_release(p);
 	lx_sig_fini(p);
 	pthread_mutex_destroy(&p->lock);
 	free(p);

@@ -786,6 +786,21 @@ int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until)
 	return rc;
 }
 
+int lx_sig_wait_event(struct lx_call *c, const uint64_t *events, uint64_t seen, int restart)
+{
+	struct lx_proc *p = c->p;
+	bool taken;
+
+	lx_block_begin(c);
+	pthread_mutex_lock(&p->lock);
+	while (!(taken = lx_sig_on(p) && lx_sig_pending(c->t, lx_sig_allowed(c->t))) &&
+	       __atomic_load_n(events, __ATOMIC_ACQUIRE) == seen)
+		pthread_cond_wait(&p->sigcond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	lx_block_end(c);
+	return taken ? -restart : 0;
+}
+
 int64_t sys_pause(struct lx_call *c)
 {
 	if (!lx_sig_on(c->p)) {

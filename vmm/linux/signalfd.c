@@ -184,6 +184,11 @@ bool lx_sigfd_is(struct lx_proc *p, int host)
 	return is;
 }
 
+bool lx_sigfd_is_locked(struct lx_proc *p, int host)
+{
+	return p->n_sigfds && sigfd_find(p, host) != NULL;
+}
+
 void lx_sigfd_fini(struct lx_proc *p)
 {
 	for (int i = 0; i < LX_MAX_SIGFDS; i++)
@@ -345,4 +350,17 @@ int64_t sys_signalfd4(struct lx_call *c)
 int64_t sys_signalfd(struct lx_call *c)
 {
 	return lx_signalfd(c, (int64_t)c->a[0], c->a[1], c->a[2], 0);
+}
+
+/* (sys.h) The caller holds @parent's lock. */
+int lx_sigfd_fork(struct lx_proc *parent, int host, struct lx_proc *child, int *out)
+{
+	uint64_t mask, ino;
+	int fl = fcntl(host, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	if (lx_sigfd_mask(parent, host, &mask, &ino))
+		return -EINVAL;
+	return lx_sigfd_create(child, mask, fl & O_NONBLOCK ? SFD_NONBLOCK : 0, out);
 }

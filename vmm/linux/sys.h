@@ -87,6 +87,7 @@ int lx_fd_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, in
 int lx_fd_init(struct lx_proc *p);
 int lx_fd_init_empty(struct lx_proc *p);
 void lx_fd_fini(struct lx_proc *p);
+int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child);
 
 /* For handlers (sys_file.c): guest fd -> host fd (-EBADF; -ENOMEM), held open until
  * the system call returns (lx_syscall lets go), and a new host descriptor into the
@@ -114,6 +115,9 @@ int lx_fdstate_check(struct json_t *fds, char *err, size_t errlen);
 /* Paths (path.c): confined to the guest root, writable only under --rw dirs. */
 int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_rw);
 void lx_fs_fini(struct lx_fs *fs);
+/* fork's copy: the same root, writable directories, working directory and umask. 0 or
+ * -errno (@dst then holds what lx_fs_fini frees). */
+int lx_fs_copy(struct lx_fs *dst, const struct lx_fs *src);
 int lx_path_join(struct lx_proc *p, int dirfd, const char *path, char out[PATH_MAX]);
 /* Open a guest path: checked on an O_PATH descriptor first, then opened for real, never
  * as a controlling tty. @c: the calling system call (a FIFO waits for its peer inside
@@ -258,6 +262,13 @@ int lx_sig_take(struct lx_thread *t, uint64_t allowed, siginfo_t *info);
  * time @until (NULL: no end). The vCPU counts as blocked meanwhile, so pauses and
  * snapshots go ahead. 0, or -EAGAIN at the end with none pending. */
 int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until);
+/* Sleep, as blocked, until a signal the calling thread takes is pending (returns
+ * -@restart) or *@events, bumped under no lock, differs from @seen (0). Whoever bumps
+ * it broadcasts the process' sigcond under its lock afterwards. */
+int lx_sig_wait_event(struct lx_call *c, const uint64_t *events, uint64_t seen, int restart);
+/* Fork's copy of the signalfd of @parent that host descriptor @host is, in @child:
+ * its own, on @child's signals; 0 with *@out the new host end, or -errno. */
+int lx_sigfd_fork(struct lx_proc *parent, int host, struct lx_proc *child, int *out);
 
 /* Signalfds (signalfd.c). lx_sigfd_sync: after any change to the pending signals,
  * each signalfd's readiness as its mask says (p->lock held). lx_sigfd_is: is host
@@ -268,6 +279,7 @@ int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until);
  * lx_sigfd_create: a new one, *@host the guest's end; 0 or -errno. */
 void lx_sigfd_sync(struct lx_proc *p);
 bool lx_sigfd_is(struct lx_proc *p, int host);
+bool lx_sigfd_is_locked(struct lx_proc *p, int host); /* p->lock held */
 int64_t lx_sigfd_read(struct lx_call *c, int host, const struct iovec *iov, int cnt);
 int lx_sigfd_mask(struct lx_proc *p, int host, uint64_t *mask, uint64_t *ino);
 int lx_sigfd_create(struct lx_proc *p, uint64_t mask, int flags, int *host);
@@ -305,7 +317,7 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
 	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
 	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups) \
-	X(signalfd) X(signalfd4)
+	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

@@ -162,12 +162,6 @@ int64_t sys_gettid(struct lx_call *c)
 	return c->t->tid;
 }
 
-int64_t sys_getppid(struct lx_call *c)
-{
-	(void)c;
-	return getppid();
-}
-
 int64_t sys_getuid(struct lx_call *c)
 {
 	(void)c;
@@ -190,26 +184,6 @@ int64_t sys_getegid(struct lx_call *c)
 {
 	(void)c;
 	return getegid();
-}
-
-int64_t sys_getpgrp(struct lx_call *c)
-{
-	(void)c;
-	return getpgrp();
-}
-
-int64_t sys_getpgid(struct lx_call *c)
-{
-	if (c->a[0] && c->a[0] != (uint64_t)c->p->pid)
-		return -ESRCH;
-	return getpgid(0);
-}
-
-int64_t sys_getsid(struct lx_call *c)
-{
-	if (c->a[0] && c->a[0] != (uint64_t)c->p->pid)
-		return -ESRCH;
-	return getsid(0);
 }
 
 int64_t sys_getgroups(struct lx_call *c)

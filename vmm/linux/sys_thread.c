@@ -76,9 +76,7 @@ static int64_t lx_clone(struct lx_call *c, const struct lx_clone_req *req)
 	if (!c->p->hooks || !c->p->hooks->thread_create)
 		return -ENOSYS;
 	lx_thread_init(c->p, t, NULL);
-	pthread_mutex_lock(&c->p->lock);
-	t->tid = c->p->next_tid++;
-	pthread_mutex_unlock(&c->p->lock);
+	t->tid = lx_new_id(c->p);
 	t->sigmask = c->t->sigmask;
 	if (req->flags & CLONE_CHILD_CLEARTID)
 		t->clear_child_tid = req->child_tid;

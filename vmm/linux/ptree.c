@@ -1,0 +1,608 @@
+/*
+ * ptree.c - the processes of one VM: fork's copy of a process, who is whose child,
+ * and the status an ended child leaves for its parent (wait4, waitid, SIGCHLD).
+ *
+ * The first process has the parent, process group and session ccvm itself has, as it
+ * always did; its children and theirs get ids from one counter shared with threads, as
+ * Linux's pids and tids share one space. A process that ends stays, a zombie with its
+ * files closed, until its parent waits for it, unless the parent ignores SIGCHLD; its
+ * own children go to the first process, which is what a container's init is to them.
+ *
+ * Locking: tree->lock guards the relations and is never taken while holding a
+ * process's lock. A parent waiting in wait4 sleeps on its own sigcond; an ending child
+ * bumps the parent's child_events and then queues SIGCHLD, which broadcasts it.
+ * Memory is not this file's: a forked process's address space is the VM's to give
+ * (docs/processes.md).
+ */
+#include "sys.h"
+#include "../base/log.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int lx_tree_init(struct lx_tree *t, struct lx_proc *first, int max)
+{
+	memset(t, 0, sizeof(*t));
+	if (max < 1 || max > LX_MAX_PROCS)
+		return -EINVAL;
+	pthread_mutex_init(&t->lock, NULL);
+	t->max = max;
+	t->procs[0] = first;
+	t->next_id = first->next_tid;
+	first->tree = t;
+	first->parent = NULL;
+	first->ppid = getppid();
+	first->pgid = getpgrp();
+	first->sid = getsid(0);
+	return 0;
+}
+
+void lx_tree_fini(struct lx_tree *t)
+{
+	/* Zombies nobody waited for are the tree's to free; live processes the VM's,
+	 * which no longer finds them in a tree. */
+	for (int i = 1; i < LX_MAX_PROCS; i++)
+		if (t->procs[i] && t->procs[i]->ended)
+			lx_proc_destroy(t->procs[i]);
+	for (int i = 0; i < LX_MAX_PROCS; i++)
+		if (t->procs[i])
+			t->procs[i]->tree = NULL;
+	pthread_mutex_destroy(&t->lock);
+	memset(t, 0, sizeof(*t));
+}
+
+int lx_new_id(struct lx_proc *p)
+{
+	struct lx_tree *t = p->tree;
+	int id;
+
+	if (!t)
+		return __atomic_fetch_add(&p->next_tid, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&t->lock);
+	id = t->next_id++;
+	pthread_mutex_unlock(&t->lock);
+	/* A snapshot saves next_tid as the first id no thread of @p has. */
+	for (int cur = __atomic_load_n(&p->next_tid, __ATOMIC_RELAXED); cur <= id;)
+		if (__atomic_compare_exchange_n(&p->next_tid, &cur, id + 1, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			break;
+	return id;
+}
+
+/* A free slot for a new process, or -EAGAIN past --max-procs (tree->lock held). */
+static int ptree_slot(struct lx_tree *t)
+{
+	int n = 0, free_slot = -1;
+
+	for (int i = 0; i < LX_MAX_PROCS; i++) {
+		if (t->procs[i])
+			n++;
+		else if (free_slot < 0)
+			free_slot = i;
+	}
+	return n >= t->max || free_slot < 0 ? -EAGAIN : free_slot;
+}
+
+/* The parts of @parent a child inherits, copied into @c (parent->lock held). */
+static int ptree_copy(struct lx_proc *parent, struct lx_proc *c)
+{
+	int rc;
+
+	c->mem = parent->mem;
+	c->hooks = parent->hooks;
+	c->net = parent->net;
+	c->clock = parent->clock;
+	memcpy(c->rlim, parent->rlim, sizeof(c->rlim));
+	memcpy(c->exe, parent->exe, sizeof(c->exe));
+	memcpy(c->comm, parent->comm, sizeof(c->comm));
+	memcpy(c->sigact, parent->sigact, sizeof(c->sigact));
+	c->mm = parent->mm;
+	rc = vma_map_copy(&c->mm.map, &parent->mm.map);
+	if (!rc)
+		rc = lx_fs_copy(&c->fs, &parent->fs);
+	if (!rc)
+		rc = lx_fd_fork(parent, c);
+	if (rc || !parent->n_mfiles)
+		return rc;
+	c->mfiles = calloc((size_t)parent->n_mfiles, sizeof(*c->mfiles));
+	c->mfile_paths = calloc((size_t)parent->n_mfiles, sizeof(*c->mfile_paths));
+	if (!c->mfiles || !c->mfile_paths)
+		return -ENOMEM;
+	for (int i = 0; i < parent->n_mfiles; i++) {
+		c->mfiles[i] = parent->mfiles[i] < 0 ? -1 :
+			       fcntl(parent->mfiles[i], F_DUPFD_CLOEXEC, 3);
+		c->n_mfiles++;
+		if (parent->mfiles[i] >= 0 && c->mfiles[i] < 0)
+			return -errno;
+		if (parent->mfile_paths[i] &&
+		    !(c->mfile_paths[i] = strdup(parent->mfile_paths[i])))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A process with nothing in it yet: its lock, signal state and empty tables. */
+static int ptree_blank(struct lx_proc **out)
+{
+	struct lx_proc *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	c->fs.root_fd = -1;
+	rc = lx_sig_init(c);
+	if (rc) {
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out)
+{
+	struct lx_tree *t = parent->tree;
+	struct lx_proc *c;
+	int rc, slot;
+
+	if (!t)
+		return -ENOSYS;
+	rc = ptree_blank(&c);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&parent->lock);
+	rc = ptree_copy(parent, c);
+	pthread_mutex_unlock(&parent->lock);
+	if (rc)
+		goto err;
+	pthread_mutex_lock(&t->lock);
+	slot = ptree_slot(t);
+	if (slot < 0) {
+		pthread_mutex_unlock(&t->lock);
+		rc = slot;
+		goto err;
+	}
+	c->pid = t->next_id++;
+	c->next_tid = c->pid + 1;
+	c->sigthr[0].tid = c->pid;
+	c->tree = t;
+	c->parent = parent;
+	c->ppid = parent->pid;
+	c->pgid = parent->pgid;
+	c->sid = parent->sid;
+	t->procs[slot] = c;
+	pthread_mutex_unlock(&t->lock);
+	*out = c;
+	return 0;
+err:
+	lx_proc_destroy(c);
+	return rc;
+}
+
+/* Does @parent want no zombies: SIGCHLD ignored, or SA_NOCLDWAIT? */
+static bool ptree_autoreap(struct lx_proc *parent)
+{
+	bool ign;
+
+	pthread_mutex_lock(&parent->lock);
+	ign = parent->sigact[SIGCHLD].handler == (uint64_t)(uintptr_t)SIG_IGN ||
+	      (parent->sigact[SIGCHLD].flags & SA_NOCLDWAIT);
+	pthread_mutex_unlock(&parent->lock);
+	return ign;
+}
+
+/* SIGCHLD for @parent about @child, which ended with @wstatus. */
+static void ptree_sigchld(struct lx_proc *parent, int pid, int wstatus)
+{
+	siginfo_t info = { .si_signo = SIGCHLD };
+
+	info.si_pid = pid;
+	info.si_uid = getuid();
+	if (WIFEXITED(wstatus)) {
+		info.si_code = CLD_EXITED;
+		info.si_status = WEXITSTATUS(wstatus);
+	} else {
+		info.si_code = WCOREDUMP(wstatus) ? CLD_DUMPED : CLD_KILLED;
+		info.si_status = WTERMSIG(wstatus);
+	}
+	(void)lx_sig_send(parent, 0, &info); /* broadcasts its sigcond, queued or not */
+}
+
+/* Remove @p from the tree (tree->lock held). */
+static void ptree_unlink(struct lx_tree *t, struct lx_proc *p)
+{
+	for (int i = 0; i < LX_MAX_PROCS; i++)
+		if (t->procs[i] == p)
+			t->procs[i] = NULL;
+}
+
+void lx_tree_forget(struct lx_proc *p)
+{
+	struct lx_tree *t = p->tree;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	ptree_unlink(t, p);
+	for (int i = 0; i < LX_MAX_PROCS; i++) /* its children lose their parent */
+		if (t->procs[i] && t->procs[i]->parent == p)
+			t->procs[i]->parent = NULL;
+	pthread_mutex_unlock(&t->lock);
+	p->tree = NULL;
+}
+
+/* @p's children, ended ones too, become the first process's (tree->lock held).
+ * Returns true when an ended one came along: the first process has one to wait for. */
+static bool ptree_orphans(struct lx_tree *t, struct lx_proc *p)
+{
+	struct lx_proc *init = t->procs[0];
+	bool zombie = false;
+
+	for (int i = 1; i < LX_MAX_PROCS; i++) {
+		struct lx_proc *q = t->procs[i];
+
+		if (!q || q->parent != p)
+			continue;
+		q->parent = init == p ? NULL : init;
+		q->ppid = init == p || !init ? 1 : init->pid;
+		zombie |= q->ended;
+	}
+	return zombie && init && init != p;
+}
+
+void lx_proc_ended(struct lx_proc *p, int wstatus)
+{
+	struct lx_tree *t = p->tree;
+	struct lx_proc *parent, *init;
+	bool reap, orphan_zombie;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	p->ended = true;
+	p->wstatus = wstatus;
+	orphan_zombie = ptree_orphans(t, p);
+	init = t->procs[0];
+	parent = p->parent;
+	pthread_mutex_unlock(&t->lock);
+	lx_proc_release(p);
+	if (orphan_zombie) {
+		__atomic_add_fetch(&init->child_events, 1, __ATOMIC_RELEASE);
+		pthread_mutex_lock(&init->lock);
+		pthread_cond_broadcast(&init->sigcond);
+		pthread_mutex_unlock(&init->lock);
+	}
+	if (!parent)
+		return; /* the first process: the VM ends with it */
+	reap = ptree_autoreap(parent);
+	if (reap) {
+		pthread_mutex_lock(&t->lock);
+		ptree_unlink(t, p);
+		pthread_mutex_unlock(&t->lock);
+	}
+	/* Either way a wait4 in the parent looks again: at a zombie, or at no child. */
+	__atomic_add_fetch(&parent->child_events, 1, __ATOMIC_RELEASE);
+	ptree_sigchld(parent, p->pid, wstatus);
+	if (reap)
+		lx_proc_destroy(p);
+}
+
+/* ---- wait4, waitid ---- */
+
+enum ptree_who { PT_PID, PT_PGID, PT_ANY };
+
+struct ptree_want {
+	enum ptree_who who;
+	int id;
+	bool nohang, nowait;
+};
+
+static bool ptree_match(const struct lx_proc *q, const struct ptree_want *w)
+{
+	switch (w->who) {
+	case PT_PID:
+		return q->pid == w->id;
+	case PT_PGID:
+		return q->pgid == w->id;
+	default:
+		return true;
+	}
+}
+
+/* An ended child of @p that @w wants: reaped (taken out of the tree, its pid and
+ * status in *@pid, *@wstatus) unless @w->nowait. 1 found, 0 only live ones match,
+ * -ECHILD none matches. */
+static int ptree_find(struct lx_proc *p, const struct ptree_want *w, int *pid, int *wstatus)
+{
+	struct lx_tree *t = p->tree;
+	struct lx_proc *found = NULL;
+	bool any = false;
+
+	if (!t)
+		return -ECHILD;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < LX_MAX_PROCS && !found; i++) {
+		struct lx_proc *q = t->procs[i];
+
+		if (!q || q->parent != p || !ptree_match(q, w))
+			continue;
+		any = true;
+		if (q->ended)
+			found = q;
+	}
+	if (found) {
+		*pid = found->pid;
+		*wstatus = found->wstatus;
+		if (!w->nowait)
+			ptree_unlink(t, found);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (found && !w->nowait)
+		lx_proc_destroy(found);
+	return found ? 1 : any ? 0 : -ECHILD;
+}
+
+/* Wait as @w says: 0 with *@pid 0 (WNOHANG, none ended yet), 0 with the child's pid
+ * and status, or -errno (-ECHILD, a restart code when a signal came first). */
+static int ptree_wait(struct lx_call *c, const struct ptree_want *w, int *pid, int *wstatus)
+{
+	struct lx_proc *p = c->p;
+
+	for (;;) {
+		uint64_t seen = __atomic_load_n(&p->child_events, __ATOMIC_ACQUIRE);
+		int rc = ptree_find(p, w, pid, wstatus);
+
+		if (rc)
+			return rc < 0 ? rc : 0;
+		if (w->nohang) {
+			*pid = 0;
+			return 0;
+		}
+		rc = lx_sig_wait_event(c, &p->child_events, seen, LX_ERESTARTSYS);
+		if (rc)
+			return rc;
+	}
+}
+
+/* A zeroed struct rusage at @uaddr when asked for: ccvm does not account a child's
+ * time apart from the VM's. */
+static int ptree_rusage(struct lx_call *c, uint64_t uaddr)
+{
+	struct rusage ru;
+
+	if (!uaddr)
+		return 0;
+	memset(&ru, 0, sizeof(ru));
+	return lx_copy_out(c, uaddr, &ru, sizeof(ru));
+}
+
+#define PTREE_WAIT4_OPTS (WNOHANG | WUNTRACED | WCONTINUED | __WNOTHREAD | __WCLONE | __WALL)
+
+int64_t sys_wait4(struct lx_call *c)
+{
+	int64_t upid = (int64_t)c->a[0];
+	struct ptree_want w = { .nohang = c->a[2] & WNOHANG };
+	int pid = 0, wstatus = 0, rc;
+
+	if (c->a[2] & ~(uint64_t)PTREE_WAIT4_OPTS || upid == INT32_MIN)
+		return -EINVAL;
+	if (upid > 0)
+		w = (struct ptree_want){ PT_PID, (int)upid, w.nohang, false };
+	else if (upid == 0)
+		w = (struct ptree_want){ PT_PGID, c->p->pgid, w.nohang, false };
+	else if (upid < -1)
+		w = (struct ptree_want){ PT_PGID, (int)-upid, w.nohang, false };
+	else
+		w.who = PT_ANY;
+	rc = ptree_wait(c, &w, &pid, &wstatus);
+	if (rc)
+		return rc;
+	if (pid && c->a[1] && lx_copy_out(c, c->a[1], &wstatus, sizeof(wstatus)))
+		return -EFAULT;
+	if (pid && ptree_rusage(c, c->a[3]))
+		return -EFAULT;
+	return pid;
+}
+
+#define PTREE_WAITID_OPTS (WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT | \
+			   __WNOTHREAD | __WCLONE | __WALL)
+
+/* waitid's siginfo for a child @pid that ended with @wstatus (0 pid: none yet). */
+static siginfo_t ptree_info(int pid, int wstatus)
+{
+	siginfo_t info;
+
+	memset(&info, 0, sizeof(info));
+	if (!pid)
+		return info;
+	info.si_signo = SIGCHLD;
+	info.si_pid = pid;
+	info.si_uid = getuid();
+	if (WIFEXITED(wstatus)) {
+		info.si_code = CLD_EXITED;
+		info.si_status = WEXITSTATUS(wstatus);
+	} else {
+		info.si_code = WCOREDUMP(wstatus) ? CLD_DUMPED : CLD_KILLED;
+		info.si_status = WTERMSIG(wstatus);
+	}
+	return info;
+}
+
+int64_t sys_waitid(struct lx_call *c)
+{
+	uint64_t opts = c->a[3];
+	struct ptree_want w = { .nohang = opts & WNOHANG, .nowait = opts & WNOWAIT };
+	int pid = 0, wstatus = 0, rc;
+	siginfo_t info;
+
+	if (opts & ~(uint64_t)PTREE_WAITID_OPTS || !(opts & (WEXITED | WSTOPPED | WCONTINUED)))
+		return -EINVAL;
+	switch (c->a[0]) {
+	case P_ALL:
+		w.who = PT_ANY;
+		break;
+	case P_PID:
+	case P_PGID:
+		if ((int64_t)c->a[1] <= 0 && c->a[0] == P_PID)
+			return -EINVAL;
+		w.who = c->a[0] == P_PID ? PT_PID : PT_PGID;
+		w.id = c->a[1] ? (int)c->a[1] : c->p->pgid;
+		break;
+	default:
+		return -EINVAL; /* P_PIDFD: ccvm offers no pidfds */
+	}
+	/* Only stops or continues asked for: ccvm never stops a process, so there is
+	 * nothing to wait for but whether such a child exists. */
+	if (!(opts & WEXITED))
+		w.nohang = w.nowait = true;
+	rc = ptree_wait(c, &w, &pid, &wstatus);
+	if (!(opts & WEXITED))
+		pid = 0;
+	if (rc)
+		return rc;
+	info = ptree_info(pid, wstatus);
+	if (c->a[2] && lx_copy_out(c, c->a[2], &info, sizeof(info)))
+		return -EFAULT;
+	if (ptree_rusage(c, c->a[4]))
+		return -EFAULT;
+	return 0;
+}
+
+/* ---- groups and sessions ---- */
+
+/* The process with pid @pid that @p may see (itself, or any in its VM), or NULL
+ * (tree->lock held when there is a tree). */
+static struct lx_proc *ptree_find_pid(struct lx_proc *p, int pid)
+{
+	if (!pid || pid == p->pid)
+		return p;
+	for (int i = 0; p->tree && i < LX_MAX_PROCS; i++)
+		if (p->tree->procs[i] && p->tree->procs[i]->pid == pid)
+			return p->tree->procs[i];
+	return NULL;
+}
+
+static void ptree_lock(struct lx_proc *p)
+{
+	if (p->tree)
+		pthread_mutex_lock(&p->tree->lock);
+}
+
+static void ptree_unlock(struct lx_proc *p)
+{
+	if (p->tree)
+		pthread_mutex_unlock(&p->tree->lock);
+}
+
+int64_t sys_getppid(struct lx_call *c)
+{
+	int64_t ppid;
+
+	if (!c->p->tree)
+		return getppid();
+	ptree_lock(c->p);
+	ppid = c->p->ppid;
+	ptree_unlock(c->p);
+	return ppid;
+}
+
+/* The group (or session, @sid) of process @pid in the VM (0: the caller): -ESRCH for
+ * any other. */
+static int64_t ptree_ids(struct lx_call *c, uint64_t pid, bool sid)
+{
+	struct lx_proc *q;
+	int64_t id = -ESRCH;
+
+	if (!c->p->tree)
+		return pid && pid != (uint64_t)c->p->pid ? -ESRCH : sid ? getsid(0) : getpgid(0);
+	if (pid > INT32_MAX)
+		return -ESRCH;
+	ptree_lock(c->p);
+	q = ptree_find_pid(c->p, (int)pid);
+	if (q && !q->ended)
+		id = sid ? q->sid : q->pgid;
+	ptree_unlock(c->p);
+	return id;
+}
+
+int64_t sys_getpgid(struct lx_call *c)
+{
+	return ptree_ids(c, c->a[0], false);
+}
+
+int64_t sys_getsid(struct lx_call *c)
+{
+	return ptree_ids(c, c->a[0], true);
+}
+
+int64_t sys_getpgrp(struct lx_call *c)
+{
+	return ptree_ids(c, 0, false);
+}
+
+/* setpgid(pid, pgid): the caller or a child of it, in the caller's session, into a
+ * group of that session or a new one named after the process. */
+int64_t sys_setpgid(struct lx_call *c)
+{
+	int64_t pid = (int64_t)c->a[0], pgid = (int64_t)c->a[1];
+	struct lx_proc *q;
+	int64_t rc = 0;
+
+	if (pid < 0 || pgid < 0 || pid > INT32_MAX || pgid > INT32_MAX)
+		return -EINVAL;
+	if (!c->p->tree)
+		return lx_unsupported(c);
+	ptree_lock(c->p);
+	q = ptree_find_pid(c->p, (int)pid);
+	if (!q || q->ended || (q != c->p && q->parent != c->p))
+		rc = -ESRCH;
+	else if (q->sid != c->p->sid || q->sid == q->pid)
+		rc = -EPERM; /* another session's, or a session leader */
+	if (!rc) {
+		int want = pgid ? (int)pgid : q->pid;
+		bool exists = want == q->pid;
+
+		for (int i = 0; !exists && i < LX_MAX_PROCS; i++) {
+			struct lx_proc *o = c->p->tree->procs[i];
+
+			exists = o && !o->ended && o->pgid == want && o->sid == c->p->sid;
+		}
+		if (exists)
+			q->pgid = want;
+		else
+			rc = -EPERM;
+	}
+	ptree_unlock(c->p);
+	return rc;
+}
+
+int64_t sys_setsid(struct lx_call *c)
+{
+	struct lx_proc *p = c->p;
+	int64_t rc;
+	bool leader = false;
+
+	if (!p->tree)
+		return lx_unsupported(c);
+	ptree_lock(p);
+	for (int i = 0; i < LX_MAX_PROCS; i++) {
+		struct lx_proc *o = p->tree->procs[i];
+
+		leader |= o && !o->ended && o->pgid == p->pid;
+	}
+	if (leader) {
+		rc = -EPERM; /* it leads a group already: a session cannot take it */
+	} else {
+		p->sid = p->pgid = p->pid;
+		rc = p->pid;
+	}
+	ptree_unlock(p);
+	return rc;
+}
