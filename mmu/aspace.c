@@ -50,17 +50,25 @@ static int as_home(const struct aspace *as, uint32_t b)
 
 /* Write @as's entry for block @b from its state: writable only when its own and read
  * by nobody else. */
-static void as_put(const struct aspace *as, uint32_t b)
+static void as_put(struct aspace *as, uint32_t b)
 {
 	const struct aspace_set *s = as->set;
 	uint64_t gva = (uint64_t)b * HUGE_SIZE, pde;
 
+	bool shared = false;
+
 	if (b < ASPACE_USER_BLOCK) {
 		pde = pt_sys_entry(gva);
 	} else {
+		shared = as->src[b] != ASPACE_OWN || *as_readers(s, as->win, b);
 		pde = as_gpa(s, as_home(as, b), b) | PTE_P | PTE_PS | PTE_US;
-		if (as->src[b] == ASPACE_OWN && !*as_readers(s, as->win, b))
+		if (!shared)
 			pde |= PTE_RW;
+	}
+	/* Every change of a block's sharing passes here: the count the fast path reads. */
+	if (shared != as->shared[b]) {
+		as->shared[b] = shared;
+		__atomic_store_n(&as->n_shared, as->n_shared + (shared ? 1 : -1), __ATOMIC_RELEASE);
 	}
 	pt_set(s->mem->host, as->cr3, gva, pde);
 }
@@ -180,6 +188,7 @@ void aspace_set_fini(struct aspace_set *s)
 {
 	for (int w = 0; w < s->n; w++)
 		if (s->as[w]) {
+			free(s->as[w]->shared);
 			free(s->as[w]->src);
 			free(s->as[w]);
 		}
@@ -208,6 +217,11 @@ static int as_new(struct aspace_set *s, struct aspace **out)
 		goto err_free;
 	}
 	memset(as->src, ASPACE_OWN, s->blocks);
+	as->shared = calloc(s->blocks, 1);
+	if (!as->shared) {
+		rc = -ENOMEM;
+		goto err_free_src;
+	}
 	as->set = s;
 	as->win = w;
 	rc = pt_layout(s->mem->host, as_gpa(s, w, 0), s->window, &as->cr3);
@@ -220,6 +234,7 @@ static int as_new(struct aspace_set *s, struct aspace **out)
 	return 0;
 
 err_free_src:
+	free(as->shared);
 	free(as->src);
 err_free:
 	free(as);
@@ -339,6 +354,54 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 	s->as[as->win] = NULL;
 	*flush &= ~(1ULL << as->win);
 	pthread_mutex_unlock(&s->lock);
+	free(as->shared);
 	free(as->src);
 	free(as);
+}
+
+/* ---- the view: mmu/gmem.h's side of a space ---- */
+
+static int as_view_own(void *ctx, uint64_t gva, uint64_t len)
+{
+	struct aspace *as = ctx;
+	uint64_t flush = 0;
+	int rc = aspace_own(as, gva, len, &flush);
+
+	if (flush && as->set->flush)
+		as->set->flush(as->set->flush_ctx, flush);
+	return rc;
+}
+
+static int64_t as_view_where(void *ctx, uint64_t gva)
+{
+	return aspace_gpa(ctx, gva);
+}
+
+static bool as_view_alone(void *ctx)
+{
+	const struct aspace *as = ctx;
+
+	return !__atomic_load_n(&as->n_shared, __ATOMIC_ACQUIRE);
+}
+
+struct gmem *aspace_view(struct aspace *as)
+{
+	struct aspace_set *s = as->set;
+
+	as->cow = (struct gmem_cow){ .own = as_view_own, .where = as_view_where,
+				     .alone = as_view_alone, .ctx = as };
+	gmem_view(&as->view, s->mem, as_gpa(s, as->win, 0), s->window, &as->cow);
+	return &as->view;
+}
+
+void aspace_tables(struct aspace *as)
+{
+	struct aspace_set *s = as->set;
+	uint64_t cr3;
+
+	pthread_mutex_lock(&s->lock);
+	if (!pt_layout(s->mem->host, as_gpa(s, as->win, 0), s->window, &cr3))
+		for (uint32_t b = 0; b < s->blocks; b++)
+			as_put(as, b);
+	pthread_mutex_unlock(&s->lock);
 }

@@ -25,6 +25,10 @@ struct aspace_set {
 	struct aspace *as[ASPACE_MAX]; /* per window: the space in it, NULL when free */
 	uint16_t *readers;      /* [w * blocks + b]: spaces that map window w's block b
 				 * read-only, as theirs */
+	/* Called with the mask of what the monitor's own access to a view changed
+	 * (aspace_view), so that the VM flushes it; NULL: nobody to tell. */
+	void (*flush)(void *ctx, uint64_t mask);
+	void *flush_ctx;
 };
 
 struct aspace {
@@ -32,6 +36,10 @@ struct aspace {
 	int win;                /* its window: guest-physical [win * window, + window) */
 	uint64_t cr3;           /* its page tables, in its window's system area */
 	int8_t *src;            /* per block: ASPACE_OWN, or the window whose block it reads */
+	uint8_t *shared;        /* per block: it reads another's, or others read it */
+	uint32_t n_shared;      /* of them set (read without the lock: 0 is the fast path) */
+	struct gmem_cow cow;    /* the view's side of it (aspace_view) */
+	struct gmem view;       /* the process's view of guest memory */
 };
 
 /* Windows of @window bytes (a multiple of 2 MiB, LAYOUT_MIN_RAM..LAYOUT_MAX_RAM) for
@@ -69,6 +77,15 @@ int aspace_own(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush);
 
 /* Where @gva's bytes are now (read them only): a guest-physical address, or -1. */
 int64_t aspace_gpa(struct aspace *as, uint64_t gva);
+
+/* The space's view of guest memory (mmu/gmem.h, gmem_view): what its process's
+ * system calls go through. Blocks the monitor writes in place are made the space's
+ * own first; what that changes goes to the set's flush callback. */
+struct gmem *aspace_view(struct aspace *as);
+
+/* The space's page tables written again from its state, as after a restore that
+ * overwrote guest memory with an image's. */
+void aspace_tables(struct aspace *as);
 
 /* The space forgets every block (readers of its own keep the data) and starts empty,
  * as exec leaves a process: 0. */

@@ -12,6 +12,11 @@
  * exactly once into monitor memory (other vCPUs may rewrite them mid-call), and small
  * results go back with gmem_copy_out. The bulk paths that touch guest RAM in place
  * through gmem_user_ptr() by design are named in gmem.h.
+ *
+ * A process of a VM with several sees guest memory through a view: its window of
+ * guest-physical memory (docs/processes.md). A block it shares with another process
+ * is read where it lies and made its own before anything writes it in place; while
+ * it shares nothing, a view costs an addition.
  */
 #include "gmem.h"
 #include "layout.h"
@@ -64,11 +69,36 @@ void gmem_unmap(struct gmem *mem)
 	memset(mem, 0, sizeof(*mem));
 }
 
-/* Pages [gpa, gpa + len) may be written by the monitor: marked while a pre-copy runs. */
+void gmem_view(struct gmem *view, struct gmem *root, uint64_t base, uint64_t size,
+	       const struct gmem_cow *cow)
+{
+	memset(view, 0, sizeof(*view));
+	view->host = root->host + base;
+	view->size = size;
+	view->root = root;
+	view->base = base;
+	view->cow = cow;
+}
+
+/* The guest memory a view is of (itself for guest memory). */
+static struct gmem *gmem_phys(const struct gmem *mem)
+{
+	return mem->root ? mem->root : (struct gmem *)mem;
+}
+
+/* Does @mem share blocks that must be looked up or made its own? */
+static bool gmem_shared(const struct gmem *mem)
+{
+	return mem->cow && !mem->cow->alone(mem->cow->ctx);
+}
+
+/* Pages [gpa, gpa + len) of @mem may be written by the monitor: marked while a
+ * pre-copy runs. */
 static void gmem_mark(const struct gmem *mem, uint64_t gpa, uint64_t len)
 {
-	uint64_t *bits = __atomic_load_n(&mem->written, __ATOMIC_ACQUIRE);
+	uint64_t *bits = __atomic_load_n(&gmem_phys(mem)->written, __ATOMIC_ACQUIRE);
 
+	gpa += mem->base;
 	if (!bits || !len)
 		return;
 	for (uint64_t p = gpa / PAGE_SIZE; p <= (gpa + len - 1) / PAGE_SIZE; p++)
@@ -97,12 +127,13 @@ void gmem_mark_start(struct gmem *mem, uint64_t *bits)
 	pthread_mutex_unlock(&mem->lock);
 }
 
-void gmem_span_add(struct gmem_span *s, uint64_t gva, uint64_t len)
+void gmem_span_add(const struct gmem *mem, struct gmem_span *s, uint64_t gva, uint64_t len)
 {
 	const int last = GMEM_SPAN_RANGES - 1;
 
 	if (!len)
 		return;
+	gva += mem->base; /* from here on a guest-physical address */
 	if (s->n < GMEM_SPAN_RANGES) {
 		s->gpa[s->n] = gva;
 		s->end[s->n++] = gva + len;
@@ -115,8 +146,10 @@ void gmem_span_add(struct gmem_span *s, uint64_t gva, uint64_t len)
 		s->end[last] = gva + len;
 }
 
-void gmem_block(struct gmem *mem, struct gmem_span *s)
+void gmem_block(struct gmem *view, struct gmem_span *s)
 {
+	struct gmem *mem = gmem_phys(view);
+
 	pthread_mutex_lock(&mem->lock);
 	gmem_mark_span(mem, s); /* a pre-copy that started already does not look again */
 	if (s->listed) {
@@ -132,8 +165,10 @@ void gmem_block(struct gmem *mem, struct gmem_span *s)
 	pthread_mutex_unlock(&mem->lock);
 }
 
-void gmem_unblock(struct gmem *mem, struct gmem_span *s)
+void gmem_unblock(struct gmem *view, struct gmem_span *s)
 {
+	struct gmem *mem = gmem_phys(view);
+
 	pthread_mutex_lock(&mem->lock);
 	if (!s->listed) {
 		pthread_mutex_unlock(&mem->lock);
@@ -184,23 +219,28 @@ static void *gmem_user_at(const struct gmem *mem, uint64_t gva, uint64_t len)
 	return mem->host + gva;
 }
 
-/* Whoever asks for a pointer may write through it (the bulk paths in gmem.h): marked. */
+/* Whoever asks for a pointer may write through it (the bulk paths in gmem.h): made the
+ * view's own, and marked. */
 void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len)
 {
 	void *p = gmem_user_at(mem, gva, len);
 
+	if (p && gmem_shared(mem) && mem->cow->own(mem->cow->ctx, gva, len))
+		return NULL;
 	if (p)
 		gmem_mark(mem, gva, len);
 	return p;
 }
 
-void *gmem_user_ptr_held(struct gmem *mem, uint64_t gva, uint64_t len)
+void *gmem_user_ptr_held(struct gmem *view, uint64_t gva, uint64_t len)
 {
-	void *p = gmem_user_ptr(mem, gva, len);
+	void *p = gmem_user_ptr(view, gva, len);
+	struct gmem *mem = gmem_phys(view);
 	int i;
 
 	if (!p)
 		return NULL;
+	gva += view->base; /* held ranges are the root's, guest-physical */
 	for (i = 0; i < mem->n_held; i++)
 		if (mem->held[i].gpa == gva && mem->held[i].len == len)
 			return p;
@@ -215,13 +255,34 @@ void *gmem_user_ptr_held(struct gmem *mem, uint64_t gva, uint64_t len)
 	return p;
 }
 
+/* [gva, gva + len) of @mem, checked, into @dst: from where each block's bytes are. */
+static void gmem_read(const struct gmem *mem, void *dst, uint64_t gva, uint64_t len)
+{
+	const struct gmem *phys = gmem_phys(mem);
+
+	if (!gmem_shared(mem)) {
+		memcpy(dst, mem->host + gva, len);
+		return;
+	}
+	while (len) {
+		uint64_t n = HUGE_SIZE - gva % HUGE_SIZE;
+		int64_t gpa = mem->cow->where(mem->cow->ctx, gva);
+
+		if (n > len)
+			n = len;
+		/* where() only fails outside user memory, which the caller ruled out */
+		memcpy(dst, gpa < 0 ? mem->host + gva : phys->host + gpa, n);
+		dst = (uint8_t *)dst + n;
+		gva += n;
+		len -= n;
+	}
+}
+
 int gmem_copy_in(const struct gmem *mem, void *dst, uint64_t gva, uint64_t len)
 {
-	const void *src = gmem_user_at(mem, gva, len);
-
-	if (!src)
+	if (!gmem_user_at(mem, gva, len))
 		return -EFAULT;
-	memcpy(dst, src, len);
+	gmem_read(mem, dst, gva, len);
 	return 0;
 }
 
@@ -255,7 +316,7 @@ int gmem_copy_str(const struct gmem *mem, char *dst, uint64_t gva, size_t max, s
 			return -EFAULT;
 		if (n > avail - done)
 			n = (size_t)(avail - done);
-		memcpy(dst + done, mem->host + gva + done, n);
+		gmem_read(mem, dst + done, gva + done, n);
 		nul = memchr(dst + done, '\0', n);
 		if (nul) {
 			if (len)
@@ -269,8 +330,12 @@ int gmem_copy_str(const struct gmem *mem, char *dst, uint64_t gva, size_t max, s
 
 int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)
 {
-	if (gpa % PAGE_SIZE || len % PAGE_SIZE || !gmem_sys_ptr(mem, gpa, len))
-		return -EINVAL; /* (marked: it reads as zero from now on) */
+	if (gpa % PAGE_SIZE || len % PAGE_SIZE || !gmem_sys_at(mem, gpa, len))
+		return -EINVAL;
+	/* A shared block is made the view's own first: the others keep its bytes. */
+	if (len && gmem_shared(mem) && mem->cow->own(mem->cow->ctx, gpa, len))
+		return -EINVAL;
+	gmem_mark(mem, gpa, len); /* it reads as zero from now on */
 	if (len && madvise(mem->host + gpa, len, MADV_DONTNEED) < 0)
 		return -errno;
 	return 0;

@@ -22,9 +22,30 @@ struct gmem_span {
 	struct gmem_span *next, *prev; /* on the gmem's blocked list */
 };
 
+/* How a process's view of guest memory (docs/processes.md) keeps blocks it shares with
+ * other processes apart: mmu/aspace.c's, for gmem_view. */
+struct gmem_cow {
+	/* Make [gva, gva + len) the view's own, so the monitor may write it in place:
+	 * 0, or -EFAULT. */
+	int (*own)(void *ctx, uint64_t gva, uint64_t len);
+	/* Where the bytes at @gva are now, for reading: an address in the view's root,
+	 * valid to the end of @gva's 2 MiB block; -1 when not user memory. */
+	int64_t (*where)(void *ctx, uint64_t gva);
+	/* True while the view shares nothing: both of the above are then the identity,
+	 * and are not called (no lock on a system call's way). */
+	bool (*alone)(void *ctx);
+	void *ctx;
+};
+
 struct gmem {
-	uint8_t *host;    /* 2 MiB aligned start of guest RAM in the monitor */
-	uint64_t size;    /* bytes of guest RAM */
+	uint8_t *host;    /* 2 MiB aligned start of guest RAM in the monitor (a view's window) */
+	uint64_t size;    /* bytes of guest RAM (a view's: of its window) */
+	/* A process's view: the guest memory whose window [base, base + size) it is, and
+	 * how it shares blocks. The marks, held ranges and blocked calls are the root's;
+	 * a view's own fields for them are unused. NULL/0/NULL in guest memory itself. */
+	struct gmem *root;
+	uint64_t base;
+	const struct gmem_cow *cow;
 	void *map_base;   /* what munmap needs (alignment slack included) */
 	size_t map_len;
 	/* While a pre-copy runs (snapshot/precopy.c): a bit per page the monitor may have
@@ -43,6 +64,12 @@ struct gmem {
 
 int gmem_map(struct gmem *mem, uint64_t size);
 void gmem_unmap(struct gmem *mem);
+/* @view becomes a process's view of @root: guest addresses [0, @size) of it are
+ * @root's [@base, @base + @size), shared blocks kept apart by @cow (NULL: none). Every
+ * gmem_ function below takes a view where it takes guest memory; gpa arguments are
+ * then the view's addresses. Nothing to free. */
+void gmem_view(struct gmem *view, struct gmem *root, uint64_t base, uint64_t size,
+	       const struct gmem_cow *cow);
 
 /* Host pointer for guest-physical [gpa, gpa + len), any part of RAM, or NULL. */
 void *gmem_sys_ptr(const struct gmem *mem, uint64_t gpa, uint64_t len);
@@ -74,8 +101,8 @@ void gmem_mark_stop(struct gmem *mem);
 /* Set the held ranges' pages in the marks again (a pre-copy's last look). */
 void gmem_mark_held(const struct gmem *mem);
 
-/* [@gva, @gva + @len) was handed to the call @s stands for. */
-void gmem_span_add(struct gmem_span *s, uint64_t gva, uint64_t len);
+/* [@gva, @gva + @len) of @mem was handed to the call @s stands for. */
+void gmem_span_add(const struct gmem *mem, struct gmem_span *s, uint64_t gva, uint64_t len);
 /* The call of @s blocks in a host call that may write its ranges at any time, and no
  * longer does: while on the list, a mark's start takes its ranges as written. */
 void gmem_block(struct gmem *mem, struct gmem_span *s);

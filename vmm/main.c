@@ -396,7 +396,7 @@ static int cmd_run(int argc, char **argv)
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
 				 .net = &o.net, .hooks = &run_hooks, .fastio = o.fastio,
 				 .ignored_signals = main_ignored_signals };
-	rc = lx_proc_create(&vm.mem, &cfg, &vm.proc, &entry);
+	rc = lx_proc_create(vm_first_view(&vm), &cfg, &vm.proc, &entry);
 	if (rc) {
 		status = exit_status_for(rc);
 		goto out_vm;

@@ -95,7 +95,7 @@ static int restore_state(const char *file, const struct restore_saved *st,
 	char err[512];
 	int rc;
 
-	rc = lx_proc_restore(&vm->mem, st->proc,
+	rc = lx_proc_restore(vm_first_view(vm), st->proc,
 			     &(struct lx_restore_policy){ .root = o->root, .rw = o->rw,
 							  .n_rw = o->n_rw, .net = o->net,
 							  .publish_given = o->publish_given,

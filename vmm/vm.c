@@ -13,7 +13,6 @@
 #include "kvm/kvm.h"
 #include "../mmu/cpu_tables.h"
 #include "../mmu/layout.h"
-#include "../mmu/pagetable.h"
 #include "../mmu/tracker.h"
 
 #include <errno.h>
@@ -24,15 +23,26 @@
 
 _Static_assert(VM_MAX_VCPUS <= LAYOUT_MAX_VCPUS, "a TSS and an exception stack for every vCPU");
 
+/* One window for now: a VM has one process until fork lands (docs/processes.md). */
+#define VM_WINDOWS 1
+
 int vm_system_area(struct vm *vm)
 {
-	uint64_t cr3;
-	int rc = pt_build(vm->mem.host, vm->mem.size, &cr3);
+	int rc = 0;
 
+	if (!vm->as0)
+		rc = aspace_create(&vm->spaces, &vm->as0);
+	else
+		aspace_tables(vm->as0);
 	if (rc)
 		return rc;
 	cpu_tables_build(vm->mem.host);
 	return 0;
+}
+
+struct gmem *vm_first_view(struct vm *vm)
+{
+	return aspace_view(vm->as0);
 }
 
 int vm_create(struct vm *vm, uint64_t mem_bytes)
@@ -49,7 +59,9 @@ int vm_create(struct vm *vm, uint64_t mem_bytes)
 			strerror(-rc));
 		goto err;
 	}
-	rc = kvm_vm_create(vm->mem.host, vm->mem.size, &vm->kvm);
+	rc = aspace_set_init(&vm->spaces, &vm->mem, vm->mem.size / VM_WINDOWS, VM_WINDOWS);
+	if (!rc)
+		rc = kvm_vm_create(vm->mem.host, vm->mem.size, &vm->kvm);
 	if (!rc)
 		rc = vm_system_area(vm);
 	if (rc)
@@ -78,6 +90,8 @@ void vm_destroy(struct vm *vm)
 	vm->n_vcpus = 0;
 	kvm_vm_destroy(vm->kvm);
 	vm->kvm = NULL;
+	aspace_set_fini(&vm->spaces);
+	vm->as0 = NULL;
 	gmem_unmap(&vm->mem);
 }
 

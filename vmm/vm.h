@@ -5,6 +5,7 @@
 #define CCVM_VM_H
 
 #include "stats.h"
+#include "../mmu/aspace.h"
 #include "../mmu/gmem.h"
 #include "linux/lx.h"
 
@@ -25,6 +26,8 @@ enum vm_state { VM_RUNNING, VM_PAUSED, VM_STOPPED };
 struct vm {
 	struct kvm_vm *kvm;    /* the platform's VM (vmm/kvm/), or NULL before it exists */
 	struct gmem mem;
+	struct aspace_set spaces; /* the processes' address spaces over mem (mmu/aspace.c) */
+	struct aspace *as0;    /* the first process's: window 0, RAM mapped to itself */
 	uint32_t tsc_khz;
 
 	pthread_mutex_t lock;  /* guards everything below */
@@ -50,6 +53,8 @@ int vm_create(struct vm *vm, uint64_t mem_bytes);
 /* (Re)build the system area of guest RAM: page tables and CPU tables. ccvm's own,
  * never an image's. */
 int vm_system_area(struct vm *vm);
+/* The first process's view of guest memory: what its personality goes through. */
+struct gmem *vm_first_view(struct vm *vm);
 void vm_destroy(struct vm *vm);
 /* vm->proc, just created or restored, becomes the first of the VM's processes. */
 int vm_tree(struct vm *vm);

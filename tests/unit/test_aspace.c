@@ -270,6 +270,84 @@ START_TEST(test_limits)
 }
 END_TEST
 
+static uint64_t flushed;
+
+static void note_flush(void *ctx, uint64_t mask)
+{
+	(void)ctx;
+	flushed |= mask;
+}
+
+/* A process's view of memory (gmem_view): reads of a shared block go where its bytes
+ * are, with no copy; an in-place pointer, a copy-out or a discard makes the blocks the
+ * view's own first, so the other side keeps its bytes; what moved is flushed. */
+START_TEST(test_view)
+{
+	struct aspace *p, *c;
+	struct gmem *pv, *cv;
+	uint64_t flush = 0;
+	char str[64], buf[8];
+	uint8_t *w;
+
+	set.flush = note_flush;
+	flushed = 0;
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	pv = aspace_view(p);
+	memset(mem.host + BLK(2), 'v', 3 * HUGE_SIZE);
+	strcpy((char *)mem.host + BLK(3) - 3, "ab|cd"); /* a string across two blocks */
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	cv = aspace_view(c);
+	ck_assert_int_eq(gmem_copy_str(cv, str, BLK(3) - 3, sizeof(str), NULL), 0);
+	ck_assert_str_eq(str, "ab|cd");
+	ck_assert_int_eq(gmem_copy_in(cv, buf, BLK(4), 8), 0);
+	ck_assert_int_eq(buf[7], 'v');
+	ck_assert_uint_eq(mem.host[c->win * WIN + BLK(4)], 0); /* read without a copy */
+	ck_assert_uint_eq(flushed, 0);
+
+	w = gmem_user_ptr(cv, BLK(4) + 10, 4);
+	ck_assert_ptr_eq(w, mem.host + c->win * WIN + BLK(4) + 10);
+	ck_assert_uint_eq(flushed, 1ULL << c->win);
+	memcpy(w, "CHLD", 4);
+	ck_assert_uint_eq(mem.host[BLK(4) + 10], 'v');
+	check_all();
+
+	flushed = 0;
+	ck_assert_int_eq(gmem_copy_out(pv, BLK(2) + 1, "P", 1), 0); /* the child reads it */
+	ck_assert_uint_eq(flushed, 1ULL << c->win);
+	ck_assert_int_eq(gmem_copy_in(cv, buf, BLK(2) + 1, 1), 0);
+	ck_assert_int_eq(buf[0], 'v');
+	check_all();
+
+	ck_assert_int_eq(gmem_discard(cv, BLK(3), HUGE_SIZE), 0);
+	ck_assert_int_eq(gmem_copy_in(cv, buf, BLK(3) + 5, 1), 0);
+	ck_assert_int_eq(buf[0], 0);
+	ck_assert_uint_eq(mem.host[BLK(3) + 5], 'v');
+	check_all();
+	ck_assert_ptr_null(gmem_user_ptr(cv, WIN - 2, 4)); /* past its window */
+	ck_assert_int_eq(gmem_copy_in(cv, buf, LAYOUT_GDT, 1), -EFAULT);
+}
+END_TEST
+
+/* A space that shares nothing takes the fast path: its view is the identity on its
+ * window, and nothing is looked up. */
+START_TEST(test_view_alone)
+{
+	struct aspace *a, *b, *c;
+	struct gmem *bv;
+	uint64_t flush = 0;
+
+	ck_assert_int_eq(aspace_create(&set, &a), 0);
+	ck_assert_int_eq(aspace_create(&set, &b), 0);
+	bv = aspace_view(b);
+	ck_assert_uint_eq(b->n_shared, 0);
+	ck_assert_ptr_eq(gmem_user_ptr(bv, BLK(5), 8), mem.host + WIN + BLK(5));
+	ck_assert_int_eq(aspace_fork(a, NULL, &c, &flush), 0);
+	ck_assert_uint_eq(a->n_shared, set.blocks - LAYOUT_USER_BASE / HUGE_SIZE);
+	aspace_destroy(c, &flush);
+	ck_assert_uint_eq(a->n_shared, 0);
+}
+END_TEST
+
 Suite *aspace_suite(void)
 {
 	Suite *s = suite_create("aspace");
@@ -284,6 +362,8 @@ Suite *aspace_suite(void)
 	tcase_add_test(tc, test_reset);
 	tcase_add_test(tc, test_own_range);
 	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_view);
+	tcase_add_test(tc, test_view_alone);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -135,7 +135,7 @@ START_TEST(test_write_marks)
 	uint64_t v = 1;
 
 	ck_assert_ptr_nonnull(gmem_user_ptr_held(&mem, u + 20 * PAGE_SIZE, 8));
-	gmem_span_add(&blocked, u + 30 * PAGE_SIZE, 2 * PAGE_SIZE);
+	gmem_span_add(&mem, &blocked, u + 30 * PAGE_SIZE, 2 * PAGE_SIZE);
 	gmem_block(&mem, &blocked);
 	ck_assert_ptr_nonnull(gmem_user_ptr(&mem, u, 8)); /* before: not seen */
 	memset(bits, 0, sizeof(bits));
@@ -152,7 +152,7 @@ START_TEST(test_write_marks)
 	ck_assert_int_eq(gmem_discard(&mem, u + 7 * PAGE_SIZE, PAGE_SIZE), 0);
 	ck_assert(marked(bits, u + 7 * PAGE_SIZE));
 	for (int i = 0; i < GMEM_SPAN_RANGES + 2; i++) /* past its ranges: the last grows */
-		gmem_span_add(&late, u + (uint64_t)(40 + 2 * i) * PAGE_SIZE, 8);
+		gmem_span_add(&mem, &late, u + (uint64_t)(40 + 2 * i) * PAGE_SIZE, 8);
 	gmem_block(&mem, &late);
 	ck_assert(marked(bits, u + 40 * PAGE_SIZE) && marked(bits, u + 50 * PAGE_SIZE));
 	ck_assert(marked(bits, u + 47 * PAGE_SIZE));

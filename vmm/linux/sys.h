@@ -45,7 +45,7 @@ static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
 	void *p = gmem_user_ptr(c->p->mem, gva, len);
 
 	if (p)
-		gmem_span_add(&c->span, gva, len);
+		gmem_span_add(c->p->mem, &c->span, gva, len);
 	return p;
 }
 
