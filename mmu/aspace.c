@@ -18,8 +18,9 @@
  * space that wrote it last; a reader always maps the window that holds its data, and
  * that space maps it too (the invariant the unit tests check).
  *
- * Nothing here runs a vCPU: what changed is returned as a flush mask, and the VM makes
- * the vCPUs of those spaces reload CR3 before they run on.
+ * Page tables are written once (aspace.h says why): a change writes fresh tables and
+ * moves the space's CR3. Nothing here runs a vCPU: the spaces whose CR3 moved are
+ * returned as a flush mask, and the VM has their vCPUs load it before they run on.
  */
 #include "aspace.h"
 #include "layout.h"
@@ -31,6 +32,8 @@
 #include <string.h>
 
 #define ASPACE_USER_BLOCK (LAYOUT_USER_BASE / HUGE_SIZE) /* the first user block */
+#define ASPACE_PD_ENTRIES 512                            /* 2 MiB entries per directory */
+#define ASPACE_POOL LAYOUT_PGTABLE_PAGES                 /* page-table pages per window */
 
 static uint64_t as_gpa(const struct aspace_set *s, int w, uint32_t b)
 {
@@ -70,7 +73,76 @@ static void as_put(struct aspace *as, uint32_t b)
 		as->shared[b] = shared;
 		__atomic_store_n(&as->n_shared, as->n_shared + (shared ? 1 : -1), __ATOMIC_RELEASE);
 	}
-	pt_set(s->mem->host, as->cr3, gva, pde);
+	if (as->pde[b] != pde) { /* written out by as_commit, never in place */
+		as->pde[b] = pde;
+		as->dirty[b / ASPACE_PD_ENTRIES] = 1;
+	}
+}
+
+/* The next page-table page of window @w never used yet (the caller checked there is
+ * one). */
+static uint64_t as_pool_page(struct aspace_set *s, int w)
+{
+	return as_gpa(s, w, 0) + LAYOUT_PGTABLE + (uint64_t)s->next[w]++ * PAGE_SIZE;
+}
+
+/* Fresh tables for @as if an entry changed: its changed directories, a PDPT and a
+ * PML4, in that window's unused pages; @as's bit into @flush. 0, or -ENOSPC when the
+ * pool has too few left. */
+static int as_commit(struct aspace *as, uint64_t *flush)
+{
+	struct aspace_set *s = as->set;
+	uint64_t links[ASPACE_PD_ENTRIES], pml4, pdpt;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < as->n_pd; i++)
+		n += as->dirty[i];
+	if (!n)
+		return 0;
+	if (s->next[as->win] + n + 2 > ASPACE_POOL)
+		return -ENOSPC;
+	pml4 = as_pool_page(s, as->win);
+	pdpt = as_pool_page(s, as->win);
+	for (uint32_t i = 0; i < as->n_pd; i++) {
+		uint32_t first = i * ASPACE_PD_ENTRIES, left = s->blocks - first;
+
+		if (as->dirty[i]) {
+			as->pd[i] = as_pool_page(s, as->win);
+			pt_write_table(s->mem->host, as->pd[i], as->pde + first,
+				       left < ASPACE_PD_ENTRIES ? left : ASPACE_PD_ENTRIES);
+			as->dirty[i] = 0;
+		}
+		links[i] = pt_link(as->pd[i]);
+	}
+	pt_write_table(s->mem->host, pdpt, links, as->n_pd);
+	links[0] = pt_link(pdpt);
+	pt_write_table(s->mem->host, pml4, links, 1);
+	__atomic_store_n(&as->cr3, pml4, __ATOMIC_RELEASE);
+	*flush |= 1ULL << as->win;
+	return 0;
+}
+
+/* Every space's changes written out. A window out of unused pages has the VM forget
+ * every translation (s->recycle), and then every space is written afresh from the
+ * start of its pool. Called with the lock held, at the end of each change. */
+static void as_commit_all(struct aspace_set *s, uint64_t *flush)
+{
+	bool full = false;
+
+	for (int w = 0; w < s->n; w++)
+		if (s->as[w] && as_commit(s->as[w], flush))
+			full = true;
+	if (!full)
+		return;
+	if (s->recycle)
+		s->recycle(s->recycle_ctx);
+	for (int w = 0; w < s->n; w++) {
+		s->next[w] = 0;
+		if (s->as[w]) {
+			memset(s->as[w]->dirty, 1, s->as[w]->n_pd);
+			(void)as_commit(s->as[w], flush); /* a whole space fits in a pool */
+		}
+	}
 }
 
 /* Block @b's 2 MiB from window @from to window @to (marked as the monitor's write,
@@ -178,21 +250,33 @@ int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int
 	s->blocks = (uint32_t)(window / HUGE_SIZE);
 	s->n = n;
 	s->readers = calloc((size_t)n * s->blocks, sizeof(*s->readers));
-	if (!s->readers)
+	s->next = calloc((size_t)n, sizeof(*s->next));
+	if (!s->readers || !s->next) {
+		free(s->readers);
+		free(s->next);
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	return 0;
+}
+
+static void as_free(struct aspace *as)
+{
+	free(as->dirty);
+	free(as->pd);
+	free(as->pde);
+	free(as->shared);
+	free(as->src);
+	free(as);
 }
 
 void aspace_set_fini(struct aspace_set *s)
 {
 	for (int w = 0; w < s->n; w++)
-		if (s->as[w]) {
-			free(s->as[w]->shared);
-			free(s->as[w]->src);
-			free(s->as[w]);
-		}
+		if (s->as[w])
+			as_free(s->as[w]);
 	free(s->readers);
+	free(s->next);
 	if (s->mem)
 		pthread_mutex_destroy(&s->lock);
 	memset(s, 0, sizeof(*s));
@@ -202,7 +286,7 @@ void aspace_set_fini(struct aspace_set *s)
 static int as_new(struct aspace_set *s, struct aspace **out)
 {
 	struct aspace *as;
-	int w = 0, rc;
+	int w = 0;
 
 	while (w < s->n && s->as[w])
 		w++;
@@ -211,42 +295,36 @@ static int as_new(struct aspace_set *s, struct aspace **out)
 	as = calloc(1, sizeof(*as));
 	if (!as)
 		return -ENOMEM;
+	as->n_pd = (s->blocks + ASPACE_PD_ENTRIES - 1) / ASPACE_PD_ENTRIES;
 	as->src = malloc(s->blocks);
-	if (!as->src) {
-		rc = -ENOMEM;
-		goto err_free;
+	as->shared = calloc(s->blocks, 1);
+	as->pde = calloc(s->blocks, sizeof(*as->pde));
+	as->pd = calloc(as->n_pd, sizeof(*as->pd));
+	as->dirty = calloc(as->n_pd, 1);
+	if (!as->src || !as->shared || !as->pde || !as->pd || !as->dirty) {
+		as_free(as);
+		return -ENOMEM;
 	}
 	memset(as->src, ASPACE_OWN, s->blocks);
-	as->shared = calloc(s->blocks, 1);
-	if (!as->shared) {
-		rc = -ENOMEM;
-		goto err_free_src;
-	}
 	as->set = s;
 	as->win = w;
-	rc = pt_layout(s->mem->host, as_gpa(s, w, 0), s->window, &as->cr3);
-	if (rc)
-		goto err_free_src;
 	for (uint32_t b = 0; b < s->blocks; b++)
-		as_put(as, b);
+		as_put(as, b); /* written out by the caller's as_commit_all */
 	s->as[w] = as;
 	*out = as;
 	return 0;
-
-err_free_src:
-	free(as->shared);
-	free(as->src);
-err_free:
-	free(as);
-	return rc;
 }
 
 int aspace_create(struct aspace_set *s, struct aspace **out)
 {
 	int rc;
 
+	uint64_t flush = 0;
+
 	pthread_mutex_lock(&s->lock);
 	rc = as_new(s, out);
+	if (!rc)
+		as_commit_all(s, &flush);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -273,13 +351,13 @@ int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out
 		if (!as_used(used, b))
 			continue;
 		child->src[b] = (int8_t)home;
-		if (++*as_readers(s, home, b) == 1 && home == parent->win) {
+		if (++*as_readers(s, home, b) == 1 && home == parent->win)
 			as_put(parent, b); /* read-only from now on */
-			*flush |= 1ULL << parent->win;
-		}
 		as_put(child, b);
 	}
 	*out = child;
+	as_commit_all(s, flush);
+	*flush &= ~(1ULL << child->win); /* nothing runs it yet */
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -301,6 +379,7 @@ int aspace_own(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush)
 	pthread_mutex_lock(&s->lock);
 	for (uint64_t b = gva / HUGE_SIZE; b <= (gva + len - 1) / HUGE_SIZE; b++)
 		as_claim(as, (uint32_t)b, flush);
+	as_commit_all(s, flush);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -337,7 +416,7 @@ int aspace_reset(struct aspace *as, uint64_t *flush)
 	as_wipe(as);
 	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
 		as_put(as, b);
-	*flush |= 1ULL << as->win;
+	as_commit_all(s, flush);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -349,14 +428,11 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 	pthread_mutex_lock(&s->lock);
 	as_let_go(as, flush);
 	as_wipe(as);
-	if (as->win) /* its page tables too; window 0's system area is every process's */
-		gmem_discard(s->mem, as_gpa(s, as->win, 0), LAYOUT_USER_BASE);
-	s->as[as->win] = NULL;
+	s->as[as->win] = NULL; /* its used table pages stay used: never written again */
+	as_commit_all(s, flush);
 	*flush &= ~(1ULL << as->win);
 	pthread_mutex_unlock(&s->lock);
-	free(as->shared);
-	free(as->src);
-	free(as);
+	as_free(as);
 }
 
 /* ---- the view: mmu/gmem.h's side of a space ---- */
@@ -397,11 +473,11 @@ struct gmem *aspace_view(struct aspace *as)
 void aspace_tables(struct aspace *as)
 {
 	struct aspace_set *s = as->set;
-	uint64_t cr3;
+	uint64_t flush = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (!pt_layout(s->mem->host, as_gpa(s, as->win, 0), s->window, &cr3))
-		for (uint32_t b = 0; b < s->blocks; b++)
-			as_put(as, b);
+	s->next[as->win] = 0; /* no vCPU has run yet: nothing holds a translation */
+	memset(as->dirty, 1, as->n_pd);
+	(void)as_commit(as, &flush);
 	pthread_mutex_unlock(&s->lock);
 }

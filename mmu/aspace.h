@@ -25,10 +25,16 @@ struct aspace_set {
 	struct aspace *as[ASPACE_MAX]; /* per window: the space in it, NULL when free */
 	uint16_t *readers;      /* [w * blocks + b]: spaces that map window w's block b
 				 * read-only, as theirs */
+	uint32_t *next;         /* per window: its first page-table page never used yet */
 	/* Called with the mask of what the monitor's own access to a view changed
 	 * (aspace_view), so that the VM flushes it; NULL: nobody to tell. */
 	void (*flush)(void *ctx, uint64_t mask);
 	void *flush_ctx;
+	/* Called when a window runs out of page-table pages never used: the VM makes KVM
+	 * forget every translation it built (docs/processes.md), after which every page
+	 * may serve again. NULL on plain memory, where nothing caches them. */
+	void (*recycle)(void *ctx);
+	void *recycle_ctx;
 };
 
 struct aspace {
@@ -36,6 +42,10 @@ struct aspace {
 	int win;                /* its window: guest-physical [win * window, + window) */
 	uint64_t cr3;           /* its page tables, in its window's system area */
 	int8_t *src;            /* per block: ASPACE_OWN, or the window whose block it reads */
+	uint64_t *pde;          /* per block: its entry, as the tables in use hold it */
+	uint64_t *pd;           /* per GiB: the page directory in use */
+	uint8_t *dirty;         /* per GiB: an entry changed since that directory was written */
+	uint32_t n_pd;
 	uint8_t *shared;        /* per block: it reads another's, or others read it */
 	uint32_t n_shared;      /* of them set (read without the lock: 0 is the fast path) */
 	struct gmem_cow cow;    /* the view's side of it (aspace_view) */
@@ -48,11 +58,13 @@ int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int
 void aspace_set_fini(struct aspace_set *s);
 
 /*
- * A flush mask: bit w set when the space in window w changed an entry so that a vCPU
- * running it may still hold the old translation (read-write made read-only, or another
- * block). Its vCPUs reload CR3 before they run on. An entry made writable is not in
- * it: the stale read-only translation faults once more, and aspace_write_fault finds
- * nothing to do.
+ * Page tables are written once. On our hosts KVM shadows the guest's tables and sees
+ * only the guest's own writes to them: a change the monitor makes in place reaches no
+ * vCPU, not even after a CR3 reload, and a page once used as a table keeps its old
+ * translations when rewritten (docs/processes.md has the probe). So a change writes a
+ * fresh page directory, PDPT and PML4 from the window's pool of pages never used, and
+ * the space's CR3 moves to them. A flush mask has bit w set when the space in window w
+ * got a new CR3: its vCPUs load it before they run on (a running one is kicked first).
  */
 
 /* A space of its own: the lowest free window (window 0 maps RAM to itself, as a VM

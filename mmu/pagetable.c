@@ -45,6 +45,19 @@ int pt_layout(uint8_t *host, uint64_t base, uint64_t size, uint64_t *cr3)
 	return 0;
 }
 
+void pt_write_table(uint8_t *host, uint64_t gpa, const uint64_t *entries, size_t n)
+{
+	uint64_t *t = pt_page(host, gpa);
+
+	memcpy(t, entries, n * sizeof(*t));
+	memset(t + n, 0, (PT_ENTRIES - n) * sizeof(*t));
+}
+
+uint64_t pt_link(uint64_t gpa)
+{
+	return gpa | PTE_P | PTE_RW | PTE_US;
+}
+
 void pt_set(uint8_t *host, uint64_t cr3, uint64_t gva, uint64_t pde)
 {
 	uint64_t *pd = pt_page(host, cr3 + (2 + gva / GIB) * PAGE_SIZE);

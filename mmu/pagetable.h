@@ -4,6 +4,7 @@
 #ifndef CCVM_PAGETABLE_H
 #define CCVM_PAGETABLE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -26,6 +27,12 @@ int pt_build(uint8_t *sys, uint64_t ram_size, uint64_t *cr3);
  * Returns 0 with *@cr3 the PML4's guest-physical address, or -EINVAL.
  */
 int pt_layout(uint8_t *host, uint64_t base, uint64_t size, uint64_t *cr3);
+
+/* The page at guest-physical @gpa becomes a table of @n entries from @entries, the rest
+ * not present. */
+void pt_write_table(uint8_t *host, uint64_t gpa, const uint64_t *entries, size_t n);
+/* An upper-level entry pointing at the table at @gpa. */
+uint64_t pt_link(uint64_t gpa);
 
 /* The 2 MiB entry for @gva in the tables at @cr3 (pt_layout's) becomes @pde. */
 void pt_set(uint8_t *host, uint64_t cr3, uint64_t gva, uint64_t pde);

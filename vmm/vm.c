@@ -36,6 +36,10 @@ int vm_system_area(struct vm *vm)
 		aspace_tables(vm->as0);
 	if (rc)
 		return rc;
+	/* The platform starts every vCPU there (vmm/kvm/kvm_cpu.c): the first space's
+	 * tables, written first in a fresh pool. */
+	if (vm->as0->cr3 != LAYOUT_PGTABLE)
+		return -EINVAL;
 	cpu_tables_build(vm->mem.host);
 	return 0;
 }

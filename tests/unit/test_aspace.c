@@ -121,7 +121,8 @@ START_TEST(test_fork_child_writes)
 
 	flush = 0;
 	ck_assert_int_eq(aspace_write_fault(c, BLK(3) + 100, &flush), 0);
-	ck_assert_uint_eq(flush, 1ULL << c->win);
+	/* both moved: the child to its copy, the parent to a writable entry */
+	ck_assert_uint_eq(flush, (1ULL << c->win) | (1ULL << p->win));
 	check_all();
 	ck_assert_uint_eq(*seen(c, BLK(3) + 7, &f), 'p');
 	ck_assert_msg(f & PTE_RW, "the child's own copy must be writable");
@@ -147,7 +148,7 @@ START_TEST(test_fork_parent_writes)
 	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
 	flush = 0;
 	ck_assert_int_eq(aspace_write_fault(p, BLK(5), &flush), 0);
-	ck_assert_uint_eq(flush, 1ULL << c->win); /* the child's entry moved */
+	ck_assert_uint_eq(flush, (1ULL << c->win) | (1ULL << p->win));
 	check_all();
 	mem.host[BLK(5) + 1] = 'y';
 	ck_assert_uint_eq(*seen(c, BLK(5) + 1, &f), 'x');
@@ -306,14 +307,14 @@ START_TEST(test_view)
 
 	w = gmem_user_ptr(cv, BLK(4) + 10, 4);
 	ck_assert_ptr_eq(w, mem.host + c->win * WIN + BLK(4) + 10);
-	ck_assert_uint_eq(flushed, 1ULL << c->win);
+	ck_assert_uint_eq(flushed, (1ULL << c->win) | (1ULL << p->win));
 	memcpy(w, "CHLD", 4);
 	ck_assert_uint_eq(mem.host[BLK(4) + 10], 'v');
 	check_all();
 
 	flushed = 0;
 	ck_assert_int_eq(gmem_copy_out(pv, BLK(2) + 1, "P", 1), 0); /* the child reads it */
-	ck_assert_uint_eq(flushed, 1ULL << c->win);
+	ck_assert_uint_eq(flushed, (1ULL << c->win) | (1ULL << p->win));
 	ck_assert_int_eq(gmem_copy_in(cv, buf, BLK(2) + 1, 1), 0);
 	ck_assert_int_eq(buf[0], 'v');
 	check_all();
@@ -348,6 +349,52 @@ START_TEST(test_view_alone)
 }
 END_TEST
 
+static int recycles;
+
+static void note_recycle(void *ctx)
+{
+	(void)ctx;
+	recycles++;
+}
+
+/* Tables are written once: a change writes fresh ones and moves CR3, leaving every byte
+ * of the tables in use before as it was (a vCPU's stale view of them stays true to
+ * them). When a window's pool of unused pages runs out, the VM is asked to forget every
+ * translation, and every space is written afresh from its pool's start. */
+START_TEST(test_tables_written_once)
+{
+	static uint8_t before[LAYOUT_SYS_END];
+	struct aspace *p, *c;
+	uint64_t flush = 0, cr3;
+	int faults = 0;
+
+	set.recycle = note_recycle;
+	recycles = 0;
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	memcpy(before, mem.host + c->win * WIN, LAYOUT_SYS_END);
+	cr3 = c->cr3;
+	ck_assert_int_eq(aspace_write_fault(c, BLK(2), &flush), 0);
+	ck_assert_uint_ne(c->cr3, cr3);
+	ck_assert_msg(!memcmp(before + LAYOUT_PGTABLE, mem.host + c->win * WIN + LAYOUT_PGTABLE,
+			      (size_t)(c->cr3 - c->win * WIN - LAYOUT_PGTABLE)),
+		      "a table in use was written in place");
+	/* each of these moves both spaces: they run the pools dry, more than once */
+	for (int round = 0; round < 200; round++) {
+		uint64_t b = BLK(2 + round % 6);
+
+		ck_assert_int_eq(aspace_reset(c, &flush), 0);
+		aspace_destroy(c, &flush);
+		ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+		ck_assert_int_eq(aspace_write_fault(round % 2 ? p : c, b, &flush), 0);
+		faults++;
+		check_all();
+	}
+	ck_assert_msg(recycles >= 1, "%d changes and the pools never ran out", faults);
+	ck_assert_uint_lt(c->cr3 - c->win * WIN, LAYOUT_SYS_END);
+}
+END_TEST
+
 Suite *aspace_suite(void)
 {
 	Suite *s = suite_create("aspace");
@@ -364,6 +411,7 @@ Suite *aspace_suite(void)
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_view);
 	tcase_add_test(tc, test_view_alone);
+	tcase_add_test(tc, test_tables_written_once);
 	suite_add_tcase(s, tc);
 	return s;
 }
