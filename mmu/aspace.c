@@ -51,13 +51,12 @@ static int as_home(const struct aspace *as, uint32_t b)
 	return as->src[b] == ASPACE_OWN ? as->win : as->src[b];
 }
 
-/* Write @as's entry for block @b from its state: writable only when its own and read
- * by nobody else. */
+/* Set @as's entry for block @b from its state (as_commit writes it out): writable only
+ * when its own and read by nobody else. */
 static void as_put(struct aspace *as, uint32_t b)
 {
 	const struct aspace_set *s = as->set;
 	uint64_t gva = (uint64_t)b * HUGE_SIZE, pde;
-
 	bool shared = false;
 
 	if (b < ASPACE_USER_BLOCK) {

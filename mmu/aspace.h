@@ -40,7 +40,7 @@ struct aspace_set {
 struct aspace {
 	struct aspace_set *set;
 	int win;                /* its window: guest-physical [win * window, + window) */
-	uint64_t cr3;           /* its page tables, in its window's system area */
+	uint64_t cr3;           /* its PML4 now (moves with every change: aspace.h) */
 	int8_t *src;            /* per block: ASPACE_OWN, or the window whose block it reads */
 	uint64_t *pde;          /* per block: its entry, as the tables in use hold it */
 	uint64_t *pd;           /* per GiB: the page directory in use */
@@ -95,12 +95,14 @@ int64_t aspace_gpa(struct aspace *as, uint64_t gva);
  * own first; what that changes goes to the set's flush callback. */
 struct gmem *aspace_view(struct aspace *as);
 
-/* The space's page tables written again from its state, as after a restore that
- * overwrote guest memory with an image's. */
+/* The space's page tables written again from its state at the start of its window's
+ * pool, as after a restore overwrote guest memory with an image's: only before any
+ * vCPU of the VM ran, when nothing holds a translation. */
 void aspace_tables(struct aspace *as);
 
 /* The space forgets every block (readers of its own keep the data) and starts empty,
- * as exec leaves a process: 0. */
+ * as exec leaves a process: 0. Like aspace_destroy, it discards memory: a snapshot in
+ * progress must have saved the window first (the caller's business, as for munmap). */
 int aspace_reset(struct aspace *as, uint64_t *flush);
 
 /* The space ends: readers of its blocks keep the data, its window is given back and
