@@ -74,6 +74,19 @@ grep -q '^subprocess refused 38$' "$CP/v.all" && grep -q 'not supported' "$CP/v.
 	pass "python3 subprocess" "refused cleanly in ccvm (OSError ENOSYS, a log line), natively '$(grep '^subprocess' "$CP/n.all")'" ||
 	fail "python3 subprocess" "$(grep '^subprocess' "$CP/v.all")" "$(head -3 "$CP/v.err")"
 
+# dash: builtins, then execve of a #! script, which execs env, which execs printenv
+# (execve within one process; a pipeline needs fork, which is not offered yet).
+cat >"$CP/script.sh" <<'SH'
+#!/bin/sh -e
+echo "script $0 got $# args: $*"
+exec /usr/bin/env CCVM_E2E_X=7 /usr/bin/printenv CCVM_E2E_X
+SH
+chmod +x "$CP/script.sh"
+SHC='x=5; echo "builtins $x $((x * 3))"; cd /usr; echo "cwd $PWD"; exec "$0" one "two words"'
+/bin/sh -c "$SHC" "$CP/script.sh" >"$CP/n.out" 2>&1; n=$?
+tmo 300 "$CCVM" run -- /bin/sh -c "$SHC" "$CP/script.sh" >"$CP/v.out" 2>"$CP/v.err"; v=$?
+same "sh -c: builtins, exec of a #! script, env, printenv" $n $v
+
 # A server natively and in ccvm (published), asked the same by a client: the answers.
 serve_both() { # NAME TAG CLIENT_SCRIPT -- COMMAND... (@PORT@: its port, @DIR@: its directory)
 	local name=$1 tag=$2 client=$3 np vp nd vd a nargs=() vargs=() npid vpid

@@ -14,6 +14,7 @@
 #include "../../vmm/linux/sys.h"
 #include "../../vmm/vcpu.h"
 #include "../../vmm/base/x86.h"
+#include "../../guest/vdso/vdso_abi.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -1956,6 +1957,115 @@ START_TEST(test_ptree_groups)
 }
 END_TEST
 
+/* ---- execve (exec.c) ---- */
+
+/* Guest string array @strs (NULL-ended) at scratch offset @off, its strings after it. */
+static uint64_t gstrv(uint64_t off, const char *const *strs)
+{
+	uint64_t *v = gp(scratch + off, 8 * 16), at = off + 8 * 16;
+	int i = 0;
+
+	for (; strs[i]; i++) {
+		v[i] = gstr(at, strs[i]);
+		at += strlen(strs[i]) + 1;
+	}
+	v[i] = 0;
+	return scratch + off;
+}
+
+/* execve through lx_syscall, with the registers it leaves. */
+static int64_t pt_execve(uint64_t path, uint64_t argv, uint64_t envp, struct cpu_regs *out)
+{
+	struct cpu_regs regs = { .rax = SYS_execve, .rdi = path, .rsi = argv, .rdx = envp };
+	struct cpu_segs sregs = { .fs_base = 0x1234 };
+	bool dirty = false;
+
+	pt.resume_exact = false;
+	lx_syscall(&pt, &regs, &sregs, &dirty);
+	if (out)
+		*out = regs;
+	return (int64_t)regs.rax;
+}
+
+/* The argv string @i on a new program's stack at @rsp. */
+static const char *pt_stack_arg(uint64_t rsp, int i)
+{
+	return gp(*(uint64_t *)gp(rsp + 8 * (uint64_t)(1 + i), 8), 1);
+}
+
+/* execve replaces the program: the thread starts at the new entry with its stack built
+ * from the new argv and envp, close-on-exec descriptors are closed and the others
+ * stay, handled signals go back to their default while ignored ones stay ignored,
+ * the pid stays and the old mappings are gone. */
+START_TEST(test_execve_replaces)
+{
+	const char *argv[] = { "true", "x1", NULL }, *envp[] = { "B=2", NULL };
+	int64_t keep, gone, pid = S0(SYS_getpid);
+	uint64_t old_scratch = scratch;
+	struct cpu_regs r;
+
+	keep = S4(SYS_openat, AT_FDCWD, gpath(0, "keep"), O_RDWR | O_CREAT, 0600);
+	gone = S4(SYS_openat, AT_FDCWD, gpath(0, "gone"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ck_assert_int_ge(gone, 0);
+	pt_sigaction(SIGUSR1, 0x401000, SA_RESTART);
+	pt_sigaction(SIGUSR2, (uint64_t)(uintptr_t)SIG_IGN, 0);
+	ck_assert_int_eq(pt_execve(gstr(0x100, "/usr/bin/true"), gstrv(0x200, argv),
+				   gstrv(0x600, envp), &r), 0);
+	ck_assert_msg(pt.resume_exact && r.rip && r.rsp, "rip %#llx rsp %#llx",
+		      (unsigned long long)r.rip, (unsigned long long)r.rsp);
+	ck_assert_uint_eq(r.rbx | r.rcx | r.rdi | r.r11, 0);
+	ck_assert_uint_eq(*(uint64_t *)gp(r.rsp, 8), 2);
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 0), "true");
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 1), "x1");
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 3), "B=2"); /* envp follows argv's NULL */
+	ck_assert_str_eq(pp->exe, "/usr/bin/true");
+	ck_assert_uint_eq(pp->clock.data->magic, VDSO_DATA_MAGIC); /* its vDSO tells time */
+	ck_assert_int_eq(S0(SYS_getpid), pid);
+	ck_assert_int_ge(S2(SYS_fcntl, keep, F_GETFD), 0);
+	ck_assert_int_eq(S2(SYS_fcntl, gone, F_GETFD), -EBADF);
+	ck_assert_ptr_null(vma_find(&pp->mm.map, old_scratch));
+	/* the old scratch area is no mapping now, but still RAM the calls below may use */
+	ck_assert_int_eq(S4(SYS_rt_sigaction, SIGUSR1, 0, scratch + 0xf00, 8), 0);
+	ck_assert_uint_eq(*(uint64_t *)gp(scratch + 0xf00, 8), (uint64_t)(uintptr_t)SIG_DFL);
+	ck_assert_int_eq(S4(SYS_rt_sigaction, SIGUSR2, 0, scratch + 0xf00, 8), 0);
+	ck_assert_uint_eq(*(uint64_t *)gp(scratch + 0xf00, 8), (uint64_t)(uintptr_t)SIG_IGN);
+}
+END_TEST
+
+/* Errors before the point of no return leave the process as it was: a missing file, a
+ * file that may not be run, one that is neither ELF nor script, a script whose
+ * interpreter is missing, scripts that name each other, a bad argv. A script's
+ * interpreter gets its one argument and the script's path in front of the rest. */
+START_TEST(test_execve_errors_and_scripts)
+{
+	const char *argv[] = { "s", "x1", NULL };
+	char cmd[8 * PATH_MAX], script[PATH_MAX + 8];
+	struct cpu_regs r;
+
+	ck_assert_int_eq(pt_execve(gstr(0x100, "/nonexistent/prog"), 0, 0, NULL), -ENOENT);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && echo x > plain && echo 'no program' > text && "
+		 "printf '#!/nonexistent/sh\\n' > lost && printf '#!%s/loop\\n' > loop && "
+		 "printf '#!/usr/bin/true  -a b  \\n' > s && chmod +x text lost loop s",
+		 pdir, pdir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(pt_execve(gpath(0x100, "plain"), 0, 0, NULL), -EACCES);
+	ck_assert_int_eq(pt_execve(gpath(0x100, "text"), 0, 0, NULL), -ENOEXEC);
+	ck_assert_int_eq(pt_execve(gpath(0x100, "lost"), 0, 0, NULL), -ENOENT);
+	ck_assert_int_eq(pt_execve(gpath(0x100, "loop"), 0, 0, NULL), -ELOOP);
+	ck_assert_int_eq(pt_execve(gpath(0x100, "s"), 0x10, 0, NULL), -EFAULT);
+	ck_assert_ptr_nonnull(vma_find(&pp->mm.map, scratch)); /* nothing was let go of */
+	ck_assert_str_eq(pp->exe, "/usr/bin/true");
+	ck_assert_int_eq(pt_execve(gpath(0x100, "s"), gstrv(0x200, argv), 0, &r), 0);
+	ck_assert_uint_eq(*(uint64_t *)gp(r.rsp, 8), 4);
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 0), "/usr/bin/true");
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 1), "-a b");
+	snprintf(script, sizeof(script), "%s/s", pdir);
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 2), script);
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 3), "x1");
+}
+END_TEST
+
 Suite *personality_suite(void)
 {
 	Suite *s = suite_create("personality");
@@ -2010,6 +2120,8 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_ptree_wait_blocks);
 	tcase_add_test(tc, test_ptree_orphans_and_limits);
 	tcase_add_test(tc, test_ptree_groups);
+	tcase_add_test(tc, test_execve_replaces);
+	tcase_add_test(tc, test_execve_errors_and_scripts);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -85,6 +85,24 @@ void lx_clock_init(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz)
 	lx_clock_resume(p, tsc_offset, tsc_khz, (uint64_t)ts_ns(&mono));
 }
 
+/* (sys.h) The clock as it runs, into the vDSO's data page (a new one after execve). */
+void lx_clock_publish(struct lx_proc *p)
+{
+	struct lx_clock *k = &p->clock;
+	struct vdso_data *d = k->data;
+
+	if (!d)
+		return;
+	d->seq = 0;
+	d->shift = k->shift;
+	d->mult = k->mult;
+	d->tsc_base = k->tsc_base;
+	d->mono_base_ns = k->mono_base_ns;
+	d->coarse_res_ns = 1;
+	lx_clock_refresh(p);
+	__atomic_store_n(&d->magic, VDSO_DATA_MAGIC, __ATOMIC_RELEASE);
+}
+
 /* Start (or restart, after a restore) guest monotonic time at @mono_ns now. */
 void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, uint64_t mono_ns)
 {
@@ -96,18 +114,7 @@ void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, ui
 	k->mult = (uint64_t)(((unsigned __int128)1000000 << CLOCK_SHIFT) / (tsc_khz ? tsc_khz : 1));
 	k->tsc_base = clock_guest_tsc(k);
 	k->mono_base_ns = mono_ns;
-	if (k->data) {
-		struct vdso_data *d = k->data;
-
-		d->seq = 0;
-		d->shift = k->shift;
-		d->mult = k->mult;
-		d->tsc_base = k->tsc_base;
-		d->mono_base_ns = k->mono_base_ns;
-		d->coarse_res_ns = 1;
-		lx_clock_refresh(p);
-		__atomic_store_n(&d->magic, VDSO_DATA_MAGIC, __ATOMIC_RELEASE);
-	}
+	lx_clock_publish(p);
 	/* Timers a restore brought back count on this clock: they run from now. */
 	lx_timer_start(p);
 }

@@ -67,6 +67,8 @@ struct lx_config {
 	/* Signals ignored from the start (bit sig - 1), as exec leaves those its caller
 	 * ignored: lx_sig_inherited() read before ccvm changed any for itself. */
 	uint64_t ignored_signals;
+	bool quiet;              /* a guest's execve: why it fails is the guest's errno,
+				  * logged at debug level only */
 };
 
 struct lx_file {
@@ -199,6 +201,7 @@ struct lx_proc {
 	uint64_t sys_count[LX_NR_SYSCALLS];
 	uint8_t sys_unknown_logged[LX_NR_SYSCALLS];
 	struct lx_fastio *fio;   /* the exitless socket path, NULL when off */
+	bool fastio_wanted;      /* --fastio: each program it execs gets the path too */
 	/* Its place among the VM's processes (ptree.c; under tree->lock): */
 	struct lx_tree *tree;    /* NULL: a process alone, as before trees existed */
 	struct lx_proc *parent;  /* NULL for the first process */

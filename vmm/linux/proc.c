@@ -39,6 +39,9 @@
 #define PROC_PIE_BASE    (4ULL << 20)
 #define PROC_GAP         (64ULL << 10)  /* unmapped guard between regions */
 #define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+/* Why a program cannot run: the user's to read at start, the guest's to see (an errno)
+ * when its execve fails. */
+#define PROC_LEVEL(cfg) ((cfg)->quiet ? LOG_DEBUG : LOG_ERR)
 
 extern const uint8_t ccvm_vdso_image[], ccvm_vdso_image_end[];
 
@@ -90,14 +93,14 @@ static int proc_open_program(struct lx_proc *p, const struct lx_config *cfg, int
 	}
 found:
 	if (rc) {
-		log_err("cannot run '%s': %s", cfg->program,
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': %s", cfg->program,
 			rc == -ENOENT ? "no such file (in the guest's root)" : strerror(-rc));
 		return rc;
 	}
 	snprintf(p->exe, sizeof(p->exe), "%s", gpath);
 	if (syscall(SYS_faccessat2, *fd, "", X_OK, AT_EMPTY_PATH) < 0) {
 		rc = -errno;
-		log_err("cannot run '%s': %s", cfg->program, strerror(errno));
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': %s", cfg->program, strerror(errno));
 		close(*fd);
 		return rc;
 	}
@@ -132,8 +135,8 @@ static int proc_load_segments(struct lx_proc *p, const uint8_t *file, const stru
 
 /* Map the file behind @fd read-only and parse it as an ELF program; @what names it in
  * messages. On success *file / *size hold the mapping (munmap it). */
-static int proc_parse_file(const char *what, int fd, struct elf_info *e, uint8_t **file,
-			   size_t *size)
+static int proc_parse_file(const struct lx_config *cfg, const char *what, int fd,
+			   struct elf_info *e, uint8_t **file, size_t *size)
 {
 	char err[ELF_ERR_LEN];
 	struct stat st;
@@ -142,11 +145,11 @@ static int proc_parse_file(const char *what, int fd, struct elf_info *e, uint8_t
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode)) {
-		log_err("cannot run '%s': not a regular file", what);
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': not a regular file", what);
 		return -EACCES;
 	}
 	if (st.st_size == 0) {
-		log_err("cannot run '%s': not an ELF file (it is empty)", what);
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': not an ELF file (it is empty)", what);
 		return -ENOEXEC;
 	}
 	*size = (size_t)st.st_size;
@@ -155,7 +158,7 @@ static int proc_parse_file(const char *what, int fd, struct elf_info *e, uint8_t
 		return -errno;
 	rc = elf_parse(*file, *size, e, err);
 	if (rc) {
-		log_err("cannot run '%s': %s", what, err);
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': %s", what, err);
 		munmap(*file, *size);
 	}
 	return rc;
@@ -186,23 +189,23 @@ static int proc_load_interp(struct lx_proc *p, const struct lx_config *cfg, cons
 	if (!rc)
 		rc = lx_fs_open(NULL, &p->fs, gpath, O_RDONLY, 0, &fd);
 	if (rc) {
-		log_err("cannot run '%s': its interpreter %s: %s", cfg->program, interp,
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': its interpreter %s: %s", cfg->program, interp,
 			rc == -ENOENT ? "no such file (in the guest's root)" : strerror(-rc));
 		return rc;
 	}
-	rc = proc_parse_file(interp, fd, &ie, &file, &size);
+	rc = proc_parse_file(cfg, interp, fd, &ie, &file, &size);
 	close(fd);
 	if (rc)
 		return rc;
 	if (ie.interp[0] || !ie.is_pie) {
-		log_err("cannot run '%s': its interpreter %s is not a position-independent "
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': its interpreter %s is not a position-independent "
 			"loader", cfg->program, interp);
 		rc = -ENOEXEC;
 		goto out;
 	}
 	*ibase = ((p->mm.mmap_top - (ie.hi - ie.lo)) & ~(ie.align - 1)) - ie.lo;
 	if (!proc_fits(&ie, *ibase, p->mm.mmap_top)) {
-		log_err("cannot run '%s': no room for its interpreter (give a larger --mem)",
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': no room for its interpreter (give a larger --mem)",
 			cfg->program);
 		rc = -ENOMEM;
 		goto out;
@@ -222,12 +225,12 @@ static int proc_load_elf(struct lx_proc *p, const struct lx_config *cfg, int fd,
 	size_t size;
 	int rc;
 
-	rc = proc_parse_file(cfg->program, fd, e, &file, &size);
+	rc = proc_parse_file(cfg, cfg->program, fd, e, &file, &size);
 	if (rc)
 		return rc;
 	*base = e->is_pie ? align_up(PROC_PIE_BASE, e->align) - e->lo : 0;
 	if (!proc_fits(e, *base, p->mm.mmap_top)) {
-		log_err("cannot run '%s': it is linked at 0x%llx-0x%llx, outside this VM's user "
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': it is linked at 0x%llx-0x%llx, outside this VM's user "
 			"memory 0x%llx-0x%llx (give a larger --mem)", cfg->program,
 			(unsigned long long)(*base + e->lo), (unsigned long long)(*base + e->hi),
 			(unsigned long long)LAYOUT_USER_BASE, (unsigned long long)p->mm.mmap_top);
@@ -382,7 +385,7 @@ static int proc_stack(struct lx_proc *p, const struct lx_config *cfg, const stru
 	rc = stack_build(gmem_user_ptr(p->mem, p->mm.stack_top - init, init), p->mm.stack_top, init,
 			 &a, rsp);
 	if (rc)
-		log_err("cannot run '%s': arguments and environment do not fit in %llu KiB",
+		log_msg(PROC_LEVEL(cfg), "cannot run '%s': arguments and environment do not fit in %llu KiB",
 			cfg->program, (unsigned long long)(init >> 10));
 out:
 	free(own);
@@ -400,13 +403,64 @@ static void proc_rlimits(struct lx_proc *p)
 		p->rlim[RLIMIT_NOFILE].rlim_cur = LX_MAX_FDS;
 }
 
+/* (sys.h) */
+int lx_image_check(struct lx_proc *p, const struct lx_config *cfg, int fd)
+{
+	struct elf_info e, ie;
+	uint8_t *file;
+	size_t size;
+	int ifd, rc = proc_parse_file(cfg, cfg->program, fd, &e, &file, &size);
+
+	if (rc)
+		return rc;
+	munmap(file, size);
+	if (!e.interp[0])
+		return 0;
+	rc = lx_fs_open(NULL, &p->fs, e.interp, O_RDONLY, 0, &ifd);
+	if (rc)
+		return rc;
+	rc = proc_parse_file(cfg, e.interp, ifd, &ie, &file, &size);
+	close(ifd);
+	if (rc)
+		return rc;
+	munmap(file, size);
+	return ie.interp[0] || !ie.is_pie ? -ENOEXEC : 0;
+}
+
+/* (sys.h) */
+int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct lx_entry *entry)
+{
+	struct elf_info e;
+	uint64_t base = 0, ibase = 0, ientry = 0;
+	const char *slash;
+	int rc = proc_layout(p);
+
+	if (!rc)
+		rc = proc_load_elf(p, cfg, fd, &e, &base);
+	if (!rc && e.interp[0])
+		rc = proc_load_interp(p, cfg, e.interp, &ibase, &ientry);
+	if (!rc && e.interp[0] && cfg->fastio)
+		rc = proc_fastio(p, e.interp);
+	if (rc)
+		return rc;
+	p->mm.brk_start = p->mm.brk = align_up(base + e.hi, PAGE_SIZE);
+	rc = proc_stack(p, cfg, &e, base, ibase, &entry->rsp);
+	if (rc)
+		return rc;
+	/* A dynamic program starts in its interpreter, which finds the program through
+	 * AT_PHDR and AT_ENTRY. */
+	entry->rip = e.interp[0] ? ientry : base + e.entry;
+	slash = strrchr(p->exe, '/');
+	memset(p->comm, 0, sizeof(p->comm));
+	memcpy(p->comm, slash ? slash + 1 : p->exe,
+	       strnlen(slash ? slash + 1 : p->exe, sizeof(p->comm) - 1));
+	return 0;
+}
+
 int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc **out,
 		   struct lx_entry *entry)
 {
 	struct lx_proc *p = calloc(1, sizeof(*p));
-	struct elf_info e;
-	uint64_t base = 0, ibase = 0, ientry = 0;
-	const char *slash;
 	int fd = -1, rc;
 
 	if (!p)
@@ -433,34 +487,18 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	rc = lx_fd_init(p);
 	if (rc)
 		goto err;
-	rc = proc_layout(p);
-	if (rc)
-		goto err;
+	p->fastio_wanted = cfg->fastio;
 	rc = proc_open_program(p, cfg, &fd);
 	if (rc)
 		goto err;
-	rc = proc_load_elf(p, cfg, fd, &e, &base);
+	rc = lx_image_load(p, cfg, fd, entry);
 	close(fd);
-	if (!rc && e.interp[0])
-		rc = proc_load_interp(p, cfg, e.interp, &ibase, &ientry);
-	if (!rc && e.interp[0] && cfg->fastio)
-		rc = proc_fastio(p, e.interp);
 	if (rc)
 		goto err;
 	/* exec keeps what its caller ignored (never SIGKILL or SIGSTOP). */
 	for (int sig = 1; sig <= LX_NSIG; sig++)
 		if ((cfg->ignored_signals >> (sig - 1) & 1) && sig != SIGKILL && sig != SIGSTOP)
 			p->sigact[sig].handler = (uint64_t)(uintptr_t)SIG_IGN;
-	p->mm.brk_start = p->mm.brk = align_up(base + e.hi, PAGE_SIZE);
-	rc = proc_stack(p, cfg, &e, base, ibase, &entry->rsp);
-	if (rc)
-		goto err;
-	/* A dynamic program starts in its interpreter, which finds the program through
-	 * AT_PHDR and AT_ENTRY. */
-	entry->rip = e.interp[0] ? ientry : base + e.entry;
-	slash = strrchr(p->exe, '/');
-	memcpy(p->comm, slash ? slash + 1 : p->exe,
-	       strnlen(slash ? slash + 1 : p->exe, sizeof(p->comm) - 1));
 	*out = p;
 	return 0;
 err:

@@ -65,6 +65,18 @@ static inline int lx_copy_out(struct lx_call *c, uint64_t gva, const void *src, 
  * RAM, -ENAMETOOLONG when longer than PATH_MAX. */
 int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX]);
 
+/* A program image (proc.c). lx_image_check: would the program behind @fd (and its
+ * interpreter) load, as far as can be told without touching memory? 0, -ENOEXEC,
+ * -EACCES, -ENOENT. lx_image_load: load it into @p's memory, which holds nothing (a new
+ * process, or one whose execve let go of its memory), with the stack @cfg describes;
+ * @p->exe names it. 0 with @entry filled, or -errno. */
+int lx_image_check(struct lx_proc *p, const struct lx_config *cfg, int fd);
+/* The clock into a new vDSO data page, as after execve (clock.c). */
+void lx_clock_publish(struct lx_proc *p);
+/* execve's end of the POSIX timers (timer.c). */
+void lx_timer_exec(struct lx_proc *p);
+int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct lx_entry *entry);
+
 /* True the first time this system call asks for it: its log line is said once. */
 bool lx_first_time(struct lx_call *c);
 
@@ -317,7 +329,7 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
 	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
 	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups) \
-	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid)
+	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid) X(execve)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

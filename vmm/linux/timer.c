@@ -529,6 +529,15 @@ int64_t sys_timer_delete(struct lx_call *c)
 	return tm ? 0 : -EINVAL;
 }
 
+/* (sys.h) As timer_delete, for every one; ITIMER_REAL stays, as Linux keeps it. */
+void lx_timer_exec(struct lx_proc *p)
+{
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < LX_MAX_TIMERS; i++)
+		p->timers.t[i] = (struct lx_timer){ 0 };
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* ---- timerfd: the host's, on the same clock ---- */
 
 /*
