@@ -2046,7 +2046,8 @@ START_TEST(test_execve_errors_and_scripts)
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && echo x > plain && echo 'no program' > text && "
 		 "printf '#!/nonexistent/sh\\n' > lost && printf '#!%s/loop\\n' > loop && "
-		 "printf '#!/usr/bin/true  -a b  \\n' > s && chmod +x text lost loop s",
+		 "printf '#!/usr/bin/true  -a b  \\n' > s && printf '#!/usr/bin/true' > nonl && "
+		 "chmod +x text lost loop s nonl",
 		 pdir, pdir);
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_int_eq(pt_execve(gpath(0x100, "plain"), 0, 0, NULL), -EACCES);
@@ -2063,6 +2064,9 @@ START_TEST(test_execve_errors_and_scripts)
 	snprintf(script, sizeof(script), "%s/s", pdir);
 	ck_assert_str_eq(pt_stack_arg(r.rsp, 2), script);
 	ck_assert_str_eq(pt_stack_arg(r.rsp, 3), "x1");
+	/* a #! line that the file's end ends */
+	ck_assert_int_eq(pt_execve(gpath(0x100, "nonl"), gstrv(0x200, argv), 0, &r), 0);
+	ck_assert_str_eq(pt_stack_arg(r.rsp, 0), "/usr/bin/true");
 }
 END_TEST
 

@@ -130,7 +130,8 @@ static int exec_open(struct lx_proc *p, const char *path, char full[PATH_MAX], i
 
 /* A `#!` line of the file behind @fd: 1 with the interpreter in @interp and its one
  * optional argument in @arg ("" when none), 0 when the file does not start with #!,
- * -ENOEXEC for a line with no interpreter or longer than EXEC_LINE_MAX. */
+ * -ENOEXEC for a line with no interpreter or longer than EXEC_LINE_MAX. The file's end
+ * ends the line too, as on Linux. */
 static int exec_shebang(int fd, char interp[EXEC_LINE_MAX], char arg[EXEC_LINE_MAX])
 {
 	char line[EXEC_LINE_MAX + 1];
@@ -141,9 +142,10 @@ static int exec_shebang(int fd, char interp[EXEC_LINE_MAX], char arg[EXEC_LINE_M
 		return 0;
 	line[n] = '\0';
 	nl = memchr(line, '\n', (size_t)n);
-	if (!nl)
+	if (!nl && n == EXEC_LINE_MAX)
 		return -ENOEXEC;
-	*nl = '\0';
+	if (nl)
+		*nl = '\0';
 	for (s = line + 2; *s == ' ' || *s == '\t'; s++)
 		;
 	for (end = s; *end && *end != ' ' && *end != '\t'; end++)
