@@ -36,11 +36,18 @@
  */
 int gmem_map(struct gmem *mem, uint64_t size)
 {
+	return gmem_map_windows(mem, size, 1);
+}
+
+int gmem_map_windows(struct gmem *mem, uint64_t window, int n)
+{
+	uint64_t size = window * (uint64_t)n;
 	uint8_t *base, *aligned;
 	size_t len;
 
 	memset(mem, 0, sizeof(*mem));
-	if (size < LAYOUT_MIN_RAM || size > LAYOUT_MAX_RAM || size % HUGE_SIZE)
+	if (window < LAYOUT_MIN_RAM || window > LAYOUT_MAX_RAM || window % HUGE_SIZE || n < 1 ||
+	    n > GMEM_MAX_WINDOWS)
 		return -EINVAL;
 	len = size + HUGE_SIZE; /* slack to align the start to 2 MiB */
 	base = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -96,17 +103,21 @@ static bool gmem_shared(const struct gmem *mem)
  * pre-copy runs. */
 static void gmem_mark(const struct gmem *mem, uint64_t gpa, uint64_t len)
 {
-	uint64_t *bits = __atomic_load_n(&gmem_phys(mem)->written, __ATOMIC_ACQUIRE);
+	const struct gmem *phys = gmem_phys(mem);
+	uint64_t *bits = __atomic_load_n(&phys->written, __ATOMIC_ACQUIRE);
 
 	gpa += mem->base;
 	if (!bits || !len)
 		return;
-	for (uint64_t p = gpa / PAGE_SIZE; p <= (gpa + len - 1) / PAGE_SIZE; p++)
+	/* Only the memory the pre-copy runs over has bits: other windows are not its. */
+	for (uint64_t p = gpa / PAGE_SIZE; p <= (gpa + len - 1) / PAGE_SIZE && p < phys->written_pages; p++)
 		__atomic_fetch_or(&bits[p / 64], 1ULL << (p % 64), __ATOMIC_RELEASE);
 }
 
-void gmem_mark_held(const struct gmem *mem)
+void gmem_mark_held(const struct gmem *view)
 {
+	const struct gmem *mem = gmem_phys(view);
+
 	for (int i = 0; i < mem->n_held; i++)
 		gmem_mark(mem, mem->held[i].gpa, mem->held[i].len);
 }
@@ -117,9 +128,12 @@ static void gmem_mark_span(const struct gmem *mem, const struct gmem_span *s)
 		gmem_mark(mem, s->gpa[i], s->end[i] - s->gpa[i]);
 }
 
-void gmem_mark_start(struct gmem *mem, uint64_t *bits)
+void gmem_mark_start(struct gmem *view, uint64_t *bits)
 {
+	struct gmem *mem = gmem_phys(view);
+
 	pthread_mutex_lock(&mem->lock);
+	mem->written_pages = (view->base + view->size) / PAGE_SIZE;
 	__atomic_store_n(&mem->written, bits, __ATOMIC_RELEASE);
 	gmem_mark_held(mem);
 	for (struct gmem_span *s = mem->blocked; s; s = s->next)
@@ -185,9 +199,9 @@ void gmem_unblock(struct gmem *view, struct gmem_span *s)
 	pthread_mutex_unlock(&mem->lock);
 }
 
-void gmem_mark_stop(struct gmem *mem)
+void gmem_mark_stop(struct gmem *view)
 {
-	__atomic_store_n(&mem->written, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&gmem_phys(view)->written, NULL, __ATOMIC_RELEASE);
 }
 
 /* The checks alone: a host pointer, nothing marked (reads into the monitor). */

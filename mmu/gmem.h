@@ -52,6 +52,7 @@ struct gmem {
 	 * written since it started, for KVM's dirty log sees only the guest's writes. Set
 	 * and read atomically; NULL otherwise. */
 	uint64_t *written;
+	uint64_t written_pages;   /* pages it has bits for (from guest-physical 0) */
 	/* Ranges the monitor keeps a pointer into and writes whenever it likes (the vDSO
 	 * clock page, the fastio ring): taken as written at every mark. */
 	struct {
@@ -63,6 +64,11 @@ struct gmem {
 };
 
 int gmem_map(struct gmem *mem, uint64_t size);
+/* Room for @n windows of @window bytes each (docs/processes.md): gmem_map's checks
+ * for a window, @n at most GMEM_MAX_WINDOWS. Host address space only: nothing is
+ * backed until written. */
+#define GMEM_MAX_WINDOWS 64
+int gmem_map_windows(struct gmem *mem, uint64_t window, int n);
 void gmem_unmap(struct gmem *mem);
 /* @view becomes a process's view of @root: guest addresses [0, @size) of it are
  * @root's [@base, @base + @size), shared blocks kept apart by @cow (NULL: none). Every

@@ -35,7 +35,7 @@ static json_t *ctl_status(struct ctl_server *srv)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return json_pack("{s:s, s:i, s:s, s:I, s:i, s:I}", "state", names[vm_get_state(vm)],
 			 "pid", (int)getpid(), "program", vm->proc ? vm->proc->exe : "",
-			 "mem_bytes", (json_int_t)vm->mem.size, "vcpus", vm->n_vcpus, "uptime_ms",
+			 "mem_bytes", (json_int_t)vm->ram.size, "vcpus", vm->n_vcpus, "uptime_ms",
 			 (json_int_t)((now.tv_sec - srv->started.tv_sec) * 1000 +
 				      (now.tv_nsec - srv->started.tv_nsec) / 1000000));
 }
@@ -76,7 +76,7 @@ static json_t *ctl_stats(struct ctl_server *srv)
 			json_object_set_new(sys, lx_syscall_name(nr), json_integer((json_int_t)n));
 	}
 	json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:o}", "exits", exits, "syscalls", sys,
-			      "mem_bytes", (json_int_t)vm->mem.size, "host_rss_bytes",
+			      "mem_bytes", (json_int_t)vm->ram.size, "host_rss_bytes",
 			      (json_int_t)vm_host_rss(), "fastio", ctl_fastio_stats(vm));
 
 	if (o && srv->engine)

@@ -259,7 +259,7 @@ static int engine_new(struct vm *vm, const struct cli_opts *o, const struct snap
 
 	capture_vm_target(vm, &target);
 	snap_config_defaults(&cfg);
-	cfg.pool_bytes = pool_bytes_for(vm->mem.size, ccow->pool_bytes);
+	cfg.pool_bytes = pool_bytes_for(vm->ram.size, ccow->pool_bytes);
 	cfg.tracker = tracker;
 	cfg.region_size = ccow->region_size;
 	cfg.tune.held_compress = ccow->held_compress;
@@ -331,7 +331,7 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 
 		rc = vm_dirty_log(vm, &log);
 		if (!rc)
-			rc = tracker_init(&tracker, &log, vm->mem.host, vm->mem.size,
+			rc = tracker_init(&tracker, &log, vm->ram.host, vm->ram.size,
 					  ccow->region_size, ccow->window_ms,
 					  (struct tracker_progress){ .read = guest_clock_reads,
 								     .ctx = vm->proc });

@@ -93,8 +93,8 @@ static void capture_test_reference(void *ctx, const char *file)
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
-	for (uint64_t off = 0; off < vm->mem.size; off += IMG_CHUNK)
-		if (pwrite(fd, vm->mem.host + off, IMG_CHUNK, (off_t)off) != (ssize_t)IMG_CHUNK)
+	for (uint64_t off = 0; off < vm->ram.size; off += IMG_CHUNK)
+		if (pwrite(fd, vm->ram.host + off, IMG_CHUNK, (off_t)off) != (ssize_t)IMG_CHUNK)
 			break;
 	close(fd);
 }
@@ -109,5 +109,5 @@ static const struct snap_ops capture_vm_ops = {
 
 void capture_vm_target(struct vm *vm, struct snap_target *t)
 {
-	*t = (struct snap_target){ .mem = &vm->mem, .ops = &capture_vm_ops, .ctx = vm };
+	*t = (struct snap_target){ .mem = &vm->ram, .ops = &capture_vm_ops, .ctx = vm };
 }

@@ -42,7 +42,7 @@ static void restore_system_area(struct vm *vm)
 
 static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 {
-	int rc = memrestore_eager(file, r, &vm->mem);
+	int rc = memrestore_eager(file, r, &vm->ram);
 
 	if (rc)
 		return rc;
@@ -202,7 +202,7 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 		vm->max_vcpus = o->vcpus;
 	if (o->lazy) {
 		/* Sections are read now, while we still own the reader; memory later. */
-		rc = lazy_start(r, &(struct lazy_target){ .mem = &vm->mem, .on_bad = restore_lazy_bad,
+		rc = lazy_start(r, &(struct lazy_target){ .mem = &vm->ram, .on_bad = restore_lazy_bad,
 							   .ctx = vm }, file, &vm->lazy);
 		if (rc) {
 			log_err("cannot restore '%s' lazily: %s", file, strerror(-rc));

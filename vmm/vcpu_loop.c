@@ -83,7 +83,7 @@ static bool vcpu_check_requests(struct vcpu *vcpu)
 static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, const char *what)
 {
 	struct cpu_view v;
-	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->mem, .exit = e, .view = &v,
+	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->ram, .exit = e, .view = &v,
 			       .exe = vcpu->vm->proc ? vcpu->vm->proc->exe : NULL };
 
 	if (kvm_cpu_get(vcpu->cpu, &v))
@@ -132,7 +132,7 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu, struct cpu_view *v)
  * crash report (no handler, or the stub was not entered from CPL3). */
 static bool vcpu_exception_signal(struct vcpu *vcpu, struct cpu_view *v, int vector)
 {
-	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->mem, .view = v };
+	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->ram, .view = v };
 	struct lx_fault f = { .vector = vector, .cr2 = v->cr2 };
 	struct cpu_regs u = v->regs;
 	struct crash_frame fr;

@@ -23,8 +23,8 @@
 
 _Static_assert(VM_MAX_VCPUS <= LAYOUT_MAX_VCPUS, "a TSS and an exception stack for every vCPU");
 
-/* One window for now: a VM has one process until fork lands (docs/processes.md). */
-#define VM_WINDOWS 1
+/* Windows of guest memory, so processes at most (docs/processes.md). */
+#define VM_WINDOWS GMEM_MAX_WINDOWS
 
 int vm_system_area(struct vm *vm)
 {
@@ -40,7 +40,7 @@ int vm_system_area(struct vm *vm)
 	 * tables, written first in a fresh pool. */
 	if (vm->as0->cr3 != LAYOUT_PGTABLE)
 		return -EINVAL;
-	cpu_tables_build(vm->mem.host);
+	cpu_tables_build(vm->ram.host);
 	return 0;
 }
 
@@ -57,15 +57,16 @@ int vm_create(struct vm *vm, uint64_t mem_bytes)
 	vm->max_vcpus = VM_DEFAULT_VCPUS;
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->cond, NULL);
-	rc = gmem_map(&vm->mem, mem_bytes);
+	rc = gmem_map_windows(&vm->mem, mem_bytes, VM_WINDOWS);
 	if (rc) {
 		log_err("cannot reserve %llu MiB of guest RAM: %s", (unsigned long long)(mem_bytes >> 20),
 			strerror(-rc));
 		goto err;
 	}
-	rc = aspace_set_init(&vm->spaces, &vm->mem, vm->mem.size / VM_WINDOWS, VM_WINDOWS);
+	gmem_view(&vm->ram, &vm->mem, 0, mem_bytes, NULL);
+	rc = aspace_set_init(&vm->spaces, &vm->mem, mem_bytes, VM_WINDOWS);
 	if (!rc)
-		rc = kvm_vm_create(vm->mem.host, vm->mem.size, &vm->kvm);
+		rc = kvm_vm_create(vm->ram.host, vm->ram.size, &vm->kvm);
 	if (!rc)
 		rc = vm_system_area(vm);
 	if (rc)

@@ -25,7 +25,9 @@ enum vm_state { VM_RUNNING, VM_PAUSED, VM_STOPPED };
 
 struct vm {
 	struct kvm_vm *kvm;    /* the platform's VM (vmm/kvm/), or NULL before it exists */
-	struct gmem mem;
+	struct gmem mem;       /* guest memory: a window per process (docs/processes.md) */
+	struct gmem ram;       /* window 0, the first process's RAM: what snapshots, images,
+				* the tracker and --mem mean, until trees are snapshotted */
 	struct aspace_set spaces; /* the processes' address spaces over mem (mmu/aspace.c) */
 	struct aspace *as0;    /* the first process's: window 0, RAM mapped to itself */
 	uint32_t tsc_khz;
