@@ -137,6 +137,7 @@ static void as_commit_all(struct aspace_set *s, uint64_t *flush)
 		s->recycle(s->recycle_ctx);
 	for (int w = 0; w < s->n; w++) {
 		s->next[w] = 0;
+		s->canon[w] = false;
 		if (s->as[w]) {
 			memset(s->as[w]->dirty, 1, s->as[w]->n_pd);
 			(void)as_commit(s->as[w], flush); /* a whole space fits in a pool */
@@ -250,9 +251,11 @@ int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int
 	s->n = n;
 	s->readers = calloc((size_t)n * s->blocks, sizeof(*s->readers));
 	s->next = calloc((size_t)n, sizeof(*s->next));
-	if (!s->readers || !s->next) {
+	s->canon = calloc((size_t)n, sizeof(*s->canon));
+	if (!s->readers || !s->next || !s->canon) {
 		free(s->readers);
 		free(s->next);
+		free(s->canon);
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&s->lock, NULL);
@@ -276,6 +279,7 @@ void aspace_set_fini(struct aspace_set *s)
 			as_free(s->as[w]);
 	free(s->readers);
 	free(s->next);
+	free(s->canon);
 	if (s->mem)
 		pthread_mutex_destroy(&s->lock);
 	memset(s, 0, sizeof(*s));
@@ -314,16 +318,38 @@ static int as_new(struct aspace_set *s, struct aspace **out)
 	return 0;
 }
 
+/* A space that owns every block has the same tables in a window every time: the ones
+ * its first such space wrote at the start of the pool, still unchanged (tables are
+ * written once), serve again, and creating processes never runs a pool dry. */
+static void as_canon(struct aspace *as, uint64_t *flush)
+{
+	struct aspace_set *s = as->set;
+	uint64_t first = as_gpa(s, as->win, 0) + LAYOUT_PGTABLE;
+
+	if (!s->canon[as->win]) {
+		bool fresh = s->next[as->win] == 0;
+
+		as_commit_all(s, flush);
+		s->canon[as->win] = fresh && as->cr3 == first;
+		return;
+	}
+	for (uint32_t i = 0; i < as->n_pd; i++) {
+		as->pd[i] = first + (2 + i) * PAGE_SIZE; /* PML4, PDPT, then the directories */
+		as->dirty[i] = 0;
+	}
+	__atomic_store_n(&as->cr3, first, __ATOMIC_RELEASE);
+	as_commit_all(s, flush);
+}
+
 int aspace_create(struct aspace_set *s, struct aspace **out)
 {
-	int rc;
-
 	uint64_t flush = 0;
+	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	rc = as_new(s, out);
 	if (!rc)
-		as_commit_all(s, &flush);
+		as_canon(*out, &flush);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -476,6 +502,7 @@ void aspace_tables(struct aspace *as)
 
 	pthread_mutex_lock(&s->lock);
 	s->next[as->win] = 0; /* no vCPU has run yet: nothing holds a translation */
+	s->canon[as->win] = false;
 	memset(as->dirty, 1, as->n_pd);
 	(void)as_commit(as, &flush);
 	pthread_mutex_unlock(&s->lock);

@@ -26,6 +26,8 @@ struct aspace_set {
 	uint16_t *readers;      /* [w * blocks + b]: spaces that map window w's block b
 				 * read-only, as theirs */
 	uint32_t *next;         /* per window: its first page-table page never used yet */
+	bool *canon;            /* per window: its pool starts with the tables of a space
+				 * that owns every block, never changed since (reused) */
 	/* Called with the mask of what the monitor's own access to a view changed
 	 * (aspace_view), so that the VM flushes it; NULL: nobody to tell. */
 	void (*flush)(void *ctx, uint64_t mask);

@@ -59,13 +59,20 @@ static int vm_thread_vcpu(struct vm *vm, struct vcpu **out)
 int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
 {
 	vcpu->state = VCPU_GUEST;
+	vcpu->quit = false;
 	if (pthread_create(&vcpu->thread, NULL, vcpu_thread, vcpu)) {
 		vcpu->state = VCPU_DONE;
 		return -EAGAIN;
 	}
 	vcpu->joinable = true;
 	vm->n_threads++;
+	vcpu->lx->proc->vm_threads++;
 	return 0;
+}
+
+struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p)
+{
+	return p->vm_space ? p->vm_space : vm->as0;
 }
 
 int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
@@ -78,11 +85,13 @@ int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
 	x86_sysret_regs(&regs);
 	pthread_mutex_lock(&vm->lock);
 	rc = vm->stop_req ? -EAGAIN : vm_thread_vcpu(vm, &v);
-	if (!rc)
+	if (!rc) {
+		v->cr3 = vm_space_of(vm, cl->thread.proc)->cr3;
 		rc = kvm_cpu_start_thread(v->cpu, &regs,
 					  &(struct cpu_entry){ .fs_base = cl->fs_base,
-							       .gs_base = cl->gs_base },
+							       .gs_base = cl->gs_base, .cr3 = v->cr3 },
 					  parent->cpu);
+	}
 	if (!rc) {
 		v->thread_state = cl->thread;
 		v->thread_state.vcpu = v;
@@ -95,14 +104,85 @@ int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
 	return rc;
 }
 
+int vm_process_create(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child)
+{
+	struct vcpu *parent = parent_vcpu;
+
+	child->vm_space = parent->lx->proc->vm_space; /* vfork: the parent's memory */
+	return vm_thread_create(parent_vcpu, cl);
+}
+
+int vm_process_space(void *vcpu_arg, struct lx_proc *p)
+{
+	struct vcpu *vcpu = vcpu_arg;
+	struct vm *vm = vcpu->vm;
+	struct aspace *as;
+	uint64_t base;
+	int rc = aspace_create(&vm->spaces, &as);
+
+	if (rc)
+		return rc;
+	base = (uint64_t)as->win * vm->spaces.window;
+	rc = kvm_vm_window(vm->kvm, as->win, base, vm->mem.host + base, vm->spaces.window);
+	if (rc) {
+		uint64_t flush = 0;
+
+		log_warn("cannot give a process memory of its own: %s", strerror(-rc));
+		aspace_destroy(as, &flush);
+		return rc;
+	}
+	p->mem = aspace_view(as);
+	p->vm_space = as;
+	return 0;
+}
+
+/* A process other than the first ended with its last thread: its parent learns of
+ * it, and its window, if it had one, is given back. */
+static void vm_process_end(struct vm *vm, struct lx_proc *p)
+{
+	struct aspace *own = p->vm_space && !p->vfork_parent ? p->vm_space : NULL;
+	int wstatus = p->term_sig ? p->term_sig : (p->exit_status & 0xff) << 8;
+	uint64_t flush = 0;
+
+	lx_proc_ended(p, wstatus); /* @p may be gone from here on */
+	if (!own)
+		return;
+	kvm_vm_window(vm->kvm, own->win, (uint64_t)own->win * vm->spaces.window, NULL, 0);
+	aspace_destroy(own, &flush);
+}
+
+void vm_process_exit(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+	struct lx_proc *p = vcpu->lx->proc;
+
+	pthread_mutex_lock(&vm->lock);
+	for (int i = 0; i < vm->n_vcpus; i++) {
+		struct vcpu *v = vm->vcpus[i];
+
+		if (v != vcpu && v->state != VCPU_DONE && v->lx->proc == p) {
+			__atomic_store_n(&v->quit, true, __ATOMIC_RELEASE);
+			vcpu_kick(v);
+		}
+	}
+	pthread_mutex_unlock(&vm->lock);
+	vm_thread_exit(vcpu);
+}
+
 void vm_thread_exit(struct vcpu *vcpu)
 {
 	struct vm *vm = vcpu->vm;
+	struct lx_proc *p = vcpu->lx->proc;
 	bool last;
 
 	pthread_mutex_lock(&vm->lock);
-	last = --vm->n_threads == 0;
+	vm->n_threads--;
+	last = --p->vm_threads == 0;
 	pthread_mutex_unlock(&vm->lock);
-	if (last)
-		vm_stop(vm, vm->proc->exit_status);
+	if (!last)
+		return;
+	if (p == vm->proc)
+		vm_stop(vm, vm->proc->exit_status); /* the VM ends with its first process */
+	else
+		vm_process_end(vm, p);
 }

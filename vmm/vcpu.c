@@ -7,6 +7,7 @@
  * the thread blocks in with EINTR, as a signal ends a Linux system call.
  */
 #include "vcpu.h"
+#include "../mmu/layout.h"
 #include "kvm/kvm.h"
 
 #include <errno.h>
@@ -54,6 +55,7 @@ int vcpu_create(struct vm *vm, struct kvm_vm *k, int id, const struct cpu_entry 
 	vcpu->vm = vm;
 	vcpu->id = id;
 	vcpu->lx = &vcpu->thread_state;
+	vcpu->cr3 = entry->cr3 ? entry->cr3 : LAYOUT_PGTABLE;
 	rc = kvm_cpu_create(k, id, entry, &vcpu->cpu);
 	if (rc) {
 		free(vcpu);

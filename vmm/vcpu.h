@@ -31,6 +31,8 @@ struct vcpu {
 	bool in_syscall;       /* between a syscall exit and its return (for snapshots) */
 	bool joinable;         /* its host thread was started and not yet joined */
 	struct lx_thread *lx;  /* the guest thread this vCPU runs (&thread_state) */
+	uint64_t cr3;          /* the page tables its next run uses (its process's) */
+	bool quit;             /* its process ended (exit_group in another thread): stop */
 	struct lx_thread thread_state;
 };
 

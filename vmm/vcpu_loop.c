@@ -92,12 +92,35 @@ static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, 
 	return true;
 }
 
+/* The next run over its process's page tables as they are now: an execve gave the
+ * process a space of its own, or a change in it moved its CR3 (mmu/aspace.h). */
+static void vcpu_sync_space(struct vcpu *vcpu)
+{
+	uint64_t cr3 = __atomic_load_n(&vm_space_of(vcpu->vm, vcpu->lx->proc)->cr3, __ATOMIC_ACQUIRE);
+
+	if (cr3 != vcpu->cr3) {
+		kvm_cpu_set_cr3(vcpu->cpu, cr3);
+		vcpu->cr3 = cr3;
+	}
+}
+
+/* The process of @vcpu ended (exit_group, a fatal signal): the VM with it when it is
+ * the first, else that process alone. */
+static void vcpu_process_ends(struct vcpu *vcpu)
+{
+	if (vcpu->lx->proc == vcpu->vm->proc)
+		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
+	else
+		vm_process_exit(vcpu);
+}
+
 /* Resume with the registers exactly as the personality left them (a signal handler's
  * entry, rt_sigreturn): as IRET to CPL3 would, with the flags a program may have. */
 static void vcpu_resume_exact(struct vcpu *vcpu, struct cpu_regs *r, const struct cpu_segs *s)
 {
 	r->rflags = x86_user_rflags(r->rflags);
 	kvm_cpu_put(vcpu->cpu, r, s);
+	vcpu_sync_space(vcpu);
 }
 
 /* Returns true when the vCPU must stop. */
@@ -116,7 +139,7 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu, struct cpu_view *v)
 		return true;
 	}
 	if (act != LX_RESUME) {
-		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
+		vcpu_process_ends(vcpu);
 		return true;
 	}
 	if (vcpu->lx->resume_exact) {
@@ -124,6 +147,7 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu, struct cpu_view *v)
 	} else {
 		x86_sysret_regs(&v->regs);
 		kvm_cpu_put(vcpu->cpu, &v->regs, segs_dirty ? &v->segs : NULL);
+		vcpu_sync_space(vcpu);
 	}
 	return false;
 }
@@ -166,7 +190,7 @@ static bool vcpu_pending_signals(struct vcpu *vcpu)
 		return false;
 	act = lx_sig_interrupt(vcpu->lx, &v.regs, &v.segs);
 	if (act != LX_RESUME) {
-		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
+		vcpu_process_ends(vcpu);
 		return true;
 	}
 	vcpu_resume_exact(vcpu, &v.regs, NULL);
@@ -234,6 +258,10 @@ void *vcpu_thread(void *arg)
 	role_enter(ROLE_VCPU);
 	vcpu_thread_signals();
 	while (!vcpu_check_requests(vcpu)) {
+		if (__atomic_load_n(&vcpu->quit, __ATOMIC_ACQUIRE)) {
+			vm_thread_exit(vcpu); /* its process ended in another thread */
+			break;
+		}
 		rc = kvm_cpu_run(vcpu->cpu, &e);
 		if (rc) {
 			log_err("running vCPU %d: %s", vcpu->id, strerror(-rc));

@@ -88,6 +88,14 @@ int vm_dirty_log(struct vm *vm, struct tracker_log *log);
 struct lx_clone;
 int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl);
 void vm_thread_exit(struct vcpu *vcpu);
+/* Processes (threads.c): the personality's process_create and process_space hooks;
+ * vm_process_exit ends the calling vCPU's process (exit_group, a fatal signal) when it
+ * is not the first: its other threads stop, and the last one ends it. The address
+ * space a process runs over. */
+int vm_process_create(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
+int vm_process_space(void *vcpu, struct lx_proc *p);
+void vm_process_exit(struct vcpu *vcpu);
+struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p);
 /* Start the host thread of a vCPU that holds a guest thread. Caller holds vm->lock. */
 int vm_thread_start(struct vm *vm, struct vcpu *vcpu);
 

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 	/* Unknown system calls say ENOSYS. */
 	report("syscall 451", syscall(451));
 	report("syscall 451 again", syscall(451));
-	/* Only this process can be signalled. */
+	/* Only the VM's own processes can be signalled: pid 1 is none of them. */
 	report("kill pid 1", kill(1, 0));
 	for (int i = 2; i < argc; i++) {
 		snprintf(path, sizeof(path), "open %s", argv[i]);

@@ -582,7 +582,31 @@ snap_signals() {
 	fi
 }
 
+# A second process (a shell's command, vfork and exec) is not in images yet: a snapshot
+# while it runs is refused with a reason, and one after it ended is taken.
+snap_second_process() {
+	local r tries=0 refused=
+	start_vm "$SOCK" /bin/sh -c 'echo started; /bin/sleep 3; echo slept; read x'
+	wait_for_line started "$S/vm.out"
+	while [ $tries -lt 40 ] && ! has_line slept "$S/vm.out"; do
+		r=$("$CCVM" ctl "$SOCK" snapshot "$S/two.img" --wait 2>&1)
+		if has_line "runs a second process" "$S/vm.err"; then refused=$r; break; fi
+		tries=$((tries + 1)); sleep 0.2
+	done
+	wait_for_line slept "$S/vm.out"
+	r=$("$CCVM" ctl "$SOCK" snapshot "$S/one.img" --wait 2>&1)
+	vm_stdin_close
+	wait "$VMPID"
+	if [ -n "$refused" ] && [ "$(echo "$refused" | field ok)" != true ] &&
+		[ "$(echo "$r" | field ok)" = true ] && [ -s "$S/one.img" ]; then
+		pass "snapshot with a second process" "refused while it ran ('$(grep -o 'snapshot refused.*' "$S/vm.err" | head -1)'), taken after"
+	else
+		fail "snapshot with a second process" "while: ${refused:-never refused}" "after: $r"
+	fi
+}
+
 snap_live
+snap_second_process
 snap_descriptors
 snap_blocked_read
 snap_damaged

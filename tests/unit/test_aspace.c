@@ -251,6 +251,29 @@ START_TEST(test_own_range)
 }
 END_TEST
 
+/* A space that owns every block reuses its window's first tables, unchanged since
+ * (written once): processes that come and go never run the pool dry. */
+START_TEST(test_canonical_tables_reused)
+{
+	struct aspace *a, *b;
+	uint32_t used;
+	uint64_t flush = 0;
+
+	ck_assert_int_eq(aspace_create(&set, &a), 0);
+	ck_assert_int_eq(aspace_create(&set, &b), 0);
+	used = set.next[b->win];
+	for (int i = 0; i < 500; i++) {
+		aspace_destroy(b, &flush);
+		ck_assert_int_eq(aspace_create(&set, &b), 0);
+		ck_assert_uint_eq(b->cr3, b->win * WIN + LAYOUT_PGTABLE);
+	}
+	ck_assert_uint_eq(set.next[b->win], used);
+	check_all();
+	ck_assert_int_eq(aspace_write_fault(b, BLK(3), &flush), 0); /* nothing to change */
+	ck_assert_uint_eq(b->cr3, b->win * WIN + LAYOUT_PGTABLE);
+}
+END_TEST
+
 /* Addresses outside user memory are refused, and windows run out with -EAGAIN. */
 START_TEST(test_limits)
 {
@@ -409,6 +432,7 @@ Suite *aspace_suite(void)
 	tcase_add_test(tc, test_reset);
 	tcase_add_test(tc, test_own_range);
 	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_canonical_tables_reused);
 	tcase_add_test(tc, test_view);
 	tcase_add_test(tc, test_view_alone);
 	tcase_add_test(tc, test_tables_written_once);

@@ -1855,7 +1855,8 @@ START_TEST(test_ptree_wait_and_sigchld)
 	ck_assert_int_eq(si->si_code, CLD_EXITED);
 	ck_assert_int_eq(si->si_status, 7);
 	*(int *)gp(scratch, 4) = -1;
-	ck_assert_int_eq(S4(SYS_wait4, -1, scratch, 0, scratch + 0x40), pid);
+	/* a pid_t -1 as libc passes it: the register's upper half zero */
+	ck_assert_int_eq(S4(SYS_wait4, 0xffffffffULL, scratch, 0, scratch + 0x40), pid);
 	ck_assert_int_eq(*(int *)gp(scratch, 4), 7 << 8);
 	ck_assert_int_eq(S4(SYS_wait4, -1, scratch, 0, 0), -ECHILD);
 	lx_tree_fini(&ptr);
@@ -1951,6 +1952,14 @@ START_TEST(test_ptree_groups)
 	ck_assert_int_eq(S2(SYS_setpgid, c->pid, 999999), -EPERM);     /* no such group */
 	ck_assert_int_eq(S1(SYS_getpgid, 999999), -ESRCH);
 	ck_assert_int_eq(psys_on(&ct, SYS_setpgid, c2->pid, 0, 0, 0, 0, 0, NULL), -ESRCH);
+	/* kill: another process of the VM, a group, none */
+	ck_assert_int_eq(S2(SYS_kill, c->pid, SIGUSR1), 0);
+	ck_assert_uint_ne(c->sigpend.set & (1ULL << (SIGUSR1 - 1)), 0);
+	ck_assert_int_eq(S2(SYS_kill, (uint32_t)-c2->pid, SIGUSR2), 0); /* as libc passes it */
+	ck_assert_uint_ne(c2->sigpend.set & (1ULL << (SIGUSR2 - 1)), 0);
+	ck_assert_uint_eq(c->sigpend.set & (1ULL << (SIGUSR2 - 1)), 0);
+	ck_assert_int_eq(S2(SYS_kill, 999999, 0), -ESRCH);
+	ck_assert_int_eq(S2(SYS_kill, c->pid, 0), 0);
 	lx_proc_destroy(c);
 	lx_proc_destroy(c2);
 	lx_tree_fini(&ptr);

@@ -37,10 +37,17 @@ int kvm_dirty_logging(struct kvm_vm *k, bool on);
 int kvm_dirty_clear(struct kvm_vm *k, uint64_t *pages);
 int kvm_dirty_get(struct kvm_vm *k, uint64_t *bitmap);
 
-/* Where a new vCPU's program starts. */
+/* Another window of guest memory (docs/processes.md): guest-physical @gpa..+@size is
+ * the host mapping @host, as memory slot @slot (1 and up; slot 0 is RAM). @size 0
+ * takes the slot away. 0 or -errno. */
+int kvm_vm_window(struct kvm_vm *k, int slot, uint64_t gpa, uint8_t *host, uint64_t size);
+
+/* Where a new vCPU's program starts, and over which page tables (0: the first
+ * process's, at LAYOUT_PGTABLE). */
 struct cpu_entry {
 	uint64_t rip, rsp;
 	uint64_t fs_base, gs_base;
+	uint64_t cr3;
 };
 
 /* A vCPU with id @id (its own TSS and exception stack), in user mode at @e. */
@@ -92,6 +99,8 @@ int kvm_cpu_get(struct kvm_cpu *c, struct cpu_view *v);
 /* The next run resumes the program at CPL3 with @r, and with @s when not NULL (else
  * the segment bases stay). Costs no ioctl: the registers travel with the entry. */
 void kvm_cpu_put(struct kvm_cpu *c, const struct cpu_regs *r, const struct cpu_segs *s);
+/* The next run uses the page tables at @cr3 (after an exit, with the registers put). */
+void kvm_cpu_set_cr3(struct kvm_cpu *c, uint64_t cr3);
 
 /* The FPU state in the standard XSAVE form a signal frame holds: its length (at most
  * @cap), and the components enabled in *@xfeatures. Load takes @len bytes of it. */

@@ -89,7 +89,7 @@ static int kvm_setup_sregs(struct kvm_cpu *c, const struct cpu_entry *e)
 	sr.idt.base = LAYOUT_IDT;
 	sr.idt.limit = IDT_LIMIT;
 	sr.cr0 = CR0_PE | CR0_MP | CR0_ET | CR0_NE | CR0_WP | CR0_AM | CR0_PG;
-	sr.cr3 = LAYOUT_PGTABLE;
+	sr.cr3 = e->cr3 ? e->cr3 : LAYOUT_PGTABLE;
 	sr.cr4 = CR4_PAE | CR4_OSFXSR | CR4_OSXMMEXCPT | CR4_OSXSAVE;
 	sr.efer = EFER_LME | EFER_LMA | EFER_SCE | EFER_NXE;
 	return ioctl(c->fd, KVM_SET_SREGS, &sr) < 0 ? -errno : 0;
@@ -305,6 +305,12 @@ void kvm_cpu_put(struct kvm_cpu *c, const struct cpu_regs *r, const struct cpu_s
 		kvm_seg_user_data(&sr->ss, 0);
 		run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
 	}
+}
+
+void kvm_cpu_set_cr3(struct kvm_cpu *c, uint64_t cr3)
+{
+	c->run->s.regs.sregs.cr3 = cr3;
+	c->run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
 }
 
 /* Bytes of the standard XSAVE area for what the host enabled (CPUID 0xD.0 EBX), at

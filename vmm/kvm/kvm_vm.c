@@ -192,3 +192,15 @@ int kvm_dirty_get(struct kvm_vm *k, uint64_t *bitmap)
 
 	return ioctl(k->fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
 }
+
+int kvm_vm_window(struct kvm_vm *k, int slot, uint64_t gpa, uint8_t *host, uint64_t size)
+{
+	struct kvm_userspace_memory_region region = {
+		.slot = (uint32_t)slot, .guest_phys_addr = gpa, .memory_size = size,
+		.userspace_addr = (uint64_t)(uintptr_t)host,
+	};
+
+	if (slot <= RAM_SLOT)
+		return -EINVAL;
+	return ioctl(k->fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+}

@@ -224,7 +224,8 @@ static int exec_let_go(struct lx_call *c)
 
 	lx_fastio_fini(p);
 	pthread_mutex_lock(&p->lock);
-	rc = lx_mm_discard(p, LAYOUT_USER_BASE, p->mem->size);
+	/* A vfork child has memory of its own by now, empty: the parent's stays as it is. */
+	rc = p->vfork_parent ? 0 : lx_mm_discard(p, LAYOUT_USER_BASE, p->mem->size);
 	vma_map_free(&p->mm.map);
 	for (int i = 0; i < p->n_mfiles; i++) {
 		if (p->mfiles[i] >= 0)
@@ -270,10 +271,12 @@ static int64_t exec_commit(struct lx_call *c, int fd, const char *full, struct e
 		rc = lx_image_load(p, &cfg, fd, &entry);
 	if (!rc)
 		lx_clock_publish(p); /* the new vDSO's data page reads the same clock */
+	lx_vfork_release(p); /* its parent goes on, whatever came of the load */
 	if (rc) {
 		log_warn("execve of %s failed after the old program was gone (%s): the process "
 			 "ends with SIGSEGV", full, strerror(-rc));
 		p->exit_status = 128 + SIGSEGV;
+		p->term_sig = SIGSEGV;
 		c->action = LX_EXIT_GROUP;
 		return 0;
 	}
@@ -317,6 +320,10 @@ int64_t sys_execve(struct lx_call *c)
 				 "the other threads yet, so it returns EAGAIN", n);
 		rc = -EAGAIN;
 	}
+	/* A vfork child leaves its parent's memory for a window of its own: the last
+	 * thing that may fail with the process as it was. */
+	if (!rc && c->p->vfork_parent)
+		rc = c->p->hooks->process_space(c->t->vcpu, c->p);
 	if (!rc)
 		rc = exec_commit(c, fd, full, &argv, &envp);
 	if (fd >= 0)

@@ -30,6 +30,7 @@
 
 struct vdso_data;
 struct lx_clone;
+struct lx_proc;
 struct lx_fastio;
 
 /* What the personality needs from the VM: around host calls that may block, before
@@ -40,6 +41,14 @@ struct lx_hooks {
 	void (*block_end)(void *vcpu);
 	void (*before_discard)(void *ctx, uint64_t gpa, uint64_t len);
 	int (*thread_create)(void *parent_vcpu, const struct lx_clone *cl);
+	/* A new process, @child (lx_proc_fork's, made for vfork): its first thread,
+	 * @cl->thread, starts on a vCPU of its own with @cl's registers, in the memory of
+	 * the parent, whose vCPU is @parent_vcpu. 0 or -EAGAIN. And memory of its own for
+	 * process @p, which shared its parent's until its execve: p->mem becomes the view
+	 * of a new window, and the calling vCPU @vcpu runs over it from the call's return.
+	 * 0 or -errno (-EAGAIN: no window free). NULL: processes are not offered. */
+	int (*process_create)(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
+	int (*process_space)(void *vcpu, struct lx_proc *p);
 	/* The calling vCPU's FPU and vector registers in the standard (non-compacted)
 	 * XSAVE format, as the platform gives them: the size in use (at most @cap), and
 	 * the XSAVE features enabled in *@xfeatures; or -errno. And loading such an area
@@ -209,6 +218,13 @@ struct lx_proc {
 	bool ended, released;    /* it exited (a zombie until waited for); its files closed */
 	int wstatus;             /* once ended: the status wait4 reports */
 	uint64_t child_events;   /* bumped when a child ends (atomic): wait4 wakes on it */
+	/* vfork (ptree.c): the parent whose memory this process runs in until it execs or
+	 * ends (NULL: none), and, in a parent, how many such children it waits for. */
+	struct lx_proc *vfork_parent;
+	int vfork_children;
+	int term_sig;            /* the signal that ended it (0: it exited) */
+	void *vm_space;          /* the VM's: this process's address space (NULL: the first's) */
+	int vm_threads;          /* the VM's: threads of it running on vCPUs */
 };
 
 struct lx_thread {
@@ -275,6 +291,7 @@ int lx_thread_init(struct lx_proc *p, struct lx_thread *t, void *vcpu);
  * VM must not use @p again, whoever frees it.
  */
 int lx_tree_init(struct lx_tree *t, struct lx_proc *first, int max);
+/* Once no thread of the VM runs: frees every process but the first. */
 void lx_tree_fini(struct lx_tree *t);
 int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out);
 void lx_proc_ended(struct lx_proc *p, int wstatus);

@@ -44,10 +44,11 @@ int lx_tree_init(struct lx_tree *t, struct lx_proc *first, int max)
 
 void lx_tree_fini(struct lx_tree *t)
 {
-	/* Zombies nobody waited for are the tree's to free; live processes the VM's,
-	 * which no longer finds them in a tree. */
+	/* Past the VM's end no thread runs: every process but the first (the VM's to
+	 * destroy) is the tree's to free, zombies nobody waited for and children the first
+	 * process's end left running alike. */
 	for (int i = 1; i < LX_MAX_PROCS; i++)
-		if (t->procs[i] && t->procs[i]->ended)
+		if (t->procs[i])
 			lx_proc_destroy(t->procs[i]);
 	for (int i = 0; i < LX_MAX_PROCS; i++)
 		if (t->procs[i])
@@ -260,38 +261,115 @@ static bool ptree_orphans(struct lx_tree *t, struct lx_proc *p)
 void lx_proc_ended(struct lx_proc *p, int wstatus)
 {
 	struct lx_tree *t = p->tree;
-	struct lx_proc *parent, *init;
+	struct lx_proc *parent, *init, *vfork_parent = p->vfork_parent;
 	bool reap, orphan_zombie;
+	int pid = p->pid;
 
 	if (!t)
 		return;
+	lx_proc_release(p);
 	pthread_mutex_lock(&t->lock);
-	p->ended = true;
+	parent = p->parent;
+	pthread_mutex_unlock(&t->lock);
+	reap = parent && ptree_autoreap(parent);
+	/* Once a zombie, @p is its parent's to reap at any moment: nothing here touches it
+	 * after this, but for freeing it when nobody will wait. */
+	pthread_mutex_lock(&t->lock);
 	p->wstatus = wstatus;
 	orphan_zombie = ptree_orphans(t, p);
 	init = t->procs[0];
 	parent = p->parent;
+	if (reap)
+		ptree_unlink(t, p);
+	p->ended = true;
+	p->vfork_parent = NULL;
 	pthread_mutex_unlock(&t->lock);
-	lx_proc_release(p);
+	if (vfork_parent) { /* lx_vfork_release, with @p no longer to be touched */
+		pthread_mutex_lock(&vfork_parent->lock);
+		vfork_parent->vfork_children--;
+		pthread_cond_broadcast(&vfork_parent->sigcond);
+		pthread_mutex_unlock(&vfork_parent->lock);
+	}
 	if (orphan_zombie) {
 		__atomic_add_fetch(&init->child_events, 1, __ATOMIC_RELEASE);
 		pthread_mutex_lock(&init->lock);
 		pthread_cond_broadcast(&init->sigcond);
 		pthread_mutex_unlock(&init->lock);
 	}
-	if (!parent)
-		return; /* the first process: the VM ends with it */
-	reap = ptree_autoreap(parent);
-	if (reap) {
-		pthread_mutex_lock(&t->lock);
-		ptree_unlink(t, p);
-		pthread_mutex_unlock(&t->lock);
+	if (parent) {
+		/* Either way a wait4 in the parent looks again: at a zombie, or at no child. */
+		__atomic_add_fetch(&parent->child_events, 1, __ATOMIC_RELEASE);
+		ptree_sigchld(parent, pid, wstatus);
 	}
-	/* Either way a wait4 in the parent looks again: at a zombie, or at no child. */
-	__atomic_add_fetch(&parent->child_events, 1, __ATOMIC_RELEASE);
-	ptree_sigchld(parent, p->pid, wstatus);
 	if (reap)
 		lx_proc_destroy(p);
+}
+
+/* ---- vfork ---- */
+
+void lx_vfork_release(struct lx_proc *child)
+{
+	struct lx_proc *parent = child->vfork_parent;
+
+	if (!parent)
+		return;
+	child->vfork_parent = NULL;
+	pthread_mutex_lock(&parent->lock);
+	parent->vfork_children--;
+	pthread_cond_broadcast(&parent->sigcond);
+	pthread_mutex_unlock(&parent->lock);
+}
+
+/* The parent sleeps until its vfork children let go of its memory. Signals wait: the
+ * child runs on the parent's stack, so the parent must not run before (Linux's vfork
+ * waits killably only). */
+static void ptree_vfork_wait(struct lx_call *c)
+{
+	struct lx_proc *p = c->p;
+
+	lx_block_begin(c);
+	pthread_mutex_lock(&p->lock);
+	while (p->vfork_children > 0)
+		pthread_cond_wait(&p->sigcond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	lx_block_end(c);
+}
+
+int64_t lx_vfork(struct lx_call *c, uint64_t stack, uint64_t tid_at)
+{
+	struct lx_proc *p = c->p, *child;
+	struct lx_clone cl = { .regs = *c->regs };
+	int pid, rc;
+
+	if (!p->tree || !p->hooks || !p->hooks->process_create || !p->hooks->process_space)
+		return -ENOSYS;
+	rc = lx_proc_fork(p, &child);
+	if (rc)
+		return rc;
+	pid = child->pid;
+	if (tid_at && lx_copy_out(c, tid_at, &pid, sizeof(pid))) {
+		lx_proc_destroy(child);
+		return -EFAULT;
+	}
+	lx_thread_init(child, &cl.thread, NULL);
+	cl.thread.sigmask = c->t->sigmask;
+	cl.regs.rax = 0; /* the child's return value */
+	if (stack)
+		cl.regs.rsp = stack;
+	cl.fs_base = c->segs->fs_base;
+	cl.gs_base = c->segs->gs_base;
+	child->vfork_parent = p;
+	pthread_mutex_lock(&p->lock);
+	p->vfork_children++;
+	pthread_mutex_unlock(&p->lock);
+	rc = p->hooks->process_create(c->t->vcpu, &cl, child);
+	if (rc) {
+		lx_vfork_release(child);
+		lx_proc_destroy(child);
+		return rc;
+	}
+	ptree_vfork_wait(c);
+	return pid;
 }
 
 /* ---- wait4, waitid ---- */
@@ -387,18 +465,18 @@ static int ptree_rusage(struct lx_call *c, uint64_t uaddr)
 
 int64_t sys_wait4(struct lx_call *c)
 {
-	int64_t upid = (int64_t)c->a[0];
+	int upid = (int)c->a[0]; /* a pid_t: libc leaves the register's upper half as it is */
 	struct ptree_want w = { .nohang = c->a[2] & WNOHANG };
 	int pid = 0, wstatus = 0, rc;
 
-	if (c->a[2] & ~(uint64_t)PTREE_WAIT4_OPTS || upid == INT32_MIN)
+	if ((uint32_t)c->a[2] & ~(uint32_t)PTREE_WAIT4_OPTS || upid == INT32_MIN)
 		return -EINVAL;
 	if (upid > 0)
-		w = (struct ptree_want){ PT_PID, (int)upid, w.nohang, false };
+		w = (struct ptree_want){ PT_PID, upid, w.nohang, false };
 	else if (upid == 0)
 		w = (struct ptree_want){ PT_PGID, c->p->pgid, w.nohang, false };
 	else if (upid < -1)
-		w = (struct ptree_want){ PT_PGID, (int)-upid, w.nohang, false };
+		w = (struct ptree_want){ PT_PGID, -upid, w.nohang, false };
 	else
 		w.who = PT_ANY;
 	rc = ptree_wait(c, &w, &pid, &wstatus);
@@ -437,23 +515,23 @@ static siginfo_t ptree_info(int pid, int wstatus)
 
 int64_t sys_waitid(struct lx_call *c)
 {
-	uint64_t opts = c->a[3];
+	uint64_t opts = (uint32_t)c->a[3];
 	struct ptree_want w = { .nohang = opts & WNOHANG, .nowait = opts & WNOWAIT };
 	int pid = 0, wstatus = 0, rc;
 	siginfo_t info;
 
 	if (opts & ~(uint64_t)PTREE_WAITID_OPTS || !(opts & (WEXITED | WSTOPPED | WCONTINUED)))
 		return -EINVAL;
-	switch (c->a[0]) {
+	switch ((int)c->a[0]) {
 	case P_ALL:
 		w.who = PT_ANY;
 		break;
 	case P_PID:
 	case P_PGID:
-		if ((int64_t)c->a[1] <= 0 && c->a[0] == P_PID)
+		if ((int)c->a[1] < 0 || ((int)c->a[1] == 0 && c->a[0] == P_PID))
 			return -EINVAL;
 		w.who = c->a[0] == P_PID ? PT_PID : PT_PGID;
-		w.id = c->a[1] ? (int)c->a[1] : c->p->pgid;
+		w.id = (int)c->a[1] ? (int)c->a[1] : c->p->pgid;
 		break;
 	default:
 		return -EINVAL; /* P_PIDFD: ccvm offers no pidfds */
@@ -473,6 +551,36 @@ int64_t sys_waitid(struct lx_call *c)
 	if (ptree_rusage(c, c->a[4]))
 		return -EFAULT;
 	return 0;
+}
+
+/* ---- kill ---- */
+
+int lx_tree_kill(struct lx_proc *p, int pid, const siginfo_t *info)
+{
+	struct lx_tree *t = p->tree;
+	int n = 0, self = 0, group = pid == 0 ? p->pgid : -pid;
+
+	if (pid == INT32_MIN)
+		return -ESRCH;
+	/* Under the tree's lock (a process's lock may be taken inside it): no target can
+	 * be reaped and freed meanwhile. Signal 0 only asks whether they exist. */
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < LX_MAX_PROCS; i++) {
+		struct lx_proc *q = t->procs[i];
+
+		if (!q || q->ended ||
+		    !(pid > 0 ? q->pid == pid : pid == -1 ? i != 0 : q->pgid == group))
+			continue;
+		if (q == p) {
+			self = 1;
+			continue;
+		}
+		n++;
+		if (info->si_signo)
+			(void)lx_sig_send(q, 0, info);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return self ? 1 : n ? 0 : -ESRCH;
 }
 
 /* ---- groups and sessions ---- */
@@ -534,12 +642,12 @@ static int64_t ptree_ids(struct lx_call *c, uint64_t pid, bool sid)
 
 int64_t sys_getpgid(struct lx_call *c)
 {
-	return ptree_ids(c, c->a[0], false);
+	return ptree_ids(c, (uint32_t)c->a[0], false);
 }
 
 int64_t sys_getsid(struct lx_call *c)
 {
-	return ptree_ids(c, c->a[0], true);
+	return ptree_ids(c, (uint32_t)c->a[0], true);
 }
 
 int64_t sys_getpgrp(struct lx_call *c)
@@ -551,7 +659,7 @@ int64_t sys_getpgrp(struct lx_call *c)
  * group of that session or a new one named after the process. */
 int64_t sys_setpgid(struct lx_call *c)
 {
-	int64_t pid = (int64_t)c->a[0], pgid = (int64_t)c->a[1];
+	int64_t pid = (int)c->a[0], pgid = (int)c->a[1]; /* pid_t: the registers' low halves */
 	struct lx_proc *q;
 	int64_t rc = 0;
 

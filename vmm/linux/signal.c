@@ -425,6 +425,7 @@ void lx_sig_force(struct lx_call *c, int sig, bool reset)
 	pthread_mutex_unlock(&p->lock);
 	if (rc) {
 		p->exit_status = 128 + sig;
+		p->term_sig = sig;
 		c->action = LX_EXIT_GROUP;
 	}
 }
@@ -514,6 +515,8 @@ void lx_sig_deliver(struct lx_call *c)
 			break;
 		if (what < 0) {
 			p->exit_status = 128 + sig;
+			p->term_sig = sig;
+		p->term_sig = sig;
 			c->action = LX_EXIT_GROUP;
 			return;
 		}
@@ -567,6 +570,7 @@ static int64_t lx_sig_default_self(struct lx_call *c, int sig)
 	if (!lx_sig_kills(sig))
 		return 0;
 	c->p->exit_status = 128 + sig;
+	c->p->term_sig = sig;
 	c->action = LX_EXIT_GROUP;
 	return 0;
 }
@@ -645,12 +649,20 @@ static siginfo_t lx_sig_user_info(struct lx_call *c, int sig, int code)
 
 int64_t sys_kill(struct lx_call *c)
 {
-	int64_t pid = (int64_t)c->a[0];
+	int pid = (int)c->a[0]; /* a pid_t: the register's low half */
 	siginfo_t info = lx_sig_user_info(c, (int)c->a[1], SI_USER);
+	int64_t rc;
 
-	if (pid != c->p->pid && pid != 0 && pid != -1)
-		return -EPERM; /* the guest reaches no process but itself */
-	return lx_sig_send_own(c, 0, &info);
+	if (pid == c->p->pid || (!c->p->tree && (pid == 0 || pid == -1)))
+		return lx_sig_send_own(c, 0, &info);
+	if (info.si_signo < 0 || info.si_signo > LX_NSIG)
+		return -EINVAL;
+	/* Another process of the VM, a group, or all of them (ptree.c); itself last, so
+	 * that a signal that ends it does so as the call returns. */
+	rc = lx_tree_kill(c->p, pid, &info);
+	if (rc == 1)
+		return lx_sig_send_own(c, 0, &info);
+	return rc;
 }
 
 int64_t sys_tgkill(struct lx_call *c)

@@ -100,6 +100,17 @@ int lx_fd_init(struct lx_proc *p);
 int lx_fd_init_empty(struct lx_proc *p);
 void lx_fd_fini(struct lx_proc *p);
 int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child);
+/* vfork and clone(CLONE_VM | CLONE_VFORK) (ptree.c): the child's pid, once it execs or
+ * ends; or -errno. The child runs on @stack (0: the parent's, as vfork), and its pid
+ * is stored at @tid_at (CLONE_PARENT_SETTID; 0: nowhere) before it runs. */
+int64_t lx_vfork(struct lx_call *c, uint64_t stack, uint64_t tid_at);
+/* A vfork child no longer runs in its parent's memory (it execs, or ends): the parent
+ * goes on. */
+void lx_vfork_release(struct lx_proc *child);
+/* kill(2) to other processes of @p's VM (ptree.c): @pid > 0 one, 0 @p's group, -1 all
+ * but the first, < -1 group -@pid. Returns 1 when @p itself is among them (the caller
+ * sends it its own last), 0, -ESRCH when none matched, -EINVAL. */
+int lx_tree_kill(struct lx_proc *p, int pid, const siginfo_t *info);
 
 /* For handlers (sys_file.c): guest fd -> host fd (-EBADF; -ENOMEM), held open until
  * the system call returns (lx_syscall lets go), and a new host descriptor into the

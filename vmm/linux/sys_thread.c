@@ -1,17 +1,20 @@
 /*
- * sys_thread.c - threads: clone, clone3, set_tid_address, exit and exit_group; fork
- * and vfork refused.
+ * sys_thread.c - threads: clone, clone3, set_tid_address, exit and exit_group; vfork
+ * and posix_spawn's clone handed to ptree.c; fork refused.
  *
  * A guest thread is a vCPU on its own host thread (the VM makes it through the
  * thread_create hook), so threads run truly in parallel and a thread blocked in a
  * host call blocks only itself. Only what pthread_create asks for is accepted: a new
  * thread sharing memory, files, fs and signal handlers with its creator
  * (CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD), with the TLS and tid
- * word options. A new process (fork, vfork, posix_spawn) would need a second address
- * space; ccvm runs one process, so those answer ENOSYS with a log line, as would a
- * kernel built without the feature. A thread's exit clears and wakes its tid word
- * (what pthread_join sleeps on) and releases the robust locks it held, as Linux does;
- * the last thread's exit, or exit_group, ends the VM.
+ * word options. vfork, and clone with CLONE_VM | CLONE_VFORK (posix_spawn, python's
+ * subprocess), make a child process in the parent's memory until it execs
+ * (ptree.c). fork, and clone without CLONE_VM, would need its memory shared
+ * copy-on-write (docs/processes.md): not yet, so they answer ENOSYS with a log line,
+ * as would a kernel built without the feature. A thread's exit clears and wakes its
+ * tid word (what pthread_join sleeps on) and releases the robust locks it held, as
+ * Linux does; the last thread's exit, or exit_group, ends its process, and the first
+ * process's ends the VM.
  */
 #include "sys.h"
 #include "../base/log.h"
@@ -46,8 +49,9 @@ static int64_t lx_clone_refuse(struct lx_call *c, uint64_t flags)
 	if ((flags & LX_CLONE_THREAD) == LX_CLONE_THREAD)
 		return -EINVAL;
 	if (lx_first_time(c))
-		log_warn("guest called %s with flags %#llx: a new process (fork, vfork, "
-			 "posix_spawn) is not supported, ccvm runs one process; returning ENOSYS",
+		log_warn("guest called %s with flags %#llx: a process with a copy of its "
+			 "parent's memory (fork) is not supported yet (vfork and posix_spawn are); "
+			 "returning ENOSYS",
 			 lx_syscall_name((unsigned)c->nr), (unsigned long long)flags);
 	return -ENOSYS;
 }
@@ -64,12 +68,19 @@ static int lx_clone_store_tid(struct lx_call *c, uint64_t gva, int tid)
 	return 0;
 }
 
+/* What vfork and posix_spawn's clone ask for: a process in the parent's memory, the
+ * parent waiting (CLONE_VFORK), a child's exit signal in the low byte. */
+#define LX_CLONE_VFORK (CLONE_VM | CLONE_VFORK)
+
 static int64_t lx_clone(struct lx_call *c, const struct lx_clone_req *req)
 {
 	struct lx_clone cl = { .regs = *c->regs };
 	struct lx_thread *t = &cl.thread;
 	int rc;
 
+	if ((req->flags & (LX_CLONE_VFORK | CLONE_THREAD | CLONE_SIGHAND)) == LX_CLONE_VFORK &&
+	    !(req->flags & ~(uint64_t)(LX_CLONE_VFORK | CLONE_PARENT_SETTID)))
+		return lx_vfork(c, req->stack, req->flags & CLONE_PARENT_SETTID ? req->parent_tid : 0);
 	if ((req->flags & LX_CLONE_THREAD) != LX_CLONE_THREAD ||
 	    (req->flags & ~(uint64_t)(LX_CLONE_THREAD | LX_CLONE_OPTIONS)))
 		return lx_clone_refuse(c, req->flags);
@@ -147,7 +158,7 @@ int64_t sys_fork(struct lx_call *c)
 
 int64_t sys_vfork(struct lx_call *c)
 {
-	return lx_clone_refuse(c, CLONE_VM | CLONE_VFORK | SIGCHLD);
+	return lx_vfork(c, 0, 0);
 }
 
 int64_t sys_set_tid_address(struct lx_call *c)
