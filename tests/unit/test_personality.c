@@ -445,6 +445,27 @@ START_TEST(test_futex_calls)
 END_TEST
 
 /* clone of a thread hands the VM a new thread's registers and TLS; exit ends it. */
+/* close_range marks a range close-on-exec, or closes it; bad ranges and flags are
+ * EINVAL, as on Linux. */
+START_TEST(test_close_range)
+{
+	int64_t a = S4(SYS_openat, AT_FDCWD, gpath(0, "cr"), O_RDWR | O_CREAT, 0600);
+	int64_t b = S1(SYS_dup, a), d = S1(SYS_dup, a);
+
+	ck_assert_int_eq(b, a + 1);
+	ck_assert_int_eq(d, a + 2);
+	ck_assert_int_eq(S3(SYS_close_range, b, d, 4 /* CLOSE_RANGE_CLOEXEC */), 0);
+	ck_assert_int_eq(S2(SYS_fcntl, a, F_GETFD), 0);
+	ck_assert_int_eq(S2(SYS_fcntl, d, F_GETFD), FD_CLOEXEC);
+	ck_assert_int_eq(S3(SYS_close_range, b, 0xffffffffULL, 0), 0);
+	ck_assert_int_eq(S2(SYS_fcntl, b, F_GETFD), -EBADF);
+	ck_assert_int_eq(S2(SYS_fcntl, d, F_GETFD), -EBADF);
+	ck_assert_int_ge(S2(SYS_fcntl, a, F_GETFD), 0);
+	ck_assert_int_eq(S3(SYS_close_range, d, b, 0), -EINVAL);
+	ck_assert_int_eq(S3(SYS_close_range, a, a, 0x80), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_clone_and_exit)
 {
 	enum lx_action act;
@@ -2093,6 +2114,7 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_misc_calls);
 	tcase_add_test(tc, test_futex_calls);
 	tcase_add_test(tc, test_clone_and_exit);
+	tcase_add_test(tc, test_close_range);
 	tcase_add_test(tc, test_state_round_trip);
 	tcase_add_test(tc, test_signal_off);
 	tcase_add_test(tc, test_signal_inherited);

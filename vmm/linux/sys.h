@@ -340,7 +340,7 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
 	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
 	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups) \
-	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid) X(execve)
+	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid) X(execve) X(close_range)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)
