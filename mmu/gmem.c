@@ -105,12 +105,16 @@ static void gmem_mark(const struct gmem *mem, uint64_t gpa, uint64_t len)
 {
 	const struct gmem *phys = gmem_phys(mem);
 	uint64_t *bits = __atomic_load_n(&phys->written, __ATOMIC_ACQUIRE);
+	uint64_t last;
 
-	gpa += mem->base;
 	if (!bits || !len)
 		return;
+	gpa += mem->base;
 	/* Only the memory the pre-copy runs over has bits: other windows are not its. */
-	for (uint64_t p = gpa / PAGE_SIZE; p <= (gpa + len - 1) / PAGE_SIZE && p < phys->written_pages; p++)
+	last = (gpa + len - 1) / PAGE_SIZE;
+	if (last >= phys->written_pages)
+		last = phys->written_pages - 1;
+	for (uint64_t p = gpa / PAGE_SIZE; p <= last; p++)
 		__atomic_fetch_or(&bits[p / 64], 1ULL << (p % 64), __ATOMIC_RELEASE);
 }
 

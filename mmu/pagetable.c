@@ -28,7 +28,9 @@ static uint64_t pt_dirs(uint64_t size)
 	return (size + GIB - 1) / GIB;
 }
 
-int pt_layout(uint8_t *host, uint64_t base, uint64_t size, uint64_t *cr3)
+/* Empty tables for virtual [0, @size) at @base + LAYOUT_PGTABLE: PML4, PDPT, then the
+ * page directories, every 2 MiB entry not present. 0 with *@cr3, or -EINVAL. */
+static int pt_layout(uint8_t *host, uint64_t base, uint64_t size, uint64_t *cr3)
 {
 	const uint64_t pml4 = base + LAYOUT_PGTABLE, pdpt = pml4 + PAGE_SIZE;
 	const uint64_t pd0 = pml4 + 2 * PAGE_SIZE;
@@ -58,7 +60,8 @@ uint64_t pt_link(uint64_t gpa)
 	return gpa | PTE_P | PTE_RW | PTE_US;
 }
 
-void pt_set(uint8_t *host, uint64_t cr3, uint64_t gva, uint64_t pde)
+/* The 2 MiB entry for @gva in the tables at @cr3 (pt_layout's) becomes @pde. */
+static void pt_set(uint8_t *host, uint64_t cr3, uint64_t gva, uint64_t pde)
 {
 	uint64_t *pd = pt_page(host, cr3 + (2 + gva / GIB) * PAGE_SIZE);
 

@@ -15,18 +15,10 @@
  * @cr3:      gets the guest-physical address of the PML4
  *
  * The system area is supervisor-only, the stub area user read-only (executable),
- * the rest user read/write. Returns 0 or -EINVAL.
+ * the rest user read/write. Returns 0 or -EINVAL. The VM's tables are mmu/aspace.c's;
+ * a one-process VM's are byte for byte these (the unit tests compare them).
  */
 int pt_build(uint8_t *sys, uint64_t ram_size, uint64_t *cr3);
-
-/*
- * pt_layout - empty tables for virtual [0, @size) in the system area of the window of
- * guest-physical memory at @base: PML4 at @base + LAYOUT_PGTABLE, then the PDPT and
- * the page directories, every 2 MiB entry not present.
- * @host: host pointer to guest-physical 0
- * Returns 0 with *@cr3 the PML4's guest-physical address, or -EINVAL.
- */
-int pt_layout(uint8_t *host, uint64_t base, uint64_t size, uint64_t *cr3);
 
 /* The page at guest-physical @gpa becomes a table of @n entries from @entries, the rest
  * not present. */
@@ -34,15 +26,13 @@ void pt_write_table(uint8_t *host, uint64_t gpa, const uint64_t *entries, size_t
 /* An upper-level entry pointing at the table at @gpa. */
 uint64_t pt_link(uint64_t gpa);
 
-/* The 2 MiB entry for @gva in the tables at @cr3 (pt_layout's) becomes @pde. */
-void pt_set(uint8_t *host, uint64_t cr3, uint64_t gva, uint64_t pde);
-
 /* The entry every process has for @gva below LAYOUT_USER_BASE: the first window's
  * system area (supervisor-only) and stub area (user read-only), mapped to themselves. */
 uint64_t pt_sys_entry(uint64_t gva);
 
 /*
- * pt_walk - translate a guest virtual address through tables pt_layout wrote.
+ * pt_walk - translate a guest virtual address through tables pt_build or
+ * mmu/aspace.c wrote.
  * Returns the guest-physical address, or -1 when not mapped (or when an entry leads
  * out of the 2 MiB block the PML4 is in). *flags gets the AND of the P/RW/US bits
  * along the walk.

@@ -227,16 +227,7 @@ static int exec_let_go(struct lx_call *c)
 	/* A vfork child has memory of its own by now, empty: the parent's stays as it is. */
 	rc = p->vfork_parent ? 0 : lx_mm_discard(p, LAYOUT_USER_BASE, p->mem->size);
 	vma_map_free(&p->mm.map);
-	for (int i = 0; i < p->n_mfiles; i++) {
-		if (p->mfiles[i] >= 0)
-			close(p->mfiles[i]);
-		free(p->mfile_paths[i]);
-	}
-	free(p->mfiles);
-	free(p->mfile_paths);
-	p->mfiles = NULL;
-	p->mfile_paths = NULL;
-	p->n_mfiles = 0;
+	lx_mfiles_close(p);
 	for (int fd = 0; fd < p->n_files; fd++)
 		if (p->files[fd].host_fd >= 0 && p->files[fd].cloexec)
 			lx_fd_close(p, fd);

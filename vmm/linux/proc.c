@@ -506,13 +506,9 @@ err:
 	return rc;
 }
 
-void lx_proc_release(struct lx_proc *p)
+/* (sys.h) */
+void lx_mfiles_close(struct lx_proc *p)
 {
-	if (p->released)
-		return;
-	p->released = true;
-	lx_fastio_fini(p);
-	lx_fd_fini(p);
 	for (int i = 0; i < p->n_mfiles; i++) {
 		if (p->mfiles[i] >= 0)
 			close(p->mfiles[i]);
@@ -523,6 +519,16 @@ void lx_proc_release(struct lx_proc *p)
 	p->mfiles = NULL;
 	p->mfile_paths = NULL;
 	p->n_mfiles = 0;
+}
+
+void lx_proc_release(struct lx_proc *p)
+{
+	if (p->released)
+		return;
+	p->released = true;
+	lx_fastio_fini(p);
+	lx_fd_fini(p);
+	lx_mfiles_close(p);
 	vma_map_free(&p->mm.map);
 	lx_fs_fini(&p->fs);
 }

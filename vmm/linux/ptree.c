@@ -199,11 +199,16 @@ static bool ptree_autoreap(struct lx_proc *parent)
 	return ign;
 }
 
-/* SIGCHLD for @parent about @child, which ended with @wstatus. */
-static void ptree_sigchld(struct lx_proc *parent, int pid, int wstatus)
+/* The siginfo of SIGCHLD and waitid for a child @pid that ended with @wstatus (0 pid:
+ * none yet, all zero). */
+static siginfo_t ptree_info(int pid, int wstatus)
 {
-	siginfo_t info = { .si_signo = SIGCHLD };
+	siginfo_t info;
 
+	memset(&info, 0, sizeof(info));
+	if (!pid)
+		return info;
+	info.si_signo = SIGCHLD;
 	info.si_pid = pid;
 	info.si_uid = getuid();
 	if (WIFEXITED(wstatus)) {
@@ -213,6 +218,14 @@ static void ptree_sigchld(struct lx_proc *parent, int pid, int wstatus)
 		info.si_code = WCOREDUMP(wstatus) ? CLD_DUMPED : CLD_KILLED;
 		info.si_status = WTERMSIG(wstatus);
 	}
+	return info;
+}
+
+/* SIGCHLD for @parent about a child @pid, which ended with @wstatus. */
+static void ptree_sigchld(struct lx_proc *parent, int pid, int wstatus)
+{
+	siginfo_t info = ptree_info(pid, wstatus);
+
 	(void)lx_sig_send(parent, 0, &info); /* broadcasts its sigcond, queued or not */
 }
 
@@ -258,6 +271,15 @@ static bool ptree_orphans(struct lx_tree *t, struct lx_proc *p)
 	return zombie && init && init != p;
 }
 
+/* One vfork child of @parent no longer runs in its memory: the parent may go on. */
+static void ptree_vfork_done(struct lx_proc *parent)
+{
+	pthread_mutex_lock(&parent->lock);
+	parent->vfork_children--;
+	pthread_cond_broadcast(&parent->sigcond);
+	pthread_mutex_unlock(&parent->lock);
+}
+
 void lx_proc_ended(struct lx_proc *p, int wstatus)
 {
 	struct lx_tree *t = p->tree;
@@ -284,12 +306,8 @@ void lx_proc_ended(struct lx_proc *p, int wstatus)
 	p->ended = true;
 	p->vfork_parent = NULL;
 	pthread_mutex_unlock(&t->lock);
-	if (vfork_parent) { /* lx_vfork_release, with @p no longer to be touched */
-		pthread_mutex_lock(&vfork_parent->lock);
-		vfork_parent->vfork_children--;
-		pthread_cond_broadcast(&vfork_parent->sigcond);
-		pthread_mutex_unlock(&vfork_parent->lock);
-	}
+	if (vfork_parent) /* as lx_vfork_release, with @p no longer to be touched */
+		ptree_vfork_done(vfork_parent);
 	if (orphan_zombie) {
 		__atomic_add_fetch(&init->child_events, 1, __ATOMIC_RELEASE);
 		pthread_mutex_lock(&init->lock);
@@ -314,10 +332,7 @@ void lx_vfork_release(struct lx_proc *child)
 	if (!parent)
 		return;
 	child->vfork_parent = NULL;
-	pthread_mutex_lock(&parent->lock);
-	parent->vfork_children--;
-	pthread_cond_broadcast(&parent->sigcond);
-	pthread_mutex_unlock(&parent->lock);
+	ptree_vfork_done(parent);
 }
 
 /* The parent sleeps until its vfork children let go of its memory. Signals wait: the
@@ -491,27 +506,6 @@ int64_t sys_wait4(struct lx_call *c)
 
 #define PTREE_WAITID_OPTS (WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT | \
 			   __WNOTHREAD | __WCLONE | __WALL)
-
-/* waitid's siginfo for a child @pid that ended with @wstatus (0 pid: none yet). */
-static siginfo_t ptree_info(int pid, int wstatus)
-{
-	siginfo_t info;
-
-	memset(&info, 0, sizeof(info));
-	if (!pid)
-		return info;
-	info.si_signo = SIGCHLD;
-	info.si_pid = pid;
-	info.si_uid = getuid();
-	if (WIFEXITED(wstatus)) {
-		info.si_code = CLD_EXITED;
-		info.si_status = WEXITSTATUS(wstatus);
-	} else {
-		info.si_code = WCOREDUMP(wstatus) ? CLD_DUMPED : CLD_KILLED;
-		info.si_status = WTERMSIG(wstatus);
-	}
-	return info;
-}
 
 int64_t sys_waitid(struct lx_call *c)
 {

@@ -73,6 +73,9 @@ int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX]);
 int lx_image_check(struct lx_proc *p, const struct lx_config *cfg, int fd);
 /* The clock into a new vDSO data page, as after execve (clock.c). */
 void lx_clock_publish(struct lx_proc *p);
+/* The host descriptors of files the program mapped, closed and forgotten (proc.c), as
+ * its end or an execve leaves them. */
+void lx_mfiles_close(struct lx_proc *p);
 /* execve's end of the POSIX timers (timer.c). */
 void lx_timer_exec(struct lx_proc *p);
 int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct lx_entry *entry);
