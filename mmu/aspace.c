@@ -19,8 +19,12 @@
  * that space maps it too (the invariant the unit tests check).
  *
  * Page tables are written once (aspace.h says why): a change writes fresh tables and
- * moves the space's CR3. Nothing here runs a vCPU: the spaces whose CR3 moved are
- * returned as a flush mask, and the VM has their vCPUs load it before they run on.
+ * moves the space's CR3. Nothing here runs a vCPU: the spaces whose CR3 moved go to
+ * the set's flush callback before the change is done, and the VM has their vCPUs
+ * leave the old tables. Each window's pool of table pages is used one half at a time:
+ * when a half runs out, every space is written afresh in the other half (never used
+ * since KVM last forgot its tables), the vCPUs leave the old half, and the VM makes KVM
+ * forget every translation (s->recycle), after which the old half may serve again.
  */
 #include "aspace.h"
 #include "layout.h"
@@ -34,6 +38,7 @@
 #define ASPACE_USER_BLOCK (LAYOUT_USER_BASE / HUGE_SIZE) /* the first user block */
 #define ASPACE_PD_ENTRIES 512                            /* 2 MiB entries per directory */
 #define ASPACE_POOL LAYOUT_PGTABLE_PAGES                 /* page-table pages per window */
+#define ASPACE_HALF (ASPACE_POOL / 2) /* one half of each pool in use, the other forgotten */
 
 static uint64_t as_gpa(const struct aspace_set *s, int w, uint32_t b)
 {
@@ -98,7 +103,7 @@ static int as_commit(struct aspace *as, uint64_t *flush)
 		n += as->dirty[i];
 	if (!n)
 		return 0;
-	if (s->next[as->win] + n + 2 > ASPACE_POOL)
+	if (s->next[as->win] + n + 2 > (s->half + 1) * ASPACE_HALF)
 		return -ENOSPC;
 	pml4 = as_pool_page(s, as->win);
 	pdpt = as_pool_page(s, as->win);
@@ -121,28 +126,50 @@ static int as_commit(struct aspace *as, uint64_t *flush)
 	return 0;
 }
 
-/* Every space's changes written out. A window out of unused pages has the VM forget
- * every translation (s->recycle), and then every space is written afresh from the
- * start of its pool. Called with the lock held, at the end of each change. */
-static void as_commit_all(struct aspace_set *s, uint64_t *flush)
+/* The first pool page of window @w's half in use. */
+static uint32_t as_half_start(const struct aspace_set *s)
 {
-	bool full = false;
+	return (uint32_t)s->half * ASPACE_HALF;
+}
 
-	for (int w = 0; w < s->n; w++)
-		if (s->as[w] && as_commit(s->as[w], flush))
-			full = true;
-	if (!full)
-		return;
-	if (s->recycle)
-		s->recycle(s->recycle_ctx);
+/* Every space written afresh in the other half of its pool; then, once no vCPU uses
+ * the old half's tables (flush), KVM forgets them (recycle). */
+static void as_flip(struct aspace_set *s, uint64_t *flush)
+{
+	uint64_t moved = 0;
+
+	s->half ^= 1;
 	for (int w = 0; w < s->n; w++) {
-		s->next[w] = 0;
+		s->next[w] = as_half_start(s);
 		s->canon[w] = false;
 		if (s->as[w]) {
 			memset(s->as[w]->dirty, 1, s->as[w]->n_pd);
-			(void)as_commit(s->as[w], flush); /* a whole space fits in a pool */
+			(void)as_commit(s->as[w], &moved); /* a whole space fits in a half */
 		}
 	}
+	if (s->flush)
+		s->flush(s->flush_ctx, moved);
+	if (s->recycle)
+		s->recycle(s->recycle_ctx);
+	*flush |= moved;
+}
+
+/* Every space's changes written out, and the vCPUs of those whose CR3 moved off their
+ * old tables before the change goes on (the flush callback). Called with the lock
+ * held, at the end of each change. */
+static void as_commit_all(struct aspace_set *s, uint64_t *flush)
+{
+	uint64_t moved = 0;
+	bool full = false;
+
+	for (int w = 0; w < s->n; w++)
+		if (s->as[w] && as_commit(s->as[w], &moved))
+			full = true;
+	if (moved && s->flush)
+		s->flush(s->flush_ctx, moved);
+	*flush |= moved;
+	if (full)
+		as_flip(s, flush);
 }
 
 /* Block @b's 2 MiB from window @from to window @to (marked as the monitor's write,
@@ -248,7 +275,9 @@ int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int
 	s->mem = mem;
 	s->window = window;
 	s->blocks = (uint32_t)(window / HUGE_SIZE);
-	s->n = n;
+	/* A space's whole tables must fit in half a pool (as_flip): windows above ~246 GiB
+	 * hold one space only, so nothing ever flips. */
+	s->n = 2 + (s->blocks + ASPACE_PD_ENTRIES - 1) / ASPACE_PD_ENTRIES > ASPACE_HALF ? 1 : n;
 	s->readers = calloc((size_t)n * s->blocks, sizeof(*s->readers));
 	s->next = calloc((size_t)n, sizeof(*s->next));
 	s->canon = calloc((size_t)n, sizeof(*s->canon));
@@ -324,10 +353,10 @@ static int as_new(struct aspace_set *s, struct aspace **out)
 static void as_canon(struct aspace *as, uint64_t *flush)
 {
 	struct aspace_set *s = as->set;
-	uint64_t first = as_gpa(s, as->win, 0) + LAYOUT_PGTABLE;
+	uint64_t first = as_gpa(s, as->win, 0) + LAYOUT_PGTABLE + as_half_start(s) * PAGE_SIZE;
 
 	if (!s->canon[as->win]) {
-		bool fresh = s->next[as->win] == 0;
+		bool fresh = s->next[as->win] == as_half_start(s);
 
 		as_commit_all(s, flush);
 		s->canon[as->win] = fresh && as->cr3 == first;
@@ -438,10 +467,10 @@ int aspace_reset(struct aspace *as, uint64_t *flush)
 
 	pthread_mutex_lock(&s->lock);
 	as_let_go(as, flush);
-	as_wipe(as);
 	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
 		as_put(as, b);
-	as_commit_all(s, flush);
+	as_commit_all(s, flush); /* its readers left its window first */
+	as_wipe(as);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -452,9 +481,9 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 
 	pthread_mutex_lock(&s->lock);
 	as_let_go(as, flush);
-	as_wipe(as);
 	s->as[as->win] = NULL; /* its used table pages stay used: never written again */
-	as_commit_all(s, flush);
+	as_commit_all(s, flush); /* its readers left its window first */
+	as_wipe(as);
 	*flush &= ~(1ULL << as->win);
 	pthread_mutex_unlock(&s->lock);
 	as_free(as);
@@ -465,12 +494,9 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 static int as_view_own(void *ctx, uint64_t gva, uint64_t len)
 {
 	struct aspace *as = ctx;
-	uint64_t flush = 0;
-	int rc = aspace_own(as, gva, len, &flush);
+	uint64_t flush = 0; /* flushed before aspace_own returns */
 
-	if (flush && as->set->flush)
-		as->set->flush(as->set->flush_ctx, flush);
-	return rc;
+	return aspace_own(as, gva, len, &flush);
 }
 
 static int64_t as_view_where(void *ctx, uint64_t gva)
@@ -501,7 +527,7 @@ void aspace_tables(struct aspace *as)
 	uint64_t flush = 0;
 
 	pthread_mutex_lock(&s->lock);
-	s->next[as->win] = 0; /* no vCPU has run yet: nothing holds a translation */
+	s->next[as->win] = as_half_start(s); /* no vCPU ran yet: nothing holds a translation */
 	s->canon[as->win] = false;
 	memset(as->dirty, 1, as->n_pd);
 	(void)as_commit(as, &flush);

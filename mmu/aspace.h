@@ -26,15 +26,19 @@ struct aspace_set {
 	uint16_t *readers;      /* [w * blocks + b]: spaces that map window w's block b
 				 * read-only, as theirs */
 	uint32_t *next;         /* per window: its first page-table page never used yet */
+	int half;               /* the half of every window's pool in use (aspace.c) */
 	bool *canon;            /* per window: its pool starts with the tables of a space
 				 * that owns every block, never changed since (reused) */
-	/* Called with the mask of what the monitor's own access to a view changed
-	 * (aspace_view), so that the VM flushes it; NULL: nobody to tell. */
+	/* Called within every change, with the lock held, before the change goes on: the
+	 * spaces whose CR3 moved, whose vCPUs must have left their old tables when it
+	 * returns (a running one kicked, and loading the new CR3 before it runs again).
+	 * It must not take the lock. NULL: nothing runs the spaces. */
 	void (*flush)(void *ctx, uint64_t mask);
 	void *flush_ctx;
-	/* Called when a window runs out of page-table pages never used: the VM makes KVM
-	 * forget every translation it built (docs/processes.md), after which every page
-	 * may serve again. NULL on plain memory, where nothing caches them. */
+	/* Called when the spaces moved to the other half of their pools and flush
+	 * returned: the VM makes KVM forget every translation it built
+	 * (docs/processes.md), after which the old half's pages may serve again. NULL on
+	 * plain memory, where nothing caches them. */
 	void (*recycle)(void *ctx);
 	void *recycle_ctx;
 };

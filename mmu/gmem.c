@@ -99,6 +99,11 @@ static bool gmem_shared(const struct gmem *mem)
 	return mem->cow && !mem->cow->alone(mem->cow->ctx);
 }
 
+bool gmem_is_shared(const struct gmem *mem)
+{
+	return gmem_shared(mem);
+}
+
 /* Pages [gpa, gpa + len) of @mem may be written by the monitor: marked while a
  * pre-copy runs. */
 static void gmem_mark(const struct gmem *mem, uint64_t gpa, uint64_t len)
@@ -256,9 +261,10 @@ void *gmem_user_ptr_held(struct gmem *view, uint64_t gva, uint64_t len)
 	struct gmem *mem = gmem_phys(view);
 	int i;
 
-	if (!p)
-		return NULL;
-	gva += view->base; /* held ranges are the root's, guest-physical */
+	/* Held ranges are the root's, guest-physical: window 0's, where guest addresses
+	 * are guest-physical, and the only one pre-copies see (docs/processes.md). */
+	if (!p || view->base)
+		return p;
 	for (i = 0; i < mem->n_held; i++)
 		if (mem->held[i].gpa == gva && mem->held[i].len == len)
 			return p;

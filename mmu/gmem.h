@@ -77,6 +77,9 @@ void gmem_unmap(struct gmem *mem);
 void gmem_view(struct gmem *view, struct gmem *root, uint64_t base, uint64_t size,
 	       const struct gmem_cow *cow);
 
+/* True when the view shares blocks with another process's (docs/processes.md). */
+bool gmem_is_shared(const struct gmem *mem);
+
 /* Host pointer for guest-physical [gpa, gpa + len), any part of RAM, or NULL. */
 void *gmem_sys_ptr(const struct gmem *mem, uint64_t gpa, uint64_t len);
 

@@ -226,3 +226,14 @@ int vma_find_free(const struct vma_map *m, uint64_t len, uint64_t below, uint64_
 		gap_end = m->v[i].start;
 	}
 }
+
+void vma_map_blocks(const struct vma_map *m, uint64_t block, uint64_t *bits, uint32_t n)
+{
+	memset(bits, 0, (n + 63) / 64 * sizeof(*bits));
+	for (int i = 0; i < m->n; i++) {
+		uint64_t first = m->v[i].start / block, last = (m->v[i].end - 1) / block;
+
+		for (uint64_t b = first; b <= last && b < n; b++)
+			bits[b / 64] |= 1ULL << (b % 64);
+	}
+}

@@ -53,4 +53,9 @@ int vma_find_free(const struct vma_map *m, uint64_t len, uint64_t below, uint64_
 /* Lowest mapping start >= @addr, or m->hi when none. */
 uint64_t vma_next_start(const struct vma_map *m, uint64_t addr);
 
+/* Bit b of @bits set for each block [b * @block, (b + 1) * @block), b < @n, that a
+ * mapping touches (what a fork shares); @bits has room for @n bits, and is cleared
+ * first. */
+void vma_map_blocks(const struct vma_map *m, uint64_t block, uint64_t *bits, uint32_t n);
+
 #endif

@@ -166,6 +166,8 @@ static struct lx_hooks run_hooks = {
 	.thread_create = vm_thread_create,
 	.process_create = vm_process_create,
 	.process_space = vm_process_space,
+	.process_fork = vm_process_fork,
+	.process_reset = vm_process_reset,
 	.before_discard = hook_before_discard,
 	.fpu_save = vcpu_fpu_save,
 	.fpu_load = vcpu_fpu_load,
@@ -394,6 +396,7 @@ static int cmd_run(int argc, char **argv)
 		goto out_vm;
 	}
 	vm.max_vcpus = o.vcpus;
+	vm.max_procs = o.max_procs;
 	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
 				 .net = &o.net, .hooks = &run_hooks, .fastio = o.fastio,
@@ -446,7 +449,8 @@ static int cmd_restore(int argc, char **argv)
 
 	if (status)
 		return status < 0 ? 0 : status;
-	ro = (struct restore_opts){ .mem = o.mem, .lazy = o.lazy, .vcpus = o.vcpus, .root = o.root,
+	ro = (struct restore_opts){ .mem = o.mem, .lazy = o.lazy, .vcpus = o.vcpus,
+				    .max_procs = o.max_procs, .root = o.root,
 				    .rw = o.rw, .n_rw = o.n_rw, .net = &o.net,
 				    .publish_given = o.publish_given, .hooks = &run_hooks,
 				    .confine = restore_confine, .confine_ctx = &o };

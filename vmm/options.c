@@ -186,6 +186,18 @@ static int opt_long(const char *arg, long lo, long hi, long *v)
 	return *end || end == arg || errno || *v < lo || *v > hi ? -EINVAL : 0;
 }
 
+static int set_max_procs(struct cli_opts *o, const char *arg)
+{
+	long v;
+
+	if (opt_long(arg, 1, LX_MAX_PROCS, &v)) {
+		log_err("--max-procs %s: the most processes at once, 1 to %d", arg, LX_MAX_PROCS);
+		return -EINVAL;
+	}
+	o->max_procs = (int)v;
+	return 0;
+}
+
 static int set_vcpus(struct cli_opts *o, const char *arg)
 {
 	long v;
@@ -473,6 +485,9 @@ static const struct opt_def opt_table[] = {
 	{ "vcpus", "N", OPT_BOTH, "most guest threads at once, each a vCPU (run: default "
 	  OPT_STR(VM_DEFAULT_VCPUS) "; restore: the saved threads at least; 1.."
 	  OPT_STR(VM_MAX_VCPUS) ")", set_vcpus },
+	{ "max-procs", "N", OPT_BOTH, "most processes at once, those not yet waited for "
+	  "included; fork and vfork fail with EAGAIN beyond (default and most "
+	  OPT_STR(LX_MAX_PROCS) ")", set_max_procs },
 	{ "fastio", "on|off", OPT_RUN, "exitless socket reads and writes for dynamic glibc "
 	  "programs (default on; off: every system call exits to the monitor)", set_fastio },
 	{ "lazy", NULL, OPT_RESTORE, "load memory on first touch, the rest in the background",
@@ -605,6 +620,7 @@ static void opt_defaults(enum opt_cmd cmd, struct cli_opts *o)
 				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
 	o->root = "/";
 	o->vcpus = cmd == OPT_RUN ? VM_DEFAULT_VCPUS : 0;
+	o->max_procs = LX_MAX_PROCS;
 	o->fastio = true;
 	o->lazy = OPT_RESTORE_LAZY_DEFAULT;
 }

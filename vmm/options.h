@@ -52,6 +52,7 @@ struct cli_opts {
 	struct lx_net net;
 	bool publish_given;         /* restore: else the saved loopback rules are reused */
 	int vcpus;                  /* restore: 0 for the default */
+	int max_procs;              /* --max-procs: processes at once, zombies included */
 	bool full_every_given;      /* --snapshot-full-every was given */
 	bool fastio;
 	bool lazy;                  /* restore: memory on first touch */

@@ -200,6 +200,7 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 	}
 	if (o->vcpus)
 		vm->max_vcpus = o->vcpus;
+	vm->max_procs = o->max_procs;
 	if (o->lazy) {
 		/* Sections are read now, while we still own the reader; memory later. */
 		rc = lazy_start(r, &(struct lazy_target){ .mem = &vm->ram, .on_bad = restore_lazy_bad,

@@ -17,6 +17,7 @@ struct restore_opts {
 	uint64_t mem;               /* guest RAM size asked by the user, 0 for the image's */
 	bool lazy;
 	int vcpus;                  /* thread cap; 0: the default (raised to the saved count) */
+	int max_procs;              /* process cap (--max-procs) */
 	/* Confinement and network policy: the restoring command line's, never the image's
 	 * (struct lx_restore_policy). */
 	const char *root;

@@ -22,6 +22,9 @@ enum exit_kind {
 
 struct vm_stats {
 	uint64_t exits[EXIT_NR];
+	/* Processes (docs/processes.md): write faults on blocks shared after a fork, vCPUs
+	 * kicked off old page tables, and times KVM was made to forget them. */
+	uint64_t cow_faults, flushes, recycles;
 };
 
 const char *stats_exit_name(enum exit_kind kind);

@@ -19,6 +19,8 @@
 #include "base/log.h"
 #include "vcpu.h"
 #include "vcpu_loop.h"
+#include "../mmu/layout.h"
+#include "../mmu/vma.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -112,28 +114,99 @@ int vm_process_create(void *parent_vcpu, const struct lx_clone *cl, struct lx_pr
 	return vm_thread_create(parent_vcpu, cl);
 }
 
+/* Window @win as a memory slot of its own, or (@on false) taken away. */
+static int vm_window_slot(struct vm *vm, int win, bool on)
+{
+	uint64_t base = (uint64_t)win * vm->spaces.window;
+
+	return kvm_vm_window(vm->kvm, win, base, on ? vm->mem.host + base : NULL,
+			     on ? vm->spaces.window : 0);
+}
+
+/* A space ends: its readers get its blocks and leave its window (aspace_destroy
+ * flushes them) before the slot goes, for a vCPU must never run over a window
+ * without one. */
+static void vm_space_end(struct vm *vm, struct aspace *as)
+{
+	int win = as->win;
+	uint64_t flush = 0;
+
+	aspace_destroy(as, &flush); /* frees @as */
+	vm_window_slot(vm, win, false);
+}
+
 int vm_process_space(void *vcpu_arg, struct lx_proc *p)
 {
 	struct vcpu *vcpu = vcpu_arg;
 	struct vm *vm = vcpu->vm;
 	struct aspace *as;
-	uint64_t base;
 	int rc = aspace_create(&vm->spaces, &as);
 
 	if (rc)
 		return rc;
-	base = (uint64_t)as->win * vm->spaces.window;
-	rc = kvm_vm_window(vm->kvm, as->win, base, vm->mem.host + base, vm->spaces.window);
+	rc = vm_window_slot(vm, as->win, true);
 	if (rc) {
-		uint64_t flush = 0;
-
 		log_warn("cannot give a process memory of its own: %s", strerror(-rc));
-		aspace_destroy(as, &flush);
+		vm_space_end(vm, as);
 		return rc;
 	}
 	p->mem = aspace_view(as);
 	p->vm_space = as;
 	return 0;
+}
+
+/* The 2 MiB blocks a fork shares: those the parent's mappings touch (the child's
+ * copy of them). The others are the child's own from the start, zero. */
+static uint64_t *vm_fork_blocks(const struct vm *vm, const struct lx_proc *child)
+{
+	uint32_t n = vm->spaces.blocks;
+	uint64_t *bits = calloc((n + 63) / 64, sizeof(*bits));
+
+	if (bits)
+		vma_map_blocks(&child->mm.map, HUGE_SIZE, bits, n);
+	return bits;
+}
+
+int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child)
+{
+	struct vcpu *parent = parent_vcpu;
+	struct vm *vm = parent->vm;
+	uint64_t *used = vm_fork_blocks(vm, child), flush = 0;
+	struct aspace *as = NULL;
+	int rc = used ? 0 : -ENOMEM;
+
+	/* The parent's blocks turn read-only for all its vCPUs before the call returns
+	 * (aspace_fork flushes them), so no write of its reaches the child after it. */
+	if (!rc)
+		rc = aspace_fork(vm_space_of(vm, parent->lx->proc), used, &as, &flush);
+	free(used);
+	if (rc)
+		return rc;
+	rc = vm_window_slot(vm, as->win, true);
+	if (rc) {
+		log_warn("cannot give a forked process memory of its own: %s", strerror(-rc));
+		vm_space_end(vm, as);
+		return rc;
+	}
+	child->vm_space = as;
+	child->mem = aspace_view(as);
+	rc = lx_fork_memory(child, cl);
+	if (!rc)
+		rc = vm_thread_create(parent_vcpu, cl);
+	if (rc) {
+		child->mem = parent->lx->proc->mem; /* for what lx_proc_destroy releases */
+		child->vm_space = NULL;
+		vm_space_end(vm, as);
+	}
+	return rc;
+}
+
+int vm_process_reset(void *vcpu_arg, struct lx_proc *p)
+{
+	struct vcpu *vcpu = vcpu_arg;
+	uint64_t flush = 0;
+
+	return aspace_reset(vm_space_of(vcpu->vm, p), &flush);
 }
 
 /* A process other than the first ended with its last thread: its parent learns of
@@ -142,13 +215,10 @@ static void vm_process_end(struct vm *vm, struct lx_proc *p)
 {
 	struct aspace *own = p->vm_space && !p->vfork_parent ? p->vm_space : NULL;
 	int wstatus = p->term_sig ? p->term_sig : (p->exit_status & 0xff) << 8;
-	uint64_t flush = 0;
 
 	lx_proc_ended(p, wstatus); /* @p may be gone from here on */
-	if (!own)
-		return;
-	kvm_vm_window(vm->kvm, own->win, (uint64_t)own->win * vm->spaces.window, NULL, 0);
-	aspace_destroy(own, &flush);
+	if (own)
+		vm_space_end(vm, own);
 }
 
 void vm_process_exit(struct vcpu *vcpu)

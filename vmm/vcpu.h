@@ -32,6 +32,13 @@ struct vcpu {
 	bool joinable;         /* its host thread was started and not yet joined */
 	struct lx_thread *lx;  /* the guest thread this vCPU runs (&thread_state) */
 	uint64_t cr3;          /* the page tables its next run uses (its process's) */
+	/* For vm_flush, which other threads read without a lock: in KVM_RUN or about to
+	 * enter it, the window of the space its tables are from, runs finished so far. */
+	bool in_run;
+	int win;
+	uint64_t runs;
+	int cow_retries;       /* write faults in a row on a page writable already, */
+	uint64_t cow_page;     /* that page (vcpu_loop.c) */
 	bool quit;             /* its process ended (exit_group in another thread): stop */
 	struct lx_thread thread_state;
 };

@@ -92,16 +92,26 @@ static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, 
 	return true;
 }
 
-/* The next run over its process's page tables as they are now: an execve gave the
- * process a space of its own, or a change in it moved its CR3 (mmu/aspace.h). */
-static void vcpu_sync_space(struct vcpu *vcpu)
+/* Into the guest over its process's page tables as they are now (an execve gave the
+ * process a space of its own, a change in it moved its CR3: mmu/aspace.h). Marked as
+ * running first, then the CR3 read: a change that moves it after the read finds the
+ * vCPU running and kicks it (vm_flush), one before is seen here. */
+static void vcpu_enter(struct vcpu *vcpu)
 {
-	uint64_t cr3 = __atomic_load_n(&vm_space_of(vcpu->vm, vcpu->lx->proc)->cr3, __ATOMIC_ACQUIRE);
+	struct aspace *as = vm_space_of(vcpu->vm, vcpu->lx->proc);
+	uint64_t cr3;
 
-	if (cr3 != vcpu->cr3) {
-		kvm_cpu_set_cr3(vcpu->cpu, cr3);
-		vcpu->cr3 = cr3;
-	}
+	__atomic_store_n(&vcpu->in_run, true, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&vcpu->win, as->win, __ATOMIC_SEQ_CST);
+	cr3 = __atomic_load_n(&as->cr3, __ATOMIC_SEQ_CST);
+	if (cr3 != vcpu->cr3 && !kvm_cpu_set_cr3(vcpu->cpu, cr3))
+		vcpu->cr3 = cr3; /* else tried again before the next run */
+}
+
+static void vcpu_leave(struct vcpu *vcpu)
+{
+	__atomic_add_fetch(&vcpu->runs, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&vcpu->in_run, false, __ATOMIC_SEQ_CST);
 }
 
 /* The process of @vcpu ended (exit_group, a fatal signal): the VM with it when it is
@@ -120,7 +130,6 @@ static void vcpu_resume_exact(struct vcpu *vcpu, struct cpu_regs *r, const struc
 {
 	r->rflags = x86_user_rflags(r->rflags);
 	kvm_cpu_put(vcpu->cpu, r, s);
-	vcpu_sync_space(vcpu);
 }
 
 /* Returns true when the vCPU must stop. */
@@ -147,9 +156,41 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu, struct cpu_view *v)
 	} else {
 		x86_sysret_regs(&v->regs);
 		kvm_cpu_put(vcpu->cpu, &v->regs, segs_dirty ? &v->segs : NULL);
-		vcpu_sync_space(vcpu);
 	}
 	return false;
+}
+
+/* A write to a block the process shares with another since a fork (docs/processes.md)
+ * faults from CPL3 with the page present: the block becomes its own, and the write is
+ * tried again. Nothing else makes that fault (user blocks are writable otherwise), but
+ * it may come from tables that a change has replaced since: a kick for it can land
+ * while the CPU delivers the fault, and the stub then reports it over the new tables.
+ * So a fault on a block writable already is tried again too, a bounded number of times
+ * in a row at one page (more would be a translation that never heals: the program's
+ * fault then).
+ * False: not this kind of fault, the program's. */
+#define PF_COW (PF_ERR_P | PF_ERR_W | PF_ERR_U) /* a user write to a read-only page */
+#define VCPU_COW_RETRIES 64
+
+static bool vcpu_cow_fault(struct vcpu *vcpu, const struct lx_fault *f)
+{
+	struct aspace *as = vm_space_of(vcpu->vm, vcpu->lx->proc);
+	uint64_t flush = 0;
+
+	if (f->vector != X86_PF || (f->error_code & PF_COW) != PF_COW)
+		return false;
+	if (aspace_write_fault(as, f->cr2, &flush))
+		return false; /* not user memory */
+	if (flush) {
+		stats_count(&vcpu->vm->stats.cow_faults);
+		vcpu->cow_retries = 0;
+		return true;
+	}
+	if (f->cr2 / PAGE_SIZE != vcpu->cow_page) {
+		vcpu->cow_page = f->cr2 / PAGE_SIZE;
+		vcpu->cow_retries = 0;
+	}
+	return ++vcpu->cow_retries <= VCPU_COW_RETRIES;
 }
 
 /* A CPU exception in the program: its signal's handler runs (true), or false for the
@@ -169,6 +210,10 @@ static bool vcpu_exception_signal(struct vcpu *vcpu, struct cpu_view *v, int vec
 	u.rsp = fr.rsp;
 	u.rflags = fr.rflags;
 	f.error_code = fr.error;
+	if (vcpu_cow_fault(vcpu, &f)) {
+		vcpu_resume_exact(vcpu, &u, NULL); /* the faulting instruction again */
+		return true;
+	}
 	if (!lx_fault(vcpu->lx, &u, &v->segs, &f))
 		return false;
 	vcpu_resume_exact(vcpu, &u, NULL);
@@ -262,7 +307,9 @@ void *vcpu_thread(void *arg)
 			vm_thread_exit(vcpu); /* its process ended in another thread */
 			break;
 		}
+		vcpu_enter(vcpu);
 		rc = kvm_cpu_run(vcpu->cpu, &e);
+		vcpu_leave(vcpu);
 		if (rc) {
 			log_err("running vCPU %d: %s", vcpu->id, strerror(-rc));
 			vm_stop(vm, 1);

@@ -16,6 +16,7 @@
 #include "../mmu/tracker.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,46 @@ struct gmem *vm_first_view(struct vm *vm)
 	return aspace_view(vm->as0);
 }
 
+/*
+ * The vCPUs of the spaces in @mask off their old page tables (aspace.h's flush): each
+ * one running over tables of such a space is kicked, and waited for until that run
+ * ended; it loads the new CR3 before its next one (vcpu_enter). Lock-free on both
+ * sides, so a change may call it holding any lock: a run ends without the monitor's.
+ */
+static void vm_flush(void *ctx, uint64_t mask)
+{
+	struct vm *vm = ctx;
+	int n = __atomic_load_n(&vm->n_vcpus, __ATOMIC_ACQUIRE);
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* the new CR3s before in_run is read */
+	for (int i = 0; i < n; i++) {
+		struct vcpu *v = vm->vcpus[i];
+		uint64_t runs = __atomic_load_n(&v->runs, __ATOMIC_SEQ_CST);
+
+		if (!__atomic_load_n(&v->in_run, __ATOMIC_SEQ_CST) ||
+		    !(mask >> __atomic_load_n(&v->win, __ATOMIC_SEQ_CST) & 1))
+			continue;
+		vcpu_kick(v);
+		while (__atomic_load_n(&v->in_run, __ATOMIC_SEQ_CST) &&
+		       __atomic_load_n(&v->runs, __ATOMIC_SEQ_CST) == runs)
+			sched_yield();
+		stats_count(&vm->stats.flushes);
+	}
+}
+
+/* The spaces moved to fresh table pages and no vCPU uses the old ones: KVM forgets
+ * what it built from them (kvm_vm_forget), so that they may be written again. */
+static void vm_recycle(void *ctx)
+{
+	struct vm *vm = ctx;
+	int rc = kvm_vm_forget(vm->kvm);
+
+	stats_count(&vm->stats.recycles);
+	if (rc)
+		log_err("cannot make KVM forget old page tables (%s): processes may see stale "
+			"memory", strerror(-rc));
+}
+
 int vm_create(struct vm *vm, uint64_t mem_bytes)
 {
 	int rc;
@@ -65,6 +106,10 @@ int vm_create(struct vm *vm, uint64_t mem_bytes)
 	}
 	gmem_view(&vm->ram, &vm->mem, 0, mem_bytes, NULL);
 	rc = aspace_set_init(&vm->spaces, &vm->mem, mem_bytes, VM_WINDOWS);
+	vm->spaces.flush = vm_flush;
+	vm->spaces.flush_ctx = vm;
+	vm->spaces.recycle = vm_recycle;
+	vm->spaces.recycle_ctx = vm;
 	if (!rc)
 		rc = kvm_vm_create(vm->ram.host, vm->ram.size, &vm->kvm);
 	if (!rc)
@@ -79,7 +124,7 @@ err:
 
 int vm_tree(struct vm *vm)
 {
-	int rc = lx_tree_init(&vm->tree, vm->proc, LX_MAX_PROCS);
+	int rc = lx_tree_init(&vm->tree, vm->proc, vm->max_procs ? vm->max_procs : LX_MAX_PROCS);
 
 	if (rc)
 		log_err("cannot start the process tree: %s", strerror(-rc));

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define VM_MAX_VCPUS      64 /* most guest threads at once (--vcpus) */
-#define VM_DEFAULT_VCPUS  16
+#define VM_DEFAULT_VCPUS  64 /* a process is a thread at least: as many as --max-procs */
 
 struct kvm_vm;
 struct lx_proc;
@@ -37,6 +37,7 @@ struct vm {
 	struct vcpu *vcpus[VM_MAX_VCPUS];
 	int n_vcpus;           /* created; a finished thread's vCPU waits for the next */
 	int max_vcpus;         /* the guest's thread cap (--vcpus) */
+	int max_procs;         /* its process cap (--max-procs; 0: LX_MAX_PROCS) */
 	int n_threads;         /* guest threads alive: the VM ends when the last exits */
 	int n_parked;          /* vCPUs that honour a pause request right now */
 	bool pause_req;
@@ -94,6 +95,8 @@ void vm_thread_exit(struct vcpu *vcpu);
  * space a process runs over. */
 int vm_process_create(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
 int vm_process_space(void *vcpu, struct lx_proc *p);
+int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
+int vm_process_reset(void *vcpu, struct lx_proc *p);
 void vm_process_exit(struct vcpu *vcpu);
 struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p);
 /* Start the host thread of a vCPU that holds a guest thread. Caller holds vm->lock. */

@@ -320,6 +320,9 @@ START_TEST(test_view)
 	memset(mem.host + BLK(2), 'v', 3 * HUGE_SIZE);
 	strcpy((char *)mem.host + BLK(3) - 3, "ab|cd"); /* a string across two blocks */
 	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	/* The parent's blocks turned read-only: its vCPUs leave its old tables. */
+	ck_assert_uint_eq(flushed & (1ULL << p->win), 1ULL << p->win);
+	flushed = 0;
 	cv = aspace_view(c);
 	ck_assert_int_eq(gmem_copy_str(cv, str, BLK(3) - 3, sizeof(str), NULL), 0);
 	ck_assert_str_eq(str, "ab|cd");

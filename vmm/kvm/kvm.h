@@ -41,6 +41,11 @@ int kvm_dirty_get(struct kvm_vm *k, uint64_t *bitmap);
  * the host mapping @host, as memory slot @slot (1 and up; slot 0 is RAM). @size 0
  * takes the slot away. 0 or -errno. */
 int kvm_vm_window(struct kvm_vm *k, int slot, uint64_t gpa, uint8_t *host, uint64_t size);
+/* Make KVM forget every translation it built from the guest's page tables, so that
+ * pages once used as tables may serve as tables again (docs/processes.md): a memory
+ * slot of its own made and taken away, which KVM answers by dropping all its shadow
+ * pages. Callable while vCPUs run. 0 or -errno. */
+int kvm_vm_forget(struct kvm_vm *k);
 
 /* Where a new vCPU's program starts, and over which page tables (0: the first
  * process's, at LAYOUT_PGTABLE). */
@@ -99,8 +104,8 @@ int kvm_cpu_get(struct kvm_cpu *c, struct cpu_view *v);
 /* The next run resumes the program at CPL3 with @r, and with @s when not NULL (else
  * the segment bases stay). Costs no ioctl: the registers travel with the entry. */
 void kvm_cpu_put(struct kvm_cpu *c, const struct cpu_regs *r, const struct cpu_segs *s);
-/* The next run uses the page tables at @cr3 (after an exit, with the registers put). */
-void kvm_cpu_set_cr3(struct kvm_cpu *c, uint64_t cr3);
+/* The next run uses the page tables at @cr3. 0 or -errno. */
+int kvm_cpu_set_cr3(struct kvm_cpu *c, uint64_t cr3);
 
 /* The FPU state in the standard XSAVE form a signal frame holds: its length (at most
  * @cap), and the components enabled in *@xfeatures. Load takes @len bytes of it. */

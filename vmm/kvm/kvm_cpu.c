@@ -307,10 +307,17 @@ void kvm_cpu_put(struct kvm_cpu *c, const struct cpu_regs *r, const struct cpu_s
 	}
 }
 
-void kvm_cpu_set_cr3(struct kvm_cpu *c, uint64_t cr3)
+int kvm_cpu_set_cr3(struct kvm_cpu *c, uint64_t cr3)
 {
+	/* The segment registers travel with it: they must be the thread's, not what a
+	 * thread that ran before left in the sync area (a new thread's first run). */
+	int rc = kvm_cpu_refresh(c);
+
+	if (rc)
+		return rc;
 	c->run->s.regs.sregs.cr3 = cr3;
 	c->run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
+	return 0;
 }
 
 /* Bytes of the standard XSAVE area for what the host enabled (CPUID 0xD.0 EBX), at

@@ -26,6 +26,10 @@
 	(XCR0_X87 | XCR0_SSE | XCR0_AVX | XCR0_OPMASK | XCR0_ZMM_HI256 | XCR0_HI16_ZMM)
 #define XCR0_AVX512 (XCR0_OPMASK | XCR0_ZMM_HI256 | XCR0_HI16_ZMM)
 #define RAM_SLOT 0
+/* kvm_vm_forget's slot: far above every window's (slot = window, fewer than 64) and at
+ * a guest-physical address no window reaches (64 windows of LAYOUT_MAX_RAM < 2^45). */
+#define FORGET_SLOT 4000
+#define FORGET_GPA (1ULL << 46)
 
 static int kvm_check_caps(struct kvm_vm *k)
 {
@@ -202,5 +206,20 @@ int kvm_vm_window(struct kvm_vm *k, int slot, uint64_t gpa, uint8_t *host, uint6
 
 	if (slot <= RAM_SLOT)
 		return -EINVAL;
+	return ioctl(k->fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+}
+
+int kvm_vm_forget(struct kvm_vm *k)
+{
+	/* Never read by the guest: any page-aligned host memory will do. */
+	static uint8_t page[PAGE_SIZE] __attribute__((aligned(PAGE_SIZE)));
+	struct kvm_userspace_memory_region region = {
+		.slot = FORGET_SLOT, .guest_phys_addr = FORGET_GPA, .memory_size = sizeof(page),
+		.userspace_addr = (uint64_t)(uintptr_t)page,
+	};
+
+	if (ioctl(k->fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		return -errno;
+	region.memory_size = 0; /* the deletion is what makes KVM drop its shadow pages */
 	return ioctl(k->fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
 }

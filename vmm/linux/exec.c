@@ -224,8 +224,13 @@ static int exec_let_go(struct lx_call *c)
 
 	lx_fastio_fini(p);
 	pthread_mutex_lock(&p->lock);
-	/* A vfork child has memory of its own by now, empty: the parent's stays as it is. */
-	rc = p->vfork_parent ? 0 : lx_mm_discard(p, LAYOUT_USER_BASE, p->mem->size);
+	/* A vfork child has memory of its own by now, empty: the parent's stays as it is.
+	 * Memory shared after a fork starts over as a whole, never copied to be dropped. */
+	rc = 0;
+	if (!p->vfork_parent && gmem_is_shared(p->mem) && p->hooks && p->hooks->process_reset)
+		rc = p->hooks->process_reset(t->vcpu, p);
+	if (!rc && !p->vfork_parent)
+		rc = lx_mm_discard(p, LAYOUT_USER_BASE, p->mem->size);
 	vma_map_free(&p->mm.map);
 	lx_mfiles_close(p);
 	for (int fd = 0; fd < p->n_files; fd++)

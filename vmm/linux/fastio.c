@@ -260,6 +260,16 @@ uint64_t lx_fastio_gva(const struct lx_proc *p)
 	return p->fio ? p->fio->gva : 0;
 }
 
+int lx_fastio_fork(struct lx_proc *child, const struct lx_proc *parent)
+{
+	uint32_t off = 0;
+
+	if (!parent->fio)
+		return 0;
+	return gmem_copy_out(child->mem, parent->fio->gva + offsetof(struct fastio_area, enabled),
+			     &off, sizeof(off));
+}
+
 void lx_fastio_get_stats(struct lx_proc *p, struct lx_fastio_stats *st)
 {
 	struct lx_fastio *f = p->fio;

@@ -49,6 +49,15 @@ struct lx_hooks {
 	 * 0 or -errno (-EAGAIN: no window free). NULL: processes are not offered. */
 	int (*process_create)(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
 	int (*process_space)(void *vcpu, struct lx_proc *p);
+	/* fork: @child (lx_proc_fork's) gets memory of its own that shares the parent's
+	 * copy-on-write, child->mem its view; lx_fork_memory prepares it; its first thread
+	 * starts as process_create's does. 0 or -errno (-EAGAIN: no window free), with
+	 * nothing left of the child's memory. */
+	int (*process_fork)(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
+	/* An execve in a process whose memory is shared with another's (after a fork):
+	 * its memory starts over empty, what others read of it handed to them first
+	 * (cheaper than copying each shared block to discard it). 0 or -errno. */
+	int (*process_reset)(void *vcpu, struct lx_proc *p);
 	/* The calling vCPU's FPU and vector registers in the standard (non-compacted)
 	 * XSAVE format, as the platform gives them: the size in use (at most @cap), and
 	 * the XSAVE features enabled in *@xfeatures; or -errno. And loading such an area
@@ -175,6 +184,7 @@ struct lx_tree {
 	pthread_mutex_t lock;    /* the relations below; taken before no process's lock */
 	struct lx_proc *procs[LX_MAX_PROCS]; /* [0]: the first process, which adopts orphans */
 	int max;                 /* --max-procs: fork fails with EAGAIN beyond it */
+	bool cap_logged;         /* that it did, said once */
 	int next_id;             /* the next pid or thread id, one space for both as on Linux */
 };
 
@@ -255,6 +265,8 @@ struct lx_clone {
 	struct cpu_regs regs;
 	uint64_t fs_base, gs_base;
 	struct lx_thread thread;
+	uint64_t child_tid_at;   /* fork's CLONE_CHILD_SETTID: the pid there in the child's
+				  * memory before it runs (0: nowhere) */
 };
 
 /* Where the first thread starts. */
@@ -294,6 +306,10 @@ int lx_tree_init(struct lx_tree *t, struct lx_proc *first, int max);
 /* Once no thread of the VM runs: frees every process but the first. */
 void lx_tree_fini(struct lx_tree *t);
 int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out);
+/* The process_fork hook's part in the child's new memory (ptree.c), before it runs:
+ * the pid at @cl->child_tid_at, the vDSO clock page its own, the exitless socket path
+ * off (its ring is the parent's). 0 or -EFAULT. */
+int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl);
 void lx_proc_ended(struct lx_proc *p, int wstatus);
 /* @p leaves its tree (lx_proc_destroy does it). */
 void lx_tree_forget(struct lx_proc *p);
@@ -361,6 +377,10 @@ struct lx_fastio_stats {
 };
 void lx_fastio_get_stats(struct lx_proc *p, struct lx_fastio_stats *st);
 uint64_t lx_fastio_gva(const struct lx_proc *p);
+/* A fork's @child has a copy of @parent's area, whose ring only @parent's path serves:
+ * the copy says the path is off, and the child's library makes system calls. 0 or
+ * -EFAULT. */
+int lx_fastio_fork(struct lx_proc *child, const struct lx_proc *parent);
 
 /*
  * lx_sig_from_outside - signal @sig for the guest from outside it (`ccvm ctl kill`):

@@ -167,6 +167,10 @@ int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out)
 	slot = ptree_slot(t);
 	if (slot < 0) {
 		pthread_mutex_unlock(&t->lock);
+		if (!__atomic_exchange_n(&t->cap_logged, true, __ATOMIC_RELAXED))
+			log_warn("process refused: the guest already has %d processes (those not "
+				 "yet waited for included), the most --max-procs %d allows (fork "
+				 "returns EAGAIN)", t->max, t->max);
 		rc = slot;
 		goto err;
 	}
@@ -385,6 +389,54 @@ int64_t lx_vfork(struct lx_call *c, uint64_t stack, uint64_t tid_at)
 	}
 	ptree_vfork_wait(c);
 	return pid;
+}
+
+/* A process of its own with a copy-on-write copy of its parent's memory. */
+int64_t lx_fork(struct lx_call *c, const struct lx_fork_req *req)
+{
+	struct lx_proc *p = c->p, *child;
+	struct lx_clone cl = { .regs = *c->regs };
+	int pid, rc;
+
+	if (!p->tree || !p->hooks || !p->hooks->process_fork)
+		return -ENOSYS;
+	rc = lx_proc_fork(p, &child);
+	if (rc)
+		return rc;
+	pid = child->pid;
+	if (req->flags & CLONE_PARENT_SETTID && lx_copy_out(c, req->parent_tid, &pid, sizeof(pid))) {
+		lx_proc_destroy(child);
+		return -EFAULT;
+	}
+	lx_thread_init(child, &cl.thread, NULL);
+	cl.thread.sigmask = c->t->sigmask;
+	if (req->flags & CLONE_CHILD_CLEARTID)
+		cl.thread.clear_child_tid = req->child_tid;
+	if (req->flags & CLONE_CHILD_SETTID)
+		cl.child_tid_at = req->child_tid;
+	cl.regs.rax = 0; /* the child's return value */
+	if (req->stack)
+		cl.regs.rsp = req->stack;
+	cl.fs_base = req->flags & CLONE_SETTLS ? req->tls : c->segs->fs_base;
+	cl.gs_base = c->segs->gs_base;
+	rc = p->hooks->process_fork(c->t->vcpu, &cl, child);
+	if (rc) {
+		lx_proc_destroy(child);
+		return rc;
+	}
+	return pid;
+}
+
+int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl)
+{
+	int pid = child->pid;
+
+	if (cl->child_tid_at && gmem_copy_out(child->mem, cl->child_tid_at, &pid, sizeof(pid)))
+		return -EFAULT;
+	/* The monitor refreshes the parent's clock page in place: the child's is a copy
+	 * of its own (mapped now, so that no write of the parent's reaches it later). */
+	lx_clock_map(child);
+	return lx_fastio_fork(child, child->parent);
 }
 
 /* ---- wait4, waitid ---- */

@@ -107,6 +107,14 @@ int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child);
  * ends; or -errno. The child runs on @stack (0: the parent's, as vfork), and its pid
  * is stored at @tid_at (CLONE_PARENT_SETTID; 0: nowhere) before it runs. */
 int64_t lx_vfork(struct lx_call *c, uint64_t stack, uint64_t tid_at);
+/* fork, and clone without CLONE_VM (ptree.c): the child's pid, or -errno. The child
+ * runs on @req's stack (0: the parent's), with its TLS (CLONE_SETTLS), its pid stored
+ * where CLONE_PARENT_SETTID and CLONE_CHILD_SETTID ask, its tid word cleared at exit
+ * (CLONE_CHILD_CLEARTID). */
+struct lx_fork_req {
+	uint64_t flags, stack, parent_tid, child_tid, tls;
+};
+int64_t lx_fork(struct lx_call *c, const struct lx_fork_req *req);
 /* A vfork child no longer runs in its parent's memory (it execs, or ends): the parent
  * goes on. */
 void lx_vfork_release(struct lx_proc *child);

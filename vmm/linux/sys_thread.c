@@ -1,6 +1,6 @@
 /*
  * sys_thread.c - threads: clone, clone3, set_tid_address, exit and exit_group; vfork
- * and posix_spawn's clone handed to ptree.c; fork refused.
+ * and posix_spawn's clone, and fork, handed to ptree.c.
  *
  * A guest thread is a vCPU on its own host thread (the VM makes it through the
  * thread_create hook), so threads run truly in parallel and a thread blocked in a
@@ -9,9 +9,11 @@
  * (CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD), with the TLS and tid
  * word options. vfork, and clone with CLONE_VM | CLONE_VFORK (posix_spawn, python's
  * subprocess), make a child process in the parent's memory until it execs
- * (ptree.c). fork, and clone without CLONE_VM, would need its memory shared
- * copy-on-write (docs/processes.md): not yet, so they answer ENOSYS with a log line,
- * as would a kernel built without the feature. A thread's exit clears and wakes its
+ * (ptree.c). fork, and clone without CLONE_VM, make a child process whose memory
+ * shares its parent's copy-on-write (ptree.c, docs/processes.md); what they cannot
+ * offer (a shared descriptor table or working directory without shared memory, a
+ * vfork with a copy) answers ENOSYS with a log line, as a kernel without the
+ * feature would (glibc then tries clone where it tried clone3). A thread's exit clears and wakes its
  * tid word (what pthread_join sleeps on) and releases the robust locks it held, as
  * Linux does; the last thread's exit, or exit_group, ends its process, and the first
  * process's ends the VM.
@@ -44,14 +46,19 @@ struct lx_clone_req {
 	uint64_t flags, stack, parent_tid, child_tid, tls;
 };
 
+/* What a fork-like clone (no CLONE_VM) may ask for. */
+#define LX_CLONE_FORK_OPTIONS                                                             \
+	(CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID |        \
+	 CLONE_CHILD_SETTID | CLONE_DETACHED)
+
 static int64_t lx_clone_refuse(struct lx_call *c, uint64_t flags)
 {
 	if ((flags & LX_CLONE_THREAD) == LX_CLONE_THREAD)
 		return -EINVAL;
 	if (lx_first_time(c))
-		log_warn("guest called %s with flags %#llx: a process with a copy of its "
-			 "parent's memory (fork) is not supported yet (vfork and posix_spawn are); "
-			 "returning ENOSYS",
+		log_warn("guest called %s with flags %#llx: ccvm makes threads, vfork children "
+			 "and fork children (a copy of the memory, files and working directory); "
+			 "not this mix, returning ENOSYS (libc then tries clone)",
 			 lx_syscall_name((unsigned)c->nr), (unsigned long long)flags);
 	return -ENOSYS;
 }
@@ -81,6 +88,10 @@ static int64_t lx_clone(struct lx_call *c, const struct lx_clone_req *req)
 	if ((req->flags & (LX_CLONE_VFORK | CLONE_THREAD | CLONE_SIGHAND)) == LX_CLONE_VFORK &&
 	    !(req->flags & ~(uint64_t)(LX_CLONE_VFORK | CLONE_PARENT_SETTID)))
 		return lx_vfork(c, req->stack, req->flags & CLONE_PARENT_SETTID ? req->parent_tid : 0);
+	if (!(req->flags & ~(uint64_t)LX_CLONE_FORK_OPTIONS))
+		return lx_fork(c, &(struct lx_fork_req){ .flags = req->flags, .stack = req->stack,
+							 .parent_tid = req->parent_tid,
+							 .child_tid = req->child_tid, .tls = req->tls });
 	if ((req->flags & LX_CLONE_THREAD) != LX_CLONE_THREAD ||
 	    (req->flags & ~(uint64_t)(LX_CLONE_THREAD | LX_CLONE_OPTIONS)))
 		return lx_clone_refuse(c, req->flags);
@@ -140,7 +151,9 @@ int64_t sys_clone3(struct lx_call *c)
 			return -E2BIG;
 	memcpy(&args, u, size < sizeof(args) ? size : sizeof(args));
 	/* pidfd is read only with CLONE_PIDFD (refused): glibc leaves it uninitialised. */
-	if (args.exit_signal || args.set_tid || args.set_tid_size ||
+	/* A child process may name its exit signal (SIGCHLD is what its parent gets). */
+	if ((args.exit_signal && (args.flags & CLONE_VM)) || args.exit_signal > LX_CLONE_CSIGNAL ||
+	    args.set_tid || args.set_tid_size ||
 	    (args.stack && !args.stack_size) || (!args.stack && args.stack_size))
 		return (args.flags & LX_CLONE_THREAD) == LX_CLONE_THREAD ?
 			       -EINVAL :
@@ -153,7 +166,7 @@ int64_t sys_clone3(struct lx_call *c)
 
 int64_t sys_fork(struct lx_call *c)
 {
-	return lx_clone_refuse(c, SIGCHLD);
+	return lx_fork(c, &(struct lx_fork_req){ 0 });
 }
 
 int64_t sys_vfork(struct lx_call *c)

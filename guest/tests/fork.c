@@ -1,0 +1,254 @@
+/*
+ * fork.c - fork as a program sees it: the child starts with a copy of its parent's
+ * memory and from then on neither sees the other's writes; wait4 returns its status;
+ * pipes, socketpairs and eventfds connect the two. Every line it prints is independent
+ * of scheduling, so the e2e tests compare ccvm's output with the host's line by line.
+ *
+ * Modes:
+ *   fork [MiB]          the checks above over MiB of memory (default 64), with rounds
+ *                       in which parent and child write every 2 MiB block in turn
+ *                       (many more page-table changes than a pool holds)
+ *   fork time MiB       fill MiB, fork, and print how long the parent's fork took
+ *                       (microseconds) and how long the child took to write 1 byte
+ *                       in each of 16 blocks; the child exits 0
+ *   fork bomb           fork children that sleep until fork fails; print the error
+ *                       and how many there were, then end them all
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIB        (1UL << 20)
+#define BLOCK      (2 * MIB)
+#define ROUNDS     6    /* each writes every block on one side: > 160 changes a pool holds */
+#define BOMB_MAX   4096 /* children a fork bomb keeps count of */
+#define TIME_TOUCH 16   /* blocks the timed child writes */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned char *fill(size_t len, unsigned char v)
+{
+	unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset(m, v, len);
+	return m;
+}
+
+/* Every byte of [m, m + len) is @v: the offset of the first that is not, or -1. */
+static long differs(const unsigned char *m, size_t len, unsigned char v)
+{
+	for (size_t i = 0; i < len; i++)
+		if (m[i] != v)
+			return (long)i;
+	return -1;
+}
+
+static int wait_status(pid_t pid)
+{
+	int st = 0;
+
+	if (waitpid(pid, &st, 0) != pid) {
+		perror("waitpid");
+		exit(1);
+	}
+	return st;
+}
+
+/* Parent and child each write every block with their own value in turn, then check
+ * that they see only their own: a stale page-table translation would show the other's. */
+static void rounds(unsigned char *m, size_t len)
+{
+	int to_child[2], to_parent[2];
+	char tok = 't';
+	pid_t pid;
+
+	if (pipe(to_child) || pipe(to_parent)) {
+		perror("pipe");
+		exit(1);
+	}
+	pid = fork();
+	if (pid == 0) {
+		long bad = -1;
+
+		for (int r = 0; r < ROUNDS; r++) {
+			if (read(to_child[0], &tok, 1) != 1)
+				_exit(10);
+			for (size_t b = 0; b < len; b += BLOCK)
+				memset(m + b, 0x40 + r, BLOCK);
+			for (size_t b = 0; b < len && bad < 0; b += BLOCK)
+				if (differs(m + b, BLOCK, 0x40 + r) >= 0)
+					bad = (long)b;
+			if (write(to_parent[1], &tok, 1) != 1)
+				_exit(11);
+		}
+		_exit(bad < 0 ? 0 : 12);
+	}
+	for (int r = 0; r < ROUNDS; r++) {
+		for (size_t b = 0; b < len; b += BLOCK)
+			memset(m + b, 0x20 + r, BLOCK);
+		if (write(to_child[1], &tok, 1) != 1 || read(to_parent[0], &tok, 1) != 1)
+			break;
+		if (differs(m, len, 0x20 + r) >= 0) {
+			printf("round %d: the parent sees the child's writes\n", r);
+			break;
+		}
+	}
+	printf("%d rounds of whole-memory writes on both sides: child status %d\n", ROUNDS,
+	       WEXITSTATUS(wait_status(pid)));
+}
+
+/* Bytes through a pipe, a socketpair and an eventfd made before the fork. */
+static void channels(void)
+{
+	int p[2], sv[2], efd = eventfd(0, 0);
+	char buf[32] = "";
+	uint64_t ev = 0;
+	pid_t pid;
+
+	if (pipe(p) || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || efd < 0) {
+		perror("channels");
+		exit(1);
+	}
+	pid = fork();
+	if (pid == 0) {
+		uint64_t one = 5;
+
+		close(p[0]);
+		if (write(p[1], "through a pipe", 15) != 15 || write(sv[1], "and a socket", 13) != 13 ||
+		    write(efd, &one, sizeof(one)) != sizeof(one))
+			_exit(1);
+		if (read(sv[1], buf, sizeof(buf)) <= 0)
+			_exit(2);
+		_exit(strcmp(buf, "back") ? 3 : 0);
+	}
+	close(p[1]);
+	if (read(p[0], buf, sizeof(buf)) == 15)
+		printf("parent read '%s'\n", buf);
+	if (read(sv[0], buf, sizeof(buf)) == 13)
+		printf("parent read '%s'\n", buf);
+	if (write(sv[0], "back", 5) != 5)
+		perror("write");
+	if (read(efd, &ev, sizeof(ev)) == sizeof(ev))
+		printf("eventfd counted %llu\n", (unsigned long long)ev);
+	printf("channels child status %d\n", WEXITSTATUS(wait_status(pid)));
+}
+
+static int basic(size_t mib)
+{
+	size_t len = mib * MIB;
+	unsigned char *m = fill(len, 0xA5);
+	int st;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (pid == 0) {
+		/* The parent's memory as it was, then the child's own writes. */
+		if (differs(m, len, 0xA5) >= 0)
+			_exit(20);
+		memset(m, 0x5A, len / 2);
+		if (differs(m, len / 2, 0x5A) >= 0 || differs(m + len / 2, len - len / 2, 0xA5) >= 0)
+			_exit(21);
+		_exit(7);
+	}
+	memset(m + len / 2, 0x11, len - len / 2);
+	st = wait_status(pid);
+	printf("child exited %d (signalled %d)\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+	       WIFSIGNALED(st));
+	printf("parent's first half untouched by the child: %s\n",
+	       differs(m, len / 2, 0xA5) < 0 ? "yes" : "no");
+	printf("parent's second half its own: %s\n",
+	       differs(m + len / 2, len - len / 2, 0x11) < 0 ? "yes" : "no");
+	rounds(m, len);
+	channels();
+	pid = fork();
+	if (pid == 0)
+		raise(SIGKILL);
+	st = wait_status(pid);
+	printf("a child that kills itself: signalled %d, signal %d\n", WIFSIGNALED(st),
+	       WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	return 0;
+}
+
+static int timed(size_t mib)
+{
+	size_t len = mib * MIB;
+	unsigned char *m = fill(len, 0x33);
+	uint64_t t0 = now_ns(), t1;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		uint64_t c0 = now_ns();
+
+		for (int i = 0; i < TIME_TOUCH; i++)
+			m[(size_t)i * (len / TIME_TOUCH)] = 1;
+		printf("child wrote %d blocks in %llu us\n", TIME_TOUCH,
+		       (unsigned long long)((now_ns() - c0) / 1000));
+		fflush(stdout);
+		_exit(0);
+	}
+	t1 = now_ns();
+	printf("fork of %zu MiB returned in the parent after %llu us\n", mib,
+	       (unsigned long long)((t1 - t0) / 1000));
+	fflush(stdout);
+	return WEXITSTATUS(wait_status(pid));
+}
+
+static int bomb(void)
+{
+	static pid_t kids[BOMB_MAX];
+	int n = 0, err = 0;
+
+	while (n < BOMB_MAX) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			pause();
+			_exit(0);
+		}
+		if (pid < 0) {
+			err = errno;
+			break;
+		}
+		kids[n++] = pid;
+	}
+	printf("fork failed after %d children: %s\n", n, strerror(err));
+	fflush(stdout);
+	for (int i = 0; i < n; i++)
+		kill(kids[i], SIGKILL);
+	for (int i = 0; i < n; i++)
+		wait_status(kids[i]);
+	printf("all %d reaped\n", n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 2 && !strcmp(argv[1], "time"))
+		return timed(strtoul(argv[2], NULL, 10));
+	if (argc > 1 && !strcmp(argv[1], "bomb"))
+		return bomb();
+	return basic(argc > 1 ? strtoul(argv[1], NULL, 10) : 64);
+}
