@@ -75,9 +75,14 @@ static json_t *ctl_stats(struct ctl_server *srv)
 		if (n)
 			json_object_set_new(sys, lx_syscall_name(nr), json_integer((json_int_t)n));
 	}
-	json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:o}", "exits", exits, "syscalls", sys,
+	json_t *procs = json_pack("{s:i, s:I, s:I, s:I}", "count", lx_tree_count(&vm->tree),
+				  "cow_faults", (json_int_t)stats_read(&vm->stats.cow_faults),
+				  "flushes", (json_int_t)stats_read(&vm->stats.flushes),
+				  "recycles", (json_int_t)stats_read(&vm->stats.recycles));
+	json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:o, s:o}", "exits", exits, "syscalls", sys,
 			      "mem_bytes", (json_int_t)vm->ram.size, "host_rss_bytes",
-			      (json_int_t)vm_host_rss(), "fastio", ctl_fastio_stats(vm));
+			      (json_int_t)vm_host_rss(), "fastio", ctl_fastio_stats(vm),
+			      "processes", procs);
 
 	if (o && srv->engine)
 		json_object_set_new(o, "snapshots", snap_engine_stats_json(srv->engine));

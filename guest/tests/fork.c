@@ -8,11 +8,14 @@
  *   fork [MiB]          the checks above over MiB of memory (default 64), with rounds
  *                       in which parent and child write every 2 MiB block in turn
  *                       (many more page-table changes than a pool holds)
- *   fork time MiB       fill MiB, fork, and print how long the parent's fork took
+ *   fork time MiB [wait]  fill MiB, fork, and print how long the parent's fork took
  *                       (microseconds) and how long the child took to write 1 byte
- *                       in each of 16 blocks; the child exits 0
- *   fork bomb           fork children that sleep until fork fails; print the error
- *                       and how many there were, then end them all
+ *                       in each of 16 blocks; the child exits 0. With "wait": a line
+ *                       read from stdin after the fill and another before the child
+ *                       exits, so that a test can look at the memory in between
+ *   fork bomb [SECONDS] fork children that sleep until fork fails; print the error
+ *                       and how many there were, wait SECONDS (default 0), then end
+ *                       them all
  */
 #include <errno.h>
 #include <signal.h>
@@ -29,7 +32,7 @@
 
 #define MIB        (1UL << 20)
 #define BLOCK      (2 * MIB)
-#define ROUNDS     6    /* each writes every block on one side: > 160 changes a pool holds */
+#define ROUNDS     6    /* of fork and writes: ~4 times the changes a pool half holds */
 #define BOMB_MAX   4096 /* children a fork bomb keeps count of */
 #define TIME_TOUCH 16   /* blocks the timed child writes */
 
@@ -73,47 +76,35 @@ static int wait_status(pid_t pid)
 	return st;
 }
 
-/* Parent and child each write every block with their own value in turn, then check
- * that they see only their own: a stale page-table translation would show the other's. */
+/* Rounds of: fork, then parent and child each write every block with their own value
+ * and check that they see only their own, the child first that it saw the parent's
+ * value from before the fork. Each round shares every block again, so every write
+ * changes page tables on both sides: many more changes than a pool half holds, so
+ * stale translations of reused table pages would show the other side's bytes. */
 static void rounds(unsigned char *m, size_t len)
 {
-	int to_child[2], to_parent[2];
-	char tok = 't';
-	pid_t pid;
+	int bad = 0, r;
 
-	if (pipe(to_child) || pipe(to_parent)) {
-		perror("pipe");
-		exit(1);
-	}
-	pid = fork();
-	if (pid == 0) {
-		long bad = -1;
+	memset(m, 0x20, len);
+	for (r = 0; r < ROUNDS && !bad; r++) {
+		pid_t pid = fork();
 
-		for (int r = 0; r < ROUNDS; r++) {
-			if (read(to_child[0], &tok, 1) != 1)
-				_exit(10);
+		if (pid == 0) {
+			if (differs(m, len, 0x20 + r) >= 0)
+				_exit(12);
 			for (size_t b = 0; b < len; b += BLOCK)
 				memset(m + b, 0x40 + r, BLOCK);
-			for (size_t b = 0; b < len && bad < 0; b += BLOCK)
-				if (differs(m + b, BLOCK, 0x40 + r) >= 0)
-					bad = (long)b;
-			if (write(to_parent[1], &tok, 1) != 1)
-				_exit(11);
+			_exit(differs(m, len, 0x40 + r) >= 0 ? 13 : 0);
 		}
-		_exit(bad < 0 ? 0 : 12);
-	}
-	for (int r = 0; r < ROUNDS; r++) {
 		for (size_t b = 0; b < len; b += BLOCK)
-			memset(m + b, 0x20 + r, BLOCK);
-		if (write(to_child[1], &tok, 1) != 1 || read(to_parent[0], &tok, 1) != 1)
-			break;
-		if (differs(m, len, 0x20 + r) >= 0) {
-			printf("round %d: the parent sees the child's writes\n", r);
-			break;
-		}
+			memset(m + b, 0x21 + r, BLOCK);
+		bad = WEXITSTATUS(wait_status(pid));
+		if (differs(m, len, 0x21 + r) >= 0)
+			bad = 1;
+		memset(m, 0x21 + r, len); /* what the next child starts with */
 	}
-	printf("%d rounds of whole-memory writes on both sides: child status %d\n", ROUNDS,
-	       WEXITSTATUS(wait_status(pid)));
+	printf("%d rounds of fork and whole-memory writes on both sides: %s\n", ROUNDS,
+	       bad ? "the copies mixed" : "apart");
 }
 
 /* Bytes through a pipe, a socketpair and an eventfd made before the fork. */
@@ -191,12 +182,26 @@ static int basic(size_t mib)
 	return 0;
 }
 
-static int timed(size_t mib)
+/* A line from stdin, when @wait (a test's go-ahead). */
+static void go_ahead(int wait)
+{
+	char line[16];
+
+	if (wait && !fgets(line, sizeof(line), stdin))
+		exit(1);
+}
+
+static int timed(size_t mib, int wait)
 {
 	size_t len = mib * MIB;
 	unsigned char *m = fill(len, 0x33);
-	uint64_t t0 = now_ns(), t1;
-	pid_t pid = fork();
+	uint64_t t0, t1;
+	pid_t pid;
+
+	printf("filled %zu MiB\n", mib);
+	go_ahead(wait);
+	t0 = now_ns();
+	pid = fork();
 
 	if (pid == 0) {
 		uint64_t c0 = now_ns();
@@ -206,6 +211,7 @@ static int timed(size_t mib)
 		printf("child wrote %d blocks in %llu us\n", TIME_TOUCH,
 		       (unsigned long long)((now_ns() - c0) / 1000));
 		fflush(stdout);
+		go_ahead(wait);
 		_exit(0);
 	}
 	t1 = now_ns();
@@ -215,7 +221,7 @@ static int timed(size_t mib)
 	return WEXITSTATUS(wait_status(pid));
 }
 
-static int bomb(void)
+static int bomb(int hold)
 {
 	static pid_t kids[BOMB_MAX];
 	int n = 0, err = 0;
@@ -235,6 +241,7 @@ static int bomb(void)
 	}
 	printf("fork failed after %d children: %s\n", n, strerror(err));
 	fflush(stdout);
+	sleep((unsigned)hold);
 	for (int i = 0; i < n; i++)
 		kill(kids[i], SIGKILL);
 	for (int i = 0; i < n; i++)
@@ -247,8 +254,8 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 2 && !strcmp(argv[1], "time"))
-		return timed(strtoul(argv[2], NULL, 10));
+		return timed(strtoul(argv[2], NULL, 10), argc > 3 && !strcmp(argv[3], "wait"));
 	if (argc > 1 && !strcmp(argv[1], "bomb"))
-		return bomb();
+		return bomb(argc > 2 ? atoi(argv[2]) : 0);
 	return basic(argc > 1 ? strtoul(argv[1], NULL, 10) : 64);
 }

@@ -313,6 +313,8 @@ int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl);
 void lx_proc_ended(struct lx_proc *p, int wstatus);
 /* @p leaves its tree (lx_proc_destroy does it). */
 void lx_tree_forget(struct lx_proc *p);
+/* Processes in @t now, ended ones not yet waited for included. */
+int lx_tree_count(struct lx_tree *t);
 /* A new pid or thread id for a thread or child of @p. */
 int lx_new_id(struct lx_proc *p);
 

@@ -75,6 +75,19 @@ int lx_new_id(struct lx_proc *p)
 	return id;
 }
 
+int lx_tree_count(struct lx_tree *t)
+{
+	int n = 0;
+
+	if (!t->max)
+		return 1; /* no tree (before the VM starts): its one process */
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < LX_MAX_PROCS; i++)
+		n += t->procs[i] != NULL;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 /* A free slot for a new process, or -EAGAIN past --max-procs (tree->lock held). */
 static int ptree_slot(struct lx_tree *t)
 {

@@ -818,6 +818,12 @@ int64_t sys_fcntl(struct lx_call *c)
 	case F_OFD_SETLK:
 	case F_OFD_SETLKW:
 		return lx_fcntl_lock(c, host, cmd);
+	case F_SETOWN:
+	case F_GETOWN:
+		/* SIGIO's owner: accepted and forgotten, for no SIGIO is delivered (its host
+		 * owner would be ccvm, the pid a guest's); nginx's master asks, and never
+		 * needs the signal. */
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -946,6 +952,8 @@ int64_t sys_ioctl(struct lx_call *c)
 		c->p->files[c->a[0]].cloexec = req == FIOCLEX;
 		pthread_mutex_unlock(&c->p->lock);
 		return 0;
+	case FIOASYNC:
+		return 0; /* accepted, but no SIGIO comes (docs/compatibility.md): fcntl's F_SETOWN */
 	default:
 		return -ENOTTY;
 	}
