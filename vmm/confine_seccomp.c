@@ -99,6 +99,7 @@ static const int calls_vcpu[] = {
 	__NR_mincore, __NR_getuid, __NR_geteuid, __NR_getgid, __NR_getegid, __NR_getgroups,
 	__NR_getpgid, __NR_getppid, __NR_getsid, __NR_getrusage, __NR_prlimit64,
 	__NR_sysinfo, __NR_times, __NR_uname, __NR_sigaltstack, __NR_chmod, __NR_getpgrp,
+	__NR_sync_file_range,
 };
 
 /* The control socket; a snapshot's start and end (capture, the image's directory,

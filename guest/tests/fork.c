@@ -107,7 +107,39 @@ static void rounds(unsigned char *m, size_t len)
 	       bad ? "the copies mixed" : "apart");
 }
 
-/* Bytes through a pipe, a socketpair and an eventfd made before the fork. */
+/* A descriptor over socket @s (SCM_RIGHTS). */
+static int send_fd(int s, int fd)
+{
+	char byte = 'F', ctl[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	return sendmsg(s, &m, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fd(int s)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *h;
+	int fd = -1;
+
+	if (recvmsg(s, &m, 0) != 1 || !(h = CMSG_FIRSTHDR(&m)) || h->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(h), sizeof(int));
+	return fd;
+}
+
+/* Bytes through a pipe, a socketpair and an eventfd made before the fork, and a pipe
+ * the child made, passed to the parent over the socketpair. */
 static void channels(void)
 {
 	int p[2], sv[2], efd = eventfd(0, 0);
@@ -129,7 +161,13 @@ static void channels(void)
 			_exit(1);
 		if (read(sv[1], buf, sizeof(buf)) <= 0)
 			_exit(2);
-		_exit(strcmp(buf, "back") ? 3 : 0);
+		if (strcmp(buf, "back"))
+			_exit(3);
+		int q[2];
+
+		if (pipe(q) || send_fd(sv[1], q[0]) || write(q[1], "via a passed fd", 16) != 16)
+			_exit(4);
+		_exit(0);
 	}
 	close(p[1]);
 	if (read(p[0], buf, sizeof(buf)) == 15)
@@ -140,6 +178,12 @@ static void channels(void)
 		perror("write");
 	if (read(efd, &ev, sizeof(ev)) == sizeof(ev))
 		printf("eventfd counted %llu\n", (unsigned long long)ev);
+	int got = recv_fd(sv[0]);
+
+	if (got >= 0 && read(got, buf, sizeof(buf)) == 16)
+		printf("parent read '%s'\n", buf);
+	else
+		printf("no descriptor passed (%d)\n", got);
 	printf("channels child status %d\n", WEXITSTATUS(wait_status(pid)));
 }
 

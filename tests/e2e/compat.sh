@@ -75,8 +75,7 @@ PY3=/usr/bin/python3
 tmo 300 "$CCVM" run -- "$PY3" "$CP/py.py" >"$CP/v.out" 2>"$CP/v.err"; v=$?
 same "python3: threads, signal.alarm and a handler, a socket pair, subprocess" $n $v
 
-# dash: builtins, then execve of a #! script, which execs env, which execs printenv
-# (execve within one process; a pipeline needs fork, which is not offered yet).
+# dash: builtins, then execve of a #! script, which execs env, which execs printenv.
 cat >"$CP/script.sh" <<'SH'
 #!/bin/sh -e
 echo "script $0 got $# args: $*"
@@ -87,6 +86,39 @@ SHC='x=5; echo "builtins $x $((x * 3))"; cd /usr; echo "cwd $PWD"; exec "$0" one
 /bin/sh -c "$SHC" "$CP/script.sh" >"$CP/n.out" 2>&1; n=$?
 tmo 300 "$CCVM" run -- /bin/sh -c "$SHC" "$CP/script.sh" >"$CP/v.out" 2>"$CP/v.err"; v=$?
 same "sh -c: builtins, exec of a #! script, env, printenv" $n $v
+
+# sh -c with a pipeline: three forked children joined by pipes, the shell waiting.
+seq 1 "$(scaled 20000 2000)" | awk '{print "k" ($1 * 7919 % 113)}' >"$CP/dup.txt"
+/bin/sh -c 'sort | uniq -c | head' <"$CP/dup.txt" >"$CP/n.out" 2>&1; n=$?
+tmo 300 "$CCVM" run -- /bin/sh -c 'sort | uniq -c | head' <"$CP/dup.txt" >"$CP/v.out" 2>"$CP/v.err"; v=$?
+same "sh -c 'sort | uniq -c | head': a pipeline of forked children" $n $v
+
+# coreutils timeout: it forks the command, and kills it when the alarm comes.
+TMO=$(type -P timeout)
+"$TMO" 1 sleep 5 >"$CP/n.out" 2>&1; n=$?
+tmo 60 "$CCVM" run -- "$TMO" 1 "$(type -P sleep)" 5 >"$CP/v.out" 2>"$CP/v.err"; v=$?
+if [ $n = 124 ] && [ $v = 124 ] && cmp -s "$CP/n.out" "$CP/v.out"; then
+	pass "timeout 1 sleep 5: status 124" "natively $n, in ccvm $v"
+else
+	fail "timeout 1 sleep 5: status 124" "natively $n, in ccvm $v" "$(head -3 "$CP/v.err")"
+fi
+
+# make building a two-file C program with gcc (posix_spawn, cc1, as, collect2, ld), and
+# the program it built runs as the native build's does.
+for d in n v; do
+	mkdir -p "$CP/mk-$d"
+	printf '#include <stdio.h>\nint twice(int);\nint main(void) { printf("twice 21 = %%d\\n", twice(21)); return 0; }\n' >"$CP/mk-$d/a.c"
+	printf 'int twice(int x) { return 2 * x; }\n' >"$CP/mk-$d/b.c"
+	printf 'prog: a.o b.o\n\tgcc -o prog a.o b.o\n%%.o: %%.c\n\tgcc -O2 -c -o $@ $<\n' >"$CP/mk-$d/Makefile"
+done
+if type -P make >/dev/null && type -P gcc >/dev/null; then
+	(make -s -C "$CP/mk-n" && "$CP/mk-n/prog") >"$CP/n.out" 2>&1; n=$?
+	tmo 300 "$CCVM" run --rw "$CP/mk-v" -- "$(type -P make)" -s -C "$CP/mk-v" >"$CP/v.out" 2>"$CP/v.err"; v=$?
+	[ $v = 0 ] && "$CP/mk-v/prog" >>"$CP/v.out" 2>&1; v=$((v + $?))
+	same "make: gcc builds a two-file C program" $n $v
+else
+	fail "make: gcc builds a two-file C program" "make or gcc is not installed (scripts/install-deps.sh installs them)"
+fi
 
 # A server natively and in ccvm (published), asked the same by a client: the answers.
 serve_both() { # NAME TAG CLIENT_SCRIPT -- COMMAND... (@PORT@: its port, @DIR@: its directory)
@@ -158,11 +190,12 @@ for method, path in (("GET", "/index.html"), ("GET", "/missing"), ("HEAD", "/ind
     r, body = ask(method, path)
     print(method, path, r.status, r.getheader("Content-Length"), len(body), body[:40])
 PY
+NGX_MODE="master_process off; worker_processes 1;"
 prep() { # DIR PORT: a configuration and a page
 	mkdir -p "$1/www" "$1/tmp"
 	seq 1 3000 | sed 's/^/line /' >"$1/www/index.html"
 	cat >"$1/nginx.conf" <<CONF
-user $(id -un) $(id -gn); daemon off; master_process off; worker_processes 1;
+user $(id -un) $(id -gn); daemon off; $NGX_MODE
 error_log stderr; pid $1/nginx.pid;
 events { worker_connections 64; }
 http {
@@ -177,4 +210,12 @@ if type -P nginx >/dev/null; then
 		"$(type -P nginx)" -p @DIR@ -c @DIR@/nginx.conf
 else
 	fail "nginx (master_process off): a page, a 404, a HEAD" "nginx is not installed (scripts/install-deps.sh installs it)"
+fi
+# nginx as it is usually run: a master that forks 2 workers, which accept in turn.
+NGX_MODE="master_process on; worker_processes 2;"
+if type -P nginx >/dev/null; then
+	serve_both "nginx (a master and 2 workers): a page, a 404, a HEAD" nginx2 "$CP/ngx.py" -- \
+		"$(type -P nginx)" -p @DIR@ -c @DIR@/nginx.conf
+else
+	fail "nginx (a master and 2 workers): a page, a 404, a HEAD" "nginx is not installed (scripts/install-deps.sh installs it)"
 fi

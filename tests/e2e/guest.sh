@@ -179,9 +179,6 @@ guest_threads() {
 	guest_fork
 }
 
-# field NAME: the first number after "NAME": in JSON on stdin.
-json_num() { grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'; }
-
 guest_fork() {
 	echo "== fork"
 	# fork: the child starts with its parent's memory, neither sees the other's writes

@@ -75,6 +75,10 @@ tmo() { # SECONDS COMMAND...: the command, killed (status 124) past the hang bou
 	timeout "$(bound "$s")" "$@"
 }
 
+json_num() { # NAME: the first number after "NAME": in the JSON on stdin
+	grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'
+}
+
 wait_until() { # SECONDS COMMAND...: poll the command until it succeeds; 1 past the bound
 	local end=$(($(date +%s) + $(bound "$1")))
 	shift

@@ -17,6 +17,50 @@ redis_stop() { # PORT PID
 	wait "$2" 2>/dev/null || true
 }
 
+# Redis' own BGSAVE inside ccvm: --save 10 1000 under YCSB load forks a child in the VM
+# that writes dump.rdb while the parent serves; the dump loads in a native Redis with
+# every key the load phase had acknowledged, and nothing else.
+redis_bgsave() {
+	local bd=$RS/bgsave recs st cow nat
+	mkdir -p "$bd"; rm -f "$bd/dump.rdb"
+	recs=$(scaled 20000 2000)
+	"$CCVM" run --mem 1G --rw "$bd" --control "$bd/ctl.sock" --publish "127.0.0.1:$RP:6379" -- \
+		"$REDIS" --port 6379 --dir "$bd" --save "10 1000" --appendonly no >"$bd/vm.out" 2>"$bd/vm.err" &
+	local vm=$!
+	if ! redis_up "$RP"; then
+		fail "Redis BGSAVE in ccvm under YCSB load" "redis-server did not answer" "$(tail -3 "$bd/vm.out" "$bd/vm.err")"
+		redis_stop "$RP" $vm
+		return
+	fi
+	tmo 300 "$TOP/bench/ycsb" --port "$RP" --records "$recs" --phase load --clients 4 --pipeline 8 \
+		--quiet >"$bd/load.out" 2>&1
+	redis-cli -p "$RP" --scan --pattern 'user*' | sort >"$bd/acked.keys"
+	# The run phase writes on while a save point comes due (every 10 s with 1000 changes).
+	tmo 300 "$TOP/bench/ycsb" --port "$RP" --records "$recs" --phase run --workload a --duration 14 \
+		--clients 4 --pipeline 8 --quiet >"$bd/run.out" 2>&1
+	saved() { redis-cli -p "$RP" info persistence | grep -q '^rdb_bgsave_in_progress:0' &&
+		grep -q 'Background saving terminated with success' "$bd/vm.out"; }
+	wait_until 120 saved
+	st=$(redis-cli -p "$RP" info persistence | tr -d '\r' | grep -E '^rdb_last_bgsave_status|^rdb_saves' | tr '\n' ' ')
+	cow=$("$CCVM" ctl "$bd/ctl.sock" stats | json_num cow_faults)
+	redis_stop "$RP" $vm
+	nat=$((RP + 2))
+	redis-server --port "$nat" --dir "$bd" --dbfilename dump.rdb --save "" --appendonly no \
+		>"$bd/native.out" 2>&1 &
+	local np=$!
+	if redis_up "$nat"; then
+		redis-cli -p "$nat" --scan --pattern 'user*' | sort >"$bd/native.keys"
+	fi
+	redis_stop "$nat" $np
+	if grep -q 'Background saving started by pid' "$bd/vm.out" && echo "$st" | grep -q 'rdb_last_bgsave_status:ok' &&
+		[ "$(wc -l <"$bd/acked.keys")" = "$recs" ] && cmp -s "$bd/acked.keys" "$bd/native.keys"; then
+		pass "Redis BGSAVE in ccvm under YCSB load" "a child forked in the VM saved $recs records ($(stat -c %s "$bd/dump.rdb") bytes), all of them loaded natively; $cow copy-on-write faults"
+	else
+		fail "Redis BGSAVE in ccvm under YCSB load" "$st" "acked $(wc -l <"$bd/acked.keys"), native $(wc -l <"$bd/native.keys" 2>/dev/null)" \
+			"$(grep -E 'saving|fork|error' "$bd/vm.out" | tail -3)" "$(tail -2 "$bd/vm.err")"
+	fi
+}
+
 if [ -z "$REDIS" ] || ! type -P redis-cli >/dev/null; then
 	fail "redis-server in ccvm" "redis-server and redis-cli are not installed (scripts/install-deps.sh installs them)"
 else
@@ -136,5 +180,6 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET then GE
 		fail "SIGTERM to Redis in ccvm" "redis-server did not answer" "$(tail -3 "$RS/term.out" "$RS/term.err")"
 		redis_stop "$RP" $RVM
 	fi
+	redis_bgsave
 	rm -f "$RS"/*.img
 fi

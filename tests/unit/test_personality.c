@@ -387,6 +387,8 @@ START_TEST(test_misc_calls)
 	ck_assert_int_eq(S1(SYS_setuid, getuid() + 1), -EPERM);
 	ck_assert_int_eq(S1(SYS_setgid, getgid()), 0);
 	ck_assert_int_eq(S3(SYS_setresuid, -1, geteuid(), -1), 0);
+	/* "Unchanged" is -1 in the 32-bit uid_t, whatever the register's upper half. */
+	ck_assert_int_eq(S3(SYS_setresuid, 0xffffffffULL, geteuid(), 0xffffffffULL), 0);
 	ck_assert_int_eq(S3(SYS_setresgid, getgid() + 1, -1, -1), -EPERM);
 	{
 		gid_t g[256];
@@ -397,6 +399,8 @@ START_TEST(test_misc_calls)
 		ck_assert_int_eq(S2(SYS_setgroups, 0, 0), only_own ? 0 : -EPERM);
 		*(gid_t *)gp(scratch + 0x1400, sizeof(gid_t)) = getgid() + 1;
 		ck_assert_int_eq(S2(SYS_setgroups, 1, scratch + 0x1400), -EPERM);
+		*(gid_t *)gp(scratch + 0x1400, sizeof(gid_t)) = getgid(); /* initgroups for itself */
+		ck_assert_int_eq(S2(SYS_setgroups, 1, scratch + 0x1400), 0);
 	}
 }
 END_TEST

@@ -129,6 +129,16 @@ int lx_tree_kill(struct lx_proc *p, int pid, const siginfo_t *info);
 int lx_host_fd(struct lx_call *c, uint64_t fd);
 void lx_call_release(struct lx_call *c);
 int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec);
+/* Control messages (scm.c). lx_scm_out: the guest's control data of header @g copied
+ * into @buf (room for LX_CMSG_MAX), SCM_RIGHTS descriptors made host ones; *@len its
+ * length (0: none); 0 or -errno. lx_scm_in: the control data host header @m received
+ * to the guest (@ucontrol, its length at @ulen_at), descriptors installed
+ * (@cloexec: MSG_CMSG_CLOEXEC), MSG_CTRUNC into *@flags when the table was full. */
+#define LX_CMSG_MAX 4096
+struct msghdr;
+int lx_scm_out(struct lx_call *c, const struct msghdr *g, uint8_t *buf, size_t *len);
+int lx_scm_in(struct lx_call *c, struct msghdr *m, uint64_t ucontrol, uint64_t ulen_at,
+	      bool cloexec, int *flags);
 /* Both ends of a pipe or socket pair into the guest's table, their numbers into @fds
  * (guest memory); on failure neither stays open. */
 int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds);
@@ -332,7 +342,7 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(close) X(lseek) X(fstat) X(newfstatat) X(stat) X(lstat) X(statx) X(access)         \
 	X(faccessat) X(faccessat2) X(readlink) X(readlinkat) X(getcwd) X(chdir) X(fchdir)    \
 	X(mkdir) X(mkdirat) X(unlink) X(unlinkat) X(rmdir) X(rename) X(renameat)             \
-	X(renameat2) X(symlink) X(symlinkat) X(link) X(linkat) X(chmod) X(fchmod) X(fchmodat) X(ftruncate) X(fsync) X(fdatasync) X(fcntl) X(dup) X(dup2) X(dup3) \
+	X(renameat2) X(symlink) X(symlinkat) X(link) X(linkat) X(chmod) X(fchmod) X(fchmodat) X(ftruncate) X(fsync) X(fdatasync) X(sync_file_range) X(fcntl) X(dup) X(dup2) X(dup3) \
 	X(pipe) X(pipe2) X(ioctl) X(getdents64) X(umask) X(mmap) X(munmap) X(mprotect)       \
 	X(mremap) X(madvise) X(brk) X(arch_prctl) X(set_tid_address) X(set_robust_list)     \
 	X(rseq) X(prlimit64) X(getrlimit) X(setrlimit) X(uname) X(sysinfo) X(getpid)         \

@@ -203,7 +203,9 @@ int64_t sys_getgroups(struct lx_call *c)
  * memcached -u root), any other is EPERM, as for an unprivileged process. */
 static int64_t lx_same_id(uint64_t want, uint64_t have)
 {
-	return want == (uint64_t)-1 || (uint32_t)want == (uint32_t)have ? 0 : -EPERM;
+	/* uid_t and gid_t are 32 bits: "unchanged" is -1 in the low half (setresuid(-1, ...)
+	 * as make calls it), whatever the upper half holds. */
+	return (uint32_t)want == (uint32_t)-1 || (uint32_t)want == (uint32_t)have ? 0 : -EPERM;
 }
 
 int64_t sys_setuid(struct lx_call *c)
@@ -230,7 +232,9 @@ int64_t sys_setresgid(struct lx_call *c)
 
 /* Supplementary groups the monitor has, or none beyond its own group: dropping them all
  * (setgroups(0, NULL), what daemons do before they change user) changes nothing the
- * guest could notice, so it succeeds; any other list is EPERM. */
+ * guest could notice, so it succeeds, and so does asking for groups it has or its own
+ * group (initgroups for the user ccvm runs as, as nginx's workers call it); any other
+ * list is EPERM. */
 int64_t sys_setgroups(struct lx_call *c)
 {
 	gid_t have[LX_GROUPS_MAX], want[LX_GROUPS_MAX];
@@ -249,11 +253,14 @@ int64_t sys_setgroups(struct lx_call *c)
 				return -EPERM;
 		return 0;
 	}
-	if (k != (uint64_t)n)
-		return -EPERM;
-	for (uint64_t i = 0; i < k; i++)
-		if (want[i] != have[i])
+	for (uint64_t i = 0; i < k; i++) {
+		bool ok = want[i] == getgid();
+
+		for (int j = 0; j < n && !ok; j++)
+			ok = want[i] == have[j];
+		if (!ok)
 			return -EPERM;
+	}
 	return 0;
 }
 
@@ -501,6 +508,12 @@ int64_t sys_prctl(struct lx_call *c)
 			return -EFAULT;
 		memcpy(name, c->p->comm, sizeof(c->p->comm));
 		return 0;
+	case PR_SET_DUMPABLE:
+		/* Whether a crash dumps core, which a guest's never does (ccvm reports it):
+		 * nginx's workers ask for it again after changing user. */
+		return c->a[1] <= 1 ? 0 : -EINVAL;
+	case PR_GET_DUMPABLE:
+		return 1;
 	default:
 		return -EINVAL;
 	}

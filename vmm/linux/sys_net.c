@@ -9,8 +9,8 @@
  * outgoing connections to loopback only unless --net host; TCP, UDP and Unix sockets
  * only (net.c, lx_net_socket_ok). Addresses
  * are translated both ways so the guest sees its own port numbers. Control messages
- * (sendmsg/recvmsg) are not passed: they could carry host descriptors. Blocking calls
- * block only the calling vCPU.
+ * (sendmsg/recvmsg) pass descriptors (scm.c). Blocking calls block only the calling
+ * vCPU.
  */
 #include "sys.h"
 #include "../base/log.h"
@@ -531,8 +531,8 @@ int64_t sys_recvfrom(struct lx_call *c)
 /*
  * The guest's msghdr, copied once into @g, with every pointer checked: its iovecs
  * (copied once) become host iovecs into guest memory in @iov (room for LX_IOV_MAX);
- * its name gets @sa. Control data is refused (it could carry descriptors). Everything
- * after this uses the copies: another guest thread may rewrite the header meanwhile.
+ * its name gets @sa. Control data is the caller's (scm.c). Everything after this uses
+ * the copies: another guest thread may rewrite the header meanwhile.
  */
 static int lx_msghdr(struct lx_call *c, uint64_t umsg, struct msghdr *g, struct msghdr *m,
 		     struct iovec *iov, struct sockaddr_storage *sa)
@@ -541,8 +541,6 @@ static int lx_msghdr(struct lx_call *c, uint64_t umsg, struct msghdr *g, struct 
 		return -EFAULT;
 	if (g->msg_iovlen > LX_IOV_MAX)
 		return -EMSGSIZE;
-	if (g->msg_controllen)
-		return -EOPNOTSUPP;
 	if (g->msg_iovlen &&
 	    lx_copy_in(c, iov, (uint64_t)(uintptr_t)g->msg_iov, g->msg_iovlen * sizeof(*iov)))
 		return -EFAULT;
@@ -576,7 +574,16 @@ int64_t sys_sendmsg(struct lx_call *c)
 
 	if (host < 0)
 		return host;
+	static __thread uint8_t control[LX_CMSG_MAX];
+	size_t clen = 0;
+
 	rc = lx_msghdr(c, c->a[1], &g, &m, iov, &sa);
+	if (!rc)
+		rc = lx_scm_out(c, &g, control, &clen);
+	if (!rc && clen) {
+		m.msg_control = control;
+		m.msg_controllen = clen;
+	}
 	if (!rc)
 		rc = lx_fastio_before_write(c, (int)c->a[0], false);
 	if (!rc && m.msg_name)
@@ -598,6 +605,7 @@ int64_t sys_recvmsg(struct lx_call *c)
 {
 	int64_t host = lx_host_fd(c, c->a[0]), rc;
 	static __thread struct iovec iov[LX_IOV_MAX];
+	static __thread uint8_t control[LX_CMSG_MAX];
 	struct sockaddr_storage sa;
 	struct msghdr m, g;
 	int flags;
@@ -609,10 +617,15 @@ int64_t sys_recvmsg(struct lx_call *c)
 		return rc;
 	if (m.msg_name)
 		m.msg_namelen = sizeof(sa);
+	if (g.msg_controllen) {
+		m.msg_control = control;
+		m.msg_controllen = g.msg_controllen < sizeof(control) ? g.msg_controllen : sizeof(control);
+	}
 	rc = lx_fastio_take(c->p, (int)c->a[0], iov, (int)m.msg_iovlen, c->a[2] & MSG_PEEK);
 	if (rc) {
 		m.msg_namelen = 0;
 		m.msg_flags = 0;
+		m.msg_controllen = 0;
 	} else {
 		lx_block_begin(c);
 		do
@@ -622,7 +635,13 @@ int64_t sys_recvmsg(struct lx_call *c)
 	}
 	if (rc < 0)
 		return rc;
-	flags = m.msg_flags & ~MSG_CTRUNC;
+	/* Control data the guest left no room for is cut short, as Linux says. */
+	flags = g.msg_controllen ? m.msg_flags : m.msg_flags & ~MSG_CTRUNC;
+	if (g.msg_controllen &&
+	    lx_scm_in(c, &m, (uint64_t)(uintptr_t)g.msg_control,
+		      c->a[1] + offsetof(struct msghdr, msg_controllen), c->a[2] & MSG_CMSG_CLOEXEC,
+		      &flags))
+		return -EFAULT;
 	if (lx_copy_out(c, c->a[1] + offsetof(struct msghdr, msg_flags), &flags, sizeof(flags)))
 		return -EFAULT;
 	if (m.msg_name) {

@@ -151,8 +151,9 @@ int64_t sys_clone3(struct lx_call *c)
 			return -E2BIG;
 	memcpy(&args, u, size < sizeof(args) ? size : sizeof(args));
 	/* pidfd is read only with CLONE_PIDFD (refused): glibc leaves it uninitialised. */
-	/* A child process may name its exit signal (SIGCHLD is what its parent gets). */
-	if ((args.exit_signal && (args.flags & CLONE_VM)) || args.exit_signal > LX_CLONE_CSIGNAL ||
+	/* A child process may name its exit signal (SIGCHLD is what its parent gets);
+	 * a thread may not. */
+	if ((args.exit_signal && (args.flags & CLONE_THREAD)) || args.exit_signal > LX_CLONE_CSIGNAL ||
 	    args.set_tid || args.set_tid_size ||
 	    (args.stack && !args.stack_size) || (!args.stack && args.stack_size))
 		return (args.flags & LX_CLONE_THREAD) == LX_CLONE_THREAD ?
