@@ -3,7 +3,8 @@
 
 Debian's redis-server natively (with and without a periodic BGSAVE, Redis' fork-based
 snapshot) and in ccvm (none, stop, cow, ccow, fork; the policy given to `run
---snapshot-policy`, so the coverage tracker runs only for ccow), loaded with RECORDS
+--snapshot-policy`, so the coverage tracker runs only for ccow; and ccvm-bgsave, Redis'
+own BGSAVE forking inside the VM onto an --rw directory), loaded with RECORDS
 YCSB records, then YCSB workload A or B from bench/ycsb in open loop: TARGET operations
 per second over all clients, each operation's latency measured from its intended start
 (no coordinated omission). Snapshots on the cadence of bench/peers/peers.py: the first
@@ -40,7 +41,7 @@ ccvm-none-untracked runs without snapshots and without the coverage tracker
 Environment: ROUNDS, RECORDS (default 250000), DURATION (run phase seconds, 30), GAP (2),
 TARGET, CLIENTS (8), WORKLOADS ("ycsb-a ycsb-b"), SYSTEMS (subset of native
 native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork ccvm-ccow-lazy
-ccvm-rounds ccvm-eager-N ccvm-auto-100 ccvm-none-untracked), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
+ccvm-rounds ccvm-eager-N ccvm-auto-100 ccvm-none-untracked ccvm-bgsave), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
 snapshot's figures appended as JSON lines). Without /dev/kvm the ccvm systems are left
 out.
 """
@@ -71,7 +72,7 @@ SYSTEMS = {
     "ccvm-none": ("ccvm", None), "ccvm-stop": ("ccvm", "stop"), "ccvm-cow": ("ccvm", "cow"),
     "ccvm-ccow": ("ccvm", "ccow"), "ccvm-fork": ("ccvm", "fork"),
     "ccvm-ccow-lazy": ("ccvm", "ccow"), "ccvm-rounds": ("ccvm", "ccow"),
-    "ccvm-none-untracked": ("ccvm", None),
+    "ccvm-none-untracked": ("ccvm", None), "ccvm-bgsave": ("ccvm", "bgsave"),
 }
 # Beyond the policy: ccow with its pause copy off, or on with a pause budget in ms
 # (ccvm-eager-N), whatever ccvm's defaults are.
@@ -146,10 +147,13 @@ class Server:
             self.sock = os.path.join(self.work, "ctl.sock")
             args = [peers.CCVM, "run", "--mem", self.cfg["mem"], "--control", self.sock,
                     "--image-dir", self.work, "--publish", f"127.0.0.1:{self.port}:6379"]
-            if self.mode:
+            if self.mode == "bgsave":   # Redis' own fork, inside the VM, onto --rw
+                args += ["--rw", self.work]
+            elif self.mode:
                 args += ["--snapshot-policy", self.mode]
             args += EXTRA_ARGS.get(self.name, [])
-            args += ["--", shutil.which(redis) or redis, "--port", "6379", "--save", "", "--appendonly", "no"]
+            args += ["--", shutil.which(redis) or redis, "--port", "6379", "--save", "", "--appendonly", "no",
+                     "--dir", self.work]
         if getattr(self, "log", None):
             self.log.close()
         self.log = open(os.path.join(self.work, "server.log"), "w")
