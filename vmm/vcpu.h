@@ -32,8 +32,8 @@ struct vcpu {
 	bool joinable;         /* its host thread was started and not yet joined */
 	struct lx_thread *lx;  /* the guest thread this vCPU runs (&thread_state) */
 	uint64_t cr3;          /* the page tables its next run uses (its process's) */
-	/* For vm_flush, which other threads read without a lock: in KVM_RUN or about to
-	 * enter it, the window of the space its tables are from, runs finished so far. */
+	/* For vm_flush, which other threads read without a lock: in the guest or about to
+	 * enter its run, the window of the space its tables are from, runs finished. */
 	bool in_run;
 	int win;
 	uint64_t runs;

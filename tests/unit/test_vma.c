@@ -41,6 +41,22 @@ START_TEST(test_split)
 }
 END_TEST
 
+/* The 2 MiB blocks a fork shares: each one a mapping touches, by a byte or whole;
+ * none past the map's blocks. */
+START_TEST(test_blocks)
+{
+	const uint64_t block = 2ULL << 20;
+	uint64_t bits[2] = { ~0ULL, ~0ULL };
+
+	ck_assert_int_eq(vma_insert(&m, 3 * block - K4, 3 * block + K4, &anon), 0); /* 2, 3 */
+	ck_assert_int_eq(vma_insert(&m, 10 * block, 11 * block, &anon), 0);          /* 10 */
+	ck_assert_int_eq(vma_insert(&m, 70 * block, 70 * block + K4, &anon), 0);     /* 70: out */
+	vma_map_blocks(&m, block, bits, 64);
+	ck_assert_uint_eq(bits[0], (1ULL << 2) | (1ULL << 3) | (1ULL << 10));
+	ck_assert_uint_eq(bits[1], ~0ULL); /* past n bits: untouched */
+}
+END_TEST
+
 /* Adjacent compatible mappings merge, so the map does not grow without bound. */
 START_TEST(test_merge)
 {
@@ -103,6 +119,7 @@ Suite *vma_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_split);
+	tcase_add_test(tc, test_blocks);
 	tcase_add_test(tc, test_merge);
 	tcase_add_test(tc, test_find_free);
 	tcase_add_test(tc, test_replace);
