@@ -119,7 +119,11 @@ int crash_report_exception(const struct crash_ctx *c, int vector)
 	crash_print_regs(out, r, f.rip, f.rsp, f.rflags);
 	fprintf(out, "  fs_base %016llx  cs %#llx  ss %#llx\n", (unsigned long long)c->view->segs.fs_base,
 		(unsigned long long)f.cs, (unsigned long long)f.ss);
-	fprintf(out, "ccvm: exiting with status %d (128 + %s)\n", 128 + sig, strsignal(sig));
+	if (c->child_pid)
+		fprintf(out, "ccvm: process %d ends with %s; its parent goes on\n", c->child_pid,
+			strsignal(sig));
+	else
+		fprintf(out, "ccvm: exiting with status %d (128 + %s)\n", 128 + sig, strsignal(sig));
 	fclose(out);
 	buf[sizeof(buf) - 1] = '\0';
 	if (write(STDERR_FILENO, buf, strlen(buf)) < 0)

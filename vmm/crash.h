@@ -14,6 +14,8 @@ struct gmem;
 struct crash_ctx {
 	int vcpu_id;
 	const char *exe;           /* the guest program, or NULL */
+	int child_pid;             /* 0: the first process's crash, which ends the VM; else
+				    * the pid of the child process it ends alone */
 	const struct gmem *mem;
 	const struct cpu_exit *exit;
 	const struct cpu_view *view;

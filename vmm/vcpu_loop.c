@@ -19,6 +19,7 @@
 #include "../mmu/layout.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 void vcpu_set_state(struct vcpu *vcpu, enum vcpu_state st)
@@ -79,16 +80,27 @@ static bool vcpu_check_requests(struct vcpu *vcpu)
 	return stop;
 }
 
-/* End the VM with a report on what stopped the vCPU. */
+/* A report on what stopped the vCPU; then the first process's crash ends the VM, and
+ * another's ends that process as its signal would (its parent sees it in wait4). */
 static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, const char *what)
 {
+	struct lx_proc *p = vcpu->lx->proc;
 	struct cpu_view v;
-	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->ram, .exit = e, .view = &v,
-			       .exe = vcpu->vm->proc ? vcpu->vm->proc->exe : NULL };
+	bool child = p && p != vcpu->vm->proc;
+	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = p ? p->mem : &vcpu->vm->ram, .exit = e,
+			       .view = &v, .exe = p ? p->exe : NULL, .child_pid = child ? p->pid : 0 };
+	int status;
 
 	if (kvm_cpu_get(vcpu->cpu, &v))
 		memset(&v, 0, sizeof(v));
-	vm_stop(vcpu->vm, what ? crash_report_exit(&c, what) : crash_report_exception(&c, vector));
+	status = what ? crash_report_exit(&c, what) : crash_report_exception(&c, vector);
+	if (!child) {
+		vm_stop(vcpu->vm, status);
+		return true;
+	}
+	p->exit_status = status;
+	p->term_sig = status > 128 ? status - 128 : SIGKILL;
+	vm_process_exit(vcpu);
 	return true;
 }
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -223,6 +224,17 @@ static int basic(size_t mib)
 	st = wait_status(pid);
 	printf("a child that kills itself: signalled %d, signal %d\n", WIFSIGNALED(st),
 	       WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	pid = fork();
+	if (pid == 0) {
+		struct rlimit none = { 0, 0 };
+
+		setrlimit(RLIMIT_CORE, &none); /* natively too: no core, no WCOREDUMP */
+		*(volatile int *)(uintptr_t)16 = 1; /* a crash: SIGSEGV, no handler */
+		_exit(0);
+	}
+	st = wait_status(pid);
+	printf("a child that crashes: signalled %d, signal %d; the parent goes on\n",
+	       WIFSIGNALED(st), WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 	return 0;
 }
 
