@@ -1,6 +1,6 @@
 /*
- * fdkeep.c - descriptors that must survive a snapshot and restore: a pipe, an eventfd
- * with a count, an epoll instance watching both with its own event data, a
+ * fdkeep.c - descriptors that must survive a snapshot and restore: a pipe holding 4
+ * bytes, an eventfd with a count, an epoll instance watching both with its own event data, a
  * non-blocking socket pair. It sets them up, prints "ready", waits until stdin
  * closes (the e2e test snapshots it then, and closes stdin once the snapshot is done,
  * on a machine of any speed), and prints what each one does afterwards. Run to the
@@ -28,6 +28,14 @@ static void show_events(int ep, const char *what)
 	struct epoll_event ev[4];
 	int n = epoll_wait(ep, ev, 4, 0);
 
+	/* In data order: which became ready first is not part of what a restore keeps. */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && ev[j].data.u64 < ev[j - 1].data.u64; j--) {
+			struct epoll_event t = ev[j];
+
+			ev[j] = ev[j - 1];
+			ev[j - 1] = t;
+		}
 	printf("%-34s %d", what, n);
 	for (int i = 0; i < n; i++)
 		printf(" data=%#llx", (unsigned long long)ev[i].data.u64);
@@ -39,7 +47,7 @@ int main(void)
 	struct epoll_event ev = { .events = EPOLLIN };
 	int p[2], sp[2], e, ep;
 	uint64_t count = 0;
-	char buf[8] = { 0 }, in[64];
+	char buf[16] = { 0 }, in[64];
 	long r;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -53,10 +61,11 @@ int main(void)
 	epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev);
 	ev.data.u64 = EVENTFD_DATA;
 	epoll_ctl(ep, EPOLL_CTL_ADD, e, &ev);
+	show("pipe write before", write(p[1], "kept", 4));
 	printf("ready\n");
 	while (read(0, in, sizeof(in)) > 0)
 		;
-	show_events(ep, "epoll (eventfd ready, pipe empty)");
+	show_events(ep, "epoll (eventfd and pipe ready)");
 	r = read(e, &count, sizeof(count));
 	printf("%-34s %ld count=%llu\n", "eventfd read", r, (unsigned long long)count);
 	show("pipe write", write(p[1], "hi", 2));

@@ -175,11 +175,11 @@ snap_threads() {
 	rm -f "$S"/q?.img
 }
 
-# 1 (descriptors). A pipe, an eventfd with a count, an epoll instance watching both
-#     and a socket pair, snapshotted while the program waits for its stdin: restored,
-#     the pipe still connects its ends, the eventfd keeps its count, epoll hands back
-#     the program's own event data, and only the connection is gone (its read sees
-#     end-of-file).
+# 1 (descriptors). A pipe holding 4 bytes, an eventfd with a count, an epoll instance
+#     watching both and a socket pair, snapshotted while the program waits for its
+#     stdin: restored, the pipe still connects its ends and holds the bytes, the
+#     eventfd keeps its count, epoll hands back the program's own event data, and only
+#     the connection is gone (its read sees end-of-file).
 snap_descriptors() {
 	for libc in glibc musl; do
 		start_vm "$SOCK" "$G/tests/fdkeep.$libc"
@@ -187,10 +187,10 @@ snap_descriptors() {
 		"$CCVM" ctl "$SOCK" snapshot "$S/fd.img" --wait >"$S/fd.json" 2>&1
 		vm_stop; st=$?
 		got=$(tmo 60 "$CCVM" restore "$S/fd.img" </dev/null 2>"$S/r.err")
-		want=$(sed '1d; s/^socket pair read .*/socket pair read                   0 /' "$S/vm.out")
+		want=$(sed '1,/^ready$/d; s/^socket pair read .*/socket pair read                   0 /' "$S/vm.out")
 		if [ $st = 0 ] && grep -q '^socket pair read .*-1 Resource temporarily unavailable' "$S/vm.out" &&
 			[ "$got" = "$want" ]; then
-			pass "descriptors across a restore ($libc)" "pipe, eventfd count, epoll data kept; the connection reads as closed"
+			pass "descriptors across a restore ($libc)" "pipe and its bytes, eventfd count, epoll data kept; the connection reads as closed"
 		else
 			echo "$want" >"$S/fd.want"
 			echo "$got" >"$S/fd.got"

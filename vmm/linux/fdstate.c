@@ -15,8 +15,9 @@
  *   - connected sockets, and AF_UNIX ones: a socket whose peer has gone, so the guest
  *     reads end-of-file and its writes fail (the connection did not survive; its peer
  *     is elsewhere); IP sockets neither bound nor connected come back new;
- *   - pipes: a new, empty pipe shared by the descriptors that shared one (a program's
- *     self-pipe keeps working), eventfds with their counter;
+ *   - pipes: a new pipe shared by the descriptors that shared one (a program's
+ *     self-pipe keeps working), holding the bytes that were in it when the snapshot
+ *     saw its read end (tee: read without taking them); eventfds with their counter;
  *   - epoll instances: a new instance watching the same guest descriptors with the
  *     same events and the guest's own event data (read from fdinfo), built after the
  *     descriptors it watches;
@@ -44,6 +45,8 @@
 #include <unistd.h>
 
 #define FD_KEPT_FLAGS (O_NONBLOCK | O_APPEND)
+#define FD_PIPE_DATA_MAX (1 << 20) /* bytes a pipe may hold (Linux' pipe-max-size) */
+#define PIPE_BUF_DEFAULT 65536     /* a new pipe's size */
 #define FD_LISTEN_BACKLOG SOMAXCONN
 
 static int sockopt_int(int fd, int level, int name)
@@ -55,6 +58,38 @@ static int sockopt_int(int fd, int level, int name)
 }
 
 /* ---- save ---- */
+
+/* The bytes in pipe @host, when it is a read end, as hex into @f's "data": copied with
+ * tee into a pipe of the same size, so the guest still reads them. Best effort: a
+ * pipe that cannot be read this way comes back empty, as before. */
+static void save_pipe_data(int host, json_t *f)
+{
+	int t[2], size = fcntl(host, F_GETPIPE_SZ), fl = fcntl(host, F_GETFL);
+	static const char hex[] = "0123456789abcdef";
+	uint8_t *buf = NULL;
+	char *text = NULL;
+	ssize_t n = 0;
+
+	if (size <= 0 || size > FD_PIPE_DATA_MAX || fl < 0 || (fl & O_ACCMODE) != O_RDONLY ||
+	    pipe2(t, O_CLOEXEC | O_NONBLOCK) < 0)
+		return;
+	if (fcntl(t[1], F_SETPIPE_SZ, size) >= size)
+		n = tee(host, t[1], (size_t)size, SPLICE_F_NONBLOCK);
+	buf = n > 0 ? malloc((size_t)n) : NULL;
+	text = buf ? malloc(2 * (size_t)n + 1) : NULL;
+	if (text && read(t[0], buf, (size_t)n) == n) {
+		for (ssize_t i = 0; i < n; i++) {
+			text[2 * i] = hex[buf[i] >> 4];
+			text[2 * i + 1] = hex[buf[i] & 15];
+		}
+		text[2 * n] = '\0';
+		json_object_set_new(f, "data", json_string(text));
+	}
+	free(text);
+	free(buf);
+	close(t[0]);
+	close(t[1]);
+}
 
 static void save_socket(struct lx_proc *p, int host, json_t *f)
 {
@@ -210,6 +245,7 @@ static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
 	if (S_ISFIFO(st.st_mode)) {
 		json_object_set_new(f, "kind", json_string("pipe"));
 		json_object_set_new(f, "ino", lx_j_u64(st.st_ino));
+		save_pipe_data(lf->host_fd, f);
 		return;
 	}
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", lf->host_fd);
@@ -344,13 +380,61 @@ static void restore_sharers(struct lx_proc *p, json_t *fds, json_t *f, const cha
 	}
 }
 
-/* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it. */
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* A saved pipe's bytes (lx_fdstate_check let only even-length hex through). */
+static bool pipe_data_ok(json_t *d)
+{
+	const char *s = json_string_value(d);
+	size_t len = s ? strlen(s) : 0;
+
+	if (!d)
+		return true;
+	if (!s || len % 2 || len / 2 > FD_PIPE_DATA_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (hex_digit(s[i]) < 0)
+			return false;
+	return true;
+}
+
+/* The bytes any descriptor of pipe @ino saved, into its new write end @w. */
+static void restore_pipe_data(json_t *fds, uint64_t ino, int w)
+{
+	const char *s = NULL;
+	uint8_t *buf;
+	size_t i, len;
+	json_t *o;
+
+	json_array_foreach(fds, i, o)
+		if (strcmp(json_string_value(json_object_get(o, "kind")) ?: "", "pipe") == 0 &&
+		    lx_ju(o, "ino") == ino && (s = json_string_value(json_object_get(o, "data"))))
+			break;
+	len = s ? strlen(s) / 2 : 0;
+	buf = len ? malloc(len) : NULL;
+	if (!buf)
+		return;
+	for (i = 0; i < len; i++)
+		buf[i] = (uint8_t)(hex_digit(s[2 * i]) << 4 | hex_digit(s[2 * i + 1]));
+	if (len > PIPE_BUF_DEFAULT)
+		fcntl(w, F_SETPIPE_SZ, (int)len);
+	if (write(w, buf, len) != (ssize_t)len)
+		log_warn("restore: a pipe gets back only part of the %zu bytes it held", len);
+	free(buf);
+}
+
+/* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it,
+ * holding what it held. */
 static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, int *host)
 {
 	int ends[2];
 
 	if (pipe2(ends, O_CLOEXEC) < 0)
 		return -errno;
+	restore_pipe_data(fds, lx_ju(f, "ino"), ends[1]);
 	*host = lx_ju(f, "access") == O_WRONLY ? ends[1] : ends[0];
 	restore_sharers(p, fds, f, "pipe", ends);
 	close(*host == ends[0] ? ends[1] : ends[0]);
@@ -466,6 +550,10 @@ int lx_fdstate_check(json_t *fds, char *err, size_t errlen)
 					   "protocol %d: not one ccvm lets a guest have", i, fd,
 					   (int)lx_ju(f, "family"), (int)lx_ju(f, "type"),
 					   (int)lx_ju(f, "protocol"));
+		if (strcmp(kind, "pipe") == 0 && !pipe_data_ok(json_object_get(f, "data")))
+			return log_set_err(-EINVAL, err, errlen,
+					   "fds[%zu] (guest fd %d): pipe data that is not hex of at "
+					   "most %d bytes", i, fd, FD_PIPE_DATA_MAX);
 		if (strcmp(kind, "timerfd") == 0 && !timerfd_state_ok(f))
 			return log_set_err(-EINVAL, err, errlen,
 					   "fds[%zu] (guest fd %d): a timerfd ccvm could not have "
