@@ -314,14 +314,17 @@ void aspace_set_fini(struct aspace_set *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* A space in the lowest free window, every block its own. Called with the lock held. */
-static int as_new(struct aspace_set *s, struct aspace **out)
+/* A space in window @w (-1: the lowest free one), every block its own. Called with
+ * the lock held. */
+static int as_new_at(struct aspace_set *s, int w, struct aspace **out)
 {
 	struct aspace *as;
-	int w = 0;
 
-	while (w < s->n && s->as[w])
-		w++;
+	if (w < 0) {
+		w = 0;
+		while (w < s->n && s->as[w])
+			w++;
+	}
 	if (w == s->n)
 		return -EAGAIN;
 	as = calloc(1, sizeof(*as));
@@ -345,6 +348,11 @@ static int as_new(struct aspace_set *s, struct aspace **out)
 	s->as[w] = as;
 	*out = as;
 	return 0;
+}
+
+static int as_new(struct aspace_set *s, struct aspace **out)
+{
+	return as_new_at(s, -1, out);
 }
 
 /* A space that owns every block has the same tables in a window every time: the ones
@@ -415,6 +423,47 @@ int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+int aspace_create_at(struct aspace_set *s, int win, struct aspace **out)
+{
+	int rc;
+
+	if (win <= 0 || win >= s->n)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	rc = s->as[win] ? -EEXIST : as_new_at(s, win, out);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int aspace_restore_read(struct aspace *as, uint32_t b, int from)
+{
+	struct aspace_set *s = as->set;
+	int rc = -EINVAL;
+
+	pthread_mutex_lock(&s->lock);
+	if (b >= ASPACE_USER_BLOCK && b < s->blocks && from >= 0 && from < s->n &&
+	    from != as->win && s->as[from] && s->as[from]->src[b] == ASPACE_OWN &&
+	    as->src[b] == ASPACE_OWN && !*as_readers(s, as->win, b)) {
+		as->src[b] = (int8_t)from;
+		++*as_readers(s, from, b);
+		as_put(as, b);
+		as_put(s->as[from], b); /* read-only from now on */
+		rc = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int aspace_source(struct aspace *as, uint32_t b)
+{
+	int src;
+
+	pthread_mutex_lock(&as->set->lock);
+	src = b < as->set->blocks ? as->src[b] : ASPACE_OWN;
+	pthread_mutex_unlock(&as->set->lock);
+	return src;
 }
 
 int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush)

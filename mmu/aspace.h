@@ -101,6 +101,15 @@ int64_t aspace_gpa(struct aspace *as, uint64_t gva);
  * own first; what that changes goes to the set's flush callback. */
 struct gmem *aspace_view(struct aspace *as);
 
+/* For a restore (before any vCPU ran): a space in window @win, every block its own,
+ * zero (0, -EINVAL for window 0 or beyond the set, -EEXIST when taken); then block @b
+ * of @as reading window @from's, as a fork left it (0, or -EINVAL unless @b is a user
+ * block, @from another window whose space owns its block @b); aspace_tables after. */
+int aspace_create_at(struct aspace_set *s, int win, struct aspace **out);
+int aspace_restore_read(struct aspace *as, uint32_t b, int from);
+/* What a snapshot saves of a space: ASPACE_OWN or the window block @b reads. */
+int aspace_source(struct aspace *as, uint32_t b);
+
 /* The space's page tables written again from its state at the start of its window's
  * pool, as after a restore overwrote guest memory with an image's: only before any
  * vCPU of the VM ran, when nothing holds a translation. */

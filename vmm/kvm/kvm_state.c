@@ -79,6 +79,10 @@ int kvm_cpu_save(struct kvm_cpu *c, bool in_syscall, struct kvm_saved *st)
 	rc = kvm_save_regs(c, in_syscall, st);
 	if (rc)
 		return rc;
+	/* The page tables are ccvm's and a restore writes them afresh, first at
+	 * LAYOUT_PGTABLE (kvm_saved_check wants no other): the CR3 a process runs on now
+	 * moves with every change of its tables (a fork's, mmu/aspace.c). */
+	st->sregs.cr3 = LAYOUT_PGTABLE;
 	if (ioctl(c->fd, KVM_GET_XSAVE, &st->xsave) < 0 ||
 	    ioctl(c->fd, KVM_GET_XCRS, &st->xcrs) < 0 ||
 	    ioctl(c->fd, KVM_GET_VCPU_EVENTS, &st->events) < 0)
