@@ -532,6 +532,8 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 	as_let_go(as, flush);
 	s->as[as->win] = NULL; /* its used table pages stay used: never written again */
 	as_commit_all(s, flush); /* its readers left its window first */
+	if (s->window_off)
+		s->window_off(s->window_off_ctx, as->win);
 	as_wipe(as);
 	*flush &= ~(1ULL << as->win);
 	pthread_mutex_unlock(&s->lock);

@@ -41,6 +41,11 @@ struct aspace_set {
 	 * plain memory, where nothing caches them. */
 	void (*recycle)(void *ctx);
 	void *recycle_ctx;
+	/* Called as a space ends, once no other space maps its window and before the window
+	 * may be taken again (the lock held): the VM takes its memory slot away, which
+	 * must not race with the next space's in that window. NULL on plain memory. */
+	void (*window_off)(void *ctx, int win);
+	void *window_off_ctx;
 };
 
 struct aspace {

@@ -302,6 +302,8 @@ uint64_t img_section_max(uint32_t type, uint64_t ram_size)
 	case IMG_SEC_ENCODING: return IMG_ENC_HEAD + chunks * IMG_ENC_ENT;
 	case IMG_SEC_PARENT: return sizeof(uint64_t) + IMG_PATH_MAX;
 	case IMG_SEC_PAGEMASK: return ram_size / PAGE_SIZE / 8;
+	case IMG_SEC_TREE: return IMG_MAX_PROCESS_LEN;
+	case IMG_SEC_WINDOWS: return ram_size * IMG_WINDOWS_RAM_TIMES;
 	default: return IMG_MAX_OTHER_LEN;
 	}
 }

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IMG_VERSION     2 /* written; version 1 (no compression) is still read */
+#define IMG_VERSION     3 /* written (3: trees of processes); 1 (no compression) and 2 are read */
 #define IMG_VERSION_OLDEST 1
 #define IMG_CHUNK       HUGE_SIZE /* a checksum per 2 MiB of guest memory */
 #define IMG_MEM_OFFSET  (1ULL << 20) /* memory starts here: page p at IMG_MEM_OFFSET + p*4 KiB */
@@ -26,6 +26,9 @@
 #define IMG_MAX_VCPUS_LEN   (1ULL << 20)
 #define IMG_MAX_PROCESS_LEN (64ULL << 20)
 #define IMG_MAX_OTHER_LEN   (1ULL << 20) /* info, and kinds this version does not know */
+/* The processes besides the first keep at most this many times the RAM of their own
+ * in an image (docs/processes.md: saved while the VM is paused). */
+#define IMG_WINDOWS_RAM_TIMES 4
 
 /* Header flags. A reader refuses any it does not know: a child read as a full image
  * would restore silently wrong. */
@@ -41,6 +44,8 @@ enum img_section_type {
 	IMG_SEC_ENCODING = 5, /* version 2: how each chunk is stored (written by img_finish) */
 	IMG_SEC_PARENT = 6,   /* a child's parent: its identity (u64), then its path */
 	IMG_SEC_PAGEMASK = 7, /* a child's pages: a bit per page, set for each it holds */
+	IMG_SEC_TREE = 8,     /* version 3: the processes besides the first (JSON) */
+	IMG_SEC_WINDOWS = 9,  /* version 3: their own memory, 2 MiB blocks with their place */
 };
 
 /* What img_chunk_write compresses into: a frame that does not save at least one page

@@ -5,9 +5,11 @@
  * file is the one that knows vCPUs and the Linux personality on the capture side
  * (persist_restore.c is its counterpart). Pausing is vm_pause's: every vCPU parked outside guest
  * code. Capture saves each live thread's vCPU registers (kvm_cpu_save) and the
- * process state (lx_state_save) as image sections while the VM stands still.
+ * process state (lx_state_save) as image sections while the VM stands still, and the
+ * other processes of its tree with their own memory (persist_tree.c).
  */
 #include "persist_capture.h"
+#include "persist_tree.h"
 #include "../snapshot/image.h"
 #include "vcpu.h"
 #include "vm.h"
@@ -32,47 +34,95 @@ static void capture_resume(void *ctx)
 	vm_resume(ctx);
 }
 
-/* vCPU registers and process state, captured while paused. */
+/* The VM's live processes, the first one first, and whether any other process is in
+ * its tree (one that ended and was not waited for too): -EBUSY for a vfork child still
+ * in its parent's memory, which has no memory of its own to save. */
+static int capture_procs(struct vm *vm, struct tree_procs *tp, bool *tree)
+{
+	struct lx_tree *t = &vm->tree;
+	int rc = 0;
+
+	tp->procs[0] = vm->proc;
+	tp->n = 1;
+	*tree = false;
+	if (!t->max)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < LX_MAX_PROCS && !rc; i++) {
+		struct lx_proc *q = t->procs[i];
+
+		if (!q || q == vm->proc)
+			continue;
+		*tree = true;
+		if (q->ended)
+			continue;
+		if (q->vfork_parent) {
+			log_warn("snapshot refused: process %d is a vfork child that has not called "
+				 "execve yet (it runs in its parent's memory)", q->pid);
+			rc = -EBUSY;
+		}
+		tp->procs[tp->n++] = q;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* Each live thread's vCPU registers, process by process in @tp's order. */
+static int capture_vcpus(struct vm *vm, struct tree_procs *tp, void *saved, int *n)
+{
+	int rc = 0;
+
+	*n = 0;
+	for (int k = 0; k < tp->n && !rc; k++) {
+		tp->threads[k] = 0;
+		for (int i = 0; i < vm->n_vcpus && !rc; i++) {
+			struct vcpu *v = vm->vcpus[i];
+
+			/* A finished thread's vCPU is no one's. */
+			if (v->state == VCPU_DONE || v->lx->proc != tp->procs[k])
+				continue;
+			tp->lx[*n] = v->lx;
+			rc = kvm_cpu_save(v->cpu, v->in_syscall, kvm_saved_nth(saved, (size_t)*n));
+			(*n)++;
+			tp->threads[k]++;
+		}
+		if (!rc && tp->threads[k] == 0)
+			rc = -ESRCH;
+	}
+	return rc;
+}
+
+/* vCPU registers and process state, captured while paused: the first process as an
+ * image of one process always held it, the others in the tree sections
+ * (persist_tree.c). */
 static int capture_state(void *ctx, struct img_writer *img)
 {
 	struct vm *vm = ctx;
 	void *saved = calloc((size_t)vm->n_vcpus, kvm_saved_size());
-	struct lx_thread **threads = calloc((size_t)vm->n_vcpus, sizeof(*threads));
-	json_t *proc;
-	char *text;
-	int rc = saved && threads ? 0 : -ENOMEM, n = 0;
+	struct tree_procs tp = { .lx = calloc((size_t)vm->n_vcpus, sizeof(*tp.lx)) };
+	json_t *proc = NULL;
+	char *text = NULL;
+	bool tree = false;
+	int rc = saved && tp.lx ? 0 : -ENOMEM, n = 0;
 
-	/* Every live thread, in vCPU order; a finished thread's vCPU is no one's. */
-	for (int i = 0; i < vm->n_vcpus && !rc; i++) {
-		if (vm->vcpus[i]->state == VCPU_DONE)
-			continue;
-		if (vm->vcpus[i]->lx->proc != vm->proc) {
-			/* Images hold one process; trees come with issue 33's last step. */
-			log_warn("snapshot refused: the guest runs a second process (pid %d); "
-				 "ccvm snapshots one process only, for now",
-				 vm->vcpus[i]->lx->proc->pid);
-			rc = -EBUSY;
-			break;
-		}
-		threads[n] = vm->vcpus[i]->lx;
-		rc = kvm_cpu_save(vm->vcpus[i]->cpu, vm->vcpus[i]->in_syscall,
-				  kvm_saved_nth(saved, (size_t)n++));
-	}
-	if (!rc && n == 0)
-		rc = -ESRCH;
+	if (!rc)
+		rc = capture_procs(vm, &tp, &tree);
+	if (!rc)
+		rc = capture_vcpus(vm, &tp, saved, &n);
 	if (!rc)
 		rc = img_add_section(img, IMG_SEC_VCPUS, saved, (size_t)n * kvm_saved_size());
-	proc = rc ? NULL : lx_state_save(vm->proc, threads, n);
-	free(saved);
-	free(threads);
-	if (rc)
-		return rc;
-	text = json_dumps(proc, JSON_COMPACT);
-	json_decref(proc);
-	if (!text)
-		return -ENOMEM;
-	rc = img_add_section(img, IMG_SEC_PROCESS, text, strlen(text));
+	if (!rc && !(proc = lx_state_save(vm->proc, tp.lx, tp.threads[0])))
+		rc = -ENOMEM;
+	if (!rc && !(text = json_dumps(proc, JSON_COMPACT)))
+		rc = -ENOMEM;
+	if (!rc)
+		rc = img_add_section(img, IMG_SEC_PROCESS, text, strlen(text));
+	if (!rc && tree)
+		rc = tree_capture(vm, img, &tp);
 	free(text);
+	json_decref(proc);
+	free(saved);
+	free(tp.lx);
 	return rc;
 }
 

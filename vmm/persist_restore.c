@@ -14,6 +14,7 @@
  * command line.
  */
 #include "persist_restore.h"
+#include "persist_tree.h"
 #include "base/role.h"
 #include "../snapshot/image.h"
 #include "../snapshot/engine.h"
@@ -50,15 +51,16 @@ static int restore_memory(const char *file, struct img_reader *r, struct vm *vm)
 	return 0;
 }
 
-/* One vCPU per saved thread, each with its registers and its personality state. */
+/* One vCPU per saved thread, each with its registers and its personality state: the
+ * first process's threads (the first of the @n saved vCPUs) now, the tree's after. */
 static int restore_threads(const char *file, struct vm *vm, json_t *proc,
 			   struct kvm_saved *saved, int n, bool capped)
 {
-	int rc = 0;
+	int first = lx_state_threads(proc), rc = 0;
 
-	if (lx_state_threads(proc) != n || n > VM_MAX_VCPUS) {
+	if (first > n || n > VM_MAX_VCPUS) {
 		log_err("cannot restore '%s': %d saved vCPUs for %d threads (at most %d)", file, n,
-			lx_state_threads(proc), VM_MAX_VCPUS);
+			first, VM_MAX_VCPUS);
 		return -EINVAL;
 	}
 	if (n > vm->max_vcpus && !capped)
@@ -68,7 +70,7 @@ static int restore_threads(const char *file, struct vm *vm, json_t *proc,
 			vm->max_vcpus);
 		return -EINVAL;
 	}
-	for (int i = 0; i < n && !rc; i++) {
+	for (int i = 0; i < first && !rc; i++) {
 		struct vcpu *vcpu;
 
 		rc = vcpu_create(vm, vm->kvm, i, &(struct cpu_entry){ 0 }, &vcpu);
@@ -92,24 +94,32 @@ static int restore_threads(const char *file, struct vm *vm, json_t *proc,
 static int restore_state(const char *file, const struct restore_saved *st,
 			 const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
 {
+	struct lx_restore_policy pol = { .root = o->root, .rw = o->rw, .n_rw = o->n_rw,
+					 .net = o->net, .publish_given = o->publish_given,
+					 .hooks = o->hooks };
 	char err[512];
 	int rc;
 
-	rc = lx_proc_restore(vm_first_view(vm), st->proc,
-			     &(struct lx_restore_policy){ .root = o->root, .rw = o->rw,
-							  .n_rw = o->n_rw, .net = o->net,
-							  .publish_given = o->publish_given,
-							  .hooks = o->hooks },
-			     &vm->proc, err, sizeof(err));
-	if (rc) {
-		log_err("cannot restore '%s': %s", file, err);
-		return rc;
-	}
-	rc = vm_tree(vm);
+	/* Processes of a tree share pipes: each made once, for all of them. */
+	if (st->tree && !(pol.pipes = json_object()))
+		return -ENOMEM;
+	rc = lx_proc_restore(vm_first_view(vm), st->proc, &pol, &vm->proc, err, sizeof(err));
 	if (rc)
-		return rc;
-	*mono_ns = vm->proc->clock.mono_base_ns;
-	return restore_threads(file, vm, st->proc, st->vcpus, (int)st->n_vcpus, o->vcpus != 0);
+		log_err("cannot restore '%s': %s", file, err);
+	if (!rc)
+		rc = vm_tree(vm);
+	if (!rc) {
+		*mono_ns = vm->proc->clock.mono_base_ns;
+		rc = restore_threads(file, vm, st->proc, st->vcpus, (int)st->n_vcpus, o->vcpus != 0);
+	}
+	if (!rc && st->tree)
+		rc = tree_restore(vm, st->tree, st->windows, st->windows_len, &pol, st->vcpus,
+				  lx_state_threads(st->proc));
+	if (pol.pipes) {
+		lx_restore_pipes_close(pol.pipes);
+		json_decref(pol.pipes);
+	}
+	return rc;
 }
 
 static pthread_t lazy_thread;
@@ -266,6 +276,35 @@ static int read_process(const struct img_reader *r, struct restore_saved *st, ch
 	return rc;
 }
 
+/* The other processes of a tree (version 3), when the image has them; else the first
+ * process has every saved vCPU. */
+static int read_tree(const struct img_reader *r, struct restore_saved *st, char *err,
+		     size_t errlen)
+{
+	const struct img_section *stree = img_find(r, IMG_SEC_TREE);
+	const struct img_section *sw = img_find(r, IMG_SEC_WINDOWS);
+	char *text = NULL;
+
+	if (!stree && !sw) {
+		if ((size_t)lx_state_threads(st->proc) != st->n_vcpus)
+			return log_set_err(-EINVAL, err, errlen, "%zu saved vCPUs for %d threads",
+					   st->n_vcpus, lx_state_threads(st->proc));
+		return 0;
+	}
+	if (!stree || !sw || img_read_section(r, stree, (void **)&text) ||
+	    (sw->length && img_read_section(r, sw, (void **)&st->windows))) {
+		free(text);
+		return log_set_err(-EINVAL, err, errlen, "tree sections: missing or unreadable");
+	}
+	st->windows_len = sw->length;
+	st->tree = json_loadb(text, stree->length, 0, NULL);
+	free(text);
+	if (!st->tree)
+		return log_set_err(-EINVAL, err, errlen, "tree section: not valid JSON");
+	return tree_check(st->tree, st->windows, st->windows_len, st->n_vcpus,
+			  lx_state_threads(st->proc), r->info.ram_size, err, errlen);
+}
+
 int restore_read_state(const struct img_reader *r, struct restore_saved *st, char *err,
 		       size_t errlen)
 {
@@ -275,6 +314,8 @@ int restore_read_state(const struct img_reader *r, struct restore_saved *st, cha
 	rc = read_vcpus(r, st, err, errlen);
 	if (!rc)
 		rc = read_process(r, st, err, errlen);
+	if (!rc)
+		rc = read_tree(r, st, err, errlen);
 	if (rc)
 		restore_saved_free(st);
 	return rc;
@@ -284,6 +325,8 @@ void restore_saved_free(struct restore_saved *st)
 {
 	free(st->vcpus);
 	json_decref(st->proc);
+	json_decref(st->tree);
+	free(st->windows);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -303,8 +346,39 @@ static const char *section_name(uint32_t type)
 	case IMG_SEC_PROCESS: return "process";
 	case IMG_SEC_CHUNKS: return "memory checksums";
 	case IMG_SEC_INFO: return "info";
+	case IMG_SEC_TREE: return "process tree";
+	case IMG_SEC_WINDOWS: return "processes' memory";
 	default: return "unknown";
 	}
+}
+
+/* The processes besides the first, when the image holds a tree. */
+static void inspect_tree(const struct img_reader *r, FILE *out)
+{
+	const struct img_section *st = img_find(r, IMG_SEC_TREE);
+	char *text = NULL;
+	json_t *t, *p;
+	size_t i;
+
+	if (!st || img_read_section(r, st, (void **)&text))
+		return;
+	t = json_loadb(text, st->length, 0, NULL);
+	free(text);
+	if (!t)
+		return;
+	json_array_foreach(json_object_get(t, "procs"), i, p)
+		fprintf(out, "process %lld (parent %lld, window %lld): %s, %d threads\n",
+			(long long)json_integer_value(json_object_get(p, "pid")),
+			(long long)json_integer_value(json_object_get(p, "ppid")),
+			(long long)json_integer_value(json_object_get(p, "win")),
+			json_string_value(json_object_get(json_object_get(p, "state"), "exe")) ?: "?",
+			lx_state_threads(json_object_get(p, "state")));
+	json_array_foreach(json_object_get(t, "zombies"), i, p)
+		fprintf(out, "process %lld (parent %lld): ended, status %#llx, not yet waited for\n",
+			(long long)json_integer_value(json_object_get(p, "pid")),
+			(long long)json_integer_value(json_object_get(p, "ppid")),
+			(long long)json_integer_value(json_object_get(p, "wstatus")));
+	json_decref(t);
 }
 
 static void inspect_process(const struct img_reader *r, FILE *out)
@@ -419,6 +493,7 @@ int inspect_image(const char *file, FILE *out)
 		fprintf(out, "section %d: %s, %llu bytes, checksum ok\n", i,
 			section_name(r.sec[i].type), (unsigned long long)r.sec[i].length);
 	inspect_process(&r, out);
+	inspect_tree(&r, out);
 	if (restore_check_state(&r, why, sizeof(why))) {
 		bad_state = true;
 		fprintf(out, "DAMAGED: %s\n", why);

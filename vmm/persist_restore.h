@@ -64,6 +64,9 @@ struct restore_saved {
 	struct kvm_saved *vcpus; /* n_vcpus records of kvm_saved_size() bytes */
 	size_t n_vcpus;
 	json_t *proc;
+	json_t *tree;            /* the other processes (persist_tree.c), or NULL */
+	uint8_t *windows;        /* and their memory */
+	size_t windows_len;
 };
 
 /* Read and check @r's state into @st (free it with restore_saved_free): 0, or -EINVAL

@@ -114,8 +114,7 @@ int vm_process_create(void *parent_vcpu, const struct lx_clone *cl, struct lx_pr
 	return vm_thread_create(parent_vcpu, cl);
 }
 
-/* Window @win as a memory slot of its own, or (@on false) taken away. */
-static int vm_window_slot(struct vm *vm, int win, bool on)
+int vm_window_slot(struct vm *vm, int win, bool on)
 {
 	uint64_t base = (uint64_t)win * vm->spaces.window;
 
@@ -124,15 +123,19 @@ static int vm_window_slot(struct vm *vm, int win, bool on)
 }
 
 /* A space ends: its readers get its blocks and leave its window (aspace_destroy
- * flushes them) before the slot goes, for a vCPU must never run over a window
- * without one. */
+ * flushes them), and its memory slot goes before the window may serve another space
+ * (vm_window_off, called by aspace_destroy with the lock held). */
 static void vm_space_end(struct vm *vm, struct aspace *as)
 {
-	int win = as->win;
 	uint64_t flush = 0;
 
+	(void)vm;
 	aspace_destroy(as, &flush); /* frees @as */
-	vm_window_slot(vm, win, false);
+}
+
+void vm_window_off(void *ctx, int win)
+{
+	vm_window_slot(ctx, win, false);
 }
 
 int vm_process_space(void *vcpu_arg, struct lx_proc *p)

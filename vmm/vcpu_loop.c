@@ -87,7 +87,8 @@ static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, 
 	struct lx_proc *p = vcpu->lx->proc;
 	struct cpu_view v;
 	bool child = p && p != vcpu->vm->proc;
-	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = p ? p->mem : &vcpu->vm->ram, .exit = e,
+	/* The frame is on this vCPU's CPL0 stack, in window 0's system area. */
+	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->ram, .exit = e,
 			       .view = &v, .exe = p ? p->exe : NULL, .child_pid = child ? p->pid : 0 };
 	int status;
 

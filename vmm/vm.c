@@ -110,6 +110,8 @@ int vm_create(struct vm *vm, uint64_t mem_bytes)
 	vm->spaces.flush_ctx = vm;
 	vm->spaces.recycle = vm_recycle;
 	vm->spaces.recycle_ctx = vm;
+	vm->spaces.window_off = vm_window_off;
+	vm->spaces.window_off_ctx = vm;
 	if (!rc)
 		rc = kvm_vm_create(vm->ram.host, vm->ram.size, &vm->kvm);
 	if (!rc)

@@ -99,6 +99,11 @@ int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc
 int vm_process_reset(void *vcpu, struct lx_proc *p);
 void vm_process_exit(struct vcpu *vcpu);
 struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p);
+/* Window @win of guest memory as a memory slot of its own, or (@on false) taken away
+ * (threads.c). 0 or -errno. */
+int vm_window_slot(struct vm *vm, int win, bool on);
+/* The address spaces' window_off callback (mmu/aspace.h): window @win's slot goes. */
+void vm_window_off(void *ctx, int win);
 /* Start the host thread of a vCPU that holds a guest thread. Caller holds vm->lock. */
 int vm_thread_start(struct vm *vm, struct vcpu *vcpu);
 

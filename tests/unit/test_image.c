@@ -223,8 +223,8 @@ START_TEST(test_truncated_and_foreign)
 	fclose(f);
 	expect_open_fails("no CCVMIMG magic");
 	write_image();
-	flip_byte(8); /* version 2 -> 66 */
-	expect_open_fails("version 66");
+	flip_byte(8); /* version 3 -> 67 */
+	expect_open_fails("version 67");
 }
 END_TEST
 

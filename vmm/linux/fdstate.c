@@ -426,15 +426,60 @@ static void restore_pipe_data(json_t *fds, uint64_t ino, int w)
 	free(buf);
 }
 
-/* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it,
- * holding what it held. */
-static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, int *host)
+/* The new pipe for @ino: made (holding what it held) and, in a tree's restore, kept in
+ * @pipes for the processes after this one; or the one an earlier process made, its
+ * ends duplicated. */
+static int pipe_ends(json_t *fds, uint64_t ino, json_t *pipes, int ends[2])
 {
-	int ends[2];
+	char key[24];
+	json_t *e;
 
+	snprintf(key, sizeof(key), "%llu", (unsigned long long)ino);
+	e = pipes ? json_object_get(pipes, key) : NULL;
+	if (e) {
+		ends[0] = fcntl((int)json_integer_value(json_array_get(e, 0)), F_DUPFD_CLOEXEC, 3);
+		ends[1] = fcntl((int)json_integer_value(json_array_get(e, 1)), F_DUPFD_CLOEXEC, 3);
+		if (ends[0] >= 0 && ends[1] >= 0)
+			return 0;
+		if (ends[0] >= 0)
+			close(ends[0]);
+		if (ends[1] >= 0)
+			close(ends[1]);
+		return -EMFILE;
+	}
 	if (pipe2(ends, O_CLOEXEC) < 0)
 		return -errno;
-	restore_pipe_data(fds, lx_ju(f, "ino"), ends[1]);
+	restore_pipe_data(fds, ino, ends[1]);
+	if (pipes) {
+		int keep[2] = { fcntl(ends[0], F_DUPFD_CLOEXEC, 3), fcntl(ends[1], F_DUPFD_CLOEXEC, 3) };
+
+		if (keep[0] >= 0 && keep[1] >= 0)
+			json_object_set_new(pipes, key, json_pack("[i, i]", keep[0], keep[1]));
+		else if (keep[0] >= 0 || keep[1] >= 0)
+			close(keep[0] >= 0 ? keep[0] : keep[1]);
+	}
+	return 0;
+}
+
+void lx_restore_pipes_close(json_t *pipes)
+{
+	const char *key;
+	json_t *e;
+
+	json_object_foreach(pipes, key, e) {
+		close((int)json_integer_value(json_array_get(e, 0)));
+		close((int)json_integer_value(json_array_get(e, 1)));
+	}
+}
+
+/* Both ends of the pipe @ino: one new pipe for all of the descriptors that had it
+ * (in all the processes of a tree), holding what it held. */
+static int restore_pipe(struct lx_proc *p, json_t *fds, json_t *f, json_t *pipes, int *host)
+{
+	int ends[2], rc = pipe_ends(fds, lx_ju(f, "ino"), pipes, ends);
+
+	if (rc)
+		return rc;
 	*host = lx_ju(f, "access") == O_WRONLY ? ends[1] : ends[0];
 	restore_sharers(p, fds, f, "pipe", ends);
 	close(*host == ends[0] ? ends[1] : ends[0]);
@@ -474,7 +519,7 @@ static int restore_epoll(struct lx_proc *p, json_t *f, int *host)
 	return 0;
 }
 
-static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, char *err,
+static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, json_t *pipes, int *host, char *err,
 		       size_t errlen)
 {
 	const char *kind = json_string_value(json_object_get(f, "kind")) ?: "";
@@ -496,7 +541,7 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, int *host, cha
 	} else if (strcmp(kind, "socket") == 0) {
 		rc = restore_socket(p, f, host, err, errlen);
 	} else if (strcmp(kind, "pipe") == 0) {
-		rc = restore_pipe(p, fds, f, host);
+		rc = restore_pipe(p, fds, f, pipes, host);
 	} else if (strcmp(kind, "signalfd") == 0) {
 		rc = restore_signalfd(p, fds, f, host);
 	} else if (strcmp(kind, "eventfd") == 0) {
@@ -563,7 +608,7 @@ int lx_fdstate_check(json_t *fds, char *err, size_t errlen)
 }
 
 /* Two passes: epoll instances last, once the descriptors they watch exist. */
-int lx_fdstate_restore(struct lx_proc *p, json_t *fds, char *err, size_t errlen)
+int lx_fdstate_restore(struct lx_proc *p, json_t *fds, json_t *pipes, char *err, size_t errlen)
 {
 	for (int pass = 0; pass < 2; pass++) {
 		size_t i;
@@ -577,7 +622,7 @@ int lx_fdstate_restore(struct lx_proc *p, json_t *fds, char *err, size_t errlen)
 			if (fd < 0 || fd >= LX_MAX_FDS || epoll != (pass == 1) ||
 			    json_object_get(f, "done"))
 				continue;
-			rc = restore_one(p, fds, f, &host, err, errlen);
+			rc = restore_one(p, fds, f, pipes, &host, err, errlen);
 			if (rc)
 				return rc;
 			if (host < 0)

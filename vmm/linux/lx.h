@@ -313,6 +313,17 @@ int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl);
 void lx_proc_ended(struct lx_proc *p, int wstatus);
 /* @p leaves its tree (lx_proc_destroy does it). */
 void lx_tree_forget(struct lx_proc *p);
+/* A restored tree (ptree.c): process @q (lx_proc_restore's) joins @t where @at says,
+ * a process that ended and was not waited for is made again from its status, and once
+ * all are in, each finds its parent (the first process when its own is not there) and
+ * new ids start past @next_id and every pid. 0, -EAGAIN past --max-procs, -EINVAL (a
+ * pid taken or below 1). */
+struct lx_tree_place {
+	int pid, ppid, pgid, sid;
+};
+int lx_tree_restore_add(struct lx_tree *t, struct lx_proc *q, const struct lx_tree_place *at);
+int lx_tree_restore_zombie(struct lx_tree *t, const struct lx_tree_place *at, int wstatus);
+void lx_tree_restore_link(struct lx_tree *t, int next_id);
 /* Processes in @t now, ended ones not yet waited for included. */
 int lx_tree_count(struct lx_tree *t);
 /* A new pid or thread id for a thread or child of @p. */
@@ -351,7 +362,12 @@ struct lx_restore_policy {
 	const struct lx_net *net;
 	bool publish_given;
 	const struct lx_hooks *hooks;
+	/* A tree's restore: the pipes made so far, by the inode they had ("ino" -> [read
+	 * end, write end] host descriptors), so that the processes that shared one share
+	 * the new one; NULL for one process. lx_restore_pipes_close closes them after. */
+	struct json_t *pipes;
 };
+void lx_restore_pipes_close(struct json_t *pipes);
 
 /* Snapshot support (state.c). lx_state_save describes the process and its @n threads
  * as JSON; lx_state_check refuses a saved state ccvm could not have written for RAM of

@@ -452,6 +452,81 @@ int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl)
 	return lx_fastio_fork(child, child->parent);
 }
 
+/* ---- a restored tree ---- */
+
+/* The pid's process in @t (tree->lock held), or NULL. */
+static struct lx_proc *ptree_by_pid(struct lx_tree *t, int pid)
+{
+	for (int i = 0; i < LX_MAX_PROCS; i++)
+		if (t->procs[i] && t->procs[i]->pid == pid)
+			return t->procs[i];
+	return NULL;
+}
+
+int lx_tree_restore_add(struct lx_tree *t, struct lx_proc *q, const struct lx_tree_place *at)
+{
+	int slot, rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	slot = ptree_slot(t);
+	if (slot < 0 || at->pid < 1 || ptree_by_pid(t, at->pid))
+		rc = slot < 0 ? slot : -EINVAL;
+	if (!rc) {
+		q->pid = at->pid;
+		q->tree = t;
+		q->ppid = at->ppid;
+		q->pgid = at->pgid;
+		q->sid = at->sid;
+		q->parent = NULL; /* lx_tree_restore_link, once every process is in */
+		t->procs[slot] = q;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int lx_tree_restore_zombie(struct lx_tree *t, const struct lx_tree_place *at, int wstatus)
+{
+	struct lx_proc *z;
+	int rc = ptree_blank(&z);
+
+	if (rc)
+		return rc;
+	z->ended = z->released = true;
+	z->wstatus = wstatus;
+	z->term_sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+	z->exit_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + z->term_sig;
+	rc = lx_tree_restore_add(t, z, at);
+	if (rc) {
+		lx_sig_fini(z);
+		pthread_mutex_destroy(&z->lock);
+		free(z);
+	}
+	return rc;
+}
+
+void lx_tree_restore_link(struct lx_tree *t, int next_id)
+{
+	pthread_mutex_lock(&t->lock);
+	for (int i = 1; i < LX_MAX_PROCS; i++) {
+		struct lx_proc *q = t->procs[i];
+
+		if (!q)
+			continue;
+		/* A parent that is not in the image (it ended first) is the first process,
+		 * which adopts orphans. */
+		q->parent = ptree_by_pid(t, q->ppid);
+		if (!q->parent || q->parent == q) {
+			q->parent = t->procs[0];
+			q->ppid = t->procs[0]->pid;
+		}
+		if (q->pid >= next_id)
+			next_id = q->pid + 1;
+	}
+	if (next_id > t->next_id)
+		t->next_id = next_id;
+	pthread_mutex_unlock(&t->lock);
+}
+
 /* ---- wait4, waitid ---- */
 
 enum ptree_who { PT_PID, PT_PGID, PT_ANY };

@@ -532,7 +532,7 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_restore_policy
 		rc = restore_fs(p, st, pol, &r);
 	if (!rc)
 		rc = lx_fd_init_empty(p);
-	if (!rc && (rc = lx_fdstate_restore(p, json_object_get(st, "fds"), err, errlen)))
+	if (!rc && (rc = lx_fdstate_restore(p, json_object_get(st, "fds"), pol->pipes, err, errlen)))
 		goto err_msg;
 	if (!rc)
 		rc = restore_mm(p, json_object_get(st, "mm"), &r);

@@ -1,0 +1,417 @@
+/*
+ * persist_tree.c - the processes besides the first in a snapshot, and back (image
+ * version 3; docs/processes.md, "Snapshots of a tree").
+ *
+ * The first process is saved as it always was (its state section, window 0 through
+ * the snapshot engine, so its copy-on-write and coverage work as before). The others
+ * go into two more sections, written while the VM is paused: the tree (each process's
+ * pid, parent, group, session, window, threads and personality state, the blocks it
+ * reads from another window, and the processes that ended and were not waited for)
+ * and their windows: each block a process owns and maps, once, with its place. A block
+ * a child reads from its parent is in the image once, where its parent has it.
+ *
+ * On restore every saved process gets its window back (the same one: blocks read from
+ * another window name it), its blocks, its personality state (pipes shared between
+ * processes made once: lx_restore_policy's pipes), its place in the tree and its
+ * threads. The sharing map is checked by aspace_restore_read: a block may only read a
+ * window whose process owns it; the page tables are ccvm's own, written afresh.
+ */
+#include "persist_tree.h"
+#include "base/log.h"
+#include "vcpu.h"
+#include "vm.h"
+#include "../mmu/layout.h"
+#include "../mmu/vma.h"
+#include "../snapshot/image.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TREE_REC_HEAD 8 /* a window record: u32 window, u32 block, then the block */
+
+/* ---- capture ---- */
+
+struct tree_buf {
+	uint8_t *data;
+	size_t len, cap, max;
+};
+
+/* Block @b of window @w appended to @wb: -E2BIG past what an image holds. */
+static int tree_put_block(struct vm *vm, struct tree_buf *wb, int w, uint32_t b)
+{
+	size_t need = TREE_REC_HEAD + HUGE_SIZE;
+	uint32_t head[2] = { (uint32_t)w, b };
+
+	if (wb->len + need > wb->max)
+		return -E2BIG;
+	if (wb->len + need > wb->cap) {
+		size_t cap = wb->cap ? wb->cap * 2 : 8 * need;
+		uint8_t *d = realloc(wb->data, cap < wb->max ? cap : wb->max);
+
+		if (!d)
+			return -ENOMEM;
+		wb->data = d;
+		wb->cap = cap < wb->max ? cap : wb->max;
+	}
+	memcpy(wb->data + wb->len, head, sizeof(head));
+	memcpy(wb->data + wb->len + TREE_REC_HEAD,
+	       vm->mem.host + (uint64_t)w * vm->spaces.window + (uint64_t)b * HUGE_SIZE, HUGE_SIZE);
+	wb->len += need;
+	return 0;
+}
+
+/* Block @b of window @w reads as zero (never written, or written with zeros): a
+ * restored window is zero to begin with. */
+static bool tree_zero(struct vm *vm, int w, uint32_t b)
+{
+	const uint64_t *q = (const uint64_t *)(vm->mem.host + (uint64_t)w * vm->spaces.window +
+					       (uint64_t)b * HUGE_SIZE);
+
+	for (size_t i = 0; i < HUGE_SIZE / sizeof(*q); i++)
+		if (q[i])
+			return false;
+	return true;
+}
+
+/* Which blocks of @q's space read another window ([[block, window], ...]); with @wb,
+ * the blocks it owns and maps go there. */
+static int tree_space(struct vm *vm, struct lx_proc *q, struct tree_buf *wb, json_t **reads)
+{
+	struct aspace *as = vm_space_of(vm, q);
+	uint32_t n = vm->spaces.blocks;
+	uint64_t *used = calloc((n + 63) / 64, sizeof(*used));
+	int rc = used ? 0 : -ENOMEM;
+
+	*reads = json_array();
+	if (!rc)
+		vma_map_blocks(&q->mm.map, HUGE_SIZE, used, n);
+	for (uint32_t b = LAYOUT_USER_BASE / HUGE_SIZE; b < n && !rc; b++) {
+		int src = aspace_source(as, b);
+
+		if (src != ASPACE_OWN)
+			json_array_append_new(*reads, json_pack("[I, i]", (json_int_t)b, src));
+		else if (wb && (used[b / 64] >> (b % 64) & 1) && !tree_zero(vm, as->win, b))
+			rc = tree_put_block(vm, wb, as->win, b);
+	}
+	free(used);
+	return rc;
+}
+
+static json_t *tree_place(const struct lx_proc *q)
+{
+	return json_pack("{s:i, s:i, s:i, s:i}", "pid", q->pid, "ppid", q->ppid, "pgid", q->pgid,
+			 "sid", q->sid);
+}
+
+int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs *tp)
+{
+	struct tree_buf wb = { .max = vm->ram.size * IMG_WINDOWS_RAM_TIMES };
+	json_t *tree = json_object(), *procs = json_array(), *zombies = json_array(), *reads;
+	struct lx_tree *t = &vm->tree;
+	char *text = NULL;
+	int rc = tree_space(vm, vm->proc, NULL, &reads), at = tp->threads[0];
+
+	json_object_set_new(tree, "root", json_pack("{s:i, s:i, s:o}", "pgid", vm->proc->pgid,
+						    "sid", vm->proc->sid, "reads", reads));
+	for (int k = 1; k < tp->n && !rc; k++) {
+		struct lx_proc *q = tp->procs[k];
+		json_t *e = tree_place(q);
+
+		rc = tree_space(vm, q, &wb, &reads);
+		json_object_set_new(e, "win", json_integer(vm_space_of(vm, q)->win));
+		json_object_set_new(e, "reads", reads);
+		json_object_set_new(e, "state", lx_state_save(q, tp->lx + at, tp->threads[k]));
+		json_array_append_new(procs, e);
+		at += tp->threads[k];
+	}
+	pthread_mutex_lock(&t->lock);
+	for (int i = 1; i < LX_MAX_PROCS; i++)
+		if (t->procs[i] && t->procs[i]->ended) {
+			json_t *z = tree_place(t->procs[i]);
+
+			json_object_set_new(z, "wstatus", json_integer(t->procs[i]->wstatus));
+			json_array_append_new(zombies, z);
+		}
+	json_object_set_new(tree, "next_id", json_integer(t->next_id));
+	pthread_mutex_unlock(&t->lock);
+	json_object_set_new(tree, "procs", procs);
+	json_object_set_new(tree, "zombies", zombies);
+	if (rc == -E2BIG)
+		log_warn("snapshot refused: the processes besides the first own more than %d times "
+			 "--mem of memory, which an image does not hold", IMG_WINDOWS_RAM_TIMES);
+	if (!rc && !(text = json_dumps(tree, JSON_COMPACT)))
+		rc = -ENOMEM;
+	if (!rc)
+		rc = img_add_section(img, IMG_SEC_TREE, text, strlen(text));
+	if (!rc)
+		rc = img_add_section(img, IMG_SEC_WINDOWS, wb.data, wb.len);
+	free(text);
+	free(wb.data);
+	json_decref(tree);
+	return rc;
+}
+
+/* ---- check (no VM: inspect uses it too) ---- */
+
+static bool tree_int(json_t *o, const char *key, int64_t lo, int64_t hi)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi;
+}
+
+static bool tree_place_ok(json_t *o)
+{
+	return tree_int(o, "pid", 1, INT32_MAX) && tree_int(o, "ppid", 0, INT32_MAX) &&
+	       tree_int(o, "pgid", 0, INT32_MAX) && tree_int(o, "sid", 0, INT32_MAX);
+}
+
+/* [[block, window], ...] with user blocks of RAM of @ram_size and windows below 64. */
+static bool tree_reads_ok(json_t *reads, uint64_t ram_size)
+{
+	size_t i;
+	json_t *r;
+
+	if (!json_is_array(reads))
+		return false;
+	json_array_foreach(reads, i, r) {
+		int64_t b = json_integer_value(json_array_get(r, 0));
+		int64_t w = json_integer_value(json_array_get(r, 1));
+
+		if (json_array_size(r) != 2 || b < (int64_t)(LAYOUT_USER_BASE / HUGE_SIZE) ||
+		    (uint64_t)b >= ram_size / HUGE_SIZE || w < 0 || w >= GMEM_MAX_WINDOWS)
+			return false;
+	}
+	return true;
+}
+
+/* Each window record names a process's window and a user block, once. */
+static int tree_windows_ok(const uint8_t *data, size_t len, uint64_t wins, uint64_t ram_size,
+			   char *err, size_t errlen)
+{
+	if (len % (TREE_REC_HEAD + HUGE_SIZE))
+		return log_set_err(-EINVAL, err, errlen, "windows section: %zu bytes, not whole "
+				   "2 MiB blocks with their place", len);
+	for (size_t off = 0; off < len; off += TREE_REC_HEAD + HUGE_SIZE) {
+		uint32_t head[2];
+
+		memcpy(head, data + off, sizeof(head));
+		if (head[0] >= GMEM_MAX_WINDOWS || !(wins >> head[0] & 1) ||
+		    head[1] < LAYOUT_USER_BASE / HUGE_SIZE || head[1] >= ram_size / HUGE_SIZE)
+			return log_set_err(-EINVAL, err, errlen, "windows section: block %u of "
+					   "window %u is no saved process's memory", head[1], head[0]);
+	}
+	return 0;
+}
+
+int tree_check(json_t *tree, const uint8_t *windows, size_t windows_len, size_t n_vcpus,
+	       int first_threads, uint64_t ram_size, char *err, size_t errlen)
+{
+	json_t *procs = json_object_get(tree, "procs"), *p;
+	size_t i, threads = (size_t)first_threads;
+	uint64_t wins = 0;
+	char why[512];
+
+	if (!json_is_object(tree) || !json_is_array(procs) ||
+	    !json_is_array(json_object_get(tree, "zombies")) ||
+	    !tree_int(tree, "next_id", 2, INT32_MAX) ||
+	    json_array_size(procs) + json_array_size(json_object_get(tree, "zombies")) >= LX_MAX_PROCS ||
+	    !tree_reads_ok(json_object_get(json_object_get(tree, "root"), "reads"), ram_size))
+		return log_set_err(-EINVAL, err, errlen, "tree section: not what ccvm writes");
+	json_array_foreach(procs, i, p) {
+		int64_t w = json_integer_value(json_object_get(p, "win"));
+		json_t *st = json_object_get(p, "state");
+
+		if (!tree_place_ok(p) || w < 1 || w >= GMEM_MAX_WINDOWS || (wins >> w & 1) ||
+		    !tree_reads_ok(json_object_get(p, "reads"), ram_size))
+			return log_set_err(-EINVAL, err, errlen, "tree section: process %zu: its "
+					   "ids, window or shared blocks", i);
+		if (lx_state_check(st, ram_size, why, sizeof(why)))
+			return log_set_err(-EINVAL, err, errlen, "tree section: process %zu: %s", i, why);
+		wins |= 1ULL << w;
+		threads += (size_t)lx_state_threads(st);
+	}
+	json_array_foreach(json_object_get(tree, "zombies"), i, p)
+		if (!tree_place_ok(p) || !tree_int(p, "wstatus", 0, 0xffff))
+			return log_set_err(-EINVAL, err, errlen, "tree section: ended process %zu", i);
+	if (threads != n_vcpus)
+		return log_set_err(-EINVAL, err, errlen, "tree section: %zu threads for %zu saved "
+				   "vCPUs", threads, n_vcpus);
+	return tree_windows_ok(windows, windows_len, wins, ram_size, err, errlen);
+}
+
+/* ---- restore ---- */
+
+/* Each saved process's window and space, before any process state: blocks read from
+ * another window name it. */
+static int tree_spaces(struct vm *vm, json_t *procs, struct aspace **spaces)
+{
+	size_t i;
+	json_t *p;
+	int rc = 0;
+
+	json_array_foreach(procs, i, p) {
+		int w = (int)json_integer_value(json_object_get(p, "win"));
+
+		rc = aspace_create_at(&vm->spaces, w, &spaces[i]);
+		if (!rc && (rc = vm_window_slot(vm, w, true)))
+			log_err("cannot give a restored process its memory: %s", strerror(-rc));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void tree_blocks(struct vm *vm, const uint8_t *data, size_t len)
+{
+	for (size_t off = 0; off < len; off += TREE_REC_HEAD + HUGE_SIZE) {
+		uint32_t head[2];
+
+		memcpy(head, data + off, sizeof(head));
+		memcpy(vm->mem.host + (uint64_t)head[0] * vm->spaces.window +
+			       (uint64_t)head[1] * HUGE_SIZE,
+		       data + off + TREE_REC_HEAD, HUGE_SIZE);
+	}
+}
+
+static int tree_reads(struct aspace *as, json_t *reads)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(reads, i, r)
+		if (aspace_restore_read(as, (uint32_t)json_integer_value(json_array_get(r, 0)),
+					(int)json_integer_value(json_array_get(r, 1))))
+			return -EINVAL;
+	return 0;
+}
+
+/* A restored process's threads, each on a vCPU of its own from saved state @first on:
+ * the CR3 its space has now, loaded at its first run. */
+static int tree_threads(struct vm *vm, struct lx_proc *q, json_t *st, const struct kvm_saved *saved,
+			int first)
+{
+	int n = lx_state_threads(st), rc = 0;
+
+	for (int i = 0; i < n && !rc; i++) {
+		struct vcpu *vcpu;
+
+		rc = vcpu_create(vm, vm->kvm, vm->n_vcpus, &(struct cpu_entry){ 0 }, &vcpu);
+		if (rc)
+			break;
+		vm->vcpus[vm->n_vcpus++] = vcpu;
+		rc = kvm_cpu_load(vcpu->cpu, kvm_saved_nth((struct kvm_saved *)saved,
+							  (size_t)(first + i)));
+		if (!rc)
+			rc = lx_thread_restore(q, st, i, vcpu->lx);
+		vcpu->lx->vcpu = vcpu;
+		vcpu->cr3 = 0; /* vcpu_enter loads its space's */
+	}
+	return rc;
+}
+
+static int tree_procs_restore(struct vm *vm, json_t *tree, struct aspace **spaces,
+			      const struct lx_restore_policy *pol, const struct kvm_saved *saved,
+			      int first)
+{
+	json_t *procs = json_object_get(tree, "procs"), *p;
+	json_t *root = json_object_get(tree, "root");
+	int64_t old_pgid = json_integer_value(json_object_get(root, "pgid"));
+	int64_t old_sid = json_integer_value(json_object_get(root, "sid"));
+	char err[512];
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(procs, i, p) {
+		json_t *st = json_object_get(p, "state");
+		struct lx_tree_place at = {
+			.pid = (int)json_integer_value(json_object_get(p, "pid")),
+			.ppid = (int)json_integer_value(json_object_get(p, "ppid")),
+			.pgid = (int)json_integer_value(json_object_get(p, "pgid")),
+			.sid = (int)json_integer_value(json_object_get(p, "sid")),
+		};
+		struct lx_proc *q = NULL;
+
+		/* The first process's group and session are the restoring ccvm's now. */
+		if (at.pgid == old_pgid)
+			at.pgid = vm->proc->pgid;
+		if (at.sid == old_sid)
+			at.sid = vm->proc->sid;
+		rc = lx_proc_restore(aspace_view(spaces[i]), st, pol, &q, err, sizeof(err));
+		if (rc) {
+			log_err("cannot restore process %d: %s", at.pid, err);
+			return rc;
+		}
+		q->vm_space = spaces[i];
+		rc = lx_tree_restore_add(&vm->tree, q, &at);
+		if (rc) {
+			log_err("cannot restore process %d: %s", at.pid, rc == -EAGAIN ?
+				"the image has more processes than --max-procs allows" :
+				"its pid is another's");
+			lx_proc_destroy(q);
+			return rc;
+		}
+		rc = tree_threads(vm, q, st, saved, first);
+		if (rc)
+			return rc;
+		first += lx_state_threads(st);
+	}
+	return 0;
+}
+
+static int tree_zombies(struct vm *vm, json_t *tree)
+{
+	size_t i;
+	json_t *z;
+
+	json_array_foreach(json_object_get(tree, "zombies"), i, z) {
+		struct lx_tree_place at = {
+			.pid = (int)json_integer_value(json_object_get(z, "pid")),
+			.ppid = (int)json_integer_value(json_object_get(z, "ppid")),
+			.pgid = (int)json_integer_value(json_object_get(z, "pgid")),
+			.sid = (int)json_integer_value(json_object_get(z, "sid")),
+		};
+		int rc = lx_tree_restore_zombie(&vm->tree, &at,
+						(int)json_integer_value(json_object_get(z, "wstatus")));
+
+		if (rc) {
+			log_err("cannot restore ended process %d: %s", at.pid, rc == -EAGAIN ?
+				"the image has more processes than --max-procs allows" :
+				"its pid is another's");
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int tree_restore(struct vm *vm, json_t *tree, const uint8_t *windows, size_t windows_len,
+		 const struct lx_restore_policy *pol, const struct kvm_saved *saved, int first)
+{
+	json_t *procs = json_object_get(tree, "procs"), *p;
+	struct aspace *spaces[LX_MAX_PROCS] = { 0 };
+	size_t i;
+	int rc = tree_spaces(vm, procs, spaces);
+
+	if (!rc)
+		tree_blocks(vm, windows, windows_len);
+	json_array_foreach(procs, i, p)
+		if (!rc && tree_reads(spaces[i], json_object_get(p, "reads")))
+			rc = -EINVAL;
+	if (!rc && tree_reads(vm->as0, json_object_get(json_object_get(tree, "root"), "reads")))
+		rc = -EINVAL;
+	if (rc == -EINVAL)
+		log_err("cannot restore: a process's shared blocks do not match the others'");
+	if (!rc) {
+		aspace_tables(vm->as0);
+		json_array_foreach(procs, i, p)
+			aspace_tables(spaces[i]);
+	}
+	if (!rc)
+		rc = tree_procs_restore(vm, tree, spaces, pol, saved, first);
+	if (!rc)
+		rc = tree_zombies(vm, tree);
+	if (!rc)
+		lx_tree_restore_link(&vm->tree, (int)json_integer_value(json_object_get(tree, "next_id")));
+	return rc;
+}

@@ -1,0 +1,43 @@
+/*
+ * persist_tree.h - the processes besides the first in a snapshot, and back
+ * (persist_tree.c).
+ */
+#ifndef CCVM_PERSIST_TREE_H
+#define CCVM_PERSIST_TREE_H
+
+#include "linux/lx.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct vm;
+struct img_writer;
+struct kvm_saved;
+
+/* The VM's live processes in the order their threads' vCPU states are saved: the
+ * first process, then the others; @threads[k] of @procs[k], their lx threads in @lx. */
+struct tree_procs {
+	struct lx_proc *procs[LX_MAX_PROCS];
+	int threads[LX_MAX_PROCS];
+	int n;
+	struct lx_thread **lx;
+};
+
+/* The tree and windows sections of a paused VM's processes after the first: 0,
+ * -E2BIG (their own memory is more than an image holds, logged), -ENOMEM. */
+int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs *tp);
+
+/* A tree section as ccvm writes it, for RAM of @ram_size, @n_vcpus saved vCPUs of
+ * which the first process has @first_threads, with its windows section: 0, or -EINVAL
+ * with why in @err. No VM needed. */
+int tree_check(json_t *tree, const uint8_t *windows, size_t windows_len, size_t n_vcpus,
+	       int first_threads, uint64_t ram_size, char *err, size_t errlen);
+
+/* The checked tree back into @vm, whose first process is restored: windows, memory,
+ * processes (under @pol, whose pipes the first process's restore filled), the tree
+ * and threads from saved vCPU @first on. 0 or -errno (logged). */
+int tree_restore(struct vm *vm, json_t *tree, const uint8_t *windows, size_t windows_len,
+		 const struct lx_restore_policy *pol, const struct kvm_saved *saved, int first);
+
+#endif
