@@ -125,11 +125,10 @@ int vm_window_slot(struct vm *vm, int win, bool on)
 /* A space ends: its readers get its blocks and leave its window (aspace_destroy
  * flushes them), and its memory slot goes before the window may serve another space
  * (vm_window_off, called by aspace_destroy with the lock held). */
-static void vm_space_end(struct vm *vm, struct aspace *as)
+static void vm_space_end(struct aspace *as)
 {
 	uint64_t flush = 0;
 
-	(void)vm;
 	aspace_destroy(as, &flush); /* frees @as */
 }
 
@@ -150,7 +149,7 @@ int vm_process_space(void *vcpu_arg, struct lx_proc *p)
 	rc = vm_window_slot(vm, as->win, true);
 	if (rc) {
 		log_warn("cannot give a process memory of its own: %s", strerror(-rc));
-		vm_space_end(vm, as);
+		vm_space_end(as);
 		return rc;
 	}
 	p->mem = aspace_view(as);
@@ -188,7 +187,7 @@ int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc
 	rc = vm_window_slot(vm, as->win, true);
 	if (rc) {
 		log_warn("cannot give a forked process memory of its own: %s", strerror(-rc));
-		vm_space_end(vm, as);
+		vm_space_end(as);
 		return rc;
 	}
 	child->vm_space = as;
@@ -199,7 +198,7 @@ int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc
 	if (rc) {
 		child->mem = parent->lx->proc->mem; /* for what lx_proc_destroy releases */
 		child->vm_space = NULL;
-		vm_space_end(vm, as);
+		vm_space_end(as);
 	}
 	return rc;
 }
@@ -207,21 +206,27 @@ int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc
 int vm_process_reset(void *vcpu_arg, struct lx_proc *p)
 {
 	struct vcpu *vcpu = vcpu_arg;
+	struct aspace *as = vm_space_of(vcpu->vm, p);
 	uint64_t flush = 0;
 
-	return aspace_reset(vm_space_of(vcpu->vm, p), &flush);
+	/* Window 0 is what a snapshot in progress saves: its memory goes the way that
+	 * lets the snapshot keep what it still owes the image (lx_mm_discard's
+	 * before_discard), shared blocks copied first. */
+	if (as == vcpu->vm->as0)
+		return 0;
+	return aspace_reset(as, &flush);
 }
 
 /* A process other than the first ended with its last thread: its parent learns of
  * it, and its window, if it had one, is given back. */
-static void vm_process_end(struct vm *vm, struct lx_proc *p)
+static void vm_process_end(struct lx_proc *p)
 {
 	struct aspace *own = p->vm_space && !p->vfork_parent ? p->vm_space : NULL;
 	int wstatus = p->term_sig ? p->term_sig : (p->exit_status & 0xff) << 8;
 
 	lx_proc_ended(p, wstatus); /* @p may be gone from here on */
 	if (own)
-		vm_space_end(vm, own);
+		vm_space_end(own);
 }
 
 void vm_process_exit(struct vcpu *vcpu)
@@ -257,5 +262,5 @@ void vm_thread_exit(struct vcpu *vcpu)
 	if (p == vm->proc)
 		vm_stop(vm, vm->proc->exit_status); /* the VM ends with its first process */
 	else
-		vm_process_end(vm, p);
+		vm_process_end(p);
 }

@@ -56,7 +56,8 @@ struct lx_hooks {
 	int (*process_fork)(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
 	/* An execve in a process whose memory is shared with another's (after a fork):
 	 * its memory starts over empty, what others read of it handed to them first
-	 * (cheaper than copying each shared block to discard it). 0 or -errno. */
+	 * (cheaper than copying each shared block to discard it); or, for the first
+	 * process, left to the discard that follows. 0 or -errno. */
 	int (*process_reset)(void *vcpu, struct lx_proc *p);
 	/* The calling vCPU's FPU and vector registers in the standard (non-compacted)
 	 * XSAVE format, as the platform gives them: the size in use (at most @cap), and
