@@ -94,14 +94,9 @@ static struct gmem *gmem_phys(const struct gmem *mem)
 }
 
 /* Does @mem share blocks that must be looked up or made its own? */
-static bool gmem_shared(const struct gmem *mem)
-{
-	return mem->cow && !mem->cow->alone(mem->cow->ctx);
-}
-
 bool gmem_is_shared(const struct gmem *mem)
 {
-	return gmem_shared(mem);
+	return mem->cow && !mem->cow->alone(mem->cow->ctx);
 }
 
 /* Pages [gpa, gpa + len) of @mem may be written by the monitor: marked while a
@@ -248,7 +243,7 @@ void *gmem_user_ptr(const struct gmem *mem, uint64_t gva, uint64_t len)
 {
 	void *p = gmem_user_at(mem, gva, len);
 
-	if (p && gmem_shared(mem) && mem->cow->own(mem->cow->ctx, gva, len))
+	if (p && gmem_is_shared(mem) && mem->cow->own(mem->cow->ctx, gva, len))
 		return NULL;
 	if (p)
 		gmem_mark(mem, gva, len);
@@ -284,7 +279,7 @@ static void gmem_read(const struct gmem *mem, void *dst, uint64_t gva, uint64_t 
 {
 	const struct gmem *phys = gmem_phys(mem);
 
-	if (!gmem_shared(mem)) {
+	if (!gmem_is_shared(mem)) {
 		memcpy(dst, mem->host + gva, len);
 		return;
 	}
@@ -357,7 +352,7 @@ int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)
 	if (gpa % PAGE_SIZE || len % PAGE_SIZE || !gmem_sys_at(mem, gpa, len))
 		return -EINVAL;
 	/* A shared block is made the view's own first: the others keep its bytes. */
-	if (len && gmem_shared(mem) && mem->cow->own(mem->cow->ctx, gpa, len))
+	if (len && gmem_is_shared(mem) && mem->cow->own(mem->cow->ctx, gpa, len))
 		return -EINVAL;
 	gmem_mark(mem, gpa, len); /* it reads as zero from now on */
 	if (len && madvise(mem->host + gpa, len, MADV_DONTNEED) < 0)

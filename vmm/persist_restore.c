@@ -70,23 +70,35 @@ static int restore_threads(const char *file, struct vm *vm, json_t *proc,
 			vm->max_vcpus);
 		return -EINVAL;
 	}
-	for (int i = 0; i < first && !rc; i++) {
-		struct vcpu *vcpu;
+	rc = restore_proc_threads(vm, vm->proc, proc, saved, 0);
+	if (rc)
+		log_err("cannot restore '%s': the first process's threads do not come back", file);
+	return rc;
+}
 
-		rc = vcpu_create(vm, vm->kvm, i, &(struct cpu_entry){ 0 }, &vcpu);
+int restore_proc_threads(struct vm *vm, struct lx_proc *q, json_t *st,
+			 const struct kvm_saved *saved, int first)
+{
+	int n = lx_state_threads(st), rc = 0;
+
+	for (int i = 0; i < n && !rc; i++) {
+		struct vcpu *vcpu;
+		int k = first + i;
+
+		rc = vcpu_create(vm, vm->kvm, vm->n_vcpus, &(struct cpu_entry){ 0 }, &vcpu);
 		if (rc)
 			break;
 		vm->vcpus[vm->n_vcpus++] = vcpu;
-		rc = kvm_cpu_load(vcpu->cpu, kvm_saved_nth(saved, (size_t)i));
+		rc = kvm_cpu_load(vcpu->cpu, kvm_saved_nth((struct kvm_saved *)saved, (size_t)k));
 		if (rc) {
-			log_err("cannot restore '%s': the state of vCPU %d does not load (%s)", file,
-				i, strerror(-rc));
+			log_err("the state of vCPU %d does not load (%s)", k, strerror(-rc));
 			break;
 		}
-		rc = lx_thread_restore(vm->proc, proc, i, vcpu->lx);
+		rc = lx_thread_restore(q, st, i, vcpu->lx);
 		if (rc)
-			log_err("cannot restore '%s': thread %d's state is damaged", file, i);
+			log_err("thread %d's state is damaged", k);
 		vcpu->lx->vcpu = vcpu;
+		vcpu->cr3 = 0; /* vcpu_enter loads its process's */
 	}
 	return rc;
 }

@@ -17,6 +17,7 @@
  * window whose process owns it; the page tables are ccvm's own, written afresh.
  */
 #include "persist_tree.h"
+#include "persist_restore.h"
 #include "base/log.h"
 #include "vcpu.h"
 #include "vm.h"
@@ -243,6 +244,17 @@ int tree_check(json_t *tree, const uint8_t *windows, size_t windows_len, size_t 
 
 /* ---- restore ---- */
 
+/* A process's place in the tree, as tree_place saved it (tree_check let it through). */
+static struct lx_tree_place tree_place_of(json_t *o)
+{
+	return (struct lx_tree_place){
+		.pid = (int)json_integer_value(json_object_get(o, "pid")),
+		.ppid = (int)json_integer_value(json_object_get(o, "ppid")),
+		.pgid = (int)json_integer_value(json_object_get(o, "pgid")),
+		.sid = (int)json_integer_value(json_object_get(o, "sid")),
+	};
+}
+
 /* Each saved process's window and space, before any process state: blocks read from
  * another window name it. */
 static int tree_spaces(struct vm *vm, json_t *procs, struct aspace **spaces)
@@ -287,30 +299,6 @@ static int tree_reads(struct aspace *as, json_t *reads)
 	return 0;
 }
 
-/* A restored process's threads, each on a vCPU of its own from saved state @first on:
- * the CR3 its space has now, loaded at its first run. */
-static int tree_threads(struct vm *vm, struct lx_proc *q, json_t *st, const struct kvm_saved *saved,
-			int first)
-{
-	int n = lx_state_threads(st), rc = 0;
-
-	for (int i = 0; i < n && !rc; i++) {
-		struct vcpu *vcpu;
-
-		rc = vcpu_create(vm, vm->kvm, vm->n_vcpus, &(struct cpu_entry){ 0 }, &vcpu);
-		if (rc)
-			break;
-		vm->vcpus[vm->n_vcpus++] = vcpu;
-		rc = kvm_cpu_load(vcpu->cpu, kvm_saved_nth((struct kvm_saved *)saved,
-							  (size_t)(first + i)));
-		if (!rc)
-			rc = lx_thread_restore(q, st, i, vcpu->lx);
-		vcpu->lx->vcpu = vcpu;
-		vcpu->cr3 = 0; /* vcpu_enter loads its space's */
-	}
-	return rc;
-}
-
 static int tree_procs_restore(struct vm *vm, json_t *tree, struct aspace **spaces,
 			      const struct lx_restore_policy *pol, const struct kvm_saved *saved,
 			      int first)
@@ -325,12 +313,7 @@ static int tree_procs_restore(struct vm *vm, json_t *tree, struct aspace **space
 
 	json_array_foreach(procs, i, p) {
 		json_t *st = json_object_get(p, "state");
-		struct lx_tree_place at = {
-			.pid = (int)json_integer_value(json_object_get(p, "pid")),
-			.ppid = (int)json_integer_value(json_object_get(p, "ppid")),
-			.pgid = (int)json_integer_value(json_object_get(p, "pgid")),
-			.sid = (int)json_integer_value(json_object_get(p, "sid")),
-		};
+		struct lx_tree_place at = tree_place_of(p);
 		struct lx_proc *q = NULL;
 
 		/* The first process's group and session are the restoring ccvm's now. */
@@ -352,7 +335,7 @@ static int tree_procs_restore(struct vm *vm, json_t *tree, struct aspace **space
 			lx_proc_destroy(q);
 			return rc;
 		}
-		rc = tree_threads(vm, q, st, saved, first);
+		rc = restore_proc_threads(vm, q, st, saved, first);
 		if (rc)
 			return rc;
 		first += lx_state_threads(st);
@@ -366,12 +349,7 @@ static int tree_zombies(struct vm *vm, json_t *tree)
 	json_t *z;
 
 	json_array_foreach(json_object_get(tree, "zombies"), i, z) {
-		struct lx_tree_place at = {
-			.pid = (int)json_integer_value(json_object_get(z, "pid")),
-			.ppid = (int)json_integer_value(json_object_get(z, "ppid")),
-			.pgid = (int)json_integer_value(json_object_get(z, "pgid")),
-			.sid = (int)json_integer_value(json_object_get(z, "sid")),
-		};
+		struct lx_tree_place at = tree_place_of(z);
 		int rc = lx_tree_restore_zombie(&vm->tree, &at,
 						(int)json_integer_value(json_object_get(z, "wstatus")));
 

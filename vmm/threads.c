@@ -137,16 +137,12 @@ void vm_window_off(void *ctx, int win)
 	vm_window_slot(ctx, win, false);
 }
 
-int vm_process_space(void *vcpu_arg, struct lx_proc *p)
+/* New space @as becomes process @p's memory: its window a memory slot, p->mem its
+ * view. On failure the space ends. */
+static int vm_space_give(struct vm *vm, struct aspace *as, struct lx_proc *p)
 {
-	struct vcpu *vcpu = vcpu_arg;
-	struct vm *vm = vcpu->vm;
-	struct aspace *as;
-	int rc = aspace_create(&vm->spaces, &as);
+	int rc = vm_window_slot(vm, as->win, true);
 
-	if (rc)
-		return rc;
-	rc = vm_window_slot(vm, as->win, true);
 	if (rc) {
 		log_warn("cannot give a process memory of its own: %s", strerror(-rc));
 		vm_space_end(as);
@@ -155,6 +151,15 @@ int vm_process_space(void *vcpu_arg, struct lx_proc *p)
 	p->mem = aspace_view(as);
 	p->vm_space = as;
 	return 0;
+}
+
+int vm_process_space(void *vcpu_arg, struct lx_proc *p)
+{
+	struct vcpu *vcpu = vcpu_arg;
+	struct aspace *as;
+	int rc = aspace_create(&vcpu->vm->spaces, &as);
+
+	return rc ? rc : vm_space_give(vcpu->vm, as, p);
 }
 
 /* The 2 MiB blocks a fork shares: those the parent's mappings touch (the child's
@@ -182,16 +187,10 @@ int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc
 	if (!rc)
 		rc = aspace_fork(vm_space_of(vm, parent->lx->proc), used, &as, &flush);
 	free(used);
+	if (!rc)
+		rc = vm_space_give(vm, as, child);
 	if (rc)
 		return rc;
-	rc = vm_window_slot(vm, as->win, true);
-	if (rc) {
-		log_warn("cannot give a forked process memory of its own: %s", strerror(-rc));
-		vm_space_end(as);
-		return rc;
-	}
-	child->vm_space = as;
-	child->mem = aspace_view(as);
 	rc = lx_fork_memory(child, cl);
 	if (!rc)
 		rc = vm_thread_create(parent_vcpu, cl);

@@ -115,7 +115,8 @@ static void vcpu_enter(struct vcpu *vcpu)
 	uint64_t cr3;
 
 	__atomic_store_n(&vcpu->in_run, true, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&vcpu->win, as->win, __ATOMIC_SEQ_CST);
+	if (vcpu->win != as->win) /* a new process on it, or its own window after exec */
+		__atomic_store_n(&vcpu->win, as->win, __ATOMIC_SEQ_CST);
 	cr3 = __atomic_load_n(&as->cr3, __ATOMIC_SEQ_CST);
 	if (cr3 != vcpu->cr3 && !kvm_cpu_set_cr3(vcpu->cpu, cr3))
 		vcpu->cr3 = cr3; /* else tried again before the next run */

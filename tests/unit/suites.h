@@ -56,4 +56,7 @@ struct child_result {
 /* Run @fn(@arg) in a child with stderr captured; the child exits 0 if @fn returns. */
 void run_child(void (*fn)(void *), void *arg, struct child_result *r);
 
+/* The zstd-compressed fixture @zst (of @size bytes unpacked) written to @to. */
+void fixture_unpack(const char *zst, size_t size, const char *to);
+
 #endif

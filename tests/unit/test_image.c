@@ -428,24 +428,11 @@ END_TEST
 
 START_TEST(test_version1_reads)
 {
-	static uint8_t in[1 << 16];
-	uint8_t *out = malloc(V1_SIZE);
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
 	uint64_t raw, stored;
-	size_t n;
-	FILE *f;
 
-	f = fopen("tests/unit/data/image-v1.img.zst", "rb");
-	ck_assert_ptr_nonnull(f);
-	n = fread(in, 1, sizeof(in), f);
-	fclose(f);
-	ck_assert_int_eq(codec_decompress(IMG_CODEC_ZSTD, in, n, out, V1_SIZE), 0);
-	f = fopen(path, "wb");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(out, 1, V1_SIZE, f), V1_SIZE);
-	fclose(f);
-	free(out);
+	fixture_unpack("tests/unit/data/image-v1.img.zst", V1_SIZE, path);
 	expect_image_is_mem();
 	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
 	ck_assert_uint_eq(r.version, 1);

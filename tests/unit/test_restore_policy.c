@@ -122,25 +122,11 @@ END_TEST
 
 START_TEST(test_version2_image)
 {
-	static uint8_t in[1 << 20];
-	uint8_t *out = malloc(V2_SIZE);
 	struct restore_saved saved;
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
-	size_t n;
-	FILE *f;
 
-	f = fopen("tests/unit/data/image-v2.img.zst", "rb");
-	ck_assert_ptr_nonnull(f);
-	n = fread(in, 1, sizeof(in), f);
-	fclose(f);
-	ck_assert_ptr_nonnull(out);
-	ck_assert_int_eq(codec_decompress(IMG_CODEC_ZSTD, in, n, out, V2_SIZE), 0);
-	f = fopen(img, "wb");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(out, 1, V2_SIZE, f), V2_SIZE);
-	fclose(f);
-	free(out);
+	fixture_unpack("tests/unit/data/image-v2.img.zst", V2_SIZE, img);
 	ck_assert_msg(img_open(img, &r, err) == 0, "%s", err);
 	ck_assert_uint_eq(r.version, 2);
 	ck_assert_ptr_null(img_find(&r, IMG_SEC_TREE));

@@ -367,29 +367,44 @@ static void ptree_vfork_wait(struct lx_call *c)
 	lx_block_end(c);
 }
 
+/* A child of the calling process (lx_proc_fork), its pid stored at @tid_at in the
+ * parent's memory (0: nowhere), and in @cl its first thread: where the call returns,
+ * with 0, on @stack (0: the caller's) and the caller's mask and TLS. Its pid, or
+ * -errno with nothing left of it. */
+static int ptree_child(struct lx_call *c, uint64_t stack, uint64_t tid_at, struct lx_clone *cl,
+		       struct lx_proc **child)
+{
+	int pid, rc = lx_proc_fork(c->p, child);
+
+	if (rc)
+		return rc;
+	pid = (*child)->pid;
+	if (tid_at && lx_copy_out(c, tid_at, &pid, sizeof(pid))) {
+		lx_proc_destroy(*child);
+		return -EFAULT;
+	}
+	*cl = (struct lx_clone){ .regs = *c->regs };
+	lx_thread_init(*child, &cl->thread, NULL);
+	cl->thread.sigmask = c->t->sigmask;
+	cl->regs.rax = 0; /* the child's return value */
+	if (stack)
+		cl->regs.rsp = stack;
+	cl->fs_base = c->segs->fs_base;
+	cl->gs_base = c->segs->gs_base;
+	return pid;
+}
+
 int64_t lx_vfork(struct lx_call *c, uint64_t stack, uint64_t tid_at)
 {
 	struct lx_proc *p = c->p, *child;
-	struct lx_clone cl = { .regs = *c->regs };
+	struct lx_clone cl;
 	int pid, rc;
 
 	if (!p->tree || !p->hooks || !p->hooks->process_create || !p->hooks->process_space)
 		return -ENOSYS;
-	rc = lx_proc_fork(p, &child);
-	if (rc)
-		return rc;
-	pid = child->pid;
-	if (tid_at && lx_copy_out(c, tid_at, &pid, sizeof(pid))) {
-		lx_proc_destroy(child);
-		return -EFAULT;
-	}
-	lx_thread_init(child, &cl.thread, NULL);
-	cl.thread.sigmask = c->t->sigmask;
-	cl.regs.rax = 0; /* the child's return value */
-	if (stack)
-		cl.regs.rsp = stack;
-	cl.fs_base = c->segs->fs_base;
-	cl.gs_base = c->segs->gs_base;
+	pid = ptree_child(c, stack, tid_at, &cl, &child);
+	if (pid < 0)
+		return pid;
 	child->vfork_parent = p;
 	pthread_mutex_lock(&p->lock);
 	p->vfork_children++;
@@ -408,30 +423,21 @@ int64_t lx_vfork(struct lx_call *c, uint64_t stack, uint64_t tid_at)
 int64_t lx_fork(struct lx_call *c, const struct lx_fork_req *req)
 {
 	struct lx_proc *p = c->p, *child;
-	struct lx_clone cl = { .regs = *c->regs };
+	struct lx_clone cl;
 	int pid, rc;
 
 	if (!p->tree || !p->hooks || !p->hooks->process_fork)
 		return -ENOSYS;
-	rc = lx_proc_fork(p, &child);
-	if (rc)
-		return rc;
-	pid = child->pid;
-	if (req->flags & CLONE_PARENT_SETTID && lx_copy_out(c, req->parent_tid, &pid, sizeof(pid))) {
-		lx_proc_destroy(child);
-		return -EFAULT;
-	}
-	lx_thread_init(child, &cl.thread, NULL);
-	cl.thread.sigmask = c->t->sigmask;
+	pid = ptree_child(c, req->stack, req->flags & CLONE_PARENT_SETTID ? req->parent_tid : 0,
+			  &cl, &child);
+	if (pid < 0)
+		return pid;
 	if (req->flags & CLONE_CHILD_CLEARTID)
 		cl.thread.clear_child_tid = req->child_tid;
 	if (req->flags & CLONE_CHILD_SETTID)
 		cl.child_tid_at = req->child_tid;
-	cl.regs.rax = 0; /* the child's return value */
-	if (req->stack)
-		cl.regs.rsp = req->stack;
-	cl.fs_base = req->flags & CLONE_SETTLS ? req->tls : c->segs->fs_base;
-	cl.gs_base = c->segs->gs_base;
+	if (req->flags & CLONE_SETTLS)
+		cl.fs_base = req->tls;
 	rc = p->hooks->process_fork(c->t->vcpu, &cl, child);
 	if (rc) {
 		lx_proc_destroy(child);
@@ -496,11 +502,8 @@ int lx_tree_restore_zombie(struct lx_tree *t, const struct lx_tree_place *at, in
 	z->term_sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
 	z->exit_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + z->term_sig;
 	rc = lx_tree_restore_add(t, z, at);
-	if (rc) {
-		lx_sig_fini(z);
-		pthread_mutex_destroy(&z->lock);
-		free(z);
-	}
+	if (rc)
+		lx_proc_destroy(z);
 	return rc;
 }
 
