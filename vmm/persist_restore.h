@@ -75,10 +75,5 @@ int restore_read_state(const struct img_reader *r, struct restore_saved *st, cha
 		       size_t errlen);
 void restore_saved_free(struct restore_saved *st);
 
-/* A vCPU for each of process @q's saved threads (state @st), from saved vCPU state
- * @first on, each loaded and its personality thread restored: 0, or -errno (logged). */
-struct lx_proc;
-int restore_proc_threads(struct vm *vm, struct lx_proc *q, json_t *st,
-			 const struct kvm_saved *saved, int first);
 
 #endif

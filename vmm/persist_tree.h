@@ -34,6 +34,12 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
 int tree_check(json_t *tree, const uint8_t *windows, size_t windows_len, size_t n_vcpus,
 	       int first_threads, uint64_t ram_size, char *err, size_t errlen);
 
+/* A vCPU for each of process @q's saved threads (state @st), from saved vCPU state
+ * @first on, each loaded and its personality thread restored: 0, or -errno (logged).
+ * The first process's restore uses it too. */
+int restore_proc_threads(struct vm *vm, struct lx_proc *q, json_t *st,
+			 const struct kvm_saved *saved, int first);
+
 /* The checked tree back into @vm, whose first process is restored: windows, memory,
  * processes (under @pol, whose pipes the first process's restore filled), the tree
  * and threads from saved vCPU @first on. 0 or -errno (logged). */
