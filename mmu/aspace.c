@@ -399,6 +399,12 @@ static bool as_used(const uint64_t *used, uint32_t b)
 int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out,
 		uint64_t *flush)
 {
+	return aspace_fork_copy(parent, used, NULL, out, flush);
+}
+
+int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t *copy,
+		     struct aspace **out, uint64_t *flush)
+{
 	struct aspace_set *s = parent->set;
 	struct aspace *child;
 	int rc;
@@ -412,6 +418,10 @@ int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out
 
 		if (!as_used(used, b))
 			continue;
+		if (copy && (copy[b / 64] >> (b % 64) & 1)) {
+			as_copy(s, home, child->win, b); /* the child's own from the start */
+			continue;
+		}
 		child->src[b] = (int8_t)home;
 		if (++*as_readers(s, home, b) == 1 && home == parent->win)
 			as_put(parent, b); /* read-only from now on */
@@ -501,13 +511,13 @@ int64_t aspace_gpa(struct aspace *as, uint64_t gva)
 	return gpa;
 }
 
-/* The user part of @as's window reads as zero again. */
+/* The user part of @as's window reads as zero again: private zero memory mapped anew,
+ * which also ends any shared mapping its process had there (gmem_alias). */
 static void as_wipe(struct aspace *as)
 {
 	struct aspace_set *s = as->set;
 
-	gmem_discard(s->mem, as_gpa(s, as->win, ASPACE_USER_BLOCK),
-		     s->window - LAYOUT_USER_BASE);
+	gmem_unalias(s->mem, as_gpa(s, as->win, ASPACE_USER_BLOCK), s->window - LAYOUT_USER_BASE);
 }
 
 int aspace_reset(struct aspace *as, uint64_t *flush)

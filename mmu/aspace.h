@@ -87,6 +87,11 @@ int aspace_create(struct aspace_set *s, struct aspace **out);
  * 0, -EAGAIN (no window) or -ENOMEM; @flush gets the parent's bit. */
 int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out,
 		uint64_t *flush);
+/* The same, but each used block whose bit is set in @copy is copied into the child's
+ * window at once, the child's own, and stays the parent's alone: blocks holding
+ * shared mappings (vmm/linux/shm.c), which the child maps over its copy. */
+int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t *copy,
+		     struct aspace **out, uint64_t *flush);
 
 /* A write to @gva faulted: the block becomes writable, the space's own (a copy of what
  * it read) and read by nobody else (readers get their own copy first). 0, or -EFAULT

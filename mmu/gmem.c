@@ -27,6 +27,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+static void gmem_advise(uint8_t *at, uint64_t len, bool huge);
+
 /**
  * gmem_map - reserve guest RAM.
  * @mem:  filled on success
@@ -59,8 +61,7 @@ int gmem_map_windows(struct gmem *mem, uint64_t window, int n)
 		log_debug("madvise(MADV_HUGEPAGE) on guest RAM: %s (continuing with 4 KiB pages)",
 			  strerror(errno));
 	/* Guest RAM must not leak into a core dump of the monitor, nor be copied by a fork. */
-	madvise(aligned, size, MADV_DONTDUMP);
-	madvise(aligned, size, MADV_DONTFORK);
+	gmem_advise(aligned, size, false);
 	pthread_mutex_init(&mem->lock, NULL);
 	mem->host = aligned;
 	mem->size = size;
@@ -357,6 +358,59 @@ int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)
 	gmem_mark(mem, gpa, len); /* it reads as zero from now on */
 	if (len && madvise(mem->host + gpa, len, MADV_DONTNEED) < 0)
 		return -errno;
+	return 0;
+}
+
+/* What every host range of guest RAM is advised (gmem_map_windows says why), again
+ * after a range was mapped anew. */
+static void gmem_advise(uint8_t *at, uint64_t len, bool huge)
+{
+	if (huge)
+		madvise(at, len, MADV_HUGEPAGE);
+	madvise(at, len, MADV_DONTDUMP);
+	madvise(at, len, MADV_DONTFORK);
+}
+
+/* Make [gpa, gpa + len) of a view its own before its host range is mapped anew (a
+ * shared block's bytes stay with the others). */
+static int gmem_remap_prepare(struct gmem *mem, uint64_t gpa, uint64_t len)
+{
+	if (gpa % PAGE_SIZE || len % PAGE_SIZE || !len || !gmem_sys_at(mem, gpa, len))
+		return -EINVAL;
+	if (gmem_is_shared(mem) && mem->cow->own(mem->cow->ctx, gpa, len))
+		return -EINVAL;
+	gmem_mark(mem, gpa, len);
+	return 0;
+}
+
+int gmem_alias(struct gmem *mem, uint64_t gpa, uint64_t len, int fd, uint64_t off)
+{
+	int rc = gmem_remap_prepare(mem, gpa, len);
+
+	if (rc)
+		return rc;
+	/* One byte of each 2 MiB read first (private memory still: nothing shared is ever
+	 * mapped twice over): a lazy restore still registered there loads that chunk now,
+	 * for it could not fill a range mapped anew under it. */
+	for (uint64_t at = gpa; at < gpa + len; at = (at | (HUGE_SIZE - 1)) + 1)
+		(void)*(volatile uint8_t *)(mem->host + at);
+	if (mmap(mem->host + gpa, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		 (off_t)off) == MAP_FAILED)
+		return -errno;
+	gmem_advise(mem->host + gpa, len, false);
+	return 0;
+}
+
+int gmem_unalias(struct gmem *mem, uint64_t gpa, uint64_t len)
+{
+	int rc = gmem_remap_prepare(mem, gpa, len);
+
+	if (rc)
+		return rc;
+	if (mmap(mem->host + gpa, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+		return -errno;
+	gmem_advise(mem->host + gpa, len, true);
 	return 0;
 }
 

@@ -146,4 +146,15 @@ void gmem_collapse(struct gmem *mem, uint64_t gpa, uint64_t len);
 /* Give [gpa, gpa + len) (page aligned) back to the host: it reads as zero again. */
 int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len);
 
+/*
+ * Shared mappings (docs/processes.md): [gpa, gpa + len) (page aligned) of @mem's
+ * window becomes host file @fd from @off on, so every window that maps the file holds
+ * the same bytes, for the guest through KVM and for the monitor in place. The caller
+ * keeps the file at least as long as the range (a page past its end would fault the
+ * monitor). gmem_unalias makes the range private zero memory again. A view's shared
+ * blocks are made its own first. 0, -EINVAL or -errno from mmap.
+ */
+int gmem_alias(struct gmem *mem, uint64_t gpa, uint64_t len, int fd, uint64_t off);
+int gmem_unalias(struct gmem *mem, uint64_t gpa, uint64_t len);
+
 #endif

@@ -20,14 +20,42 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Write protection of shared memory (the guest's shared mappings, gmem_alias): Linux
+ * 5.19 on. Asked for when the kernel has it; without it a range holding shared
+ * memory cannot be registered, and a snapshot says so. */
+static uint64_t uffd_features(enum uffd_mode mode)
+{
+	struct uffdio_api probe = { .api = UFFD_API };
+	uint64_t want = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	int other;
+
+	if (mode != UFFD_MODE_WP)
+		return 0;
+	/* The API handshake is once per descriptor: probe on a second one. */
+	other = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (other >= 0 && ioctl(other, UFFDIO_API, &probe) == 0)
+		want |= probe.features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+	if (other >= 0)
+		close(other);
+	return want;
+}
+
+int uffd_register(struct uffd *u, uint64_t gpa, uint64_t len)
+{
+	struct uffdio_register reg = {
+		.range = { .start = (uint64_t)(uintptr_t)(u->base + gpa), .len = len },
+		.mode = u->mode == UFFD_MODE_WP ? UFFDIO_REGISTER_MODE_WP :
+						  UFFDIO_REGISTER_MODE_MISSING,
+	};
+
+	if (ioctl(u->fd, UFFDIO_REGISTER, &reg) < 0)
+		return -errno;
+	return 0;
+}
+
 int uffd_open(struct uffd *u, uint8_t *base, uint64_t size, enum uffd_mode mode)
 {
-	struct uffdio_api api = { .api = UFFD_API,
-				  .features = mode == UFFD_MODE_WP ? UFFD_FEATURE_PAGEFAULT_FLAG_WP : 0 };
-	struct uffdio_register reg = {
-		.range = { .start = (uint64_t)(uintptr_t)base, .len = size },
-		.mode = mode == UFFD_MODE_WP ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING,
-	};
+	struct uffdio_api api = { .api = UFFD_API };
 	int rc;
 
 	u->fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
@@ -36,8 +64,9 @@ int uffd_open(struct uffd *u, uint8_t *base, uint64_t size, enum uffd_mode mode)
 	u->base = base;
 	u->size = size;
 	u->mode = mode;
-	if (ioctl(u->fd, UFFDIO_API, &api) < 0 || ioctl(u->fd, UFFDIO_REGISTER, &reg) < 0) {
-		rc = -errno;
+	api.features = uffd_features(mode);
+	rc = ioctl(u->fd, UFFDIO_API, &api) < 0 ? -errno : uffd_register(u, 0, size);
+	if (rc) {
 		close(u->fd);
 		u->fd = -1;
 		return rc;

@@ -24,6 +24,9 @@ struct uffd {
  * with vm.unprivileged_userfaultfd=0). */
 int uffd_open(struct uffd *u, uint8_t *base, uint64_t size, enum uffd_mode mode);
 void uffd_close(struct uffd *u);
+/* Register [gpa, gpa + len) again, in the descriptor's mode: a host range mapped anew
+ * (gmem_alias) is a new mapping the descriptor does not cover yet. 0 or -errno. */
+int uffd_register(struct uffd *u, uint64_t gpa, uint64_t len);
 
 /* WP mode: protect or unprotect [gpa, gpa + len); unprotecting wakes threads waiting
  * there. */

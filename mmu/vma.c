@@ -75,7 +75,7 @@ static int vma_first_after(const struct vma_map *m, uint64_t addr)
 
 static void vma_advance_file(struct vma *v, uint64_t new_start)
 {
-	if (v->kind == VMA_FILE)
+	if (VMA_HAS_FILE(v->kind))
 		v->file_off += new_start - v->start;
 	v->start = new_start;
 }
@@ -116,7 +116,7 @@ static bool vma_mergeable(const struct vma *a, const struct vma *b)
 {
 	if (a->end != b->start || a->kind != b->kind || a->prot != b->prot || a->flags != b->flags)
 		return false;
-	if (a->kind == VMA_FILE)
+	if (VMA_HAS_FILE(a->kind))
 		return a->file_id == b->file_id && a->file_off + (a->end - a->start) == b->file_off;
 	return true;
 }
@@ -227,13 +227,27 @@ int vma_find_free(const struct vma_map *m, uint64_t len, uint64_t below, uint64_
 	}
 }
 
-void vma_map_blocks(const struct vma_map *m, uint64_t block, uint64_t *bits, uint32_t n)
+static void vma_blocks(const struct vma_map *m, int kind, uint64_t block, uint64_t *bits,
+		       uint32_t n)
 {
 	memset(bits, 0, (n + 63) / 64 * sizeof(*bits));
 	for (int i = 0; i < m->n; i++) {
 		uint64_t first = m->v[i].start / block, last = (m->v[i].end - 1) / block;
 
+		if (kind >= 0 && m->v[i].kind != (enum vma_kind)kind)
+			continue;
 		for (uint64_t b = first; b <= last && b < n; b++)
 			bits[b / 64] |= 1ULL << (b % 64);
 	}
+}
+
+void vma_map_blocks(const struct vma_map *m, uint64_t block, uint64_t *bits, uint32_t n)
+{
+	vma_blocks(m, -1, block, bits, n);
+}
+
+void vma_map_blocks_of(const struct vma_map *m, enum vma_kind kind, uint64_t block, uint64_t *bits,
+		       uint32_t n)
+{
+	vma_blocks(m, (int)kind, block, bits, n);
 }

@@ -7,15 +7,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum vma_kind { VMA_ANON, VMA_FILE, VMA_PROGRAM, VMA_BRK, VMA_STACK, VMA_VDSO };
+/* VMA_SHM: a shared mapping (MAP_SHARED anonymous or of a memfd), whose bytes every
+ * process mapping it holds (gmem_alias); its file_id and file_off as VMA_FILE's. */
+enum vma_kind { VMA_ANON, VMA_FILE, VMA_PROGRAM, VMA_BRK, VMA_STACK, VMA_VDSO, VMA_SHM };
+
+/* A kind with a file behind it: file_id and file_off mean something. */
+#define VMA_HAS_FILE(k) ((k) == VMA_FILE || (k) == VMA_SHM)
 
 struct vma {
 	uint64_t start, end;  /* page aligned, end exclusive */
 	uint32_t prot;        /* PROT_* as the guest asked (not enforced by the page tables) */
 	uint32_t flags;       /* MAP_* as the guest asked */
 	enum vma_kind kind;
-	int file_id;          /* VMA_FILE: index in the personality's mapped-file list */
-	uint64_t file_off;    /* VMA_FILE: file offset of start */
+	int file_id;          /* VMA_FILE, VMA_SHM: index in the personality's mapped-file list */
+	uint64_t file_off;    /* VMA_FILE, VMA_SHM: file offset of start */
 };
 
 struct vma_map {
@@ -57,5 +62,8 @@ uint64_t vma_next_start(const struct vma_map *m, uint64_t addr);
  * mapping touches (what a fork shares); @bits has room for @n bits, and is cleared
  * first. */
 void vma_map_blocks(const struct vma_map *m, uint64_t block, uint64_t *bits, uint32_t n);
+/* The same for the mappings of kind @kind only. */
+void vma_map_blocks_of(const struct vma_map *m, enum vma_kind kind, uint64_t block, uint64_t *bits,
+		       uint32_t n);
 
 #endif

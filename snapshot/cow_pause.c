@@ -21,10 +21,21 @@
 #include <errno.h>
 #include <string.h>
 
+/* Register all of the memory again: a range the guest's shared mappings mapped anew
+ * on the host (gmem_alias) since the last pause left the registration. In the pause,
+ * when no system call maps anything. */
+static int cow_register(struct snap_cow *c)
+{
+	return uffd_register(&c->wp, 0, c->size);
+}
+
 int cow_protect(struct snap_cow *c)
 {
 	uint64_t t0 = mono_ns();
-	int rc = uffd_protect(&c->wp, 0, c->size, true);
+	int rc = cow_register(c);
+
+	if (!rc)
+		rc = uffd_protect(&c->wp, 0, c->size, true);
 
 	c->n.protect_ns = mono_ns() - t0;
 	return rc;
@@ -34,7 +45,7 @@ int cow_protect_rest(struct snap_cow *c)
 {
 	uint64_t t0 = mono_ns(), run = 0;
 	bool in_run = false;
-	int rc = 0;
+	int rc = cow_register(c);
 
 	for (uint64_t p = 0; p <= c->pt->pages && !rc; p++) {
 		bool prot = p < c->pt->pages && ps_get(&c->pt->state[p]) == PS_PROTECTED;

@@ -46,6 +46,7 @@ enum img_section_type {
 	IMG_SEC_PAGEMASK = 7, /* a child's pages: a bit per page, set for each it holds */
 	IMG_SEC_TREE = 8,     /* version 3: the processes besides the first (JSON) */
 	IMG_SEC_WINDOWS = 9,  /* version 3: their own memory, 2 MiB blocks with their place */
+	IMG_SEC_SHM = 10,     /* version 3: memfds and shared anonymous memory, each once */
 };
 
 /* What img_chunk_write compresses into: a frame that does not save at least one page

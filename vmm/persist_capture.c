@@ -92,6 +92,22 @@ static int capture_vcpus(struct vm *vm, struct tree_procs *tp, void *saved, int 
 	return rc;
 }
 
+/* Every memfd and shared anonymous mapping of the processes, once each (shm.c). */
+static int capture_shm(struct vm *vm, struct img_writer *img, const struct tree_procs *tp)
+{
+	uint8_t *data = NULL;
+	size_t len = 0;
+	int rc = lx_shm_save(tp->procs, tp->n, vm->ram.size * IMG_WINDOWS_RAM_TIMES, &data, &len);
+
+	if (rc == -E2BIG)
+		log_warn("snapshot refused: the processes' shared memory is more than %d times "
+			 "--mem, which an image does not hold", IMG_WINDOWS_RAM_TIMES);
+	if (!rc && len)
+		rc = img_add_section(img, IMG_SEC_SHM, data, len);
+	free(data);
+	return rc;
+}
+
 /* vCPU registers and process state, captured while paused: the first process as an
  * image of one process always held it, the others in the tree sections
  * (persist_tree.c). */
@@ -119,6 +135,8 @@ static int capture_state(void *ctx, struct img_writer *img)
 		rc = img_add_section(img, IMG_SEC_PROCESS, text, strlen(text));
 	if (!rc && tree)
 		rc = tree_capture(vm, img, &tp);
+	if (!rc)
+		rc = capture_shm(vm, img, &tp);
 	free(text);
 	json_decref(proc);
 	free(saved);

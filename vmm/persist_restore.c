@@ -89,6 +89,11 @@ static int restore_state(const char *file, const struct restore_saved *st,
 	/* Processes of a tree share pipes: each made once, for all of them. */
 	if (st->tree && !(pol.pipes = json_object()))
 		return -ENOMEM;
+	/* And memfds: made before any process, which map them and hold them open. */
+	if (st->shm && (rc = lx_shm_restore(st->shm, st->shm_len, &pol.shm))) {
+		log_err("cannot restore '%s': its shared memory: %s", file, strerror(-rc));
+		goto out;
+	}
 	rc = lx_proc_restore(vm_first_view(vm), st->proc, &pol, &vm->proc, err, sizeof(err));
 	if (rc)
 		log_err("cannot restore '%s': %s", file, err);
@@ -101,10 +106,13 @@ static int restore_state(const char *file, const struct restore_saved *st,
 	if (!rc && st->tree)
 		rc = tree_restore(vm, st->tree, st->windows, st->windows_len, &pol, st->vcpus,
 				  lx_state_threads(st->proc));
+out:
 	if (pol.pipes) {
 		lx_restore_pipes_close(pol.pipes);
 		json_decref(pol.pipes);
 	}
+	if (pol.shm)
+		lx_shm_restored_close(pol.shm);
 	return rc;
 }
 
@@ -197,7 +205,10 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 	if (o->vcpus)
 		vm->max_vcpus = o->vcpus;
 	vm->max_procs = o->max_procs;
-	if (o->lazy) {
+	if (o->lazy && st->shm) {
+		/* A shared mapping is mapped anew over memory the lazy fill still owns. */
+		log_info("restore of '%s': it holds shared memory; loading all memory first", file);
+	} else if (o->lazy) {
 		/* Sections are read now, while we still own the reader; memory later. */
 		rc = lazy_start(r, &(struct lazy_target){ .mem = &vm->ram, .on_bad = restore_lazy_bad,
 							   .ctx = vm }, file, &vm->lazy);
@@ -291,6 +302,20 @@ static int read_tree(const struct img_reader *r, struct restore_saved *st, char 
 			  lx_state_threads(st->proc), r->info.ram_size, err, errlen);
 }
 
+/* The processes' shared memory (vmm/linux/shm.c), when the image has any. */
+static int read_shm(const struct img_reader *r, struct restore_saved *st, char *err,
+		    size_t errlen)
+{
+	const struct img_section *s = img_find(r, IMG_SEC_SHM);
+
+	if (!s || !s->length)
+		return 0;
+	if (img_read_section(r, s, (void **)&st->shm))
+		return log_set_err(-EINVAL, err, errlen, "shared memory section: unreadable");
+	st->shm_len = s->length;
+	return lx_shm_check(st->shm, st->shm_len, err, errlen);
+}
+
 int restore_read_state(const struct img_reader *r, struct restore_saved *st, char *err,
 		       size_t errlen)
 {
@@ -302,6 +327,8 @@ int restore_read_state(const struct img_reader *r, struct restore_saved *st, cha
 		rc = read_process(r, st, err, errlen);
 	if (!rc)
 		rc = read_tree(r, st, err, errlen);
+	if (!rc)
+		rc = read_shm(r, st, err, errlen);
 	if (rc)
 		restore_saved_free(st);
 	return rc;
@@ -313,6 +340,7 @@ void restore_saved_free(struct restore_saved *st)
 	json_decref(st->proc);
 	json_decref(st->tree);
 	free(st->windows);
+	free(st->shm);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -332,8 +360,12 @@ static const char *section_name(uint32_t type)
 	case IMG_SEC_PROCESS: return "process";
 	case IMG_SEC_CHUNKS: return "memory checksums";
 	case IMG_SEC_INFO: return "info";
+	case IMG_SEC_ENCODING: return "chunk encodings";
+	case IMG_SEC_PARENT: return "parent";
+	case IMG_SEC_PAGEMASK: return "page mask";
 	case IMG_SEC_TREE: return "process tree";
 	case IMG_SEC_WINDOWS: return "processes' memory";
+	case IMG_SEC_SHM: return "shared memory";
 	default: return "unknown";
 	}
 }

@@ -67,6 +67,8 @@ struct restore_saved {
 	json_t *tree;            /* the other processes (persist_tree.c), or NULL */
 	uint8_t *windows;        /* and their memory */
 	size_t windows_len;
+	uint8_t *shm;            /* the shared memory section (vmm/linux/shm.c), or NULL */
+	size_t shm_len;
 };
 
 /* Read and check @r's state into @st (free it with restore_saved_free): 0, or -EINVAL

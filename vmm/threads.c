@@ -163,14 +163,18 @@ int vm_process_space(void *vcpu_arg, struct lx_proc *p)
 }
 
 /* The 2 MiB blocks a fork shares: those the parent's mappings touch (the child's
- * copy of them). The others are the child's own from the start, zero. */
+ * copy of them), in the first half of the bits. The others are the child's own from
+ * the start, zero. In the second half, those holding a shared mapping, which the
+ * child gets a copy of at once (vmm/linux/shm.c). */
 static uint64_t *vm_fork_blocks(const struct vm *vm, const struct lx_proc *child)
 {
-	uint32_t n = vm->spaces.blocks;
-	uint64_t *bits = calloc((n + 63) / 64, sizeof(*bits));
+	uint32_t n = vm->spaces.blocks, words = (n + 63) / 64;
+	uint64_t *bits = calloc(2 * (size_t)words, sizeof(*bits));
 
-	if (bits)
+	if (bits) {
 		vma_map_blocks(&child->mm.map, HUGE_SIZE, bits, n);
+		vma_map_blocks_of(&child->mm.map, VMA_SHM, HUGE_SIZE, bits + words, n);
+	}
 	return bits;
 }
 
@@ -185,7 +189,8 @@ int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc
 	/* The parent's blocks turn read-only for all its vCPUs before the call returns
 	 * (aspace_fork flushes them), so no write of its reaches the child after it. */
 	if (!rc)
-		rc = aspace_fork(vm_space_of(vm, parent->lx->proc), used, &as, &flush);
+		rc = aspace_fork_copy(vm_space_of(vm, parent->lx->proc), used,
+				      used + (vm->spaces.blocks + 63) / 64, &as, &flush);
 	free(used);
 	if (!rc)
 		rc = vm_space_give(vm, as, child);

@@ -177,6 +177,33 @@ guest_threads() {
 		fail "vfork: sh runs commands and gets their statuses" "got '$out', natively '$want'" "$(head -3 "$WORK/vfork.err")"
 	fi
 	guest_fork
+	guest_shm
+}
+
+guest_shm() {
+	echo "== shared memory between processes"
+	# MAP_SHARED anonymous and memfd mappings between parent, child and grandchild:
+	# writes, atomics and a shared futex across them; a memfd's bytes the same through
+	# mmap and read/write; mremap; what must stay apart stays apart: as natively.
+	same_as_native shm "shared mappings across fork (%s)"
+}
+
+# Each libc build of test program NAME (guest/tests) prints, in ccvm, what its glibc
+# build prints natively, line for line: a check per build, TITLE with the build's name
+# for its %s, the output's 4th line as its detail.
+same_as_native() { # NAME TITLE
+	local name=$1 title libc out
+	"$T/$name.glibc" >"$WORK/$name.native" 2>&1
+	for libc in glibc musl spie dyn; do
+		# shellcheck disable=SC2059 # the title is the format, by design
+		title=$(printf "$2" "$libc")
+		out=$(tmo 120 "$CCVM" run -- "$T/$name.$libc" 2>"$WORK/$name.err")
+		if [ "$out" = "$(cat "$WORK/$name.native")" ]; then
+			pass "$title" "$(echo "$out" | sed -n 4p)"
+		else
+			fail "$title" "$(diff <(echo "$out") "$WORK/$name.native" | head -4)" "$(head -3 "$WORK/$name.err")"
+		fi
+	done
 }
 
 guest_fork() {
@@ -185,15 +212,7 @@ guest_fork() {
 	# after (rounds that rewrite every block on both sides, far more page-table
 	# changes than a pool holds), pipes, socketpairs and eventfds between them,
 	# statuses and signals through wait4: line for line as natively.
-	"$T/fork.glibc" >"$WORK/fork.native" 2>&1
-	for libc in glibc musl spie dyn; do
-		out=$(tmo 120 "$CCVM" run -- "$T/fork.$libc" 2>"$WORK/fork.err")
-		if [ "$out" = "$(cat "$WORK/fork.native")" ]; then
-			pass "fork ($libc): copies apart, channels, statuses" "$(echo "$out" | sed -n 4p)"
-		else
-			fail "fork ($libc): copies apart, channels, statuses" "$(diff <(echo "$out") "$WORK/fork.native" | head -4)" "$(head -3 "$WORK/fork.err")"
-		fi
-	done
+	same_as_native fork "fork (%s): copies apart, channels, statuses"
 	# A fork bomb meets --max-procs: fork fails with EAGAIN and ccvm says why; the
 	# monitor still answers while the children are alive.
 	SOCK=$WORK/bomb.sock

@@ -641,9 +641,36 @@ SH
 	rm -f "$S/tree.img"
 }
 
+# 1d (shared memory). A parent and its child share a MAP_SHARED anonymous counter and
+#     a memfd mapping, the child writing both every 10 ms, the parent waiting for the
+#     counter's end: snapshotted while both run, restored twice (eagerly and with
+#     --lazy, which loads all memory first for such an image). Each restored pair
+#     finishes only if the two still share both: a private copy would leave the parent
+#     waiting forever.
+snap_shared() {
+	local r got lazy want="shared counter 300, memfd 'count 300'" sec
+	start_vm "$SOCK" "$G/tests/shm.glibc" slow 300
+	wait_for_line started "$S/vm.out"
+	sleep 1
+	r=$("$CCVM" ctl "$SOCK" snapshot "$S/shm.img" --wait 2>&1)
+	kill "$VMPID" 2>/dev/null; vm_stdin_close; wait "$VMPID" 2>/dev/null
+	sec=$("$CCVM" inspect "$S/shm.img" 2>/dev/null | grep -o 'shared memory, [0-9]* bytes')
+	got=$(tmo 60 "$CCVM" restore "$S/shm.img" </dev/null 2>"$S/shm.err")
+	lazy=$(tmo 60 "$CCVM" restore --lazy "$S/shm.img" </dev/null 2>>"$S/shm.err")
+	if [ "$(echo "$r" | field ok)" = true ] && [ -n "$sec" ] && [ "$got" = "$want" ] &&
+		[ "$lazy" = "$want" ]; then
+		pass "snapshot of processes sharing memory restores the sharing" "$sec in the image; restored (eager and --lazy): '$got'"
+	else
+		fail "snapshot of processes sharing memory restores the sharing" "snapshot: $(echo "$r" | head -c 200)" \
+			"section: '$sec'" "restored: '$got', lazily '$lazy'" "$(head -3 "$S/shm.err")"
+	fi
+	rm -f "$S/shm.img"
+}
+
 snap_live
 snap_second_process
 snap_pipeline
+snap_shared
 snap_descriptors
 snap_blocked_read
 snap_damaged

@@ -10,7 +10,10 @@
 #include "../../mmu/pagetable.h"
 #include "../../vmm/base/x86.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define WIN (16ULL << 20)     /* LAYOUT_MIN_RAM: 8 blocks, 6 of them user blocks */
 #define NWIN 4
@@ -175,6 +178,40 @@ START_TEST(test_fork_used_only)
 	ck_assert_msg(f & PTE_RW, "a block not in use is the child's own, writable");
 	seen(p, BLK(6), &f);
 	ck_assert_msg(f & PTE_RW, "the parent's unshared block must stay writable");
+}
+END_TEST
+
+/* Blocks a fork is told to copy (they hold shared mappings: vmm/linux/shm.c) are the
+ * child's own at once, with the parent's bytes, and both sides stay writable. And a
+ * window mapped over by a file (gmem_alias) is private zero memory again after its
+ * space ends. */
+START_TEST(test_fork_copies)
+{
+	uint64_t used[1] = { (1ULL << 2) | (1ULL << 3) }, copy[1] = { 1ULL << 3 }, flush = 0, f;
+	struct aspace *p, *c;
+	int fd = memfd_create("aspace-test", MFD_CLOEXEC);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, HUGE_SIZE), 0);
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(2), 'u', HUGE_SIZE);
+	memset(mem.host + BLK(3), 's', HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork_copy(p, used, copy, &c, &flush), 0);
+	check_all();
+	ck_assert_int_eq(c->src[3], ASPACE_OWN);
+	ck_assert_uint_eq(*seen(c, BLK(3) + 5, &f), 's');
+	ck_assert_msg(f & PTE_RW, "a copied block is the child's own, writable");
+	seen(p, BLK(3), &f);
+	ck_assert_msg(f & PTE_RW, "the parent's copied block must stay writable");
+	ck_assert_int_eq(c->src[2], 0); /* the other still shared */
+	ck_assert_int_eq(gmem_alias(&mem, c->win * WIN + BLK(4), HUGE_SIZE, fd, 0), 0);
+	mem.host[c->win * WIN + BLK(4)] = 'f';
+	ck_assert_int_eq(pread(fd, &f, 1, 0), 1);
+	ck_assert_uint_eq(f & 0xff, 'f');
+	aspace_destroy(c, &flush);
+	ck_assert_uint_eq(mem.host[WIN + BLK(4)], 0);
+	ck_assert_int_eq(gmem_alias(&mem, BLK(4), HUGE_SIZE + 1, fd, 0), -EINVAL);
+	close(fd);
 }
 END_TEST
 
@@ -431,6 +468,7 @@ Suite *aspace_suite(void)
 	tcase_add_test(tc, test_fork_child_writes);
 	tcase_add_test(tc, test_fork_parent_writes);
 	tcase_add_test(tc, test_fork_used_only);
+	tcase_add_test(tc, test_fork_copies);
 	tcase_add_test(tc, test_destroy_hands_over);
 	tcase_add_test(tc, test_reset);
 	tcase_add_test(tc, test_own_range);

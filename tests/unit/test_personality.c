@@ -210,6 +210,78 @@ START_TEST(test_memory_calls)
 }
 END_TEST
 
+/* Shared mappings (shm.c) on plain memory: a memfd's bytes are the same through
+ * write and its mapping; a mapped memfd does not shrink under the mapping; MADV_DONTNEED
+ * keeps a shared mapping's bytes and munmap leaves zeros; a shared anonymous mapping is
+ * a memfd of ccvm's own; the snapshot section holds each memfd once, comes back with
+ * its bytes, and a damaged one is refused. */
+START_TEST(test_shared_calls)
+{
+	char *buf = gp(scratch + 0x8000, 4096), err[256];
+	uint8_t *h, *sec = NULL, *twice;
+	uint64_t ino;
+	json_t *reg = NULL;
+	int64_t fd, m, a;
+	size_t len = 0;
+	int back;
+
+	fd = S2(SYS_memfd_create, gstr(0, "unit"), MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 3);
+	ck_assert_int_eq(S2(SYS_memfd_create, gstr(0, "unit"), MFD_HUGETLB), -EINVAL);
+	ck_assert_int_eq(S2(SYS_ftruncate, fd, 8192), 0);
+	strcpy(buf, "through write");
+	ck_assert_int_eq(S4(SYS_pwrite64, fd, scratch + 0x8000, 13, 4096), 13);
+	m = S6(SYS_mmap, 0, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_int_gt(m, 0);
+	ck_assert_int_eq(vma_find(&pp->mm.map, (uint64_t)m)->kind, VMA_SHM);
+	h = gp((uint64_t)m, 8192);
+	ck_assert_int_eq(memcmp(h + 4096, "through write", 13), 0);
+	memcpy(h, "through the mapping", 19);
+	ck_assert_int_eq(S4(SYS_pread64, fd, scratch + 0x8100, 19, 0), 19);
+	ck_assert_int_eq(memcmp(buf + 0x100, "through the mapping", 19), 0);
+	ck_assert_int_eq(S2(SYS_ftruncate, fd, 4096), -EBUSY);
+	ck_assert_int_eq(S2(SYS_ftruncate, fd, 16384), 0);
+	ck_assert_int_eq(S3(SYS_madvise, m, 4096, MADV_DONTNEED), 0);
+	ck_assert_int_eq(h[0], 't');
+
+	ck_assert_int_eq(lx_shm_save(&pp, 1, 1 << 20, &sec, &len), 0);
+	ck_assert_uint_gt(len, 16384);
+	ck_assert_int_eq(lx_shm_check(sec, len, err, sizeof(err)), 0);
+	ck_assert_int_eq(lx_shm_check(sec, len - 1, err, sizeof(err)), -EINVAL);
+	twice = malloc(2 * len);
+	memcpy(twice, sec, len);
+	memcpy(twice + len, sec, len);
+	ck_assert_int_eq(lx_shm_check(twice, 2 * len, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "twice"));
+	free(twice);
+	ck_assert_int_eq(lx_shm_restore(sec, len, &reg), 0);
+	ck_assert(lx_shm_memfd_ino(pp->files[fd].host_fd, &ino));
+	back = lx_shm_restored(reg, ino);
+	ck_assert_int_ge(back, 0);
+	ck_assert_int_eq(lseek(back, 0, SEEK_END), 16384);
+	ck_assert_int_eq(pread(back, buf + 0x200, 19, 0), 19);
+	ck_assert_int_eq(memcmp(buf + 0x200, "through the mapping", 19), 0);
+	ck_assert_int_eq(lx_shm_restored(reg, ino + 1), -1);
+	close(back);
+	lx_shm_restored_close(reg);
+	free(sec);
+
+	ck_assert_int_eq(S2(SYS_munmap, m, 8192), 0);
+	ck_assert_int_eq(h[0], 0);
+	ck_assert_int_eq(S2(SYS_ftruncate, fd, 0), 0); /* mapped by nobody now */
+	ck_assert_int_eq(S1(SYS_close, fd), 0);
+
+	a = S6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_int_gt(a, 0);
+	ck_assert_int_eq(vma_find(&pp->mm.map, (uint64_t)a)->kind, VMA_SHM);
+	h = gp((uint64_t)a, 4096);
+	h[0] = 9;
+	ck_assert(lx_shm_memfd_ino(pp->mfiles[vma_find(&pp->mm.map, (uint64_t)a)->file_id], &ino));
+	ck_assert_int_eq(S2(SYS_munmap, a, 4096), 0);
+	ck_assert_int_eq(h[0], 0);
+}
+END_TEST
+
 /* A file written, read back, mapped; the directory listed; renames, links, modes. */
 START_TEST(test_file_calls)
 {
@@ -2114,6 +2186,7 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_process_created);
 	tcase_add_test(tc, test_memory_calls);
 	tcase_add_test(tc, test_file_calls);
+	tcase_add_test(tc, test_shared_calls);
 	tcase_add_test(tc, test_pipes_and_epoll);
 	tcase_add_test(tc, test_misc_calls);
 	tcase_add_test(tc, test_futex_calls);

@@ -25,6 +25,8 @@
  *     (expirations not yet read are lost);
  *   - signalfds: on the same mask, shared by the descriptors that shared one, ready
  *     as the restored pending signals say;
+ *   - memfds: the image's copy (vmm/linux/shm.c), at the saved offset; descriptors of
+ *     one memfd share an offset after a restore;
  *   - anything else stays closed, with a log line.
  * The descriptor's O_NONBLOCK / O_APPEND flags are set again.
  */
@@ -251,7 +253,13 @@ static void save_kind(struct lx_proc *p, const struct lx_file *lf, json_t *f)
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", lf->host_fd);
 	n = readlink(link, target, sizeof(target) - 1);
 	target[n > 0 ? n : 0] = '\0';
-	if (strcmp(target, "anon_inode:[eventpoll]") == 0)
+	if (strncmp(target, "/memfd:", strlen("/memfd:")) == 0) {
+		off_t off = lseek(lf->host_fd, 0, SEEK_CUR);
+
+		json_object_set_new(f, "kind", json_string("memfd"));
+		json_object_set_new(f, "ino", lx_j_u64(st.st_ino));
+		json_object_set_new(f, "offset", json_integer(off < 0 ? 0 : off));
+	} else if (strcmp(target, "anon_inode:[eventpoll]") == 0)
 		save_epoll(p, lf->host_fd, f);
 	else if (strcmp(target, "anon_inode:[eventfd]") == 0)
 		save_eventfd(lf->host_fd, f);
@@ -519,8 +527,8 @@ static int restore_epoll(struct lx_proc *p, json_t *f, int *host)
 	return 0;
 }
 
-static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, json_t *pipes, int *host, char *err,
-		       size_t errlen)
+static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, json_t *pipes, json_t *shm,
+		       int *host, char *err, size_t errlen)
 {
 	const char *kind = json_string_value(json_object_get(f, "kind")) ?: "";
 	const char *path = json_string_value(json_object_get(f, "path"));
@@ -544,6 +552,10 @@ static int restore_one(struct lx_proc *p, json_t *fds, json_t *f, json_t *pipes,
 		rc = restore_pipe(p, fds, f, pipes, host);
 	} else if (strcmp(kind, "signalfd") == 0) {
 		rc = restore_signalfd(p, fds, f, host);
+	} else if (strcmp(kind, "memfd") == 0) {
+		*host = lx_shm_restored(shm, lx_ju(f, "ino"));
+		if (*host >= 0)
+			lseek(*host, (off_t)lx_ju(f, "offset"), SEEK_SET);
 	} else if (strcmp(kind, "eventfd") == 0) {
 		*host = eventfd((unsigned)lx_ju(f, "count"),
 				EFD_CLOEXEC | (json_is_true(json_object_get(f, "semaphore")) ? EFD_SEMAPHORE : 0));
@@ -608,7 +620,8 @@ int lx_fdstate_check(json_t *fds, char *err, size_t errlen)
 }
 
 /* Two passes: epoll instances last, once the descriptors they watch exist. */
-int lx_fdstate_restore(struct lx_proc *p, json_t *fds, json_t *pipes, char *err, size_t errlen)
+int lx_fdstate_restore(struct lx_proc *p, json_t *fds, json_t *pipes, json_t *shm, char *err,
+		       size_t errlen)
 {
 	for (int pass = 0; pass < 2; pass++) {
 		size_t i;
@@ -622,7 +635,7 @@ int lx_fdstate_restore(struct lx_proc *p, json_t *fds, json_t *pipes, char *err,
 			if (fd < 0 || fd >= LX_MAX_FDS || epoll != (pass == 1) ||
 			    json_object_get(f, "done"))
 				continue;
-			rc = restore_one(p, fds, f, pipes, &host, err, errlen);
+			rc = restore_one(p, fds, f, pipes, shm, &host, err, errlen);
 			if (rc)
 				return rc;
 			if (host < 0)

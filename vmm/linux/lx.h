@@ -367,8 +367,23 @@ struct lx_restore_policy {
 	 * end, write end] host descriptors), so that the processes that shared one share
 	 * the new one; NULL for one process. lx_restore_pipes_close closes them after. */
 	struct json_t *pipes;
+	/* The memfds an image holds (lx_shm_restore: "ino" -> host descriptor), which the
+	 * processes' mappings and descriptors name by the inode they had; NULL: none. */
+	struct json_t *shm;
 };
 void lx_restore_pipes_close(struct json_t *pipes);
+
+/* Snapshots of shared memory (shm.c): every memfd the processes @procs map or hold
+ * open, once each, as an image section (at most @max bytes: -E2BIG past it), taken
+ * while they are paused; lx_shm_check refuses a section ccvm could not have written
+ * (-EINVAL, why in @err); lx_shm_restore makes its memfds again, into a registry that
+ * lx_shm_restored answers from (a new descriptor of the memfd that had inode @ino, or
+ * -1) and lx_shm_restored_close closes. 0 or -errno. */
+int lx_shm_save(struct lx_proc *const *procs, int n, size_t max, uint8_t **data, size_t *len);
+int lx_shm_check(const uint8_t *data, size_t len, char *err, size_t errlen);
+int lx_shm_restore(const uint8_t *data, size_t len, struct json_t **reg);
+int lx_shm_restored(struct json_t *reg, uint64_t ino);
+void lx_shm_restored_close(struct json_t *reg);
 
 /* Snapshot support (state.c). lx_state_save describes the process and its @n threads
  * as JSON; lx_state_check refuses a saved state ccvm could not have written for RAM of

@@ -448,14 +448,18 @@ int64_t lx_fork(struct lx_call *c, const struct lx_fork_req *req)
 
 int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl)
 {
-	int pid = child->pid;
+	int pid = child->pid, rc;
 
 	if (cl->child_tid_at && gmem_copy_out(child->mem, cl->child_tid_at, &pid, sizeof(pid)))
 		return -EFAULT;
 	/* The monitor refreshes the parent's clock page in place: the child's is a copy
 	 * of its own (mapped now, so that no write of the parent's reaches it later). */
 	lx_clock_map(child);
-	return lx_fastio_fork(child, child->parent);
+	/* Shared mappings, over the child's copy of their blocks (vm_process_fork). */
+	lx_shm_lock();
+	rc = lx_shm_map_all(child);
+	lx_shm_unlock();
+	return rc ? rc : lx_fastio_fork(child, child->parent);
 }
 
 /* ---- a restored tree ---- */

@@ -55,9 +55,17 @@ static json_t *state_mm(struct lx_proc *p)
 						      lx_j_u64(v->end), (int)v->prot, (int)v->flags,
 						      (int)v->kind, v->file_id, lx_j_u64(v->file_off)));
 	}
-	for (int i = 0; i < p->n_mfiles; i++)
-		json_array_append_new(files, p->mfile_paths[i] ? json_string(p->mfile_paths[i]) :
-								json_null());
+	for (int i = 0; i < p->n_mfiles; i++) {
+		uint64_t ino;
+
+		/* A memfd is in the image's shared memory, by its inode (shm.c). */
+		if (lx_shm_memfd_ino(p->mfiles[i], &ino))
+			json_array_append_new(files, json_pack("{s:o}", "shm", lx_j_u64(ino)));
+		else
+			json_array_append_new(files, p->mfile_paths[i] ?
+							     json_string(p->mfile_paths[i]) :
+							     json_null());
+	}
 	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "vmas", vmas, "files",
 			 files, "brk_start", lx_j_u64(p->mm.brk_start), "brk", lx_j_u64(p->mm.brk),
 			 "mmap_top", lx_j_u64(p->mm.mmap_top), "stack_lo", lx_j_u64(p->mm.stack_lo),
@@ -231,7 +239,25 @@ static int restore_net(struct lx_proc *p, json_t *st, const struct lx_restore_po
 	return 0;
 }
 
-static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
+/* Mapped file @v of a saved map: reopened by guest path, or the image's memfd. */
+static int restore_mfile(struct lx_proc *p, json_t *v, const struct lx_restore_policy *pol)
+{
+	const char *path = json_string_value(v);
+	int fd = -1;
+
+	if (json_is_object(v)) {
+		fd = lx_shm_restored(pol->shm, lx_ju(v, "shm"));
+		if (fd < 0)
+			log_warn("restore: a memfd the process mapped is not in the image; its "
+				 "mappings are the process's own copy");
+	} else if (path && lx_fs_open(NULL, &p->fs, path, O_RDONLY, 0, &fd) != 0) {
+		fd = -1;
+	}
+	return fd;
+}
+
+static int restore_mm(struct lx_proc *p, json_t *mm, const struct lx_restore_policy *pol,
+		      struct rs *r)
 {
 	json_t *vmas = json_object_get(mm, "vmas"), *files = json_object_get(mm, "files"), *v;
 	uint64_t size = p->mem->size;
@@ -254,9 +280,7 @@ static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
 	json_array_foreach(files, i, v) {
 		const char *path = json_string_value(v);
 
-		p->mfiles[i] = -1;
-		if (path && lx_fs_open(NULL, &p->fs, path, O_RDONLY, 0, &p->mfiles[i]) != 0)
-			p->mfiles[i] = -1;
+		p->mfiles[i] = restore_mfile(p, v, pol);
 		p->mfile_paths[i] = path ? strdup(path) : NULL;
 	}
 	json_array_foreach(vmas, i, v) {
@@ -269,8 +293,9 @@ static int restore_mm(struct lx_proc *p, json_t *mm, struct rs *r)
 		uint64_t end = (uint64_t)json_integer_value(json_array_get(v, 1));
 
 		if (json_array_size(v) != 7 || start >= end || start % PAGE_SIZE || end % PAGE_SIZE ||
-		    !gmem_user_range_ok(p->mem, start, end - start) ||
-		    (e.kind == VMA_FILE && (e.file_id < 0 || e.file_id >= p->n_mfiles)))
+		    !gmem_user_range_ok(p->mem, start, end - start) || e.kind < VMA_ANON ||
+		    e.kind > VMA_SHM ||
+		    (VMA_HAS_FILE(e.kind) && (e.file_id < 0 || e.file_id >= p->n_mfiles)))
 			return rs_fail(r, "process state: memory map entry %zu is invalid", i);
 		if (vma_insert(&p->mm.map, start, end, &e))
 			return -ENOMEM;
@@ -348,6 +373,8 @@ static int state_check_mm(json_t *mm, uint64_t ram_size, struct rs *r)
 {
 	static const char *const keys[] = { "brk_start", "brk", "mmap_top", "stack_lo",
 					    "stack_top", "vdso_base" };
+	json_t *f;
+	size_t i;
 
 	if (!json_is_object(mm) || lx_ju(mm, "ram_size") != ram_size)
 		return rs_fail(r, "mm: memory map missing or for another RAM size");
@@ -359,6 +386,10 @@ static int state_check_mm(json_t *mm, uint64_t ram_size, struct rs *r)
 				       (unsigned long long)ram_size);
 	if (lx_ju(mm, "brk") < lx_ju(mm, "brk_start") || lx_ju(mm, "stack_top") < lx_ju(mm, "stack_lo"))
 		return rs_fail(r, "mm: the heap or the stack ends before it starts");
+	json_array_foreach(json_object_get(mm, "files"), i, f)
+		if (!json_is_string(f) && !json_is_null(f) &&
+		    !(json_is_object(f) && json_is_integer(json_object_get(f, "shm"))))
+			return rs_fail(r, "mm.files[%zu]: neither a path nor a memfd of the image", i);
 	/* The vDSO's data page lies below it, inside user RAM. */
 	if (lx_ju(mm, "vdso_base") < LAYOUT_USER_BASE + PAGE_SIZE ||
 	    lx_ju(mm, "vdso_base") >= ram_size || lx_ju(mm, "vdso_base") % PAGE_SIZE)
@@ -532,10 +563,13 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_restore_policy
 		rc = restore_fs(p, st, pol, &r);
 	if (!rc)
 		rc = lx_fd_init_empty(p);
-	if (!rc && (rc = lx_fdstate_restore(p, json_object_get(st, "fds"), pol->pipes, err, errlen)))
+	if (!rc && (rc = lx_fdstate_restore(p, json_object_get(st, "fds"), pol->pipes, pol->shm,
+					    err, errlen)))
 		goto err_msg;
 	if (!rc)
-		rc = restore_mm(p, json_object_get(st, "mm"), &r);
+		rc = restore_mm(p, json_object_get(st, "mm"), pol, &r);
+	if (!rc)
+		rc = lx_shm_map_all(p); /* over the memory restored: the files' bytes again */
 	if (!rc)
 		rc = restore_fastio(p, lx_ju(st, "fastio"), &r);
 	if (rc)

@@ -76,6 +76,27 @@ void lx_clock_publish(struct lx_proc *p);
 /* The host descriptors of files the program mapped, closed and forgotten (proc.c), as
  * its end or an execve leaves them. */
 void lx_mfiles_close(struct lx_proc *p);
+/*
+ * Shared mappings (shm.c). lx_shm_lock orders shared mappings against truncations of
+ * the memfds behind them, for the whole VM: taken before any process's lock.
+ * lx_shm_anon: a memfd of ccvm's own of @len bytes for MAP_SHARED | MAP_ANONYMOUS (a
+ * host fd, or -errno). lx_shm_alias: [start, end) of @p's memory becomes @host's bytes
+ * from @off on, as far as the file goes (p->lock held). lx_shm_drop: the shared
+ * mappings in [start, end) become private zero memory again, before they leave the map
+ * (p->lock held). lx_shm_map_all: every shared mapping of @p's map made (a fork's
+ * child, a restored process). lx_shm_may_truncate: 0, or -EBUSY when a process maps
+ * memfd @host past @len. 0 or -errno.
+ */
+void lx_shm_lock(void);
+void lx_shm_unlock(void);
+bool lx_shm_is_memfd(int host);
+int lx_shm_anon(uint64_t len);
+int lx_shm_alias(struct lx_proc *p, uint64_t start, uint64_t end, int host, uint64_t off);
+int lx_shm_drop(struct lx_proc *p, uint64_t start, uint64_t end);
+int lx_shm_map_all(struct lx_proc *p);
+int lx_shm_may_truncate(struct lx_proc *p, int host, uint64_t len);
+/* The inode of memfd @host into *@ino: true, or false when it is not a memfd. */
+bool lx_shm_memfd_ino(int host, uint64_t *ino);
 /* execve's end of the POSIX timers (timer.c). */
 void lx_timer_exec(struct lx_proc *p);
 int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct lx_entry *entry);
@@ -151,8 +172,8 @@ struct json_t *lx_fdstate_save(struct lx_proc *p);
 /* JSON numbers of the saved state (state.c): a u64 in, a member's u64 out (0 if absent). */
 struct json_t *lx_j_u64(uint64_t v);
 uint64_t lx_ju(struct json_t *o, const char *key);
-int lx_fdstate_restore(struct lx_proc *p, struct json_t *fds, struct json_t *pipes, char *err,
-		       size_t errlen);
+int lx_fdstate_restore(struct lx_proc *p, struct json_t *fds, struct json_t *pipes,
+		       struct json_t *shm, char *err, size_t errlen);
 /* Refuse saved descriptors ccvm could not have given a guest (a raw socket...):
  * -EINVAL with the field in @err. */
 int lx_fdstate_check(struct json_t *fds, char *err, size_t errlen);
@@ -362,7 +383,8 @@ int64_t lx_unsupported(struct lx_call *c);
 	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
 	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
 	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups) \
-	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid) X(execve) X(close_range)
+	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid) X(execve) X(close_range) \
+	X(memfd_create)
 
 #define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
 LX_HANDLERS(LX_DECLARE)

@@ -721,8 +721,21 @@ int64_t sys_renameat2(struct lx_call *c)
 int64_t sys_ftruncate(struct lx_call *c)
 {
 	int host = lx_host_fd(c, c->a[0]);
+	int64_t rc;
 
-	return host < 0 ? host : host_ret(ftruncate(host, (off_t)c->a[1]));
+	if (host < 0)
+		return host;
+	if ((int64_t)c->a[1] < 0)
+		return -EINVAL;
+	if (!lx_shm_is_memfd(host))
+		return host_ret(ftruncate(host, (off_t)c->a[1]));
+	/* A memfd a process maps may not shrink under the mapping (shm.c says why). */
+	lx_shm_lock();
+	rc = lx_shm_may_truncate(c->p, host, c->a[1]);
+	if (!rc)
+		rc = host_ret(ftruncate(host, (off_t)c->a[1]));
+	lx_shm_unlock();
+	return rc;
 }
 
 static int64_t lx_sync(struct lx_call *c, bool data_only)
@@ -823,9 +836,11 @@ int64_t sys_fcntl(struct lx_call *c)
 		return rc;
 	case F_GETFL:
 	case F_GETPIPE_SZ:
+	case F_GET_SEALS:
 		return host_ret(fcntl(host, cmd));
 	case F_SETFL:
 	case F_SETPIPE_SZ:
+	case F_ADD_SEALS: /* a memfd's (shm.c): the host's own seals, checked by the host */
 		return host_ret(fcntl(host, cmd, (int)c->a[2]));
 	case F_GETLK:
 	case F_SETLK:

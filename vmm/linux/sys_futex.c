@@ -6,9 +6,10 @@
  * each operation becomes the same host futex operation on the word's host address.
  * The host kernel then does the atomic compare-and-sleep, the wake-ups, requeueing
  * and WAKE_OP's atomic update, with all of Linux' ordering guarantees, and a guest
- * thread blocked in a wait blocks only its own vCPU. The guest's private and shared
- * futexes are the same thing here (there is one guest process), so every host call is
- * private. Only timeouts need translating: the guest's clocks are not the host's (a
+ * thread blocked in a wait blocks only its own vCPU. A guest's private futex is a
+ * private host one; a shared one is shared on the host too, for in a shared mapping
+ * (shm.c) each process reaches the word at its own host address, and only the host's
+ * shared futexes key a word by the page it is in. Only timeouts need translating: the guest's clocks are not the host's (a
  * restored guest's monotonic clock continues from its snapshot), so an absolute guest
  * deadline becomes an absolute host CLOCK_MONOTONIC one. Priority-inheritance and
  * other operations answer ENOSYS.
@@ -49,10 +50,16 @@ static int futex_word(struct lx_call *c, uint64_t gva, uint32_t **word)
 	return *word ? 0 : -EFAULT;
 }
 
+/* The guest's own choice of a private or a shared futex, for the host call. */
+static int futex_priv(const struct lx_call *c)
+{
+	return (int)(c->a[1] & FUTEX_PRIVATE_FLAG);
+}
+
 static long host_futex(uint32_t *word, int op, uint32_t val, const void *ts_or_val2,
 		       uint32_t *word2, uint32_t val3)
 {
-	return syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, val, ts_or_val2, word2, val3);
+	return syscall(SYS_futex, word, op, val, ts_or_val2, word2, val3);
 }
 
 /* Guest deadline @deadline_ns on guest clock @clock as a host CLOCK_MONOTONIC time. */
@@ -105,7 +112,7 @@ static int64_t futex_wait(struct lx_call *c, int cmd, bool realtime)
 	}
 	lx_block_begin(c);
 	do {
-		r = host_futex(word, FUTEX_WAIT_BITSET, (uint32_t)c->a[2],
+		r = host_futex(word, FUTEX_WAIT_BITSET | futex_priv(c), (uint32_t)c->a[2],
 			       c->a[3] ? &host_deadline : NULL, NULL, bitset);
 		rc = r < 0 ? -errno : 0;
 		/* A signal ends the wait: made again under SA_RESTART, as in Linux, unless
@@ -133,7 +140,8 @@ int64_t sys_futex(struct lx_call *c)
 		rc = futex_word(c, c->a[0], &word);
 		if (rc)
 			return rc;
-		return host_ret(host_futex(word, FUTEX_WAKE_BITSET, (uint32_t)c->a[2], NULL, NULL,
+		return host_ret(host_futex(word, FUTEX_WAKE_BITSET | futex_priv(c), (uint32_t)c->a[2],
+					   NULL, NULL,
 					   cmd == FUTEX_WAKE ? FUTEX_BITSET_MATCH_ANY
 							     : (uint32_t)c->a[5]));
 	case FUTEX_REQUEUE:
@@ -145,7 +153,7 @@ int64_t sys_futex(struct lx_call *c)
 		if (rc)
 			return rc;
 		/* The fourth argument is a count here, not a timeout. */
-		return host_ret(host_futex(word, cmd, (uint32_t)c->a[2],
+		return host_ret(host_futex(word, cmd | futex_priv(c), (uint32_t)c->a[2],
 					   (const void *)(uintptr_t)(uint32_t)c->a[3], word2,
 					   (uint32_t)c->a[5]));
 	default:
@@ -169,7 +177,7 @@ static void robust_release(struct lx_proc *p, uint64_t entry, int64_t offset, in
 	} while (!__atomic_compare_exchange_n(word, &old, (old & FUTEX_WAITERS) | FUTEX_OWNER_DIED,
 					      false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 	if (old & FUTEX_WAITERS)
-		host_futex(word, FUTEX_WAKE, 1, NULL, NULL, 0);
+		host_futex(word, FUTEX_WAKE, 1, NULL, NULL, 0); /* shared, as Linux wakes it */
 }
 
 void lx_futex_exit_robust(struct lx_proc *p, uint64_t head_gva, int tid)
@@ -205,5 +213,5 @@ void lx_futex_clear_tid(struct lx_proc *p, uint64_t gva)
 	if (!word)
 		return;
 	__atomic_store_n(word, 0, __ATOMIC_RELEASE);
-	host_futex(word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	host_futex(word, FUTEX_WAKE, 1, NULL, NULL, 0); /* shared: glibc's join waits so */
 }

@@ -6,7 +6,10 @@
  * mmap free: every range that is not mapped holds zeros. Whatever gives memory back
  * (munmap, MAP_FIXED over old pages, shrinking brk, MADV_DONTNEED) discards it on the
  * host, which makes it read as zero again and frees the host pages. mprotect is
- * recorded but not enforced: the page tables do not change at run time.
+ * recorded but not enforced: the page tables do not change at run time. Shared
+ * mappings (MAP_SHARED anonymous, or of a memfd) map a host memfd over their range
+ * (shm.c): taking one back maps private zero memory there again, and MADV_DONTNEED
+ * leaves its bytes, which are the file's, as Linux does.
  */
 #include "sys.h"
 #include "../base/log.h"
@@ -58,6 +61,8 @@ int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end)
 	if (start >= end)
 		return 0;
 	rc = mm_discard_pages(p, start, end - start);
+	if (!rc)
+		rc = lx_shm_drop(p, start, end);
 	if (rc)
 		return rc;
 	return vma_remove(&p->mm.map, start, end);
@@ -144,7 +149,28 @@ static int64_t mm_place(struct lx_proc *p, uint64_t hint, uint64_t len, uint64_t
 	return rc ? rc : (int64_t)addr;
 }
 
-static int mm_check_file(struct lx_call *c, uint64_t fd, uint64_t type, uint64_t prot, int *host)
+/* A shared mapping of memfd @host: 0 with *@shm set when it is mapped shared (the
+ * descriptor open for reading and writing, the file not sealed against writes); 0
+ * with *@shm clear for a read-only mapping that a copy serves as well (its bytes
+ * cannot change, or the descriptor could not write them anyway); -errno as Linux. */
+static int mm_check_memfd(int host, uint64_t prot, bool *shm)
+{
+	int seals = fcntl(host, F_GET_SEALS);
+	bool sealed = seals > 0 && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
+	bool rw = (fcntl(host, F_GETFL) & O_ACCMODE) == O_RDWR;
+
+	if (prot & PROT_WRITE) {
+		if (!rw)
+			return -EACCES;
+		if (sealed)
+			return -EPERM;
+	}
+	*shm = rw && !sealed;
+	return 0;
+}
+
+static int mm_check_file(struct lx_call *c, uint64_t fd, uint64_t type, uint64_t prot, int *host,
+			 bool *shm)
 {
 	static bool warned;
 	struct stat st;
@@ -158,6 +184,8 @@ static int mm_check_file(struct lx_call *c, uint64_t fd, uint64_t type, uint64_t
 		return -ENODEV;
 	if ((fcntl(*host, F_GETFL) & O_ACCMODE) == O_WRONLY)
 		return -EACCES;
+	if (type != MAP_PRIVATE && lx_shm_is_memfd(*host))
+		return mm_check_memfd(*host, prot, shm);
 	if (type != MAP_PRIVATE && (prot & PROT_WRITE)) {
 		/* Guest RAM is private to the VM: writes could never reach the file. */
 		if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
@@ -168,11 +196,33 @@ static int mm_check_file(struct lx_call *c, uint64_t fd, uint64_t type, uint64_t
 	return 0;
 }
 
+/* A shared mapping of @host (-1: a new anonymous one) at [addr, addr + len) into @v.
+ * Caller holds lx_shm_lock and p->lock. */
+static int mm_shm_map(struct lx_proc *p, uint64_t addr, uint64_t len, int host, uint64_t off,
+		      struct vma *v)
+{
+	int own = -1, rc;
+
+	if (host < 0) {
+		own = host = lx_shm_anon(len);
+		if (host < 0)
+			return host;
+		off = 0;
+	}
+	v->kind = VMA_SHM;
+	v->file_off = off;
+	v->file_id = mm_file_id(p, host);
+	rc = v->file_id < 0 ? v->file_id : lx_shm_alias(p, addr, addr + len, host, off);
+	if (own >= 0)
+		close(own); /* mm_file_id keeps its own descriptor */
+	return rc;
+}
+
 int64_t sys_mmap(struct lx_call *c)
 {
 	uint64_t hint = c->a[0], len = c->a[1], prot = c->a[2], flags = c->a[3], off = c->a[5];
 	uint64_t type = flags & MM_MAP_TYPE;
-	bool anon = flags & MAP_ANONYMOUS;
+	bool anon = flags & MAP_ANONYMOUS, shm = anon && type != MAP_PRIVATE;
 	struct vma v = { .prot = (uint32_t)prot, .flags = (uint32_t)flags, .kind = VMA_ANON };
 	int host = -1, rc;
 	int64_t addr;
@@ -185,15 +235,23 @@ int64_t sys_mmap(struct lx_call *c)
 	if (type != MAP_PRIVATE && type != MAP_SHARED && type != MAP_SHARED_VALIDATE)
 		return -EINVAL;
 	if (!anon) {
-		rc = mm_check_file(c, c->a[4], type, prot, &host);
+		rc = mm_check_file(c, c->a[4], type, prot, &host, &shm);
 		if (rc)
 			return rc;
 	}
+	if (shm)
+		lx_shm_lock();
 	pthread_mutex_lock(&c->p->lock);
 	addr = mm_place(c->p, hint, len, flags);
 	if (addr < 0)
 		goto out;
-	if (!anon) {
+	if (shm) {
+		rc = mm_shm_map(c->p, (uint64_t)addr, len, host, off, &v);
+		if (rc) {
+			addr = rc;
+			goto out;
+		}
+	} else if (!anon) {
 		v.kind = VMA_FILE;
 		v.file_off = off;
 		v.file_id = mm_file_id(c->p, host);
@@ -208,6 +266,8 @@ int64_t sys_mmap(struct lx_call *c)
 		addr = rc;
 out:
 	pthread_mutex_unlock(&c->p->lock);
+	if (shm)
+		lx_shm_unlock();
 	return addr;
 }
 
@@ -265,7 +325,7 @@ int64_t sys_mprotect(struct lx_call *c)
 		struct vma piece = *vma_find(&c->p->mm.map, at);
 		uint64_t piece_end = piece.end < end ? piece.end : end;
 
-		if (piece.kind == VMA_FILE)
+		if (VMA_HAS_FILE(piece.kind))
 			piece.file_off += at - piece.start;
 		piece.prot = (uint32_t)c->a[2];
 		rc = vma_insert(&c->p->mm.map, at, piece_end, &piece);
@@ -280,8 +340,11 @@ int64_t sys_mprotect(struct lx_call *c)
 static int mm_dontneed(struct lx_proc *p, uint64_t start, uint64_t end)
 {
 	struct vma piece = *vma_find(&p->mm.map, start);
-	int rc = mm_discard_pages(p, start, end - start);
+	int rc;
 
+	if (piece.kind == VMA_SHM)
+		return 0; /* its bytes are the file's: they stay */
+	rc = mm_discard_pages(p, start, end - start);
 	if (rc || piece.kind != VMA_FILE)
 		return rc;
 	if (p->mfiles[piece.file_id] < 0)
@@ -310,7 +373,20 @@ int64_t sys_madvise(struct lx_call *c)
 	return rc;
 }
 
-/* Move [old, old + len) to @to: copy the contents, then give the old range back. */
+/* A shared mapping @v grown to end at @end: [from, end) maps its file's bytes there,
+ * as far as the file goes (an anonymous one's does not grow: Linux raises SIGBUS past
+ * it, ccvm leaves zeros of the process's own). */
+static int mm_shm_extend(struct lx_proc *p, const struct vma *v, uint64_t from, uint64_t end)
+{
+	int host = p->mfiles[v->file_id];
+
+	if (host < 0)
+		return -EBADF;
+	return lx_shm_alias(p, from, end, host, v->file_off + (from - v->start));
+}
+
+/* Move [old, old + len) to @to: copy the contents (a shared mapping maps its file there
+ * instead), then give the old range back. */
 static int mm_move(struct lx_proc *p, struct vma *v, uint64_t old, uint64_t old_len, uint64_t to,
 		   uint64_t new_len)
 {
@@ -321,12 +397,19 @@ static int mm_move(struct lx_proc *p, struct vma *v, uint64_t old, uint64_t old_
 
 	if (!src || !dst)
 		return -EFAULT;
-	if (moved.kind == VMA_FILE)
+	if (VMA_HAS_FILE(moved.kind))
 		moved.file_off += old - v->start;
 	rc = lx_mm_discard(p, to, to + new_len);
 	if (rc)
 		return rc;
-	memmove(dst, src, old_len < new_len ? old_len : new_len);
+	if (moved.kind == VMA_SHM) {
+		moved.start = to;
+		rc = mm_shm_extend(p, &moved, to, to + new_len);
+		if (rc)
+			return rc;
+	} else {
+		memmove(dst, src, old_len < new_len ? old_len : new_len);
+	}
 	rc = vma_insert(&p->mm.map, to, to + new_len, &moved);
 	if (rc)
 		return rc;
@@ -366,6 +449,9 @@ static int64_t mm_remap(struct lx_proc *p, uint64_t old, uint64_t old_len, uint6
 	    vma_range_free(&p->mm.map, old + old_len, old + new_len)) {
 		struct vma grown = *v;
 
+		if (grown.kind == VMA_SHM && (rc = mm_shm_extend(p, &grown, old + old_len,
+								 old + new_len)))
+			return rc;
 		rc = vma_insert(&p->mm.map, v->start, old + new_len, &grown);
 		return rc ? rc : (int64_t)old;
 	}
@@ -392,9 +478,11 @@ int64_t sys_mremap(struct lx_call *c)
 		return -EINVAL; /* duplicating a shared mapping: not for private memory */
 	if (new_len > c->p->mem->size)
 		return -ENOMEM;
+	lx_shm_lock(); /* a shared mapping may grow over its file */
 	pthread_mutex_lock(&c->p->lock);
 	rc = mm_remap(c->p, old, old_len, new_len, flags, c->a[4]);
 	pthread_mutex_unlock(&c->p->lock);
+	lx_shm_unlock();
 	return rc;
 }
 

@@ -1,0 +1,481 @@
+/*
+ * shm.c - memory shared between processes: memfd_create, and MAP_SHARED mappings,
+ * anonymous or of a memfd, whose bytes every process that maps them holds.
+ *
+ * Each process's memory is a window of the monitor's host mapping of guest RAM
+ * (docs/processes.md). A shared mapping maps a host memfd over its range of the window
+ * (gmem_alias), in every process that has the mapping: the guest reaches the bytes
+ * through KVM and the monitor in place, in every window the same ones, with no copy and
+ * no exit. MAP_SHARED | MAP_ANONYMOUS gets a memfd of ccvm's own, as large as the
+ * mapping; a guest's memfd is mapped as far as its end (pages past it stay the
+ * process's own zero memory, where Linux would raise SIGBUS), and it cannot shrink
+ * below what a process maps of it (EBUSY): a page of a mapping past its file's end
+ * would fault the monitor, not the guest. One lock orders mappings against those
+ * truncations for the whole VM (rare calls; the lock is never held across a wait).
+ *
+ * The 2 MiB blocks holding a shared range are never shared copy-on-write: a shared
+ * mapping makes its blocks the process's own first, and a fork copies them for the
+ * child at once and maps the shared ranges over its copy (vm_process_fork).
+ *
+ * A range mapped anew leaves the snapshot engine's userfaultfd registration, which the
+ * engine makes again at each snapshot's pause (cow_protect); before_discard lets a
+ * running snapshot save the range's old bytes first and marks it written.
+ *
+ * Snapshots save each memfd any process maps or holds open once, while the VM is
+ * paused (lx_shm_save, image section IMG_SEC_SHM); a restore makes them again before
+ * the processes (lx_shm_restore) and maps them where they were.
+ */
+#include "sys.h"
+#include "../base/log.h"
+#include "../../mmu/layout.h"
+#include "../base/x86.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHM_NAME_MAX     249              /* memfd_create's limit on a name, as Linux's */
+#define SHM_ANON_NAME    "ccvm-shared"    /* the memfd behind MAP_SHARED | MAP_ANONYMOUS */
+#define SHM_MEMFD_PREFIX "/memfd:"        /* what /proc/self/fd says of a memfd */
+#define SHM_DELETED      " (deleted)"
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U           /* Linux 6.3; older headers lack it */
+#endif
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+#define SHM_MFD_KNOWN (MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL | MFD_EXEC)
+
+static pthread_mutex_t shm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void lx_shm_lock(void)
+{
+	pthread_mutex_lock(&shm_lock);
+}
+
+void lx_shm_unlock(void)
+{
+	pthread_mutex_unlock(&shm_lock);
+}
+
+static uint64_t shm_page_up(uint64_t x)
+{
+	return (x + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+}
+
+int64_t sys_memfd_create(struct lx_call *c)
+{
+	char name[SHM_NAME_MAX + 1];
+	uint64_t flags = c->a[1];
+	int rc = gmem_copy_str(c->p->mem, name, c->a[0], sizeof(name), NULL), host;
+
+	if (rc)
+		return rc == -ENAMETOOLONG ? -EINVAL : rc;
+	if (flags & MFD_HUGETLB) {
+		if (lx_first_time(c))
+			log_warn("guest asked for a memfd of huge pages; not supported (returning "
+				 "EINVAL)");
+		return -EINVAL;
+	}
+	if (flags & ~(uint64_t)SHM_MFD_KNOWN)
+		return -EINVAL;
+	host = memfd_create(name, (unsigned)flags | MFD_CLOEXEC);
+	if (host < 0)
+		return -errno;
+	return lx_install(c, host, 0, flags & MFD_CLOEXEC);
+}
+
+/* The name a memfd was made with, from /proc/self/fd: 0, or -EINVAL when @host is not
+ * a memfd. */
+static int shm_memfd_name(int host, char name[SHM_NAME_MAX + 1])
+{
+	char link[64], target[sizeof(SHM_MEMFD_PREFIX) + SHM_NAME_MAX + sizeof(SHM_DELETED)];
+	size_t pre = strlen(SHM_MEMFD_PREFIX), del = strlen(SHM_DELETED);
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", host);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0 || (size_t)n < pre || strncmp(target, SHM_MEMFD_PREFIX, pre))
+		return -EINVAL;
+	target[n] = '\0';
+	if ((size_t)n >= pre + del && strcmp(target + n - del, SHM_DELETED) == 0)
+		target[n - del] = '\0';
+	n = (ssize_t)strnlen(target + pre, SHM_NAME_MAX);
+	memcpy(name, target + pre, (size_t)n);
+	name[n] = '\0';
+	return 0;
+}
+
+bool lx_shm_is_memfd(int host)
+{
+	char name[SHM_NAME_MAX + 1];
+
+	return shm_memfd_name(host, name) == 0;
+}
+
+int lx_shm_anon(uint64_t len)
+{
+	int fd = memfd_create(SHM_ANON_NAME, MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)len) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* [start, end) of @p's memory is about to be mapped anew: a snapshot running saves
+ * its old bytes first (window 0's: the one the engine saves). */
+static void shm_before(struct lx_proc *p, uint64_t start, uint64_t end)
+{
+	if (p->mem->base == 0 && p->hooks && p->hooks->before_discard)
+		p->hooks->before_discard(p->hooks->ctx, start, end - start);
+}
+
+int lx_shm_alias(struct lx_proc *p, uint64_t start, uint64_t end, int host, uint64_t off)
+{
+	struct stat st;
+	uint64_t size, len;
+
+	if (fstat(host, &st) < 0)
+		return -errno;
+	size = (uint64_t)st.st_size;
+	len = off < size ? shm_page_up(size - off) : 0;
+	if (len > end - start)
+		len = end - start;
+	if (!len)
+		return 0; /* all of it past the file's end: the process's own zeros */
+	shm_before(p, start, start + len); /* its old bytes, zero, are what a snapshot saves */
+	return gmem_alias(p->mem, start, len, host, off);
+}
+
+int lx_shm_drop(struct lx_proc *p, uint64_t start, uint64_t end)
+{
+	int rc = 0;
+
+	for (int i = 0; i < p->mm.map.n && !rc; i++) {
+		const struct vma *v = &p->mm.map.v[i];
+		uint64_t lo = v->start > start ? v->start : start, hi = v->end < end ? v->end : end;
+
+		if (v->kind != VMA_SHM || lo >= hi)
+			continue;
+		shm_before(p, lo, hi);
+		rc = gmem_unalias(p->mem, lo, hi - lo);
+	}
+	return rc;
+}
+
+int lx_shm_map_all(struct lx_proc *p)
+{
+	int rc = 0;
+
+	for (int i = 0; i < p->mm.map.n && !rc; i++) {
+		const struct vma *v = &p->mm.map.v[i];
+
+		/* (a memfd a restore did not find: the process's own copy, logged there) */
+		if (v->kind != VMA_SHM || v->file_id < 0 || v->file_id >= p->n_mfiles ||
+		    p->mfiles[v->file_id] < 0)
+			continue;
+		rc = lx_shm_alias(p, v->start, v->end, p->mfiles[v->file_id], v->file_off);
+	}
+	return rc;
+}
+
+/* How far into the file of @ino, @dev @q's shared mappings reach (q->lock held). */
+static uint64_t shm_reach(struct lx_proc *q, dev_t dev, ino_t ino)
+{
+	uint64_t reach = 0;
+
+	for (int i = 0; i < q->mm.map.n; i++) {
+		const struct vma *v = &q->mm.map.v[i];
+		struct stat st;
+
+		if (v->kind != VMA_SHM || v->file_id < 0 || v->file_id >= q->n_mfiles ||
+		    q->mfiles[v->file_id] < 0 || fstat(q->mfiles[v->file_id], &st) < 0 ||
+		    st.st_dev != dev || st.st_ino != ino)
+			continue;
+		if (v->file_off + (v->end - v->start) > reach)
+			reach = v->file_off + (v->end - v->start);
+	}
+	return reach;
+}
+
+int lx_shm_may_truncate(struct lx_proc *p, int host, uint64_t len)
+{
+	struct lx_tree *t = p->tree;
+	uint64_t reach = 0;
+	struct stat st;
+
+	if (fstat(host, &st) < 0 || len >= (uint64_t)st.st_size)
+		return 0;
+	if (t)
+		pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < (t ? LX_MAX_PROCS : 1); i++) {
+		struct lx_proc *q = t ? t->procs[i] : p;
+		uint64_t r;
+
+		if (!q || q->ended)
+			continue;
+		pthread_mutex_lock(&q->lock);
+		r = shm_reach(q, st.st_dev, st.st_ino);
+		pthread_mutex_unlock(&q->lock);
+		if (r > reach)
+			reach = r;
+	}
+	if (t)
+		pthread_mutex_unlock(&t->lock);
+	return reach > shm_page_up(len) ? -EBUSY : 0;
+}
+
+/* ---- snapshots ---- */
+
+/* A record of the shared-memory section: u64 inode, u64 size, u32 seals, u32 name
+ * length; the name, padded to 8 bytes; then the file's bytes. */
+struct shm_head {
+	uint64_t ino, size;
+	uint32_t seals, name_len;
+};
+
+#define SHM_ALIGN 8
+
+struct shm_out {
+	uint8_t *data;
+	size_t len, cap, max;
+};
+
+static size_t shm_pad(size_t n)
+{
+	return (n + SHM_ALIGN - 1) & ~(size_t)(SHM_ALIGN - 1);
+}
+
+/* Room for @n more bytes in @o: 0, -E2BIG past its most, -ENOMEM. */
+static int shm_room(struct shm_out *o, size_t n)
+{
+	size_t cap = o->cap ? o->cap : 1 << 16;
+	uint8_t *d;
+
+	if (n > o->max - o->len)
+		return -E2BIG;
+	if (o->len + n <= o->cap)
+		return 0;
+	while (cap < o->len + n)
+		cap *= 2;
+	d = realloc(o->data, cap);
+	if (!d)
+		return -ENOMEM;
+	o->data = d;
+	o->cap = cap;
+	return 0;
+}
+
+/* Memfd @host into @o, unless it is not one or its inode is in @seen already. */
+static int shm_save_one(int host, json_t *seen, struct shm_out *o)
+{
+	struct shm_head h = { 0 };
+	char name[SHM_NAME_MAX + 1], key[32];
+	struct stat st;
+	size_t at;
+	int rc;
+
+	if (host < 0 || shm_memfd_name(host, name) || fstat(host, &st) < 0)
+		return 0;
+	snprintf(key, sizeof(key), "%llu", (unsigned long long)st.st_ino);
+	if (json_object_get(seen, key))
+		return 0;
+	json_object_set_new(seen, key, json_true());
+	h = (struct shm_head){ .ino = st.st_ino, .size = (uint64_t)st.st_size,
+			       .name_len = (uint32_t)strlen(name) };
+	rc = fcntl(host, F_GET_SEALS);
+	h.seals = rc > 0 ? (uint32_t)rc : 0;
+	rc = shm_room(o, sizeof(h) + shm_pad(h.name_len) + h.size);
+	if (rc)
+		return rc;
+	memcpy(o->data + o->len, &h, sizeof(h));
+	memset(o->data + o->len + sizeof(h), 0, shm_pad(h.name_len));
+	memcpy(o->data + o->len + sizeof(h), name, h.name_len);
+	at = o->len + sizeof(h) + shm_pad(h.name_len);
+	for (uint64_t done = 0; done < h.size;) {
+		ssize_t n = pread(host, o->data + at + done, h.size - done, (off_t)done);
+
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO; /* it shrank while paused: nothing may */
+		done += (uint64_t)n;
+	}
+	o->len = at + h.size;
+	return 0;
+}
+
+/* Every memfd @q maps or holds open (q->lock held). */
+static int shm_save_proc(struct lx_proc *q, json_t *seen, struct shm_out *o)
+{
+	int rc = 0;
+
+	for (int i = 0; i < q->n_mfiles && !rc; i++)
+		rc = shm_save_one(q->mfiles[i], seen, o);
+	for (int fd = 0; fd < q->n_files && !rc; fd++)
+		rc = shm_save_one(q->files[fd].host_fd, seen, o);
+	return rc;
+}
+
+int lx_shm_save(struct lx_proc *const *procs, int n, size_t max, uint8_t **data, size_t *len)
+{
+	struct shm_out o = { .max = max };
+	json_t *seen = json_object();
+	int rc = seen ? 0 : -ENOMEM;
+
+	for (int i = 0; i < n && !rc; i++) {
+		pthread_mutex_lock(&procs[i]->lock);
+		rc = shm_save_proc(procs[i], seen, &o);
+		pthread_mutex_unlock(&procs[i]->lock);
+	}
+	json_decref(seen);
+	if (rc) {
+		free(o.data);
+		return rc;
+	}
+	*data = o.data;
+	*len = o.len;
+	return 0;
+}
+
+bool lx_shm_memfd_ino(int host, uint64_t *ino)
+{
+	struct stat st;
+
+	if (!lx_shm_is_memfd(host) || fstat(host, &st) < 0)
+		return false;
+	*ino = st.st_ino;
+	return true;
+}
+
+/* The record at @off of [data, data + len) into @h and its name's and bytes' places:
+ * the offset of the next, or 0 when it does not fit or is not one ccvm writes. */
+static size_t shm_record(const uint8_t *data, size_t len, size_t off, struct shm_head *h,
+			 size_t *name_at, size_t *bytes_at)
+{
+	size_t left = len - off;
+
+	if (left < sizeof(*h))
+		return 0;
+	memcpy(h, data + off, sizeof(*h));
+	left -= sizeof(*h);
+	if (h->name_len > SHM_NAME_MAX || shm_pad(h->name_len) > left ||
+	    memchr(data + off + sizeof(*h), '\0', h->name_len) || h->size > left - shm_pad(h->name_len))
+		return 0;
+	*name_at = off + sizeof(*h);
+	*bytes_at = *name_at + shm_pad(h->name_len);
+	return *bytes_at + h->size;
+}
+
+int lx_shm_check(const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	json_t *seen = json_object();
+	int rc = seen ? 0 : -ENOMEM, i = 0;
+
+	for (size_t off = 0; off < len && !rc; i++) {
+		struct shm_head h;
+		size_t name_at, bytes_at, next = shm_record(data, len, off, &h, &name_at, &bytes_at);
+		char key[32];
+
+		snprintf(key, sizeof(key), "%llu", (unsigned long long)h.ino);
+		if (!next)
+			rc = log_set_err(-EINVAL, err, errlen, "shared memory record %d: does not fit "
+					 "the section or has a bad name", i);
+		else if (json_object_get(seen, key))
+			rc = log_set_err(-EINVAL, err, errlen, "shared memory record %d: inode %s "
+					 "twice", i, key);
+		else
+			json_object_set_new(seen, key, json_true());
+		off = next;
+	}
+	json_decref(seen);
+	return rc;
+}
+
+/* A new memfd holding record @h's bytes (zero pages left holes) and seals. */
+static int shm_make(const struct shm_head *h, const char *name, const uint8_t *bytes)
+{
+	static const uint8_t zero[PAGE_SIZE];
+	bool sealable = h->seals != F_SEAL_SEAL; /* made without MFD_ALLOW_SEALING */
+	int fd = memfd_create(name, MFD_CLOEXEC | (sealable ? MFD_ALLOW_SEALING : 0)), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)h->size) < 0)
+		rc = -errno;
+	for (uint64_t at = 0; at < h->size && !rc; at += PAGE_SIZE) {
+		size_t n = h->size - at < PAGE_SIZE ? h->size - at : PAGE_SIZE;
+
+		if (memcmp(bytes + at, zero, n) && pwrite(fd, bytes + at, n, (off_t)at) != (ssize_t)n)
+			rc = -EIO;
+	}
+	if (!rc && sealable && h->seals && fcntl(fd, F_ADD_SEALS, (int)h->seals) < 0)
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int lx_shm_restore(const uint8_t *data, size_t len, json_t **out)
+{
+	json_t *reg = json_object();
+	int rc = reg ? 0 : -ENOMEM;
+
+	for (size_t off = 0; off < len && !rc;) {
+		struct shm_head h;
+		size_t name_at, bytes_at, next = shm_record(data, len, off, &h, &name_at, &bytes_at);
+		char name[SHM_NAME_MAX + 1], key[32];
+		int fd;
+
+		if (!next) {
+			rc = -EINVAL; /* lx_shm_check let it through: not this section */
+			break;
+		}
+		memcpy(name, data + name_at, h.name_len);
+		name[h.name_len] = '\0';
+		fd = shm_make(&h, name, data + bytes_at);
+		snprintf(key, sizeof(key), "%llu", (unsigned long long)h.ino);
+		if (fd < 0)
+			rc = fd;
+		else
+			json_object_set_new(reg, key, json_integer(fd));
+		off = next;
+	}
+	if (rc) {
+		lx_shm_restored_close(reg);
+		return rc;
+	}
+	*out = reg;
+	return 0;
+}
+
+int lx_shm_restored(json_t *reg, uint64_t ino)
+{
+	char key[32];
+	json_t *v;
+
+	snprintf(key, sizeof(key), "%llu", (unsigned long long)ino);
+	v = reg ? json_object_get(reg, key) : NULL;
+	return v ? fcntl((int)json_integer_value(v), F_DUPFD_CLOEXEC, 3) : -1;
+}
+
+void lx_shm_restored_close(json_t *reg)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(reg, key, v)
+		close((int)json_integer_value(v));
+	json_decref(reg);
+}
