@@ -50,6 +50,21 @@ static uint16_t *as_readers(const struct aspace_set *s, int w, uint32_t b)
 	return &s->readers[(size_t)w * s->blocks + b];
 }
 
+static bool as_held(const struct aspace_set *s, int w, uint32_t b)
+{
+	return s->held[(size_t)w * s->blocks + b];
+}
+
+/* Block @b of window @w stops being a snapshot's: saved first if it still was. */
+static void as_unhold(struct aspace_set *s, int w, uint32_t b)
+{
+	if (!as_held(s, w, b))
+		return;
+	s->hold_copy(s->hold_ctx, w, b);
+	s->held[(size_t)w * s->blocks + b] = 0;
+	s->n_held--;
+}
+
 /* The window holding block @b's data for @as. */
 static int as_home(const struct aspace *as, uint32_t b)
 {
@@ -67,7 +82,8 @@ static void as_put(struct aspace *as, uint32_t b)
 	if (b < ASPACE_USER_BLOCK) {
 		pde = pt_sys_entry(gva);
 	} else {
-		shared = as->src[b] != ASPACE_OWN || *as_readers(s, as->win, b);
+		shared = as->src[b] != ASPACE_OWN || *as_readers(s, as->win, b) ||
+			 as_held(s, as->win, b);
 		pde = as_gpa(s, as_home(as, b), b) | PTE_P | PTE_PS | PTE_US;
 		if (!shared)
 			pde |= PTE_RW;
@@ -174,11 +190,12 @@ static void as_commit_all(struct aspace_set *s, uint64_t *flush)
 
 /* Block @b's 2 MiB from window @from to window @to (marked as the monitor's write,
  * for a pre-copy in progress: gmem_sys_ptr). */
-static void as_copy(const struct aspace_set *s, int from, int to, uint32_t b)
+static void as_copy(struct aspace_set *s, int from, int to, uint32_t b)
 {
 	const void *src = gmem_sys_ptr(s->mem, as_gpa(s, from, b), HUGE_SIZE);
 	void *dst = gmem_sys_ptr(s->mem, as_gpa(s, to, b), HUGE_SIZE);
 
+	as_unhold(s, to, b);
 	memcpy(dst, src, HUGE_SIZE);
 }
 
@@ -257,13 +274,24 @@ static bool as_user(const struct aspace *as, uint64_t gva, uint64_t len)
 	       len <= as->set->window - gva;
 }
 
-/* The block of @as at @b made its own and writable. */
+/* The block of @as at @b made its own and writable (a snapshot's hold saved first). */
 static void as_claim(struct aspace *as, uint32_t b, uint64_t *flush)
 {
-	if (as->src[b] != ASPACE_OWN)
+	if (as->src[b] != ASPACE_OWN) {
 		as_take(as, b, flush);
-	else if (*as_readers(as->set, as->win, b))
+		return;
+	}
+	as_unhold(as->set, as->win, b);
+	if (*as_readers(as->set, as->win, b))
 		as_evict(as, b, flush);
+	as_put(as, b);
+}
+
+/* Every block of @as a snapshot holds, saved: its memory is about to go. */
+static void as_unhold_all(struct aspace *as)
+{
+	for (uint32_t b = ASPACE_USER_BLOCK; b < as->set->blocks && as->set->n_held; b++)
+		as_unhold(as->set, as->win, b);
 }
 
 int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int n)
@@ -279,10 +307,12 @@ int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int
 	 * hold one space only, so nothing ever flips. */
 	s->n = 2 + (s->blocks + ASPACE_PD_ENTRIES - 1) / ASPACE_PD_ENTRIES > ASPACE_HALF ? 1 : n;
 	s->readers = calloc((size_t)n * s->blocks, sizeof(*s->readers));
+	s->held = calloc((size_t)n * s->blocks, sizeof(*s->held));
 	s->next = calloc((size_t)n, sizeof(*s->next));
 	s->canon = calloc((size_t)n, sizeof(*s->canon));
-	if (!s->readers || !s->next || !s->canon) {
+	if (!s->readers || !s->held || !s->next || !s->canon) {
 		free(s->readers);
+		free(s->held);
 		free(s->next);
 		free(s->canon);
 		return -ENOMEM;
@@ -307,6 +337,7 @@ void aspace_set_fini(struct aspace_set *s)
 		if (s->as[w])
 			as_free(s->as[w]);
 	free(s->readers);
+	free(s->held);
 	free(s->next);
 	free(s->canon);
 	if (s->mem)
@@ -525,6 +556,7 @@ int aspace_reset(struct aspace *as, uint64_t *flush)
 	struct aspace_set *s = as->set;
 
 	pthread_mutex_lock(&s->lock);
+	as_unhold_all(as);
 	as_let_go(as, flush);
 	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
 		as_put(as, b);
@@ -539,6 +571,7 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 	struct aspace_set *s = as->set;
 
 	pthread_mutex_lock(&s->lock);
+	as_unhold_all(as);
 	as_let_go(as, flush);
 	s->as[as->win] = NULL; /* its used table pages stay used: never written again */
 	as_commit_all(s, flush); /* its readers left its window first */
@@ -548,6 +581,57 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 	*flush &= ~(1ULL << as->win);
 	pthread_mutex_unlock(&s->lock);
 	as_free(as);
+}
+
+/* ---- a snapshot's hold ---- */
+
+int aspace_hold(struct aspace_set *s, uint64_t *const *bits,
+		void (*copy)(void *ctx, int win, uint32_t b), void *ctx, uint64_t *flush)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->hold_copy) {
+		rc = -EBUSY;
+		goto out;
+	}
+	s->hold_copy = copy;
+	s->hold_ctx = ctx;
+	for (int w = 1; w < s->n; w++) {
+		struct aspace *as = s->as[w];
+
+		for (uint32_t b = ASPACE_USER_BLOCK; as && bits[w] && b < s->blocks; b++) {
+			if (!((bits[w][b / 64] >> (b % 64)) & 1) || as->src[b] != ASPACE_OWN)
+				continue;
+			s->held[(size_t)w * s->blocks + b] = 1;
+			s->n_held++;
+			as_put(as, b);
+		}
+	}
+	as_commit_all(s, flush);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void aspace_hold_end(struct aspace_set *s, uint64_t *flush)
+{
+	/* One block under the lock at a time: a write fault waits for one copy at most. */
+	for (size_t i = 0, n = (size_t)s->n * s->blocks; i < n; i++) {
+		if (!__atomic_load_n(&s->held[i], __ATOMIC_RELAXED))
+			continue;
+		pthread_mutex_lock(&s->lock);
+		as_unhold(s, (int)(i / s->blocks), (uint32_t)(i % s->blocks));
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_lock(&s->lock);
+	for (int w = 1; w < s->n; w++)
+		for (uint32_t b = ASPACE_USER_BLOCK; s->as[w] && b < s->blocks; b++)
+			as_put(s->as[w], b);
+	as_commit_all(s, flush);
+	s->hold_copy = NULL;
+	s->hold_ctx = NULL;
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- the view: mmu/gmem.h's side of a space ---- */

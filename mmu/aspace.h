@@ -46,6 +46,12 @@ struct aspace_set {
 	 * must not race with the next space's in that window. NULL on plain memory. */
 	void (*window_off)(void *ctx, int win);
 	void *window_off_ctx;
+	/* A snapshot's hold (aspace_hold): per [w * blocks + b], set while the block is
+	 * the snapshot's and not yet saved; @hold_copy saves one (the lock held). */
+	uint8_t *held;
+	uint32_t n_held;
+	void (*hold_copy)(void *ctx, int win, uint32_t b);
+	void *hold_ctx;
 };
 
 struct aspace {
@@ -133,5 +139,19 @@ int aspace_reset(struct aspace *as, uint64_t *flush);
 /* The space ends: readers of its blocks keep the data, its window is given back and
  * reads as zero. */
 void aspace_destroy(struct aspace *as, uint64_t *flush);
+
+/*
+ * A snapshot's hold on the spaces' own memory (docs/processes.md, "Snapshots of a
+ * tree"), taken while nothing runs: each block whose bit is set in @bits[w] (a bitmap
+ * per window; NULL: none of it) and that window w's space owns becomes read-only for
+ * everyone, as if a reader shared it. The first change of such a block (a write fault,
+ * the monitor making it its own, an exec or exit letting go of it) first calls @copy
+ * with the lock held, which saves the block's bytes as they were; aspace_hold_end
+ * saves the rest, one block at a time, and ends the hold, the blocks writable again
+ * at one table change per space. 0, or -EBUSY while another hold lasts.
+ */
+int aspace_hold(struct aspace_set *s, uint64_t *const *bits,
+		void (*copy)(void *ctx, int win, uint32_t b), void *ctx, uint64_t *flush);
+void aspace_hold_end(struct aspace_set *s, uint64_t *flush);
 
 #endif

@@ -204,6 +204,25 @@ void gmem_unblock(struct gmem *view, struct gmem_span *s)
 	pthread_mutex_unlock(&mem->lock);
 }
 
+void gmem_blocked_blocks(struct gmem *view, uint64_t from, uint64_t len, uint64_t block,
+			 uint64_t *bits)
+{
+	struct gmem *mem = gmem_phys(view);
+
+	memset(bits, 0, (len / block + 63) / 64 * sizeof(*bits));
+	pthread_mutex_lock(&mem->lock);
+	for (struct gmem_span *s = mem->blocked; s; s = s->next) {
+		for (int i = 0; i < s->n; i++) {
+			uint64_t lo = s->gpa[i] > from ? s->gpa[i] : from;
+			uint64_t hi = s->end[i] < from + len ? s->end[i] : from + len;
+
+			for (uint64_t at = lo; at < hi; at = (at / block + 1) * block)
+				bits[(at - from) / block / 64] |= 1ULL << ((at - from) / block % 64);
+		}
+	}
+	pthread_mutex_unlock(&mem->lock);
+}
+
 void gmem_mark_stop(struct gmem *view)
 {
 	__atomic_store_n(&gmem_phys(view)->written, NULL, __ATOMIC_RELEASE);

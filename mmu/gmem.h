@@ -117,6 +117,11 @@ void gmem_span_add(const struct gmem *mem, struct gmem_span *s, uint64_t gva, ui
 void gmem_block(struct gmem *mem, struct gmem_span *s);
 void gmem_unblock(struct gmem *mem, struct gmem_span *s);
 
+/* Bit i of @bits (cleared first) set for each @block-sized piece i of [@from, @from +
+ * @len) of guest memory @mem that a call blocked in a host call may write (gmem_block). */
+void gmem_blocked_blocks(struct gmem *mem, uint64_t from, uint64_t len, uint64_t block,
+			 uint64_t *bits);
+
 /* True when [gva, gva + len) is inside user RAM. */
 bool gmem_user_range_ok(const struct gmem *mem, uint64_t gva, uint64_t len);
 

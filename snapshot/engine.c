@@ -33,6 +33,7 @@
 /* Wrap up: sections, fsync, rename, figures; or remove the temporary file. */
 void snap_finish(struct snap_engine *e, int rc)
 {
+	rc = snap_finish_live(e, rc);
 	if (!rc && e->policy == SNAP_FORK) {
 		img_forget(e->img); /* the child finished it */
 		snap_figures_stored(e);
@@ -218,7 +219,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 	int rc;
 
 	e->obs.progress_start = writer_progress(&e->wr); /* paused: it holds still */
-	rc = e->t.ops->capture(e->t.ctx, e->img);
+	rc = snap_capture(e, req);
 	t1 = mono_ns();
 	if (!rc)
 		rc = ptab_mark(&e->pt, e->host);
@@ -247,6 +248,7 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 		 (unsigned long long)(t2 - t1) / 1000, (unsigned long long)(mono_ns() - t2) / 1000);
 	if (rc) {
 		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
+		snap_finish_live(e, rc);
 		img_abort(e->img);
 		e->img = NULL;
 	}

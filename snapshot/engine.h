@@ -29,6 +29,14 @@ struct snap_ops {
 	void (*resume)(void *ctx);
 	/* While paused: add the non-memory state sections to the image. */
 	int (*capture)(void *ctx, struct img_writer *img);
+	/* May be NULL. Used instead of capture by a snapshot whose image this process
+	 * finishes (every policy but fork, whose child finishes it): what capture adds,
+	 * but sections of memory besides the engine's may be saved after the pause, by
+	 * @finish. After it succeeded, @finish is called once, before the image is
+	 * finished (@img: add the sections it left) or given up (@img NULL), from the
+	 * thread that finishes it: 0, or -errno (the snapshot fails). */
+	int (*capture_live)(void *ctx, struct img_writer *img);
+	int (*finish)(void *ctx, struct img_writer *img);
 	/* Why no snapshot can start now (a lazy restore still loading), or NULL. May be
 	 * NULL itself. */
 	const char *(*refuse)(void *ctx);

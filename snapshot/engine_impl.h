@@ -28,6 +28,7 @@
 
 struct snap_engine {
 	struct snap_target t;
+	bool finish_due;          /* capture_live succeeded: t.ops->finish owed (engine.c) */
 	uint8_t *host;            /* t.mem's */
 	uint64_t size;
 	struct tracker *tracker;  /* coverage, or NULL when not tracked */
@@ -76,6 +77,12 @@ void snap_engine_fini(struct snap_engine *e);
 
 /* A failure of the running snapshot: the first one is its error. */
 void snap_fail(struct snap_engine *e, int rc, const char *what);
+
+/* engine_state.c: the target's state captured in the pause (0 or -errno); and what
+ * its capture_live left for later, added (@rc 0) or given up, once: @rc, or the
+ * error adding it gave. */
+int snap_capture(struct snap_engine *e, const struct snap_request *req);
+int snap_finish_live(struct snap_engine *e, int rc);
 
 /* The fork policy's end (forkpol.c calls it from its waiter). */
 void snap_fork_done(void *ctx, int rc, const char *what);

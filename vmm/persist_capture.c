@@ -110,10 +110,9 @@ static int capture_shm(struct vm *vm, struct img_writer *img, const struct tree_
 
 /* vCPU registers and process state, captured while paused: the first process as an
  * image of one process always held it, the others in the tree sections
- * (persist_tree.c). */
-static int capture_state(void *ctx, struct img_writer *img)
+ * (persist_tree.c), their memory now or, @later, after the pause (capture_finish). */
+static int capture_common(struct vm *vm, struct img_writer *img, bool later)
 {
-	struct vm *vm = ctx;
 	void *saved = calloc((size_t)vm->n_vcpus, kvm_saved_size());
 	struct tree_procs tp = { .lx = calloc((size_t)vm->n_vcpus, sizeof(*tp.lx)) };
 	json_t *proc = NULL;
@@ -134,14 +133,31 @@ static int capture_state(void *ctx, struct img_writer *img)
 	if (!rc)
 		rc = img_add_section(img, IMG_SEC_PROCESS, text, strlen(text));
 	if (!rc && tree)
-		rc = tree_capture(vm, img, &tp);
+		rc = tree_capture(vm, img, &tp, later);
 	if (!rc)
 		rc = capture_shm(vm, img, &tp);
+	if (rc && later)
+		tree_finish(vm, NULL); /* no finish follows a failed capture */
 	free(text);
 	json_decref(proc);
 	free(saved);
 	free(tp.lx);
 	return rc;
+}
+
+static int capture_state(void *ctx, struct img_writer *img)
+{
+	return capture_common(ctx, img, false);
+}
+
+static int capture_live(void *ctx, struct img_writer *img)
+{
+	return capture_common(ctx, img, true);
+}
+
+static int capture_finish(void *ctx, struct img_writer *img)
+{
+	return tree_finish(ctx, img);
 }
 
 /* A lazily restored VM's memory is still arriving from its image: a snapshot now
@@ -180,6 +196,8 @@ static const struct snap_ops capture_vm_ops = {
 	.pause = capture_pause,
 	.resume = capture_resume,
 	.capture = capture_state,
+	.capture_live = capture_live,
+	.finish = capture_finish,
 	.refuse = capture_refuse,
 	.at_instant = capture_test_reference,
 };

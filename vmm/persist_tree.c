@@ -4,11 +4,16 @@
  *
  * The first process is saved as it always was (its state section, window 0 through
  * the snapshot engine, so its copy-on-write and coverage work as before). The others
- * go into two more sections, written while the VM is paused: the tree (each process's
- * pid, parent, group, session, window, threads and personality state, the blocks it
- * reads from another window, and the processes that ended and were not waited for)
+ * go into two more sections: the tree (each process's pid, parent, group, session,
+ * window, threads and personality state, the blocks it reads from another window, and
+ * the processes that ended and were not waited for), written while the VM is paused,
  * and their windows: each block a process owns and maps, once, with its place. A block
- * a child reads from its parent is in the image once, where its parent has it.
+ * a child reads from its parent is in the image once, where its parent has it. The
+ * windows are copied in the pause for the fork policy (whose child finishes the image);
+ * otherwise their blocks are held read-only (aspace_hold) and each is saved before its
+ * first change or after the pause (tree_finish): 2 MiB copy-on-write through the
+ * guest's page tables, as a fork shares them, so the pause does not grow with the
+ * children's memory.
  *
  * On restore every saved process gets its window back (the same one: blocks read from
  * another window name it), its blocks, its personality state (pipes shared between
@@ -74,27 +79,90 @@ static bool tree_zero(struct vm *vm, int w, uint32_t b)
 	return true;
 }
 
+/* The children's memory saved after the pause: the windows section being filled. */
+struct tree_hold {
+	struct vm *vm;
+	struct tree_buf wb;
+	int rc;                  /* the first block that could not be saved */
+	uint64_t *bits[ASPACE_MAX]; /* per window: the blocks held */
+};
+
 /* Which blocks of @q's space read another window ([[block, window], ...]); with @wb,
- * the blocks it owns and maps go there. */
-static int tree_space(struct vm *vm, struct lx_proc *q, struct tree_buf *wb, json_t **reads)
+ * the blocks it owns and maps go there, or, with @hold, those a call blocked in the
+ * host might write go there and the others are marked to be held. */
+static int tree_space(struct vm *vm, struct lx_proc *q, struct tree_buf *wb,
+		      struct tree_hold *hold, json_t **reads)
 {
 	struct aspace *as = vm_space_of(vm, q);
-	uint32_t n = vm->spaces.blocks;
-	uint64_t *used = calloc((n + 63) / 64, sizeof(*used));
+	uint32_t n = vm->spaces.blocks, words = (n + 63) / 64;
+	uint64_t *used = calloc(2 * (size_t)words, sizeof(*used)), *blocked = used + words;
 	int rc = used ? 0 : -ENOMEM;
 
 	*reads = json_array();
 	if (!rc)
 		vma_map_blocks(&q->mm.map, HUGE_SIZE, used, n);
+	if (!rc && hold) {
+		gmem_blocked_blocks(&vm->mem, (uint64_t)as->win * vm->spaces.window,
+				    vm->spaces.window, HUGE_SIZE, blocked);
+		hold->bits[as->win] = calloc(words, sizeof(uint64_t));
+		rc = hold->bits[as->win] ? 0 : -ENOMEM;
+	}
 	for (uint32_t b = LAYOUT_USER_BASE / HUGE_SIZE; b < n && !rc; b++) {
 		int src = aspace_source(as, b);
+		bool in_use = used[b / 64] >> (b % 64) & 1;
 
 		if (src != ASPACE_OWN)
 			json_array_append_new(*reads, json_pack("[I, i]", (json_int_t)b, src));
-		else if (wb && (used[b / 64] >> (b % 64) & 1) && !tree_zero(vm, as->win, b))
+		else if (hold && in_use && !(blocked[b / 64] >> (b % 64) & 1))
+			hold->bits[as->win][b / 64] |= 1ULL << (b % 64);
+		else if (wb && in_use && !tree_zero(vm, as->win, b))
 			rc = tree_put_block(vm, wb, as->win, b);
 	}
 	free(used);
+	return rc;
+}
+
+/* aspace_hold's copy: block @b of window @w, as it was at the pause, into the windows
+ * section (none for a zero block). The address spaces' lock is held. */
+static void tree_hold_copy(void *ctx, int w, uint32_t b)
+{
+	struct tree_hold *h = ctx;
+	int rc;
+
+	if (h->rc || tree_zero(h->vm, w, b))
+		return;
+	rc = tree_put_block(h->vm, &h->wb, w, b);
+	if (rc && !h->rc)
+		h->rc = rc;
+}
+
+static void tree_hold_free(struct tree_hold *h)
+{
+	for (int w = 0; w < ASPACE_MAX; w++)
+		free(h->bits[w]);
+	free(h->wb.data);
+	free(h);
+}
+
+int tree_finish(struct vm *vm, struct img_writer *img)
+{
+	struct tree_hold *h = vm->hold;
+	uint64_t flush = 0;
+	int rc;
+
+	if (!h)
+		return 0;
+	if (!img)
+		h->rc = -ECANCELED; /* given up: the blocks still held need no copy */
+	aspace_hold_end(&vm->spaces, &flush);
+	vm->hold = NULL;
+	rc = img ? h->rc : 0;
+	if (rc == -E2BIG)
+		log_warn("snapshot failed: the processes besides the first own more than %d times "
+			 "--mem of memory, which an image does not hold", IMG_WINDOWS_RAM_TIMES);
+	if (!rc && img)
+		rc = img_add_section(img, IMG_SEC_WINDOWS, h->wb.data, h->wb.len);
+	tree_hold_free(h);
 	return rc;
 }
 
@@ -104,13 +172,23 @@ static json_t *tree_place(const struct lx_proc *q)
 			 "sid", q->sid);
 }
 
-int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs *tp)
+int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs *tp,
+		 bool later)
 {
+	struct tree_hold *hold = later ? calloc(1, sizeof(*hold)) : NULL;
 	struct tree_buf wb = { .max = vm->ram.size * IMG_WINDOWS_RAM_TIMES };
 	json_t *tree = json_object(), *procs = json_array(), *zombies = json_array(), *reads;
 	struct lx_tree *t = &vm->tree;
 	char *text = NULL;
-	int rc = tree_space(vm, vm->proc, NULL, &reads), at = tp->threads[0];
+	int rc = tree_space(vm, vm->proc, NULL, NULL, &reads), at = tp->threads[0];
+	uint64_t flush = 0;
+
+	if (later && !hold)
+		rc = -ENOMEM;
+	if (hold) {
+		hold->vm = vm;
+		hold->wb.max = wb.max;
+	}
 
 	json_object_set_new(tree, "root", json_pack("{s:i, s:i, s:o}", "pgid", vm->proc->pgid,
 						    "sid", vm->proc->sid, "reads", reads));
@@ -118,7 +196,7 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
 		struct lx_proc *q = tp->procs[k];
 		json_t *e = tree_place(q);
 
-		rc = tree_space(vm, q, &wb, &reads);
+		rc = tree_space(vm, q, hold ? &hold->wb : &wb, hold, &reads);
 		json_object_set_new(e, "win", json_integer(vm_space_of(vm, q)->win));
 		json_object_set_new(e, "reads", reads);
 		json_object_set_new(e, "state", lx_state_save(q, tp->lx + at, tp->threads[k]));
@@ -144,8 +222,16 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
 		rc = -ENOMEM;
 	if (!rc)
 		rc = img_add_section(img, IMG_SEC_TREE, text, strlen(text));
-	if (!rc)
+	if (!rc && !hold)
 		rc = img_add_section(img, IMG_SEC_WINDOWS, wb.data, wb.len);
+	if (!rc && hold)
+		rc = aspace_hold(&vm->spaces, hold->bits, tree_hold_copy, hold, &flush);
+	if (!rc && hold) {
+		vm->hold = hold;
+		hold = NULL;
+	}
+	if (hold)
+		tree_hold_free(hold);
 	free(text);
 	free(wb.data);
 	json_decref(tree);

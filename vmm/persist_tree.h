@@ -25,8 +25,16 @@ struct tree_procs {
 };
 
 /* The tree and windows sections of a paused VM's processes after the first: 0,
- * -E2BIG (their own memory is more than an image holds, logged), -ENOMEM. */
-int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs *tp);
+ * -E2BIG (their own memory is more than an image holds, logged), -ENOMEM. With
+ * @later, the windows section waits for tree_finish: the blocks the processes own are
+ * held (aspace_hold) and saved as they are first written, or by tree_finish, so that
+ * the pause does not grow with them; only the blocks a call blocked in the host may
+ * write are copied in the pause. */
+int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs *tp,
+		 bool later);
+/* After tree_capture(later): every held block saved and the hold ended; with @img, the
+ * windows section added to it. 0, or the error that made a block unsavable. */
+int tree_finish(struct vm *vm, struct img_writer *img);
 
 /* A tree section as ccvm writes it, for RAM of @ram_size, @n_vcpus saved vCPUs of
  * which the first process has @first_threads, with its windows section: 0, or -EINVAL

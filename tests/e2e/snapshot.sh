@@ -667,10 +667,37 @@ snap_shared() {
 	rm -f "$S/shm.img"
 }
 
+# 1e (a child's own memory). A shell's child fills memory of its own and waits on its
+#     stdin: snapshotted with ccow (the child's blocks held read-only and saved after
+#     the pause) and with the fork policy (copied in the pause); both images restore,
+#     and the child finds its pattern intact. The pauses are figures, never checked.
+snap_child_memory() {
+	local mib r1 r2 got1 got2 want="pattern intact child status 0"
+	mib=$(scaled 128 32)
+	start_vm "$SOCK" /bin/sh -c "$G/tests/fillwait.glibc $mib; echo child status \$?"
+	wait_for_line filled "$S/vm.out"
+	r1=$("$CCVM" ctl "$SOCK" snapshot "$S/held.img" --wait 2>&1)
+	r2=$("$CCVM" ctl "$SOCK" snapshot "$S/forked.img" --policy fork --wait 2>&1)
+	kill "$VMPID" 2>/dev/null; vm_stdin_close; wait "$VMPID" 2>/dev/null
+	got1=$(tmo 120 "$CCVM" restore "$S/held.img" </dev/null 2>"$S/held.err" | grep -v resumed | tr '\n' ' ')
+	got2=$(tmo 120 "$CCVM" restore "$S/forked.img" </dev/null 2>>"$S/held.err" | grep -v resumed | tr '\n' ' ')
+	if [ "$(echo "$r1" | field ok)" = true ] && [ "$(echo "$r2" | field ok)" = true ] &&
+		[ "$got1" = "$want " ] && [ "$got2" = "$want " ]; then
+		pass "snapshot of a child owning $mib MiB restores (held after the pause, or copied in it)" \
+			"pause $(echo "$r1" | field pause_us) us with ccow, $(echo "$r2" | field pause_us) us with the fork policy"
+	else
+		fail "snapshot of a child owning $mib MiB restores (held after the pause, or copied in it)" \
+			"ccow: $(echo "$r1" | head -c 200)" "fork: $(echo "$r2" | head -c 200)" \
+			"restored: '$got1', '$got2'" "$(head -3 "$S/held.err")"
+	fi
+	rm -f "$S/held.img" "$S/forked.img"
+}
+
 snap_live
 snap_second_process
 snap_pipeline
 snap_shared
+snap_child_memory
 snap_descriptors
 snap_blocked_read
 snap_damaged

@@ -68,7 +68,8 @@ static void check_all(void)
 				      "window %d block %u maps %#llx, not window %d's", w, b,
 				      (unsigned long long)gpa, home);
 			ck_assert_uint_eq(set.readers[w * set.blocks + b], readers);
-			ck_assert_msg(!!(flags & PTE_RW) == (home == w && !readers),
+			ck_assert_msg(!!(flags & PTE_RW) ==
+					      (home == w && !readers && !set.held[w * set.blocks + b]),
 				      "window %d block %u: writable %d, own %d, readers %d", w, b,
 				      !!(flags & PTE_RW), home == w, readers);
 		}
@@ -212,6 +213,64 @@ START_TEST(test_fork_copies)
 	ck_assert_uint_eq(mem.host[WIN + BLK(4)], 0);
 	ck_assert_int_eq(gmem_alias(&mem, BLK(4), HUGE_SIZE + 1, fd, 0), -EINVAL);
 	close(fd);
+}
+END_TEST
+
+/* What a snapshot's hold saved: the first byte of each block, by window. */
+static uint8_t hold_saw[NWIN][WIN / HUGE_SIZE];
+static int hold_copies;
+
+static void hold_copy(void *ctx, int w, uint32_t b)
+{
+	(void)ctx;
+	hold_saw[w][b] = mem.host[w * WIN + BLK(b)];
+	hold_copies++;
+}
+
+/* A snapshot's hold on a child's own blocks: read-only until saved; a write fault
+ * saves the block as it was first, the monitor's own() too, and the end saves the
+ * rest and makes every block writable again. Window 0 is never held. */
+START_TEST(test_hold)
+{
+	uint64_t bits0[1] = { ~0ULL }, bits1[1] = { ~0ULL }, flush = 0, f;
+	uint64_t *bits[NWIN] = { bits0, bits1 };
+	struct aspace *p, *c;
+
+	memset(hold_saw, 0, sizeof(hold_saw));
+	hold_copies = 0;
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	ck_assert_int_eq(aspace_write_fault(c, BLK(3), &flush), 0); /* c owns 3 now */
+	mem.host[WIN + BLK(3)] = 'a';
+	ck_assert_int_eq(aspace_own(c, BLK(4), 1, &flush), 0);
+	mem.host[WIN + BLK(4)] = 'b';
+	ck_assert_int_eq(aspace_hold(&set, bits, hold_copy, NULL, &flush), 0);
+	ck_assert_int_eq(aspace_hold(&set, bits, hold_copy, NULL, &flush), -EBUSY);
+	check_all();
+	seen(c, BLK(3), &f);
+	ck_assert_msg(!(f & PTE_RW), "a held block must be read-only");
+	seen(p, BLK(2), &f);
+	ck_assert_msg(!(f & PTE_RW), "the parent's blocks are still shared with the child");
+	ck_assert_uint_eq(set.n_held, 2); /* c's own blocks; window 0 never */
+	ck_assert_int_eq(aspace_write_fault(c, BLK(3), &flush), 0);
+	ck_assert_int_eq(hold_copies, 1);
+	ck_assert_uint_eq(hold_saw[1][3], 'a');
+	mem.host[WIN + BLK(3)] = 'z';
+	check_all();
+	aspace_hold_end(&set, &flush);
+	ck_assert_int_eq(hold_copies, 2);
+	ck_assert_uint_eq(hold_saw[1][4], 'b');
+	ck_assert_uint_eq(hold_saw[1][3], 'a');
+	seen(c, BLK(4), &f);
+	ck_assert_msg(f & PTE_RW, "a block is writable again after the hold");
+	check_all();
+	/* An exit saves what is still held before its window goes. */
+	ck_assert_int_eq(aspace_hold(&set, bits, hold_copy, NULL, &flush), 0);
+	aspace_destroy(c, &flush);
+	ck_assert_int_eq(hold_copies, 4);
+	ck_assert_uint_eq(hold_saw[1][3], 'z');
+	aspace_hold_end(&set, &flush);
+	check_all();
 }
 END_TEST
 
@@ -469,6 +528,7 @@ Suite *aspace_suite(void)
 	tcase_add_test(tc, test_fork_parent_writes);
 	tcase_add_test(tc, test_fork_used_only);
 	tcase_add_test(tc, test_fork_copies);
+	tcase_add_test(tc, test_hold);
 	tcase_add_test(tc, test_destroy_hands_over);
 	tcase_add_test(tc, test_reset);
 	tcase_add_test(tc, test_own_range);

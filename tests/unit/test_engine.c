@@ -595,6 +595,59 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* A target that saves some memory after the pause (capture_live, finish: a VM's
+ * children): finish comes once per snapshot, after the pause, with the image to add
+ * its section to, which the finished image holds; the fork policy, whose child
+ * finishes the image, captures everything in the pause instead. */
+static int live_captures, live_finishes;
+static bool live_paused_at_finish;
+static const char live_section[] = "saved after the pause";
+
+static int eng_capture_live(void *ctx, struct img_writer *img)
+{
+	live_captures++;
+	return eng_capture(ctx, img);
+}
+
+static int eng_finish(void *ctx, struct img_writer *img)
+{
+	(void)ctx;
+	live_finishes++;
+	live_paused_at_finish = __atomic_load_n(&g.load.pause_req, __ATOMIC_ACQUIRE) > 0;
+	return img ? img_add_section(img, IMG_SEC_WINDOWS, live_section, sizeof(live_section)) :
+		     0;
+}
+
+START_TEST(test_capture_live)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .rate = ENG_RATE };
+	const struct img_section *sec;
+	struct img_reader r;
+	char *data = NULL;
+
+	if (!uffd_usable())
+		return;
+	live_captures = live_finishes = 0;
+	g.ops.capture_live = eng_capture_live;
+	g.ops.finish = eng_finish;
+	eng_snapshot(&req);
+	ck_assert_int_eq(live_captures, 1);
+	ck_assert_int_eq(live_finishes, 1);
+	ck_assert_msg(!live_paused_at_finish, "finish runs after the pause");
+	eng_open(&r);
+	sec = img_find(&r, IMG_SEC_WINDOWS);
+	ck_assert_ptr_nonnull(sec);
+	ck_assert_int_eq(img_read_section(&r, sec, (void **)&data), 0);
+	ck_assert_str_eq(data, live_section);
+	free(data);
+	img_close(&r);
+	req.policy = SNAP_FORK;
+	eng_snapshot(&req);
+	ck_assert_int_eq(live_captures, 1);
+	ck_assert_int_eq(live_finishes, 1);
+}
+END_TEST
+
 /* Memory discarded during a snapshot (munmap, MADV_DONTNEED in a guest) is saved as
  * it was first. */
 START_TEST(test_discard_during_snapshot)
@@ -1214,6 +1267,7 @@ Suite *engine_suite(void)
 	tcase_add_checked_fixture(edges, eng_setup, eng_teardown);
 	tcase_set_timeout(edges, ENG_TIMEOUT_S);
 	tcase_add_test(edges, test_refusals);
+	tcase_add_test(edges, test_capture_live);
 	tcase_add_test(edges, test_rounds_fallback);
 	tcase_add_test(edges, test_discard_during_snapshot);
 	tcase_add_test(edges, test_cancelled);
