@@ -54,7 +54,7 @@ static void ctl_clock_refresh(struct vm *vm)
 {
 	pthread_mutex_lock(&vm->lock);
 	if (vm->proc && !vm->pause_req)
-		lx_clock_refresh(vm->proc);
+		lx_tree_clock_refresh(vm->proc);
 	pthread_mutex_unlock(&vm->lock);
 }
 

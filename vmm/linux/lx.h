@@ -340,6 +340,10 @@ void lx_clock_map(struct lx_proc *p);
 uint64_t lx_clock_reads(const struct lx_proc *p);
 /* Re-read the realtime offset from the host (NTP may slew it); called periodically. */
 void lx_clock_refresh(struct lx_proc *p);
+/* lx_clock_refresh for every process of @first's tree, the first one included (ptree.c):
+ * locks only tried, for the caller may hold locks a process's own calls take: a
+ * process busy now is refreshed the next time. */
+void lx_tree_clock_refresh(struct lx_proc *first);
 
 /*
  * lx_syscall - perform the system call described by @regs (number in rax, arguments

@@ -462,6 +462,32 @@ int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl)
 	return rc ? rc : lx_fastio_fork(child, child->parent);
 }
 
+/* A child's clock page is its own copy (lx_fork_memory), which the first process's
+ * refresh does not reach; it is made the process's own again before the write, for a
+ * snapshot may hold it (aspace_hold). */
+static void ptree_clock_refresh(struct lx_proc *q)
+{
+	if (q->ended || q->vfork_parent || pthread_mutex_trylock(&q->lock))
+		return;
+	if (q->clock.data &&
+	    gmem_user_ptr(q->mem, q->mm.vdso_base - PAGE_SIZE, PAGE_SIZE) == q->clock.data)
+		lx_clock_refresh(q);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void lx_tree_clock_refresh(struct lx_proc *first)
+{
+	struct lx_tree *t = first->tree;
+
+	lx_clock_refresh(first);
+	if (!t || pthread_mutex_trylock(&t->lock))
+		return;
+	for (int i = 0; i < LX_MAX_PROCS; i++)
+		if (t->procs[i] && t->procs[i] != first)
+			ptree_clock_refresh(t->procs[i]);
+	pthread_mutex_unlock(&t->lock);
+}
+
 /* ---- a restored tree ---- */
 
 /* The pid's process in @t (tree->lock held), or NULL. */
