@@ -35,6 +35,7 @@ Suite *tracker_suite(void);
 Suite *cpufeat_suite(void);
 Suite *sigfwd_suite(void);
 Suite *stages_suite(void);
+Suite *migstream_suite(void);
 
 #define CHILD_OUT_MAX 4096
 

@@ -1,0 +1,350 @@
+/*
+ * migstream.c - the live-migration stream: frames of guest memory and state sections
+ * over a socket (docs/migration.md, "The stream").
+ *
+ * The stream is an image in motion: what an image stores as chunks and sections travels
+ * as frames, each with the XXH3 checksum of its raw bytes and the codec it is stored
+ * with, and the destination checks every frame as restore checks an image before a byte
+ * of it reaches guest memory: its type, codec, place and sizes against the RAM the
+ * stream announced, then its checksum once decompressed. A checksum finds damage, not
+ * tampering: the stream is data, never policy (the destination's own command line sets
+ * the guest's confinement), and the parser is fuzzed (tests/fuzz/fuzz_migstream.c).
+ *
+ * Memory goes as runs of pages: zero pages as holes with no payload, the others
+ * compressed when the codec saves bytes. A section longer than a frame is split into
+ * frames in order, each naming the whole length, and joined by the receiver.
+ */
+#include "migstream.h"
+#include "../vmm/base/log.h"
+#include "../vmm/base/pages.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static int mig_write_all(int fd, const void *buf, size_t len, uint64_t *count)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+		*count += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Exactly @len bytes: 0, -ECONNRESET when the stream ends first, -errno. */
+static int mig_read_all(int fd, void *buf, size_t len, uint64_t *count)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+		*count += (uint64_t)n;
+	}
+	return 0;
+}
+
+int mig_out_open(struct mig_out *o, int fd, uint64_t ram_size, enum img_codec codec, int level)
+{
+	struct mig_hello h = { .version = MIG_VERSION, .ram_size = ram_size };
+
+	memset(o, 0, sizeof(*o));
+	if (codec >= IMG_CODEC_AUTO || ram_size % PAGE_SIZE)
+		return -EINVAL;
+	o->fd = fd;
+	o->codec = codec;
+	o->level = level;
+	o->ram_size = ram_size;
+	o->scratch = malloc(codec_bound(MIG_FRAME_MAX));
+	if (!o->scratch)
+		return -ENOMEM;
+	memcpy(h.magic, MIG_MAGIC, sizeof(h.magic));
+	return mig_write_all(fd, &h, sizeof(h), &o->bytes_sent);
+}
+
+void mig_out_close(struct mig_out *o)
+{
+	free(o->scratch);
+	o->scratch = NULL;
+}
+
+static int mig_frame_out(struct mig_out *o, const struct mig_frame *f, const void *payload)
+{
+	int rc = mig_write_all(o->fd, f, sizeof(*f), &o->bytes_sent);
+
+	if (!rc && f->len)
+		rc = mig_write_all(o->fd, payload, f->len, &o->bytes_sent);
+	return rc;
+}
+
+/* Pages [at, at + len) of @src (len at most a frame), compressed when that saves. */
+static int mig_send_run(struct mig_out *o, const uint8_t *src, uint64_t at, uint64_t len)
+{
+	struct mig_frame f = { .type = MIG_PAGES, .codec = IMG_CODEC_NONE, .at = at, .len = len,
+			       .raw_len = len, .sum = XXH3_64bits(src, len) };
+	const void *payload = src;
+
+	if (o->codec != IMG_CODEC_NONE) {
+		ssize_t n = codec_compress(o->codec, o->level, src, len, o->scratch,
+					   codec_bound(MIG_FRAME_MAX));
+
+		if (n > 0 && (uint64_t)n < len) {
+			f.codec = o->codec;
+			f.len = (uint64_t)n;
+			payload = o->scratch;
+		}
+	}
+	o->pages_sent += len / PAGE_SIZE;
+	return mig_frame_out(o, &f, payload);
+}
+
+static bool mig_zero_page(const uint8_t *p)
+{
+	const uint64_t *q = (const uint64_t *)p;
+
+	for (size_t i = 0; i < PAGE_SIZE / sizeof(*q); i++)
+		if (q[i])
+			return false;
+	return true;
+}
+
+int mig_send_memory(struct mig_out *o, const uint8_t *mem, uint64_t gpa, uint64_t len)
+{
+	uint64_t end = gpa + len;
+	int rc = 0;
+
+	if (gpa % PAGE_SIZE || len % PAGE_SIZE || gpa > o->ram_size || len > o->ram_size - gpa)
+		return -EINVAL;
+	/* Runs of zero pages and of data pages, each cut at a frame's size. */
+	for (uint64_t at = gpa; at < end && !rc;) {
+		bool zero = mig_zero_page(mem + at);
+		uint64_t run = PAGE_SIZE;
+
+		while (at + run < end && run < MIG_FRAME_MAX && mig_zero_page(mem + at + run) == zero)
+			run += PAGE_SIZE;
+		if (zero) {
+			struct mig_frame f = { .type = MIG_HOLES, .at = at, .raw_len = run };
+
+			o->holes_sent += run / PAGE_SIZE;
+			rc = mig_frame_out(o, &f, NULL);
+		} else {
+			rc = mig_send_run(o, mem + at, at, run);
+		}
+		at += run;
+	}
+	return rc;
+}
+
+int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	size_t done = 0;
+	int rc = 0;
+
+	if (len > MIG_SECTION_MAX)
+		return -E2BIG;
+	do {
+		size_t n = len - done < MIG_FRAME_MAX ? len - done : MIG_FRAME_MAX;
+		struct mig_frame f = { .type = MIG_SECTION, .at = type, .len = n, .raw_len = n,
+				       .sum = XXH3_64bits(p + done, n), .total = len };
+
+		rc = mig_frame_out(o, &f, p + done);
+		done += n;
+	} while (!rc && done < len);
+	return rc;
+}
+
+int mig_send_round(struct mig_out *o, uint64_t round)
+{
+	struct mig_frame f = { .type = MIG_ROUND, .at = round };
+
+	return mig_frame_out(o, &f, NULL);
+}
+
+int mig_send_end(struct mig_out *o)
+{
+	struct mig_frame f = { .type = MIG_END };
+
+	return mig_frame_out(o, &f, NULL);
+}
+
+/* ---- receiving ---- */
+
+int mig_in_open(struct mig_in *in, int fd, uint8_t *mem, uint64_t ram_size, uint64_t *got,
+		char *err, size_t errlen)
+{
+	struct mig_hello h;
+	int rc;
+
+	memset(in, 0, sizeof(*in));
+	in->fd = fd;
+	in->mem = mem;
+	rc = mig_read_all(fd, &h, sizeof(h), &in->bytes_read);
+	if (rc)
+		return log_set_err(rc, err, errlen, "the stream ended before its first bytes");
+	if (memcmp(h.magic, MIG_MAGIC, sizeof(h.magic)))
+		return log_set_err(-EPROTO, err, errlen, "not a ccvm migration stream");
+	if (h.version != MIG_VERSION || h.flags)
+		return log_set_err(-EPROTO, err, errlen, "stream version %u: this ccvm takes %d",
+				   h.version, MIG_VERSION);
+	if (!h.ram_size || h.ram_size % PAGE_SIZE || (ram_size && h.ram_size != ram_size))
+		return log_set_err(-EPROTO, err, errlen, "a stream of %llu bytes of RAM, not %llu",
+				   (unsigned long long)h.ram_size, (unsigned long long)ram_size);
+	in->ram_size = h.ram_size;
+	if (got)
+		*got = h.ram_size;
+	in->raw = malloc(MIG_FRAME_MAX);
+	in->stored = malloc(MIG_FRAME_MAX);
+	if (!in->raw || !in->stored) {
+		mig_in_close(in);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void mig_in_close(struct mig_in *in)
+{
+	free(in->raw);
+	free(in->stored);
+	in->raw = in->stored = NULL;
+}
+
+/* The header's own checks: what each type may carry, within the announced RAM. */
+static int mig_frame_ok(const struct mig_in *in, const struct mig_frame *f, char *err,
+			size_t errlen)
+{
+	bool memory = f->type == MIG_PAGES || f->type == MIG_HOLES;
+	bool payload = f->type == MIG_PAGES || f->type == MIG_SECTION;
+
+	if (f->type < MIG_PAGES || f->type > MIG_END)
+		return log_set_err(-EPROTO, err, errlen, "frame type %u unknown", f->type);
+	if (f->codec >= IMG_CODEC_AUTO || (f->codec && f->type != MIG_PAGES))
+		return log_set_err(-EPROTO, err, errlen, "frame codec %u not one ccvm sends",
+				   f->codec);
+	if (!payload && (f->len || f->sum))
+		return log_set_err(-EPROTO, err, errlen, "a frame of type %u with a payload",
+				   f->type);
+	if (f->len > MIG_FRAME_MAX || f->raw_len > MIG_FRAME_MAX ||
+	    (!f->codec && payload && f->len != f->raw_len))
+		return log_set_err(-EPROTO, err, errlen, "a frame of %llu bytes (%llu raw)",
+				   (unsigned long long)f->len, (unsigned long long)f->raw_len);
+	if (memory && (!f->raw_len || f->at % PAGE_SIZE || f->raw_len % PAGE_SIZE ||
+		       f->at > in->ram_size || f->raw_len > in->ram_size - f->at))
+		return log_set_err(-EPROTO, err, errlen, "memory [%#llx, +%#llx) outside the RAM",
+				   (unsigned long long)f->at, (unsigned long long)f->raw_len);
+	if (f->type == MIG_SECTION && (f->total > MIG_SECTION_MAX || f->raw_len > f->total))
+		return log_set_err(-EPROTO, err, errlen, "a section of %llu bytes",
+				   (unsigned long long)f->total);
+	if (f->type != MIG_SECTION && f->total)
+		return log_set_err(-EPROTO, err, errlen, "a frame of type %u naming a length",
+				   f->type);
+	return 0;
+}
+
+/* Frame @f's payload read, decompressed into in->raw and checked. */
+static int mig_payload(struct mig_in *in, const struct mig_frame *f, char *err, size_t errlen)
+{
+	int rc = mig_read_all(in->fd, f->codec ? in->stored : in->raw, f->len, &in->bytes_read);
+
+	if (rc)
+		return log_set_err(rc, err, errlen, "the stream ended inside a frame");
+	if (f->codec && codec_decompress(f->codec, in->stored, f->len, in->raw, f->raw_len))
+		return log_set_err(-EPROTO, err, errlen, "a frame that does not decompress");
+	if (XXH3_64bits(in->raw, f->raw_len) != f->sum)
+		return log_set_err(-EPROTO, err, errlen, "a frame at %#llx fails its checksum: "
+				   "the stream is damaged", (unsigned long long)f->at);
+	return 0;
+}
+
+/* A section's frames joined into ev->data. */
+static int mig_section(struct mig_in *in, struct mig_frame *f, struct mig_event *ev, char *err,
+		       size_t errlen)
+{
+	uint64_t total = f->total, done = 0, type = f->at;
+	int rc = 0;
+
+	ev->data = malloc(total ? total : 1);
+	if (!ev->data)
+		return -ENOMEM;
+	for (;;) {
+		rc = mig_payload(in, f, err, errlen);
+		if (rc)
+			break;
+		memcpy(ev->data + done, in->raw, f->raw_len);
+		done += f->raw_len;
+		if (done == total)
+			break;
+		rc = mig_read_all(in->fd, f, sizeof(*f), &in->bytes_read);
+		if (rc) {
+			log_set_err(rc, err, errlen, "the stream ended inside a section");
+			break;
+		}
+		rc = mig_frame_ok(in, f, err, errlen);
+		if (!rc && (f->type != MIG_SECTION || f->at != type || f->total != total ||
+			    !f->raw_len || f->raw_len > total - done))
+			rc = log_set_err(-EPROTO, err, errlen, "a section's frames out of order");
+		if (rc)
+			break;
+	}
+	if (rc) {
+		free(ev->data);
+		ev->data = NULL;
+		return rc;
+	}
+	ev->len = total;
+	return 0;
+}
+
+int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen)
+{
+	struct mig_frame f;
+	int rc = mig_read_all(in->fd, &f, sizeof(f), &in->bytes_read);
+
+	memset(ev, 0, sizeof(*ev));
+	if (rc)
+		return log_set_err(rc, err, errlen, "the stream ended before its end");
+	rc = mig_frame_ok(in, &f, err, errlen);
+	if (rc)
+		return rc;
+	ev->type = (enum mig_frame_type)f.type;
+	ev->at = f.at;
+	switch (f.type) {
+	case MIG_PAGES:
+		rc = mig_payload(in, &f, err, errlen);
+		if (!rc)
+			memcpy(in->mem + f.at, in->raw, f.raw_len);
+		ev->len = f.raw_len;
+		return rc;
+	case MIG_HOLES:
+		memset(in->mem + f.at, 0, f.raw_len);
+		ev->len = f.raw_len;
+		return 0;
+	case MIG_SECTION:
+		if (!f.total) {
+			ev->data = malloc(1); /* an empty section: nothing to read */
+			return ev->data ? 0 : -ENOMEM;
+		}
+		if (!f.raw_len)
+			return log_set_err(-EPROTO, err, errlen, "an empty frame of a section");
+		return mig_section(in, &f, ev, err, errlen);
+	default:
+		return 0;
+	}
+}

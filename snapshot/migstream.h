@@ -1,0 +1,105 @@
+/*
+ * migstream.h - the live-migration stream (docs/migration.md): guest memory and state
+ * sections as checksummed, optionally compressed frames over a socket, written by the
+ * source and checked by the destination as an image is (snapshot/migstream.c).
+ */
+#ifndef CCVM_MIGSTREAM_H
+#define CCVM_MIGSTREAM_H
+
+#include "codec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MIG_MAGIC       "CCVMMIG1"
+#define MIG_VERSION     1
+#define MIG_FRAME_MAX   (2ULL << 20) /* a frame's bytes at most, raw or stored */
+#define MIG_SECTION_MAX (64ULL << 20) /* a state section's bytes at most */
+
+/* Numbers are on the wire: never renumber. */
+enum mig_frame_type {
+	MIG_PAGES = 1,   /* @at: guest-physical address; the bytes of [at, at + raw_len) */
+	MIG_HOLES = 2,   /* [at, at + raw_len) reads as zero; no payload */
+	MIG_SECTION = 3, /* @at: an image section type (image.h); the section's bytes */
+	MIG_ROUND = 4,   /* @at: the pre-copy round that starts; no payload */
+	MIG_END = 5,     /* nothing follows; no payload */
+};
+
+/* A frame as it travels: this header (little endian, 48 bytes), then @len bytes. */
+struct mig_frame {
+	uint32_t type;     /* enum mig_frame_type */
+	uint32_t codec;    /* how the payload is stored (enum img_codec, none to zstd) */
+	uint64_t at;
+	uint64_t len;      /* payload bytes as stored */
+	uint64_t raw_len;  /* bytes it stands for */
+	uint64_t sum;      /* XXH3-64 of the raw bytes (0 for a frame with none) */
+	uint64_t total;    /* a section's whole length, in each of its frames, which come
+			    * in order; zero for the others */
+};
+
+/* The stream's first bytes: magic, version, the RAM it carries. */
+struct mig_hello {
+	char magic[8];
+	uint32_t version;
+	uint32_t flags;    /* zero */
+	uint64_t ram_size;
+};
+
+/* The sending side: an fd (socket or pipe), the codec for memory frames, counters. */
+struct mig_out {
+	int fd;
+	enum img_codec codec;
+	int level;
+	uint64_t ram_size;
+	uint64_t bytes_sent;   /* on the wire, headers included */
+	uint64_t pages_sent, holes_sent;
+	uint8_t *scratch;      /* MIG_FRAME_MAX bound for a compressed frame */
+};
+
+/* The receiving side: where memory goes, and what it has seen. */
+struct mig_in {
+	int fd;
+	uint8_t *mem;          /* guest memory of ram_size bytes, written by pages and holes */
+	uint64_t ram_size;
+	uint64_t bytes_read;
+	uint8_t *raw, *stored; /* MIG_FRAME_MAX each */
+};
+
+/* Start a stream on @fd for memory of @ram_size bytes: the hello is written. 0, -errno
+ * (the peer went away: -EPIPE). */
+int mig_out_open(struct mig_out *o, int fd, uint64_t ram_size, enum img_codec codec, int level);
+void mig_out_close(struct mig_out *o);
+
+/* [gpa, gpa + len) of @mem (page aligned, inside the RAM): frames of at most
+ * MIG_FRAME_MAX, a run of zero pages as a hole, the others compressed when that saves
+ * bytes. 0 or -errno. */
+int mig_send_memory(struct mig_out *o, const uint8_t *mem, uint64_t gpa, uint64_t len);
+/* A state section (image section @type, at most MIG_SECTION_MAX bytes, split into frames
+ * the receiver joins), a round marker, the end. 0 or -errno. */
+int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t len);
+int mig_send_round(struct mig_out *o, uint64_t round);
+int mig_send_end(struct mig_out *o);
+
+/* Read and check the hello from @fd: 0, or -EPROTO (not a ccvm stream, another version,
+ * a RAM size other than @ram_size when that is not 0; why in @err), -errno. With
+ * @ram_size 0, *@got the stream's. */
+int mig_in_open(struct mig_in *in, int fd, uint8_t *mem, uint64_t ram_size, uint64_t *got,
+		char *err, size_t errlen);
+void mig_in_close(struct mig_in *in);
+
+/* What mig_next hands over besides memory, which it writes itself. */
+struct mig_event {
+	enum mig_frame_type type;
+	uint64_t at;           /* a section's type, a round's number, pages' address */
+	uint64_t len;          /* bytes of memory written, or of the section */
+	uint8_t *data;         /* a section's bytes (the caller frees them) */
+};
+
+/* The next frame, checked before anything is written: pages and holes go into the
+ * memory, a whole section (its frames joined) comes back in @ev. 0, or -EPROTO for a
+ * frame ccvm could not have sent (type, codec, place, size, checksum; why in @err),
+ * -ECONNRESET when the stream ends before MIG_END, -errno. */
+int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen);
+
+#endif
