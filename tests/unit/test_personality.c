@@ -223,7 +223,7 @@ START_TEST(test_shared_calls)
 	json_t *reg = NULL;
 	int64_t fd, m, a;
 	size_t len = 0;
-	int back;
+	int back, id, n;
 
 	fd = S2(SYS_memfd_create, gstr(0, "unit"), MFD_CLOEXEC);
 	ck_assert_int_ge(fd, 3);
@@ -276,9 +276,18 @@ START_TEST(test_shared_calls)
 	ck_assert_int_eq(vma_find(&pp->mm.map, (uint64_t)a)->kind, VMA_SHM);
 	h = gp((uint64_t)a, 4096);
 	h[0] = 9;
-	ck_assert(lx_shm_memfd_ino(pp->mfiles[vma_find(&pp->mm.map, (uint64_t)a)->file_id], &ino));
+	id = vma_find(&pp->mm.map, (uint64_t)a)->file_id;
+	ck_assert(lx_shm_memfd_ino(pp->mfiles[id], &ino));
 	ck_assert_int_eq(S2(SYS_munmap, a, 4096), 0);
 	ck_assert_int_eq(h[0], 0);
+	/* Its memfd let go of with its last mapping; the next one takes the slot. */
+	ck_assert_int_eq(pp->mfiles[id], -1);
+	n = pp->n_mfiles;
+	a = S6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_int_gt(a, 0);
+	ck_assert_int_eq(vma_find(&pp->mm.map, (uint64_t)a)->file_id, id);
+	ck_assert_int_eq(pp->n_mfiles, n);
+	ck_assert_int_eq(S2(SYS_munmap, a, 4096), 0);
 }
 END_TEST
 

@@ -54,18 +54,48 @@ static int mm_discard_pages(struct lx_proc *p, uint64_t start, uint64_t len)
 	return gmem_discard(p->mem, start, len);
 }
 
+/* Whether a mapping still names mapped file @id. */
+static bool mm_file_used(const struct lx_proc *p, int id)
+{
+	for (int i = 0; i < p->mm.map.n; i++)
+		if (VMA_HAS_FILE(p->mm.map.v[i].kind) && p->mm.map.v[i].file_id == id)
+			return true;
+	return false;
+}
+
+/* Shared mapping @v left [start, end): once no mapping names its file, the file is let
+ * go of and its slot serves again, so that a program mapping and unmapping memfds (a
+ * JIT's double mapping, MAP_SHARED | MAP_ANONYMOUS) keeps no descriptor per mapping. */
+static void mm_file_release(struct lx_proc *p, int id)
+{
+	if (id < 0 || id >= p->n_mfiles || p->mfiles[id] < 0 || mm_file_used(p, id))
+		return;
+	close(p->mfiles[id]);
+	p->mfiles[id] = -1;
+	free(p->mfile_paths[id]);
+	p->mfile_paths[id] = NULL;
+}
+
+#define MM_RELEASE_MAX 8 /* shared files one discard looks at letting go of */
+
 int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end)
 {
-	int rc;
+	int ids[MM_RELEASE_MAX], n = 0, rc;
 
 	if (start >= end)
 		return 0;
+	for (int i = 0; i < p->mm.map.n && n < MM_RELEASE_MAX; i++)
+		if (p->mm.map.v[i].kind == VMA_SHM && p->mm.map.v[i].start < end &&
+		    p->mm.map.v[i].end > start)
+			ids[n++] = p->mm.map.v[i].file_id;
 	rc = mm_discard_pages(p, start, end - start);
 	if (!rc)
 		rc = lx_shm_drop(p, start, end);
-	if (rc)
-		return rc;
-	return vma_remove(&p->mm.map, start, end);
+	if (!rc)
+		rc = vma_remove(&p->mm.map, start, end);
+	for (int i = 0; i < n && !rc; i++)
+		mm_file_release(p, ids[i]);
+	return rc;
 }
 
 /* Remember the file behind a mapping so MADV_DONTNEED can read it again. One entry
@@ -82,6 +112,17 @@ static int mm_file_id(struct lx_proc *p, int host_fd)
 		if (fstat(p->mfiles[i], &other) == 0 && other.st_dev == st.st_dev &&
 		    other.st_ino == st.st_ino)
 			return i;
+	for (int i = 0; i < p->n_mfiles; i++) {
+		if (p->mfiles[i] >= 0 || mm_file_used(p, i))
+			continue;
+		/* a slot mm_file_release let go of */
+		p->mfiles[i] = fcntl(host_fd, F_DUPFD_CLOEXEC, 3);
+		if (p->mfiles[i] < 0)
+			return -errno;
+		p->mfile_paths[i] = lx_fs_guest_path(&p->fs, p->mfiles[i], gpath) == 0 ?
+					    strdup(gpath) : NULL;
+		return i;
+	}
 	nf = realloc(p->mfiles, (size_t)(p->n_mfiles + 1) * sizeof(*nf));
 	if (!nf)
 		return -ENOMEM;
