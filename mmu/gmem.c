@@ -402,6 +402,16 @@ static int gmem_remap_prepare(struct gmem *mem, uint64_t gpa, uint64_t len)
 	return 0;
 }
 
+/* [gpa, gpa + len) of @mem's window private zero memory, mapped anew. */
+static int gmem_anon(struct gmem *mem, uint64_t gpa, uint64_t len)
+{
+	if (mmap(mem->host + gpa, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+		return -errno;
+	gmem_advise(mem->host + gpa, len, true);
+	return 0;
+}
+
 int gmem_alias(struct gmem *mem, uint64_t gpa, uint64_t len, int fd, uint64_t off)
 {
 	int rc = gmem_remap_prepare(mem, gpa, len);
@@ -414,8 +424,13 @@ int gmem_alias(struct gmem *mem, uint64_t gpa, uint64_t len, int fd, uint64_t of
 	for (uint64_t at = gpa; at < gpa + len; at = (at | (HUGE_SIZE - 1)) + 1)
 		(void)*(volatile uint8_t *)(mem->host + at);
 	if (mmap(mem->host + gpa, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-		 (off_t)off) == MAP_FAILED)
-		return -errno;
+		 (off_t)off) == MAP_FAILED) {
+		rc = -errno;
+		/* A failed MAP_FIXED may have unmapped the range: private zero memory there
+		 * again, which is what it held (a range being mapped reads as zero). */
+		gmem_anon(mem, gpa, len);
+		return rc;
+	}
 	gmem_advise(mem->host + gpa, len, false);
 	return 0;
 }
@@ -424,13 +439,7 @@ int gmem_unalias(struct gmem *mem, uint64_t gpa, uint64_t len)
 {
 	int rc = gmem_remap_prepare(mem, gpa, len);
 
-	if (rc)
-		return rc;
-	if (mmap(mem->host + gpa, len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
-		return -errno;
-	gmem_advise(mem->host + gpa, len, true);
-	return 0;
+	return rc ? rc : gmem_anon(mem, gpa, len);
 }
 
 #ifndef MADV_COLLAPSE

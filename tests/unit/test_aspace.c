@@ -11,6 +11,7 @@
 #include "../../vmm/base/x86.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -212,6 +213,13 @@ START_TEST(test_fork_copies)
 	aspace_destroy(c, &flush);
 	ck_assert_uint_eq(mem.host[WIN + BLK(4)], 0);
 	ck_assert_int_eq(gmem_alias(&mem, BLK(4), HUGE_SIZE + 1, fd, 0), -EINVAL);
+	close(fd);
+	/* A file the host will not map: refused, the range still memory, zero. */
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_lt(gmem_alias(&mem, BLK(5), HUGE_SIZE, fd, 0), 0);
+	ck_assert_uint_eq(mem.host[BLK(5) + 7], 0);
+	mem.host[BLK(5) + 7] = 3;
+	ck_assert_uint_eq(mem.host[BLK(5) + 7], 3);
 	close(fd);
 }
 END_TEST
