@@ -163,8 +163,9 @@ $(B)/guest/tests/%.musl: guest/tests/%.c guest/tests/report.h
 # Unit tests (Check), linked against the monitor's code without main().
 $(B)/unit: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
-# The e2e suite's reader of an image's memory (tests/e2e/imgmem.c).
-$(B)/imgmem: tests/e2e/imgmem.c $(B)/lib/libccvm-snapshot.a $(B)/lib/libccvm-mmu.a $(B)/lib/libccvm-base.a
+# The e2e suite's reader of an image's memory (tests/e2e/imgmem.c), and its sender of an
+# image as a migration stream (tests/e2e/imgstream.c).
+$(B)/imgmem $(B)/imgstream: $(B)/%: tests/e2e/%.c $(B)/lib/libccvm-snapshot.a $(B)/lib/libccvm-mmu.a $(B)/lib/libccvm-base.a
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS)
 $(B)/unit-asan: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
@@ -199,13 +200,13 @@ unit: $(B)/unit
 	$(B)/unit
 
 # The end-to-end suite on /dev/kvm, or nested under TCG where there is none.
-e2e: ccvm guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem
+e2e: ccvm guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem $(B)/imgstream
 	tests/e2e/suite.sh ./ccvm
 
 asan: asan-unit asan-e2e
 asan-unit: $(B)/unit-asan
 	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
-asan-e2e: $(B)/ccvm-asan guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem
+asan-e2e: $(B)/ccvm-asan guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem $(B)/imgstream
 	ASAN_OPTIONS=detect_leaks=1 tests/e2e/suite.sh --asan $(B)/ccvm-asan
 
 test: deps

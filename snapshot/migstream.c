@@ -19,6 +19,7 @@
 #include "../vmm/base/pages.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -127,27 +128,32 @@ static bool mig_zero_page(const uint8_t *p)
 
 int mig_send_memory(struct mig_out *o, const uint8_t *mem, uint64_t gpa, uint64_t len)
 {
-	uint64_t end = gpa + len;
+	return mig_send_pages(o, mem + gpa, gpa, len);
+}
+
+int mig_send_pages(struct mig_out *o, const uint8_t *data, uint64_t gpa, uint64_t len)
+{
 	int rc = 0;
 
 	if (gpa % PAGE_SIZE || len % PAGE_SIZE || gpa > o->ram_size || len > o->ram_size - gpa)
 		return -EINVAL;
 	/* Runs of zero pages and of data pages, each cut at a frame's size. */
-	for (uint64_t at = gpa; at < end && !rc;) {
-		bool zero = mig_zero_page(mem + at);
+	for (uint64_t off = 0; off < len && !rc;) {
+		bool zero = mig_zero_page(data + off);
 		uint64_t run = PAGE_SIZE;
 
-		while (at + run < end && run < MIG_FRAME_MAX && mig_zero_page(mem + at + run) == zero)
+		while (off + run < len && run < MIG_FRAME_MAX &&
+		       mig_zero_page(data + off + run) == zero)
 			run += PAGE_SIZE;
 		if (zero) {
-			struct mig_frame f = { .type = MIG_HOLES, .at = at, .raw_len = run };
+			struct mig_frame f = { .type = MIG_HOLES, .at = gpa + off, .raw_len = run };
 
 			o->holes_sent += run / PAGE_SIZE;
 			rc = mig_frame_out(o, &f, NULL);
 		} else {
-			rc = mig_send_run(o, mem + at, at, run);
+			rc = mig_send_run(o, data + off, gpa + off, run);
 		}
-		at += run;
+		off += run;
 	}
 	return rc;
 }
@@ -347,4 +353,42 @@ int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen)
 	default:
 		return 0;
 	}
+}
+
+/* ---- the destination's answers ---- */
+
+struct mig_ack {
+	char magic[8];
+	uint32_t code;
+	uint32_t len;            /* of why, NUL excluded */
+	char why[MIG_WHY_MAX];
+};
+
+int mig_send_ack(int fd, enum mig_ack_code code, const char *why)
+{
+	struct mig_ack a = { .code = code };
+	uint64_t n = 0;
+
+	memcpy(a.magic, MIG_ACK_MAGIC, sizeof(a.magic));
+	snprintf(a.why, sizeof(a.why), "%s", why ? why : "");
+	a.len = (uint32_t)strlen(a.why);
+	return mig_write_all(fd, &a, sizeof(a), &n);
+}
+
+int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX])
+{
+	struct mig_ack a;
+	uint64_t n = 0;
+	int rc = mig_read_all(fd, &a, sizeof(a), &n);
+
+	why[0] = '\0';
+	if (rc)
+		return rc;
+	if (memcmp(a.magic, MIG_ACK_MAGIC, sizeof(a.magic)) || a.code < MIG_ACK_READY ||
+	    a.code > MIG_ACK_REFUSED || a.len >= MIG_WHY_MAX || memchr(a.why, '\0', a.len))
+		return -EPROTO;
+	memcpy(why, a.why, a.len);
+	why[a.len] = '\0';
+	*code = (enum mig_ack_code)a.code;
+	return 0;
 }

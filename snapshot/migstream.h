@@ -73,8 +73,9 @@ void mig_out_close(struct mig_out *o);
 
 /* [gpa, gpa + len) of @mem (page aligned, inside the RAM): frames of at most
  * MIG_FRAME_MAX, a run of zero pages as a hole, the others compressed when that saves
- * bytes. 0 or -errno. */
+ * bytes. 0 or -errno. mig_send_pages: the same from @data, the bytes of that range. */
 int mig_send_memory(struct mig_out *o, const uint8_t *mem, uint64_t gpa, uint64_t len);
+int mig_send_pages(struct mig_out *o, const uint8_t *data, uint64_t gpa, uint64_t len);
 /* A state section (image section @type, at most MIG_SECTION_MAX bytes, split into frames
  * the receiver joins), a round marker, the end. 0 or -errno. */
 int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t len);
@@ -101,5 +102,16 @@ struct mig_event {
  * frame ccvm could not have sent (type, codec, place, size, checksum; why in @err),
  * -ECONNRESET when the stream ends before MIG_END, -errno. */
 int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen);
+
+/* The destination's answers, on the same connection: READY once the VM is built from
+ * a stream that passed every check, RUNNING as it starts, REFUSED with why. */
+enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3 };
+#define MIG_ACK_MAGIC "CCVMACK1"
+#define MIG_WHY_MAX   512
+
+/* 0 or -errno. mig_read_ack: the next answer, @why NUL-terminated; -ECONNRESET when
+ * the connection ends first, -EPROTO for anything else than an answer. */
+int mig_send_ack(int fd, enum mig_ack_code code, const char *why);
+int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX]);
 
 #endif

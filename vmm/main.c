@@ -22,6 +22,7 @@
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
 #include "persist_restore.h"
+#include "persist_incoming.h"
 #include "linux/lx.h"
 #include "../mmu/layout.h"
 
@@ -50,6 +51,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: ccvm run [OPTIONS] [--] PROGRAM [ARGS...]   run a program in a new VM\n"
 		"       ccvm restore FILE [OPTIONS]                 run a VM from a snapshot image\n"
+		"       ccvm restore --incoming WHERE [OPTIONS]     run a VM a live migration brings\n"
 		"       ccvm inspect FILE                           check an image, show what it holds\n"
 		"       ccvm merge CHILD OUT                        one full image from a chain\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]             talk to a VM's control socket\n"
@@ -445,7 +447,7 @@ static int cmd_restore(int argc, char **argv)
 	struct restore_opts ro;
 	uint64_t mono_ns = 0;
 	struct vm vm = { .kvm = NULL };
-	int status = parse_cmd(OPT_RESTORE, argc, argv, &o);
+	int status = parse_cmd(OPT_RESTORE, argc, argv, &o), conn = -1;
 
 	if (status)
 		return status < 0 ? 0 : status;
@@ -454,13 +456,19 @@ static int cmd_restore(int argc, char **argv)
 				    .rw = o.rw, .n_rw = o.n_rw, .net = &o.net,
 				    .publish_given = o.publish_given, .hooks = &run_hooks,
 				    .confine = restore_confine, .confine_ctx = &o };
-	if (restore_vm(o.argv[0], &ro, &vm, &mono_ns) || restore_lazy_begin(&vm)) {
+	if ((o.incoming ? restore_vm_incoming(o.incoming, &ro, &vm, &mono_ns, &conn) :
+			  restore_vm(o.argv[0], &ro, &vm, &mono_ns)) ||
+	    restore_lazy_begin(&vm)) {
 		restore_abandon(&vm);
 		return 1;
 	}
 	/* A restored VM snapshots like a new one: ccow, its coverage measured afresh. */
-	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 :
-		 run_vm(&vm, &o, NULL);
+	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 : 0;
+	incoming_running(status ? -1 : conn);
+	if (status && conn >= 0)
+		close(conn);
+	if (!status)
+		status = run_vm(&vm, &o, NULL);
 	restore_lazy_end(&vm);
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;

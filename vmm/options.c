@@ -230,6 +230,16 @@ static int set_held_compress(struct cli_opts *o, const char *arg)
 	return 0;
 }
 
+static int set_incoming(struct cli_opts *o, const char *arg)
+{
+	if (strncmp(arg, "unix:", 5) && strncmp(arg, "tcp:", 4)) {
+		log_err("--incoming %s: unix:PATH or tcp:ADDR:PORT", arg);
+		return -EINVAL;
+	}
+	o->incoming = arg;
+	return 0;
+}
+
 static int set_lazy(struct cli_opts *o, const char *arg)
 {
 	(void)arg;
@@ -490,6 +500,9 @@ static const struct opt_def opt_table[] = {
 	  OPT_STR(LX_MAX_PROCS) ")", set_max_procs },
 	{ "fastio", "on|off", OPT_RUN, "exitless socket reads and writes for dynamic glibc "
 	  "programs (default on; off: every system call exits to the monitor)", set_fastio },
+	{ "incoming", "unix:PATH|tcp:ADDR:PORT", OPT_RESTORE, "no FILE: listen there for one "
+	  "live migration (ccvm ctl migrate: docs/migration.md) and run the VM it brings",
+	  set_incoming },
 	{ "lazy", NULL, OPT_RESTORE, "load memory on first touch, the rest in the background",
 	  set_lazy },
 	{ "eager", NULL, OPT_RESTORE, "load all memory before the guest runs (the default)",
@@ -770,7 +783,12 @@ int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 {
 	if (cmd == OPT_RUN && opt_check_run(o))
 		return -EINVAL;
-	if (cmd == OPT_RESTORE && o->argc != 1) {
+	if (cmd == OPT_RESTORE && o->incoming && (o->argc || o->lazy)) {
+		log_err(o->argc ? "restore: a FILE or --incoming, not both" :
+				  "restore: --lazy is for images (a stream's memory comes whole)");
+		return -EINVAL;
+	}
+	if (cmd == OPT_RESTORE && !o->incoming && o->argc != 1) {
 		log_err(o->argc ? "restore: one FILE only" : "restore: no FILE given");
 		return -EINVAL;
 	}

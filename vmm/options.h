@@ -41,6 +41,7 @@ struct cli_opts {
 	struct snap_schedule sched;
 	struct ccow_opts ccow;
 	const char *root;
+	const char *incoming;       /* restore --incoming: where a migration stream comes */
 	const char *rw[OPT_MAX_RW_DIRS];
 	int n_rw;
 	/* where images may be written: --image-dir (default: the current directory), and

@@ -156,6 +156,27 @@ static void restore_lazy_bad(void *ctx)
 static int restore_vm_from(const char *file, struct img_reader *r, const struct restore_saved *st,
 			   const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns);
 
+int restore_vm_create(struct vm *vm, uint64_t ram_size, const struct restore_opts *o)
+{
+	int rc = vm_create(vm, ram_size);
+
+	if (!rc && o->confine)
+		rc = o->confine(o->confine_ctx);
+	if (rc)
+		return rc;
+	if (o->vcpus)
+		vm->max_vcpus = o->vcpus;
+	vm->max_procs = o->max_procs;
+	return 0;
+}
+
+int restore_vm_state(const char *what, const struct restore_saved *st,
+		     const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
+{
+	restore_system_area(vm);
+	return restore_state(what, st, o, vm, mono_ns);
+}
+
 int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
 {
 	struct restore_saved st = { 0 };
@@ -195,16 +216,11 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 		img_close(r);
 		return -EINVAL;
 	}
-	rc = vm_create(vm, r->info.ram_size);
-	if (!rc && o->confine)
-		rc = o->confine(o->confine_ctx);
+	rc = restore_vm_create(vm, r->info.ram_size, o);
 	if (rc) {
 		img_close(r);
 		return rc;
 	}
-	if (o->vcpus)
-		vm->max_vcpus = o->vcpus;
-	vm->max_procs = o->max_procs;
 	if (o->lazy && st->shm) {
 		/* A shared mapping is mapped anew over memory the lazy fill still owns. */
 		log_info("restore of '%s': it holds shared memory; loading all memory first", file);
@@ -233,41 +249,65 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 	return rc;
 }
 
-static int read_vcpus(const struct img_reader *r, struct restore_saved *st, char *err,
+/* Section @type of an image: restore_src's for an image file. */
+static int img_src_section(void *ctx, uint32_t type, void **data, size_t *len)
+{
+	const struct img_reader *r = ctx;
+	const struct img_section *sec = img_find(r, type);
+
+	if (!sec)
+		return -ENOENT;
+	*len = sec->length;
+	if (!sec->length) {
+		*data = NULL;
+		return 0;
+	}
+	return img_read_section(r, sec, data) ? -EIO : 0;
+}
+
+static int src_get(const struct restore_src *src, uint32_t type, void **data, size_t *len)
+{
+	*data = NULL;
+	*len = 0;
+	return src->section(src->ctx, type, data, len);
+}
+
+static int read_vcpus(const struct restore_src *src, struct restore_saved *st, char *err,
 		      size_t errlen)
 {
-	const struct img_section *sv = img_find(r, IMG_SEC_VCPUS);
 	char why[256];
-	int rc = 0;
+	size_t len;
+	int rc = src_get(src, IMG_SEC_VCPUS, (void **)&st->vcpus, &len);
 
-	if (!sv || !sv->length || sv->length % kvm_saved_size())
-		return log_set_err(-EINVAL, err, errlen,
-				   "vcpus section: missing, or %llu bytes (a multiple of %zu from "
-				   "this ccvm)", sv ? (unsigned long long)sv->length : 0ULL,
-				   kvm_saved_size());
-	if (img_read_section(r, sv, (void **)&st->vcpus))
+	if (rc == -EIO)
 		return log_set_err(-EINVAL, err, errlen, "vcpus section: unreadable");
-	st->n_vcpus = sv->length / kvm_saved_size();
+	if (rc || !len || len % kvm_saved_size())
+		return log_set_err(-EINVAL, err, errlen,
+				   "vcpus section: missing, or %zu bytes (a multiple of %zu from "
+				   "this ccvm)", rc ? 0 : len, kvm_saved_size());
+	st->n_vcpus = len / kvm_saved_size();
 	for (size_t i = 0; i < st->n_vcpus && !rc; i++)
 		if (kvm_saved_check(kvm_saved_nth(st->vcpus, i), why, sizeof(why)))
 			rc = log_set_err(-EINVAL, err, errlen, "vcpu %zu: %s", i, why);
 	return rc;
 }
 
-static int read_process(const struct img_reader *r, struct restore_saved *st, char *err,
+static int read_process(const struct restore_src *src, struct restore_saved *st, char *err,
 			size_t errlen)
 {
-	const struct img_section *sp = img_find(r, IMG_SEC_PROCESS);
 	char *text = NULL, why[512];
-	int rc;
+	size_t len;
+	int rc = src_get(src, IMG_SEC_PROCESS, (void **)&text, &len);
 
-	if (!sp || img_read_section(r, sp, (void **)&text))
+	if (rc) {
+		free(text);
 		return log_set_err(-EINVAL, err, errlen, "process section: missing or unreadable");
-	st->proc = json_loadb(text, sp->length, 0, NULL);
+	}
+	st->proc = json_loadb(text ? text : "", len, 0, NULL);
 	free(text);
 	if (!st->proc)
 		return log_set_err(-EINVAL, err, errlen, "process section: not valid JSON");
-	rc = lx_state_check(st->proc, r->info.ram_size, why, sizeof(why));
+	rc = lx_state_check(st->proc, src->ram_size, why, sizeof(why));
 	if (rc)
 		log_set_err(-EINVAL, err, errlen, "process state: %s", why);
 	return rc;
@@ -275,63 +315,70 @@ static int read_process(const struct img_reader *r, struct restore_saved *st, ch
 
 /* The other processes of a tree (version 3), when the image has them; else the first
  * process has every saved vCPU. */
-static int read_tree(const struct img_reader *r, struct restore_saved *st, char *err,
+static int read_tree(const struct restore_src *src, struct restore_saved *st, char *err,
 		     size_t errlen)
 {
-	const struct img_section *stree = img_find(r, IMG_SEC_TREE);
-	const struct img_section *sw = img_find(r, IMG_SEC_WINDOWS);
 	char *text = NULL;
+	size_t len = 0;
+	int rt = src_get(src, IMG_SEC_TREE, (void **)&text, &len);
+	int rw = src_get(src, IMG_SEC_WINDOWS, (void **)&st->windows, &st->windows_len);
 
-	if (!stree && !sw) {
+	if (rt == -ENOENT && rw == -ENOENT) {
 		if ((size_t)lx_state_threads(st->proc) != st->n_vcpus)
 			return log_set_err(-EINVAL, err, errlen, "%zu saved vCPUs for %d threads",
 					   st->n_vcpus, lx_state_threads(st->proc));
 		return 0;
 	}
-	if (!stree || !sw || img_read_section(r, stree, (void **)&text) ||
-	    (sw->length && img_read_section(r, sw, (void **)&st->windows))) {
+	if (rt || rw) {
 		free(text);
 		return log_set_err(-EINVAL, err, errlen, "tree sections: missing or unreadable");
 	}
-	st->windows_len = sw->length;
-	st->tree = json_loadb(text, stree->length, 0, NULL);
+	st->tree = json_loadb(text ? text : "", len, 0, NULL);
 	free(text);
 	if (!st->tree)
 		return log_set_err(-EINVAL, err, errlen, "tree section: not valid JSON");
 	return tree_check(st->tree, st->windows, st->windows_len, st->n_vcpus,
-			  lx_state_threads(st->proc), r->info.ram_size, err, errlen);
+			  lx_state_threads(st->proc), src->ram_size, err, errlen);
 }
 
 /* The processes' shared memory (vmm/linux/shm.c), when the image has any. */
-static int read_shm(const struct img_reader *r, struct restore_saved *st, char *err,
+static int read_shm(const struct restore_src *src, struct restore_saved *st, char *err,
 		    size_t errlen)
 {
-	const struct img_section *s = img_find(r, IMG_SEC_SHM);
+	int rc = src_get(src, IMG_SEC_SHM, (void **)&st->shm, &st->shm_len);
 
-	if (!s || !s->length)
+	if (rc == -ENOENT || (!rc && !st->shm_len))
 		return 0;
-	if (img_read_section(r, s, (void **)&st->shm))
+	if (rc)
 		return log_set_err(-EINVAL, err, errlen, "shared memory section: unreadable");
-	st->shm_len = s->length;
 	return lx_shm_check(st->shm, st->shm_len, err, errlen);
+}
+
+int restore_read_sections(const struct restore_src *src, struct restore_saved *st, char *err,
+			  size_t errlen)
+{
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	rc = read_vcpus(src, st, err, errlen);
+	if (!rc)
+		rc = read_process(src, st, err, errlen);
+	if (!rc)
+		rc = read_tree(src, st, err, errlen);
+	if (!rc)
+		rc = read_shm(src, st, err, errlen);
+	if (rc)
+		restore_saved_free(st);
+	return rc;
 }
 
 int restore_read_state(const struct img_reader *r, struct restore_saved *st, char *err,
 		       size_t errlen)
 {
-	int rc;
+	const struct restore_src src = { .section = img_src_section, .ctx = (void *)r,
+					 .ram_size = r->info.ram_size };
 
-	memset(st, 0, sizeof(*st));
-	rc = read_vcpus(r, st, err, errlen);
-	if (!rc)
-		rc = read_process(r, st, err, errlen);
-	if (!rc)
-		rc = read_tree(r, st, err, errlen);
-	if (!rc)
-		rc = read_shm(r, st, err, errlen);
-	if (rc)
-		restore_saved_free(st);
-	return rc;
+	return restore_read_sections(&src, st, err, errlen);
 }
 
 void restore_saved_free(struct restore_saved *st)

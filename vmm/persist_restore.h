@@ -77,5 +77,23 @@ int restore_read_state(const struct img_reader *r, struct restore_saved *st, cha
 		       size_t errlen);
 void restore_saved_free(struct restore_saved *st);
 
+/* Where state sections come from: an image, or a migration stream
+ * (persist_incoming.c). @section gives a malloc'd copy of section @type (NULL for an
+ * empty one) and its length: 0, -ENOENT when there is none, -EIO. */
+struct restore_src {
+	int (*section)(void *ctx, uint32_t type, void **data, size_t *len);
+	void *ctx;
+	uint64_t ram_size;
+};
+int restore_read_sections(const struct restore_src *src, struct restore_saved *st, char *err,
+			  size_t errlen);
+
+/* The steps of restore_vm for memory that comes from elsewhere: the VM made with @o's
+ * caps and the monitor confined (0 or -errno); then, memory in place, the state @st
+ * rebuilt under @o's policy (errors reported, naming @what). */
+int restore_vm_create(struct vm *vm, uint64_t ram_size, const struct restore_opts *o);
+int restore_vm_state(const char *what, const struct restore_saved *st,
+		     const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns);
+
 
 #endif

@@ -693,11 +693,52 @@ snap_child_memory() {
 	rm -f "$S/held.img" "$S/forked.img"
 }
 
+# 1f (a migration stream's receiver, docs/migration.md). An image of two processes
+#     sharing memory, sent as a migration stream (build/imgstream) to `ccvm restore
+#     --incoming unix:PATH`: the destination answers READY and RUNNING and finishes as
+#     the uninterrupted run. One byte damaged on the way: refused with the reason, to
+#     the sender too, and a nonzero status.
+snap_incoming() {
+	local r got sent bad st want="shared counter 200, memfd 'count 200'"
+	start_vm "$SOCK" "$G/tests/shm.glibc" slow 200
+	wait_for_line started "$S/vm.out"
+	sleep 0.5
+	r=$("$CCVM" ctl "$SOCK" snapshot "$S/mig.img" --wait 2>&1)
+	kill "$VMPID" 2>/dev/null; vm_stdin_close; wait "$VMPID" 2>/dev/null
+	rm -f "$S/mig.sock"
+	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	local dst=$!
+	sent=$(tmo 60 "$TOP/build/imgstream" "$S/mig.img" "unix:$S/mig.sock" 2>&1 | tr '\n' ' ')
+	wait "$dst"; st=$?
+	got=$(cat "$S/mig.out")
+	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
+		echo "$sent" | grep -q "READY RUNNING"; then
+		pass "restore --incoming: a tree with shared memory arrives as a stream and runs on" "sender: $sent; '$got'"
+	else
+		fail "restore --incoming: a tree with shared memory arrives as a stream and runs on" \
+			"snapshot: $(echo "$r" | head -c 200)" "sender: $sent" "destination ($st): '$got'" "$(head -3 "$S/mig.err")"
+	fi
+	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	dst=$!
+	bad=$(tmo 60 "$TOP/build/imgstream" --damage "$S/mig.img" "unix:$S/mig.sock" 2>/dev/null | tr '\n' ' ')
+	wait "$dst"; st=$?
+	if [ "$st" = 1 ] && echo "$bad" | grep -q "REFUSED: .*fails its checksum" &&
+		grep -q "migration refused: .*fails its checksum" "$S/mig.err" && [ ! -s "$S/mig.out" ]; then
+		pass "restore --incoming: a damaged byte in the stream is refused" "status $st; sender heard '$bad'"
+	else
+		fail "restore --incoming: a damaged byte in the stream is refused" "status $st" "sender: $bad" "$(head -3 "$S/mig.err")"
+	fi
+	expect_fail "restore --incoming and a FILE" 2 "a FILE or --incoming, not both" -- "$CCVM" restore --incoming "unix:$S/x.sock" "$S/mig.img"
+	expect_fail "restore --incoming elsewhere" 2 "unix:PATH or tcp:ADDR:PORT" -- "$CCVM" restore --incoming "udp:1.2.3.4:5"
+	rm -f "$S/mig.img" "$S/mig.sock"
+}
+
 snap_live
 snap_second_process
 snap_pipeline
 snap_shared
 snap_child_memory
+snap_incoming
 snap_descriptors
 snap_blocked_read
 snap_damaged
