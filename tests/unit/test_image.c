@@ -981,6 +981,9 @@ Suite *image_suite(void)
 	TCase *tc = tcase_create("format");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
+	/* 300 images written and synced under a racer (links_never_followed): seconds on a
+	 * busy machine, far past Check's default 4 s; a unit test must not fail on time. */
+	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_memory_damage);
 	tcase_add_test(tc, test_metadata_damage);
