@@ -92,6 +92,9 @@ struct tracker *snap_engine_tracker(const struct snap_engine *e);
 int snap_start(struct snap_engine *e, const struct snap_request *req, struct snap_figures *now,
 	       char *err, size_t errlen);
 
+/* True while a snapshot runs (from its start until its image is finished). */
+bool snap_busy(struct snap_engine *e);
+
 /* Figures of snapshot @id (the current or last one; 0: the last); false if unknown. */
 bool snap_figures_of(struct snap_engine *e, uint64_t id, struct snap_figures *out);
 

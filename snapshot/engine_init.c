@@ -181,3 +181,13 @@ void snap_before_discard(struct snap_engine *e, uint64_t gpa, uint64_t len)
 	for (uint64_t p = first; p < end; p++)
 		cow_page(&e->cow, p, false);
 }
+
+bool snap_busy(struct snap_engine *e)
+{
+	bool busy;
+
+	pthread_mutex_lock(&e->lock);
+	busy = e->busy;
+	pthread_mutex_unlock(&e->lock);
+	return busy;
+}

@@ -215,6 +215,13 @@ void img_abort(struct img_writer *w);
  * while writing an image, whose child finishes (or abandons) it. */
 void img_forget(struct img_writer *w);
 
+/* A writer that only collects sections (for RAM of @ram_size, whose limits they keep),
+ * for what sends them elsewhere (a migration stream); img_section_get hands section @i
+ * back (0, or -ENOENT past the last); img_forget frees it. */
+int img_sections_open(uint64_t ram_size, struct img_writer **out);
+int img_section_get(const struct img_writer *w, int i, uint32_t *type, const void **data,
+		    size_t *len);
+
 /* Bytes the image occupies on disk (holes excluded) once finished. */
 uint64_t img_disk_bytes(const char *path);
 

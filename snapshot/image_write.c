@@ -514,3 +514,28 @@ void img_forget(struct img_writer *w)
 	free(w->tmp_name);
 	free(w);
 }
+
+int img_sections_open(uint64_t ram_size, struct img_writer **out)
+{
+	struct img_writer *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	cauto_init(&w->own_auto);
+	w->autoc = &w->own_auto;
+	w->fd = w->dfd = w->dir = -1;
+	w->info.ram_size = ram_size;
+	*out = w;
+	return 0;
+}
+
+int img_section_get(const struct img_writer *w, int i, uint32_t *type, const void **data,
+		    size_t *len)
+{
+	if (i < 0 || i >= w->n_sections)
+		return -ENOENT;
+	*type = w->sec[i].type;
+	*data = w->sec[i].data;
+	*len = w->sec[i].len;
+	return 0;
+}

@@ -117,6 +117,7 @@ static const int calls_control[] = {
 	__NR_getcwd, /* realpath of a relative --parent */
 	__NR_tee, /* the bytes in a guest pipe, read without taking them (fdstate.c) */
 	__NR_sysinfo, /* glibc's qsort sizes its buffer by the RAM (schedule.c) */
+	__NR_connect, /* ctl migrate: to the destination (migrate.c) */
 };
 
 /* Writing a snapshot: the writer, its I/O threads, copy-on-write faults and copies,
@@ -173,7 +174,8 @@ static const struct confine_calls confine_roles[ROLE_COUNT] = {
 			CALLS_IOCTL_KVM | CALLS_IOCTL_TTY | CALLS_SOCKETS | CALLS_THREADS |
 			CALLS_SIGACTION },
 	[ROLE_CONTROL] = { calls_control, CONFINE_N(calls_control),
-			   CALLS_IOCTL_KVM | CALLS_IOCTL_UFFD | CALLS_THREADS | CALLS_SIGACTION },
+			   CALLS_IOCTL_KVM | CALLS_IOCTL_UFFD | CALLS_THREADS | CALLS_SIGACTION |
+			   CALLS_SOCKETS },
 	[ROLE_SNAPSHOT] = { calls_snapshot, CONFINE_N(calls_snapshot),
 			    CALLS_IOCTL_UFFD | CALLS_THREADS },
 	[ROLE_TIMER] = { calls_timer, CONFINE_N(calls_timer), 0 },

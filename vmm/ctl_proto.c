@@ -18,7 +18,7 @@
 static const char *const ctl_names[CTL_NR_CMDS] = {
 	[CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
 	[CTL_STATS] = "stats",   [CTL_QUIT] = "quit",     [CTL_SNAPSHOT] = "snapshot",
-	[CTL_EVENTS] = "events", [CTL_KILL] = "kill",
+	[CTL_EVENTS] = "events", [CTL_KILL] = "kill",     [CTL_MIGRATE] = "migrate",
 };
 
 const char *ctl_cmd_name(enum ctl_cmd cmd)

@@ -18,6 +18,7 @@ enum ctl_cmd {
 	CTL_SNAPSHOT,
 	CTL_EVENTS,
 	CTL_KILL,
+	CTL_MIGRATE,
 	CTL_NR_CMDS
 };
 

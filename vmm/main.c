@@ -67,6 +67,7 @@ static void usage_ctl(FILE *out)
 		"usage: ccvm ctl PATH COMMAND [ARGS...]\n"
 		"commands: status, pause, resume, stats, stats regions, quit, events,\n"
 		"          kill SIGNAL (TERM, SIGINT, RTMIN+1 or a number: for the guest)\n"
+		"          migrate unix:PATH|tcp:ADDR:PORT [--compress lz4|zstd|none]\n"
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
 		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"
 		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"

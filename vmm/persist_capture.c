@@ -150,6 +150,11 @@ static int capture_state(void *ctx, struct img_writer *img)
 	return capture_common(ctx, img, false);
 }
 
+int capture_vm_sections(struct vm *vm, struct img_writer *img)
+{
+	return capture_common(vm, img, false);
+}
+
 static int capture_live(void *ctx, struct img_writer *img)
 {
 	return capture_common(ctx, img, true);

@@ -13,14 +13,13 @@
  */
 #include "persist_incoming.h"
 #include "persist_restore.h"
+#include "migrate.h"
 #include "base/log.h"
 #include "vm.h"
 #include "../snapshot/image.h"
 #include "../snapshot/migstream.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,53 +83,21 @@ static int incoming_keep(struct incoming *in, struct mig_event *ev, char *err, s
 	return 0;
 }
 
-/* A listening socket for "unix:PATH" or "tcp:ADDR:PORT" (IPv4): the fd, or -errno
- * with why in @err. */
+/* A listening socket at @where (migrate_addr): the fd, or -errno with why in @err. */
 static int incoming_listen(const char *where, char *err, size_t errlen)
 {
-	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_storage ss;
 	socklen_t sl;
-	int fd, one = 1;
+	int rc = migrate_addr(where, &ss, &sl, err, errlen), fd, one = 1;
 
-	if (strncmp(where, "unix:", 5) == 0) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&ss;
-
-		if (!where[5] || strlen(where + 5) >= sizeof(un->sun_path))
-			return log_set_err(-EINVAL, err, errlen, "--incoming %s: a socket path of "
-					   "1 to %zu bytes", where, sizeof(un->sun_path) - 1);
-		un->sun_family = AF_UNIX;
-		strcpy(un->sun_path, where + 5);
-		sl = sizeof(*un);
-	} else if (strncmp(where, "tcp:", 4) == 0) {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-		const char *colon = strrchr(where + 4, ':');
-		char addr[INET_ADDRSTRLEN];
-		char *end;
-		long port = colon ? strtol(colon + 1, &end, 10) : -1;
-
-		if (!colon || (size_t)(colon - where - 4) >= sizeof(addr) || *end || port < 1 ||
-		    port > 65535)
-			return log_set_err(-EINVAL, err, errlen, "--incoming %s: tcp:ADDR:PORT, "
-					   "ADDR an IPv4 address", where);
-		memcpy(addr, where + 4, (size_t)(colon - where - 4));
-		addr[colon - where - 4] = '\0';
-		if (inet_pton(AF_INET, addr, &in->sin_addr) != 1)
-			return log_set_err(-EINVAL, err, errlen, "--incoming %s: '%s' is not an IPv4 "
-					   "address", where, addr);
-		in->sin_family = AF_INET;
-		in->sin_port = htons((uint16_t)port);
-		sl = sizeof(*in);
-	} else {
-		return log_set_err(-EINVAL, err, errlen, "--incoming %s: unix:PATH or "
-				   "tcp:ADDR:PORT", where);
-	}
+	if (rc)
+		return rc;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return log_set_err(-errno, err, errlen, "--incoming: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1) < 0) {
-		int rc = -errno;
-
+		rc = -errno;
 		close(fd);
 		return log_set_err(rc, err, errlen, "--incoming %s: %s", where, strerror(-rc));
 	}

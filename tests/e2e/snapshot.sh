@@ -733,12 +733,55 @@ snap_incoming() {
 	rm -f "$S/mig.img" "$S/mig.sock"
 }
 
+# 1g (ccvm ctl migrate, docs/migration.md: stop and copy for now). Two processes
+#     sharing memory, migrated while they run to `restore --incoming`: the source says
+#     where it went and exits 0, the destination finishes as the uninterrupted run. A
+#     destination that refuses (another --mem), and one that hangs up at once: the
+#     source says why, resumes, and finishes the run itself.
+snap_migrate() {
+	local r refused cut got st want="shared counter 500, memfd 'count 500'"
+	start_vm "$SOCK" "$G/tests/shm.glibc" slow 500
+	wait_for_line started "$S/vm.out"
+	rm -f "$S/mig.sock"
+	tmo 60 "$CCVM" restore --mem 64M --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	local dst=$!
+	wait_until 10 test -S "$S/mig.sock"
+	refused=$("$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" 2>&1)
+	wait "$dst"
+	python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); c, _ = s.accept(); c.close()' "$S/cut.sock" &
+	local hangup=$!
+	wait_until 10 test -S "$S/cut.sock"
+	cut=$("$CCVM" ctl "$SOCK" migrate "unix:$S/cut.sock" 2>&1)
+	wait "$hangup"
+	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	dst=$!
+	wait_until 10 test -S "$S/mig.sock"
+	r=$("$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" 2>&1)
+	vm_stdin_close; wait "$VMPID"; st=$?
+	wait "$dst"
+	got=$(cat "$S/mig.out")
+	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
+		grep -q '^started$' "$S/vm.out" && ! grep -q "shared counter" "$S/vm.out" &&
+		echo "$refused" | grep -q "the destination refused: a stream of" &&
+		[ "$(echo "$cut" | field ok)" = false ]; then
+		pass "ctl migrate: two processes sharing memory move to restore --incoming" \
+			"$(echo "$r" | head -c 160); refused: $(echo "$refused" | field error); hung up: $(echo "$cut" | field error)"
+	else
+		fail "ctl migrate: two processes sharing memory move to restore --incoming" "reply: $r" \
+			"refused: $refused" "hung up: $cut" "source status $st: $(tr '\n' ' ' <"$S/vm.out")" \
+			"destination: '$got' $(head -2 "$S/mig.err")"
+	fi
+	rm -f "$S/mig.sock" "$S/cut.sock"
+}
+
 snap_live
 snap_second_process
 snap_pipeline
 snap_shared
 snap_child_memory
 snap_incoming
+snap_migrate
 snap_descriptors
 snap_blocked_read
 snap_damaged
