@@ -342,8 +342,8 @@ static char *ctl_migrate(struct ctl_server *srv, const struct ctl_request *req, 
 				       "again in a moment");
 	if (migrate_send(srv->vm, where, codec, &f, err, sizeof(err)))
 		return ctl_reply_error(err);
-	log_info("migrated to %s: the VM runs there now (%llu bytes, paused %llu ms)", where,
-		 (unsigned long long)f.bytes_sent, (unsigned long long)f.downtime_ms);
+	log_always("migrated to %s: the VM runs there now (%llu bytes sent, paused %llu ms)",
+		   where, (unsigned long long)f.bytes_sent, (unsigned long long)f.downtime_ms);
 	*stop = 0;
 	return ctl_reply_ok(json_pack("{s:s, s:I, s:I, s:I, s:I}", "migrated", where, "bytes",
 				      (json_int_t)f.bytes_sent, "downtime_ms",

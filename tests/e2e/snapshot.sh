@@ -763,6 +763,7 @@ s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); c, _ = s.ac
 	got=$(cat "$S/mig.out")
 	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
 		grep -q '^started$' "$S/vm.out" && ! grep -q "shared counter" "$S/vm.out" &&
+		grep -q "migrated to unix:.*: the VM runs there now" "$S/vm.err" &&
 		echo "$refused" | grep -q "the destination refused: a stream of" &&
 		[ "$(echo "$cut" | field ok)" = false ]; then
 		pass "ctl migrate: two processes sharing memory move to restore --incoming" \

@@ -24,5 +24,8 @@ int log_set_err(int rc, char *buf, size_t len, const char *fmt, ...)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+/* What the user hears at any verbosity that is not an error (an outcome they asked
+ * for: a migration done): printed as errors are, without a prefix. */
+#define log_always(...) log_msg(LOG_ERR, __VA_ARGS__)
 
 #endif
