@@ -73,6 +73,11 @@ static int vma_first_after(const struct vma_map *m, uint64_t addr)
 	return lo;
 }
 
+int vma_index_at(const struct vma_map *m, uint64_t addr)
+{
+	return vma_first_after(m, addr);
+}
+
 static void vma_advance_file(struct vma *v, uint64_t new_start)
 {
 	if (VMA_HAS_FILE(v->kind))

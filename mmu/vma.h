@@ -41,6 +41,10 @@ int vma_insert(struct vma_map *m, uint64_t start, uint64_t end, const struct vma
 /* Forget [start, end): mappings that straddle an edge are split. Returns 0 or -ENOMEM. */
 int vma_remove(struct vma_map *m, uint64_t start, uint64_t end);
 
+/* The index of the first mapping that ends after @addr (m->n when none): where a walk
+ * over the mappings meeting a range starting at @addr begins. */
+int vma_index_at(const struct vma_map *m, uint64_t addr);
+
 /* The mapping that contains @addr, or NULL. */
 struct vma *vma_find(struct vma_map *m, uint64_t addr);
 

@@ -10,4 +10,12 @@
 #define PAGE_SIZE  (1ULL << PAGE_SHIFT)  /* 4 KiB */
 #define HUGE_SIZE  (2ULL << 20)          /* 2 MiB */
 
+#include <stdint.h>
+
+/* @x rounded up to whole pages. */
+static inline uint64_t page_up(uint64_t x)
+{
+	return (x + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+}
+
 #endif

@@ -63,11 +63,6 @@ void lx_shm_unlock(void)
 	pthread_mutex_unlock(&shm_lock);
 }
 
-static uint64_t shm_page_up(uint64_t x)
-{
-	return (x + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
-}
-
 int64_t sys_memfd_create(struct lx_call *c)
 {
 	char name[SHM_NAME_MAX + 1];
@@ -149,7 +144,7 @@ int lx_shm_alias(struct lx_proc *p, uint64_t start, uint64_t end, int host, uint
 	if (fstat(host, &st) < 0)
 		return -errno;
 	size = (uint64_t)st.st_size;
-	len = off < size ? shm_page_up(size - off) : 0;
+	len = off < size ? page_up(size - off) : 0;
 	if (len > end - start)
 		len = end - start;
 	if (!len)
@@ -162,11 +157,12 @@ int lx_shm_drop(struct lx_proc *p, uint64_t start, uint64_t end)
 {
 	int rc = 0;
 
-	for (int i = 0; i < p->mm.map.n && !rc; i++) {
+	for (int i = vma_index_at(&p->mm.map, start);
+	     i < p->mm.map.n && p->mm.map.v[i].start < end && !rc; i++) {
 		const struct vma *v = &p->mm.map.v[i];
 		uint64_t lo = v->start > start ? v->start : start, hi = v->end < end ? v->end : end;
 
-		if (v->kind != VMA_SHM || lo >= hi)
+		if (v->kind != VMA_SHM)
 			continue;
 		shm_before(p, lo, hi);
 		rc = gmem_unalias(p->mem, lo, hi - lo);
@@ -233,7 +229,7 @@ int lx_shm_may_truncate(struct lx_proc *p, int host, uint64_t len)
 	}
 	if (t)
 		pthread_mutex_unlock(&t->lock);
-	return reach > shm_page_up(len) ? -EBUSY : 0;
+	return reach > page_up(len) ? -EBUSY : 0;
 }
 
 /* ---- snapshots ---- */

@@ -32,11 +32,6 @@
 	 (1ULL << MADV_DODUMP) | (1ULL << MADV_WIPEONFORK) | (1ULL << MADV_KEEPONFORK) |   \
 	 (1ULL << MADV_COLD) | (1ULL << MADV_PAGEOUT) | (1ULL << 22) | (1ULL << 23))
 
-static uint64_t page_up(uint64_t x)
-{
-	return (x + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
-}
-
 static bool mm_user_range(struct lx_proc *p, uint64_t start, uint64_t len)
 {
 	return start % PAGE_SIZE == 0 && gmem_user_range_ok(p->mem, start, len);
@@ -84,12 +79,13 @@ int lx_mm_discard(struct lx_proc *p, uint64_t start, uint64_t end)
 
 	if (start >= end)
 		return 0;
-	for (int i = 0; i < p->mm.map.n && n < MM_RELEASE_MAX; i++)
-		if (p->mm.map.v[i].kind == VMA_SHM && p->mm.map.v[i].start < end &&
-		    p->mm.map.v[i].end > start)
+	/* Only the mappings the range meets (most discards meet no shared one). */
+	for (int i = vma_index_at(&p->mm.map, start);
+	     i < p->mm.map.n && p->mm.map.v[i].start < end && n < MM_RELEASE_MAX; i++)
+		if (p->mm.map.v[i].kind == VMA_SHM)
 			ids[n++] = p->mm.map.v[i].file_id;
 	rc = mm_discard_pages(p, start, end - start);
-	if (!rc)
+	if (!rc && n)
 		rc = lx_shm_drop(p, start, end);
 	if (!rc)
 		rc = vma_remove(&p->mm.map, start, end);
