@@ -87,6 +87,11 @@ void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req)
 	pthread_mutex_unlock(&e->lock);
 }
 
+static int snap_rounds_sink(void *ctx, uint64_t pfn, const void *data, uint64_t n)
+{
+	return img_precopy_pages(ctx, pfn, data, n);
+}
+
 /* --precopy rounds, on the engine's thread: the rounds, the pause, then the writer for
  * what the pause left. A failure ends the snapshot here, as the writer's would. */
 static void *snap_rounds_thread(void *arg)
@@ -104,9 +109,9 @@ static void *snap_rounds_thread(void *arg)
 	tracker_hold(e->tracker, true);
 	e->rounds.page_ns = e->cow.page_ns;
 	e->rounds.rate = req->rate;
-	rc = rounds_run(&e->rounds, e->img, &(struct rounds_writers){ .pause = e->t.ops->pause,
-								   .resume = e->t.ops->resume,
-								   .ctx = e->t.ctx },
+	rc = rounds_run(&e->rounds, &(struct rounds_sink){ .pages = snap_rounds_sink, .ctx = e->img },
+			&(struct rounds_writers){ .pause = e->t.ops->pause, .resume = e->t.ops->resume,
+						  .ctx = e->t.ctx },
 			(uint64_t)(req->pause_budget_ms * 1e6), &e->stopping);
 	pthread_mutex_lock(&e->lock);
 	e->cur.rounds = e->rounds.rounds;

@@ -25,6 +25,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#define MIG_PROBE (64ULL << 10) /* bytes auto tries LZ4 on first */
+
 static int mig_write_all(int fd, const void *buf, size_t len, uint64_t *count)
 {
 	const uint8_t *p = buf;
@@ -67,11 +69,12 @@ int mig_out_open(struct mig_out *o, int fd, uint64_t ram_size, enum img_codec co
 	struct mig_hello h = { .version = MIG_VERSION, .ram_size = ram_size };
 
 	memset(o, 0, sizeof(*o));
-	if (codec >= IMG_CODEC_AUTO || ram_size % PAGE_SIZE)
+	if (codec > IMG_CODEC_AUTO || ram_size % PAGE_SIZE)
 		return -EINVAL;
 	o->fd = fd;
-	o->codec = codec;
-	o->level = level;
+	o->probe = codec == IMG_CODEC_AUTO;
+	o->codec = o->probe ? IMG_CODEC_LZ4 : codec;
+	o->level = o->probe ? codec_default_level(IMG_CODEC_LZ4) : level;
 	o->ram_size = ram_size;
 	o->scratch = malloc(codec_bound(MIG_FRAME_MAX));
 	if (!o->scratch)
@@ -95,6 +98,17 @@ static int mig_frame_out(struct mig_out *o, const struct mig_frame *f, const voi
 	return rc;
 }
 
+/* Under auto: LZ4 shrinks the first MIG_PROBE bytes of @src by an eighth (else the
+ * frame goes raw: compressing what does not shrink only slows the stream). */
+static bool mig_worth_compressing(struct mig_out *o, const uint8_t *src, uint64_t len)
+{
+	uint64_t n = len < MIG_PROBE ? len : MIG_PROBE;
+	ssize_t got = codec_compress(IMG_CODEC_LZ4, o->level, src, n, o->scratch,
+				     codec_bound(MIG_FRAME_MAX));
+
+	return got > 0 && (uint64_t)got < n - n / 8;
+}
+
 /* Pages [at, at + len) of @src (len at most a frame), compressed when that saves. */
 static int mig_send_run(struct mig_out *o, const uint8_t *src, uint64_t at, uint64_t len)
 {
@@ -102,7 +116,7 @@ static int mig_send_run(struct mig_out *o, const uint8_t *src, uint64_t at, uint
 			       .raw_len = len, .sum = XXH3_64bits(src, len) };
 	const void *payload = src;
 
-	if (o->codec != IMG_CODEC_NONE) {
+	if (o->codec != IMG_CODEC_NONE && (!o->probe || mig_worth_compressing(o, src, len))) {
 		ssize_t n = codec_compress(o->codec, o->level, src, len, o->scratch,
 					   codec_bound(MIG_FRAME_MAX));
 

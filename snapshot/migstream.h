@@ -51,6 +51,7 @@ struct mig_out {
 	int fd;
 	enum img_codec codec;
 	int level;
+	bool probe;            /* auto: LZ4 where a probe of the frame shrinks */
 	uint64_t ram_size;
 	uint64_t bytes_sent;   /* on the wire, headers included */
 	uint64_t pages_sent, holes_sent;
@@ -67,7 +68,8 @@ struct mig_in {
 };
 
 /* Start a stream on @fd for memory of @ram_size bytes: the hello is written. 0, -errno
- * (the peer went away: -EPIPE). */
+ * (the peer went away: -EPIPE). @codec IMG_CODEC_AUTO: LZ4 for each frame whose first
+ * 64 KiB it shrinks by an eighth, raw for the others. */
 int mig_out_open(struct mig_out *o, int fd, uint64_t ram_size, enum img_codec codec, int level);
 void mig_out_close(struct mig_out *o);
 

@@ -26,6 +26,7 @@
 #include "precopy.h"
 #include "image.h"
 #include "../mmu/resident.h"
+#include "../vmm/base/log.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
 
@@ -72,9 +73,12 @@ void rounds_fini(struct snap_rounds *r)
 	free(r->watched);
 	free(r->held);
 	free(r->seen);
+	free(r->prev);
+	free(r->deferred);
+	free(r->pending);
 	free(r->hot);
 	free(r->buf);
-	r->dirty = r->marks = r->watched = r->held = r->seen = NULL;
+	r->dirty = r->marks = r->watched = r->held = r->seen = r->prev = r->deferred = r->pending = NULL;
 	r->hot = NULL;
 	r->buf = NULL;
 }
@@ -97,7 +101,8 @@ static int rounds_alloc(struct snap_rounds *r)
 {
 	bool ok = rounds_bitmap(r, &r->dirty) && rounds_bitmap(r, &r->marks) &&
 		  rounds_bitmap(r, &r->watched) && rounds_bitmap(r, &r->held) &&
-		  rounds_bitmap(r, &r->seen);
+		  rounds_bitmap(r, &r->seen) && rounds_bitmap(r, &r->prev) &&
+		  rounds_bitmap(r, &r->deferred) && rounds_bitmap(r, &r->pending);
 
 	if (ok && !r->hot)
 		r->hot = calloc(r->pages, sizeof(uint32_t));
@@ -108,8 +113,9 @@ static int rounds_alloc(struct snap_rounds *r)
 
 struct rounds_copy {
 	struct snap_rounds *r;
-	struct img_writer *img;
+	const struct rounds_sink *sink;
 	const bool *stop;
+	uint64_t base;           /* the first page of the range being scanned */
 	bool watch;              /* round 0: each piece watched just before its copy */
 	int rc;
 };
@@ -150,6 +156,37 @@ static void rounds_pace(const struct snap_rounds *r, const bool *stop)
 	}
 }
 
+/* The piece [first, first + n) copied into the buffer, to the sink. In round 0 of
+ * rounds that defer hot pages, all but the held ones (the pause sends those) and the
+ * ones the heat says were written lately (pending: the first harvest defers those
+ * written again, and the first round sends the others). */
+static void rounds_send(struct rounds_copy *k, uint64_t first, uint64_t n)
+{
+	struct snap_rounds *r = k->r;
+	uint64_t p = 0;
+
+	if (!(k->watch && r->defer_hot)) {
+		k->rc = k->sink->pages(k->sink->ctx, first, r->buf, n);
+		r->pages_sent += n;
+		return;
+	}
+	while (p < n && !k->rc) {
+		uint64_t end = p, q = first + p;
+
+		if (bit_test(r->held, q) || bit_test(r->prev, q)) {
+			if (!bit_test(r->held, q))
+				r->pending[q / 64] |= 1ULL << (q % 64);
+			p++;
+			continue;
+		}
+		while (end < n && !bit_test(r->held, first + end) && !bit_test(r->prev, first + end))
+			end++;
+		k->rc = k->sink->pages(k->sink->ctx, first + p, r->buf + p * PAGE_SIZE, end - p);
+		r->pages_sent += end - p;
+		p = end;
+	}
+}
+
 /* Pages [first, first + n) into the image, a buffer at a time: copied first, so that
  * the bytes written and their checksum are the same whatever the guest does meanwhile
  * (a page it writes during the copy is in the log, and goes again). */
@@ -157,6 +194,8 @@ static void rounds_copy_run(void *ctx, uint64_t first, uint64_t n)
 {
 	struct rounds_copy *k = ctx;
 	const uint64_t per = ROUNDS_BUF / PAGE_SIZE;
+
+	first += k->base;
 
 	while (n && !k->rc) {
 		uint64_t take = n < per ? n : per;
@@ -172,8 +211,7 @@ static void rounds_copy_run(void *ctx, uint64_t first, uint64_t n)
 				return;
 		}
 		memcpy(k->r->buf, k->r->mem->host + first * PAGE_SIZE, take * PAGE_SIZE);
-		k->rc = img_precopy_pages(k->img, first, k->r->buf, take);
-		k->r->pages_sent += take;
+		rounds_send(k, first, take);
 		first += take;
 		n -= take;
 	}
@@ -236,29 +274,89 @@ static uint64_t rounds_hold(struct snap_rounds *r, uint64_t max)
 	return n;
 }
 
-/* The log's pages written since watched, of those watched: into dirty (and seen). */
-static int rounds_harvest(struct snap_rounds *r, uint64_t *n)
+/* defer_hot: the first harvest's "last one" is the heat's, the pages the tracker saw
+ * written lately: one of those written during round 0 is as hot as one written in
+ * two harvests running. */
+static void rounds_history(struct snap_rounds *r)
+{
+	uint64_t n = r->defer_hot && r->tracker ? tracker_hot_pages(r->tracker, r->hot, r->pages) : 0;
+
+	memset(r->prev, 0, r->words * sizeof(uint64_t));
+	for (uint64_t i = 0; i < n; i++)
+		if (r->hot[i] < r->pages)
+			r->prev[r->hot[i] / 64] |= 1ULL << (r->hot[i] % 64);
+}
+
+/* The log's pages written since watched, of those watched: into dirty (and seen), *@n
+ * of them. With defer_hot, a page written in this harvest and the last one is hot:
+ * deferred to the pause, never watched nor sent again (the log goes on reporting it),
+ * and left out of dirty; *@left counts those too. */
+static int rounds_harvest(struct snap_rounds *r, uint64_t *n, uint64_t *left)
 {
 	int rc = r->log.ops->get(r->log.ctx, r->dirty);
 
-	*n = 0;
+	*n = *left = 0;
 	for (uint64_t i = 0; i < r->words && !rc; i++) {
 		r->dirty[i] &= r->watched[i];
 		r->seen[i] |= r->dirty[i];
+		if (r->defer_hot) {
+			r->deferred[i] |= r->dirty[i] & r->prev[i];
+			r->prev[i] = r->dirty[i];
+			r->dirty[i] = (r->dirty[i] | r->pending[i]) & ~r->deferred[i];
+			r->pending[i] = 0;
+			*left += (uint64_t)__builtin_popcountll(r->deferred[i]);
+		}
 		*n += (uint64_t)__builtin_popcountll(r->dirty[i]);
 	}
+	*left += *n;
 	return rc;
 }
 
-int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct rounds_writers *w,
-	       uint64_t budget_ns, const bool *stop)
+/* Round 0 over the regions in r->order, one after the other (cold first, for a
+ * migration: what is sent early is least likely to go again). */
+static int rounds_first_ordered(struct snap_rounds *r, struct rounds_copy *k)
 {
-	struct rounds_copy k = { .r = r, .img = img, .stop = stop, .watch = true };
+	int rc = 0;
+
+	for (uint64_t i = 0; i < r->n_order && !rc && !k->rc; i++) {
+		uint64_t first = (uint64_t)r->order[i] * r->region_pages, n = r->region_pages;
+
+		if (first >= r->pages)
+			continue;
+		if (n > r->pages - first)
+			n = r->pages - first;
+		k->base = first;
+		rc = resident_scan(r->mem->host + first * PAGE_SIZE, n * PAGE_SIZE,
+				   rounds_copy_run, k);
+	}
+	k->base = 0;
+	return rc ? rc : k->rc;
+}
+
+/* Round 0: all that holds data, each piece watched as it goes; page_ns learnt from
+ * its pace when asked. */
+static int rounds_first(struct snap_rounds *r, struct rounds_copy *k, uint64_t *page_ns)
+{
+	uint64_t t0 = mono_ns();
+	int rc = r->order ? rounds_first_ordered(r, k) :
+			    resident_scan(r->mem->host, r->mem->size, rounds_copy_run, k);
+
+	rc = rc ? rc : k->rc;
+	if (!rc && r->learn_page_ns && r->pages_sent)
+		*page_ns = r->page_ns = (mono_ns() - t0) / r->pages_sent + 1;
+	return rc;
+}
+
+int rounds_run(struct snap_rounds *r, const struct rounds_sink *sink,
+	       const struct rounds_writers *w, uint64_t budget_ns, const bool *stop)
+{
+	struct rounds_copy k = { .r = r, .sink = sink, .stop = stop, .watch = true };
 	uint64_t page_ns = r->page_ns ? r->page_ns : ROUNDS_PAGE_NS_GUESS, last = UINT64_MAX;
+	unsigned max = r->max_rounds ? r->max_rounds : ROUNDS_MAX;
 	int rc;
 
 	r->rounds = r->pages_sent = r->pages_redirtied = 0;
-	r->t_start_ns = mono_ns();
+	r->t_start_ns = r->t_round_ns = mono_ns();
 	rc = rounds_alloc(r);
 	if (rc)
 		return rc;
@@ -266,17 +364,22 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct round
 	memset(r->watched, 0, r->words * sizeof(uint64_t));
 	memset(r->seen, 0, r->words * sizeof(uint64_t));
 	memset(r->dirty, 0, r->words * sizeof(uint64_t));
+	memset(r->deferred, 0, r->words * sizeof(uint64_t));
+	memset(r->pending, 0, r->words * sizeof(uint64_t));
+	rounds_history(r);
 	rc = rounds_start(r, w);
-	if (!rc) /* round 0: all that holds data, each piece watched as it goes */
-		rc = resident_scan(r->mem->host, r->mem->size, rounds_copy_run, &k);
-	rc = rc ? rc : k.rc;
+	if (!rc)
+		rc = rounds_first(r, &k, &page_ns);
 	k.watch = false;
 	for (r->rounds = 1; !rc; r->rounds++) {
-		uint64_t n;
+		uint64_t n, left, t0 = mono_ns();
 
-		rc = rounds_harvest(r, &n);
-		if (rc || n * page_ns <= budget_ns / ROUNDS_LEFT_SHARE || r->rounds >= ROUNDS_MAX ||
-		    (double)n > ROUNDS_CONVERGING * (double)last)
+		rc = rounds_harvest(r, &n, &left);
+		if (!rc && r->on_round)
+			rc = r->on_round(r->hook_ctx, r, n, left, t0 - r->t_round_ns);
+		r->t_round_ns = t0;
+		if (rc || left * page_ns <= budget_ns / ROUNDS_LEFT_SHARE || r->rounds >= max ||
+		    !n || (double)n > ROUNDS_CONVERGING * (double)last)
 			break;
 		last = n;
 		rc = r->log.ops->watch(r->log.ctx, r->dirty);
@@ -285,6 +388,45 @@ int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct round
 		rc = rc ? rc : k.rc;
 	}
 	return rc;
+}
+
+/* Resident pages never watched nor held: into the bitmap of rounds_left. */
+struct rounds_unwatched {
+	struct snap_rounds *r;
+	uint64_t *out;
+};
+
+static void rounds_left_run(void *ctx, uint64_t first, uint64_t n)
+{
+	struct rounds_unwatched *u = ctx;
+
+	for (uint64_t p = first; p < first + n; p++)
+		if (!bit_test(u->r->watched, p))
+			u->out[p / 64] |= 1ULL << (p % 64);
+}
+
+int64_t rounds_left(struct snap_rounds *r, uint64_t *out)
+{
+	struct rounds_unwatched u = { .r = r, .out = out };
+	int64_t n = 0;
+	int rc;
+
+	/* The rounds end on a harvest whose pages were not sent: those (pending ones
+	 * among them, which the log does not show written) go now. */
+	memcpy(out, r->dirty, r->words * sizeof(uint64_t));
+	rc = r->log.ops->get(r->log.ctx, r->dirty);
+	if (rc)
+		return rc;
+	gmem_mark_held(r->mem);
+	for (uint64_t i = 0; i < r->words; i++)
+		out[i] |= (r->dirty[i] & r->watched[i]) | r->held[i] | r->pending[i] |
+			  __atomic_load_n(&r->marks[i], __ATOMIC_ACQUIRE);
+	rc = resident_scan(r->mem->host, r->mem->size, rounds_left_run, &u);
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < r->words; i++)
+		n += __builtin_popcountll(out[i]);
+	return n;
 }
 
 uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_writer *img,

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 struct img_writer;
+struct snap_rounds;
 
 /* How the rounds stop whoever writes the memory once, when the marks start (the
  * engine passes its target's pause and resume). */
@@ -22,6 +23,19 @@ struct rounds_writers {
 	void (*resume)(void *ctx);
 	void *ctx;
 };
+
+/* Where the rounds' pages go: an image (img_precopy_pages), or a migration stream.
+ * 0 or -errno. */
+struct rounds_sink {
+	int (*pages)(void *ctx, uint64_t pfn, const void *data, uint64_t n);
+	void *ctx;
+};
+
+/* Told after each round's harvest: @dirty pages written since their last copy during
+ * the @ns since that round began, @left for the pause as things stand (with the
+ * deferred ones). A nonzero return stops the rounds with it. */
+typedef int (*rounds_hook)(void *ctx, const struct snap_rounds *r, uint64_t dirty,
+			   uint64_t left, uint64_t ns);
 
 /* State of the running pre-copy; the bitmaps are kept between snapshots. Used by the
  * one thread that runs the snapshot up to its instant, and by nobody else. */
@@ -35,6 +49,9 @@ struct snap_rounds {
 	uint64_t *watched;       /* pages whose writes the log reports (each round's) */
 	uint64_t *held;          /* the hottest pages, never watched: left to the pause */
 	uint64_t *seen;          /* watched pages the log saw written before the instant */
+	uint64_t *prev;          /* defer_hot: what the last harvest found written */
+	uint64_t *deferred;      /* defer_hot: written in two harvests running: to the pause */
+	uint64_t *pending;       /* defer_hot: hot by the heat, left out of round 0 */
 	uint32_t *hot;           /* the heat's ranking, for held */
 	uint8_t *buf;            /* runs are copied here, then written */
 	bool logging, marking;
@@ -44,6 +61,17 @@ struct snap_rounds {
 	uint64_t page_ns;        /* a page copied in the pause, as the last one measured */
 	uint64_t rate;           /* bytes/s the rounds may write (the request's; 0: any) */
 	uint64_t t_start_ns;     /* when the running rounds began: their pace counts from it */
+	uint64_t t_round_ns;     /* when the last round began */
+	/* Set by the caller before rounds_run (zero: a snapshot's defaults). */
+	const uint32_t *order;   /* round 0 goes region by region in this order ... */
+	uint64_t n_order, region_pages; /* ... of this many regions of this many pages */
+	unsigned max_rounds;     /* at most this many rounds (0: ROUNDS_MAX) */
+	bool learn_page_ns;      /* page_ns as round 0 went (a stream's pace, not memcpy's) */
+	bool defer_hot;          /* held pages skip round 0, and a page written in two
+				  * harvests running waits for the pause (each round's copy
+				  * of it would be stale by the next) */
+	rounds_hook on_round;
+	void *hook_ctx;
 };
 
 /* Over @mem, whose writes @tracker's log reports (none, or no log: no rounds). 0. */
@@ -66,8 +94,17 @@ const char *rounds_refusal(const struct snap_rounds *r);
  * 0, -ECANCELED when *@stop turns true, or -errno;
  * rounds_end in any case afterwards.
  */
-int rounds_run(struct snap_rounds *r, struct img_writer *img, const struct rounds_writers *w,
-	       uint64_t budget_ns, const bool *stop);
+int rounds_run(struct snap_rounds *r, const struct rounds_sink *sink,
+	       const struct rounds_writers *w, uint64_t budget_ns, const bool *stop);
+
+/*
+ * rounds_left - in the pause, for a copy that is not an image (migration): into @out
+ * (one bit per page) every page the destination may not have as it is now: written
+ * since its last round (the log, the monitor's marks) or never watched and present
+ * now. Pages never watched that hold no data are left out only where round 0 found
+ * none either (the destination's are zero too). Returns how many, or -errno.
+ */
+int64_t rounds_left(struct snap_rounds *r, uint64_t *out);
 
 /*
  * rounds_pause_pages - what the pause after the next rounds is expected to copy, for

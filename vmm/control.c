@@ -295,7 +295,7 @@ static int ctl_timeout_ms(struct ctl_server *srv)
 {
 	double left;
 
-	if (!srv->sched)
+	if (!srv->sched || srv->mig) /* a migration holds the dirty log */
 		return CTL_TICK_MS;
 	srv->sched_due = snap_schedule_tick(srv->engine, srv->sched, mono_s(), srv->sched_due);
 	left = (srv->sched_due - mono_s()) * 1000.0;
@@ -338,6 +338,10 @@ static void *ctl_thread(void *arg)
 				ctl_deliver_snapshot(srv);
 				if (srv->sched)
 					snap_schedule_prune(srv->sched);
+				continue;
+			}
+			if (why == 'm') {
+				ctl_deliver_migration(srv);
 				continue;
 			}
 			break;
@@ -424,6 +428,7 @@ void ctl_stop(struct ctl_server *srv)
 		snap_engine_on_done(srv->engine, NULL, NULL);
 	if (write(srv->wake[1], "q", 1) == 1)
 		pthread_join(srv->thread, NULL);
+	ctl_migration_stop(srv);
 	for (int i = 0; i < CTL_MAX_CLIENTS; i++)
 		if (srv->clients[i])
 			ctl_drop(srv, i);

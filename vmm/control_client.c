@@ -1,6 +1,6 @@
 /*
  * control_client.c - `ccvm ctl`: one request to a running ccvm's control socket, its
- * reply line printed, and with --wait or --events the lines that follow.
+ * reply line printed; for `events`, the lines that follow until the monitor closes.
  */
 #include "control_impl.h"
 #include "base/log.h"
@@ -32,6 +32,19 @@ static void ctl_absolute_file(json_t *req)
 		return;
 	json_array_set_new(args, 0, json_string(abs));
 	free(abs);
+}
+
+/* `events`: every line the monitor sends after the reply, as it comes, until it closes
+ * the connection (the VM ended, or moved away). */
+static void ctl_follow(int fd)
+{
+	char more[CTL_MAX_LINE];
+	ssize_t n;
+
+	fflush(stdout);
+	while ((n = read(fd, more, sizeof(more))) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0 && (fwrite(more, 1, (size_t)n, stdout) != (size_t)n || fflush(stdout)))
+			return;
 }
 
 int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
@@ -88,6 +101,8 @@ int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
 	msg = json_loads(reply, JSON_DISABLE_EOF_CHECK, NULL);
 	ok = json_is_true(json_object_get(msg, "ok"));
 	json_decref(msg);
+	if (ok && strcmp(cmd, "events") == 0)
+		ctl_follow(fd); /* (what came with the reply is printed) */
 out:
 	free(line);
 	close(fd);

@@ -8,7 +8,6 @@
 #include "cli.h"
 #include "base/log.h"
 #include "base/mono.h"
-#include "migrate.h"
 #include "vm.h"
 #include "linux/lx.h"
 #include "../snapshot/engine.h"
@@ -193,6 +192,8 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 
 	if (!srv->engine)
 		return ctl_reply_error("snapshots are not available for this VM");
+	if (srv->mig)
+		return ctl_reply_error("a migration is running; no snapshot until it ended");
 	sr = *snap_engine_defaults(srv->engine);
 	if (json_is_string(json_object_get(req->msg, "file")))
 		sr.file = json_string_value(json_object_get(req->msg, "file"));
@@ -311,46 +312,6 @@ static char *ctl_kill(struct ctl_server *srv, const struct ctl_request *req, int
 				      rc == 1 ? "stopped" : "sent"));
 }
 
-/* `migrate WHERE [--compress lz4|zstd|none]`: the VM sent to a destination that
- * listens there (migrate.c); once it runs there, this one stops (ccvm exits 0). The
- * options of the live migration still to come are refused by name. */
-static char *ctl_migrate(struct ctl_server *srv, const struct ctl_request *req, int *stop)
-{
-	static const char *const later[] = { "downtime-ms", "max-rounds", "postcopy", "bandwidth" };
-	const char *where = json_string_value(json_array_get(json_object_get(req->msg, "args"), 0));
-	const char *comp = json_string_value(json_object_get(req->msg, "compress"));
-	enum img_codec codec = IMG_CODEC_LZ4;
-	struct migrate_figures f;
-	char err[MIG_ERR_LEN] = "";
-
-	if (!where)
-		return ctl_reply_error("usage: migrate unix:PATH|tcp:ADDR:PORT [--compress "
-				       "lz4|zstd|none]");
-	for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
-		if (json_object_get(req->msg, later[i])) {
-			snprintf(err, sizeof(err), "--%s: not yet (this ccvm migrates by stopping "
-				 "the VM and copying it: docs/migration.md)", later[i]);
-			return ctl_reply_error(err);
-		}
-	if (json_object_get(req->msg, "compress") &&
-	    (!comp || codec_parse(comp, &codec) || codec == IMG_CODEC_AUTO))
-		return ctl_reply_error("--compress: lz4, zstd or none");
-	if (srv->engine && snap_busy(srv->engine))
-		return ctl_reply_error("a snapshot is running; migrate once it ended");
-	if (__atomic_load_n(&srv->vm->lazy, __ATOMIC_ACQUIRE))
-		return ctl_reply_error("this VM is still loading its memory from its image; try "
-				       "again in a moment");
-	if (migrate_send(srv->vm, where, codec, &f, err, sizeof(err)))
-		return ctl_reply_error(err);
-	log_always("migrated to %s: the VM runs there now (%llu bytes sent, paused %llu ms)",
-		   where, (unsigned long long)f.bytes_sent, (unsigned long long)f.downtime_ms);
-	*stop = 0;
-	return ctl_reply_ok(json_pack("{s:s, s:I, s:I, s:I, s:I}", "migrated", where, "bytes",
-				      (json_int_t)f.bytes_sent, "downtime_ms",
-				      (json_int_t)f.downtime_ms, "pages", (json_int_t)f.pages,
-				      "holes", (json_int_t)f.holes));
-}
-
 char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req,
 			  int *stop)
 {
@@ -396,7 +357,7 @@ char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ct
 	case CTL_KILL:
 		return ctl_kill(srv, req, stop);
 	case CTL_MIGRATE:
-		return ctl_migrate(srv, req, stop);
+		return ctl_migrate(srv, c, req);
 	default:
 		return ctl_reply_error("unknown command");
 	}

@@ -25,6 +25,7 @@ struct ctl_client {
 	int fd;
 	uint64_t wait_id;  /* a snapshot whose end this client waits for (--wait) */
 	bool events;       /* asked for event lines */
+	bool wait_mig;     /* waits for the migration's end (migrate --wait) */
 	size_t len;
 	char buf[CTL_MAX_LINE];
 	/* Replies not yet taken by the client: sent as its socket accepts them, so a
@@ -50,6 +51,7 @@ struct ctl_server {
 	pthread_t thread;
 	struct timespec started;
 	struct ctl_client *clients[CTL_MAX_CLIENTS];
+	struct ctl_migration *mig; /* the running migration (control_migrate.c), or NULL */
 };
 
 /* Queue reply @line (taken over, freed here) for client @c: sent as its socket takes
@@ -64,6 +66,18 @@ char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ct
 /* A snapshot ended: its figures to the clients that wait for it, its event to those
  * that asked for events, its line to the snapshot log. */
 void ctl_deliver_snapshot(struct ctl_server *srv);
+
+/* `migrate` (control_migrate.c): started on its own thread; the reply now, or NULL
+ * for --wait. */
+char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req);
+
+/* The migration thread woke the control thread: its progress events to the clients
+ * that asked for events; at its end, the waiting clients' reply, and the VM stopped
+ * (status 0) when it runs on the destination. */
+void ctl_deliver_migration(struct ctl_server *srv);
+
+/* A migration still running is cancelled (the VM resumes here) and waited for. */
+void ctl_migration_stop(struct ctl_server *srv);
 
 /* The socket address of @path: 0, or -ENAMETOOLONG. */
 int ctl_sockaddr(const char *path, struct sockaddr_un *sa);

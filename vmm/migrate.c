@@ -2,26 +2,33 @@
  * migrate.c - the sending side of a live migration (docs/migration.md): `ccvm ctl SOCK
  * migrate unix:PATH|tcp:ADDR:PORT`.
  *
- * This first sender stops and copies: it pauses the VM, sends all of the first
- * process's memory (zero pages as holes) and the state sections an image would hold
- * (vCPUs, processes, the other processes' memory, shared memory) over the stream
- * (snapshot/migstream.c), and waits for the destination's answer. Only after RUNNING
- * does it leave the VM paused for good, for its caller to end: the VM runs there now.
- * Anything else (no destination, a cut connection, REFUSED with its reason) resumes
- * the VM here. Pre-copy rounds in coverage order, which shorten the pause to what is
- * still dirty at the end, are the next step.
+ * Pre-copy: while the VM runs, every page of the first process's memory that holds
+ * data goes over the stream (snapshot/migstream.c), cold regions first by the coverage
+ * tracker and hot ones last, then round after round the pages the dirty log and the
+ * monitor's marks say were written since (snapshot/precopy.c, the rounds --precopy
+ * rounds snapshots make, aimed at a socket instead of a file). When what is left
+ * would go in under the downtime target, or the rounds stop converging, the VM
+ * pauses: the rest, then the state sections an image would hold (vCPUs, processes,
+ * the other processes' memory, shared memory), then the end. Only after the
+ * destination's RUNNING does the VM stay paused for good, for its caller to end: it
+ * runs there now. Anything else (no destination, a cut connection, REFUSED with its
+ * reason, a cancel) resumes the VM here.
  */
 #include "migrate.h"
 #include "persist_capture.h"
 #include "base/log.h"
 #include "base/mono.h"
+#include "base/pages.h"
 #include "vm.h"
 #include "../snapshot/image.h"
 #include "../snapshot/migstream.h"
+#include "../snapshot/migsend.h"
+#include "../mmu/tracker.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +74,29 @@ int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, 
 		return 0;
 	}
 	return log_set_err(-EINVAL, err, errlen, "%s: unix:PATH or tcp:ADDR:PORT", where);
+}
+
+void migrate_init(struct migration *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->codec = IMG_CODEC_AUTO;
+	m->downtime_ms = MIGRATE_DOWNTIME_MS_DEFAULT;
+	m->fd = -1;
+	pthread_mutex_init(&m->lock, NULL);
+}
+
+void migrate_fini(struct migration *m)
+{
+	pthread_mutex_destroy(&m->lock);
+}
+
+void migrate_cancel(struct migration *m)
+{
+	__atomic_store_n(&m->cancel, true, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&m->lock);
+	if (m->fd >= 0)
+		shutdown(m->fd, SHUT_RDWR); /* a send or a wait for the answer ends now */
+	pthread_mutex_unlock(&m->lock);
 }
 
 static int migrate_connect(const char *where, char *err, size_t errlen)
@@ -126,45 +156,137 @@ static int migrate_answers(int fd, char *err, size_t errlen)
 	}
 }
 
-int migrate_send(struct vm *vm, const char *where, enum img_codec codec,
-		 struct migrate_figures *fig, char *err, size_t errlen)
+/* Why a send failed, for the user. */
+static int migrate_send_err(int rc, const struct migration *m, char *err, size_t errlen)
 {
-	struct mig_out o = { .fd = -1 };
-	uint64_t t0;
-	int fd = migrate_connect(where, err, errlen), rc;
+	if (rc == -EPIPE || rc == -ECONNRESET)
+		return log_set_err(rc, err, errlen, "sending to %s: the destination hung up (%s)",
+				   m->where, strerror(-rc));
+	return log_set_err(rc, err, errlen, "sending to %s: %s", m->where, strerror(-rc));
+}
+
+/* What a running migration keeps between its steps. */
+struct migrate_run {
+	struct migration *m;
+	struct vm *vm;
+	struct mig_out o;
+	struct mig_precopy p;
+	bool rounds;             /* pre-copy (a dirty log); else stop and copy */
+};
+
+static int migrate_writers_pause(void *ctx)
+{
+	return vm_pause(ctx);
+}
+
+static void migrate_writers_resume(void *ctx)
+{
+	vm_resume(ctx);
+}
+
+/* The pre-copy set up over the VM's dirty log (the tracker's, or KVM's own without
+ * one): 0 with run->rounds false when there is none, or --max-rounds 0 (stop and copy). */
+static int migrate_precopy_init(struct migrate_run *run)
+{
+	const struct migration *m = run->m;
+	const struct mig_precopy_opts opts = {
+		.coverage = m->order == MIGRATE_ORDER_COVERAGE, .max_rounds = m->max_rounds,
+		.bandwidth = m->bandwidth, .progress = m->progress, .ctx = m->ctx,
+	};
+	struct tracker_log log = { .ops = NULL };
+	int rc;
+
+	if (m->tracker)
+		log = m->tracker->log;
+	else if (vm_dirty_log(run->vm, &log))
+		log.ops = NULL;
+	if (m->stop_copy || !log.ops)
+		return 0;
+	rc = mig_precopy_init(&run->p, &run->vm->ram, m->tracker, &log, &run->o, &opts);
+	run->rounds = !rc;
+	return rc;
+}
+
+/* Everything up to the destination's answer; the VM paused when it returns 0. */
+static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, uint64_t *t_pause,
+			 char *err, size_t errlen)
+{
+	struct migration *m = run->m;
+	int rc = migrate_precopy_init(run);
+
+	if (!rc && run->rounds) {
+		if (m->tracker)
+			tracker_hold(m->tracker, true);
+		rc = mig_precopy_rounds(&run->p, &(struct rounds_writers){
+						.pause = migrate_writers_pause,
+						.resume = migrate_writers_resume, .ctx = run->vm },
+					m->downtime_ms * MIGRATE_NS_PER_MS, &m->cancel);
+		fig->rounds = run->p.r.rounds;
+		fig->pages_precopied = run->p.r.pages_sent;
+		if (rc == -ECANCELED)
+			return log_set_err(rc, err, errlen, "cancelled");
+	}
+	if (rc)
+		return migrate_send_err(rc, m, err, errlen);
+	*t_pause = mono_ns();
+	if (vm_pause(run->vm))
+		return log_set_err(-ESRCH, err, errlen, "the VM has stopped");
+	rc = run->rounds ? mig_precopy_rest(&run->p) :
+			   mig_send_memory(&run->o, run->vm->ram.host, 0, run->vm->ram.size);
+	fig->pages_paused = run->rounds ? run->p.pages_paused : run->vm->ram.size / PAGE_SIZE;
+	if (!rc)
+		rc = migrate_state(run->vm, &run->o, err, errlen);
+	if (rc && !err[0])
+		migrate_send_err(rc, m, err, errlen);
+	return rc ? rc : migrate_answers(run->o.fd, err, errlen);
+}
+
+int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig, char *err,
+		 size_t errlen)
+{
+	struct migrate_run run = { .m = m, .vm = vm, .o = { .fd = -1 } };
+	uint64_t t0 = mono_ns(), t_pause = 0;
+	int fd = migrate_connect(m->where, err, errlen), rc;
+	bool paused;
 
 	memset(fig, 0, sizeof(*fig));
+	fig->ram_size = vm->ram.size;
 	if (fd < 0)
 		return fd;
-	t0 = mono_ns();
-	rc = vm_pause(vm);
-	if (rc) {
-		close(fd);
-		return log_set_err(rc, err, errlen, "the VM has stopped");
-	}
-	rc = mig_out_open(&o, fd, vm->ram.size, codec, codec_default_level(codec));
+	pthread_mutex_lock(&m->lock);
+	m->fd = fd;
+	pthread_mutex_unlock(&m->lock);
+	rc = mig_out_open(&run.o, fd, vm->ram.size, m->codec, codec_default_level(m->codec));
 	if (!rc)
-		rc = mig_send_memory(&o, vm->ram.host, 0, vm->ram.size);
-	if (!rc)
-		rc = migrate_state(vm, &o, err, errlen);
-	if (rc && !err[0])
-		log_set_err(rc, err, errlen, "sending to %s: %s", where, strerror(-rc));
-	if (rc) {
+		rc = migrate_steps(&run, fig, &t_pause, err, errlen);
+	else
+		migrate_send_err(rc, m, err, errlen);
+	paused = t_pause && rc != -ESRCH;
+	if (rc && rc != -EPROTO && rc != -ECANCELED) {
 		/* A destination that refused said why: its answer wins over a cut write. */
 		char why[MIG_WHY_MAX] = "";
 
 		if (migrate_answers(fd, why, sizeof(why)) == -EPROTO)
 			snprintf(err, errlen, "%s", why);
-	} else {
-		rc = migrate_answers(fd, err, errlen);
 	}
-	fig->bytes_sent = o.bytes_sent;
-	fig->pages = o.pages_sent;
-	fig->holes = o.holes_sent;
-	fig->downtime_ms = (mono_ns() - t0) / MIGRATE_NS_PER_MS;
-	mig_out_close(&o);
+	if (run.rounds) {
+		mig_precopy_end(&run.p);
+		if (m->tracker)
+			tracker_hold(m->tracker, false);
+	}
+	mig_precopy_fini(&run.p);
+	fig->precopy = run.rounds;
+	fig->bytes_sent = run.o.bytes_sent;
+	fig->pages = run.o.pages_sent;
+	fig->holes = run.o.holes_sent;
+	fig->downtime_ms = t_pause ? (mono_ns() - t_pause) / MIGRATE_NS_PER_MS : 0;
+	fig->total_ms = (mono_ns() - t0) / MIGRATE_NS_PER_MS;
+	mig_out_close(&run.o);
+	pthread_mutex_lock(&m->lock);
+	m->fd = -1;
 	close(fd);
-	if (rc)
+	pthread_mutex_unlock(&m->lock);
+	if (rc && paused)
 		vm_resume(vm); /* the VM goes on here */
 	return rc;
 }

@@ -4,15 +4,21 @@
 #ifndef CCVM_MIGRATE_H
 #define CCVM_MIGRATE_H
 
-#include "../snapshot/codec.h"
+#include "../snapshot/migsend.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
 struct vm;
+struct tracker;
 
 #define MIG_ERR_LEN 640 /* room for a destination's reason and what came before it */
+#define MIGRATE_DOWNTIME_MS_DEFAULT 300
+#define MIGRATE_DOWNTIME_MS_MAX     60000
+#define MIGRATE_ROUNDS_MAX          1000
 
 /* "unix:PATH" or "tcp:ADDR:PORT" (ADDR IPv4) as a socket address: 0, or -EINVAL with
  * why in @err. The receiving side listens on the same (persist_incoming.c). */
@@ -20,16 +26,55 @@ int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, 
 		 size_t errlen);
 
 struct migrate_figures {
+	uint64_t ram_size;
 	uint64_t bytes_sent;
 	uint64_t downtime_ms;    /* from the pause to the destination's RUNNING */
+	uint64_t total_ms;       /* from the connection to RUNNING */
+	uint64_t rounds;         /* pre-copy rounds made (0: stop and copy) */
+	uint64_t pages_precopied;/* pages sent while the VM ran */
+	uint64_t pages_paused;   /* pages sent in the pause */
 	uint64_t pages, holes;
+	bool precopy;
 };
 
-/* Send @vm to the destination listening at @where ("unix:PATH" or "tcp:ADDR:PORT"):
- * the VM paused, its memory and state sent with @codec, and 0 once the destination
- * said RUNNING, the VM left paused for its caller to end (it runs there now). Any
- * failure before that resumes it here: -errno with why in @err. */
-int migrate_send(struct vm *vm, const char *where, enum img_codec codec,
-		 struct migrate_figures *fig, char *err, size_t errlen);
+/* The order round 0 sends regions in. */
+enum migrate_order { MIGRATE_ORDER_COVERAGE, MIGRATE_ORDER_ADDRESS };
+
+/* One migration: what the caller sets, then what migrate_send keeps while it runs. */
+struct migration {
+	const char *where;          /* "unix:PATH" or "tcp:ADDR:PORT" */
+	enum img_codec codec;
+	uint64_t downtime_ms;       /* the pause aimed at */
+	unsigned max_rounds;        /* 0: the rounds' own limit */
+	bool stop_copy;             /* no rounds: pause, then send it all (--max-rounds 0) */
+	uint64_t bandwidth;         /* bytes/s while the VM runs; 0: as fast as it goes */
+	enum migrate_order order;
+	struct tracker *tracker;    /* coverage and page heat; NULL: address order */
+	void (*progress)(void *ctx, const struct mig_progress *p);
+	void *ctx;
+	/* Kept by migrate_send; migrate_cancel reaches them from another thread. */
+	bool cancel;
+	int fd;
+	pthread_mutex_t lock;
+};
+
+/* @m ready for migrate_send, its fields zeroed but for the defaults. */
+void migrate_init(struct migration *m);
+void migrate_fini(struct migration *m);
+
+/*
+ * migrate_send - send @vm to the destination listening at m->where: pre-copy rounds
+ * while it runs (every page that holds data, cold regions first, then what was
+ * written since, until what is left fits m->downtime_ms or stops shrinking), then the
+ * pause, the rest, the vCPU and process state, and 0 once the destination said
+ * RUNNING: the VM is left paused for its caller to end (it runs there now). Without
+ * a dirty log, stop and copy. Any failure before RUNNING resumes it here: -errno with
+ * why in @err.
+ */
+int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig, char *err,
+		 size_t errlen);
+
+/* From another thread: the running migrate_send gives up soon (-ECANCELED). */
+void migrate_cancel(struct migration *m);
 
 #endif

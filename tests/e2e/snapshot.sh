@@ -18,63 +18,8 @@ echo "== snapshots"
 S=$WORK/snap; mkdir -p "$S"
 SMEM=$(scaled 256 64)M
 ZARGS=(--size "$(scaled 64 8)M" --report-ms 0 --seed 11 --scatter)
-STOP=$S/stop
-
-start_vm() { # SOCK, then command; sets VMPID. Its stdin is a FIFO the test holds open
-	local sock=$1       # (fd 6) until vm_stdin_close, so a guest may wait for it.
-	shift
-	rm -f "$S/in"; mkfifo "$S/in"
-	"$CCVM" run --mem "$SMEM" --control "$sock" -- "$@" <"$S/in" >"$S/vm.out" 2>"$S/vm.err" &
-	VMPID=$!
-	exec 6>"$S/in"
-	wait_until 10 test -S "$sock"
-}
-vm_stdin_close() { exec 6>&-; }
-vm_stop() { # touch $STOP and close the guest's stdin; wait for it: its status
-	touch "$STOP"
-	vm_stdin_close
-	wait "$VMPID"
-}
-field() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
-flip_byte() { # FILE OFFSET: every bit of the byte inverted (writing a constant would
-	# leave a byte that already held it, such as an LZ4 frame's 0xff lengths, as it was)
-	python3 -c 'import os, sys; fd, o = os.open(sys.argv[1], os.O_RDWR), int(sys.argv[2])
-os.pwrite(fd, bytes([os.pread(fd, 1, o)[0] ^ 0xff]), o)' "$1" "$2"
-}
-image_memory_equals_ref() { # IMAGE: the memory the image holds (read by ccvm's reader,
-	# build/imgmem: frames decompressed, each chunk checked) vs IMAGE.ref
-	local ram; ram=$(stat -c %s "$1.ref")
-	"$TOP/build/imgmem" "$1" | head -c "$ram" | cmp -s - "$1.ref"
-}
-zcheck() { # FILE [ZIPFBENCH ARGS]: FILE's summary line matches a native run of as many
-	local line n want     # updates (default args: ZARGS); prints "updates=N checksum=X"
-	line=$(grep '^summary ' "$1" 2>/dev/null | tail -1)
-	shift
-	[ $# -gt 0 ] || set -- "${ZARGS[@]}"
-	n=$(echo "$line" | grep -o ' updates=[0-9]*' | cut -d= -f2)
-	[ -n "$n" ] && [ "$n" -gt 0 ] || { echo "no summary: '$line'"; return 1; }
-	want=$("$G/zipfbench" "$@" --report-ms 0 --write-total "$((n * 1024))" | grep -o 'checksum=[0-9a-f]*')
-	echo "$line" | grep -q " $want\$" || { echo "'$line', a native run of $n updates ends with $want"; return 1; }
-	echo "updates=$n $want"
-}
-reports() { grep -c '^report ' "$S/vm.out" 2>/dev/null; }
-more_reports() { [ "$(reports)" -gt "$1" ]; } # N: the guest reported progress since
-tracker_timed() { # SOCK: the coverage tracker has timed a window by the guest's progress
-	awk -v r="$("$CCVM" ctl "$1" stats regions 2>/dev/null | field progress_per_s)" 'BEGIN {exit !(r > 0)}'
-}
-wait_rewrite_window() { # SOCK: the coverage tracker measured a window of rewrites
-	# Windows are timed by the guest's clock reads, which zipfbench makes only once its
-	# area is filled: the window after the first so timed watched nothing but rewrites.
-	local w
-	wait_until 60 tracker_timed "$1"
-	w=$("$CCVM" ctl "$1" stats regions 2>/dev/null | field windows)
-	wait_until 60 vm_field_ge "$1" stats regions windows $((${w:-0} + 1))
-}
-vm_field_ge() { # SOCK CMD... FIELD MIN: a number in the reply is at least MIN
-	local n=$(($# - 1)) min=${!#} f
-	f=${!n}
-	[ "$("$CCVM" ctl "${@:1:$((n - 1))}" 2>/dev/null | field "$f")" -ge "$min" ] 2>/dev/null
-}
+# shellcheck source=tests/e2e/snaplib.sh
+. "$TOP/tests/e2e/snaplib.sh"
 
 SOCK=$S/ctl.sock
 
@@ -693,96 +638,11 @@ snap_child_memory() {
 	rm -f "$S/held.img" "$S/forked.img"
 }
 
-# 1f (a migration stream's receiver, docs/migration.md). An image of two processes
-#     sharing memory, sent as a migration stream (build/imgstream) to `ccvm restore
-#     --incoming unix:PATH`: the destination answers READY and RUNNING and finishes as
-#     the uninterrupted run. One byte damaged on the way: refused with the reason, to
-#     the sender too, and a nonzero status.
-snap_incoming() {
-	local r got sent bad st want="shared counter 200, memfd 'count 200'"
-	start_vm "$SOCK" "$G/tests/shm.glibc" slow 200
-	wait_for_line started "$S/vm.out"
-	sleep 0.5
-	r=$("$CCVM" ctl "$SOCK" snapshot "$S/mig.img" --wait 2>&1)
-	kill "$VMPID" 2>/dev/null; vm_stdin_close; wait "$VMPID" 2>/dev/null
-	rm -f "$S/mig.sock"
-	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
-	local dst=$!
-	sent=$(tmo 60 "$TOP/build/imgstream" "$S/mig.img" "unix:$S/mig.sock" 2>&1 | tr '\n' ' ')
-	wait "$dst"; st=$?
-	got=$(cat "$S/mig.out")
-	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
-		echo "$sent" | grep -q "READY RUNNING"; then
-		pass "restore --incoming: a tree with shared memory arrives as a stream and runs on" "sender: $sent; '$got'"
-	else
-		fail "restore --incoming: a tree with shared memory arrives as a stream and runs on" \
-			"snapshot: $(echo "$r" | head -c 200)" "sender: $sent" "destination ($st): '$got'" "$(head -3 "$S/mig.err")"
-	fi
-	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
-	dst=$!
-	bad=$(tmo 60 "$TOP/build/imgstream" --damage "$S/mig.img" "unix:$S/mig.sock" 2>/dev/null | tr '\n' ' ')
-	wait "$dst"; st=$?
-	if [ "$st" = 1 ] && echo "$bad" | grep -q "REFUSED: .*fails its checksum" &&
-		grep -q "migration refused: .*fails its checksum" "$S/mig.err" && [ ! -s "$S/mig.out" ]; then
-		pass "restore --incoming: a damaged byte in the stream is refused" "status $st; sender heard '$bad'"
-	else
-		fail "restore --incoming: a damaged byte in the stream is refused" "status $st" "sender: $bad" "$(head -3 "$S/mig.err")"
-	fi
-	expect_fail "restore --incoming and a FILE" 2 "a FILE or --incoming, not both" -- "$CCVM" restore --incoming "unix:$S/x.sock" "$S/mig.img"
-	expect_fail "restore --incoming elsewhere" 2 "unix:PATH or tcp:ADDR:PORT" -- "$CCVM" restore --incoming "udp:1.2.3.4:5"
-	rm -f "$S/mig.img" "$S/mig.sock"
-}
-
-# 1g (ccvm ctl migrate, docs/migration.md: stop and copy for now). Two processes
-#     sharing memory, migrated while they run to `restore --incoming`: the source says
-#     where it went and exits 0, the destination finishes as the uninterrupted run. A
-#     destination that refuses (another --mem), and one that hangs up at once: the
-#     source says why, resumes, and finishes the run itself.
-snap_migrate() {
-	local r refused cut got st want="shared counter 500, memfd 'count 500'"
-	start_vm "$SOCK" "$G/tests/shm.glibc" slow 500
-	wait_for_line started "$S/vm.out"
-	rm -f "$S/mig.sock"
-	tmo 60 "$CCVM" restore --mem 64M --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
-	local dst=$!
-	wait_until 10 test -S "$S/mig.sock"
-	refused=$("$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" 2>&1)
-	wait "$dst"
-	python3 -c 'import socket, sys
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); c, _ = s.accept(); c.close()' "$S/cut.sock" &
-	local hangup=$!
-	wait_until 10 test -S "$S/cut.sock"
-	cut=$("$CCVM" ctl "$SOCK" migrate "unix:$S/cut.sock" 2>&1)
-	wait "$hangup"
-	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
-	dst=$!
-	wait_until 10 test -S "$S/mig.sock"
-	r=$("$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" 2>&1)
-	vm_stdin_close; wait "$VMPID"; st=$?
-	wait "$dst"
-	got=$(cat "$S/mig.out")
-	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
-		grep -q '^started$' "$S/vm.out" && ! grep -q "shared counter" "$S/vm.out" &&
-		grep -q "migrated to unix:.*: the VM runs there now" "$S/vm.err" &&
-		echo "$refused" | grep -q "the destination refused: a stream of" &&
-		[ "$(echo "$cut" | field ok)" = false ]; then
-		pass "ctl migrate: two processes sharing memory move to restore --incoming" \
-			"$(echo "$r" | head -c 160); refused: $(echo "$refused" | field error); hung up: $(echo "$cut" | field error)"
-	else
-		fail "ctl migrate: two processes sharing memory move to restore --incoming" "reply: $r" \
-			"refused: $refused" "hung up: $cut" "source status $st: $(tr '\n' ' ' <"$S/vm.out")" \
-			"destination: '$got' $(head -2 "$S/mig.err")"
-	fi
-	rm -f "$S/mig.sock" "$S/cut.sock"
-}
-
 snap_live
 snap_second_process
 snap_pipeline
 snap_shared
 snap_child_memory
-snap_incoming
-snap_migrate
 snap_descriptors
 snap_blocked_read
 snap_damaged

@@ -36,6 +36,7 @@ Suite *cpufeat_suite(void);
 Suite *sigfwd_suite(void);
 Suite *stages_suite(void);
 Suite *migstream_suite(void);
+Suite *migsend_suite(void);
 
 #define CHILD_OUT_MAX 4096
 

@@ -1,0 +1,157 @@
+/*
+ * migsend.c - a migration's memory while its writers run: the pre-copy rounds of
+ * precopy.c aimed at a migration stream (migstream.c), then the pause's rest.
+ *
+ * Coverage-aware, the default: round 0 goes region by region, the coldest by the
+ * tracker's coverage first, so that what goes early is least likely to go again; the
+ * pages the heat says were written lately wait for the first harvest, which sends
+ * the ones not written since and defers the others; a page written in two harvests
+ * running is deferred too, never watched nor sent again before the pause (each copy
+ * of it would be stale by the next round). Plain, for comparison: address order,
+ * every dirty page again each round, as peers' pre-copy does.
+ */
+#include "migsend.h"
+#include "../mmu/tracker.h"
+#include "../vmm/base/pages.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIG_NS_PER_MS 1000000ULL
+/* Coverage is ranked over this much guest time: about what a round 0 takes. */
+#define MIG_COVERAGE_S 1.0
+
+static int mig_sink(void *ctx, uint64_t pfn, const void *data, uint64_t n)
+{
+	return mig_send_pages(ctx, data, pfn * PAGE_SIZE, n * PAGE_SIZE);
+}
+
+/* After each round's harvest: the round's marker on the stream, the progress. */
+static int mig_round(void *ctx, const struct snap_rounds *r, uint64_t dirty, uint64_t left,
+		     uint64_t ns)
+{
+	struct mig_precopy *p = ctx;
+	struct mig_progress pr = {
+		.round = r->rounds, .bytes_sent = p->o->bytes_sent, .dirty_pages = left,
+		.dirty_rate = ns ? (uint64_t)((double)dirty * PAGE_SIZE * 1e9 / (double)ns) : 0,
+		.expected_downtime_ms = left * r->page_ns / MIG_NS_PER_MS,
+	};
+
+	if (p->opts.progress)
+		p->opts.progress(p->opts.ctx, &pr);
+	return mig_send_round(p->o, r->rounds);
+}
+
+static const double *mig_cov; /* qsort has no context: one sort at a time */
+
+static int mig_cmp_cov(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (mig_cov[x] != mig_cov[y])
+		return mig_cov[x] < mig_cov[y] ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* Round 0's order: regions by the coverage the tracker expects, coldest first. */
+static int mig_order(struct mig_precopy *p, struct tracker *t)
+{
+	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
+	uint64_t n = t ? t->cov.n_regions : 0;
+	double *cov;
+
+	if (!n)
+		return 0;
+	cov = calloc(n, sizeof(*cov));
+	p->order = calloc(n, sizeof(*p->order));
+	if (!cov || !p->order) {
+		free(cov);
+		return -ENOMEM;
+	}
+	n = tracker_region_coverage(t, MIG_COVERAGE_S, cov, n);
+	for (uint64_t i = 0; i < n; i++)
+		p->order[i] = (uint32_t)i;
+	pthread_mutex_lock(&sort_lock);
+	mig_cov = cov;
+	qsort(p->order, n, sizeof(*p->order), mig_cmp_cov);
+	pthread_mutex_unlock(&sort_lock);
+	free(cov);
+	p->r.order = p->order;
+	p->r.n_order = n;
+	p->r.region_pages = t->cov.region_size / PAGE_SIZE;
+	return 0;
+}
+
+int mig_precopy_init(struct mig_precopy *p, struct gmem *mem, struct tracker *tracker,
+		     const struct tracker_log *log, struct mig_out *o,
+		     const struct mig_precopy_opts *opts)
+{
+	memset(p, 0, sizeof(*p));
+	p->o = o;
+	p->opts = *opts;
+	/* Plain is a plain pre-copy: no heat, nothing deferred. */
+	rounds_init(&p->r, mem, opts->coverage ? tracker : NULL);
+	p->r.log = *log;
+	p->r.max_rounds = opts->max_rounds;
+	p->r.rate = opts->bandwidth;
+	p->r.learn_page_ns = true;
+	p->r.defer_hot = opts->coverage;
+	p->r.on_round = mig_round;
+	p->r.hook_ctx = p;
+	p->left = calloc(p->r.words ? p->r.words : 1, sizeof(uint64_t));
+	if (!p->left)
+		return -ENOMEM;
+	return opts->coverage ? mig_order(p, tracker) : 0;
+}
+
+void mig_precopy_fini(struct mig_precopy *p)
+{
+	rounds_fini(&p->r);
+	free(p->order);
+	free(p->left);
+	p->order = NULL;
+	p->left = NULL;
+}
+
+int mig_precopy_rounds(struct mig_precopy *p, const struct rounds_writers *w,
+		       uint64_t downtime_ns, const bool *stop)
+{
+	return rounds_run(&p->r, &(struct rounds_sink){ .pages = mig_sink, .ctx = p->o }, w,
+			  downtime_ns, stop);
+}
+
+int mig_precopy_rest(struct mig_precopy *p)
+{
+	int64_t n = rounds_left(&p->r, p->left);
+	const uint64_t *b = p->left;
+	uint64_t at = 0;
+	int rc = 0;
+
+	if (n < 0)
+		return (int)n;
+	p->pages_paused = (uint64_t)n;
+	while (at < p->r.pages && !rc) {
+		uint64_t end;
+
+		if (!b[at / 64]) {
+			at = (at / 64 + 1) * 64;
+			continue;
+		}
+		if (!(b[at / 64] >> (at % 64) & 1)) {
+			at++;
+			continue;
+		}
+		for (end = at + 1; end < p->r.pages && (b[end / 64] >> (end % 64) & 1); end++)
+			;
+		rc = mig_send_memory(p->o, p->r.mem->host, at * PAGE_SIZE, (end - at) * PAGE_SIZE);
+		at = end;
+	}
+	return rc;
+}
+
+void mig_precopy_end(struct mig_precopy *p)
+{
+	rounds_end(&p->r);
+}

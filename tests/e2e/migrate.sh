@@ -1,0 +1,235 @@
+# Live migration end-to-end tests (docs/migration.md); sourced by run.sh (uses its
+# CCVM, G, WORK and lib.sh).
+#
+# A VM moves from `ccvm run --control` to `ccvm restore --incoming` on this machine
+# while its guest writes: the destination must finish the run as the uninterrupted
+# guest would (zipfbench's checksum against a native run of as many updates), and the
+# source must exit 0 once the destination runs it. A destination that fails on the
+# way (killed, refusing a damaged byte) leaves the VM running on the source, which
+# says why.
+
+echo "== migration"
+S=$WORK/mig; mkdir -p "$S"
+SMEM=$(scaled 256 64)M
+ZARGS=(--size "$(scaled 64 8)M" --report-ms 0 --seed 11 --scatter)
+# shellcheck source=tests/e2e/snaplib.sh
+. "$TOP/tests/e2e/snaplib.sh"
+
+SOCK=$S/ctl.sock
+
+dest_start() { # [RESTORE OPTIONS]: a destination listening on $S/mig.sock; sets DST
+	rm -f "$S/mig.sock"
+	tmo 120 "$CCVM" restore "$@" --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	DST=$!
+	wait_until 10 test -S "$S/mig.sock"
+}
+
+# 1. (the receiver, docs/migration.md) An image of two processes
+#     sharing memory, sent as a migration stream (build/imgstream) to `ccvm restore
+#     --incoming unix:PATH`: the destination answers READY and RUNNING and finishes as
+#     the uninterrupted run. One byte damaged on the way: refused with the reason, to
+#     the sender too, and a nonzero status.
+mig_incoming() {
+	local r got sent bad st want="shared counter 200, memfd 'count 200'"
+	start_vm "$SOCK" "$G/tests/shm.glibc" slow 200
+	wait_for_line started "$S/vm.out"
+	sleep 0.5
+	r=$("$CCVM" ctl "$SOCK" snapshot "$S/mig.img" --wait 2>&1)
+	kill "$VMPID" 2>/dev/null; vm_stdin_close; wait "$VMPID" 2>/dev/null
+	rm -f "$S/mig.sock"
+	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	local dst=$!
+	sent=$(tmo 60 "$TOP/build/imgstream" "$S/mig.img" "unix:$S/mig.sock" 2>&1 | tr '\n' ' ')
+	wait "$dst"; st=$?
+	got=$(cat "$S/mig.out")
+	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
+		echo "$sent" | grep -q "READY RUNNING"; then
+		pass "restore --incoming: a tree with shared memory arrives as a stream and runs on" "sender: $sent; '$got'"
+	else
+		fail "restore --incoming: a tree with shared memory arrives as a stream and runs on" \
+			"snapshot: $(echo "$r" | head -c 200)" "sender: $sent" "destination ($st): '$got'" "$(head -3 "$S/mig.err")"
+	fi
+	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	dst=$!
+	bad=$(tmo 60 "$TOP/build/imgstream" --damage "$S/mig.img" "unix:$S/mig.sock" 2>/dev/null | tr '\n' ' ')
+	wait "$dst"; st=$?
+	if [ "$st" = 1 ] && echo "$bad" | grep -q "REFUSED: .*fails its checksum" &&
+		grep -q "migration refused: .*fails its checksum" "$S/mig.err" && [ ! -s "$S/mig.out" ]; then
+		pass "restore --incoming: a damaged byte in the stream is refused" "status $st; sender heard '$bad'"
+	else
+		fail "restore --incoming: a damaged byte in the stream is refused" "status $st" "sender: $bad" "$(head -3 "$S/mig.err")"
+	fi
+	expect_fail "restore --incoming and a FILE" 2 "a FILE or --incoming, not both" -- "$CCVM" restore --incoming "unix:$S/x.sock" "$S/mig.img"
+	expect_fail "restore --incoming elsewhere" 2 "unix:PATH or tcp:ADDR:PORT" -- "$CCVM" restore --incoming "udp:1.2.3.4:5"
+	rm -f "$S/mig.img" "$S/mig.sock"
+}
+
+# 2. (ccvm ctl migrate --wait, a tree of processes). Two processes
+#     sharing memory, migrated while they run to `restore --incoming`: the source says
+#     where it went and exits 0, the destination finishes as the uninterrupted run. A
+#     destination that refuses (another --mem), and one that hangs up at once: the
+#     source says why, resumes, and finishes the run itself.
+mig_tree() {
+	local r refused cut got st want="shared counter 500, memfd 'count 500'"
+	start_vm "$SOCK" "$G/tests/shm.glibc" slow 500
+	wait_for_line started "$S/vm.out"
+	rm -f "$S/mig.sock"
+	tmo 60 "$CCVM" restore --mem 64M --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	local dst=$!
+	wait_until 10 test -S "$S/mig.sock"
+	refused=$("$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait 2>&1)
+	wait "$dst"
+	python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); c, _ = s.accept(); c.close()' "$S/cut.sock" &
+	local hangup=$!
+	wait_until 10 test -S "$S/cut.sock"
+	cut=$("$CCVM" ctl "$SOCK" migrate "unix:$S/cut.sock" --wait 2>&1)
+	wait "$hangup"
+	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	dst=$!
+	wait_until 10 test -S "$S/mig.sock"
+	r=$("$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait 2>&1)
+	vm_stdin_close; wait "$VMPID"; st=$?
+	wait "$dst"
+	got=$(cat "$S/mig.out")
+	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
+		grep -q '^started$' "$S/vm.out" && ! grep -q "shared counter" "$S/vm.out" &&
+		grep -q "migrated to unix:.*: the VM runs there now" "$S/vm.err" &&
+		echo "$refused" | grep -q "the destination refused: a stream of" &&
+		[ "$(echo "$cut" | field ok)" = false ]; then
+		pass "ctl migrate: two processes sharing memory move to restore --incoming" \
+			"$(echo "$r" | head -c 160); refused: $(echo "$refused" | field error); hung up: $(echo "$cut" | field error)"
+	else
+		fail "ctl migrate: two processes sharing memory move to restore --incoming" "reply: $r" \
+			"refused: $refused" "hung up: $cut" "source status $st: $(tr '\n' ' ' <"$S/vm.out")" \
+			"destination: '$got' $(head -2 "$S/mig.err")"
+	fi
+	rm -f "$S/mig.sock" "$S/cut.sock"
+}
+
+# 3. Pre-copy of a guest writing scattered blocks, with progress events: coverage
+#    order (the default), plain order, and --max-rounds 0 (stop and copy) with zstd.
+#    The destination ends with the uninterrupted run's checksum; the source exits 0
+#    and says where the VM went; the events show each round and the end.
+mig_precopy() {
+	local opts r st why ev
+	for opts in "" "--order address --downtime-ms 50" "--max-rounds 0 --compress zstd"; do
+		rm -f "$STOP"
+		start_vm "$SOCK" "$G/zipfbench" "${ZARGS[@]}" --report-ms 20 --stop-file "$STOP"
+		wait_until 60 more_reports 5
+		dest_start
+		tmo 120 "$CCVM" ctl "$SOCK" events >"$S/ev.out" 2>&1 &
+		ev=$!
+		wait_until 10 grep -q '"events"' "$S/ev.out"
+		# shellcheck disable=SC2086
+		r=$(tmo 120 "$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait $opts 2>&1)
+		wait_until 60 more_reports_in "$S/mig.out" 3
+		vm_stop; st=$?
+		wait "$DST"; wait "$ev"
+		why=$(zcheck "$S/mig.out")
+		if [ $? = 0 ] && [ "$st" = 0 ] && [ "$(echo "$r" | field ok)" = true ] &&
+			grep -q "migrated to unix:.*: the VM runs there now" "$S/vm.err" &&
+			! grep -q '^summary' "$S/vm.out" && grep -q '"event":"migration-done"' "$S/ev.out" &&
+			{ [ "$(echo "$r" | field precopy)" = false ] || grep -q '"event":"migration-round"' "$S/ev.out"; }; then
+			pass "ctl migrate ${opts:-(coverage order)}: zipfbench moves mid-run and ends as the uninterrupted run" \
+				"$why; rounds $(echo "$r" | field rounds), $(echo "$r" | field bytes_over_ram)x RAM sent, paused $(echo "$r" | field downtime_ms) ms"
+		else
+			fail "ctl migrate ${opts:-(coverage order)}: zipfbench moves mid-run and ends as the uninterrupted run" \
+				"reply: $r" "source status $st" "$why" "events: $(head -c 300 "$S/ev.out")" "$(tail -2 "$S/mig.err")"
+		fi
+	done
+}
+more_reports_in() { [ "$(grep -c '^report ' "$1" 2>/dev/null)" -ge "$2" ]; } # FILE N
+
+# 4. A destination killed mid-way through pre-copy (--bandwidth keeps round 0 long):
+#    the source says why, keeps running and serving its control socket, and finishes
+#    the run itself with the right checksum.
+mig_killed() {
+	local r st why n
+	rm -f "$STOP"
+	start_vm "$SOCK" "$G/zipfbench" "${ZARGS[@]}" --report-ms 20 --stop-file "$STOP"
+	wait_until 60 more_reports 5
+	dest_start
+	tmo 120 "$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait --bandwidth 4 >"$S/r.out" 2>&1 &
+	local mig=$!
+	sleep 1
+	pkill -9 -f -- "--incoming unix:$S/mig.sock"; wait "$DST" 2>/dev/null
+	wait "$mig"; r=$(cat "$S/r.out")
+	n=$(reports)
+	wait_until 30 more_reports "$n"
+	local status; status=$("$CCVM" ctl "$SOCK" status 2>&1)
+	vm_stop; st=$?
+	why=$(zcheck "$S/vm.out")
+	if [ $? = 0 ] && [ "$st" = 0 ] && [ "$(echo "$r" | field ok)" = false ] &&
+		[ "$(echo "$status" | field ok)" = true ] &&
+		grep -q "migration to unix:.* failed, the VM goes on here" "$S/vm.err"; then
+		pass "ctl migrate: a destination killed mid-way leaves the VM running on the source" \
+			"said: $(echo "$r" | field error); $why"
+	else
+		fail "ctl migrate: a destination killed mid-way leaves the VM running on the source" \
+			"reply: $r" "status: $status" "source status $st" "$why" "$(tail -2 "$S/vm.err")"
+	fi
+}
+
+# 5. One byte of the stream flipped on the way (a relay between the two): the
+#    destination refuses and exits nonzero, the source hears why, resumes, and finishes.
+mig_damaged() {
+	local r st why
+	rm -f "$STOP" "$S/relay.sock"
+	start_vm "$SOCK" "$G/zipfbench" "${ZARGS[@]}" --report-ms 20 --stop-file "$STOP"
+	wait_until 60 more_reports 5
+	dest_start
+	python3 - "$S/relay.sock" "$S/mig.sock" $((3 << 20)) <<'PY' &
+import socket, sys, threading
+lst = socket.socket(socket.AF_UNIX); lst.bind(sys.argv[1]); lst.listen(1)
+src, _ = lst.accept()
+dst = socket.socket(socket.AF_UNIX); dst.connect(sys.argv[2])
+flip = int(sys.argv[3])
+def pump(a, b, at):
+    seen = 0
+    while True:
+        try:
+            d = a.recv(1 << 16)
+        except OSError:
+            d = b""
+        if not d:
+            break
+        if 0 <= at - seen < len(d):
+            d = d[:at - seen] + bytes([d[at - seen] ^ 0xff]) + d[at - seen + 1:]
+        seen += len(d)
+        try:
+            b.sendall(d)
+        except OSError:
+            break
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+t = threading.Thread(target=pump, args=(dst, src, -1)); t.start()
+pump(src, dst, flip); t.join()
+PY
+	local relay=$!
+	wait_until 10 test -S "$S/relay.sock"
+	r=$(tmo 120 "$CCVM" ctl "$SOCK" migrate "unix:$S/relay.sock" --wait 2>&1)
+	wait "$DST"; local dst_st=$?
+	wait "$relay"
+	wait_until 30 more_reports "$(reports)"
+	vm_stop; st=$?
+	why=$(zcheck "$S/vm.out")
+	if [ $? = 0 ] && [ "$st" = 0 ] && [ "$dst_st" = 1 ] && [ "$(echo "$r" | field ok)" = false ] &&
+		echo "$r" | grep -q "the destination refused" && grep -q "migration refused" "$S/mig.err"; then
+		pass "ctl migrate: a damaged byte is refused by the destination; the source goes on" \
+			"said: $(echo "$r" | field error | head -c 160); $why"
+	else
+		fail "ctl migrate: a damaged byte is refused by the destination; the source goes on" \
+			"reply: $r" "destination status $dst_st: $(tail -2 "$S/mig.err")" "source status $st" "$why"
+	fi
+	rm -f "$S/relay.sock"
+}
+
+mig_incoming
+mig_tree
+mig_precopy
+mig_killed
+mig_damaged

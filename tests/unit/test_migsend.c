@@ -1,0 +1,211 @@
+/*
+ * test_migsend.c - a migration's pre-copy (snapshot/migsend.c) on plain memory, the
+ * way a machine without /dev/kvm tests it: host threads keep writing Zipf-chosen
+ * blocks of the source memory (bench/load.c, with the dirty log a VM's KVM keeps)
+ * while the rounds send it over a socket to a receiver thread; then the writers pause,
+ * the rest goes, and the destination's memory must equal the source's page by page.
+ * Coverage order (heat deferred, regions coldest first) and plain order, writers
+ * paced as a guest might write, and flat out (the rounds cannot converge).
+ */
+#include "suites.h"
+#include "../../bench/load.h"
+#include "../../mmu/gmem.h"
+#include "../../mmu/tracker.h"
+#include "../../snapshot/migsend.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MSD_MEM      (32ULL << 20)
+#define MSD_REGION   (2ULL << 20)
+#define MSD_PAGE     4096ULL
+#define MSD_DOWNTIME 20000000ULL /* ns the rounds aim the pause at */
+#define MSD_RATE     20000.0     /* updates/s: a guest's pace, the rounds converge */
+#define MSD_WINDOWS  2           /* tracker windows before a migration starts */
+#define MSD_WAIT_TRIES 400
+#define MSD_WAIT_US  50000
+
+struct msd_dest {
+	int fd;
+	uint8_t *mem;
+	int rc;
+	uint64_t rounds;             /* round markers seen */
+	char err[256];
+};
+
+static struct gmem mem;
+static struct load load;
+static struct tracker tracker;
+static uint8_t *dst;
+static int sv[2];
+
+/* The destination: frames into dst until the end. */
+static void *msd_receive(void *arg)
+{
+	struct msd_dest *d = arg;
+	struct mig_in in;
+	struct mig_event ev;
+
+	d->rc = mig_in_open(&in, d->fd, d->mem, MSD_MEM, NULL, d->err, sizeof(d->err));
+	while (!d->rc) {
+		d->rc = mig_next(&in, &ev, d->err, sizeof(d->err));
+		if (d->rc || ev.type == MIG_END)
+			break;
+		d->rounds += ev.type == MIG_ROUND;
+		free(ev.data);
+	}
+	mig_in_close(&in);
+	return NULL;
+}
+
+static uint64_t msd_windows(void)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&tracker.w.lock);
+	n = tracker.cov.windows;
+	pthread_mutex_unlock(&tracker.w.lock);
+	return n;
+}
+
+static void msd_start(double rate)
+{
+	struct tracker_log log;
+
+	ck_assert_int_eq(gmem_map(&mem, MSD_MEM), 0);
+	dst = calloc(1, MSD_MEM);
+	ck_assert_ptr_nonnull(dst);
+	memset(&load, 0, sizeof(load));
+	load_dirty_log(&load, &log);
+	ck_assert_int_eq(tracker_init(&tracker, &log, mem.host, MSD_MEM, MSD_REGION, 100,
+				      (struct tracker_progress){ 0 }), 0);
+	ck_assert_int_eq(load_start(&load, &mem, &(struct load_opts){ .threads = 2, .alpha = 0.9,
+								      .seed = 5, .scatter = true,
+								      .rate = rate }), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	/* The tracker's windows give the heat and coverage that coverage order uses. */
+	for (int i = 0; i < MSD_WAIT_TRIES && msd_windows() < MSD_WINDOWS; i++)
+		usleep(MSD_WAIT_US);
+	ck_assert_uint_ge(msd_windows(), MSD_WINDOWS);
+}
+
+static void msd_setup_paced(void)
+{
+	msd_start(MSD_RATE);
+}
+
+static void msd_setup_flat_out(void)
+{
+	msd_start(0);
+}
+
+static void msd_teardown(void)
+{
+	load_stop(&load);
+	tracker_fini(&tracker);
+	gmem_unmap(&mem);
+	load_fini(&load);
+	free(dst);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* The first page where dst and the source differ, or -1. */
+static int64_t msd_first_difference(void)
+{
+	for (uint64_t p = 0; p < MSD_MEM / MSD_PAGE; p++)
+		if (memcmp(dst + p * MSD_PAGE, mem.host + p * MSD_PAGE, MSD_PAGE))
+			return (int64_t)p;
+	return -1;
+}
+
+/* One migration of the running memory: its figures; the destination checked. */
+static void msd_migrate(bool coverage, unsigned max_rounds, struct mig_precopy *p)
+{
+	struct msd_dest d = { .fd = sv[1], .mem = dst };
+	struct tracker_log log;
+	struct mig_out o;
+	pthread_t rx;
+	bool stop = false;
+	int64_t diff;
+
+	load_dirty_log(&load, &log);
+	ck_assert_int_eq(pthread_create(&rx, NULL, msd_receive, &d), 0);
+	ck_assert_int_eq(mig_out_open(&o, sv[0], MSD_MEM, IMG_CODEC_AUTO, 0), 0);
+	ck_assert_int_eq(mig_precopy_init(p, &mem, &tracker, &log, &o,
+					  &(struct mig_precopy_opts){ .coverage = coverage,
+								      .max_rounds = max_rounds }), 0);
+	tracker_hold(&tracker, true);
+	ck_assert_int_eq(mig_precopy_rounds(p, &(struct rounds_writers){ .pause = load_pause,
+									  .resume = load_resume,
+									  .ctx = &load },
+					    MSD_DOWNTIME, &stop), 0);
+	ck_assert_int_eq(load_pause(&load), 0);
+	ck_assert_int_eq(mig_precopy_rest(p), 0);
+	ck_assert_int_eq(mig_send_end(&o), 0);
+	pthread_join(rx, NULL);
+	ck_assert_msg(d.rc == 0, "the destination refused: %s", d.err);
+	ck_assert_uint_eq(d.rounds, p->r.rounds);
+	diff = msd_first_difference();
+	ck_assert_msg(diff < 0, "page %lld differs on the destination", (long long)diff);
+	load_resume(&load);
+	mig_precopy_end(p);
+	tracker_hold(&tracker, false);
+	ck_assert_uint_gt(p->r.pages_sent, 0);
+	ck_assert_uint_ge(o.bytes_sent, (p->r.pages_sent + p->pages_paused) * 64);
+	mig_out_close(&o);
+}
+
+START_TEST(test_coverage_order)
+{
+	struct mig_precopy p;
+	uint32_t hot[1];
+
+	ck_assert_uint_eq(tracker_hot_pages(&tracker, hot, 1), 1); /* the heat has pages */
+	msd_migrate(true, 0, &p);
+	ck_assert_uint_ge(p.r.rounds, 1);
+	mig_precopy_fini(&p);
+}
+END_TEST
+
+START_TEST(test_plain_order)
+{
+	struct mig_precopy p;
+
+	msd_migrate(false, 0, &p);
+	ck_assert_ptr_null(p.order);
+	mig_precopy_fini(&p);
+}
+END_TEST
+
+START_TEST(test_one_round)
+{
+	struct mig_precopy p;
+
+	msd_migrate(true, 1, &p);
+	ck_assert_uint_eq(p.r.rounds, 1); /* round 0, one harvest, then the pause */
+	mig_precopy_fini(&p);
+}
+END_TEST
+
+Suite *migsend_suite(void)
+{
+	Suite *s = suite_create("migsend");
+	TCase *paced = tcase_create("paced"), *flat = tcase_create("flat-out");
+
+	tcase_add_checked_fixture(paced, msd_setup_paced, msd_teardown);
+	tcase_set_timeout(paced, 120);
+	tcase_add_test(paced, test_coverage_order);
+	tcase_add_test(paced, test_plain_order);
+	tcase_add_test(paced, test_one_round);
+	suite_add_tcase(s, paced);
+	tcase_add_checked_fixture(flat, msd_setup_flat_out, msd_teardown);
+	tcase_set_timeout(flat, 120);
+	tcase_add_test(flat, test_coverage_order);
+	tcase_add_test(flat, test_plain_order);
+	suite_add_tcase(s, flat);
+	return s;
+}
