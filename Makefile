@@ -16,6 +16,7 @@
 #                   QEMU's live snapshots; ccow's threshold against the cost model;
 #                   snapshot storage: codecs, threads, restore (CSV + PNG)
 #   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
+#   make bench-migrate         live migration on loopback, ccvm beside QEMU (~15 minutes)
 
 CC       ?= gcc
 MUSLCC   ?= musl-gcc
@@ -64,7 +65,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan asan-unit asan-e2e fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency
+.PHONY: all deps test layers unit coverage install uninstall e2e asan asan-unit asan-e2e fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -226,7 +227,7 @@ fuzz: deps
 fuzz-quick: fuzz-build
 	tests/fuzz/run.sh 10
 
-bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs bench-threshold bench-peers
+bench: bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs bench-threshold bench-peers bench-migrate
 
 # The YCSB load generator for Redis (hiredis); built next to its source as the issue
 # names it.
@@ -318,6 +319,12 @@ bench-peers: deps
 	$(MAKE) ccvm guests peer-guest
 	bench/peers/peers.py
 	[ -n "$(QUICK)" ] || bench/peers/table.py
+
+# Live migration on loopback: ccvm's pre-copy (coverage and address order, stop and
+# copy) beside QEMU's (bench/migrate.py); QUICK=1: one round at 32 MiB.
+bench-migrate: deps
+	$(MAKE) ccvm guests peer-guest
+	bench/migrate.py
 
 demo: deps
 	$(MAKE) ccvm guests

@@ -11,6 +11,7 @@
  * every dirty page again each round, as peers' pre-copy does.
  */
 #include "migsend.h"
+#include "../mmu/resident.h"
 #include "../mmu/tracker.h"
 #include "../vmm/base/pages.h"
 
@@ -154,4 +155,26 @@ int mig_precopy_rest(struct mig_precopy *p)
 void mig_precopy_end(struct mig_precopy *p)
 {
 	rounds_end(&p->r);
+}
+
+struct mig_resident {
+	struct mig_out *o;
+	const uint8_t *mem;
+	int rc;
+};
+
+static void mig_resident_run(void *ctx, uint64_t first, uint64_t n)
+{
+	struct mig_resident *k = ctx;
+
+	if (!k->rc)
+		k->rc = mig_send_memory(k->o, k->mem, first * PAGE_SIZE, n * PAGE_SIZE);
+}
+
+int mig_send_resident(struct mig_out *o, const uint8_t *mem, uint64_t size)
+{
+	struct mig_resident k = { .o = o, .mem = mem };
+	int rc = resident_scan(mem, size, mig_resident_run, &k);
+
+	return rc ? rc : k.rc;
 }

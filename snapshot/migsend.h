@@ -57,6 +57,11 @@ int mig_precopy_rounds(struct mig_precopy *p, const struct rounds_writers *w,
 /* In the pause: every page the destination may not have as it is now. 0 or -errno. */
 int mig_precopy_rest(struct mig_precopy *p);
 
+/* Stop and copy, in the pause: every page of [mem, mem + size) that holds data (zero
+ * pages among them as holes); the others are left out, as the destination's fresh
+ * memory reads zero there already. 0 or -errno. */
+int mig_send_resident(struct mig_out *o, const uint8_t *mem, uint64_t size);
+
 /* Logging and marks off. */
 void mig_precopy_end(struct mig_precopy *p);
 

@@ -232,8 +232,8 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 	if (vm_pause(run->vm))
 		return log_set_err(-ESRCH, err, errlen, "the VM has stopped");
 	rc = run->rounds ? mig_precopy_rest(&run->p) :
-			   mig_send_memory(&run->o, run->vm->ram.host, 0, run->vm->ram.size);
-	fig->pages_paused = run->rounds ? run->p.pages_paused : run->vm->ram.size / PAGE_SIZE;
+			   mig_send_resident(&run->o, run->vm->ram.host, run->vm->ram.size);
+	fig->pages_paused = run->rounds ? run->p.pages_paused : run->o.pages_sent;
 	if (!rc)
 		rc = migrate_state(run->vm, &run->o, err, errlen);
 	if (rc && !err[0])

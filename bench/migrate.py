@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""migrate.py - live migration on loopback: ccvm's pre-copy against QEMU's (issue 34).
+
+Every system moves a VM running zipfbench's update loop (1 KiB blocks, Zipf ranks with
+--scatter, the same seed) from one process to another on this machine over TCP on
+127.0.0.1: ccvm from `ccvm run --control` to `ccvm restore --incoming tcp:...` through
+`ctl migrate --wait`, QEMU from one qemu-system-x86_64 to another started with
+`-incoming tcp:...` through QMP `migrate`, the peer guest being bench/peers/guest (the
+same blocks in the same order). Both sides get the same care: the downtime target of
+300 ms (ccvm's --downtime-ms default, QEMU's downtime-limit set to it), no bandwidth
+limit (QEMU's default of 128 MiB/s lifted), the source started with the same RAM.
+
+Systems:
+  ccvm-coverage   ctl migrate (coverage order, hot pages deferred; --postcopy never)
+  ccvm-address    ctl migrate --order address (a plain pre-copy, in the same run)
+  ccvm-stopcopy   ctl migrate --max-rounds 0 (pause and copy)
+  qemu-precopy    QEMU pre-copy migration, downtime-limit 300 ms, unlimited bandwidth
+ccvm's --postcopy auto and now are not built yet: no rows for them.
+
+From each run, progress as the host sees it arrive (ccvm: zipfbench's report lines every
+REPORT_MS from the source, then from the destination; QEMU: a byte on each side's debug
+console every CHUNK updates):
+  downtime_ms     the last progress seen from the source before the switch to the first
+                  seen from the destination (resolution: one report or chunk, ~20 ms)
+  own_downtime_ms the system's own figure (ccvm downtime_ms: pause to RUNNING; QEMU
+                  downtime)
+  total_s         from the migrate command to its completion
+  bytes_over_ram  bytes sent over the VM's RAM size (ccvm bytes; QEMU ram.transferred)
+  during          updates/s while migrating over the rate in the WARMUP seconds before
+  rounds          ccvm's pre-copy rounds; QEMU's dirty-sync-count
+
+ROUNDS rounds (default 5; QUICK=1: 1), systems shuffled per round. Outputs in
+bench/results (OUT): migrate.csv (a row per run), migrate_summary.csv and migrate.md
+(mean and 95% CI), migrate.png; with QUICK=1 only migrate_quick.csv. Every file records
+commit and machine. Environment: ROUNDS, QUICK, SIZE (MiB of zipfbench data, default
+1024), ALPHA (0.99), WARMUP (seconds before migrating, default 8), AFTER (seconds of
+destination progress kept, default 3), ACCEL (kvm; tcg runs QEMU under emulation: a
+check of this script, not a measurement; ccvm needs kvm), SYSTEMS, OUT, PORT.
+"""
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+sys.path.insert(0, os.path.join(TOP, "bench", "peers"))
+from ci95 import mean_ci  # noqa: E402
+import peers  # noqa: E402
+from peers import Failed, Progress, Qmp, read_qemu_progress, read_zipfbench_reports  # noqa: E402
+from peers import stop_process, env_float  # noqa: E402
+
+CCVM, ZIPFBENCH, PEER_GUEST, QEMU = peers.CCVM, peers.ZIPFBENCH, peers.PEER_GUEST, peers.QEMU
+CHUNK, REPORT_MS = peers.CHUNK, peers.REPORT_MS
+DOWNTIME_MS = 300
+MIGRATE_TIMEOUT_S = 300
+BOOT_TIMEOUT_S = 120
+SYSTEMS = {"ccvm-coverage": ("ccvm", []), "ccvm-address": ("ccvm", ["--order", "address"]),
+           "ccvm-stopcopy": ("ccvm", ["--max-rounds", "0"]), "qemu-precopy": ("qemu", [])}
+METRICS = ["downtime_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "rounds"]
+
+
+class Side:
+    """One process of a migration, its progress read from its output."""
+
+    def __init__(self, args, reader, work, name, prog):
+        self.name = name
+        self.err_path = os.path.join(work, f"{name}.err")
+        self.log = []
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     stderr=open(self.err_path, "wb"))
+        threading.Thread(target=reader, args=(self.proc.stdout, prog, self.log),
+                         daemon=True).start()
+
+    def describe(self):
+        try:
+            err = open(self.err_path, errors="replace").read()
+        except OSError:
+            err = ""
+        text = "".join(x if isinstance(x, str) else x.decode(errors="replace") for x in self.log)
+        return f"exit {self.proc.poll()}; {(err + text).strip()[-400:]}"
+
+
+def wait_ready(prog, side, who):
+    if not prog.ready.wait(BOOT_TIMEOUT_S):
+        raise Failed(f"{who}: no progress within {BOOT_TIMEOUT_S} s: {side.describe()}")
+
+
+def run_ccvm(name, opts, cfg, work, port):
+    src_prog, dst_prog = Progress(), Progress()
+    sock = os.path.join(work, "ctl.sock")
+    where = f"tcp:127.0.0.1:{port}"
+    mem = f"{cfg['size'] + peers.GUEST_MIB_EXTRA['ccvm']}M"
+    zb = [ZIPFBENCH, "--size", f"{cfg['size']}M", "--alpha", str(cfg["alpha"]), "--seed", "7",
+          "--scatter", "--report-ms", str(REPORT_MS), "--duration", "3600"]
+    src = Side([CCVM, "run", "--mem", mem, "--control", sock, "--"] + zb,
+               read_zipfbench_reports, work, "src", src_prog)
+    dst = None
+    try:
+        wait_ready(src_prog, src, name)
+        dst = Side([CCVM, "restore", "--incoming", where], read_zipfbench_reports, work, "dst",
+                   dst_prog)
+        time.sleep(cfg["warmup"])
+        t0 = time.monotonic()
+        r = subprocess.run([CCVM, "ctl", sock, "migrate", where, "--wait",
+                            "--downtime-ms", str(DOWNTIME_MS)] + opts, capture_output=True,
+                           text=True, timeout=MIGRATE_TIMEOUT_S)
+        t1 = time.monotonic()
+        try:
+            fig = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            fig = {}
+        if not fig.get("ok"):
+            raise Failed(f"{name}: migrate: {(r.stdout + r.stderr).strip()[-300:]}; "
+                         f"source {src.describe()}; destination {dst.describe()}")
+        wait_ready(dst_prog, dst, name + " destination")
+        time.sleep(cfg["after"])
+        return measure(src_prog, dst_prog, t0, t1, cfg, {
+            "own_downtime_ms": fig["downtime_ms"], "total_s": fig["total_ms"] / 1000,
+            "bytes_over_ram": fig["bytes_over_ram"], "rounds": fig["rounds"]})
+    finally:
+        stop_process(src.proc)
+        if dst:
+            stop_process(dst.proc)
+
+
+def qemu_args(cfg, qmp, extra):
+    accel = cfg["accel"]
+    cpu = "host,-arch-capabilities" if accel == "kvm" else "max"
+    append = f"size={cfg['size']}M alpha={cfg['alpha']} scatter=1 seed=7 chunk={CHUNK}"
+    return [QEMU, "-accel", accel, "-cpu", cpu, "-m", f"{qemu_ram_mib(cfg)}M", "-smp", "1",
+            "-nodefaults", "-display", "none", "-no-reboot", "-kernel", PEER_GUEST,
+            "-append", append, "-debugcon", "stdio",
+            "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
+            "-qmp", f"unix:{qmp},server=on,wait=off"] + extra
+
+
+def qemu_ram_mib(cfg):
+    return cfg["size"] + peers.GUEST_MIB_EXTRA["qemu"]
+
+
+def run_qemu(name, opts, cfg, work, port):
+    src_prog, dst_prog = Progress(), Progress()
+    src_qmp, dst_qmp = os.path.join(work, "src.qmp"), os.path.join(work, "dst.qmp")
+    src = Side(qemu_args(cfg, src_qmp, []), read_qemu_progress, work, "src", src_prog)
+    dst = q_src = q_dst = None
+    try:
+        q_src = Qmp(src_qmp, time.monotonic() + 30, src)
+        wait_ready(src_prog, src, name)
+        dst = Side(qemu_args(cfg, dst_qmp, ["-incoming", f"tcp:127.0.0.1:{port}"]),
+                   read_qemu_progress, work, "dst", dst_prog)
+        q_dst = Qmp(dst_qmp, time.monotonic() + 30, dst)
+        q_src.cmd("migrate-set-parameters", {"max-bandwidth": peers.UNLIMITED_BW,
+                                              "downtime-limit": DOWNTIME_MS})
+        time.sleep(cfg["warmup"])
+        t0 = time.monotonic()
+        q_src.cmd("migrate", {"uri": f"tcp:127.0.0.1:{port}"})
+        while True:
+            st = q_src.cmd("query-migrate")
+            if st.get("status") == "completed":
+                break
+            if st.get("status") in ("failed", "cancelled"):
+                raise Failed(f"{name}: migration {st.get('status')}: {st.get('error-desc')}")
+            if time.monotonic() - t0 > MIGRATE_TIMEOUT_S:
+                raise Failed(f"{name}: did not converge in {MIGRATE_TIMEOUT_S} s")
+            time.sleep(peers.POLL_S)
+        t1 = time.monotonic()
+        # The destination's dots count from zero again: they continue the source's.
+        wait_ready(dst_prog, dst, name + " destination")
+        time.sleep(cfg["after"])
+        ram = st.get("ram", {})
+        return measure(src_prog, dst_prog, t0, t1, cfg, {
+            "own_downtime_ms": st.get("downtime", 0), "total_s": st.get("total-time", 0) / 1000,
+            "bytes_over_ram": ram.get("transferred", 0) / (qemu_ram_mib(cfg) << 20),
+            "rounds": ram.get("dirty-sync-count", 0)})
+    finally:
+        for q in (q_src, q_dst):
+            if q:
+                try:
+                    q.cmd("quit")
+                except (Failed, OSError):
+                    pass
+                q.close()
+        stop_process(src.proc)
+        if dst:
+            stop_process(dst.proc)
+
+
+def measure(src, dst, t0, t1, cfg, own):
+    """Downtime from the host's view of progress, throughput while migrating."""
+    with src.lock:
+        last_src = max((t for t, _ in src.points if t <= t1), default=t0)
+    with dst.lock:
+        first_dst = min((t for t, _ in dst.points), default=t1)
+    base = (src.at(t0) - src.at(t0 - cfg["warmup"] / 2)) / (cfg["warmup"] / 2)
+    moved = src.at(last_src) - src.at(t0)
+    during = moved / (last_src - t0) / base if base > 0 and last_src > t0 else 0.0
+    return dict(own, downtime_ms=max(0.0, first_dst - last_src) * 1000, during=during)
+
+
+def settings(quick):
+    return {"size": int(env_float("SIZE", 32 if quick else 1024)),
+            "alpha": env_float("ALPHA", 0.99),
+            "warmup": env_float("WARMUP", 2 if quick else 8),
+            "after": env_float("AFTER", 1 if quick else 3),
+            "accel": os.environ.get("ACCEL", "kvm")}
+
+
+def pick_systems(accel):
+    names = os.environ.get("SYSTEMS", " ".join(SYSTEMS)).split()
+    for n in names:
+        if n not in SYSTEMS:
+            raise Failed(f"SYSTEMS: unknown '{n}' (known: {', '.join(SYSTEMS)})")
+    if accel != "kvm":
+        dropped = [n for n in names if SYSTEMS[n][0] == "ccvm"]
+        if dropped:
+            print(f"migrate: ACCEL={accel}: {', '.join(dropped)} left out (ccvm needs kvm)",
+                  file=sys.stderr)
+        names = [n for n in names if SYSTEMS[n][0] != "ccvm"]
+    if not names:
+        raise Failed("no system to run")
+    return names
+
+
+def summarise(rows, names):
+    out = []
+    for n in names:
+        mine = [r for r in rows if r["system"] == n]
+        if mine:
+            out.append(dict({"system": n, "n": len(mine)},
+                            **{m: mean_ci([r[m] for r in mine]) for m in METRICS}))
+    return out
+
+
+def fmt(pair, f):
+    m, ci = pair
+    return f % m + ("" if ci != ci else " ± " + f % ci)
+
+
+def write_outputs(out, header, rows, names, quick):
+    cols = ["round", "system"] + METRICS
+    name = "migrate_quick.csv" if quick else "migrate.csv"
+    with open(os.path.join(out, name), "w") as f:
+        f.write(f"# {header}\n" + ",".join(cols) + "\n")
+        for r in rows:
+            f.write(",".join([str(r["round"]), r["system"]] + ["%.6g" % r[m] for m in METRICS])
+                    + "\n")
+    if quick:
+        return
+    summary = summarise(rows, names)
+    with open(os.path.join(out, "migrate_summary.csv"), "w") as f:
+        f.write(f"# {header}\nsystem,n," + ",".join(f"{m},{m}_ci95" for m in METRICS) + "\n")
+        for s in summary:
+            f.write(f"{s['system']},{s['n']}," + ",".join("%.6g,%.6g" % s[m] for m in METRICS)
+                    + "\n")
+    with open(os.path.join(out, "migrate.md"), "w") as f:
+        f.write(f"Migration (bench/migrate.py): {header}\n\nMean ± 95% CI over the rounds. "
+                "*downtime*: last progress on the source to first on the destination, as the "
+                "host saw it; *own*: the system's own downtime figure; *bytes/RAM*: bytes sent "
+                "over the VM's RAM; *during*: throughput while migrating over before.\n\n"
+                "| system | n | downtime ms | own ms | total s | bytes/RAM | during | rounds |\n"
+                "|---|---|---|---|---|---|---|---|\n")
+        for s in summary:
+            f.write(f"| {s['system']} | {s['n']} | {fmt(s['downtime_ms'], '%.0f')} | "
+                    f"{fmt(s['own_downtime_ms'], '%.0f')} | {fmt(s['total_s'], '%.2f')} | "
+                    f"{fmt(s['bytes_over_ram'], '%.2f')} | {fmt(s['during'], '%.2f')} | "
+                    f"{fmt(s['rounds'], '%.1f')} |\n")
+    plot(out, summary, header)
+
+
+def plot(out, summary, header):
+    dat = os.path.join(out, "migrate.dat")
+    with open(dat, "w") as f:
+        for i, s in enumerate(summary):
+            vals = [s["downtime_ms"][0], s["downtime_ms"][1], s["bytes_over_ram"][0],
+                    s["bytes_over_ram"][1]]
+            f.write(f"{i} {s['system']} " + " ".join("%g" % (0 if v != v else v) for v in vals)
+                    + "\n")
+    script = f"""set terminal pngcairo size 1000,450 font ",9"
+set output "{out}/migrate.png"
+set multiplot layout 1,2 title "zipfbench --scatter migrated on loopback (mean, 95% CI)\\n{header[:110]}"
+set style fill solid 0.5
+set boxwidth 0.6
+set xtics rotate by -30
+set yrange [0:*]
+set ylabel "downtime (ms)"
+plot "{dat}" using 1:3:4:xtic(2) with boxerrorbars notitle
+set ylabel "bytes sent / RAM"
+plot "{dat}" using 1:5:6:xtic(2) with boxerrorbars notitle
+unset multiplot
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    os.unlink(dat)
+
+
+def main():
+    quick = os.environ.get("QUICK") == "1"
+    try:
+        rounds = 1 if quick else int(env_float("ROUNDS", 5))
+        cfg = settings(quick)
+        names = pick_systems(cfg["accel"])
+        out = os.environ.get("OUT") or os.path.join(TOP, "bench", "results")
+        os.makedirs(out, exist_ok=True)
+        port = int(env_float("PORT", 47000 + os.getpid() % 1000))
+        qemu = peers.provenance.sh(QEMU, "--version").splitlines()[0:1]
+        header = (f"{peers.provenance.line()}; {qemu[0] if qemu else 'no QEMU'} accel "
+                  f"{cfg['accel']}; zipfbench --scatter size {cfg['size']}M alpha "
+                  f"{cfg['alpha']} warmup {cfg['warmup']}s downtime target {DOWNTIME_MS} ms; "
+                  f"rounds {rounds}")
+        rows = []
+        for rnd in range(1, rounds + 1):
+            order = list(names)
+            random.shuffle(order)
+            for n in order:
+                family, opts = SYSTEMS[n]
+                with tempfile.TemporaryDirectory(prefix="ccvm-migrate.", dir="/var/tmp") as work:
+                    run = run_ccvm if family == "ccvm" else run_qemu
+                    r = run(n, opts, cfg, work, port)
+                port += 1  # a fresh port: the last one may linger in TIME_WAIT
+                r.update(round=rnd, system=n)
+                rows.append(r)
+                print(f"migrate: round {rnd} {n}: " + ", ".join(
+                    f"{m} {r[m]:.3g}" for m in METRICS), file=sys.stderr)
+        write_outputs(out, header, rows, names, quick)
+    except (Failed, subprocess.TimeoutExpired, OSError, KeyError) as e:
+        print(f"migrate: {e}", file=sys.stderr)
+        return 1
+    print(f"migrate: {len(rows)} runs measured; results in {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
