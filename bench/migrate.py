@@ -233,7 +233,7 @@ def summarise(rows, names):
         mine = [r for r in rows if r["system"] == n]
         if mine:
             out.append(dict({"system": n, "n": len(mine)},
-                            **{m: mean_ci([r[m] for r in mine]) for m in METRICS}))
+                            **{m: mean_ci([r[m] for r in mine])[1:] for m in METRICS}))
     return out
 
 

@@ -13,9 +13,11 @@
 #include "migsend.h"
 #include "../mmu/resident.h"
 #include "../mmu/tracker.h"
+#include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,9 @@
 #define MIG_NS_PER_MS 1000000ULL
 /* Coverage is ranked over this much guest time: about what a round 0 takes. */
 #define MIG_COVERAGE_S 1.0
+/* Post-copy pushes this much at a time, then answers the destination's requests: what
+ * a faulting vCPU waits behind. */
+#define MIG_PUSH_PIECE (256ULL << 10)
 
 static int mig_sink(void *ctx, uint64_t pfn, const void *data, uint64_t n)
 {
@@ -177,4 +182,132 @@ int mig_send_resident(struct mig_out *o, const uint8_t *mem, uint64_t size)
 	int rc = resident_scan(mem, size, mig_resident_run, &k);
 
 	return rc ? rc : k.rc;
+}
+
+/* ---- post-copy ---- */
+
+struct mig_push {
+	struct mig_out *o;
+	const uint8_t *mem;
+	uint64_t *need, pages;
+	bool *running, ended, done;
+	uint64_t *requests, *t_running_ns;
+	char *why;
+};
+
+static void mig_clear(uint64_t *b, uint64_t first, uint64_t n)
+{
+	for (uint64_t q = first; q < first + n; q++)
+		b[q / 64] &= ~(1ULL << (q % 64));
+}
+
+/* One message from the destination: a block asked for is sent at once. */
+static int mig_push_answer(struct mig_push *k)
+{
+	enum mig_ack_code code;
+	uint64_t gpa, len;
+	int rc = mig_read_msg(k->o->fd, k->o->ram_size, &code, &gpa, k->why);
+
+	if (rc)
+		return rc;
+	switch (code) {
+	case MIG_ACK_PAGE:
+		if (k->ended)
+			return 0; /* asked before END: its block came with the rest */
+		len = k->o->ram_size - gpa < MIG_BLOCK ? k->o->ram_size - gpa : MIG_BLOCK;
+		mig_clear(k->need, gpa / PAGE_SIZE, len / PAGE_SIZE);
+		(*k->requests)++;
+		return mig_send_memory(k->o, k->mem, gpa, len);
+	case MIG_ACK_RUNNING:
+		*k->running = true;
+		*k->t_running_ns = mono_ns();
+		return 0;
+	case MIG_ACK_REFUSED:
+		return -EPROTO;
+	case MIG_ACK_DONE:
+		if (!k->ended)
+			return -EPROTO;
+		k->done = true;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* Whatever the destination sent by now. */
+static int mig_push_serve(struct mig_push *k)
+{
+	struct pollfd pfd = { .fd = k->o->fd, .events = POLLIN };
+	int rc = 0;
+
+	while (!rc && poll(&pfd, 1, 0) == 1)
+		rc = mig_push_answer(k);
+	return rc;
+}
+
+/* The pages of region @r (of @region_pages) still needed, a piece at a time. */
+static int mig_push_region(struct mig_push *k, uint64_t r, uint64_t region_pages)
+{
+	const uint64_t piece = MIG_PUSH_PIECE / PAGE_SIZE;
+	uint64_t p = r * region_pages, end_r = p + region_pages;
+	int rc = 0;
+
+	if (end_r > k->pages)
+		end_r = k->pages;
+	while (p < end_r && !rc) {
+		uint64_t end = p;
+
+		if (!(k->need[p / 64] >> (p % 64) & 1)) {
+			p++;
+			continue;
+		}
+		while (end < end_r && end - p < piece && (k->need[end / 64] >> (end % 64) & 1))
+			end++;
+		mig_clear(k->need, p, end - p);
+		rc = mig_send_memory(k->o, k->mem, p * PAGE_SIZE, (end - p) * PAGE_SIZE);
+		if (!rc)
+			rc = mig_push_serve(k);
+		p = end;
+	}
+	return rc;
+}
+
+int mig_postcopy_push(struct mig_out *o, const uint8_t *mem, uint64_t *need,
+		      const struct mig_precopy *p, bool *running, uint64_t *t_running_ns,
+		      uint64_t *requests, char why[MIG_WHY_MAX])
+{
+	struct mig_push k = { .o = o, .mem = mem, .need = need, .pages = o->ram_size / PAGE_SIZE,
+			      .running = running, .requests = requests, .why = why,
+			      .t_running_ns = t_running_ns };
+	bool ordered = p && p->order;
+	uint64_t region_pages = ordered ? p->r.region_pages : HUGE_SIZE / PAGE_SIZE;
+	uint64_t n = ordered ? p->r.n_order : (k.pages + region_pages - 1) / region_pages;
+	int rc = 0;
+
+	*running = false;
+	*requests = 0;
+	why[0] = '\0';
+	for (uint64_t i = 0; i < n && !rc; i++) /* the hottest regions first */
+		rc = mig_push_region(&k, ordered ? p->order[n - 1 - i] : i, region_pages);
+	for (uint64_t r = 0; ordered && !rc && r * region_pages < k.pages; r++)
+		rc = mig_push_region(&k, r, region_pages); /* regions the order left out */
+	if (!rc)
+		rc = mig_send_end(o);
+	k.ended = true;
+	while (!rc && !(k.done && *running))
+		rc = mig_push_answer(&k);
+	return rc;
+}
+
+static void mig_bitmap_run(void *ctx, uint64_t first, uint64_t n)
+{
+	uint64_t *bits = ctx;
+
+	for (uint64_t q = first; q < first + n; q++)
+		bits[q / 64] |= 1ULL << (q % 64);
+}
+
+int mig_resident_bitmap(const uint8_t *mem, uint64_t size, uint64_t *bits)
+{
+	return resident_scan(mem, size, mig_bitmap_run, bits);
 }

@@ -62,6 +62,23 @@ int mig_precopy_rest(struct mig_precopy *p);
  * memory reads zero there already. 0 or -errno. */
 int mig_send_resident(struct mig_out *o, const uint8_t *mem, uint64_t size);
 
+/*
+ * mig_postcopy_push - post-copy on the source, the VM paused, its state and the
+ * POSTCOPY frame sent: the pages set in @need (a bit per page of @mem) go to the
+ * destination, blocks it asks for first, the rest by @p's region order reversed (hot
+ * regions first; @p NULL: address order), then END; its answers are read meanwhile.
+ * 0 once it said RUNNING and DONE (every page in); -EPROTO for REFUSED, with why in
+ * @why; -errno. *@running: RUNNING came (after it, a failure loses the VM), at
+ * *@t_running_ns (CLOCK_MONOTONIC).
+ * *@requests: blocks it asked for.
+ */
+int mig_postcopy_push(struct mig_out *o, const uint8_t *mem, uint64_t *need,
+		      const struct mig_precopy *p, bool *running, uint64_t *t_running_ns,
+		      uint64_t *requests, char why[MIG_WHY_MAX]);
+
+/* A bit in @bits for each page of [mem, mem + size) that holds data. 0 or -errno. */
+int mig_resident_bitmap(const uint8_t *mem, uint64_t size, uint64_t *bits);
+
 /* Logging and marks off. */
 void mig_precopy_end(struct mig_precopy *p);
 

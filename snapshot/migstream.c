@@ -64,6 +64,12 @@ static int mig_read_all(int fd, void *buf, size_t len, uint64_t *count)
 	return 0;
 }
 
+/* A bit per page, in words of 64. */
+static uint64_t mig_bitmap_bytes(uint64_t ram_size)
+{
+	return (ram_size / PAGE_SIZE + 63) / 64 * 8;
+}
+
 int mig_out_open(struct mig_out *o, int fd, uint64_t ram_size, enum img_codec codec, int level)
 {
 	struct mig_hello h = { .version = MIG_VERSION, .ram_size = ram_size };
@@ -172,7 +178,24 @@ int mig_send_pages(struct mig_out *o, const uint8_t *data, uint64_t gpa, uint64_
 	return rc;
 }
 
+static int mig_send_joined(struct mig_out *o, uint32_t kind, uint32_t type, const void *data,
+			   size_t len);
+
 int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t len)
+{
+	return mig_send_joined(o, MIG_SECTION, type, data, len);
+}
+
+int mig_send_postcopy(struct mig_out *o, const uint64_t *stale, size_t len)
+{
+	if (len && len != mig_bitmap_bytes(o->ram_size))
+		return -EINVAL;
+	return mig_send_joined(o, MIG_POSTCOPY, 0, stale, len);
+}
+
+/* Bytes that travel as frames of @kind in order, each naming the whole length. */
+static int mig_send_joined(struct mig_out *o, uint32_t kind, uint32_t type, const void *data,
+			   size_t len)
 {
 	const uint8_t *p = data;
 	size_t done = 0;
@@ -182,7 +205,7 @@ int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t 
 		return -E2BIG;
 	do {
 		size_t n = len - done < MIG_FRAME_MAX ? len - done : MIG_FRAME_MAX;
-		struct mig_frame f = { .type = MIG_SECTION, .at = type, .len = n, .raw_len = n,
+		struct mig_frame f = { .type = kind, .at = type, .len = n, .raw_len = n,
 				       .sum = XXH3_64bits(p + done, n), .total = len };
 
 		rc = mig_frame_out(o, &f, p + done);
@@ -251,9 +274,10 @@ static int mig_frame_ok(const struct mig_in *in, const struct mig_frame *f, char
 			size_t errlen)
 {
 	bool memory = f->type == MIG_PAGES || f->type == MIG_HOLES;
-	bool payload = f->type == MIG_PAGES || f->type == MIG_SECTION;
+	bool joined = f->type == MIG_SECTION || f->type == MIG_POSTCOPY;
+	bool payload = f->type == MIG_PAGES || joined;
 
-	if (f->type < MIG_PAGES || f->type > MIG_END)
+	if (f->type < MIG_PAGES || f->type > MIG_POSTCOPY)
 		return log_set_err(-EPROTO, err, errlen, "frame type %u unknown", f->type);
 	if (f->codec >= IMG_CODEC_AUTO || (f->codec && f->type != MIG_PAGES))
 		return log_set_err(-EPROTO, err, errlen, "frame codec %u not one ccvm sends",
@@ -269,10 +293,13 @@ static int mig_frame_ok(const struct mig_in *in, const struct mig_frame *f, char
 		       f->at > in->ram_size || f->raw_len > in->ram_size - f->at))
 		return log_set_err(-EPROTO, err, errlen, "memory [%#llx, +%#llx) outside the RAM",
 				   (unsigned long long)f->at, (unsigned long long)f->raw_len);
-	if (f->type == MIG_SECTION && (f->total > MIG_SECTION_MAX || f->raw_len > f->total))
+	if (joined && (f->total > MIG_SECTION_MAX || f->raw_len > f->total))
 		return log_set_err(-EPROTO, err, errlen, "a section of %llu bytes",
 				   (unsigned long long)f->total);
-	if (f->type != MIG_SECTION && f->total)
+	if (f->type == MIG_POSTCOPY && f->total && f->total != mig_bitmap_bytes(in->ram_size))
+		return log_set_err(-EPROTO, err, errlen, "a post-copy bitmap of %llu bytes",
+				   (unsigned long long)f->total);
+	if (!joined && f->total)
 		return log_set_err(-EPROTO, err, errlen, "a frame of type %u naming a length",
 				   f->type);
 	return 0;
@@ -298,6 +325,7 @@ static int mig_section(struct mig_in *in, struct mig_frame *f, struct mig_event 
 		       size_t errlen)
 {
 	uint64_t total = f->total, done = 0, type = f->at;
+	uint32_t kind = f->type;
 	int rc = 0;
 
 	ev->data = malloc(total ? total : 1);
@@ -317,7 +345,7 @@ static int mig_section(struct mig_in *in, struct mig_frame *f, struct mig_event 
 			break;
 		}
 		rc = mig_frame_ok(in, f, err, errlen);
-		if (!rc && (f->type != MIG_SECTION || f->at != type || f->total != total ||
+		if (!rc && (f->type != kind || f->at != type || f->total != total ||
 			    !f->raw_len || f->raw_len > total - done))
 			rc = log_set_err(-EPROTO, err, errlen, "a section's frames out of order");
 		if (rc)
@@ -329,6 +357,20 @@ static int mig_section(struct mig_in *in, struct mig_frame *f, struct mig_event 
 		return rc;
 	}
 	ev->len = total;
+	return 0;
+}
+
+/* Checked memory into place: the install hook's, or the memory itself. */
+static int mig_land(struct mig_in *in, uint64_t gpa, const uint8_t *data, uint64_t len)
+{
+	if (in->install)
+		return in->install(in->install_ctx, gpa, data, len);
+	if (data)
+		memcpy(in->mem + gpa, data, len);
+	else
+		memset(in->mem + gpa, 0, len);
+	for (uint64_t p = gpa / PAGE_SIZE; in->have && p < (gpa + len) / PAGE_SIZE; p++)
+		in->have[p / 64] |= 1ULL << (p % 64);
 	return 0;
 }
 
@@ -348,15 +390,13 @@ int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen)
 	switch (f.type) {
 	case MIG_PAGES:
 		rc = mig_payload(in, &f, err, errlen);
-		if (!rc)
-			memcpy(in->mem + f.at, in->raw, f.raw_len);
 		ev->len = f.raw_len;
-		return rc;
+		return rc ? rc : mig_land(in, f.at, in->raw, f.raw_len);
 	case MIG_HOLES:
-		memset(in->mem + f.at, 0, f.raw_len);
 		ev->len = f.raw_len;
-		return 0;
+		return mig_land(in, f.at, NULL, f.raw_len);
 	case MIG_SECTION:
+	case MIG_POSTCOPY:
 		if (!f.total) {
 			ev->data = malloc(1); /* an empty section: nothing to read */
 			return ev->data ? 0 : -ENOMEM;
@@ -375,6 +415,7 @@ struct mig_ack {
 	char magic[8];
 	uint32_t code;
 	uint32_t len;            /* of why, NUL excluded */
+	uint64_t at;             /* MIG_ACK_PAGE: the block asked for */
 	char why[MIG_WHY_MAX];
 };
 
@@ -389,7 +430,17 @@ int mig_send_ack(int fd, enum mig_ack_code code, const char *why)
 	return mig_write_all(fd, &a, sizeof(a), &n);
 }
 
-int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX])
+int mig_send_request(int fd, uint64_t gpa)
+{
+	struct mig_ack a = { .code = MIG_ACK_PAGE, .at = gpa };
+	uint64_t n = 0;
+
+	memcpy(a.magic, MIG_ACK_MAGIC, sizeof(a.magic));
+	return mig_write_all(fd, &a, sizeof(a), &n);
+}
+
+int mig_read_msg(int fd, uint64_t ram_size, enum mig_ack_code *code, uint64_t *gpa,
+		 char why[MIG_WHY_MAX])
 {
 	struct mig_ack a;
 	uint64_t n = 0;
@@ -399,10 +450,21 @@ int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX])
 	if (rc)
 		return rc;
 	if (memcmp(a.magic, MIG_ACK_MAGIC, sizeof(a.magic)) || a.code < MIG_ACK_READY ||
-	    a.code > MIG_ACK_REFUSED || a.len >= MIG_WHY_MAX || memchr(a.why, '\0', a.len))
+	    a.code > MIG_ACK_DONE || a.len >= MIG_WHY_MAX || memchr(a.why, '\0', a.len))
+		return -EPROTO;
+	if (a.code == MIG_ACK_PAGE && (a.at % MIG_BLOCK || a.at >= ram_size))
 		return -EPROTO;
 	memcpy(why, a.why, a.len);
 	why[a.len] = '\0';
 	*code = (enum mig_ack_code)a.code;
+	*gpa = a.at;
 	return 0;
+}
+
+int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX])
+{
+	uint64_t gpa;
+	int rc = mig_read_msg(fd, UINT64_MAX, code, &gpa, why);
+
+	return !rc && *code > MIG_ACK_REFUSED ? -EPROTO : rc;
 }

@@ -24,6 +24,9 @@ enum mig_frame_type {
 	MIG_SECTION = 3, /* @at: an image section type (image.h); the section's bytes */
 	MIG_ROUND = 4,   /* @at: the pre-copy round that starts; no payload */
 	MIG_END = 5,     /* nothing follows; no payload */
+	MIG_POSTCOPY = 6, /* the state is all sent: the destination runs now, the pages it
+			   * lacks come on request or pushed, then END. Payload (split as a
+			   * section's): a bit per page of RAM the destination holds stale */
 };
 
 /* A frame as it travels: this header (little endian, 48 bytes), then @len bytes. */
@@ -62,6 +65,10 @@ struct mig_out {
 struct mig_in {
 	int fd;
 	uint8_t *mem;          /* guest memory of ram_size bytes, written by pages and holes */
+	uint64_t *have;        /* optional: a bit per page, set as pages and holes land */
+	/* Post-copy: memory frames go through this instead (@data NULL: zeros). */
+	int (*install)(void *ctx, uint64_t gpa, const uint8_t *data, uint64_t len);
+	void *install_ctx;
 	uint64_t ram_size;
 	uint64_t bytes_read;
 	uint8_t *raw, *stored; /* MIG_FRAME_MAX each */
@@ -81,6 +88,9 @@ int mig_send_pages(struct mig_out *o, const uint8_t *data, uint64_t gpa, uint64_
 /* A state section (image section @type, at most MIG_SECTION_MAX bytes, split into frames
  * the receiver joins), a round marker, the end. 0 or -errno. */
 int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t len);
+/* The switch to post-copy, with the bitmap of pages the destination holds stale
+ * (@len bytes, 0 or a bit per page of the RAM rounded up to 64). 0 or -errno. */
+int mig_send_postcopy(struct mig_out *o, const uint64_t *stale, size_t len);
 int mig_send_round(struct mig_out *o, uint64_t round);
 int mig_send_end(struct mig_out *o);
 
@@ -100,14 +110,17 @@ struct mig_event {
 };
 
 /* The next frame, checked before anything is written: pages and holes go into the
- * memory, a whole section (its frames joined) comes back in @ev. 0, or -EPROTO for a
+ * memory, a whole section or post-copy bitmap (its frames joined) comes back in @ev. 0, or -EPROTO for a
  * frame ccvm could not have sent (type, codec, place, size, checksum; why in @err),
  * -ECONNRESET when the stream ends before MIG_END, -errno. */
 int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen);
 
 /* The destination's answers, on the same connection: READY once the VM is built from
  * a stream that passed every check, RUNNING as it starts, REFUSED with why. */
-enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3 };
+enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3,
+		   MIG_ACK_PAGE = 4, /* post-copy: the block of MIG_BLOCK bytes at @at, now */
+		   MIG_ACK_DONE = 5 /* post-copy: END came, every page is in */ };
+#define MIG_BLOCK (64ULL << 10)
 #define MIG_ACK_MAGIC "CCVMACK1"
 #define MIG_WHY_MAX   512
 
@@ -115,5 +128,10 @@ enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3 
  * the connection ends first, -EPROTO for anything else than an answer. */
 int mig_send_ack(int fd, enum mig_ack_code code, const char *why);
 int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX]);
+/* Post-copy: a request for the block at @gpa (MIG_BLOCK aligned, inside the RAM of
+ * @ram_size bytes when read back); mig_read_msg takes answers and requests alike. */
+int mig_send_request(int fd, uint64_t gpa);
+int mig_read_msg(int fd, uint64_t ram_size, enum mig_ack_code *code, uint64_t *gpa,
+		 char why[MIG_WHY_MAX]);
 
 #endif

@@ -356,6 +356,7 @@ int rounds_run(struct snap_rounds *r, const struct rounds_sink *sink,
 	int rc;
 
 	r->rounds = r->pages_sent = r->pages_redirtied = 0;
+	r->converged = false;
 	r->t_start_ns = r->t_round_ns = mono_ns();
 	rc = rounds_alloc(r);
 	if (rc)
@@ -378,8 +379,9 @@ int rounds_run(struct snap_rounds *r, const struct rounds_sink *sink,
 		if (!rc && r->on_round)
 			rc = r->on_round(r->hook_ctx, r, n, left, t0 - r->t_round_ns);
 		r->t_round_ns = t0;
-		if (rc || left * page_ns <= budget_ns / ROUNDS_LEFT_SHARE || r->rounds >= max ||
-		    !n || (double)n > ROUNDS_CONVERGING * (double)last)
+		r->converged = left * page_ns <= budget_ns / ROUNDS_LEFT_SHARE;
+		if (rc || r->converged || r->rounds >= max || !n ||
+		    (double)n > ROUNDS_CONVERGING * (double)last)
 			break;
 		last = n;
 		rc = r->log.ops->watch(r->log.ctx, r->dirty);

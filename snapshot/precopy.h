@@ -57,6 +57,7 @@ struct snap_rounds {
 	bool logging, marking;
 	/* Figures of the running snapshot. */
 	uint64_t rounds, pages_sent, pages_redirtied, n_held;
+	bool converged;          /* the last rounds ended with what is left under budget */
 	uint64_t pages_left;     /* what the last instant left the pause to copy (kept) */
 	uint64_t page_ns;        /* a page copied in the pause, as the last one measured */
 	uint64_t rate;           /* bytes/s the rounds may write (the request's; 0: any) */

@@ -118,6 +118,7 @@ static const int calls_control[] = {
 	__NR_tee, /* the bytes in a guest pipe, read without taking them (fdstate.c) */
 	__NR_sysinfo, /* glibc's qsort sizes its buffer by the RAM (schedule.c) */
 	__NR_connect, /* ctl migrate: to the destination (migrate.c) */
+	__NR_listen, /* and the guest's listeners again after it failed (ptree.c) */
 };
 
 /* Writing a snapshot: the writer, its I/O threads, copy-on-write faults and copies,

@@ -89,9 +89,10 @@ static const char *ctl_mig_options(const json_t *msg, struct migration *m)
 	if (json_object_get(msg, "postcopy") && (!post || (strcmp(post, "never") &&
 							   strcmp(post, "auto") && strcmp(post, "now"))))
 		return "--postcopy: never, auto or now";
-	if (post && strcmp(post, "never"))
-		return "--postcopy auto and now: not yet (this ccvm migrates by pre-copy: "
-		       "docs/migration.md)";
+	if (post && !strcmp(post, "auto"))
+		m->postcopy = MIGRATE_POSTCOPY_AUTO;
+	if (post && !strcmp(post, "now"))
+		m->postcopy = MIGRATE_POSTCOPY_NOW;
 	if (json_object_get(msg, "order") && (!ord || (strcmp(ord, "coverage") &&
 						       strcmp(ord, "address"))))
 		return "--order: coverage or address";
@@ -108,8 +109,9 @@ static json_t *ctl_mig_figures(const struct ctl_migration *cm)
 {
 	const struct migrate_figures *f = &cm->fig;
 
-	return json_pack("{s:s, s:b, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
-			 "migrated", cm->where, "precopy", f->precopy, "ram_size",
+	return json_pack("{s:s, s:b, s:b, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+			 "migrated", cm->where, "precopy", f->precopy, "postcopy", f->postcopy,
+			 "requests", (json_int_t)f->requests, "ram_size",
 			 (json_int_t)f->ram_size, "bytes", (json_int_t)f->bytes_sent,
 			 "bytes_over_ram", f->ram_size ? (double)f->bytes_sent / (double)f->ram_size : 0.0,
 			 "downtime_ms", (json_int_t)f->downtime_ms, "total_ms",
@@ -182,7 +184,8 @@ char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl
 		return ctl_reply_error("a migration is running already");
 	if (srv->engine && snap_busy(srv->engine))
 		return ctl_reply_error("a snapshot is running; migrate once it ended");
-	if (__atomic_load_n(&srv->vm->lazy, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&srv->vm->lazy, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&srv->vm->postcopy, __ATOMIC_ACQUIRE))
 		return ctl_reply_error("this VM is still loading its memory from its image; try "
 				       "again in a moment");
 	cm = calloc(1, sizeof(*cm));
@@ -236,7 +239,10 @@ static void ctl_mig_end(struct ctl_server *srv, struct ctl_migration *cm)
 			ctl_send(c, ctl_line(ev));
 		}
 	}
-	if (cm->rc)
+	if (cm->rc && cm->fig.lost)
+		log_err("migration to %s failed after the switch to post-copy: %s", cm->where,
+			cm->err);
+	else if (cm->rc)
 		log_warn("migration to %s failed, the VM goes on here: %s", cm->where, cm->err);
 	else
 		log_always("migrated to %s: the VM runs there now (%llu bytes sent, %.2fx its "
@@ -284,6 +290,8 @@ void ctl_deliver_migration(struct ctl_server *srv)
 	ctl_mig_end(srv, cm);
 	if (!cm->rc)
 		vm_stop(srv->vm, 0); /* it runs on the destination now */
+	else if (cm->fig.lost)
+		vm_stop(srv->vm, 1); /* paused for good: neither side runs it */
 	ctl_mig_free(cm);
 }
 

@@ -467,11 +467,10 @@ static int cmd_restore(int argc, char **argv)
 	}
 	/* A restored VM snapshots like a new one: ccow, its coverage measured afresh. */
 	status = start_clock(&vm, vm.vcpus[0], mono_ns ? mono_ns : 1) ? 1 : 0;
-	incoming_running(status ? -1 : conn);
-	if (status && conn >= 0)
-		close(conn);
+	incoming_running(conn, !status);
 	if (!status)
 		status = run_vm(&vm, &o, NULL);
+	incoming_end();
 	restore_lazy_end(&vm);
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;

@@ -20,6 +20,7 @@
 #include "base/mono.h"
 #include "base/pages.h"
 #include "vm.h"
+#include "linux/lx.h"
 #include "../snapshot/image.h"
 #include "../snapshot/migstream.h"
 #include "../snapshot/migsend.h"
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #define MIGRATE_NS_PER_MS 1000000ULL
+#define MIGRATE_LISTENERS 64 /* guest listening sockets a switch lets go of, at most */
 
 int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, char *err,
 		 size_t errlen)
@@ -118,21 +120,38 @@ static int migrate_connect(const char *where, char *err, size_t errlen)
 	return fd;
 }
 
-/* The state sections captured now, sent after the memory, then the end. */
-static int migrate_state(struct vm *vm, struct mig_out *o, char *err, size_t errlen)
+/* What a running migration keeps between its steps. */
+struct migrate_run {
+	struct migration *m;
+	struct vm *vm;
+	struct mig_out o;
+	struct mig_precopy p;
+	bool rounds;             /* pre-copy (a dirty log); else stop and copy */
+	uint64_t t_running_ns;   /* post-copy: when the destination said RUNNING */
+	int listeners[MIGRATE_LISTENERS]; /* host sockets that stopped listening */
+	int n_listeners;
+};
+
+/* The state sections captured now; then the guest's listeners let go of their ports
+ * (for a destination on this host to listen on them); the sections sent, then the
+ * end (@end), or nothing (post-copy: its frame follows). */
+static int migrate_state(struct migrate_run *run, bool end, char *err, size_t errlen)
 {
 	struct img_writer *w = NULL;
-	int rc = img_sections_open(vm->ram.size, &w);
+	int rc = img_sections_open(run->vm->ram.size, &w);
 	const void *data;
 	uint32_t type;
 	size_t len;
 
-	if (!rc && (rc = capture_vm_sections(vm, w)))
+	if (!rc && (rc = capture_vm_sections(run->vm, w)))
 		log_set_err(rc, err, errlen, "capturing the VM's state: %s", strerror(-rc));
+	if (!rc && run->vm->proc)
+		run->n_listeners = lx_tree_listeners_stop(run->vm->proc, run->listeners,
+							  MIGRATE_LISTENERS);
 	for (int i = 0; !rc && img_section_get(w, i, &type, &data, &len) == 0; i++)
-		rc = mig_send_section(o, type, data, len);
-	if (!rc)
-		rc = mig_send_end(o);
+		rc = mig_send_section(&run->o, type, data, len);
+	if (!rc && end)
+		rc = mig_send_end(&run->o);
 	img_forget(w);
 	return rc;
 }
@@ -164,15 +183,6 @@ static int migrate_send_err(int rc, const struct migration *m, char *err, size_t
 				   m->where, strerror(-rc));
 	return log_set_err(rc, err, errlen, "sending to %s: %s", m->where, strerror(-rc));
 }
-
-/* What a running migration keeps between its steps. */
-struct migrate_run {
-	struct migration *m;
-	struct vm *vm;
-	struct mig_out o;
-	struct mig_precopy p;
-	bool rounds;             /* pre-copy (a dirty log); else stop and copy */
-};
 
 static int migrate_writers_pause(void *ctx)
 {
@@ -207,12 +217,47 @@ static int migrate_precopy_init(struct migrate_run *run)
 	return rc;
 }
 
+/* Post-copy, the VM paused: the pages the destination may lack (all that hold data,
+ * or what the rounds left), the state, the switch, then the push and its answers. */
+static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig, char *err,
+			    size_t errlen)
+{
+	uint64_t words = (run->vm->ram.size / PAGE_SIZE + 63) / 64;
+	uint64_t *need = calloc(words, sizeof(uint64_t));
+	char why[MIG_WHY_MAX] = "";
+	bool running = false;
+	int64_t n = need ? 0 : -ENOMEM;
+	int rc;
+
+	fig->postcopy = true;
+	if (!n)
+		n = run->rounds ? rounds_left(&run->p.r, need) :
+				  mig_resident_bitmap(run->vm->ram.host, run->vm->ram.size, need);
+	rc = n < 0 ? (int)n : migrate_state(run, false, err, errlen);
+	if (!rc)
+		rc = mig_send_postcopy(&run->o, run->rounds ? need : NULL,
+				       run->rounds ? words * sizeof(uint64_t) : 0);
+	if (!rc)
+		rc = mig_postcopy_push(&run->o, run->vm->ram.host, need,
+				       run->rounds ? &run->p : NULL, &running, &run->t_running_ns,
+				       &fig->requests, why);
+	free(need);
+	fig->lost = rc && running;
+	if (rc == -EPROTO && why[0])
+		return log_set_err(rc, err, errlen, "the destination refused: %s", why);
+	if (fig->lost)
+		return log_set_err(rc, err, errlen, "post-copy to %s failed after the destination "
+				   "started (%s): the VM is lost", run->m->where, strerror(-rc));
+	return rc;
+}
+
 /* Everything up to the destination's answer; the VM paused when it returns 0. */
 static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, uint64_t *t_pause,
 			 char *err, size_t errlen)
 {
 	struct migration *m = run->m;
-	int rc = migrate_precopy_init(run);
+	int rc = m->postcopy == MIGRATE_POSTCOPY_NOW ? 0 : migrate_precopy_init(run);
+	bool post;
 
 	if (!rc && run->rounds) {
 		if (m->tracker)
@@ -231,11 +276,15 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 	*t_pause = mono_ns();
 	if (vm_pause(run->vm))
 		return log_set_err(-ESRCH, err, errlen, "the VM has stopped");
+	post = m->postcopy == MIGRATE_POSTCOPY_NOW ||
+	       (m->postcopy == MIGRATE_POSTCOPY_AUTO && run->rounds && !run->p.r.converged);
+	if (post)
+		return migrate_postcopy(run, fig, err, errlen);
 	rc = run->rounds ? mig_precopy_rest(&run->p) :
 			   mig_send_resident(&run->o, run->vm->ram.host, run->vm->ram.size);
 	fig->pages_paused = run->rounds ? run->p.pages_paused : run->o.pages_sent;
 	if (!rc)
-		rc = migrate_state(run->vm, &run->o, err, errlen);
+		rc = migrate_state(run, true, err, errlen);
 	if (rc && !err[0])
 		migrate_send_err(rc, m, err, errlen);
 	return rc ? rc : migrate_answers(run->o.fd, err, errlen);
@@ -262,7 +311,7 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 	else
 		migrate_send_err(rc, m, err, errlen);
 	paused = t_pause && rc != -ESRCH;
-	if (rc && rc != -EPROTO && rc != -ECANCELED) {
+	if (rc && rc != -EPROTO && rc != -ECANCELED && !fig->lost && !fig->postcopy) {
 		/* A destination that refused said why: its answer wins over a cut write. */
 		char why[MIG_WHY_MAX] = "";
 
@@ -279,14 +328,17 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 	fig->bytes_sent = run.o.bytes_sent;
 	fig->pages = run.o.pages_sent;
 	fig->holes = run.o.holes_sent;
-	fig->downtime_ms = t_pause ? (mono_ns() - t_pause) / MIGRATE_NS_PER_MS : 0;
+	fig->downtime_ms = !t_pause ? 0 : ((run.t_running_ns ? run.t_running_ns : mono_ns()) -
+					   t_pause) / MIGRATE_NS_PER_MS;
 	fig->total_ms = (mono_ns() - t0) / MIGRATE_NS_PER_MS;
 	mig_out_close(&run.o);
 	pthread_mutex_lock(&m->lock);
 	m->fd = -1;
 	close(fd);
 	pthread_mutex_unlock(&m->lock);
-	if (rc && paused)
-		vm_resume(vm); /* the VM goes on here */
+	if (rc && paused && !fig->lost) { /* the VM goes on here */
+		lx_listeners_resume(run.listeners, run.n_listeners);
+		vm_resume(vm);
+	}
 	return rc;
 }

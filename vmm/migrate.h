@@ -34,8 +34,14 @@ struct migrate_figures {
 	uint64_t pages_precopied;/* pages sent while the VM ran */
 	uint64_t pages_paused;   /* pages sent in the pause */
 	uint64_t pages, holes;
+	uint64_t requests;       /* post-copy: blocks the destination asked for */
 	bool precopy;
+	bool postcopy;           /* the destination ran before all memory was there */
+	bool lost;               /* post-copy failed after the destination started */
 };
+
+/* --postcopy: never, when pre-copy does not converge, or at once. */
+enum migrate_postcopy { MIGRATE_POSTCOPY_NEVER, MIGRATE_POSTCOPY_AUTO, MIGRATE_POSTCOPY_NOW };
 
 /* The order round 0 sends regions in. */
 enum migrate_order { MIGRATE_ORDER_COVERAGE, MIGRATE_ORDER_ADDRESS };
@@ -47,6 +53,7 @@ struct migration {
 	uint64_t downtime_ms;       /* the pause aimed at */
 	unsigned max_rounds;        /* 0: the rounds' own limit */
 	bool stop_copy;             /* no rounds: pause, then send it all (--max-rounds 0) */
+	enum migrate_postcopy postcopy;
 	uint64_t bandwidth;         /* bytes/s while the VM runs; 0: as fast as it goes */
 	enum migrate_order order;
 	struct tracker *tracker;    /* coverage and page heat; NULL: address order */
@@ -68,8 +75,11 @@ void migrate_fini(struct migration *m);
  * written since, until what is left fits m->downtime_ms or stops shrinking), then the
  * pause, the rest, the vCPU and process state, and 0 once the destination said
  * RUNNING: the VM is left paused for its caller to end (it runs there now). Without
- * a dirty log, stop and copy. Any failure before RUNNING resumes it here: -errno with
- * why in @err.
+ * a dirty log, stop and copy. With post-copy (m->postcopy now, or auto when the rounds
+ * did not converge), the destination runs once the state is there, and the rest of
+ * the memory follows, what it asks for first. Any failure before RUNNING resumes the
+ * VM here: -errno with why in @err; one after it in post-copy loses the VM
+ * (fig->lost), which stays paused for its caller to end.
  */
 int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig, char *err,
 		 size_t errlen);

@@ -174,6 +174,9 @@ static const char *capture_refuse(void *ctx)
 	if (__atomic_load_n(&vm->lazy, __ATOMIC_ACQUIRE))
 		return "this VM is still loading its memory from the image it was restored "
 		       "from; try again in a moment";
+	if (__atomic_load_n(&vm->postcopy, __ATOMIC_ACQUIRE))
+		return "this VM's memory is still coming from the source of its migration "
+		       "(post-copy); try again in a moment";
 	return NULL;
 }
 

@@ -17,7 +17,9 @@
 #include "base/log.h"
 #include "vm.h"
 #include "../snapshot/image.h"
+#include "../snapshot/migrecv.h"
 #include "../snapshot/migstream.h"
+#include "base/pages.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -122,8 +124,10 @@ static int incoming_accept(const char *where, char *err, size_t errlen)
 	return fd < 0 ? -EIO : fd;
 }
 
-/* Frames until the end: memory into @vm's RAM, sections into @in. */
-static int incoming_read(struct mig_in *mi, struct incoming *in, char *err, size_t errlen)
+/* Frames until the end, or the switch to post-copy (its bitmap of stale pages in
+ * *@stale): memory into @vm's RAM, sections into @in. */
+static int incoming_read(struct mig_in *mi, struct incoming *in, uint8_t **stale,
+			 uint64_t *stale_len, char *err, size_t errlen)
 {
 	struct mig_event ev;
 	int rc;
@@ -132,10 +136,63 @@ static int incoming_read(struct mig_in *mi, struct incoming *in, char *err, size
 		rc = mig_next(mi, &ev, err, errlen);
 		if (!rc && ev.type == MIG_SECTION)
 			rc = incoming_keep(in, &ev, err, errlen);
+		if (!rc && ev.type == MIG_POSTCOPY) {
+			*stale = ev.data;
+			*stale_len = ev.len; /* 0: nothing stale */
+			return 0;
+		}
 		free(ev.data);
 		if (rc || ev.type == MIG_END)
 			return rc;
 	}
+}
+
+/* Post-copy: the stream and its threads, from the switch to the last page. */
+static struct mig_in incoming_mi = { .fd = -1 };
+static struct mig_postcopy *incoming_pc;
+
+/* After the switch, the source is gone: the VM cannot go on. */
+static void incoming_lost(void *ctx)
+{
+	vm_stop(ctx, 1);
+}
+
+/* The switch: the rest of the memory comes on its own threads from now on. */
+static int incoming_postcopy(struct vm *vm, uint64_t *have, uint8_t *stale, uint64_t stale_len,
+			     char *err, size_t errlen)
+{
+	int rc;
+
+	__atomic_store_n(&vm->postcopy, true, __ATOMIC_RELEASE);
+	rc = mig_postcopy_start(&incoming_mi, &(struct mig_postcopy_target){
+					.mem = &vm->ram, .on_lost = incoming_lost, .ctx = vm,
+					.filling = &vm->postcopy },
+				have, stale_len ? (const uint64_t *)stale : NULL, &incoming_pc);
+	if (rc) {
+		__atomic_store_n(&vm->postcopy, false, __ATOMIC_RELEASE);
+		return log_set_err(rc, err, errlen, "post-copy: %s", strerror(-rc));
+	}
+	log_info("post-copy: the VM runs before its memory is all here");
+	return 0;
+}
+
+/* An answer to the source, through post-copy's lock once it runs. */
+static int incoming_ack(int fd, enum mig_ack_code code, const char *why)
+{
+	return incoming_pc && code != MIG_ACK_REFUSED ? mig_postcopy_ack(incoming_pc, code) :
+						       mig_send_ack(fd, code, why);
+}
+
+void incoming_end(void)
+{
+	if (!incoming_pc)
+		return;
+	if (mig_postcopy_finish(incoming_pc))
+		log_err("post-copy did not finish: the VM's memory never all came");
+	incoming_pc = NULL;
+	close(incoming_mi.fd);
+	mig_in_close(&incoming_mi);
+	incoming_mi.fd = -1;
 }
 
 int restore_vm_incoming(const char *where, const struct restore_opts *o, struct vm *vm,
@@ -143,21 +200,29 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 {
 	struct incoming in = { .n = 0 };
 	struct restore_saved st = { 0 };
-	struct mig_in mi = { .fd = -1 };
+	struct mig_in *mi = &incoming_mi;
 	char err[INCOMING_ERR] = "";
-	uint64_t ram = 0;
+	uint64_t ram = 0, *have = NULL, stale_len = 0;
+	uint8_t *stale = NULL;
 	int fd = incoming_accept(where, err, sizeof(err)), rc;
 
 	if (fd < 0) {
 		log_err("cannot take a migration: %s", err);
 		return fd;
 	}
-	rc = mig_in_open(&mi, fd, NULL, o->mem, &ram, err, sizeof(err));
+	rc = mig_in_open(mi, fd, NULL, o->mem, &ram, err, sizeof(err));
 	if (!rc && (rc = restore_vm_create(vm, ram, o)))
 		snprintf(err, sizeof(err), "cannot make the VM: %s", strerror(-rc));
+	if (!rc && !(have = calloc((ram / PAGE_SIZE + 63) / 64, sizeof(uint64_t))))
+		rc = -ENOMEM;
 	if (!rc) {
-		mi.mem = vm->ram.host;
-		rc = incoming_read(&mi, &in, err, sizeof(err));
+		mi->mem = vm->ram.host;
+		mi->have = have;
+		rc = incoming_read(mi, &in, &stale, &stale_len, err, sizeof(err));
+	}
+	if (!rc && stale) {
+		rc = incoming_postcopy(vm, have, stale, stale_len, err, sizeof(err));
+		have = NULL; /* taken over, or freed */
 	}
 	if (!rc) {
 		const struct restore_src src = { .section = incoming_section, .ctx = &in,
@@ -167,26 +232,40 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 	}
 	if (!rc && (rc = restore_vm_state(where, &st, o, vm, mono_ns)))
 		snprintf(err, sizeof(err), "the VM could not be rebuilt (the log says why)");
-	log_info("migration from %s: %llu bytes received", where,
-		 (unsigned long long)mi.bytes_read);
+	log_info("migration from %s: %llu bytes received before it runs", where,
+		 (unsigned long long)mi->bytes_read);
 	restore_saved_free(&st);
 	incoming_free(&in);
-	mig_in_close(&mi);
+	free(stale);
+	free(have);
+	mi->have = NULL;
 	if (rc) {
 		log_err("migration refused: %s", err);
-		mig_send_ack(fd, MIG_ACK_REFUSED, err);
+		incoming_ack(fd, MIG_ACK_REFUSED, err);
+		if (incoming_pc) {
+			mig_postcopy_abort(incoming_pc);
+			incoming_end();
+			return rc;
+		}
+		mig_in_close(mi);
 		close(fd);
 		return rc;
 	}
-	mig_send_ack(fd, MIG_ACK_READY, NULL);
+	incoming_ack(fd, MIG_ACK_READY, NULL);
+	if (!incoming_pc)
+		mig_in_close(mi);
 	*conn = fd;
 	return 0;
 }
 
-void incoming_running(int conn)
+void incoming_running(int conn, bool started)
 {
 	if (conn < 0)
 		return;
-	mig_send_ack(conn, MIG_ACK_RUNNING, NULL);
-	close(conn);
+	if (started)
+		incoming_ack(conn, MIG_ACK_RUNNING, NULL);
+	else if (incoming_pc)
+		mig_postcopy_abort(incoming_pc);
+	if (!incoming_pc)
+		close(conn); /* post-copy still reads it: incoming_end closes it */
 }

@@ -49,6 +49,7 @@ struct vm {
 	struct lx_proc *proc;  /* the Linux personality of the guest program */
 	struct lx_tree tree;   /* its processes: proc is the first (vm_tree) */
 	struct lazy *lazy;     /* memory still being loaded by a lazy restore, or NULL */
+	bool postcopy;         /* memory still coming from a post-copy migration's source */
 	struct tree_hold *hold; /* a snapshot's hold on the children's memory (persist_tree.c),
 				 * from its pause until its image is finished; or NULL */
 	struct vm_stats stats;

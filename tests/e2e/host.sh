@@ -190,6 +190,23 @@ PY
 ); ok=$?
 	[ "$st" = 0 ] && [ "$ok" = 0 ] && pass "peers.py QUICK" "QEMU background-snapshot under TCG, $why" ||
 		fail "peers.py QUICK" "status $st" "$why" "$(tail -3 "$WORK/peers.out")"
+	# bench/migrate.py end to end on its QEMU half (two QEMUs under TCG, on loopback).
+	QUICK=1 ACCEL=tcg SYSTEMS=qemu-precopy SIZE=16 WARMUP=1 AFTER=1 OUT="$WORK/migq" \
+		tmo 300 "$TOP/bench/migrate.py" >"$WORK/migq.out" 2>&1; st=$?
+	why=$(python3 - "$WORK/migq/migrate_quick.csv" <<'PY' 2>&1
+import csv, sys
+lines = [l for l in open(sys.argv[1]) if not l.startswith("#")]
+rows = list(csv.DictReader(lines))
+want = "round,system,downtime_ms,own_downtime_ms,total_s,bytes_over_ram,during,rounds".split(",")
+assert list(rows[0].keys()) == want, "columns %s" % list(rows[0].keys())
+assert [r["system"] for r in rows] == ["qemu-precopy"], [r["system"] for r in rows]
+r = {k: float(v) for k, v in rows[0].items() if k != "system"}
+assert r["bytes_over_ram"] > 0 and r["total_s"] > 0 and r["downtime_ms"] > 0, r
+print("qemu-precopy: %.2fx RAM sent, down %.0f ms" % (r["bytes_over_ram"], r["downtime_ms"]))
+PY
+); ok=$?
+	[ "$st" = 0 ] && [ "$ok" = 0 ] && pass "migrate.py QUICK" "QEMU live migration under TCG, $why" ||
+		fail "migrate.py QUICK" "status $st" "$why" "$(tail -3 "$WORK/migq.out")"
 	ROUNDS=1 WORKLOADS=zipf-a0.99 SYSTEMS=native SIZE=32 WARMUP=1 DURATION=2 OUT="$WORK/peers" \
 		IMGDIR="$WORK" tmo 120 "$TOP/bench/peers/peers.py" >"$WORK/peers.out" 2>&1; st=$?
 	row=$(grep '^1,zipf-a0.99,native,' "$WORK/peers/peers.csv" 2>/dev/null)

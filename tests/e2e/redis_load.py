@@ -10,12 +10,22 @@
   redis_load.py check PORT PREFIX LOW HIGH
       Checks exactly that on the Redis at PORT; prints "dataset ok: last L" or what
       differs, exit status 0 or 1.
+  redis_load.py survive PORT SECONDS PREFIX
+      For SECONDS, half writes (the transactions of `write`) and half reads (GET of an
+      acknowledged PREFIX:j, checked), as YCSB A mixes them; a failed request (the
+      server went away: a migration's switch) is retried on a new connection to the
+      same port, every 10 ms. Prints one JSON line: acked and sent (as `write`'s
+      file), the reads checked and wrong, the errors, and the windows without service
+      (unix seconds from the first failure to the next success).
   redis_load.py clients PORT N
       N connections at once, each writing and reading back its own 100 keys, over
       interleaved requests; prints "N clients ok" or the first difference.
 """
+import json
+import random
 import socket
 import sys
+import time
 
 
 class Redis:
@@ -87,6 +97,52 @@ def write(port, progress, prefix):
         f.flush()
 
 
+class Survivor:
+    """A client that reconnects to the same port and retries what failed."""
+
+    def __init__(self, port):
+        self.port, self.r, self.errors, self.windows, self.down = port, None, 0, [], None
+
+    def run(self, *cmds):
+        while True:
+            try:
+                if self.r is None:
+                    self.r = Redis(self.port)
+                for cmd in cmds:
+                    self.r.send(*cmd)
+                out = [self.r.reply() for _ in cmds]
+                if self.down is not None:
+                    self.windows.append((self.down, time.time()))
+                    self.down = None
+                return out
+            except (ConnectionError, OSError, RuntimeError):
+                self.errors += 1
+                if self.down is None:
+                    self.down = time.time()
+                if self.r is not None:
+                    self.r.sock.close()
+                    self.r = None
+                time.sleep(0.01)
+
+
+def survive(port, seconds, prefix):
+    c = Survivor(port)
+    acked = sent = checked = wrong = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        sent += 1
+        c.run(("MULTI",), ("SET", "%s:%d" % (prefix, sent), sent), ("SET", prefix + ":last", sent),
+              ("EXEC",))
+        acked = sent
+        j = random.randint(1, acked)
+        if c.run(("GET", "%s:%d" % (prefix, j)))[0] != str(j):
+            wrong += 1
+        checked += 1
+    print(json.dumps({"acked": acked, "sent": sent, "reads": checked, "wrong": wrong,
+                      "errors": c.errors, "windows": c.windows}))
+    return 0
+
+
 def check(port, prefix, low, high):
     r = Redis(port)
     last = r.call("GET", prefix + ":last")
@@ -144,6 +200,8 @@ def main():
         return check(port, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     if mode == "clients":
         return clients(port, int(sys.argv[3]))
+    if mode == "survive":
+        return survive(port, float(sys.argv[3]), sys.argv[4])
     print(__doc__)
     return 2
 

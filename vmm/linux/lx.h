@@ -344,6 +344,12 @@ void lx_clock_refresh(struct lx_proc *p);
  * locks only tried, for the caller may hold locks a process's own calls take: a
  * process busy now is refreshed the next time. */
 void lx_tree_clock_refresh(struct lx_proc *first);
+/* A migration's switch, the VM paused (ptree.c): every TCP socket the tree listens on
+ * stops listening but stays bound, so that the destination on this host can listen on
+ * the same published port; their host descriptors into @fds (at most @max), how many
+ * returned. lx_listeners_resume: they listen again (the migration failed). */
+int lx_tree_listeners_stop(struct lx_proc *first, int *fds, int max);
+void lx_listeners_resume(const int *fds, int n);
 
 /*
  * lx_syscall - perform the system call described by @regs (number in rax, arguments

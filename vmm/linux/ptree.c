@@ -17,11 +17,13 @@
 #include "sys.h"
 #include "../base/log.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -486,6 +488,52 @@ void lx_tree_clock_refresh(struct lx_proc *first)
 		if (t->procs[i] && t->procs[i] != first)
 			ptree_clock_refresh(t->procs[i]);
 	pthread_mutex_unlock(&t->lock);
+}
+
+/* @p's listening TCP sockets stop listening, into @fds (at *@n of @max). */
+static void ptree_listeners_stop(struct lx_proc *p, int *fds, int max, int *n)
+{
+	for (int fd = 0; fd < p->n_files && *n < max; fd++) {
+		int host = p->files[fd].host_fd, on = 0, type = 0;
+		socklen_t len = sizeof(on);
+
+		if (host < 0 || getsockopt(host, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) || !on)
+			continue;
+		len = sizeof(type);
+		if (getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_STREAM)
+			continue;
+		/* Out of LISTEN, still bound: the port is free for another listener with
+		 * SO_REUSEADDR (the destination's; the kernel wants it on both), and
+		 * listen() takes it back. */
+		setsockopt(host, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
+		if (shutdown(host, SHUT_RD) == 0)
+			fds[(*n)++] = host;
+	}
+}
+
+int lx_tree_listeners_stop(struct lx_proc *first, int *fds, int max)
+{
+	struct lx_tree *t = first->tree;
+	int n = 0;
+
+	if (!t) {
+		ptree_listeners_stop(first, fds, max, &n);
+		return n;
+	}
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < LX_MAX_PROCS; i++)
+		if (t->procs[i])
+			ptree_listeners_stop(t->procs[i], fds, max, &n);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void lx_listeners_resume(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (listen(fds[i], SOMAXCONN) < 0)
+			log_warn("a guest listening socket could not listen again after a failed "
+				 "migration: %s (its port is taken?)", strerror(errno));
 }
 
 /* ---- a restored tree ---- */
