@@ -11,11 +11,14 @@ same blocks in the same order). Both sides get the same care: the downtime targe
 limit (QEMU's default of 128 MiB/s lifted), the source started with the same RAM.
 
 Systems:
-  ccvm-coverage   ctl migrate (coverage order, hot pages deferred; --postcopy never)
-  ccvm-address    ctl migrate --order address (a plain pre-copy, in the same run)
-  ccvm-stopcopy   ctl migrate --max-rounds 0 (pause and copy)
-  qemu-precopy    QEMU pre-copy migration, downtime-limit 300 ms, unlimited bandwidth
-ccvm's --postcopy auto and now are not built yet: no rows for them.
+  ccvm-coverage       ctl migrate (coverage order, hot pages deferred; --postcopy never)
+  ccvm-address        ctl migrate --order address (a plain pre-copy, in the same run)
+  ccvm-stopcopy       ctl migrate --max-rounds 0 (pause and copy)
+  ccvm-postcopy-auto  ctl migrate --postcopy auto (post-copy when the rounds do not converge)
+  ccvm-postcopy-now   ctl migrate --postcopy now (post-copy at once)
+  qemu-precopy        QEMU pre-copy migration, downtime-limit 300 ms, unlimited bandwidth
+QEMU's own post-copy (postcopy-ram) is not run: its peer guest's RAM would need
+userfaultfd on shared memory set up the way QEMU wants, not tried here.
 
 From each run, progress as the host sees it arrive (ccvm: zipfbench's report lines every
 REPORT_MS from the source, then from the destination; QEMU: a byte on each side's debug
@@ -27,6 +30,8 @@ console every CHUNK updates):
   total_s         from the migrate command to its completion
   bytes_over_ram  bytes sent over the VM's RAM size (ccvm bytes; QEMU ram.transferred)
   during          updates/s while migrating over the rate in the WARMUP seconds before
+  after           updates/s on the destination in its first AFTER seconds, over the same
+                  rate (post-copy's cost: pages still arriving)
   rounds          ccvm's pre-copy rounds; QEMU's dirty-sync-count
 
 ROUNDS rounds (default 5; QUICK=1: 1), systems shuffled per round. Outputs in
@@ -61,8 +66,11 @@ DOWNTIME_MS = 300
 MIGRATE_TIMEOUT_S = 300
 BOOT_TIMEOUT_S = 120
 SYSTEMS = {"ccvm-coverage": ("ccvm", []), "ccvm-address": ("ccvm", ["--order", "address"]),
-           "ccvm-stopcopy": ("ccvm", ["--max-rounds", "0"]), "qemu-precopy": ("qemu", [])}
-METRICS = ["downtime_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "rounds"]
+           "ccvm-stopcopy": ("ccvm", ["--max-rounds", "0"]),
+           "ccvm-postcopy-auto": ("ccvm", ["--postcopy", "auto"]),
+           "ccvm-postcopy-now": ("ccvm", ["--postcopy", "now"]), "qemu-precopy": ("qemu", [])}
+METRICS = ["downtime_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "after",
+           "rounds"]
 
 
 class Side:
@@ -119,7 +127,7 @@ def run_ccvm(name, opts, cfg, work, port):
             raise Failed(f"{name}: migrate: {(r.stdout + r.stderr).strip()[-300:]}; "
                          f"source {src.describe()}; destination {dst.describe()}")
         wait_ready(dst_prog, dst, name + " destination")
-        time.sleep(cfg["after"])
+        time.sleep(cfg["after"] + 0.5)
         return measure(src_prog, dst_prog, t0, t1, cfg, {
             "own_downtime_ms": fig["downtime_ms"], "total_s": fig["total_ms"] / 1000,
             "bytes_over_ram": fig["bytes_over_ram"], "rounds": fig["rounds"]})
@@ -172,7 +180,7 @@ def run_qemu(name, opts, cfg, work, port):
         t1 = time.monotonic()
         # The destination's dots count from zero again: they continue the source's.
         wait_ready(dst_prog, dst, name + " destination")
-        time.sleep(cfg["after"])
+        time.sleep(cfg["after"] + 0.5)
         ram = st.get("ram", {})
         return measure(src_prog, dst_prog, t0, t1, cfg, {
             "own_downtime_ms": st.get("downtime", 0), "total_s": st.get("total-time", 0) / 1000,
@@ -200,7 +208,10 @@ def measure(src, dst, t0, t1, cfg, own):
     base = (src.at(t0) - src.at(t0 - cfg["warmup"] / 2)) / (cfg["warmup"] / 2)
     moved = src.at(last_src) - src.at(t0)
     during = moved / (last_src - t0) / base if base > 0 and last_src > t0 else 0.0
-    return dict(own, downtime_ms=max(0.0, first_dst - last_src) * 1000, during=during)
+    done = dst.at(first_dst + cfg["after"]) - dst.at(first_dst)
+    after = done / cfg["after"] / base if base > 0 else 0.0
+    return dict(own, downtime_ms=max(0.0, first_dst - last_src) * 1000, during=during,
+                after=after)
 
 
 def settings(quick):
@@ -262,14 +273,15 @@ def write_outputs(out, header, rows, names, quick):
         f.write(f"Migration (bench/migrate.py): {header}\n\nMean ± 95% CI over the rounds. "
                 "*downtime*: last progress on the source to first on the destination, as the "
                 "host saw it; *own*: the system's own downtime figure; *bytes/RAM*: bytes sent "
-                "over the VM's RAM; *during*: throughput while migrating over before.\n\n"
-                "| system | n | downtime ms | own ms | total s | bytes/RAM | during | rounds |\n"
-                "|---|---|---|---|---|---|---|---|\n")
+                "over the VM's RAM; *during*: throughput while migrating over before; "
+                "*after*: the destination's in its first seconds over the same.\n\n"
+                "| system | n | downtime ms | own ms | total s | bytes/RAM | during | after | "
+                "rounds |\n|---|---|---|---|---|---|---|---|---|\n")
         for s in summary:
             f.write(f"| {s['system']} | {s['n']} | {fmt(s['downtime_ms'], '%.0f')} | "
                     f"{fmt(s['own_downtime_ms'], '%.0f')} | {fmt(s['total_s'], '%.2f')} | "
                     f"{fmt(s['bytes_over_ram'], '%.2f')} | {fmt(s['during'], '%.2f')} | "
-                    f"{fmt(s['rounds'], '%.1f')} |\n")
+                    f"{fmt(s['after'], '%.2f')} | {fmt(s['rounds'], '%.1f')} |\n")
     plot(out, summary, header)
 
 

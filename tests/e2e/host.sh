@@ -197,7 +197,7 @@ PY
 import csv, sys
 lines = [l for l in open(sys.argv[1]) if not l.startswith("#")]
 rows = list(csv.DictReader(lines))
-want = "round,system,downtime_ms,own_downtime_ms,total_s,bytes_over_ram,during,rounds".split(",")
+want = "round,system,downtime_ms,own_downtime_ms,total_s,bytes_over_ram,during,after,rounds".split(",")
 assert list(rows[0].keys()) == want, "columns %s" % list(rows[0].keys())
 assert [r["system"] for r in rows] == ["qemu-precopy"], [r["system"] for r in rows]
 r = {k: float(v) for k, v in rows[0].items() if k != "system"}
