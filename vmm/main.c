@@ -68,7 +68,7 @@ static void usage_ctl(FILE *out)
 		"commands: status, pause, resume, stats, stats regions, quit, events,\n"
 		"          kill SIGNAL (TERM, SIGINT, RTMIN+1 or a number: for the guest)\n"
 		"          migrate unix:PATH|tcp:ADDR:PORT [--downtime-ms N] [--max-rounds N]\n"
-		"               [--postcopy never] [--compress auto|zstd|lz4|none]\n"
+		"               [--postcopy never|auto|now] [--compress auto|zstd|lz4|none]\n"
 		"               [--bandwidth MB/s] [--order coverage|address] [--wait]\n"
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
 		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"

@@ -13,6 +13,14 @@
  * destination's RUNNING does the VM stay paused for good, for its caller to end: it
  * runs there now. Anything else (no destination, a cut connection, REFUSED with its
  * reason, a cancel) resumes the VM here.
+ *
+ * Post-copy (--postcopy now, or auto when the rounds did not converge): at the pause
+ * the state goes at once with the switch frame, the destination runs, and the source
+ * answers its page requests while pushing the rest, hot regions first
+ * (snapshot/migsend.c). Once the destination said RUNNING a failure loses the VM.
+ * At the switch the guest's listening sockets let go of their ports (still bound, out
+ * of LISTEN) for a destination on this host; a failure before RUNNING has them listen
+ * again.
  */
 #include "migrate.h"
 #include "persist_capture.h"
@@ -126,7 +134,8 @@ struct migrate_run {
 	struct vm *vm;
 	struct mig_out o;
 	struct mig_precopy p;
-	bool rounds;             /* pre-copy (a dirty log); else stop and copy */
+	bool rounds;             /* a dirty log for pre-copy (and the coverage order) */
+	bool ran;                /* the rounds ran (not stop and copy, not post-copy now) */
 	uint64_t t_running_ns;   /* post-copy: when the destination said RUNNING */
 	int listeners[MIGRATE_LISTENERS]; /* host sockets that stopped listening */
 	int n_listeners;
@@ -231,12 +240,14 @@ static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig
 
 	fig->postcopy = true;
 	if (!n)
-		n = run->rounds ? rounds_left(&run->p.r, need) :
-				  mig_resident_bitmap(run->vm->ram.host, run->vm->ram.size, need);
+		n = run->ran ? rounds_left(&run->p.r, need) :
+			       mig_resident_bitmap(run->vm->ram.host, run->vm->ram.size, need);
+	for (uint64_t i = 0; n == 0 && i < words; i++)
+		fig->pages_paused += (uint64_t)__builtin_popcountll(need[i]);
 	rc = n < 0 ? (int)n : migrate_state(run, false, err, errlen);
-	if (!rc)
-		rc = mig_send_postcopy(&run->o, run->rounds ? need : NULL,
-				       run->rounds ? words * sizeof(uint64_t) : 0);
+	if (!rc) /* pages sent in the rounds and written since are stale there */
+		rc = mig_send_postcopy(&run->o, run->ran ? need : NULL,
+				       run->ran ? words * sizeof(uint64_t) : 0);
 	if (!rc)
 		rc = mig_postcopy_push(&run->o, run->vm->ram.host, need,
 				       run->rounds ? &run->p : NULL, &running, &run->t_running_ns,
@@ -248,6 +259,8 @@ static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig
 	if (fig->lost)
 		return log_set_err(rc, err, errlen, "post-copy to %s failed after the destination "
 				   "started (%s): the VM is lost", run->m->where, strerror(-rc));
+	if (rc && !err[0])
+		migrate_send_err(rc, run->m, err, errlen);
 	return rc;
 }
 
@@ -256,12 +269,13 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 			 char *err, size_t errlen)
 {
 	struct migration *m = run->m;
-	int rc = m->postcopy == MIGRATE_POSTCOPY_NOW ? 0 : migrate_precopy_init(run);
-	bool post;
+	int rc = migrate_precopy_init(run);
+	bool post, now = m->postcopy == MIGRATE_POSTCOPY_NOW;
 
-	if (!rc && run->rounds) {
+	if (!rc && run->rounds && !now) {
 		if (m->tracker)
 			tracker_hold(m->tracker, true);
+		run->ran = true;
 		rc = mig_precopy_rounds(&run->p, &(struct rounds_writers){
 						.pause = migrate_writers_pause,
 						.resume = migrate_writers_resume, .ctx = run->vm },
@@ -276,13 +290,12 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 	*t_pause = mono_ns();
 	if (vm_pause(run->vm))
 		return log_set_err(-ESRCH, err, errlen, "the VM has stopped");
-	post = m->postcopy == MIGRATE_POSTCOPY_NOW ||
-	       (m->postcopy == MIGRATE_POSTCOPY_AUTO && run->rounds && !run->p.r.converged);
+	post = now || (m->postcopy == MIGRATE_POSTCOPY_AUTO && run->ran && !run->p.r.converged);
 	if (post)
 		return migrate_postcopy(run, fig, err, errlen);
-	rc = run->rounds ? mig_precopy_rest(&run->p) :
-			   mig_send_resident(&run->o, run->vm->ram.host, run->vm->ram.size);
-	fig->pages_paused = run->rounds ? run->p.pages_paused : run->o.pages_sent;
+	rc = run->ran ? mig_precopy_rest(&run->p) :
+			mig_send_resident(&run->o, run->vm->ram.host, run->vm->ram.size);
+	fig->pages_paused = run->ran ? run->p.pages_paused : run->o.pages_sent;
 	if (!rc)
 		rc = migrate_state(run, true, err, errlen);
 	if (rc && !err[0])
@@ -318,13 +331,13 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 		if (migrate_answers(fd, why, sizeof(why)) == -EPROTO)
 			snprintf(err, errlen, "%s", why);
 	}
-	if (run.rounds) {
+	if (run.ran) {
 		mig_precopy_end(&run.p);
 		if (m->tracker)
 			tracker_hold(m->tracker, false);
 	}
 	mig_precopy_fini(&run.p);
-	fig->precopy = run.rounds;
+	fig->precopy = run.ran;
 	fig->bytes_sent = run.o.bytes_sent;
 	fig->pages = run.o.pages_sent;
 	fig->holes = run.o.holes_sent;

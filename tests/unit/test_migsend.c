@@ -5,14 +5,20 @@
  * while the rounds send it over a socket to a receiver thread; then the writers pause,
  * the rest goes, and the destination's memory must equal the source's page by page.
  * Coverage order (heat deferred, regions coldest first) and plain order, writers
- * paced as a guest might write, and flat out (the rounds cannot converge).
+ * paced as a guest might write, and flat out (the rounds cannot converge). Post-copy
+ * too: the writers paused, the destination's memory registered with a userfaultfd and
+ * touched before it has arrived (each touch asks the source for its block), equal to
+ * the source's once every page came; a source that hangs up after the switch makes
+ * the destination say the VM is lost.
  */
 #include "suites.h"
 #include "../../bench/load.h"
 #include "../../mmu/gmem.h"
 #include "../../mmu/tracker.h"
+#include "../../snapshot/migrecv.h"
 #include "../../snapshot/migsend.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +197,138 @@ START_TEST(test_one_round)
 }
 END_TEST
 
+/* ---- post-copy ---- */
+
+#define MSD_TOUCHES 300 /* pages the destination's "guest" reads before they came */
+
+struct msd_source {
+	int fd;
+	uint64_t pages_before_hangup; /* 0: push it all */
+	int rc;
+	bool running;
+	uint64_t requests;
+};
+
+/* The source: the switch, then every page that holds data (or hang up early). */
+static void *msd_push(void *arg)
+{
+	struct msd_source *src = arg;
+	uint64_t words = (MSD_MEM / MSD_PAGE + 63) / 64, t = 0;
+	uint64_t *need = calloc(words, sizeof(uint64_t));
+	char why[MIG_WHY_MAX];
+	struct mig_out o;
+
+	src->rc = need ? mig_out_open(&o, src->fd, MSD_MEM, IMG_CODEC_AUTO, 0) : -ENOMEM;
+	if (!src->rc)
+		src->rc = mig_send_postcopy(&o, NULL, 0);
+	if (!src->rc)
+		src->rc = mig_resident_bitmap(mem.host, MSD_MEM, need);
+	if (!src->rc && src->pages_before_hangup) {
+		src->rc = mig_send_memory(&o, mem.host, 0, src->pages_before_hangup * MSD_PAGE);
+		shutdown(src->fd, SHUT_RDWR);
+	} else if (!src->rc) {
+		src->rc = mig_postcopy_push(&o, mem.host, need, NULL, &src->running, &t,
+					    &src->requests, why);
+	}
+	mig_out_close(&o);
+	free(need);
+	return NULL;
+}
+
+static bool msd_lost_called;
+
+static void msd_lost(void *ctx)
+{
+	(void)ctx;
+	__atomic_store_n(&msd_lost_called, true, __ATOMIC_RELEASE);
+}
+
+/* The destination up to the switch: the stream opened, the POSTCOPY frame read, the
+ * post-copy threads started over @dmem. */
+static struct mig_postcopy *msd_switch(struct mig_in *in, struct gmem *dmem, bool *filling)
+{
+	uint64_t *have = calloc((MSD_MEM / MSD_PAGE + 63) / 64, sizeof(uint64_t));
+	struct mig_postcopy *pc = NULL;
+	struct mig_event ev;
+	char err[256] = "";
+
+	ck_assert_ptr_nonnull(have);
+	ck_assert_int_eq(gmem_map(dmem, MSD_MEM), 0);
+	ck_assert_msg(mig_in_open(in, sv[1], dmem->host, MSD_MEM, NULL, err, sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_msg(mig_next(in, &ev, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(ev.type, MIG_POSTCOPY);
+	ck_assert_uint_eq(ev.len, 0);
+	free(ev.data);
+	*filling = true;
+	ck_assert_int_eq(mig_postcopy_start(in, &(struct mig_postcopy_target){
+						.mem = dmem, .on_lost = msd_lost,
+						.filling = filling }, have, NULL, &pc), 0);
+	return pc;
+}
+
+START_TEST(test_postcopy)
+{
+	struct msd_source src = { .fd = sv[0] };
+	struct gmem dmem;
+	struct mig_in in;
+	struct mig_postcopy *pc;
+	pthread_t tx;
+	uint64_t x = 12345;
+	bool filling;
+	int64_t diff;
+
+	ck_assert_int_eq(load_pause(&load), 0); /* a post-copy source stays paused */
+	ck_assert_int_eq(pthread_create(&tx, NULL, msd_push, &src), 0);
+	pc = msd_switch(&in, &dmem, &filling);
+	for (int i = 0; i < MSD_TOUCHES; i++) { /* the guest runs: reads before arrival */
+		uint64_t p;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		p = x % (MSD_MEM / MSD_PAGE);
+		ck_assert_msg(memcmp(dmem.host + p * MSD_PAGE, mem.host + p * MSD_PAGE,
+				     MSD_PAGE) == 0, "page %llu differs when first read",
+			      (unsigned long long)p);
+	}
+	ck_assert_int_eq(mig_postcopy_ack(pc, MIG_ACK_RUNNING), 0);
+	pthread_join(tx, NULL);
+	ck_assert_int_eq(src.rc, 0);
+	ck_assert(src.running);
+	ck_assert(!__atomic_load_n(&filling, __ATOMIC_ACQUIRE)); /* DONE came after it */
+	ck_assert_int_eq(mig_postcopy_finish(pc), 0);
+	ck_assert(!msd_lost_called);
+	memcpy(dst, dmem.host, MSD_MEM);
+	diff = msd_first_difference();
+	ck_assert_msg(diff < 0, "page %lld differs on the destination", (long long)diff);
+	mig_in_close(&in);
+	gmem_unmap(&dmem);
+	load_resume(&load);
+}
+END_TEST
+
+START_TEST(test_postcopy_source_lost)
+{
+	struct msd_source src = { .fd = sv[0], .pages_before_hangup = 64 };
+	struct gmem dmem;
+	struct mig_in in;
+	struct mig_postcopy *pc;
+	pthread_t tx;
+	bool filling;
+
+	msd_lost_called = false;
+	ck_assert_int_eq(load_pause(&load), 0);
+	ck_assert_int_eq(pthread_create(&tx, NULL, msd_push, &src), 0);
+	pc = msd_switch(&in, &dmem, &filling);
+	pthread_join(tx, NULL);
+	ck_assert_int_eq(mig_postcopy_finish(pc), -EIO);
+	ck_assert(__atomic_load_n(&msd_lost_called, __ATOMIC_ACQUIRE));
+	ck_assert(__atomic_load_n(&filling, __ATOMIC_ACQUIRE)); /* never all in */
+	mig_in_close(&in);
+	gmem_unmap(&dmem);
+	load_resume(&load);
+}
+END_TEST
+
 Suite *migsend_suite(void)
 {
 	Suite *s = suite_create("migsend");
@@ -201,6 +339,8 @@ Suite *migsend_suite(void)
 	tcase_add_test(paced, test_coverage_order);
 	tcase_add_test(paced, test_plain_order);
 	tcase_add_test(paced, test_one_round);
+	tcase_add_test(paced, test_postcopy);
+	tcase_add_test(paced, test_postcopy_source_lost);
 	suite_add_tcase(s, paced);
 	tcase_add_checked_fixture(flat, msd_setup_flat_out, msd_teardown);
 	tcase_set_timeout(flat, 120);
