@@ -82,6 +82,7 @@ struct opts {
 	const char *timeline, *histograms;
 	uint64_t seed;
 	double target;       /* open loop: operations per second, all clients; 0: closed */
+	bool reconnect;      /* a broken connection is made again (a server that moved) */
 };
 
 /* A latency histogram: bucket i holds latencies in [1.01^i, 1.01^(i+1)) us. */
@@ -96,6 +97,7 @@ struct stats {
 	_Atomic uint64_t ops[MAX_SECONDS];
 	_Atomic uint64_t max_ns[MAX_SECONDS];
 	_Atomic uint64_t errors;
+	_Atomic uint64_t reconnects;   /* --reconnect: connections made again */
 	_Atomic uint64_t done;         /* operations finished, all clients */
 	_Atomic uint64_t max_lat_ns;   /* the longest operation */
 	_Atomic uint64_t last_done_ns; /* when the last operation completed */
@@ -397,6 +399,32 @@ static bool read_batch(struct client *cl, redisContext *c, int n, const enum op 
 	return true;
 }
 
+#define RECONNECT_NS 10000000L /* --reconnect tries again this often */
+
+/* --reconnect: @c broke; a new connection to the same address, tried every
+ * RECONNECT_NS until the run is over (NULL then). Its operations wait meanwhile, and
+ * open loop charges them the wait from their intended starts. */
+static redisContext *reconnect(struct client *cl, redisContext *c)
+{
+	struct timeval tv = { .tv_sec = 1 };
+	struct timespec gap = { .tv_nsec = RECONNECT_NS };
+
+	redisFree(c);
+	atomic_fetch_add(&cl->st->reconnects, 1);
+	while (!run_finished(cl, now_s())) {
+		c = redisConnectWithTimeout(cl->o->host, cl->o->port, tv);
+		if (c && !c->err) {
+			tv.tv_sec = 300;
+			redisSetTimeout(c, tv);
+			return c;
+		}
+		if (c)
+			redisFree(c);
+		nanosleep(&gap, NULL);
+	}
+	return NULL;
+}
+
 static void *run_client(void *arg)
 {
 	struct client *cl = arg;
@@ -406,7 +434,7 @@ static void *run_client(void *arg)
 	double period = o->target > 0 ? (double)o->clients / o->target : 0;
 	double start[MAX_PIPELINE];
 	enum op kinds[MAX_PIPELINE];
-	uint64_t issued = 0;
+	uint64_t issued = 0, recs[MAX_PIPELINE];
 
 	cl->rc = 1;
 	if (!c)
@@ -417,7 +445,8 @@ static void *run_client(void *arg)
 
 		for (int i = 0; i < ops; i++) {
 			kinds[i] = pick_op(cl);
-			append_op(cl, c, kinds[i], zipf_next(&cl->rng, o->records));
+			recs[i] = zipf_next(&cl->rng, o->records);
+			append_op(cl, c, kinds[i], recs[i]);
 			start[i] = cl->t0 + (double)cl->id / o->target +
 				   (double)(issued + (uint64_t)i) * period;
 		}
@@ -428,12 +457,21 @@ static void *run_client(void *arg)
 			for (int i = 0; i < ops; i++)
 				start[i] = send;
 		issued += (uint64_t)ops;
-		if (!read_batch(cl, c, ops, kinds, start))
-			goto out;
+		while (!read_batch(cl, c, ops, kinds, start)) {
+			/* (a batch half answered is sent again whole: an update twice) */
+			if (!o->reconnect)
+				goto out;
+			c = reconnect(cl, c);
+			if (!c)
+				break;
+			for (int i = 0; i < ops; i++)
+				append_op(cl, c, kinds[i], recs[i]);
+		}
 	}
 	cl->rc = 0;
 out:
-	redisFree(c);
+	if (c)
+		redisFree(c);
 	return NULL;
 }
 
@@ -540,21 +578,23 @@ static void print_run(const struct opts *o, struct stats *st, double secs)
 		stall = s_to_ns(secs) - st->last_done_ns;
 	printf("[OVERALL] workload %c, %d clients, pipeline %d, %s: %llu operations in %.2f s, "
 	       "%.0f ops/s; latency p50 %.0f us, p99 %.0f us, p99.9 %.0f us, max %.0f us; "
-	       "longest stall %.1f ms; %llu errors\n",
+	       "longest stall %.1f ms; %llu reconnects; %llu errors\n",
 	       o->wl->name, o->clients, o->pipeline, o->target > 0 ? "open loop" : "closed loop",
 	       (unsigned long long)total, secs, (double)total / secs, hist_quantile(&st->all, 0.5),
 	       hist_quantile(&st->all, 0.99), hist_quantile(&st->all, 0.999),
-	       (double)st->max_lat_ns / 1e3, (double)stall / 1e6, (unsigned long long)st->errors);
+	       (double)st->max_lat_ns / 1e3, (double)stall / 1e6,
+	       (unsigned long long)st->reconnects, (unsigned long long)st->errors);
 	if (o->json)
 		printf("{\"workload\":\"%c\",\"clients\":%d,\"pipeline\":%d,\"target\":%.0f,"
 		       "\"open_loop\":%s,\"seconds\":%.3f,\"ops\":%llu,\"ops_per_s\":%.1f,"
 		       "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,"
-		       "\"stall_ms\":%.3f,\"errors\":%llu,\"t0_unix\":%.6f}\n",
+		       "\"stall_ms\":%.3f,\"errors\":%llu,\"reconnects\":%llu,\"t0_unix\":%.6f}\n",
 		       o->wl->name, o->clients, o->pipeline, o->target, o->target > 0 ? "true" : "false",
 		       secs, (unsigned long long)total, (double)total / secs,
 		       hist_quantile(&st->all, 0.5), hist_quantile(&st->all, 0.99),
 		       hist_quantile(&st->all, 0.999), (double)st->max_lat_ns / 1e3,
-		       (double)stall / 1e6, (unsigned long long)st->errors, st->t0_unix);
+		       (double)stall / 1e6, (unsigned long long)st->errors,
+		       (unsigned long long)st->reconnects, st->t0_unix);
 }
 
 static void usage(FILE *out)
@@ -563,14 +603,16 @@ static void usage(FILE *out)
 		"usage: ycsb [--host H] [--port P] [--workload a|b|c|f] [--records N]\n"
 		"            [--operations N | --duration S] [--clients C] [--pipeline P]\n"
 		"            [--phase load|run|both] [--timeline FILE.csv] [--seed S] [--quiet]\n"
-		"            [--target OPS] [--json] [--histograms FILE.csv]\n"
+		"            [--target OPS] [--json] [--histograms FILE.csv] [--reconnect]\n"
 		"  YCSB core workloads against Redis: A 50%% read / 50%% update, B 95/5, C read\n"
 		"  only, F 50%% read / 50%% read-modify-write; scrambled Zipfian (0.99); records\n"
 		"  of 10 fields x 100 B in a hash. Defaults: 127.0.0.1:6379, workload a, 100000\n"
 		"  records, 30 s, 8 clients, pipeline 1, both phases.\n"
 		"  --target OPS: open loop, OPS operations per second over all clients, latency\n"
 		"  from each operation's intended start. --json: a last line of JSON figures.\n"
-		"  --histograms: each second's latency histogram (second,bucket,count).\n");
+		"  --histograms: each second's latency histogram (second,bucket,count).\n"
+		"  --reconnect: the run phase connects again when a connection breaks (a server\n"
+		"  that moved), every 10 ms, and sends the batch again.\n");
 }
 
 static int parse_count(const char *arg, const char *what, uint64_t min, uint64_t max, uint64_t *v)
@@ -610,6 +652,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "quiet", no_argument, NULL, 'q' },          { "help", no_argument, NULL, 'H' },
 		{ "target", required_argument, NULL, 'T' },   { "json", no_argument, NULL, 'j' },
 		{ "histograms", required_argument, NULL, 'G' },
+		{ "reconnect", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
@@ -622,6 +665,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'h': o->host = optarg; break;
+		case 'R': o->reconnect = true; break;
 		case 'p':
 			if (parse_count(optarg, "port", 1, 65535, &v))
 				return -1;

@@ -110,9 +110,10 @@ struct mig_event {
 };
 
 /* The next frame, checked before anything is written: pages and holes go into the
- * memory, a whole section or post-copy bitmap (its frames joined) comes back in @ev. 0, or -EPROTO for a
- * frame ccvm could not have sent (type, codec, place, size, checksum; why in @err),
- * -ECONNRESET when the stream ends before MIG_END, -errno. */
+ * memory (or through the install hook), a whole section or post-copy bitmap (its
+ * frames joined) comes back in @ev. 0, or -EPROTO for a frame ccvm could not have
+ * sent (type, codec, place, size, checksum; why in @err), -ECONNRESET when the stream
+ * ends before MIG_END, -errno. */
 int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen);
 
 /* The destination's answers, on the same connection: READY once the VM is built from

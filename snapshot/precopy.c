@@ -7,7 +7,9 @@
  * afterwards), and every other page already stands in the file: nothing is
  * write-protected, so the guest never traps for this snapshot. It is live migration's
  * pre-copy (QEMU's, Firecracker users' own), aimed at the image file: the instant is
- * when the rounds converge, not when the snapshot was asked for.
+ * when the rounds converge, not when the snapshot was asked for. A live migration's
+ * rounds are these too, aimed at its stream (migsend.c), with hot pages deferred to
+ * the pause (defer_hot) and a round 0 in coverage order.
  *
  * A watched page costs the guest a fault at its next write (KVM write-protects it
  * again: ~30 us in our VMs, against ~100 us for a copy-on-write trap), so a page is
@@ -26,7 +28,6 @@
 #include "precopy.h"
 #include "image.h"
 #include "../mmu/resident.h"
-#include "../vmm/base/log.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
 
@@ -78,7 +79,8 @@ void rounds_fini(struct snap_rounds *r)
 	free(r->pending);
 	free(r->hot);
 	free(r->buf);
-	r->dirty = r->marks = r->watched = r->held = r->seen = r->prev = r->deferred = r->pending = NULL;
+	r->dirty = r->marks = r->watched = r->held = r->seen = NULL;
+	r->prev = r->deferred = r->pending = NULL;
 	r->hot = NULL;
 	r->buf = NULL;
 }

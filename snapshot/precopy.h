@@ -1,7 +1,8 @@
 /*
  * precopy.h - --precopy rounds: memory written into the image before the snapshot's
  * instant while its writers keep running, again for what they rewrite, until what is
- * left fits the pause (precopy.c). Live migration's pre-copy, aimed at a file.
+ * left fits the pause (precopy.c). Live migration's pre-copy, aimed at a file, or at a
+ * migration stream (migsend.c).
  */
 #ifndef CCVM_PRECOPY_H
 #define CCVM_PRECOPY_H
@@ -85,7 +86,7 @@ const char *rounds_refusal(const struct snap_rounds *r);
 /*
  * rounds_run - before the pause: the log and the monitor's marks on, the writers
  * paused once through @w (so that no pointer into memory handed out before the
- * marks is still in use), then every page that holds data into @img, each piece
+ * marks is still in use), then every page that holds data into @sink, each piece
  * watched just before it is copied, then the pages written since, round after round,
  * until they would take under a quarter of @budget_ns to copy in the pause, stop
  * shrinking, or ROUNDS_MAX rounds were made. The hottest pages (the heat), as many

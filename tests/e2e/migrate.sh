@@ -232,11 +232,12 @@ PY
 	rm -f "$S/relay.sock"
 }
 
-# 6. Redis serving a YCSB-A-like mix (half acknowledged writes, half reads of them,
-#    tests/e2e/redis_load.py survive) on a published port, migrated to a destination
-#    publishing the same port on this host: the source lets go of its listener at the
-#    switch, the client reconnects to the same port, its errors fall within the
-#    migration, every read is right, and every acknowledged write is on the destination.
+# 6. Redis under YCSB A (bench/ycsb open loop with --reconnect) and a client of
+#    acknowledged writes and reads of them (tests/e2e/redis_load.py survive) on a
+#    published port, migrated to a destination publishing the same port on this host:
+#    the source lets go of its listener at the switch, both clients reconnect to the
+#    same port, their errors and YCSB's longest stall fall within the migration, every
+#    read is right, and every acknowledged write is on the destination.
 mig_pong() { [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; } # PORT
 mig_redis() {
 	local redis rp r st out t0 t1 acked sent bad windows
@@ -256,18 +257,24 @@ mig_redis() {
 	dest_start --publish "127.0.0.1:$rp:6379"
 	tmo 120 python3 "$TOP/tests/e2e/redis_load.py" survive "$rp" 8 mig >"$S/survive.out" 2>&1 &
 	local client=$!
+	tmo 120 "$TOP/bench/ycsb" --port "$rp" --records "$(scaled 20000 2000)" --phase run --workload a \
+		--duration 8 --clients 4 --target 2000 --reconnect --json --quiet >"$S/ycsb.out" 2>&1 &
+	local ycsb=$!
 	sleep 2
 	t0=$(date +%s.%N)
 	r=$(tmo 120 "$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait 2>&1)
 	t1=$(date +%s.%N)
-	wait "$client"
+	wait "$client"; wait "$ycsb"
 	wait "$VMPID"; st=$?
 	out=$(tail -1 "$S/survive.out")
 	acked=$(echo "$out" | json_num acked); sent=$(echo "$out" | json_num sent)
 	bad=$(python3 -c 'import json, sys
 o = json.loads(sys.argv[1]); t0, t1 = float(sys.argv[2]), float(sys.argv[3])
 late = [w for w in o["windows"] if w[0] < t0 or w[1] > t1 + 2]
-print("wrong reads %d" % o["wrong"] if o["wrong"] else "errors outside the migration: %s" % late if late else "")' "$out" "$t0" "$t1" 2>&1)
+y = json.loads(open(sys.argv[4]).read().strip().splitlines()[-1])
+print("wrong reads %d" % o["wrong"] if o["wrong"] else "errors outside the migration: %s" % late if late else
+      "YCSB: %s" % y if y["errors"] or not y["reconnects"] or not y["ops"] or
+      y["stall_ms"] > (t1 - t0) * 1000 + 2000 else "")' "$out" "$t0" "$t1" "$S/ycsb.out" 2>&1)
 	windows=$(echo "$out" | grep -o '"windows": [^}]*')
 	local check; check=$(tmo 60 python3 "$TOP/tests/e2e/redis_load.py" check "$rp" mig "${acked:-0}" "${sent:-0}" 2>&1)
 	local keys; keys=$(redis-cli -p "$rp" dbsize 2>/dev/null)
@@ -276,7 +283,7 @@ print("wrong reads %d" % o["wrong"] if o["wrong"] else "errors outside the migra
 	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ -n "$acked" ] && [ -z "$bad" ] &&
 		echo "$check" | grep -q "^dataset ok" && [ "${keys:-0}" -ge "$(scaled 20000 2000)" ]; then
 		pass "Redis migrated under load: acknowledged writes kept, clients back on the same port" \
-			"$acked writes acknowledged, $check; $keys keys; paused $(echo "$r" | field downtime_ms) ms; $windows"
+			"$acked writes acknowledged, $check; $keys keys; paused $(echo "$r" | field downtime_ms) ms; $windows; YCSB A: $(tail -1 "$S/ycsb.out" | grep -o '"ops":[0-9]*,.*"p999_us":[0-9.]*,"max_us":[0-9.]*,"stall_ms":[0-9.]*,"errors":[0-9]*,"reconnects":[0-9]*')"
 	else
 		fail "Redis migrated under load: acknowledged writes kept, clients back on the same port" \
 			"reply: $r" "source status $st" "client: $out" "$bad" "check: $check" "keys $keys" \
