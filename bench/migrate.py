@@ -299,6 +299,7 @@ set multiplot layout 1,2 title "zipfbench --scatter migrated on loopback (mean, 
 set style fill solid 0.5
 set boxwidth 0.6
 set xtics rotate by -30
+set xrange [-0.6:{len(summary) - 0.4}]
 set yrange [0:*]
 set ylabel "downtime (ms)"
 plot "{dat}" using 1:3:4:xtic(2) with boxerrorbars notitle
