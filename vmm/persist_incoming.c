@@ -22,10 +22,14 @@
 #include "base/pages.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define INCOMING_SECTIONS 16 /* distinct state sections a stream may carry */
@@ -84,6 +88,25 @@ static int incoming_keep(struct incoming *in, struct mig_event *ev, char *err, s
 	return 0;
 }
 
+/* A Unix socket file at @ss that nobody listens on any more (a destination killed
+ * while it waited) is removed; a live one, or any other file, is left for bind to
+ * refuse. */
+static void incoming_clear_stale(const struct sockaddr_storage *ss, socklen_t sl)
+{
+	const struct sockaddr_un *un = (const struct sockaddr_un *)ss;
+	struct stat st;
+	int fd;
+
+	if (ss->ss_family != AF_UNIX || lstat(un->sun_path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (connect(fd, (const struct sockaddr *)ss, sl) < 0 && errno == ECONNREFUSED)
+		unlink(un->sun_path);
+	close(fd);
+}
+
 /* A listening socket at @where (migrate_addr): the fd, or -errno with why in @err. */
 static int incoming_listen(const char *where, char *err, size_t errlen)
 {
@@ -93,6 +116,7 @@ static int incoming_listen(const char *where, char *err, size_t errlen)
 
 	if (rc)
 		return rc;
+	incoming_clear_stale(&ss, sl);
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return log_set_err(-errno, err, errlen, "--incoming: %s", strerror(errno));
@@ -105,6 +129,19 @@ static int incoming_listen(const char *where, char *err, size_t errlen)
 	return fd;
 }
 
+/* Until a source connects. ccvm blocks the signals a guest is to get (sigfwd.c), but
+ * there is no guest yet: TERM, INT and the like end the wait, as they end any other
+ * command (their default actions, with none of them blocked while it waits). */
+static void incoming_wait(int lfd)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	sigset_t none;
+
+	sigemptyset(&none);
+	while (ppoll(&p, 1, NULL, &none) < 0 && errno == EINTR)
+		;
+}
+
 /* One connection on @where, the listener gone once it came. */
 static int incoming_accept(const char *where, char *err, size_t errlen)
 {
@@ -113,6 +150,7 @@ static int incoming_accept(const char *where, char *err, size_t errlen)
 	if (lfd < 0)
 		return lfd;
 	log_info("waiting for a migration on %s", where);
+	incoming_wait(lfd);
 	do
 		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	while (fd < 0 && errno == EINTR);

@@ -59,6 +59,22 @@ mig_incoming() {
 	else
 		fail "restore --incoming: a damaged byte in the stream is refused" "status $st" "sender: $bad" "$(head -3 "$S/mig.err")"
 	fi
+	# A destination still waiting ends on SIGTERM, and its socket file does not stop
+	# the next one (nobody listens there any more).
+	"$CCVM" restore --incoming "unix:$S/w.sock" >/dev/null 2>"$S/w.err" &
+	local waiter=$!
+	wait_until 10 test -S "$S/w.sock"
+	kill -TERM "$waiter"; wait "$waiter"; st=$?
+	timeout 2 "$CCVM" restore --incoming "unix:$S/w.sock" >/dev/null 2>"$S/w2.err"
+	local again=$?
+	if [ "$st" = 143 ] && [ "$again" = 124 ] && ! grep -q "in use" "$S/w2.err"; then
+		pass "restore --incoming: a waiting destination ends on SIGTERM; the next takes its path" \
+			"status $st, then the next one waited until its timeout"
+	else
+		fail "restore --incoming: a waiting destination ends on SIGTERM; the next takes its path" \
+			"TERM: status $st" "next: status $again $(head -2 "$S/w2.err")"
+	fi
+	rm -f "$S/w.sock"
 	expect_fail "restore --incoming and a FILE" 2 "a FILE or --incoming, not both" -- "$CCVM" restore --incoming "unix:$S/x.sock" "$S/mig.img"
 	expect_fail "restore --incoming elsewhere" 2 "unix:PATH or tcp:ADDR:PORT" -- "$CCVM" restore --incoming "udp:1.2.3.4:5"
 	rm -f "$S/mig.img" "$S/mig.sock"
