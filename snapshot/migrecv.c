@@ -14,6 +14,7 @@
  */
 #include "migrecv.h"
 #include "../mmu/uffd.h"
+#include "../vmm/base/bits.h"
 #include "../vmm/base/log.h"
 #include "../vmm/base/pages.h"
 #include "../vmm/base/role.h"
@@ -45,33 +46,19 @@ struct mig_postcopy {
 	char err[PC_ERR];
 };
 
-static bool pc_bit(const uint64_t *b, uint64_t p)
-{
-	return b[p / 64] >> (p % 64) & 1;
-}
-
 /* The stream's memory, from the receiving thread: each missing page installed. */
 static int pc_install(void *ctx, uint64_t gpa, const uint8_t *data, uint64_t len)
 {
 	struct mig_postcopy *pc = ctx;
-	uint64_t first = gpa / PAGE_SIZE, n = len / PAGE_SIZE, p = 0;
+	uint64_t first = gpa / PAGE_SIZE, end = first + len / PAGE_SIZE, e;
 	int rc = 0;
 
-	while (p < n && !rc) {
-		uint64_t end = p;
-
-		if (pc_bit(pc->have, first + p)) {
-			p++;
-			continue;
-		}
-		while (end < n && !pc_bit(pc->have, first + end))
-			end++;
-		rc = data ? uffd_fill(&pc->uffd, (first + p) * PAGE_SIZE, data + p * PAGE_SIZE,
-				      (end - p) * PAGE_SIZE) :
-			    uffd_zero(&pc->uffd, (first + p) * PAGE_SIZE, (end - p) * PAGE_SIZE);
-		for (uint64_t q = first + p; !rc && q < first + end; q++)
-			pc->have[q / 64] |= 1ULL << (q % 64);
-		p = end;
+	for (uint64_t p = first; !rc && (e = bits_run(pc->have, &p, end, false)) > p; p = e) {
+		rc = data ? uffd_fill(&pc->uffd, p * PAGE_SIZE, data + (p - first) * PAGE_SIZE,
+				      (e - p) * PAGE_SIZE) :
+			    uffd_zero(&pc->uffd, p * PAGE_SIZE, (e - p) * PAGE_SIZE);
+		if (!rc)
+			bits_set(pc->have, p, e - p);
 	}
 	return rc;
 }
@@ -151,20 +138,8 @@ static void *pc_receive_thread(void *arg)
 /* Every page not in @have dropped, to be asked for on its first touch. */
 static void pc_drop(struct mig_postcopy *pc)
 {
-	uint64_t p = 0;
-
-	while (p < pc->pages) {
-		uint64_t end = p;
-
-		if (pc_bit(pc->have, p)) {
-			p++;
-			continue;
-		}
-		while (end < pc->pages && !pc_bit(pc->have, end))
-			end++;
-		madvise(pc->mem->host + p * PAGE_SIZE, (end - p) * PAGE_SIZE, MADV_DONTNEED);
-		p = end;
-	}
+	for (uint64_t p = 0, e; (e = bits_run(pc->have, &p, pc->pages, false)) > p; p = e)
+		madvise(pc->mem->host + p * PAGE_SIZE, (e - p) * PAGE_SIZE, MADV_DONTNEED);
 }
 
 int mig_postcopy_start(struct mig_in *in, const struct mig_postcopy_target *t, uint64_t *have,

@@ -13,12 +13,12 @@
 #include "migsend.h"
 #include "../mmu/resident.h"
 #include "../mmu/tracker.h"
+#include "../vmm/base/bits.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,21 +50,19 @@ static int mig_round(void *ctx, const struct snap_rounds *r, uint64_t dirty, uin
 	return mig_send_round(p->o, r->rounds);
 }
 
-static const double *mig_cov; /* qsort has no context: one sort at a time */
-
-static int mig_cmp_cov(const void *a, const void *b)
+static int mig_cmp_cov(const void *a, const void *b, void *cov_)
 {
+	const double *cov = cov_;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
-	if (mig_cov[x] != mig_cov[y])
-		return mig_cov[x] < mig_cov[y] ? -1 : 1;
+	if (cov[x] != cov[y])
+		return cov[x] < cov[y] ? -1 : 1;
 	return x < y ? -1 : x > y;
 }
 
 /* Round 0's order: regions by the coverage the tracker expects, coldest first. */
 static int mig_order(struct mig_precopy *p, struct tracker *t)
 {
-	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
 	uint64_t n = t ? t->cov.n_regions : 0;
 	double *cov;
 
@@ -79,10 +77,7 @@ static int mig_order(struct mig_precopy *p, struct tracker *t)
 	n = tracker_region_coverage(t, MIG_COVERAGE_S, cov, n);
 	for (uint64_t i = 0; i < n; i++)
 		p->order[i] = (uint32_t)i;
-	pthread_mutex_lock(&sort_lock);
-	mig_cov = cov;
-	qsort(p->order, n, sizeof(*p->order), mig_cmp_cov);
-	pthread_mutex_unlock(&sort_lock);
+	qsort_r(p->order, n, sizeof(*p->order), mig_cmp_cov, cov);
 	free(cov);
 	p->r.order = p->order;
 	p->r.n_order = n;
@@ -131,29 +126,13 @@ int mig_precopy_rounds(struct mig_precopy *p, const struct rounds_writers *w,
 int mig_precopy_rest(struct mig_precopy *p)
 {
 	int64_t n = rounds_left(&p->r, p->left);
-	const uint64_t *b = p->left;
-	uint64_t at = 0;
 	int rc = 0;
 
 	if (n < 0)
 		return (int)n;
 	p->pages_paused = (uint64_t)n;
-	while (at < p->r.pages && !rc) {
-		uint64_t end;
-
-		if (!b[at / 64]) {
-			at = (at / 64 + 1) * 64;
-			continue;
-		}
-		if (!(b[at / 64] >> (at % 64) & 1)) {
-			at++;
-			continue;
-		}
-		for (end = at + 1; end < p->r.pages && (b[end / 64] >> (end % 64) & 1); end++)
-			;
-		rc = mig_send_memory(p->o, p->r.mem->host, at * PAGE_SIZE, (end - at) * PAGE_SIZE);
-		at = end;
-	}
+	for (uint64_t at = 0, e; !rc && (e = bits_run(p->left, &at, p->r.pages, true)) > at; at = e)
+		rc = mig_send_memory(p->o, p->r.mem->host, at * PAGE_SIZE, (e - at) * PAGE_SIZE);
 	return rc;
 }
 
@@ -195,12 +174,6 @@ struct mig_push {
 	char *why;
 };
 
-static void mig_clear(uint64_t *b, uint64_t first, uint64_t n)
-{
-	for (uint64_t q = first; q < first + n; q++)
-		b[q / 64] &= ~(1ULL << (q % 64));
-}
-
 /* One message from the destination: a block asked for is sent at once. */
 static int mig_push_answer(struct mig_push *k)
 {
@@ -215,7 +188,7 @@ static int mig_push_answer(struct mig_push *k)
 		if (k->ended)
 			return 0; /* asked before END: its block came with the rest */
 		len = k->o->ram_size - gpa < MIG_BLOCK ? k->o->ram_size - gpa : MIG_BLOCK;
-		mig_clear(k->need, gpa / PAGE_SIZE, len / PAGE_SIZE);
+		bits_clear(k->need, gpa / PAGE_SIZE, len / PAGE_SIZE);
 		(*k->requests)++;
 		return mig_send_memory(k->o, k->mem, gpa, len);
 	case MIG_ACK_RUNNING:
@@ -249,25 +222,18 @@ static int mig_push_serve(struct mig_push *k)
 static int mig_push_region(struct mig_push *k, uint64_t r, uint64_t region_pages)
 {
 	const uint64_t piece = MIG_PUSH_PIECE / PAGE_SIZE;
-	uint64_t p = r * region_pages, end_r = p + region_pages;
+	uint64_t p = r * region_pages, end_r = p + region_pages, e;
 	int rc = 0;
 
 	if (end_r > k->pages)
 		end_r = k->pages;
-	while (p < end_r && !rc) {
-		uint64_t end = p;
-
-		if (!(k->need[p / 64] >> (p % 64) & 1)) {
-			p++;
-			continue;
-		}
-		while (end < end_r && end - p < piece && (k->need[end / 64] >> (end % 64) & 1))
-			end++;
-		mig_clear(k->need, p, end - p);
-		rc = mig_send_memory(k->o, k->mem, p * PAGE_SIZE, (end - p) * PAGE_SIZE);
+	for (; !rc && (e = bits_run(k->need, &p, end_r, true)) > p; p = e) {
+		if (e - p > piece)
+			e = p + piece;
+		bits_clear(k->need, p, e - p);
+		rc = mig_send_memory(k->o, k->mem, p * PAGE_SIZE, (e - p) * PAGE_SIZE);
 		if (!rc)
 			rc = mig_push_serve(k);
-		p = end;
 	}
 	return rc;
 }
@@ -301,10 +267,7 @@ int mig_postcopy_push(struct mig_out *o, const uint8_t *mem, uint64_t *need,
 
 static void mig_bitmap_run(void *ctx, uint64_t first, uint64_t n)
 {
-	uint64_t *bits = ctx;
-
-	for (uint64_t q = first; q < first + n; q++)
-		bits[q / 64] |= 1ULL << (q % 64);
+	bits_set(ctx, first, n);
 }
 
 int mig_resident_bitmap(const uint8_t *mem, uint64_t size, uint64_t *bits)

@@ -15,6 +15,7 @@
  * frames in order, each naming the whole length, and joined by the receiver.
  */
 #include "migstream.h"
+#include "../vmm/base/bits.h"
 #include "../vmm/base/log.h"
 #include "../vmm/base/pages.h"
 
@@ -369,8 +370,8 @@ static int mig_land(struct mig_in *in, uint64_t gpa, const uint8_t *data, uint64
 		memcpy(in->mem + gpa, data, len);
 	else
 		memset(in->mem + gpa, 0, len);
-	for (uint64_t p = gpa / PAGE_SIZE; in->have && p < (gpa + len) / PAGE_SIZE; p++)
-		in->have[p / 64] |= 1ULL << (p % 64);
+	if (in->have)
+		bits_set(in->have, gpa / PAGE_SIZE, len / PAGE_SIZE);
 	return 0;
 }
 

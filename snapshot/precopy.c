@@ -28,6 +28,7 @@
 #include "precopy.h"
 #include "image.h"
 #include "../mmu/resident.h"
+#include "../vmm/base/bits.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
 
@@ -48,11 +49,6 @@
  * hottest pages are held back for the pause. */
 #define ROUNDS_LEFT_SHARE 4
 #define ROUNDS_PACE_STEP_NS 50000000ULL /* a paced copy looks at the stop flag this often */
-
-static bool bit_test(const uint64_t *b, uint64_t i)
-{
-	return b[i / 64] >> (i % 64) & 1;
-}
 
 int rounds_init(struct snap_rounds *r, struct gmem *mem, struct tracker *tracker)
 {
@@ -129,7 +125,7 @@ static int rounds_watch_piece(struct snap_rounds *r, uint64_t first, uint64_t n)
 	int rc;
 
 	for (uint64_t p = first; p < first + n; p++)
-		if (!bit_test(r->held, p))
+		if (!bits_test(r->held, p))
 			r->dirty[p / 64] |= 1ULL << (p % 64);
 	rc = r->log.ops->watch(r->log.ctx, r->dirty);
 	for (uint64_t p = first; p < first + n; p++) {
@@ -175,13 +171,13 @@ static void rounds_send(struct rounds_copy *k, uint64_t first, uint64_t n)
 	while (p < n && !k->rc) {
 		uint64_t end = p, q = first + p;
 
-		if (bit_test(r->held, q) || bit_test(r->prev, q)) {
-			if (!bit_test(r->held, q))
-				r->pending[q / 64] |= 1ULL << (q % 64);
+		if (bits_test(r->held, q) || bits_test(r->prev, q)) {
+			if (!bits_test(r->held, q))
+				bits_set(r->pending, q, 1);
 			p++;
 			continue;
 		}
-		while (end < n && !bit_test(r->held, first + end) && !bit_test(r->prev, first + end))
+		while (end < n && !bits_test(r->held, first + end) && !bits_test(r->prev, first + end))
 			end++;
 		k->rc = k->sink->pages(k->sink->ctx, first + p, r->buf + p * PAGE_SIZE, end - p);
 		r->pages_sent += end - p;
@@ -223,24 +219,9 @@ static void rounds_copy_run(void *ctx, uint64_t first, uint64_t n)
 static void rounds_copy_dirty(struct rounds_copy *k)
 {
 	const struct snap_rounds *r = k->r;
-	uint64_t p = 0;
 
-	while (p < r->pages && !k->rc) {
-		uint64_t end;
-
-		if (!r->dirty[p / 64]) {
-			p = (p / 64 + 1) * 64;
-			continue;
-		}
-		if (!bit_test(r->dirty, p)) {
-			p++;
-			continue;
-		}
-		for (end = p + 1; end < r->pages && bit_test(r->dirty, end); end++)
-			;
-		rounds_copy_run(k, p, end - p);
-		p = end;
-	}
+	for (uint64_t p = 0, e; !k->rc && (e = bits_run(r->dirty, &p, r->pages, true)) > p; p = e)
+		rounds_copy_run(k, p, e - p);
 }
 
 /* The log and the marks on, then the writers paused once: whatever pointer into
@@ -286,7 +267,7 @@ static void rounds_history(struct snap_rounds *r)
 	memset(r->prev, 0, r->words * sizeof(uint64_t));
 	for (uint64_t i = 0; i < n; i++)
 		if (r->hot[i] < r->pages)
-			r->prev[r->hot[i] / 64] |= 1ULL << (r->hot[i] % 64);
+			bits_set(r->prev, r->hot[i], 1);
 }
 
 /* The log's pages written since watched, of those watched: into dirty (and seen), *@n
@@ -405,8 +386,8 @@ static void rounds_left_run(void *ctx, uint64_t first, uint64_t n)
 	struct rounds_unwatched *u = ctx;
 
 	for (uint64_t p = first; p < first + n; p++)
-		if (!bit_test(u->r->watched, p))
-			u->out[p / 64] |= 1ULL << (p % 64);
+		if (!bits_test(u->r->watched, p))
+			bits_set(u->out, p, 1);
 }
 
 int64_t rounds_left(struct snap_rounds *r, uint64_t *out)
@@ -450,7 +431,7 @@ uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_
 		if (ps_get(&pt->state[p]) != PS_PROTECTED)
 			continue;
 		/* (a page never watched reads as written: held, or present only since) */
-		written = bit_test(r->dirty, p) || !bit_test(r->watched, p) ||
+		written = bits_test(r->dirty, p) || !bits_test(r->watched, p) ||
 			  (__atomic_load_n(&r->marks[p / 64], __ATOMIC_ACQUIRE) >> (p % 64) & 1);
 		if (!written && img_precopied(img, p)) {
 			img_precopy_keep(img, p);

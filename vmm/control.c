@@ -45,7 +45,6 @@ int ctl_sockaddr(const char *path, struct sockaddr_un *sa)
 	return 0;
 }
 
-/* Remove @path only if it is a socket nobody listens on any more. */
 /* The guest's clock page follows the host's wall clock, but never while the VM is
  * paused: a snapshot may be taking its instant then (--precopy rounds pauses from its
  * own thread), and paused memory must hold still. Under the VM's lock, so that a
@@ -58,27 +57,25 @@ static void ctl_clock_refresh(struct vm *vm)
 	pthread_mutex_unlock(&vm->lock);
 }
 
-static int ctl_clear_stale(const char *path, const struct sockaddr_un *sa)
+int ctl_clear_stale(const char *path)
 {
+	struct sockaddr_un sa;
 	struct stat st;
-	int fd, rc;
+	int fd, rc = ctl_sockaddr(path, &sa);
 
+	if (rc)
+		return rc;
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode)) {
-		log_err("--control %s: a file that is not a socket is in the way; not replacing it",
-			path);
+	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
-	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	rc = connect(fd, (const struct sockaddr *)&sa, sizeof(sa));
 	close(fd);
-	if (rc == 0) {
-		log_err("--control %s: another process is serving this socket", path);
+	if (rc == 0)
 		return -EADDRINUSE;
-	}
 	return unlink(path) < 0 ? -errno : 0;
 }
 
@@ -90,7 +87,12 @@ static int ctl_listen(const char *path)
 
 	rc = ctl_sockaddr(path, &sa);
 	if (!rc)
-		rc = ctl_clear_stale(path, &sa);
+		rc = ctl_clear_stale(path);
+	if (rc == -EEXIST)
+		log_err("--control %s: a file that is not a socket is in the way; not replacing it",
+			path);
+	else if (rc == -EADDRINUSE)
+		log_err("--control %s: another process is serving this socket", path);
 	if (rc)
 		return rc;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

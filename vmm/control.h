@@ -20,4 +20,10 @@ void ctl_stop(struct ctl_server *srv);
  * Returns 0 when the reply says ok, 1 otherwise (errors reported). */
 int ctl_client(const char *path, const char *cmd, int argc, char *const *argv);
 
+/* @path removed if it is a Unix socket nobody listens on any more (left by a ccvm
+ * that was killed): 0, also when nothing is there; -EEXIST for a file that is not a
+ * socket, -EADDRINUSE when a process listens there, -errno. The control socket and
+ * `restore --incoming unix:` clear their paths with it. */
+int ctl_clear_stale(const char *path);
+
 #endif

@@ -13,6 +13,7 @@
  */
 #include "persist_incoming.h"
 #include "persist_restore.h"
+#include "control.h"
 #include "migrate.h"
 #include "base/log.h"
 #include "vm.h"
@@ -28,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -88,25 +88,6 @@ static int incoming_keep(struct incoming *in, struct mig_event *ev, char *err, s
 	return 0;
 }
 
-/* A Unix socket file at @ss that nobody listens on any more (a destination killed
- * while it waited) is removed; a live one, or any other file, is left for bind to
- * refuse. */
-static void incoming_clear_stale(const struct sockaddr_storage *ss, socklen_t sl)
-{
-	const struct sockaddr_un *un = (const struct sockaddr_un *)ss;
-	struct stat st;
-	int fd;
-
-	if (ss->ss_family != AF_UNIX || lstat(un->sun_path, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return;
-	if (connect(fd, (const struct sockaddr *)ss, sl) < 0 && errno == ECONNREFUSED)
-		unlink(un->sun_path);
-	close(fd);
-}
-
 /* A listening socket at @where (migrate_addr): the fd, or -errno with why in @err. */
 static int incoming_listen(const char *where, char *err, size_t errlen)
 {
@@ -116,7 +97,8 @@ static int incoming_listen(const char *where, char *err, size_t errlen)
 
 	if (rc)
 		return rc;
-	incoming_clear_stale(&ss, sl);
+	if (ss.ss_family == AF_UNIX) /* (a live socket or another file: bind refuses) */
+		ctl_clear_stale(((struct sockaddr_un *)&ss)->sun_path);
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return log_set_err(-errno, err, errlen, "--incoming: %s", strerror(errno));
