@@ -324,6 +324,7 @@ bench-peers: deps
 # copy) beside QEMU's (bench/migrate.py); QUICK=1: one round at 32 MiB.
 bench-migrate: deps
 	$(MAKE) ccvm guests peer-guest
+	$(MAKE) bench/ycsb
 	bench/migrate.py
 
 demo: deps

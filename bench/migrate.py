@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """migrate.py - live migration on loopback: ccvm's pre-copy against QEMU's (issue 34).
 
+Two workloads (WORKLOADS, default "zipfbench redis"): zipfbench, below, beside QEMU; and
+Redis under YCSB A in open loop, ccvm only (bench/migrate_redis.py says how).
+
 Every system moves a VM running zipfbench's update loop (1 KiB blocks, Zipf ranks with
 --scatter, the same seed) from one process to another on this machine over TCP on
 127.0.0.1: ccvm from `ccvm run --control` to `ccvm restore --incoming tcp:...` through
@@ -36,8 +39,8 @@ console every CHUNK updates):
 
 ROUNDS rounds (default 5; QUICK=1: 1), systems shuffled per round. Outputs in
 bench/results (OUT): migrate.csv (a row per run), migrate_summary.csv and migrate.md
-(mean and 95% CI), migrate.png; with QUICK=1 only migrate_quick.csv. Every file records
-commit and machine. Environment: ROUNDS, QUICK, SIZE (MiB of zipfbench data, default
+(mean and 95% CI), migrate.png, and the same named migrate_redis*; with QUICK=1 only
+migrate_quick.csv and migrate_redis_quick.csv. Every file records commit and machine. Environment: ROUNDS, QUICK, SIZE (MiB of zipfbench data, default
 1024), ALPHA (0.99), WARMUP (seconds before migrating, default 8), AFTER (seconds of
 destination progress kept, default 3), ACCEL (kvm; tcg runs QEMU under emulation: a
 check of this script, not a measurement; ccvm needs kvm), SYSTEMS, OUT, PORT.
@@ -59,6 +62,7 @@ from ci95 import mean_ci  # noqa: E402
 import peers  # noqa: E402
 from peers import Failed, Progress, Qmp, read_qemu_progress, read_zipfbench_reports  # noqa: E402
 from peers import stop_process, env_float  # noqa: E402
+import migrate_redis  # noqa: E402
 
 CCVM, ZIPFBENCH, PEER_GUEST, QEMU = peers.CCVM, peers.ZIPFBENCH, peers.PEER_GUEST, peers.QEMU
 CHUNK, REPORT_MS = peers.CHUNK, peers.REPORT_MS
@@ -238,13 +242,27 @@ def pick_systems(accel):
     return names
 
 
-def summarise(rows, names):
+def pick_workloads(accel):
+    wl = os.environ.get("WORKLOADS", "zipfbench redis").split()
+    for w in wl:
+        if w not in ("zipfbench", "redis"):
+            raise Failed(f"WORKLOADS: unknown '{w}' (known: zipfbench, redis)")
+    if accel != "kvm" and "redis" in wl:
+        print(f"migrate: ACCEL={accel}: the Redis workload left out (ccvm needs kvm)",
+              file=sys.stderr)
+        wl = [w for w in wl if w != "redis"]
+    if not wl:
+        raise Failed("no workload to run")
+    return wl
+
+
+def summarise(rows, names, metrics=METRICS):
     out = []
     for n in names:
         mine = [r for r in rows if r["system"] == n]
         if mine:
             out.append(dict({"system": n, "n": len(mine)},
-                            **{m: mean_ci([r[m] for r in mine])[1:] for m in METRICS}))
+                            **{m: mean_ci([r[m] for r in mine])[1:] for m in metrics}))
     return out
 
 
@@ -253,22 +271,28 @@ def fmt(pair, f):
     return f % m + ("" if ci != ci else " ± " + f % ci)
 
 
-def write_outputs(out, header, rows, names, quick):
-    cols = ["round", "system"] + METRICS
-    name = "migrate_quick.csv" if quick else "migrate.csv"
-    with open(os.path.join(out, name), "w") as f:
-        f.write(f"# {header}\n" + ",".join(cols) + "\n")
+def write_csvs(out, stem, header, rows, names, metrics, quick):
+    """The rows (stem.csv, or stem_quick.csv) and, unless quick, their summary."""
+    with open(os.path.join(out, f"{stem}_quick.csv" if quick else f"{stem}.csv"), "w") as f:
+        f.write(f"# {header}\n" + ",".join(["round", "system"] + metrics) + "\n")
         for r in rows:
-            f.write(",".join([str(r["round"]), r["system"]] + ["%.6g" % r[m] for m in METRICS])
+            f.write(",".join([str(r["round"]), r["system"]] + ["%.6g" % r[m] for m in metrics])
                     + "\n")
     if quick:
-        return
-    summary = summarise(rows, names)
-    with open(os.path.join(out, "migrate_summary.csv"), "w") as f:
-        f.write(f"# {header}\nsystem,n," + ",".join(f"{m},{m}_ci95" for m in METRICS) + "\n")
+        return None
+    summary = summarise(rows, names, metrics)
+    with open(os.path.join(out, f"{stem}_summary.csv"), "w") as f:
+        f.write(f"# {header}\nsystem,n," + ",".join(f"{m},{m}_ci95" for m in metrics) + "\n")
         for s in summary:
-            f.write(f"{s['system']},{s['n']}," + ",".join("%.6g,%.6g" % s[m] for m in METRICS)
+            f.write(f"{s['system']},{s['n']}," + ",".join("%.6g,%.6g" % s[m] for m in metrics)
                     + "\n")
+    return summary
+
+
+def write_outputs(out, header, rows, names, quick):
+    summary = write_csvs(out, "migrate", header, rows, names, METRICS, quick)
+    if quick:
+        return
     with open(os.path.join(out, "migrate.md"), "w") as f:
         f.write(f"Migration (bench/migrate.py): {header}\n\nMean ± 95% CI over the rounds. "
                 "*downtime*: last progress on the source to first on the destination, as the "
@@ -282,28 +306,29 @@ def write_outputs(out, header, rows, names, quick):
                     f"{fmt(s['own_downtime_ms'], '%.0f')} | {fmt(s['total_s'], '%.2f')} | "
                     f"{fmt(s['bytes_over_ram'], '%.2f')} | {fmt(s['during'], '%.2f')} | "
                     f"{fmt(s['after'], '%.2f')} | {fmt(s['rounds'], '%.1f')} |\n")
-    plot(out, summary, header)
+    plot(out, "migrate", summary, header, "zipfbench --scatter migrated on loopback",
+         [("downtime_ms", "downtime (ms)"), ("bytes_over_ram", "bytes sent / RAM")])
 
 
-def plot(out, summary, header):
-    dat = os.path.join(out, "migrate.dat")
+def plot(out, stem, summary, header, title, panels):
+    """Two bar charts side by side: @panels, (metric, axis label) each."""
+    dat = os.path.join(out, f"{stem}.dat")
     with open(dat, "w") as f:
         for i, s in enumerate(summary):
-            vals = [s["downtime_ms"][0], s["downtime_ms"][1], s["bytes_over_ram"][0],
-                    s["bytes_over_ram"][1]]
+            vals = [v for m, _ in panels for v in s[m]]
             f.write(f"{i} {s['system']} " + " ".join("%g" % (0 if v != v else v) for v in vals)
                     + "\n")
     script = f"""set terminal pngcairo size 1000,450 font ",9"
-set output "{out}/migrate.png"
-set multiplot layout 1,2 title "zipfbench --scatter migrated on loopback (mean, 95% CI)\\n{header[:110]}"
+set output "{out}/{stem}.png"
+set multiplot layout 1,2 title "{title} (mean, 95% CI)\\n{header[:110]}"
 set style fill solid 0.5
 set boxwidth 0.6
 set xtics rotate by -30
 set xrange [-0.6:{len(summary) - 0.4}]
 set yrange [0:*]
-set ylabel "downtime (ms)"
+set ylabel "{panels[0][1]}"
 plot "{dat}" using 1:3:4:xtic(2) with boxerrorbars notitle
-set ylabel "bytes sent / RAM"
+set ylabel "{panels[1][1]}"
 plot "{dat}" using 1:5:6:xtic(2) with boxerrorbars notitle
 unset multiplot
 """
@@ -311,12 +336,75 @@ unset multiplot
     os.unlink(dat)
 
 
+def write_redis(out, header, rows, names, used, quick):
+    cfg = migrate_redis.settings(quick)
+    header = (f"{header}; Redis {cfg['records']} YCSB records (used_memory "
+              f"{used / (1 << 30):.2f} GiB) in a {cfg['mem']} VM, YCSB A open loop "
+              f"{cfg['target']} ops/s, {cfg['clients']} clients, migration "
+              f"{cfg['warmup']:g} s into {cfg['seconds']} s")
+    summary = write_csvs(out, "migrate_redis", header, rows, names, migrate_redis.METRICS,
+                         quick)
+    if quick:
+        return
+    with open(os.path.join(out, "migrate_redis.md"), "w") as f:
+        f.write(f"Redis migrated under YCSB A (bench/migrate_redis.py): {header}\n\nMean ± "
+                "95% CI over the rounds. *stall*: YCSB's longest time without an answer (the "
+                "downtime a client sees); *own*: ccvm's pause to RUNNING; *during*: operations "
+                "completed over offered in the seconds the migration overlapped; p99.9 and "
+                "max over those seconds. No QEMU row: its peer guest has no Redis.\n\n"
+                "| system | n | stall ms | own ms | total s | bytes/RAM | during | p99.9 ms | "
+                "max ms | run p99.9 ms | errors | reconnects |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        for s in summary:
+            ms = {m: (s[m][0] / 1e3, s[m][1] / 1e3) for m in ("p999_us", "max_us", "run_p999_us")}
+            f.write(f"| {s['system']} | {s['n']} | {fmt(s['stall_ms'], '%.0f')} | "
+                    f"{fmt(s['own_downtime_ms'], '%.0f')} | {fmt(s['total_s'], '%.2f')} | "
+                    f"{fmt(s['bytes_over_ram'], '%.2f')} | {fmt(s['during'], '%.2f')} | "
+                    f"{fmt(ms['p999_us'], '%.0f')} | {fmt(ms['max_us'], '%.0f')} | "
+                    f"{fmt(ms['run_p999_us'], '%.0f')} | {fmt(s['errors'], '%.0f')} | "
+                    f"{fmt(s['reconnects'], '%.1f')} |\n")
+    plot(out, "migrate_redis", summary, header, "Redis under YCSB A migrated on loopback",
+         [("stall_ms", "longest stall (ms)"), ("p999_us", "p99.9 while migrating (us)")])
+
+
+def run_zipfbench(cfg, names, rounds, out, header, port, quick):
+    rows = []
+    for rnd in range(1, rounds + 1):
+        order = list(names)
+        random.shuffle(order)
+        for n in order:
+            family, opts = SYSTEMS[n]
+            with tempfile.TemporaryDirectory(prefix="ccvm-migrate.", dir="/var/tmp") as work:
+                run = run_ccvm if family == "ccvm" else run_qemu
+                r = run(n, opts, cfg, work, port)
+            port += 1  # a fresh port: the last one may linger in TIME_WAIT
+            r.update(round=rnd, system=n)
+            rows.append(r)
+            print(f"migrate: round {rnd} {n}: " + ", ".join(
+                f"{m} {r[m]:.3g}" for m in METRICS), file=sys.stderr)
+    write_outputs(out, header, rows, names, quick)
+    return len(rows), port
+
+
+def run_redis(rounds, out, header, port, quick):
+    names = [n for n in os.environ.get("REDIS_SYSTEMS", " ".join(migrate_redis.SYSTEMS)).split()]
+    for n in names:
+        if n not in migrate_redis.SYSTEMS:
+            raise Failed(f"REDIS_SYSTEMS: unknown '{n}' (known: "
+                         f"{', '.join(migrate_redis.SYSTEMS)})")
+    rows, used = migrate_redis.session(migrate_redis.settings(quick), rounds, names, port,
+                                       lambda line: print(line, file=sys.stderr))
+    write_redis(out, header, rows, names, used, quick)
+    return len(rows)
+
+
 def main():
     quick = os.environ.get("QUICK") == "1"
     try:
         rounds = 1 if quick else int(env_float("ROUNDS", 5))
         cfg = settings(quick)
-        names = pick_systems(cfg["accel"])
+        workloads = pick_workloads(cfg["accel"])
+        names = pick_systems(cfg["accel"]) if "zipfbench" in workloads else []
         out = os.environ.get("OUT") or os.path.join(TOP, "bench", "results")
         os.makedirs(out, exist_ok=True)
         port = int(env_float("PORT", 47000 + os.getpid() % 1000))
@@ -325,25 +413,17 @@ def main():
                   f"{cfg['accel']}; zipfbench --scatter size {cfg['size']}M alpha "
                   f"{cfg['alpha']} warmup {cfg['warmup']}s downtime target {DOWNTIME_MS} ms; "
                   f"rounds {rounds}")
-        rows = []
-        for rnd in range(1, rounds + 1):
-            order = list(names)
-            random.shuffle(order)
-            for n in order:
-                family, opts = SYSTEMS[n]
-                with tempfile.TemporaryDirectory(prefix="ccvm-migrate.", dir="/var/tmp") as work:
-                    run = run_ccvm if family == "ccvm" else run_qemu
-                    r = run(n, opts, cfg, work, port)
-                port += 1  # a fresh port: the last one may linger in TIME_WAIT
-                r.update(round=rnd, system=n)
-                rows.append(r)
-                print(f"migrate: round {rnd} {n}: " + ", ".join(
-                    f"{m} {r[m]:.3g}" for m in METRICS), file=sys.stderr)
-        write_outputs(out, header, rows, names, quick)
-    except (Failed, subprocess.TimeoutExpired, OSError, KeyError) as e:
+        n_runs = 0
+        if "zipfbench" in workloads:
+            n_runs, port = run_zipfbench(cfg, names, rounds, out, header, port, quick)
+        if "redis" in workloads:
+            n_runs += run_redis(rounds, out, header.split("; zipfbench")[0] +
+                                f"; rounds {rounds}", port + 1, quick)
+    except (Failed, subprocess.TimeoutExpired, subprocess.CalledProcessError, OSError,
+            KeyError) as e:
         print(f"migrate: {e}", file=sys.stderr)
         return 1
-    print(f"migrate: {len(rows)} runs measured; results in {out}", file=sys.stderr)
+    print(f"migrate: {n_runs} runs measured; results in {out}", file=sys.stderr)
     return 0
 
 

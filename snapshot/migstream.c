@@ -194,6 +194,13 @@ int mig_send_postcopy(struct mig_out *o, const uint64_t *stale, size_t len)
 	return mig_send_joined(o, MIG_POSTCOPY, 0, stale, len);
 }
 
+int mig_send_plan(struct mig_out *o, const uint64_t *pages, size_t len)
+{
+	if (len != mig_bitmap_bytes(o->ram_size))
+		return -EINVAL;
+	return mig_send_joined(o, MIG_PLAN, 0, pages, len);
+}
+
 /* Bytes that travel as frames of @kind in order, each naming the whole length. */
 static int mig_send_joined(struct mig_out *o, uint32_t kind, uint32_t type, const void *data,
 			   size_t len)
@@ -275,10 +282,10 @@ static int mig_frame_ok(const struct mig_in *in, const struct mig_frame *f, char
 			size_t errlen)
 {
 	bool memory = f->type == MIG_PAGES || f->type == MIG_HOLES;
-	bool joined = f->type == MIG_SECTION || f->type == MIG_POSTCOPY;
+	bool joined = f->type == MIG_SECTION || f->type == MIG_POSTCOPY || f->type == MIG_PLAN;
 	bool payload = f->type == MIG_PAGES || joined;
 
-	if (f->type < MIG_PAGES || f->type > MIG_POSTCOPY)
+	if (f->type < MIG_PAGES || f->type > MIG_PLAN)
 		return log_set_err(-EPROTO, err, errlen, "frame type %u unknown", f->type);
 	if (f->codec >= IMG_CODEC_AUTO || (f->codec && f->type != MIG_PAGES))
 		return log_set_err(-EPROTO, err, errlen, "frame codec %u not one ccvm sends",
@@ -299,6 +306,9 @@ static int mig_frame_ok(const struct mig_in *in, const struct mig_frame *f, char
 				   (unsigned long long)f->total);
 	if (f->type == MIG_POSTCOPY && f->total && f->total != mig_bitmap_bytes(in->ram_size))
 		return log_set_err(-EPROTO, err, errlen, "a post-copy bitmap of %llu bytes",
+				   (unsigned long long)f->total);
+	if (f->type == MIG_PLAN && f->total != mig_bitmap_bytes(in->ram_size))
+		return log_set_err(-EPROTO, err, errlen, "a plan of %llu bytes",
 				   (unsigned long long)f->total);
 	if (!joined && f->total)
 		return log_set_err(-EPROTO, err, errlen, "a frame of type %u naming a length",
@@ -398,6 +408,7 @@ int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen)
 		return mig_land(in, f.at, NULL, f.raw_len);
 	case MIG_SECTION:
 	case MIG_POSTCOPY:
+	case MIG_PLAN:
 		if (!f.total) {
 			ev->data = malloc(1); /* an empty section: nothing to read */
 			return ev->data ? 0 : -ENOMEM;
@@ -451,7 +462,7 @@ int mig_read_msg(int fd, uint64_t ram_size, enum mig_ack_code *code, uint64_t *g
 	if (rc)
 		return rc;
 	if (memcmp(a.magic, MIG_ACK_MAGIC, sizeof(a.magic)) || a.code < MIG_ACK_READY ||
-	    a.code > MIG_ACK_DONE || a.len >= MIG_WHY_MAX || memchr(a.why, '\0', a.len))
+	    a.code > MIG_ACK_PREPARED || a.len >= MIG_WHY_MAX || memchr(a.why, '\0', a.len))
 		return -EPROTO;
 	if (a.code == MIG_ACK_PAGE && (a.at % MIG_BLOCK || a.at >= ram_size))
 		return -EPROTO;
@@ -468,4 +479,15 @@ int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX])
 	int rc = mig_read_msg(fd, UINT64_MAX, code, &gpa, why);
 
 	return !rc && *code > MIG_ACK_REFUSED ? -EPROTO : rc;
+}
+
+int mig_read_prepared(int fd, char why[MIG_WHY_MAX])
+{
+	enum mig_ack_code code;
+	uint64_t gpa;
+	int rc = mig_read_msg(fd, UINT64_MAX, &code, &gpa, why);
+
+	if (rc)
+		return rc;
+	return code == MIG_ACK_PREPARED ? 0 : -EPROTO;
 }

@@ -27,6 +27,9 @@ enum mig_frame_type {
 	MIG_POSTCOPY = 6, /* the state is all sent: the destination runs now, the pages it
 			   * lacks come on request or pushed, then END. Payload (split as a
 			   * section's): a bit per page of RAM the destination holds stale */
+	MIG_PLAN = 7,    /* before pre-copy's rounds: a bit per page of RAM that they will
+			  * send (split as a section's). The destination faults that memory
+			  * in, then answers PREPARED: round 0 is not paced by its faults */
 };
 
 /* A frame as it travels: this header (little endian, 48 bytes), then @len bytes. */
@@ -91,6 +94,8 @@ int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t 
 /* The switch to post-copy, with the bitmap of pages the destination holds stale
  * (@len bytes, 0 or a bit per page of the RAM rounded up to 64). 0 or -errno. */
 int mig_send_postcopy(struct mig_out *o, const uint64_t *stale, size_t len);
+/* The plan of pre-copy: @len bytes, a bit per page of the RAM rounded up to 64. */
+int mig_send_plan(struct mig_out *o, const uint64_t *pages, size_t len);
 int mig_send_round(struct mig_out *o, uint64_t round);
 int mig_send_end(struct mig_out *o);
 
@@ -120,7 +125,8 @@ int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen);
  * a stream that passed every check, RUNNING as it starts, REFUSED with why. */
 enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3,
 		   MIG_ACK_PAGE = 4, /* post-copy: the block of MIG_BLOCK bytes at @at, now */
-		   MIG_ACK_DONE = 5 /* post-copy: END came, every page is in */ };
+		   MIG_ACK_DONE = 5, /* post-copy: END came, every page is in */
+		   MIG_ACK_PREPARED = 6 /* the plan's memory is faulted in: send on */ };
 #define MIG_BLOCK (64ULL << 10)
 #define MIG_ACK_MAGIC "CCVMACK1"
 #define MIG_WHY_MAX   512
@@ -129,6 +135,9 @@ enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3,
  * the connection ends first, -EPROTO for anything else than an answer. */
 int mig_send_ack(int fd, enum mig_ack_code code, const char *why);
 int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX]);
+/* After the plan: 0 on PREPARED, -EPROTO on a refusal (why in @why) or anything else,
+ * -ECONNRESET when the connection ends first. */
+int mig_read_prepared(int fd, char why[MIG_WHY_MAX]);
 /* Post-copy: a request for the block at @gpa (MIG_BLOCK aligned, inside the RAM of
  * @ram_size bytes when read back); mig_read_msg takes answers and requests alike. */
 int mig_send_request(int fd, uint64_t gpa);

@@ -45,6 +45,10 @@
 /* A round that leaves more than this share of the last one's pages has stopped
  * converging (the guest writes them as fast as they are written out). */
 #define ROUNDS_CONVERGING 0.9
+/* With hot pages deferred, a round is worth its bytes only while it takes off what the
+ * pause must send at least this share of the pages it sent: past that, the pages it
+ * sends are written again before the pause as often as not, and each goes twice. */
+#define ROUNDS_WORTH 0.5
 /* Rounds stop once what is left copies in this share of the pause budget; as many of the
  * hottest pages are held back for the pause. */
 #define ROUNDS_LEFT_SHARE 4
@@ -330,11 +334,22 @@ static int rounds_first(struct snap_rounds *r, struct rounds_copy *k, uint64_t *
 	return rc;
 }
 
+/* defer_hot: the last round (@sent pages) took less off the pause's pages (@before,
+ * now @after) than ROUNDS_WORTH of what it sent. */
+static bool rounds_unworthy(const struct snap_rounds *r, uint64_t sent, uint64_t before,
+			    uint64_t after)
+{
+	if (!r->defer_hot || before == UINT64_MAX)
+		return false;
+	return after >= before || (double)(before - after) < ROUNDS_WORTH * (double)sent;
+}
+
 int rounds_run(struct snap_rounds *r, const struct rounds_sink *sink,
 	       const struct rounds_writers *w, uint64_t budget_ns, const bool *stop)
 {
 	struct rounds_copy k = { .r = r, .sink = sink, .stop = stop, .watch = true };
 	uint64_t page_ns = r->page_ns ? r->page_ns : ROUNDS_PAGE_NS_GUESS, last = UINT64_MAX;
+	uint64_t last_left = UINT64_MAX;
 	unsigned max = r->max_rounds ? r->max_rounds : ROUNDS_MAX;
 	int rc;
 
@@ -364,9 +379,10 @@ int rounds_run(struct snap_rounds *r, const struct rounds_sink *sink,
 		r->t_round_ns = t0;
 		r->converged = left * page_ns <= budget_ns / ROUNDS_LEFT_SHARE;
 		if (rc || r->converged || r->rounds >= max || !n ||
-		    (double)n > ROUNDS_CONVERGING * (double)last)
+		    (double)n > ROUNDS_CONVERGING * (double)last || rounds_unworthy(r, last, last_left, left))
 			break;
 		last = n;
+		last_left = left;
 		rc = r->log.ops->watch(r->log.ctx, r->dirty);
 		if (!rc)
 			rounds_copy_dirty(&k);

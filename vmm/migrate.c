@@ -264,6 +264,36 @@ static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig
 	return rc;
 }
 
+/* Before the rounds: the pages round 0 will send, and the destination's word that
+ * their memory is faulted in. Fresh memory is slow to first touch on a host like ours
+ * (huge pages: ~10 us a page), and a round 0 paced by it lasts long enough for the
+ * guest to write again most of what it sent. */
+static int migrate_plan(struct migrate_run *run, char *err, size_t errlen)
+{
+	uint64_t words = (run->vm->ram.size / PAGE_SIZE + 63) / 64;
+	uint64_t *pages = calloc(words, sizeof(uint64_t));
+	char why[MIG_WHY_MAX] = "";
+	int rc = pages ? mig_resident_bitmap(run->vm->ram.host, run->vm->ram.size, pages) :
+			 -ENOMEM;
+
+	if (!rc)
+		rc = mig_send_plan(&run->o, pages, words * sizeof(uint64_t));
+	free(pages);
+	if (rc)
+		return migrate_send_err(rc, run->m, err, errlen);
+	rc = mig_read_prepared(run->o.fd, why);
+	if (rc && __atomic_load_n(&run->m->cancel, __ATOMIC_ACQUIRE))
+		return log_set_err(-ECANCELED, err, errlen, "cancelled");
+	if (rc == -EPROTO && why[0])
+		return log_set_err(rc, err, errlen, "the destination refused: %s", why);
+	if (rc == -EPIPE || rc == -ECONNRESET)
+		return migrate_send_err(rc, run->m, err, errlen);
+	if (rc)
+		return log_set_err(rc, err, errlen, "the destination did not answer the plan (%s)",
+				   strerror(-rc));
+	return 0;
+}
+
 /* Everything up to the destination's answer; the VM paused when it returns 0. */
 static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, uint64_t *t_pause,
 			 char *err, size_t errlen)
@@ -272,7 +302,11 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 	int rc = migrate_precopy_init(run);
 	bool post, now = m->postcopy == MIGRATE_POSTCOPY_NOW;
 
-	if (!rc && run->rounds && !now) {
+	if (!rc && run->rounds && !now)
+		rc = migrate_plan(run, err, errlen);
+	if (rc)
+		return err[0] ? rc : migrate_send_err(rc, m, err, errlen);
+	if (run->rounds && !now) {
 		if (m->tracker)
 			tracker_hold(m->tracker, true);
 		run->ran = true;

@@ -20,6 +20,7 @@
 #include "../snapshot/image.h"
 #include "../snapshot/migrecv.h"
 #include "../snapshot/migstream.h"
+#include "base/bits.h"
 #include "base/pages.h"
 
 #include <errno.h>
@@ -144,18 +145,45 @@ static int incoming_accept(const char *where, char *err, size_t errlen)
 	return fd < 0 ? -EIO : fd;
 }
 
-/* Frames until the end, or the switch to post-copy (its bitmap of stale pages in
- * *@stale): memory into @vm's RAM, sections into @in. */
-static int incoming_read(struct mig_in *mi, struct incoming *in, uint8_t **stale,
-			 uint64_t *stale_len, char *err, size_t errlen)
+/* The plan of pre-copy (@pages, a bit per page of @ram): that memory faulted in, then
+ * PREPARED. Only before any memory came: a plan is a promise about what is to come.
+ * Faulting in is advice; where the host refuses it the pages fault in as they land. */
+static int incoming_plan(struct mig_in *mi, struct gmem *ram, const uint64_t *pages,
+			 bool memory_came, char *err, size_t errlen)
 {
+	uint64_t n = ram->size / PAGE_SIZE, faulted = 0;
+	int rc = 0;
+
+	if (memory_came)
+		return log_set_err(-EPROTO, err, errlen, "a plan after memory");
+	for (uint64_t at = 0, e; !rc && (e = bits_run(pages, &at, n, true)) > at; at = e) {
+		rc = gmem_populate(ram, at * PAGE_SIZE, (e - at) * PAGE_SIZE);
+		faulted += rc ? 0 : e - at;
+	}
+	if (rc)
+		log_info("--incoming: memory not faulted in ahead (%s)", strerror(-rc));
+	log_debug("--incoming: %llu pages faulted in for the rounds",
+		  (unsigned long long)faulted);
+	return mig_send_ack(mi->fd, MIG_ACK_PREPARED, NULL);
+}
+
+/* Frames until the end, or the switch to post-copy (its bitmap of stale pages in
+ * *@stale): memory into @ram, sections into @in. */
+static int incoming_read(struct mig_in *mi, struct gmem *ram, struct incoming *in,
+			 uint8_t **stale, uint64_t *stale_len, char *err, size_t errlen)
+{
+	bool memory_came = false;
 	struct mig_event ev;
 	int rc;
 
 	for (;;) {
 		rc = mig_next(mi, &ev, err, errlen);
+		memory_came |= ev.type == MIG_PAGES || ev.type == MIG_HOLES;
 		if (!rc && ev.type == MIG_SECTION)
 			rc = incoming_keep(in, &ev, err, errlen);
+		if (!rc && ev.type == MIG_PLAN)
+			rc = incoming_plan(mi, ram, (const uint64_t *)ev.data, memory_came, err,
+					   errlen);
 		if (!rc && ev.type == MIG_POSTCOPY) {
 			*stale = ev.data;
 			*stale_len = ev.len; /* 0: nothing stale */
@@ -238,7 +266,7 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 	if (!rc) {
 		mi->mem = vm->ram.host;
 		mi->have = have;
-		rc = incoming_read(mi, &in, &stale, &stale_len, err, sizeof(err));
+		rc = incoming_read(mi, &vm->ram, &in, &stale, &stale_len, err, sizeof(err));
 	}
 	if (!rc && stale) {
 		rc = incoming_postcopy(vm, have, stale, stale_len, err, sizeof(err));

@@ -307,9 +307,35 @@ print("wrong reads %d" % o["wrong"] if o["wrong"] else "errors outside the migra
 	fi
 }
 
+# 7. bench-migrate's Redis workload end to end, small (QUICK: 20,000 records in a 512M
+#    VM, one round): the three settings each move the loaded Redis under YCSB A open
+#    loop, every record arrives, and the figures are written.
+mig_bench_redis() {
+	type -P redis-server >/dev/null || { skip "bench/migrate.py QUICK (Redis)" "no redis-server"; return; }
+	QUICK=1 WORKLOADS=redis OUT="$S/bench" tmo 300 "$TOP/bench/migrate.py" >"$S/bench.out" 2>&1
+	local st=$? why ok
+	why=$(python3 - "$S/bench/migrate_redis_quick.csv" <<'PY' 2>&1
+import csv, sys
+rows = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
+got = sorted(r["system"] for r in rows)
+assert got == ["ccvm-coverage", "ccvm-postcopy-auto", "ccvm-postcopy-now"], got
+for r in rows:
+    f = {k: float(v) for k, v in r.items() if k != "system"}
+    assert f["errors"] == 0 and f["reconnects"] > 0, r
+    assert f["bytes_over_ram"] > 0 and f["stall_ms"] > 0 and f["p999_us"] > 0, r
+print(", ".join("%s: stall %.0f ms, p99.9 %.0f ms" % (r["system"], float(r["stall_ms"]),
+                float(r["p999_us"]) / 1e3) for r in rows))
+PY
+); ok=$?
+	[ "$st" = 0 ] && [ "$ok" = 0 ] && pass "bench/migrate.py QUICK (Redis under YCSB A, never/auto/now)" "$why" ||
+		fail "bench/migrate.py QUICK (Redis under YCSB A, never/auto/now)" "status $st" "$why" \
+			"$(tail -3 "$S/bench.out")"
+}
+
 mig_incoming
 mig_tree
 mig_precopy
 mig_killed
 mig_damaged
 mig_redis
+mig_bench_redis

@@ -3,7 +3,8 @@
  * memory with data, zeros and compressible text and a section longer than a frame
  * arrive byte for byte (zero pages as holes, text compressed); a damaged byte, a cut
  * stream, a foreign or mismatched hello and a frame outside the RAM are refused before
- * anything reaches the destination's memory.
+ * anything reaches the destination's memory. A pre-copy plan (the bitmap of pages to
+ * come) arrives as it left, and one of another length is refused at both ends.
  */
 #include "suites.h"
 #include "../../snapshot/image.h"
@@ -186,6 +187,42 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* The plan: a bit per page, sent and read back whole; another length is refused by the
+ * sender, and by the receiver when forged. */
+START_TEST(test_plan)
+{
+	const size_t len = MS_RAM / MS_PAGE / 8;
+	uint64_t *bits = calloc(1, len);
+	struct mig_frame f = { .type = MIG_PLAN, .len = 8, .raw_len = 8, .total = 8 };
+	struct mig_event ev;
+	struct mig_out o;
+	struct mig_in in;
+	char err[256] = "";
+
+	ck_assert_ptr_nonnull(bits);
+	bits[0] = 0xf0f0;
+	bits[len / 8 - 1] = 1ULL << 63;
+	ms_empty();
+	ck_assert_int_eq(mig_out_open(&o, sfd, MS_RAM, IMG_CODEC_NONE, 0), 0);
+	ck_assert_int_eq(mig_send_plan(&o, bits, len - 8), -EINVAL);
+	ck_assert_int_eq(mig_send_plan(&o, bits, len), 0);
+	mig_out_close(&o);
+	ck_assert_int_eq(write(sfd, &f, sizeof(f)), (ssize_t)sizeof(f));
+	ck_assert_int_eq(write(sfd, bits, 8), 8);
+	ck_assert_int_eq(lseek(sfd, 0, SEEK_SET), 0);
+	ck_assert_int_eq(mig_in_open(&in, sfd, dst, MS_RAM, NULL, err, sizeof(err)), 0);
+	ck_assert_msg(mig_next(&in, &ev, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(ev.type, MIG_PLAN);
+	ck_assert_uint_eq(ev.len, len);
+	ck_assert(memcmp(ev.data, bits, len) == 0);
+	free(ev.data);
+	ck_assert_int_eq(mig_next(&in, &ev, err, sizeof(err)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(err, "a plan of 8 bytes"));
+	mig_in_close(&in);
+	free(bits);
+}
+END_TEST
+
 Suite *migstream_suite(void)
 {
 	Suite *s = suite_create("migstream");
@@ -196,6 +233,7 @@ Suite *migstream_suite(void)
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_damaged_byte);
 	tcase_add_test(tc, test_refused);
+	tcase_add_test(tc, test_plan);
 	suite_add_tcase(s, tc);
 	return s;
 }

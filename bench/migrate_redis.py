@@ -1,0 +1,194 @@
+"""migrate_redis.py - bench/migrate.py's Redis workload: Redis under YCSB A, migrated live.
+
+Debian's redis-server runs in `ccvm run` with a published port, is loaded with RECORDS
+YCSB records (default 1,150,000: Redis' used_memory ~2 GiB, in a VM of REDIS_MEM, 3G),
+then moves from ccvm to ccvm on loopback again and again: each migration goes to a fresh
+`ccvm restore --incoming tcp:...` publishing the same port, which is the next one's
+source. Around each, bench/ycsb runs workload A in open loop (TARGET operations/s over
+CLIENTS clients, latency from each operation's intended start, --reconnect: a client
+whose connection breaks connects again to the same port and sends its batch again) for
+REDIS_SECONDS seconds, the migration starting REDIS_WARMUP seconds in. The settings
+(never, auto, now) are shuffled per round over one loaded dataset, since loading it
+takes longer than a migration; each migration must leave every record on the
+destination (DBSIZE), or the run fails.
+
+Per migration:
+  stall_ms        YCSB's longest time without a completed operation: the downtime as a
+                  client sees it (pause, reconnect, the first answers)
+  own_downtime_ms ccvm's figure: pause to the destination's RUNNING
+  total_s         the migrate command's time; bytes_over_ram as in migrate.py
+  during          operations completed in the seconds the migration overlapped over the
+                  operations offered then (open loop: below 1 is a backlog)
+  p999_us, max_us the ops-weighted p99.9 and the max over those seconds (histograms merged)
+  run_p999_us     the whole run phase's p99.9
+  errors, reconnects, rounds
+There is no QEMU row: QEMU's peer guest is a bare-metal zipfbench, with no Redis.
+"""
+import csv
+import json
+import os
+import random
+import subprocess
+import tempfile
+import time
+
+import peers
+from peers import Failed, env_float, stop_process
+
+SYSTEMS = {"ccvm-coverage": [], "ccvm-postcopy-auto": ["--postcopy", "auto"],
+           "ccvm-postcopy-now": ["--postcopy", "now"]}
+METRICS = ["stall_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "p999_us",
+           "max_us", "run_p999_us", "errors", "reconnects", "rounds"]
+YCSB = os.path.join(peers.TOP, "bench", "ycsb")
+HIST_STEP = 1.01            # bench/ycsb's histogram buckets: bucket b up to 1.01^(b+1) us
+READY_TIMEOUT_S = 60
+MIGRATE_TIMEOUT_S = 300
+
+
+def settings(quick):
+    return {"records": int(env_float("RECORDS", 20000 if quick else 1150000)),
+            "mem": os.environ.get("REDIS_MEM", "512M" if quick else "3G"),
+            "target": int(env_float("TARGET", 2000 if quick else 10000)),
+            "clients": int(env_float("CLIENTS", 4 if quick else 8)),
+            "warmup": env_float("REDIS_WARMUP", 2 if quick else 5),
+            "seconds": int(env_float("REDIS_SECONDS", 12 if quick else 45))}
+
+
+def redis_cli(port, *args):
+    try:
+        r = subprocess.run(["redis-cli", "-p", str(port)] + list(args), capture_output=True,
+                           text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def wait_pong(port, proc, err_path):
+    end = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < end and proc.poll() is None:
+        if redis_cli(port, "ping") == "PONG":
+            return
+        time.sleep(0.2)
+    raise Failed(f"redis in ccvm did not answer on {port}: exit {proc.poll()}; "
+                 f"{open(err_path, errors='replace').read()[-300:]}")
+
+
+def start(args, work, name):
+    err = os.path.join(work, f"{name}.err")
+    return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=open(err + ".out", "wb"),
+                            stderr=open(err, "wb")), err
+
+
+def merged_quantile(hist_rows, seconds, q):
+    buckets = {}
+    for sec, b, n in hist_rows:
+        if sec in seconds:
+            buckets[b] = buckets.get(b, 0) + n
+    total, seen = sum(buckets.values()), 0
+    for b in sorted(buckets):
+        seen += buckets[b]
+        if seen >= q * total:
+            return HIST_STEP ** (b + 1)
+    return 0.0
+
+
+def measure(summary, tl_path, hist_path, t_a, t_b, cfg, fig):
+    """The YCSB figures of the seconds [t_a, t_b] (wall clock) overlapped."""
+    t0 = summary["t0_unix"]
+    per_sec = {int(r["second"]): r for r in csv.DictReader(open(tl_path))}
+    hist = [(int(r["second"]), int(r["bucket"]), int(r["count"]))
+            for r in csv.DictReader(l for l in open(hist_path) if not l.startswith("#"))]
+    # Second s covers [t0 + s - 1, t0 + s).
+    inside = {s for s in per_sec if t0 + s - 1 < t_b and t0 + s > t_a}
+    ops = sum(int(per_sec[s]["ops_per_s"]) for s in inside)
+    return {"stall_ms": summary["stall_ms"], "own_downtime_ms": fig["downtime_ms"],
+            "total_s": fig["total_ms"] / 1000, "bytes_over_ram": fig["bytes_over_ram"],
+            "during": ops / (len(inside) * cfg["target"]) if inside else 0.0,
+            "p999_us": merged_quantile(hist, inside, 0.999),
+            "max_us": max((float(per_sec[s]["max_us"]) for s in inside), default=0.0),
+            "run_p999_us": summary["p999_us"], "errors": summary["errors"],
+            "reconnects": summary["reconnects"], "rounds": fig["rounds"]}
+
+
+def migrate_once(name, cfg, work, src, rp, port, i):
+    """One migration of the Redis VM behind control socket @src: the figures and the
+    destination (process, its control socket)."""
+    sock = os.path.join(work, f"ctl{i}.sock")
+    dst, dst_err = start([peers.CCVM, "restore", "--incoming", f"tcp:127.0.0.1:{port}",
+                          "--control", sock, "--publish", f"127.0.0.1:{rp}:6379"], work,
+                         f"dst{i}")
+    tl, hist = os.path.join(work, f"tl{i}.csv"), os.path.join(work, f"hist{i}.csv")
+    y = subprocess.Popen([YCSB, "--port", str(rp), "--quiet", "--phase", "run", "--workload",
+                          "a", "--records", str(cfg["records"]), "--duration",
+                          str(cfg["seconds"]), "--target", str(cfg["target"]), "--clients",
+                          str(cfg["clients"]), "--reconnect", "--json", "--timeline", tl,
+                          "--histograms", hist], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(cfg["warmup"])
+        t_a = time.time()
+        r = subprocess.run([peers.CCVM, "ctl", src, "migrate", f"tcp:127.0.0.1:{port}",
+                            "--wait"] + SYSTEMS[name], capture_output=True, text=True,
+                           timeout=MIGRATE_TIMEOUT_S)
+        t_b = time.time()
+        try:
+            fig = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            fig = {}
+        if not fig.get("ok"):
+            raise Failed(f"redis {name}: migrate: {(r.stdout + r.stderr).strip()[-300:]}; "
+                         f"destination: {open(dst_err, errors='replace').read()[-300:]}")
+        out, _ = y.communicate(timeout=cfg["seconds"] + 120)
+        try:
+            summary = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise Failed(f"redis {name}: ycsb: {out.strip()[-300:]}")
+        keys = redis_cli(rp, "dbsize")
+        if keys != str(cfg["records"]):
+            raise Failed(f"redis {name}: {keys} keys on the destination, not {cfg['records']}")
+        return measure(summary, tl, hist, t_a, t_b, cfg, fig), (dst, sock)
+    except BaseException:
+        stop_process(dst)
+        raise
+    finally:
+        if y.poll() is None:
+            y.kill()
+            y.wait()
+
+
+def session(cfg, rounds, names, port, log):
+    """Load once, then every round's migrations in shuffled order: the rows."""
+    redis = "/usr/bin/redis-server"
+    if not os.path.exists(redis):
+        raise Failed("no redis-server (apt-get install redis-server)")
+    rows, procs = [], []
+    with tempfile.TemporaryDirectory(prefix="ccvm-migrate-redis.", dir="/var/tmp") as work:
+        rp = port + 500
+        sock = os.path.join(work, "ctl.sock")
+        src, err = start([peers.CCVM, "run", "--mem", cfg["mem"], "--control", sock,
+                          "--publish", f"127.0.0.1:{rp}:6379", "--", redis, "--port", "6379",
+                          "--save", "", "--appendonly", "no"], work, "vm")
+        procs.append(src)
+        try:
+            wait_pong(rp, src, err)
+            subprocess.run([YCSB, "--port", str(rp), "--quiet", "--phase", "load", "--records",
+                            str(cfg["records"]), "--clients", "8", "--pipeline", "16"],
+                           check=True, capture_output=True, timeout=900)
+            used = int(dict(l.split(":", 1) for l in (redis_cli(rp, "info", "memory") or "")
+                            .splitlines() if ":" in l).get("used_memory", "0"))
+            i = 0
+            for rnd in range(1, rounds + 1):
+                order = list(names)
+                random.shuffle(order)
+                for n in order:
+                    i += 1
+                    r, (dst, sock) = migrate_once(n, cfg, work, sock, rp, port + i, i)
+                    procs.append(dst)
+                    r.update(round=rnd, system=n)
+                    rows.append(r)
+                    log(f"migrate: redis round {rnd} {n}: " + ", ".join(
+                        f"{m} {r[m]:.3g}" for m in METRICS))
+        finally:
+            for p in procs:
+                stop_process(p)
+    return rows, used
