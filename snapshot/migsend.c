@@ -190,7 +190,8 @@ static int mig_push_answer(struct mig_push *k)
 		len = k->o->ram_size - gpa < MIG_BLOCK ? k->o->ram_size - gpa : MIG_BLOCK;
 		bits_clear(k->need, gpa / PAGE_SIZE, len / PAGE_SIZE);
 		(*k->requests)++;
-		return mig_send_memory(k->o, k->mem, gpa, len);
+		rc = mig_send_memory(k->o, k->mem, gpa, len);
+		return rc ? rc : mig_flush(k->o); /* a vCPU waits for it */
 	case MIG_ACK_RUNNING:
 		*k->running = true;
 		*k->t_running_ns = mono_ns();
@@ -232,6 +233,8 @@ static int mig_push_region(struct mig_push *k, uint64_t r, uint64_t region_pages
 			e = p + piece;
 		bits_clear(k->need, p, e - p);
 		rc = mig_send_memory(k->o, k->mem, p * PAGE_SIZE, (e - p) * PAGE_SIZE);
+		if (!rc)
+			rc = mig_flush(k->o);
 		if (!rc)
 			rc = mig_push_serve(k);
 	}

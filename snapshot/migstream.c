@@ -84,8 +84,11 @@ int mig_out_open(struct mig_out *o, int fd, uint64_t ram_size, enum img_codec co
 	o->level = o->probe ? codec_default_level(IMG_CODEC_LZ4) : level;
 	o->ram_size = ram_size;
 	o->scratch = malloc(codec_bound(MIG_FRAME_MAX));
-	if (!o->scratch)
+	o->buf = malloc(MIG_IO_BUF);
+	if (!o->scratch || !o->buf) {
+		mig_out_close(o);
 		return -ENOMEM;
+	}
 	memcpy(h.magic, MIG_MAGIC, sizeof(h.magic));
 	return mig_write_all(fd, &h, sizeof(h), &o->bytes_sent);
 }
@@ -93,16 +96,38 @@ int mig_out_open(struct mig_out *o, int fd, uint64_t ram_size, enum img_codec co
 void mig_out_close(struct mig_out *o)
 {
 	free(o->scratch);
-	o->scratch = NULL;
+	free(o->buf);
+	o->scratch = o->buf = NULL;
+	o->buffered = 0;
 }
 
+int mig_flush(struct mig_out *o)
+{
+	size_t n = o->buffered;
+
+	o->buffered = 0;
+	return n ? mig_write_all(o->fd, o->buf, n, &o->bytes_sent) : 0;
+}
+
+/* A frame into the buffer; a payload the buffer cannot hold goes straight after it. */
 static int mig_frame_out(struct mig_out *o, const struct mig_frame *f, const void *payload)
 {
-	int rc = mig_write_all(o->fd, f, sizeof(*f), &o->bytes_sent);
+	size_t whole = sizeof(*f) + f->len;
+	int rc = o->buffered + (whole <= MIG_IO_BUF ? whole : sizeof(*f)) > MIG_IO_BUF ?
+			 mig_flush(o) : 0;
 
-	if (!rc && f->len)
-		rc = mig_write_all(o->fd, payload, f->len, &o->bytes_sent);
-	return rc;
+	if (rc)
+		return rc;
+	memcpy(o->buf + o->buffered, f, sizeof(*f));
+	o->buffered += sizeof(*f);
+	if (whole > MIG_IO_BUF) {
+		rc = mig_flush(o);
+		return rc ? rc : mig_write_all(o->fd, payload, f->len, &o->bytes_sent);
+	}
+	if (f->len)
+		memcpy(o->buf + o->buffered, payload, f->len);
+	o->buffered += f->len;
+	return 0;
 }
 
 /* Under auto: LZ4 shrinks the first MIG_PROBE bytes of @src by an eighth (else the
@@ -189,16 +214,18 @@ int mig_send_section(struct mig_out *o, uint32_t type, const void *data, size_t 
 
 int mig_send_postcopy(struct mig_out *o, const uint64_t *stale, size_t len)
 {
-	if (len && len != mig_bitmap_bytes(o->ram_size))
-		return -EINVAL;
-	return mig_send_joined(o, MIG_POSTCOPY, 0, stale, len);
+	int rc = len && len != mig_bitmap_bytes(o->ram_size) ? -EINVAL :
+			 mig_send_joined(o, MIG_POSTCOPY, 0, stale, len);
+
+	return rc ? rc : mig_flush(o);
 }
 
 int mig_send_plan(struct mig_out *o, const uint64_t *pages, size_t len)
 {
-	if (len != mig_bitmap_bytes(o->ram_size))
-		return -EINVAL;
-	return mig_send_joined(o, MIG_PLAN, 0, pages, len);
+	int rc = len != mig_bitmap_bytes(o->ram_size) ? -EINVAL :
+			 mig_send_joined(o, MIG_PLAN, 0, pages, len);
+
+	return rc ? rc : mig_flush(o);
 }
 
 /* Bytes that travel as frames of @kind in order, each naming the whole length. */
@@ -232,8 +259,9 @@ int mig_send_round(struct mig_out *o, uint64_t round)
 int mig_send_end(struct mig_out *o)
 {
 	struct mig_frame f = { .type = MIG_END };
+	int rc = mig_frame_out(o, &f, NULL);
 
-	return mig_frame_out(o, &f, NULL);
+	return rc ? rc : mig_flush(o);
 }
 
 /* ---- receiving ---- */
@@ -263,7 +291,8 @@ int mig_in_open(struct mig_in *in, int fd, uint8_t *mem, uint64_t ram_size, uint
 		*got = h.ram_size;
 	in->raw = malloc(MIG_FRAME_MAX);
 	in->stored = malloc(MIG_FRAME_MAX);
-	if (!in->raw || !in->stored) {
+	in->buf = malloc(MIG_IO_BUF);
+	if (!in->raw || !in->stored || !in->buf) {
 		mig_in_close(in);
 		return -ENOMEM;
 	}
@@ -274,7 +303,41 @@ void mig_in_close(struct mig_in *in)
 {
 	free(in->raw);
 	free(in->stored);
-	in->raw = in->stored = NULL;
+	free(in->buf);
+	in->raw = in->stored = in->buf = NULL;
+	in->at = in->end = 0;
+}
+
+/* Exactly @len bytes of the stream, through the read-ahead: 0, -ECONNRESET when it
+ * ends first, -errno. What the buffer would not hold is read straight. */
+static int mig_in_read(struct mig_in *in, void *dst, size_t len)
+{
+	uint8_t *p = dst;
+
+	while (len) {
+		size_t take;
+
+		if (in->at == in->end) {
+			ssize_t n;
+
+			if (len >= MIG_IO_BUF)
+				return mig_read_all(in->fd, p, len, &in->bytes_read);
+			n = read(in->fd, in->buf, MIG_IO_BUF);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				return n < 0 ? -errno : -ECONNRESET;
+			in->at = 0;
+			in->end = (size_t)n;
+			in->bytes_read += (uint64_t)n;
+		}
+		take = len < in->end - in->at ? len : in->end - in->at;
+		memcpy(p, in->buf + in->at, take);
+		in->at += take;
+		p += take;
+		len -= take;
+	}
+	return 0;
 }
 
 /* The header's own checks: what each type may carry, within the announced RAM. */
@@ -319,7 +382,7 @@ static int mig_frame_ok(const struct mig_in *in, const struct mig_frame *f, char
 /* Frame @f's payload read, decompressed into in->raw and checked. */
 static int mig_payload(struct mig_in *in, const struct mig_frame *f, char *err, size_t errlen)
 {
-	int rc = mig_read_all(in->fd, f->codec ? in->stored : in->raw, f->len, &in->bytes_read);
+	int rc = mig_in_read(in, f->codec ? in->stored : in->raw, f->len);
 
 	if (rc)
 		return log_set_err(rc, err, errlen, "the stream ended inside a frame");
@@ -350,7 +413,7 @@ static int mig_section(struct mig_in *in, struct mig_frame *f, struct mig_event 
 		done += f->raw_len;
 		if (done == total)
 			break;
-		rc = mig_read_all(in->fd, f, sizeof(*f), &in->bytes_read);
+		rc = mig_in_read(in, f, sizeof(*f));
 		if (rc) {
 			log_set_err(rc, err, errlen, "the stream ended inside a section");
 			break;
@@ -388,7 +451,7 @@ static int mig_land(struct mig_in *in, uint64_t gpa, const uint8_t *data, uint64
 int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen)
 {
 	struct mig_frame f;
-	int rc = mig_read_all(in->fd, &f, sizeof(f), &in->bytes_read);
+	int rc = mig_in_read(in, &f, sizeof(f));
 
 	memset(ev, 0, sizeof(*ev));
 	if (rc)

@@ -16,6 +16,10 @@
 #define MIG_VERSION     1
 #define MIG_FRAME_MAX   (2ULL << 20) /* a frame's bytes at most, raw or stored */
 #define MIG_SECTION_MAX (64ULL << 20) /* a state section's bytes at most */
+/* Frames are gathered into writes, and read ahead, this much at a time: scattered
+ * pages travel as a frame each, and a system call per header and per page doubled the
+ * pause's time a page. */
+#define MIG_IO_BUF      (256ULL << 10)
 
 /* Numbers are on the wire: never renumber. */
 enum mig_frame_type {
@@ -62,6 +66,8 @@ struct mig_out {
 	uint64_t bytes_sent;   /* on the wire, headers included */
 	uint64_t pages_sent, holes_sent;
 	uint8_t *scratch;      /* MIG_FRAME_MAX bound for a compressed frame */
+	uint8_t *buf;          /* frames gathered for one write (MIG_IO_BUF) */
+	size_t buffered;
 };
 
 /* The receiving side: where memory goes, and what it has seen. */
@@ -75,6 +81,8 @@ struct mig_in {
 	uint64_t ram_size;
 	uint64_t bytes_read;
 	uint8_t *raw, *stored; /* MIG_FRAME_MAX each */
+	uint8_t *buf;          /* bytes read ahead (MIG_IO_BUF): [at, end) not yet taken */
+	size_t at, end;
 };
 
 /* Start a stream on @fd for memory of @ram_size bytes: the hello is written. 0, -errno
@@ -98,6 +106,11 @@ int mig_send_postcopy(struct mig_out *o, const uint64_t *stale, size_t len);
 int mig_send_plan(struct mig_out *o, const uint64_t *pages, size_t len);
 int mig_send_round(struct mig_out *o, uint64_t round);
 int mig_send_end(struct mig_out *o);
+/* Frames go out in writes of MIG_IO_BUF: whatever is gathered, written now. The plan,
+ * the switch to post-copy and the end write theirs themselves (an answer is awaited
+ * after each); so must a caller before it waits for the destination, or writes to the
+ * fd itself. 0 or -errno. */
+int mig_flush(struct mig_out *o);
 
 /* Read and check the hello from @fd: 0, or -EPROTO (not a ccvm stream, another version,
  * a RAM size other than @ram_size when that is not 0; why in @err), -errno. With

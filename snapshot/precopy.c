@@ -379,7 +379,8 @@ int rounds_run(struct snap_rounds *r, const struct rounds_sink *sink,
 		r->t_round_ns = t0;
 		r->converged = left * page_ns <= budget_ns / ROUNDS_LEFT_SHARE;
 		if (rc || r->converged || r->rounds >= max || !n ||
-		    (double)n > ROUNDS_CONVERGING * (double)last || rounds_unworthy(r, last, last_left, left))
+		    (double)n > ROUNDS_CONVERGING * (double)last ||
+		    rounds_unworthy(r, last, last_left, left))
 			break;
 		last = n;
 		last_left = left;

@@ -264,10 +264,11 @@ static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig
 	return rc;
 }
 
-/* Before the rounds: the pages round 0 will send, and the destination's word that
- * their memory is faulted in. Fresh memory is slow to first touch on a host like ours
- * (huge pages: ~10 us a page), and a round 0 paced by it lasts long enough for the
- * guest to write again most of what it sent. */
+/* Before the rounds (or the stop and copy): the pages that hold data, and the
+ * destination's word that their memory is faulted in. Fresh memory is slow to first
+ * touch on a host like ours (huge pages: ~10 us a page), and a round 0 paced by it
+ * lasts long enough for the guest to write again most of what it sent; a pause paced
+ * by it is longer. Not for post-copy now: its destination needs those pages absent. */
 static int migrate_plan(struct migrate_run *run, char *err, size_t errlen)
 {
 	uint64_t words = (run->vm->ram.size / PAGE_SIZE + 63) / 64;
@@ -302,7 +303,7 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 	int rc = migrate_precopy_init(run);
 	bool post, now = m->postcopy == MIGRATE_POSTCOPY_NOW;
 
-	if (!rc && run->rounds && !now)
+	if (!rc && !now)
 		rc = migrate_plan(run, err, errlen);
 	if (rc)
 		return err[0] ? rc : migrate_send_err(rc, m, err, errlen);

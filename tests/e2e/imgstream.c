@@ -79,7 +79,8 @@ static int send_image(struct mig_out *o, const struct img_reader *r, uint8_t *bu
 		if (!rc && !data)
 			memset(buf, 0, IMG_CHUNK);
 		if (!rc && damage && data) {
-			rc = send_damaged(o->fd, buf, c * IMG_CHUNK);
+			rc = mig_flush(o); /* the frames before it go first */
+			rc = rc ? rc : send_damaged(o->fd, buf, c * IMG_CHUNK);
 			damage = false;
 			continue;
 		}

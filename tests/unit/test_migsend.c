@@ -225,6 +225,8 @@ static void *msd_push(void *arg)
 		src->rc = mig_resident_bitmap(mem.host, MSD_MEM, need);
 	if (!src->rc && src->pages_before_hangup) {
 		src->rc = mig_send_memory(&o, mem.host, 0, src->pages_before_hangup * MSD_PAGE);
+		if (!src->rc)
+			src->rc = mig_flush(&o);
 		shutdown(src->fd, SHUT_RDWR);
 	} else if (!src->rc) {
 		src->rc = mig_postcopy_push(&o, mem.host, need, NULL, &src->running, &t,
