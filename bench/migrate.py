@@ -355,7 +355,8 @@ def write_redis(out, header, rows, names, used, quick):
                 "95% CI over the rounds. *stall*: YCSB's longest time without an answer (the "
                 "downtime a client sees); *own*: ccvm's pause to RUNNING; *during*: operations "
                 "completed over offered in the seconds the migration overlapped; p99.9 and "
-                "max over those seconds. No QEMU row: its peer guest has no Redis.\n\n"
+                "max over those seconds and the 2 after; *run p99.9*: the whole run phase's. "
+                "No QEMU row: its peer guest has no Redis.\n\n"
                 "| system | n | stall ms | own ms | total s | bytes/RAM | during | p99.9 ms | "
                 "max ms | run p99.9 ms | errors | reconnects |\n"
                 "|---|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -19,7 +19,9 @@ Per migration:
   total_s         the migrate command's time; bytes_over_ram as in migrate.py
   during          operations completed in the seconds the migration overlapped over the
                   operations offered then (open loop: below 1 is a backlog)
-  p999_us, max_us the ops-weighted p99.9 and the max over those seconds (histograms merged)
+  p999_us, max_us the ops-weighted p99.9 and the max over those seconds and the
+                  SETTLE_S after (the operations the pause held complete then: latency
+                  is counted in the second an operation completes), histograms merged
   run_p999_us     the whole run phase's p99.9
   errors, reconnects, rounds
 There is no QEMU row: QEMU's peer guest is a bare-metal zipfbench, with no Redis.
@@ -41,6 +43,7 @@ METRICS = ["stall_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during",
            "max_us", "run_p999_us", "errors", "reconnects", "rounds"]
 YCSB = os.path.join(peers.TOP, "bench", "ycsb")
 HIST_STEP = 1.01            # bench/ycsb's histogram buckets: bucket b up to 1.01^(b+1) us
+SETTLE_S = 2               # seconds after the migration kept in its latency figures
 READY_TIMEOUT_S = 60
 MIGRATE_TIMEOUT_S = 300
 
@@ -100,12 +103,13 @@ def measure(summary, tl_path, hist_path, t_a, t_b, cfg, fig):
             for r in csv.DictReader(l for l in open(hist_path) if not l.startswith("#"))]
     # Second s covers [t0 + s - 1, t0 + s).
     inside = {s for s in per_sec if t0 + s - 1 < t_b and t0 + s > t_a}
+    settled = {s for s in per_sec if t0 + s - 1 < t_b + SETTLE_S and t0 + s > t_a}
     ops = sum(int(per_sec[s]["ops_per_s"]) for s in inside)
     return {"stall_ms": summary["stall_ms"], "own_downtime_ms": fig["downtime_ms"],
             "total_s": fig["total_ms"] / 1000, "bytes_over_ram": fig["bytes_over_ram"],
             "during": ops / (len(inside) * cfg["target"]) if inside else 0.0,
-            "p999_us": merged_quantile(hist, inside, 0.999),
-            "max_us": max((float(per_sec[s]["max_us"]) for s in inside), default=0.0),
+            "p999_us": merged_quantile(hist, settled, 0.999),
+            "max_us": max((float(per_sec[s]["max_us"]) for s in settled), default=0.0),
             "run_p999_us": summary["p999_us"], "errors": summary["errors"],
             "reconnects": summary["reconnects"], "rounds": fig["rounds"]}
 

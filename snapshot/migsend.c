@@ -169,8 +169,8 @@ struct mig_push {
 	struct mig_out *o;
 	const uint8_t *mem;
 	uint64_t *need, pages;
-	bool *running, ended, done;
-	uint64_t *requests, *t_running_ns;
+	bool ended, done;
+	struct mig_push_state *st;
 	char *why;
 };
 
@@ -189,12 +189,14 @@ static int mig_push_answer(struct mig_push *k)
 			return 0; /* asked before END: its block came with the rest */
 		len = k->o->ram_size - gpa < MIG_BLOCK ? k->o->ram_size - gpa : MIG_BLOCK;
 		bits_clear(k->need, gpa / PAGE_SIZE, len / PAGE_SIZE);
-		(*k->requests)++;
+		k->st->requests++;
 		rc = mig_send_memory(k->o, k->mem, gpa, len);
 		return rc ? rc : mig_flush(k->o); /* a vCPU waits for it */
 	case MIG_ACK_RUNNING:
-		*k->running = true;
-		*k->t_running_ns = mono_ns();
+		k->st->running = true;
+		k->st->t_running_ns = mono_ns();
+		if (k->st->on_running)
+			k->st->on_running(k->st->ctx);
 		return 0;
 	case MIG_ACK_REFUSED:
 		return -EPROTO;
@@ -242,19 +244,18 @@ static int mig_push_region(struct mig_push *k, uint64_t r, uint64_t region_pages
 }
 
 int mig_postcopy_push(struct mig_out *o, const uint8_t *mem, uint64_t *need,
-		      const struct mig_precopy *p, bool *running, uint64_t *t_running_ns,
-		      uint64_t *requests, char why[MIG_WHY_MAX])
+		      const struct mig_precopy *p, struct mig_push_state *st,
+		      char why[MIG_WHY_MAX])
 {
 	struct mig_push k = { .o = o, .mem = mem, .need = need, .pages = o->ram_size / PAGE_SIZE,
-			      .running = running, .requests = requests, .why = why,
-			      .t_running_ns = t_running_ns };
+			      .st = st, .why = why };
 	bool ordered = p && p->order;
 	uint64_t region_pages = ordered ? p->r.region_pages : HUGE_SIZE / PAGE_SIZE;
 	uint64_t n = ordered ? p->r.n_order : (k.pages + region_pages - 1) / region_pages;
 	int rc = 0;
 
-	*running = false;
-	*requests = 0;
+	st->running = false;
+	st->requests = 0;
 	why[0] = '\0';
 	for (uint64_t i = 0; i < n && !rc; i++) /* the hottest regions first */
 		rc = mig_push_region(&k, ordered ? p->order[n - 1 - i] : i, region_pages);
@@ -263,7 +264,7 @@ int mig_postcopy_push(struct mig_out *o, const uint8_t *mem, uint64_t *need,
 	if (!rc)
 		rc = mig_send_end(o);
 	k.ended = true;
-	while (!rc && !(k.done && *running))
+	while (!rc && !(k.done && st->running))
 		rc = mig_push_answer(&k);
 	return rc;
 }

@@ -68,13 +68,19 @@ int mig_send_resident(struct mig_out *o, const uint8_t *mem, uint64_t size);
  * destination, blocks it asks for first, the rest by @p's region order reversed (hot
  * regions first; @p NULL: address order), then END; its answers are read meanwhile.
  * 0 once it said RUNNING and DONE (every page in); -EPROTO for REFUSED, with why in
- * @why; -errno. *@running: RUNNING came (after it, a failure loses the VM), at
- * *@t_running_ns (CLOCK_MONOTONIC).
- * *@requests: blocks it asked for.
+ * @why; -errno. @st says how far it came.
  */
+struct mig_push_state {
+	bool running;            /* RUNNING came: after it, a failure loses the VM */
+	uint64_t t_running_ns;   /* when (CLOCK_MONOTONIC) */
+	uint64_t requests;       /* blocks the destination asked for */
+	/* Called as RUNNING comes: what the source lets go of then (may be NULL). */
+	void (*on_running)(void *ctx);
+	void *ctx;
+};
 int mig_postcopy_push(struct mig_out *o, const uint8_t *mem, uint64_t *need,
-		      const struct mig_precopy *p, bool *running, uint64_t *t_running_ns,
-		      uint64_t *requests, char why[MIG_WHY_MAX]);
+		      const struct mig_precopy *p, struct mig_push_state *st,
+		      char why[MIG_WHY_MAX]);
 
 /* A bit in @bits for each page of [mem, mem + size) that holds data. 0 or -errno. */
 int mig_resident_bitmap(const uint8_t *mem, uint64_t size, uint64_t *bits);

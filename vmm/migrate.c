@@ -226,6 +226,18 @@ static int migrate_precopy_init(struct migrate_run *run)
 	return rc;
 }
 
+/* Post-copy, the destination runs: the guest's connections here end now (clients
+ * would wait on this paused copy until the push ends, seconds for gigabytes). */
+static void migrate_let_go(void *ctx)
+{
+	struct migrate_run *run = ctx;
+	int n = lx_tree_conns_shutdown(run->vm->proc);
+
+	if (n)
+		log_info("post-copy: the destination runs; %d TCP connection(s) of the guest "
+			 "closed here", n);
+}
+
 /* Post-copy, the VM paused: the pages the destination may lack (all that hold data,
  * or what the rounds left), the state, the switch, then the push and its answers. */
 static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig, char *err,
@@ -234,7 +246,7 @@ static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig
 	uint64_t words = (run->vm->ram.size / PAGE_SIZE + 63) / 64;
 	uint64_t *need = calloc(words, sizeof(uint64_t));
 	char why[MIG_WHY_MAX] = "";
-	bool running = false;
+	struct mig_push_state st = { .on_running = migrate_let_go, .ctx = run };
 	int64_t n = need ? 0 : -ENOMEM;
 	int rc;
 
@@ -250,10 +262,11 @@ static int migrate_postcopy(struct migrate_run *run, struct migrate_figures *fig
 				       run->ran ? words * sizeof(uint64_t) : 0);
 	if (!rc)
 		rc = mig_postcopy_push(&run->o, run->vm->ram.host, need,
-				       run->rounds ? &run->p : NULL, &running, &run->t_running_ns,
-				       &fig->requests, why);
+				       run->rounds ? &run->p : NULL, &st, why);
 	free(need);
-	fig->lost = rc && running;
+	run->t_running_ns = st.t_running_ns;
+	fig->requests = st.requests;
+	fig->lost = rc && st.running;
 	if (rc == -EPROTO && why[0])
 		return log_set_err(rc, err, errlen, "the destination refused: %s", why);
 	if (fig->lost)

@@ -205,15 +205,20 @@ struct msd_source {
 	int fd;
 	uint64_t pages_before_hangup; /* 0: push it all */
 	int rc;
-	bool running;
-	uint64_t requests;
+	struct mig_push_state st;
+	int on_running;               /* the hook's calls */
 };
+
+static void msd_on_running(void *ctx)
+{
+	((struct msd_source *)ctx)->on_running++;
+}
 
 /* The source: the switch, then every page that holds data (or hang up early). */
 static void *msd_push(void *arg)
 {
 	struct msd_source *src = arg;
-	uint64_t words = (MSD_MEM / MSD_PAGE + 63) / 64, t = 0;
+	uint64_t words = (MSD_MEM / MSD_PAGE + 63) / 64;
 	uint64_t *need = calloc(words, sizeof(uint64_t));
 	char why[MIG_WHY_MAX];
 	struct mig_out o;
@@ -229,8 +234,9 @@ static void *msd_push(void *arg)
 			src->rc = mig_flush(&o);
 		shutdown(src->fd, SHUT_RDWR);
 	} else if (!src->rc) {
-		src->rc = mig_postcopy_push(&o, mem.host, need, NULL, &src->running, &t,
-					    &src->requests, why);
+		src->st.on_running = msd_on_running;
+		src->st.ctx = src;
+		src->rc = mig_postcopy_push(&o, mem.host, need, NULL, &src->st, why);
 	}
 	mig_out_close(&o);
 	free(need);
@@ -295,7 +301,8 @@ START_TEST(test_postcopy)
 	ck_assert_int_eq(mig_postcopy_ack(pc, MIG_ACK_RUNNING), 0);
 	pthread_join(tx, NULL);
 	ck_assert_int_eq(src.rc, 0);
-	ck_assert(src.running);
+	ck_assert(src.st.running);
+	ck_assert_int_eq(src.on_running, 1); /* the source let go of what it had, once */
 	ck_assert(!__atomic_load_n(&filling, __ATOMIC_ACQUIRE)); /* DONE came after it */
 	ck_assert_int_eq(mig_postcopy_finish(pc), 0);
 	ck_assert(!msd_lost_called);

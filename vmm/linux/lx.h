@@ -350,6 +350,11 @@ void lx_tree_clock_refresh(struct lx_proc *first);
  * returned. lx_listeners_resume: they listen again (the migration failed). */
 int lx_tree_listeners_stop(struct lx_proc *first, int *fds, int max);
 void lx_listeners_resume(const int *fds, int n);
+/* A post-copy's source once the destination runs (ptree.c): every connected TCP socket
+ * of the tree shut down both ways, so that its peers see the connection end now and
+ * reconnect (to the destination, where it publishes the port), not when the source's
+ * push ends and it exits. How many. */
+int lx_tree_conns_shutdown(struct lx_proc *first);
 
 /*
  * lx_syscall - perform the system call described by @regs (number in rax, arguments

@@ -528,6 +528,44 @@ int lx_tree_listeners_stop(struct lx_proc *first, int *fds, int max)
 	return n;
 }
 
+/* @p's connected TCP sockets shut down both ways: *@n counts them. */
+static void ptree_conns_shutdown(struct lx_proc *p, int *n)
+{
+	for (int fd = 0; fd < p->n_files; fd++) {
+		int host = p->files[fd].host_fd, on = 1, type = 0, domain = 0;
+		socklen_t len = sizeof(on);
+
+		if (host < 0 || getsockopt(host, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) || on)
+			continue;
+		len = sizeof(type);
+		if (getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_STREAM)
+			continue;
+		len = sizeof(domain);
+		if (getsockopt(host, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
+		    (domain != AF_INET && domain != AF_INET6))
+			continue;
+		if (shutdown(host, SHUT_RDWR) == 0)
+			(*n)++;
+	}
+}
+
+int lx_tree_conns_shutdown(struct lx_proc *first)
+{
+	struct lx_tree *t = first->tree;
+	int n = 0;
+
+	if (!t) {
+		ptree_conns_shutdown(first, &n);
+		return n;
+	}
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < LX_MAX_PROCS; i++)
+		if (t->procs[i])
+			ptree_conns_shutdown(t->procs[i], &n);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 void lx_listeners_resume(const int *fds, int n)
 {
 	for (int i = 0; i < n; i++)
