@@ -16,7 +16,7 @@
 #                   QEMU's live snapshots; ccow's threshold against the cost model;
 #                   snapshot storage: codecs, threads, restore (CSV + PNG)
 #   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
-#   make bench-migrate         live migration on loopback, ccvm beside QEMU (~15 minutes)
+#   make bench-migrate         live migration on loopback, ccvm beside QEMU (~35 minutes)
 
 CC       ?= gcc
 MUSLCC   ?= musl-gcc
@@ -321,7 +321,8 @@ bench-peers: deps
 	[ -n "$(QUICK)" ] || bench/peers/table.py
 
 # Live migration on loopback: ccvm's pre-copy (coverage and address order, stop and
-# copy) beside QEMU's (bench/migrate.py); QUICK=1: one round at 32 MiB.
+# copy) beside QEMU's on zipfbench, and Redis under YCSB A (bench/migrate.py); QUICK=1: one
+# round, small.
 bench-migrate: deps
 	$(MAKE) ccvm guests peer-guest
 	$(MAKE) bench/ycsb
