@@ -48,7 +48,6 @@ migrate_quick.csv and migrate_redis_quick.csv. Every file records commit and mac
 destination progress kept, default 3), ACCEL (kvm; tcg runs QEMU under emulation: a
 check of this script, not a measurement; ccvm needs kvm), SYSTEMS, OUT, PORT.
 """
-import json
 import os
 import random
 import statistics
@@ -70,7 +69,7 @@ import migrate_redis  # noqa: E402
 CCVM, ZIPFBENCH, PEER_GUEST, QEMU = peers.CCVM, peers.ZIPFBENCH, peers.PEER_GUEST, peers.QEMU
 CHUNK, REPORT_MS = peers.CHUNK, peers.REPORT_MS
 DOWNTIME_MS = 300
-MIGRATE_TIMEOUT_S = 300
+MIGRATE_TIMEOUT_S = migrate_redis.MIGRATE_TIMEOUT_S
 BOOT_TIMEOUT_S = 120
 SYSTEMS = {"ccvm-coverage": ("ccvm", []), "ccvm-address": ("ccvm", ["--order", "address"]),
            "ccvm-stopcopy": ("ccvm", ["--max-rounds", "0"]),
@@ -123,16 +122,11 @@ def run_ccvm(name, opts, cfg, work, port):
                    dst_prog)
         time.sleep(cfg["warmup"])
         t0 = time.monotonic()
-        r = subprocess.run([CCVM, "ctl", sock, "migrate", where, "--wait",
-                            "--downtime-ms", str(DOWNTIME_MS)] + opts, capture_output=True,
-                           text=True, timeout=MIGRATE_TIMEOUT_S)
+        fig, said = migrate_redis.ctl_migrate(sock, where, ["--downtime-ms", str(DOWNTIME_MS)]
+                                              + opts)
         t1 = time.monotonic()
-        try:
-            fig = json.loads(r.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            fig = {}
         if not fig.get("ok"):
-            raise Failed(f"{name}: migrate: {(r.stdout + r.stderr).strip()[-300:]}; "
+            raise Failed(f"{name}: migrate: {said.strip()[-300:]}; "
                          f"source {src.describe()}; destination {dst.describe()}")
         wait_ready(dst_prog, dst, name + " destination")
         time.sleep(cfg["after"] + 0.5)
@@ -275,6 +269,16 @@ def fmt(pair, f):
     return f % m + ("" if ci != ci else " ± " + f % ci)
 
 
+def write_md(path, intro, summary, cols):
+    """@intro, then a table of @summary: @cols as (heading, metric, format, scale)."""
+    with open(path, "w") as f:
+        f.write(f"{intro}\n\n| system | n | " + " | ".join(c[0] for c in cols) + " |\n|" +
+                "---|" * (len(cols) + 2) + "\n")
+        for s in summary:
+            f.write(f"| {s['system']} | {s['n']} | " + " | ".join(
+                fmt((s[m][0] * k, s[m][1] * k), form) for _, m, form, k in cols) + " |\n")
+
+
 def write_csvs(out, stem, header, rows, names, metrics, quick):
     """The rows (stem.csv, or stem_quick.csv) and, unless quick, their summary."""
     with open(os.path.join(out, f"{stem}_quick.csv" if quick else f"{stem}.csv"), "w") as f:
@@ -297,19 +301,16 @@ def write_outputs(out, header, rows, names, quick):
     summary = write_csvs(out, "migrate", header, rows, names, METRICS, quick)
     if quick:
         return
-    with open(os.path.join(out, "migrate.md"), "w") as f:
-        f.write(f"Migration (bench/migrate.py): {header}\n\nMean ± 95% CI over the rounds. "
-                "*downtime*: last progress on the source to first on the destination, as the "
-                "host saw it; *own*: the system's own downtime figure; *bytes/RAM*: bytes sent "
-                "over the VM's RAM; *during*: throughput while migrating over before; "
-                "*after*: the destination's in its first seconds over the same.\n\n"
-                "| system | n | downtime ms | own ms | total s | bytes/RAM | during | after | "
-                "rounds |\n|---|---|---|---|---|---|---|---|---|\n")
-        for s in summary:
-            f.write(f"| {s['system']} | {s['n']} | {fmt(s['downtime_ms'], '%.0f')} | "
-                    f"{fmt(s['own_downtime_ms'], '%.0f')} | {fmt(s['total_s'], '%.2f')} | "
-                    f"{fmt(s['bytes_over_ram'], '%.2f')} | {fmt(s['during'], '%.2f')} | "
-                    f"{fmt(s['after'], '%.2f')} | {fmt(s['rounds'], '%.1f')} |\n")
+    write_md(os.path.join(out, "migrate.md"),
+             f"Migration (bench/migrate.py): {header}\n\nMean ± 95% CI over the rounds. "
+             "*downtime*: last progress on the source to first on the destination, as the "
+             "host saw it; *own*: the system's own downtime figure; *bytes/RAM*: bytes sent "
+             "over the VM's RAM; *during*: throughput while migrating over before; "
+             "*after*: the destination's in its first seconds over the same.", summary,
+             [("downtime ms", "downtime_ms", "%.0f", 1), ("own ms", "own_downtime_ms", "%.0f", 1),
+              ("total s", "total_s", "%.2f", 1), ("bytes/RAM", "bytes_over_ram", "%.2f", 1),
+              ("during", "during", "%.2f", 1), ("after", "after", "%.2f", 1),
+              ("rounds", "rounds", "%.1f", 1)])
     plot(out, "migrate", summary, header, "zipfbench --scatter migrated on loopback",
          [("downtime_ms", "downtime (ms)"), ("bytes_over_ram", "bytes sent / RAM")])
 
@@ -350,24 +351,18 @@ def write_redis(out, header, rows, names, used, quick):
                          quick)
     if quick:
         return
-    with open(os.path.join(out, "migrate_redis.md"), "w") as f:
-        f.write(f"Redis migrated under YCSB A (bench/migrate_redis.py): {header}\n\nMean ± "
-                "95% CI over the rounds. *stall*: YCSB's longest time without an answer (the "
-                "downtime a client sees); *own*: ccvm's pause to RUNNING; *during*: operations "
-                "completed over offered in the seconds the migration overlapped; p99.9 and "
-                "max over those seconds and the 2 after; *run p99.9*: the whole run phase's. "
-                "No QEMU row: its peer guest has no Redis.\n\n"
-                "| system | n | stall ms | own ms | total s | bytes/RAM | during | p99.9 ms | "
-                "max ms | run p99.9 ms | errors | reconnects |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-        for s in summary:
-            ms = {m: (s[m][0] / 1e3, s[m][1] / 1e3) for m in ("p999_us", "max_us", "run_p999_us")}
-            f.write(f"| {s['system']} | {s['n']} | {fmt(s['stall_ms'], '%.0f')} | "
-                    f"{fmt(s['own_downtime_ms'], '%.0f')} | {fmt(s['total_s'], '%.2f')} | "
-                    f"{fmt(s['bytes_over_ram'], '%.2f')} | {fmt(s['during'], '%.2f')} | "
-                    f"{fmt(ms['p999_us'], '%.0f')} | {fmt(ms['max_us'], '%.0f')} | "
-                    f"{fmt(ms['run_p999_us'], '%.0f')} | {fmt(s['errors'], '%.0f')} | "
-                    f"{fmt(s['reconnects'], '%.1f')} |\n")
+    write_md(os.path.join(out, "migrate_redis.md"),
+             f"Redis migrated under YCSB A (bench/migrate_redis.py): {header}\n\nMean ± "
+             "95% CI over the rounds. *stall*: YCSB's longest time without an answer (the "
+             "downtime a client sees); *own*: ccvm's pause to RUNNING; *during*: operations "
+             "completed over offered in the seconds the migration overlapped; p99.9 and "
+             "max over those seconds and the 2 after; *run p99.9*: the whole run phase's. "
+             "No QEMU row: its peer guest has no Redis.", summary,
+             [("stall ms", "stall_ms", "%.0f", 1), ("own ms", "own_downtime_ms", "%.0f", 1),
+              ("total s", "total_s", "%.2f", 1), ("bytes/RAM", "bytes_over_ram", "%.2f", 1),
+              ("during", "during", "%.2f", 1), ("p99.9 ms", "p999_us", "%.0f", 1e-3),
+              ("max ms", "max_us", "%.0f", 1e-3), ("run p99.9 ms", "run_p999_us", "%.0f", 1e-3),
+              ("errors", "errors", "%.0f", 1), ("reconnects", "reconnects", "%.1f", 1)])
     plot(out, "migrate_redis", summary, header, "Redis under YCSB A migrated on loopback",
          [("stall_ms", "longest stall (ms)"), ("p999_us", "p99.9 while migrating (us)")])
 

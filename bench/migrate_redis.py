@@ -36,13 +36,13 @@ import time
 
 import peers
 from peers import Failed, env_float, stop_process
+# bench/peers/redis.py (bench/peers comes first on the path), not the Python client
+from redis import YCSB, merged_quantiles, redis_cli, info, ycsb
 
 SYSTEMS = {"ccvm-coverage": [], "ccvm-postcopy-auto": ["--postcopy", "auto"],
            "ccvm-postcopy-now": ["--postcopy", "now"]}
 METRICS = ["stall_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "p999_us",
            "max_us", "run_p999_us", "errors", "reconnects", "rounds"]
-YCSB = os.path.join(peers.TOP, "bench", "ycsb")
-HIST_STEP = 1.01            # bench/ycsb's histogram buckets: bucket b up to 1.01^(b+1) us
 SETTLE_S = 2               # seconds after the migration kept in its latency figures
 READY_TIMEOUT_S = 60
 MIGRATE_TIMEOUT_S = 300
@@ -57,13 +57,15 @@ def settings(quick):
             "seconds": int(env_float("REDIS_SECONDS", 12 if quick else 45))}
 
 
-def redis_cli(port, *args):
+def ctl_migrate(sock, where, opts):
+    """`ccvm ctl SOCK migrate WHERE --wait OPTS`: its figures (the reply's JSON, {} if
+    none) and what it printed, for a failure's message."""
+    r = subprocess.run([peers.CCVM, "ctl", sock, "migrate", where, "--wait"] + opts,
+                       capture_output=True, text=True, timeout=MIGRATE_TIMEOUT_S)
     try:
-        r = subprocess.run(["redis-cli", "-p", str(port)] + list(args), capture_output=True,
-                           text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return None
-    return r.stdout.strip() if r.returncode == 0 else None
+        return json.loads(r.stdout.strip().splitlines()[-1]), r.stdout + r.stderr
+    except (ValueError, IndexError):
+        return {}, r.stdout + r.stderr
 
 
 def wait_pong(port, proc, err_path):
@@ -82,19 +84,6 @@ def start(args, work, name):
                             stderr=open(err, "wb")), err
 
 
-def merged_quantile(hist_rows, seconds, q):
-    buckets = {}
-    for sec, b, n in hist_rows:
-        if sec in seconds:
-            buckets[b] = buckets.get(b, 0) + n
-    total, seen = sum(buckets.values()), 0
-    for b in sorted(buckets):
-        seen += buckets[b]
-        if seen >= q * total:
-            return HIST_STEP ** (b + 1)
-    return 0.0
-
-
 def measure(summary, tl_path, hist_path, t_a, t_b, cfg, fig):
     """The YCSB figures of the seconds [t_a, t_b] (wall clock) overlapped."""
     t0 = summary["t0_unix"]
@@ -108,7 +97,7 @@ def measure(summary, tl_path, hist_path, t_a, t_b, cfg, fig):
     return {"stall_ms": summary["stall_ms"], "own_downtime_ms": fig["downtime_ms"],
             "total_s": fig["total_ms"] / 1000, "bytes_over_ram": fig["bytes_over_ram"],
             "during": ops / (len(inside) * cfg["target"]) if inside else 0.0,
-            "p999_us": merged_quantile(hist, settled, 0.999),
+            "p999_us": merged_quantiles(hist, settled)[1],
             "max_us": max((float(per_sec[s]["max_us"]) for s in settled), default=0.0),
             "run_p999_us": summary["p999_us"], "errors": summary["errors"],
             "reconnects": summary["reconnects"], "rounds": fig["rounds"]}
@@ -131,16 +120,10 @@ def migrate_once(name, cfg, work, src, rp, port, i):
     try:
         time.sleep(cfg["warmup"])
         t_a = time.time()
-        r = subprocess.run([peers.CCVM, "ctl", src, "migrate", f"tcp:127.0.0.1:{port}",
-                            "--wait"] + SYSTEMS[name], capture_output=True, text=True,
-                           timeout=MIGRATE_TIMEOUT_S)
+        fig, said = ctl_migrate(src, f"tcp:127.0.0.1:{port}", SYSTEMS[name])
         t_b = time.time()
-        try:
-            fig = json.loads(r.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            fig = {}
         if not fig.get("ok"):
-            raise Failed(f"redis {name}: migrate: {(r.stdout + r.stderr).strip()[-300:]}; "
+            raise Failed(f"redis {name}: migrate: {said.strip()[-300:]}; "
                          f"destination: {open(dst_err, errors='replace').read()[-300:]}")
         out, _ = y.communicate(timeout=cfg["seconds"] + 120)
         try:
@@ -175,11 +158,9 @@ def session(cfg, rounds, names, port, log):
         procs.append(src)
         try:
             wait_pong(rp, src, err)
-            subprocess.run([YCSB, "--port", str(rp), "--quiet", "--phase", "load", "--records",
-                            str(cfg["records"]), "--clients", "8", "--pipeline", "16"],
-                           check=True, capture_output=True, timeout=900)
-            used = int(dict(l.split(":", 1) for l in (redis_cli(rp, "info", "memory") or "")
-                            .splitlines() if ":" in l).get("used_memory", "0"))
+            ycsb(rp, "--phase", "load", "--records", str(cfg["records"]), "--clients", "8",
+                 "--pipeline", "16", timeout=900)
+            used = int(info(rp, "memory").get("used_memory", "0"))
             i = 0
             for rnd in range(1, rounds + 1):
                 order = list(names)

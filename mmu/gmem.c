@@ -452,21 +452,11 @@ void gmem_collapse(struct gmem *mem, uint64_t gpa, uint64_t len)
 		madvise(mem->host + gpa, len, MADV_COLLAPSE);
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
 int gmem_populate(struct gmem *mem, uint64_t gpa, uint64_t len)
 {
 	uint8_t *p = gmem_sys_at(mem, gpa, len);
 
 	if (!p || gpa % PAGE_SIZE || len % PAGE_SIZE)
 		return -EINVAL;
-	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
-		return 0;
-	if (errno != EINVAL)
-		return -errno;
-	for (uint64_t i = 0; i < len; i += PAGE_SIZE) /* a kernel without it: touched */
-		__atomic_fetch_or(p + i, 0, __ATOMIC_RELAXED);
-	return 0;
+	return pages_populate(p, len);
 }

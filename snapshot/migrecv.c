@@ -23,7 +23,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 
 #define PC_POLL_MS 100 /* how often the fault thread looks at the stop flag */
@@ -139,7 +138,7 @@ static void *pc_receive_thread(void *arg)
 static void pc_drop(struct mig_postcopy *pc)
 {
 	for (uint64_t p = 0, e; (e = bits_run(pc->have, &p, pc->pages, false)) > p; p = e)
-		madvise(pc->mem->host + p * PAGE_SIZE, (e - p) * PAGE_SIZE, MADV_DONTNEED);
+		gmem_discard(pc->mem, p * PAGE_SIZE, (e - p) * PAGE_SIZE);
 }
 
 int mig_postcopy_start(struct mig_in *in, const struct mig_postcopy_target *t, uint64_t *have,

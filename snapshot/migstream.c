@@ -541,16 +541,5 @@ int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX])
 	uint64_t gpa;
 	int rc = mig_read_msg(fd, UINT64_MAX, code, &gpa, why);
 
-	return !rc && *code > MIG_ACK_REFUSED ? -EPROTO : rc;
-}
-
-int mig_read_prepared(int fd, char why[MIG_WHY_MAX])
-{
-	enum mig_ack_code code;
-	uint64_t gpa;
-	int rc = mig_read_msg(fd, UINT64_MAX, &code, &gpa, why);
-
-	if (rc)
-		return rc;
-	return code == MIG_ACK_PREPARED ? 0 : -EPROTO;
+	return !rc && (*code == MIG_ACK_PAGE || *code == MIG_ACK_DONE) ? -EPROTO : rc;
 }

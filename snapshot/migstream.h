@@ -144,13 +144,11 @@ enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3,
 #define MIG_ACK_MAGIC "CCVMACK1"
 #define MIG_WHY_MAX   512
 
-/* 0 or -errno. mig_read_ack: the next answer, @why NUL-terminated; -ECONNRESET when
- * the connection ends first, -EPROTO for anything else than an answer. */
+/* 0 or -errno. mig_read_ack: the next answer (READY, RUNNING, REFUSED, PREPARED), @why
+ * NUL-terminated; -ECONNRESET when the connection ends first, -EPROTO for anything
+ * else (post-copy's requests and DONE included). */
 int mig_send_ack(int fd, enum mig_ack_code code, const char *why);
 int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX]);
-/* After the plan: 0 on PREPARED, -EPROTO on a refusal (why in @why) or anything else,
- * -ECONNRESET when the connection ends first. */
-int mig_read_prepared(int fd, char why[MIG_WHY_MAX]);
 /* Post-copy: a request for the block at @gpa (MIG_BLOCK aligned, inside the RAM of
  * @ram_size bytes when read back); mig_read_msg takes answers and requests alike. */
 int mig_send_request(int fd, uint64_t gpa);

@@ -24,10 +24,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
 enum { POOL_SLOT_FREE = 0, POOL_SLOT_REGION, POOL_SLOT_PAGES, POOL_SLOT_ARENA };
 
 static size_t pool_per_slot(const struct pool *p)
@@ -84,17 +80,10 @@ void pool_fini(struct pool *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* Fault in [off, off + len) of the pool; touching each page where the kernel has no
- * MADV_POPULATE_WRITE. */
+/* Fault in [off, off + len) of the pool. */
 static int pool_populate(struct pool *p, size_t off, size_t len)
 {
-	if (madvise(p->base + off, len, MADV_POPULATE_WRITE) == 0)
-		return 0;
-	if (errno != EINVAL)
-		return -errno;
-	for (size_t i = 0; i < len; i += PAGE_SIZE)
-		__atomic_store_n(p->base + off + i, 0, __ATOMIC_RELAXED);
-	return 0;
+	return pages_populate(p->base + off, len);
 }
 
 /* Faulted in this much at a time: populating holds the mmap lock, and a thread that

@@ -165,8 +165,10 @@ static int migrate_state(struct migrate_run *run, bool end, char *err, size_t er
 	return rc;
 }
 
-/* READY, then RUNNING: 0, or why not in @err. */
-static int migrate_answers(int fd, char *err, size_t errlen)
+/* The destination's answers until @want (PREPARED after the plan; RUNNING after the
+ * end, READY coming first): 0, or why not in @err. */
+static int migrate_answers(const struct migration *m, int fd, enum mig_ack_code want,
+			   char *err, size_t errlen)
 {
 	char why[MIG_WHY_MAX];
 	enum mig_ack_code code;
@@ -174,12 +176,14 @@ static int migrate_answers(int fd, char *err, size_t errlen)
 
 	for (;;) {
 		rc = mig_read_ack(fd, &code, why);
+		if (rc && __atomic_load_n(&m->cancel, __ATOMIC_ACQUIRE))
+			return log_set_err(-ECANCELED, err, errlen, "cancelled");
 		if (rc)
 			return log_set_err(rc, err, errlen, "the destination did not answer (%s)",
 					   strerror(-rc));
 		if (code == MIG_ACK_REFUSED)
 			return log_set_err(-EPROTO, err, errlen, "the destination refused: %s", why);
-		if (code == MIG_ACK_RUNNING)
+		if (code == want)
 			return 0;
 	}
 }
@@ -286,7 +290,6 @@ static int migrate_plan(struct migrate_run *run, char *err, size_t errlen)
 {
 	uint64_t words = (run->vm->ram.size / PAGE_SIZE + 63) / 64;
 	uint64_t *pages = calloc(words, sizeof(uint64_t));
-	char why[MIG_WHY_MAX] = "";
 	int rc = pages ? mig_resident_bitmap(run->vm->ram.host, run->vm->ram.size, pages) :
 			 -ENOMEM;
 
@@ -295,17 +298,7 @@ static int migrate_plan(struct migrate_run *run, char *err, size_t errlen)
 	free(pages);
 	if (rc)
 		return migrate_send_err(rc, run->m, err, errlen);
-	rc = mig_read_prepared(run->o.fd, why);
-	if (rc && __atomic_load_n(&run->m->cancel, __ATOMIC_ACQUIRE))
-		return log_set_err(-ECANCELED, err, errlen, "cancelled");
-	if (rc == -EPROTO && why[0])
-		return log_set_err(rc, err, errlen, "the destination refused: %s", why);
-	if (rc == -EPIPE || rc == -ECONNRESET)
-		return migrate_send_err(rc, run->m, err, errlen);
-	if (rc)
-		return log_set_err(rc, err, errlen, "the destination did not answer the plan (%s)",
-				   strerror(-rc));
-	return 0;
+	return migrate_answers(run->m, run->o.fd, MIG_ACK_PREPARED, err, errlen);
 }
 
 /* Everything up to the destination's answer; the VM paused when it returns 0. */
@@ -348,7 +341,7 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 		rc = migrate_state(run, true, err, errlen);
 	if (rc && !err[0])
 		migrate_send_err(rc, m, err, errlen);
-	return rc ? rc : migrate_answers(run->o.fd, err, errlen);
+	return rc ? rc : migrate_answers(m, run->o.fd, MIG_ACK_RUNNING, err, errlen);
 }
 
 int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig, char *err,
@@ -376,7 +369,7 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 		/* A destination that refused said why: its answer wins over a cut write. */
 		char why[MIG_WHY_MAX] = "";
 
-		if (migrate_answers(fd, why, sizeof(why)) == -EPROTO)
+		if (migrate_answers(m, fd, MIG_ACK_RUNNING, why, sizeof(why)) == -EPROTO)
 			snprintf(err, errlen, "%s", why);
 	}
 	if (run.ran) {

@@ -10,12 +10,8 @@
 
 echo "== migration"
 S=$WORK/mig; mkdir -p "$S"
-SMEM=$(scaled 256 64)M
-ZARGS=(--size "$(scaled 64 8)M" --report-ms 0 --seed 11 --scatter)
 # shellcheck source=tests/e2e/snaplib.sh
 . "$TOP/tests/e2e/snaplib.sh"
-
-SOCK=$S/ctl.sock
 
 dest_start() { # [RESTORE OPTIONS]: a destination listening on $S/mig.sock; sets DST
 	rm -f "$S/mig.sock"

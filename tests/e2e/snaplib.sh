@@ -1,7 +1,10 @@
 # Helpers of the VM tests that snapshot and migrate (snapshot.sh, migrate.sh): start a
 # writing guest under a control socket, read fields of replies, check a zipfbench run
-# against a native one. Sourced after the caller set S (its directory), SMEM and ZARGS;
-# STOP is set here.
+# against a native one. Sourced after the caller set S (its directory); the VM's RAM
+# (SMEM), zipfbench's arguments (ZARGS), the control socket (SOCK) and STOP are set here.
+SMEM=$(scaled 256 64)M
+ZARGS=(--size "$(scaled 64 8)M" --report-ms 0 --seed 11 --scatter)
+SOCK=$S/ctl.sock
 STOP=$S/stop
 
 start_vm() { # SOCK, then command; sets VMPID. Its stdin is a FIFO the test holds open

@@ -16,12 +16,8 @@
 
 echo "== snapshots"
 S=$WORK/snap; mkdir -p "$S"
-SMEM=$(scaled 256 64)M
-ZARGS=(--size "$(scaled 64 8)M" --report-ms 0 --seed 11 --scatter)
 # shellcheck source=tests/e2e/snaplib.sh
 . "$TOP/tests/e2e/snaplib.sh"
-
-SOCK=$S/ctl.sock
 
 snap_each() { # PREFIX OPTIONS...: of the VM on $SOCK, $S/PREFIXn.img (and .json) with the
 	local prefix=$1 i=0 opts # n-th OPTIONS, the guest writing on between; then $STOP

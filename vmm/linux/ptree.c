@@ -490,79 +490,80 @@ void lx_tree_clock_refresh(struct lx_proc *first)
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* @p's listening TCP sockets stop listening, into @fds (at *@n of @max). */
-static void ptree_listeners_stop(struct lx_proc *p, int *fds, int max, int *n)
-{
-	for (int fd = 0; fd < p->n_files && *n < max; fd++) {
-		int host = p->files[fd].host_fd, on = 0, type = 0;
-		socklen_t len = sizeof(on);
+/* What a migration's switch does to each host stream socket of the guest's. */
+typedef void ptree_stream_fn(int host, bool listening, void *ctx);
 
-		if (host < 0 || getsockopt(host, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) || !on)
-			continue;
-		len = sizeof(type);
-		if (getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_STREAM)
-			continue;
-		/* Out of LISTEN, still bound: the port is free for another listener with
-		 * SO_REUSEADDR (the destination's; the kernel wants it on both), and
-		 * listen() takes it back. */
-		setsockopt(host, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
-		if (shutdown(host, SHUT_RD) == 0)
-			fds[(*n)++] = host;
+/* @fn on every stream socket of every process of @first's tree (its lock held). */
+static void ptree_streams(struct lx_proc *first, ptree_stream_fn *fn, void *ctx)
+{
+	struct lx_tree *t = first->tree;
+	struct lx_proc *one[1] = { first };
+	struct lx_proc **procs = t ? t->procs : one;
+	int n = t ? LX_MAX_PROCS : 1;
+
+	if (t)
+		pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < n; i++) {
+		for (int fd = 0; procs[i] && fd < procs[i]->n_files; fd++) {
+			int host = procs[i]->files[fd].host_fd, type = 0, on = 0;
+			socklen_t len = sizeof(type);
+
+			if (host < 0 ||
+			    getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_STREAM)
+				continue;
+			len = sizeof(on);
+			if (getsockopt(host, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0)
+				fn(host, on != 0, ctx);
+		}
 	}
+	if (t)
+		pthread_mutex_unlock(&t->lock);
+}
+
+struct ptree_listeners {
+	int *fds, max, n;
+};
+
+/* A listening socket out of LISTEN, still bound: the port is free for another
+ * listener with SO_REUSEADDR (the destination's; the kernel wants it on both), and
+ * listen() takes it back. */
+static void ptree_listener_stop(int host, bool listening, void *ctx)
+{
+	struct ptree_listeners *l = ctx;
+
+	if (!listening || l->n == l->max)
+		return;
+	setsockopt(host, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
+	if (shutdown(host, SHUT_RD) == 0)
+		l->fds[l->n++] = host;
 }
 
 int lx_tree_listeners_stop(struct lx_proc *first, int *fds, int max)
 {
-	struct lx_tree *t = first->tree;
-	int n = 0;
+	struct ptree_listeners l = { .fds = fds, .max = max };
 
-	if (!t) {
-		ptree_listeners_stop(first, fds, max, &n);
-		return n;
-	}
-	pthread_mutex_lock(&t->lock);
-	for (int i = 0; i < LX_MAX_PROCS; i++)
-		if (t->procs[i])
-			ptree_listeners_stop(t->procs[i], fds, max, &n);
-	pthread_mutex_unlock(&t->lock);
-	return n;
+	ptree_streams(first, ptree_listener_stop, &l);
+	return l.n;
 }
 
-/* @p's connected TCP sockets shut down both ways: *@n counts them. */
-static void ptree_conns_shutdown(struct lx_proc *p, int *n)
+/* A connected TCP socket shut down both ways; *@ctx counts them. */
+static void ptree_conn_shutdown(int host, bool listening, void *ctx)
 {
-	for (int fd = 0; fd < p->n_files; fd++) {
-		int host = p->files[fd].host_fd, on = 1, type = 0, domain = 0;
-		socklen_t len = sizeof(on);
+	int domain = 0;
+	socklen_t len = sizeof(domain);
 
-		if (host < 0 || getsockopt(host, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) || on)
-			continue;
-		len = sizeof(type);
-		if (getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_STREAM)
-			continue;
-		len = sizeof(domain);
-		if (getsockopt(host, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
-		    (domain != AF_INET && domain != AF_INET6))
-			continue;
-		if (shutdown(host, SHUT_RDWR) == 0)
-			(*n)++;
-	}
+	if (listening || getsockopt(host, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
+	    (domain != AF_INET && domain != AF_INET6))
+		return;
+	if (shutdown(host, SHUT_RDWR) == 0)
+		(*(int *)ctx)++;
 }
 
 int lx_tree_conns_shutdown(struct lx_proc *first)
 {
-	struct lx_tree *t = first->tree;
 	int n = 0;
 
-	if (!t) {
-		ptree_conns_shutdown(first, &n);
-		return n;
-	}
-	pthread_mutex_lock(&t->lock);
-	for (int i = 0; i < LX_MAX_PROCS; i++)
-		if (t->procs[i])
-			ptree_conns_shutdown(t->procs[i], &n);
-	pthread_mutex_unlock(&t->lock);
+	ptree_streams(first, ptree_conn_shutdown, &n);
 	return n;
 }
 
