@@ -119,11 +119,14 @@ START_TEST(test_seccomp_allows)
 }
 END_TEST
 
+/* The system call itself, not glibc's execve: a gcov build (make coverage) turns a
+ * call to execve() into __gcov_execve, which first writes its counts with openat, and a
+ * role that may not open files would be stopped at that openat instead. */
 static void call_execve(void)
 {
 	char *argv[] = { "true", NULL };
 
-	execve("/bin/true", argv, NULL);
+	syscall(SYS_execve, "/bin/true", argv, NULL);
 }
 
 static void call_ptrace(void)
