@@ -90,7 +90,8 @@ static void *pc_fault_thread(void *arg)
 int mig_postcopy_ack(struct mig_postcopy *pc, enum mig_ack_code code);
 
 /* Every page in: no more faults to serve; guest RAM unregistered (a snapshot may
- * write-protect it now) and its huge pages collapsed. */
+ * write-protect it now); the source told so (it may let go now: before the collapse of
+ * the huge pages, which may take longer than its bound on this side's silence). */
 static void pc_complete(struct mig_postcopy *pc)
 {
 	__atomic_store_n(&pc->stop, true, __ATOMIC_RELEASE);
@@ -98,12 +99,12 @@ static void pc_complete(struct mig_postcopy *pc)
 	pc->joined = true;
 	uffd_close(&pc->uffd);
 	pc->in->install = NULL;
+	if (pc->filling)
+		__atomic_store_n(pc->filling, false, __ATOMIC_RELEASE);
+	mig_postcopy_ack(pc, MIG_ACK_DONE);
 	gmem_collapse(pc->mem, 0, pc->mem->size);
 	log_info("post-copy: all memory in place, %llu blocks asked for",
 		 (unsigned long long)pc->requests);
-	if (pc->filling)
-		__atomic_store_n(pc->filling, false, __ATOMIC_RELEASE);
-	mig_postcopy_ack(pc, MIG_ACK_DONE); /* the source may let go now */
 }
 
 static void *pc_receive_thread(void *arg)

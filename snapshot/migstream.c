@@ -23,10 +23,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #define MIG_PROBE (64ULL << 10) /* bytes auto tries LZ4 on first */
+
+/* ---- the peer's time bound ---- */
+
+int mig_bound(int fd, unsigned seconds)
+{
+	struct timeval tv = { .tv_sec = seconds };
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+		return errno == ENOTSOCK ? 0 : -errno; /* a pipe (tests): no bound */
+	return 0;
+}
+
+unsigned mig_bound_s(int fd)
+{
+	struct timeval tv = { 0 };
+	socklen_t len = sizeof(tv);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0)
+		return 0;
+	return (unsigned)tv.tv_sec;
+}
+
+/* Why a read or write of @n bytes (0 or less) moved nothing: @eof at the peer's end;
+ * -ETIMEDOUT when it waited out the bound (the socket says EAGAIN), not a cut. */
+static int mig_io_err(ssize_t n, int eof)
+{
+	if (n == 0)
+		return eof;
+	return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+}
+
+/* Why the stream stopped @where ("before its end"): its end, or a source silent for
+ * the whole bound. */
+static int mig_cut(const struct mig_in *in, int rc, char *err, size_t errlen, const char *where)
+{
+	if (rc == -ETIMEDOUT)
+		return log_set_err(rc, err, errlen, "the stream stalled %s: the source sent "
+				   "nothing for %u s (--peer-timeout)", where, mig_bound_s(in->fd));
+	return log_set_err(rc, err, errlen, "the stream ended %s", where);
+}
 
 static int mig_write_all(int fd, const void *buf, size_t len, uint64_t *count)
 {
@@ -38,7 +81,7 @@ static int mig_write_all(int fd, const void *buf, size_t len, uint64_t *count)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
+			return mig_io_err(n, -EPIPE);
 		p += n;
 		len -= (size_t)n;
 		*count += (uint64_t)n;
@@ -57,7 +100,7 @@ static int mig_read_all(int fd, void *buf, size_t len, uint64_t *count)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return n < 0 ? -errno : -ECONNRESET;
+			return mig_io_err(n, -ECONNRESET);
 		p += n;
 		len -= (size_t)n;
 		*count += (uint64_t)n;
@@ -277,7 +320,7 @@ int mig_in_open(struct mig_in *in, int fd, uint8_t *mem, uint64_t ram_size, uint
 	in->mem = mem;
 	rc = mig_read_all(fd, &h, sizeof(h), &in->bytes_read);
 	if (rc)
-		return log_set_err(rc, err, errlen, "the stream ended before its first bytes");
+		return mig_cut(in, rc, err, errlen, "before its first bytes");
 	if (memcmp(h.magic, MIG_MAGIC, sizeof(h.magic)))
 		return log_set_err(-EPROTO, err, errlen, "not a ccvm migration stream");
 	if (h.version != MIG_VERSION || h.flags)
@@ -326,7 +369,7 @@ static int mig_in_read(struct mig_in *in, void *dst, size_t len)
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0)
-				return n < 0 ? -errno : -ECONNRESET;
+				return mig_io_err(n, -ECONNRESET);
 			in->at = 0;
 			in->end = (size_t)n;
 			in->bytes_read += (uint64_t)n;
@@ -385,7 +428,7 @@ static int mig_payload(struct mig_in *in, const struct mig_frame *f, char *err, 
 	int rc = mig_in_read(in, f->codec ? in->stored : in->raw, f->len);
 
 	if (rc)
-		return log_set_err(rc, err, errlen, "the stream ended inside a frame");
+		return mig_cut(in, rc, err, errlen, "inside a frame");
 	if (f->codec && codec_decompress(f->codec, in->stored, f->len, in->raw, f->raw_len))
 		return log_set_err(-EPROTO, err, errlen, "a frame that does not decompress");
 	if (XXH3_64bits(in->raw, f->raw_len) != f->sum)
@@ -415,7 +458,7 @@ static int mig_section(struct mig_in *in, struct mig_frame *f, struct mig_event 
 			break;
 		rc = mig_in_read(in, f, sizeof(*f));
 		if (rc) {
-			log_set_err(rc, err, errlen, "the stream ended inside a section");
+			mig_cut(in, rc, err, errlen, "inside a section");
 			break;
 		}
 		rc = mig_frame_ok(in, f, err, errlen);
@@ -455,7 +498,7 @@ int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen)
 
 	memset(ev, 0, sizeof(*ev));
 	if (rc)
-		return log_set_err(rc, err, errlen, "the stream ended before its end");
+		return mig_cut(in, rc, err, errlen, "before its end");
 	rc = mig_frame_ok(in, &f, err, errlen);
 	if (rc)
 		return rc;
@@ -525,7 +568,7 @@ int mig_read_msg(int fd, uint64_t ram_size, enum mig_ack_code *code, uint64_t *g
 	if (rc)
 		return rc;
 	if (memcmp(a.magic, MIG_ACK_MAGIC, sizeof(a.magic)) || a.code < MIG_ACK_READY ||
-	    a.code > MIG_ACK_PREPARED || a.len >= MIG_WHY_MAX || memchr(a.why, '\0', a.len))
+	    a.code > MIG_ACK_BUSY || a.len >= MIG_WHY_MAX || memchr(a.why, '\0', a.len))
 		return -EPROTO;
 	if (a.code == MIG_ACK_PAGE && (a.at % MIG_BLOCK || a.at >= ram_size))
 		return -EPROTO;

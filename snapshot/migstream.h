@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define MIG_MAGIC       "CCVMMIG1"
-#define MIG_VERSION     1
+#define MIG_VERSION     2 /* 2: the destination's BUSY while it works (mig_ack_code) */
 #define MIG_FRAME_MAX   (2ULL << 20) /* a frame's bytes at most, raw or stored */
 #define MIG_SECTION_MAX (64ULL << 20) /* a state section's bytes at most */
 /* Frames are gathered into writes, and read ahead, this much at a time: scattered
@@ -131,7 +131,7 @@ struct mig_event {
  * memory (or through the install hook), a whole section or post-copy bitmap (its
  * frames joined) comes back in @ev. 0, or -EPROTO for a frame ccvm could not have
  * sent (type, codec, place, size, checksum; why in @err), -ECONNRESET when the stream
- * ends before MIG_END, -errno. */
+ * ends before MIG_END, -ETIMEDOUT when the source sent nothing for the bound, -errno. */
 int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen);
 
 /* The destination's answers, on the same connection: READY once the VM is built from
@@ -139,14 +139,27 @@ int mig_next(struct mig_in *in, struct mig_event *ev, char *err, size_t errlen);
 enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3,
 		   MIG_ACK_PAGE = 4, /* post-copy: the block of MIG_BLOCK bytes at @at, now */
 		   MIG_ACK_DONE = 5, /* post-copy: END came, every page is in */
-		   MIG_ACK_PREPARED = 6 /* the plan's memory is faulted in: send on */ };
+		   MIG_ACK_PREPARED = 6, /* the plan's memory is faulted in: send on */
+		   MIG_ACK_BUSY = 7 /* still at work on what the source waits for (a plan's
+				     * faulting in): alive, within the peer's time bound */ };
+/* A destination at such work says BUSY this often, so that the source's bound on its
+ * silence can be far shorter than the work. */
+#define MIG_BUSY_EVERY_MS 1000
 #define MIG_BLOCK (64ULL << 10)
 #define MIG_ACK_MAGIC "CCVMACK1"
 #define MIG_WHY_MAX   512
 
-/* 0 or -errno. mig_read_ack: the next answer (READY, RUNNING, REFUSED, PREPARED), @why
- * NUL-terminated; -ECONNRESET when the connection ends first, -EPROTO for anything
- * else (post-copy's requests and DONE included). */
+/* The bound on a peer's silence (--peer-timeout): every read and write on the socket
+ * @fd gives up after @seconds in which nothing moved, as -ETIMEDOUT from the calls
+ * below (connect too, when set before it). 0 or -errno; nothing for a pipe.
+ * mig_bound_s: the bound set on @fd, in seconds (0: none). */
+int mig_bound(int fd, unsigned seconds);
+unsigned mig_bound_s(int fd);
+
+/* 0 or -errno (-ETIMEDOUT: the peer silent for the bound). mig_read_ack: the next
+ * answer (READY, RUNNING, REFUSED, PREPARED, BUSY), @why NUL-terminated; -ECONNRESET
+ * when the connection ends first, -EPROTO for anything else (post-copy's requests and
+ * DONE included). */
 int mig_send_ack(int fd, enum mig_ack_code code, const char *why);
 int mig_read_ack(int fd, enum mig_ack_code *code, char why[MIG_WHY_MAX]);
 /* Post-copy: a request for the block at @gpa (MIG_BLOCK aligned, inside the RAM of

@@ -44,7 +44,7 @@ struct ctl_migration {
 static const char *const ctl_mig_usage =
 	"usage: migrate unix:PATH|tcp:ADDR:PORT [--downtime-ms N] [--max-rounds N] "
 	"[--postcopy never|auto|now] [--compress auto|zstd|lz4|none] [--bandwidth MB/s] "
-	"[--order coverage|address] [--wait]";
+	"[--order coverage|address] [--peer-timeout SECONDS] [--wait]";
 
 /* A number option of @msg in [lo, hi] into *@v (left alone when absent): NULL, or what
  * is wrong. */
@@ -67,7 +67,8 @@ static const char *ctl_mig_options(const json_t *msg, struct migration *m)
 	const char *comp = json_string_value(json_object_get(msg, "compress"));
 	const char *post = json_string_value(json_object_get(msg, "postcopy"));
 	const char *ord = json_string_value(json_object_get(msg, "order"));
-	double downtime = (double)m->downtime_ms, rounds = -1, bw = 0;
+	double downtime = (double)m->downtime_ms, rounds = -1, bw = 0,
+	       peer = (double)m->peer_timeout_s;
 	const char *bad;
 
 	bad = ctl_mig_number(msg, "downtime-ms", 0, MIGRATE_DOWNTIME_MS_MAX, &downtime,
@@ -79,8 +80,13 @@ static const char *ctl_mig_options(const json_t *msg, struct migration *m)
 		bad = ctl_mig_number(msg, "bandwidth", 0, CLI_MAX_RATE_MBS, &bw,
 				     "--bandwidth must be a number of MB/s from 0 (unlimited) to "
 				     "1000000");
+	if (!bad)
+		bad = ctl_mig_number(msg, "peer-timeout", 1, MIGRATE_PEER_TIMEOUT_S_MAX, &peer,
+				     "--peer-timeout must be a whole number of seconds, 1 to 86400");
 	if (bad)
 		return bad;
+	if (peer != (double)(unsigned)peer)
+		return "--peer-timeout must be a whole number of seconds, 1 to 86400";
 	if (rounds >= 0 && rounds != (double)(unsigned)rounds)
 		return "--max-rounds must be an integer from 0 (stop and copy) to 1000";
 	if (json_object_get(msg, "compress") &&
@@ -102,6 +108,7 @@ static const char *ctl_mig_options(const json_t *msg, struct migration *m)
 	m->stop_copy = rounds == 0;
 	m->max_rounds = rounds > 0 ? (unsigned)rounds : 0;
 	m->bandwidth = (uint64_t)(bw * 1e6);
+	m->peer_timeout_s = (unsigned)peer;
 	return NULL;
 }
 

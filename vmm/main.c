@@ -23,6 +23,7 @@
 #include "../snapshot/image.h"
 #include "persist_restore.h"
 #include "persist_incoming.h"
+#include "migrate.h"
 #include "linux/lx.h"
 #include "../mmu/layout.h"
 
@@ -69,7 +70,8 @@ static void usage_ctl(FILE *out)
 		"          kill SIGNAL (TERM, SIGINT, RTMIN+1 or a number: for the guest)\n"
 		"          migrate unix:PATH|tcp:ADDR:PORT [--downtime-ms N] [--max-rounds N]\n"
 		"               [--postcopy never|auto|now] [--compress auto|zstd|lz4|none]\n"
-		"               [--bandwidth MB/s] [--order coverage|address] [--wait]\n"
+		"               [--bandwidth MB/s] [--order coverage|address]\n"
+		"               [--peer-timeout SECONDS] [--wait]\n"
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
 		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"
 		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
@@ -456,6 +458,9 @@ static int cmd_restore(int argc, char **argv)
 		return status < 0 ? 0 : status;
 	ro = (struct restore_opts){ .mem = o.mem, .lazy = o.lazy, .vcpus = o.vcpus,
 				    .max_procs = o.max_procs, .root = o.root,
+				    .peer_timeout_s = o.peer_timeout_s ?
+							      o.peer_timeout_s :
+							      MIGRATE_PEER_TIMEOUT_S_DEFAULT,
 				    .rw = o.rw, .n_rw = o.n_rw, .net = &o.net,
 				    .publish_given = o.publish_given, .hooks = &run_hooks,
 				    .confine = restore_confine, .confine_ctx = &o };

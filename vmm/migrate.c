@@ -91,6 +91,7 @@ void migrate_init(struct migration *m)
 	memset(m, 0, sizeof(*m));
 	m->codec = IMG_CODEC_AUTO;
 	m->downtime_ms = MIGRATE_DOWNTIME_MS_DEFAULT;
+	m->peer_timeout_s = MIGRATE_PEER_TIMEOUT_S_DEFAULT;
 	m->fd = -1;
 	pthread_mutex_init(&m->lock, NULL);
 }
@@ -109,7 +110,9 @@ void migrate_cancel(struct migration *m)
 	pthread_mutex_unlock(&m->lock);
 }
 
-static int migrate_connect(const char *where, char *err, size_t errlen)
+/* A connection to @where, every wait on it bounded by @bound_s (the connect too: it
+ * gives up with EINPROGRESS when the bound passes). */
+static int migrate_connect(const char *where, unsigned bound_s, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -118,14 +121,19 @@ static int migrate_connect(const char *where, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+	if (fd < 0)
+		return log_set_err(-errno, err, errlen, "no socket for %s: %s", where,
+				   strerror(errno));
+	rc = mig_bound(fd, bound_s);
+	if (!rc && connect(fd, (struct sockaddr *)&ss, sl) < 0)
 		rc = -errno;
-		if (fd >= 0)
-			close(fd);
-		return log_set_err(rc, err, errlen, "no destination at %s: %s", where,
-				   strerror(-rc));
-	}
-	return fd;
+	if (!rc)
+		return fd;
+	close(fd);
+	if (rc == -EINPROGRESS)
+		return log_set_err(-ETIMEDOUT, err, errlen, "no destination at %s: it did not "
+				   "accept within %u s (--peer-timeout)", where, bound_s);
+	return log_set_err(rc, err, errlen, "no destination at %s: %s", where, strerror(-rc));
 }
 
 /* What a running migration keeps between its steps. */
@@ -178,6 +186,9 @@ static int migrate_answers(const struct migration *m, int fd, enum mig_ack_code 
 		rc = mig_read_ack(fd, &code, why);
 		if (rc && __atomic_load_n(&m->cancel, __ATOMIC_ACQUIRE))
 			return log_set_err(-ECANCELED, err, errlen, "cancelled");
+		if (rc == -ETIMEDOUT)
+			return log_set_err(rc, err, errlen, "the destination said nothing for %u s "
+					   "(--peer-timeout)", m->peer_timeout_s);
 		if (rc)
 			return log_set_err(rc, err, errlen, "the destination did not answer (%s)",
 					   strerror(-rc));
@@ -194,6 +205,9 @@ static int migrate_send_err(int rc, const struct migration *m, char *err, size_t
 	if (rc == -EPIPE || rc == -ECONNRESET)
 		return log_set_err(rc, err, errlen, "sending to %s: the destination hung up (%s)",
 				   m->where, strerror(-rc));
+	if (rc == -ETIMEDOUT)
+		return log_set_err(rc, err, errlen, "sending to %s: the destination took nothing "
+				   "for %u s (--peer-timeout)", m->where, m->peer_timeout_s);
 	return log_set_err(rc, err, errlen, "sending to %s: %s", m->where, strerror(-rc));
 }
 
@@ -349,7 +363,7 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 {
 	struct migrate_run run = { .m = m, .vm = vm, .o = { .fd = -1 } };
 	uint64_t t0 = mono_ns(), t_pause = 0;
-	int fd = migrate_connect(m->where, err, errlen), rc;
+	int fd = migrate_connect(m->where, m->peer_timeout_s, err, errlen), rc;
 	bool paused;
 
 	memset(fig, 0, sizeof(*fig));
@@ -365,8 +379,10 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 	else
 		migrate_send_err(rc, m, err, errlen);
 	paused = t_pause && rc != -ESRCH;
-	if (rc && rc != -EPROTO && rc != -ECANCELED && !fig->lost && !fig->postcopy) {
-		/* A destination that refused said why: its answer wins over a cut write. */
+	if (rc && rc != -EPROTO && rc != -ECANCELED && rc != -ETIMEDOUT && !fig->lost &&
+	    !fig->postcopy) {
+		/* A destination that refused said why: its answer wins over a cut write. (Not
+		 * after a wait that ran out: it would wait that long again.) */
 		char why[MIG_WHY_MAX] = "";
 
 		if (migrate_answers(m, fd, MIG_ACK_RUNNING, why, sizeof(why)) == -EPROTO)

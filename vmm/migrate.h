@@ -19,6 +19,12 @@ struct tracker;
 #define MIGRATE_DOWNTIME_MS_DEFAULT 300
 #define MIGRATE_DOWNTIME_MS_MAX     60000
 #define MIGRATE_ROUNDS_MAX          1000
+/* --peer-timeout: the longest either side of a migration waits on the other for
+ * anything (a byte taken or sent, an answer) before it gives up with that error. Far
+ * above what a live peer is silent for (a destination at long work says BUSY every
+ * second); the same default and range on both sides. */
+#define MIGRATE_PEER_TIMEOUT_S_DEFAULT 60
+#define MIGRATE_PEER_TIMEOUT_S_MAX     86400
 
 /* "unix:PATH" or "tcp:ADDR:PORT" (ADDR IPv4) as a socket address: 0, or -EINVAL with
  * why in @err. The receiving side listens on the same (persist_incoming.c). */
@@ -56,6 +62,7 @@ struct migration {
 	enum migrate_postcopy postcopy;
 	uint64_t bandwidth;         /* bytes/s while the VM runs; 0: as fast as it goes */
 	enum migrate_order order;
+	unsigned peer_timeout_s;    /* the destination's silence allowed (--peer-timeout) */
 	struct tracker *tracker;    /* coverage and page heat; NULL: address order */
 	void (*progress)(void *ctx, const struct mig_progress *p);
 	void *ctx;

@@ -12,6 +12,7 @@
 #include "options.h"
 #include "cli.h"
 #include "base/log.h"
+#include "migrate.h"
 #include "vm.h"
 #include "../mmu/layout.h"
 #include "../snapshot/image.h"
@@ -237,6 +238,19 @@ static int set_incoming(struct cli_opts *o, const char *arg)
 		return -EINVAL;
 	}
 	o->incoming = arg;
+	return 0;
+}
+
+static int set_peer_timeout(struct cli_opts *o, const char *arg)
+{
+	long v;
+
+	if (opt_long(arg, 1, MIGRATE_PEER_TIMEOUT_S_MAX, &v)) {
+		log_err("--peer-timeout %s: seconds the source may stay silent, 1 to %d", arg,
+			MIGRATE_PEER_TIMEOUT_S_MAX);
+		return -EINVAL;
+	}
+	o->peer_timeout_s = (unsigned)v;
 	return 0;
 }
 
@@ -503,6 +517,10 @@ static const struct opt_def opt_table[] = {
 	{ "incoming", "unix:PATH|tcp:ADDR:PORT", OPT_RESTORE, "no FILE: listen there for one "
 	  "live migration (ccvm ctl migrate: docs/migration.md) and run the VM it brings",
 	  set_incoming },
+	{ "peer-timeout", "SECONDS", OPT_RESTORE, "with --incoming: give up, refusing the "
+	  "migration, when the source sends nothing for this long once connected (default "
+	  OPT_STR(MIGRATE_PEER_TIMEOUT_S_DEFAULT) ", 1.." OPT_STR(MIGRATE_PEER_TIMEOUT_S_MAX)
+	  "; the wait for it to connect has none: SIGTERM ends it)", set_peer_timeout },
 	{ "lazy", NULL, OPT_RESTORE, "load memory on first touch, the rest in the background",
 	  set_lazy },
 	{ "eager", NULL, OPT_RESTORE, "load all memory before the guest runs (the default)",
@@ -786,6 +804,10 @@ int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 	if (cmd == OPT_RESTORE && o->incoming && (o->argc || o->lazy)) {
 		log_err(o->argc ? "restore: a FILE or --incoming, not both" :
 				  "restore: --lazy is for images (a stream's memory comes whole)");
+		return -EINVAL;
+	}
+	if (cmd == OPT_RESTORE && !o->incoming && o->peer_timeout_s) {
+		log_err("restore: --peer-timeout goes with --incoming (an image has no peer)");
 		return -EINVAL;
 	}
 	if (cmd == OPT_RESTORE && !o->incoming && o->argc != 1) {

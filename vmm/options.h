@@ -42,6 +42,7 @@ struct cli_opts {
 	struct ccow_opts ccow;
 	const char *root;
 	const char *incoming;       /* restore --incoming: where a migration stream comes */
+	unsigned peer_timeout_s;    /* restore --incoming --peer-timeout; 0: not given */
 	const char *rw[OPT_MAX_RW_DIRS];
 	int n_rw;
 	/* where images may be written: --image-dir (default: the current directory), and

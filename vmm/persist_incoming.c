@@ -16,6 +16,7 @@
 #include "control.h"
 #include "migrate.h"
 #include "base/log.h"
+#include "base/mono.h"
 #include "vm.h"
 #include "../snapshot/image.h"
 #include "../snapshot/migrecv.h"
@@ -35,6 +36,8 @@
 
 #define INCOMING_SECTIONS 16 /* distinct state sections a stream may carry */
 #define INCOMING_ERR      512
+#define INCOMING_POPULATE_PIECE (64ULL << 20) /* a plan is faulted in this much at a time */
+#define INCOMING_NS_PER_MS 1000000ULL
 
 struct incoming_section {
 	uint32_t type;
@@ -147,19 +150,31 @@ static int incoming_accept(const char *where, char *err, size_t errlen)
 
 /* The plan of pre-copy (@pages, a bit per page of @ram): that memory faulted in, then
  * PREPARED. Only before any memory came: a plan is a promise about what is to come.
- * Faulting in is advice; where the host refuses it the pages fault in as they land. */
+ * Faulting in is advice; where the host refuses it the pages fault in as they land.
+ * It takes seconds a GiB on some hosts: it goes a piece at a time, with a BUSY to the
+ * source every MIG_BUSY_EVERY_MS, whose bound on this side's silence is shorter. */
 static int incoming_plan(struct mig_in *mi, struct gmem *ram, const uint64_t *pages,
 			 bool memory_came, char *err, size_t errlen)
 {
-	uint64_t n = ram->size / PAGE_SIZE, faulted = 0;
-	int rc = 0;
+	const uint64_t piece = INCOMING_POPULATE_PIECE / PAGE_SIZE;
+	uint64_t n = ram->size / PAGE_SIZE, faulted = 0, said = mono_ns();
+	int rc = 0, sent = 0;
 
 	if (memory_came)
 		return log_set_err(-EPROTO, err, errlen, "a plan after memory");
-	for (uint64_t at = 0, e; !rc && (e = bits_run(pages, &at, n, true)) > at; at = e) {
+	for (uint64_t at = 0, e; !rc && !sent && (e = bits_run(pages, &at, n, true)) > at;
+	     at = e) {
+		if (e - at > piece)
+			e = at + piece;
 		rc = gmem_populate(ram, at * PAGE_SIZE, (e - at) * PAGE_SIZE);
 		faulted += rc ? 0 : e - at;
+		if (mono_ns() - said >= MIG_BUSY_EVERY_MS * INCOMING_NS_PER_MS) {
+			sent = mig_send_ack(mi->fd, MIG_ACK_BUSY, NULL);
+			said = mono_ns();
+		}
 	}
+	if (sent) /* the source is gone or stuck: the next read says which */
+		return 0;
 	if (rc)
 		log_info("--incoming: memory not faulted in ahead (%s)", strerror(-rc));
 	log_debug("--incoming: %llu pages faulted in for the rounds",
@@ -258,7 +273,11 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 		log_err("cannot take a migration: %s", err);
 		return fd;
 	}
-	rc = mig_in_open(mi, fd, NULL, o->mem, &ram, err, sizeof(err));
+	rc = mig_bound(fd, o->peer_timeout_s);
+	if (rc)
+		snprintf(err, sizeof(err), "--peer-timeout: %s", strerror(-rc));
+	else
+		rc = mig_in_open(mi, fd, NULL, o->mem, &ram, err, sizeof(err));
 	if (!rc && (rc = restore_vm_create(vm, ram, o)))
 		snprintf(err, sizeof(err), "cannot make the VM: %s", strerror(-rc));
 	if (!rc && !(have = calloc((ram / PAGE_SIZE + 63) / 64, sizeof(uint64_t))))

@@ -18,6 +18,7 @@ struct restore_opts {
 	bool lazy;
 	int vcpus;                  /* thread cap; 0: the default (raised to the saved count) */
 	int max_procs;              /* process cap (--max-procs) */
+	unsigned peer_timeout_s;    /* --incoming: the source's silence allowed, seconds */
 	/* Confinement and network policy: the restoring command line's, never the image's
 	 * (struct lx_restore_policy). */
 	const char *root;

@@ -4,15 +4,20 @@
  * arrive byte for byte (zero pages as holes, text compressed); a damaged byte, a cut
  * stream, a foreign or mismatched hello and a frame outside the RAM are refused before
  * anything reaches the destination's memory. A pre-copy plan (the bitmap of pages to
- * come) arrives as it left, and one of another length is refused at both ends.
+ * come) arrives as it left, and one of another length is refused at both ends. A
+ * peer that goes silent ends a read or write at the bound (--peer-timeout).
  */
 #include "suites.h"
 #include "../../snapshot/image.h"
 #include "../../snapshot/migstream.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define MS_RAM     (8ULL << 20)
 #define MS_SECTION (5ULL << 20) /* longer than a frame: it travels in three */
@@ -223,6 +228,81 @@ START_TEST(test_plan)
 }
 END_TEST
 
+/* A source that goes silent mid-stream: with the peer bound set (1 s), the destination's
+ * read ends with -ETIMEDOUT and a reason that says the source sent nothing for 1 s,
+ * instead of waiting forever; without a bound the same read would block. A pipe takes
+ * no bound and is left as it is. */
+START_TEST(test_silent_source)
+{
+	struct mig_out o;
+	struct mig_in in;
+	struct mig_event ev;
+	char err[256] = "";
+	int sv[2], pfd[2], rc;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(mig_bound(sv[1], 1), 0);
+	ck_assert_uint_eq(mig_bound_s(sv[1]), 1);
+	ck_assert_int_eq(mig_out_open(&o, sv[0], MS_RAM, IMG_CODEC_NONE, 0), 0);
+	ck_assert_int_eq(mig_send_round(&o, 0), 0);
+	ck_assert_int_eq(mig_flush(&o), 0);
+	ck_assert_int_eq(mig_in_open(&in, sv[1], dst, MS_RAM, NULL, err, sizeof(err)), 0);
+	ck_assert_int_eq(mig_next(&in, &ev, err, sizeof(err)), 0);
+	ck_assert_int_eq(ev.type, MIG_ROUND);
+	rc = mig_next(&in, &ev, err, sizeof(err)); /* nothing more comes */
+	ck_assert_msg(rc == -ETIMEDOUT && strstr(err, "the source sent nothing for 1 s"),
+		      "rc %d, '%s'", rc, err);
+	mig_in_close(&in);
+	mig_out_close(&o);
+	close(sv[0]);
+	close(sv[1]);
+	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
+	ck_assert_int_eq(mig_bound(pfd[0], 1), 0);
+	ck_assert_uint_eq(mig_bound_s(pfd[0]), 0);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+END_TEST
+
+/* A destination that takes nothing: once the socket's buffer is full, the source's
+ * write ends with -ETIMEDOUT at the bound rather than blocking for good. */
+START_TEST(test_stuck_destination)
+{
+	struct mig_out o;
+	int sv[2], rc = 0;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(mig_bound(sv[0], 1), 0);
+	ck_assert_int_eq(mig_out_open(&o, sv[0], MS_RAM, IMG_CODEC_NONE, 0), 0);
+	for (int i = 0; i < 64 && !rc; i++) /* 512 MiB: far more than a socket buffers */
+		rc = mig_send_memory(&o, src, 0, MS_RAM);
+	if (!rc)
+		rc = mig_flush(&o);
+	ck_assert_int_eq(rc, -ETIMEDOUT);
+	mig_out_close(&o);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* The destination's BUSY (at long work, alive) reads back as such, on both of the
+ * source's readers, and is told apart from a code past the last one. */
+START_TEST(test_busy_ack)
+{
+	enum mig_ack_code code;
+	char why[MIG_WHY_MAX];
+	uint64_t gpa;
+
+	ms_empty();
+	ck_assert_int_eq(mig_send_ack(sfd, MIG_ACK_BUSY, NULL), 0);
+	ck_assert_int_eq(mig_send_ack(sfd, MIG_ACK_BUSY + 1, NULL), 0);
+	ck_assert_int_eq(lseek(sfd, 0, SEEK_SET), 0);
+	ck_assert_int_eq(mig_read_ack(sfd, &code, why), 0);
+	ck_assert_int_eq(code, MIG_ACK_BUSY);
+	ck_assert_int_eq(mig_read_msg(sfd, MS_RAM, &code, &gpa, why), -EPROTO);
+}
+END_TEST
+
 Suite *migstream_suite(void)
 {
 	Suite *s = suite_create("migstream");
@@ -234,6 +314,9 @@ Suite *migstream_suite(void)
 	tcase_add_test(tc, test_damaged_byte);
 	tcase_add_test(tc, test_refused);
 	tcase_add_test(tc, test_plan);
+	tcase_add_test(tc, test_silent_source);
+	tcase_add_test(tc, test_stuck_destination);
+	tcase_add_test(tc, test_busy_ack);
 	suite_add_tcase(s, tc);
 	return s;
 }
