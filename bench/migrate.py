@@ -374,7 +374,9 @@ def run_zipfbench(cfg, names, rounds, out, header, port, quick):
         random.shuffle(order)
         for n in order:
             family, opts = SYSTEMS[n]
-            with tempfile.TemporaryDirectory(prefix="ccvm-migrate.", dir="/var/tmp") as work:
+            # TMPDIR or /tmp: control sockets live there (no images), and /var/tmp may be
+            # a 9p share that takes no socket (scripts/kvm-in-tcg.sh).
+            with tempfile.TemporaryDirectory(prefix="ccvm-migrate.") as work:
                 run = run_ccvm if family == "ccvm" else run_qemu
                 r = run(n, opts, cfg, work, port)
             port += 1  # a fresh port: the last one may linger in TIME_WAIT

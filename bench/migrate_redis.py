@@ -149,7 +149,9 @@ def session(cfg, rounds, names, port, log):
     if not os.path.exists(redis):
         raise Failed("no redis-server (apt-get install redis-server)")
     rows, procs = [], []
-    with tempfile.TemporaryDirectory(prefix="ccvm-migrate-redis.", dir="/var/tmp") as work:
+    # TMPDIR or /tmp: control sockets live there (no images), and /var/tmp may be
+    # a 9p share that takes no socket (scripts/kvm-in-tcg.sh).
+    with tempfile.TemporaryDirectory(prefix="ccvm-migrate-redis.") as work:
         rp = port + 500
         sock = os.path.join(work, "ctl.sock")
         src, err = start([peers.CCVM, "run", "--mem", cfg["mem"], "--control", sock,

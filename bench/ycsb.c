@@ -52,6 +52,7 @@
 #define HIST_BUCKETS    1700 /* log buckets of 1% from 1 us: up to ~20 s */
 #define HIST_STEP       1.01
 #define MAX_SECONDS     3600
+#define STOP_LOOK_S     0.05 /* --stop-file is looked for this often by each client */
 #define MAX_CLIENTS     256
 #define MAX_PIPELINE    1024
 #define KEY_LEN         32
@@ -83,6 +84,7 @@ struct opts {
 	uint64_t seed;
 	double target;       /* open loop: operations per second, all clients; 0: closed */
 	bool reconnect;      /* a broken connection is made again (a server that moved) */
+	const char *stop_file; /* the run phase also ends once this file exists */
 };
 
 /* A latency histogram: bucket i holds latencies in [1.01^i, 1.01^(i+1)) us. */
@@ -113,6 +115,7 @@ struct client {
 	uint64_t first, count;         /* load: records [first, first + count) */
 	uint64_t rng;
 	double t0;
+	double stop_seen;              /* --stop-file: when it was last looked for */
 	int rc;
 };
 
@@ -361,6 +364,11 @@ static bool run_finished(struct client *cl, double t)
 {
 	const struct opts *o = cl->o;
 
+	if (o->stop_file && t - cl->stop_seen >= STOP_LOOK_S) {
+		cl->stop_seen = t;
+		if (access(o->stop_file, F_OK) == 0)
+			return true;
+	}
 	if (o->operations)
 		return atomic_load(&cl->st->done) >= o->operations;
 	return t - cl->t0 >= o->duration_s;
@@ -604,6 +612,7 @@ static void usage(FILE *out)
 		"            [--operations N | --duration S] [--clients C] [--pipeline P]\n"
 		"            [--phase load|run|both] [--timeline FILE.csv] [--seed S] [--quiet]\n"
 		"            [--target OPS] [--json] [--histograms FILE.csv] [--reconnect]\n"
+		"            [--stop-file FILE]\n"
 		"  YCSB core workloads against Redis: A 50%% read / 50%% update, B 95/5, C read\n"
 		"  only, F 50%% read / 50%% read-modify-write; scrambled Zipfian (0.99); records\n"
 		"  of 10 fields x 100 B in a hash. Defaults: 127.0.0.1:6379, workload a, 100000\n"
@@ -612,7 +621,8 @@ static void usage(FILE *out)
 		"  from each operation's intended start. --json: a last line of JSON figures.\n"
 		"  --histograms: each second's latency histogram (second,bucket,count).\n"
 		"  --reconnect: the run phase connects again when a connection breaks (a server\n"
-		"  that moved), every 10 ms, and sends the batch again.\n");
+		"  that moved), every 10 ms, and sends the batch again.\n"
+		"  --stop-file FILE: the run phase also ends once FILE exists (a test's cue).\n");
 }
 
 static int parse_count(const char *arg, const char *what, uint64_t min, uint64_t max, uint64_t *v)
@@ -653,6 +663,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "target", required_argument, NULL, 'T' },   { "json", no_argument, NULL, 'j' },
 		{ "histograms", required_argument, NULL, 'G' },
 		{ "reconnect", no_argument, NULL, 'R' },
+		{ "stop-file", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
@@ -666,6 +677,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		switch (ch) {
 		case 'h': o->host = optarg; break;
 		case 'R': o->reconnect = true; break;
+		case 'S': o->stop_file = optarg; break;
 		case 'p':
 			if (parse_count(optarg, "port", 1, 65535, &v))
 				return -1;

@@ -9,10 +9,13 @@
  *
  * Modes:
  *   shm            the checks above
- *   shm slow N     a child adds 1 to a shared counter and writes its count into a
- *                  memfd every 10 ms, N times; the parent waits until the counter is N
- *                  and prints it with the memfd's bytes (a snapshot taken meanwhile
- *                  restores only if both processes still share the two)
+ *   shm slow N [STOP]  a child adds 1 to a shared counter and writes its count into a
+ *                  memfd every 10 ms, N times or until the file STOP exists; the parent
+ *                  waits until the child says it is done (a third shared word) and
+ *                  prints the counter with the memfd's bytes (a snapshot or migration
+ *                  taken meanwhile goes on right only if both processes still share
+ *                  the two). STOP lets a test hold the pair running for as long as it
+ *                  needs, however slow the machine, instead of guessing a duration.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -221,9 +224,9 @@ static void check_apart(void)
 	close(fd);
 }
 
-static void slow(int n)
+static void slow(int n, const char *stop)
 {
-	uint64_t *count = map_shared(PAGE);
+	uint64_t *count = map_shared(PAGE), *done = count + 1;
 	int fd = memfd_create("shm-slow", 0);
 	struct timespec nap = { 0, SLOW_NS };
 	char *m, buf[32] = { 0 };
@@ -238,14 +241,15 @@ static void slow(int n)
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
-		for (int i = 1; i <= n; i++) {
+		for (int i = 1; i <= n && !(stop && access(stop, F_OK) == 0); i++) {
 			snprintf(m, 32, "count %d", i);
 			__atomic_store_n(count, (uint64_t)i, __ATOMIC_RELEASE);
 			nanosleep(&nap, NULL);
 		}
+		__atomic_store_n(done, 1, __ATOMIC_RELEASE);
 		_exit(0);
 	}
-	while (__atomic_load_n(count, __ATOMIC_ACQUIRE) < (uint64_t)n)
+	while (!__atomic_load_n(done, __ATOMIC_ACQUIRE))
 		nanosleep(&nap, NULL);
 	child_status(pid);
 	if (pread(fd, buf, sizeof(buf) - 1, 0) < 0)
@@ -257,7 +261,7 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 2 && strcmp(argv[1], "slow") == 0) {
-		slow(atoi(argv[2]));
+		slow(atoi(argv[2]), argc > 3 ? argv[3] : NULL);
 		return 0;
 	}
 	check_anon();

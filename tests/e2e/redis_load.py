@@ -10,8 +10,8 @@
   redis_load.py check PORT PREFIX LOW HIGH
       Checks exactly that on the Redis at PORT; prints "dataset ok: last L" or what
       differs, exit status 0 or 1.
-  redis_load.py survive PORT SECONDS PREFIX
-      For SECONDS, half writes (the transactions of `write`) and half reads (GET of an
+  redis_load.py survive PORT SECONDS PREFIX [STOP_FILE]
+      For SECONDS (or until STOP_FILE exists), half writes (the transactions of `write`) and half reads (GET of an
       acknowledged PREFIX:j, checked), as YCSB A mixes them; a failed request (the
       server went away: a migration's switch) is retried on a new connection to the
       same port, every 10 ms. Prints one JSON line: acked and sent (as `write`'s
@@ -22,6 +22,7 @@
       interleaved requests; prints "N clients ok" or the first difference.
 """
 import json
+import os
 import random
 import socket
 import sys
@@ -125,11 +126,11 @@ class Survivor:
                 time.sleep(0.01)
 
 
-def survive(port, seconds, prefix):
+def survive(port, seconds, prefix, stop=None):
     c = Survivor(port)
     acked = sent = checked = wrong = 0
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and not (stop and os.path.exists(stop)):
         sent += 1
         c.run(("MULTI",), ("SET", "%s:%d" % (prefix, sent), sent), ("SET", prefix + ":last", sent),
               ("EXEC",))
@@ -201,7 +202,8 @@ def main():
     if mode == "clients":
         return clients(port, int(sys.argv[3]))
     if mode == "survive":
-        return survive(port, float(sys.argv[3]), sys.argv[4])
+        return survive(port, float(sys.argv[3]), sys.argv[4],
+                       sys.argv[5] if len(sys.argv) > 5 else None)
     print(__doc__)
     return 2
 
