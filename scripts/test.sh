@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` runs it once the Debian packages are in: the
 # layer checks, the unit tests, the end-to-end tests, both again under AddressSanitizer
-# and UBSan, and every fuzz target for 10 s. Each step runs even when one before it
+# and UBSan, and every fuzz target for 10 s. Where the VMs run nested under TCG, the
+# ASan pass's VM part runs beside the plain pass (tests/e2e/suite.sh --start). Each step runs even when one before it
 # failed, so that one run shows every failure. Then a summary whose first line names
 # where the VMs ran ("VMs: /dev/kvm" or "VMs: nested KVM under TCG", from
 # tests/e2e/suite.sh), a line a step, and what was cut or skipped.
@@ -39,8 +40,23 @@ detail() {
 	esac
 }
 
+# Where the VMs run nested, the ASan pass's VM part starts first, in the background,
+# beside the plain pass (a TCG VM is one host thread: two use both cores); the e2e ASan
+# step awaits it. It does not outlive this script.
+stop_started() {
+	local pid
+	pid=$(cat "$OUT/e2e-asan.nested.pid" 2>/dev/null) || return 0
+	kill -0 "$pid" 2>/dev/null && kill -- -"$pid" 2>/dev/null
+	rm -f "$OUT/e2e-asan.nested.pid"
+}
+trap stop_started EXIT
+stop_started
+rm -f "$OUT"/*.nested.*
+
 step layers layers
 step unit unit
+echo "== make asan-e2e-start"
+$MAKE --no-print-directory asan-e2e-start 2>&1 | tee "$OUT/asan-e2e-start.log"
 step e2e e2e
 step "unit ASan" asan-unit
 step "e2e ASan" asan-e2e

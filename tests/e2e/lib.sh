@@ -28,9 +28,14 @@ esac
 PASS=0 FAIL=0 SKIP=0
 SKIPPED=()
 
-e2e_record() { # OUTCOME NAME [REASON]
+E2E_LAST=$(date +%s)
+e2e_record() { # OUTCOME NAME [REASON]; E2E_RESULTS.times: seconds since the last check
+	local now
 	[ -n "${E2E_RESULTS:-}" ] || return 0
 	printf '%s\t%s\t%s\n' "$1" "$2" "${3:-}" >>"$E2E_RESULTS"
+	now=$(date +%s)
+	printf '%s\t%s\n' "$((now - E2E_LAST))" "$2" >>"$E2E_RESULTS.times"
+	E2E_LAST=$now
 }
 
 pass() { # NAME [DETAIL]: the figures a passing check saw go in DETAIL
