@@ -9,7 +9,9 @@
  *         backlog, a blocking writer waiting for room), then closed at once (the
  *         backlog must still arrive whole);
  *   close a non-blocking server writes until the socket refuses more, then closes
- *         while its client still sleeps: every byte it was told was written arrives;
+ *         while its client waits for that close (a flag, not a guess of time: on a
+ *         slow machine a sleep ended first): every byte it was told was written
+ *         arrives;
  *   peek  poll, recv(MSG_PEEK), readv and recvfrom on bytes already read ahead.
  * On stderr it says how many of its calls needed no exit (ccvm's area, when present).
  * Usage: sockio PORT
@@ -37,6 +39,7 @@
 
 static int port;
 static size_t close_written; /* by the server in the close test */
+static int close_done;       /* the server closed the close test's socket */
 
 struct conn {
 	char mode;
@@ -142,7 +145,11 @@ static size_t client_slow_reader(char mode, size_t *bad)
 	uint8_t *in;
 
 	send_all(s, (const uint8_t *)&mode, 1);
-	usleep(300000);
+	if (mode == 'C')
+		while (!__atomic_load_n(&close_done, __ATOMIC_ACQUIRE))
+			usleep(1000);
+	else
+		usleep(300000);
 	in = read_all(s, &got);
 	*bad = 0;
 	for (size_t i = 0; i < got; i++)
@@ -305,6 +312,8 @@ static int serve(int ep, int fd)
 		if (c->mode == 'B' || c->mode == 'C') {
 			epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
 			close(fd); /* with most of the 8 MiB still on its way */
+			if (c->mode == 'C')
+				__atomic_store_n(&close_done, 1, __ATOMIC_RELEASE);
 			return 1;
 		}
 		return 0;

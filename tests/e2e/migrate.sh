@@ -22,33 +22,39 @@ dest_start() { # [RESTORE OPTIONS]: a destination listening on $S/mig.sock; sets
 
 # 1. (the receiver, docs/migration.md) An image of two processes
 #     sharing memory, sent as a migration stream (build/imgstream) to `ccvm restore
-#     --incoming unix:PATH`: the destination answers READY and RUNNING and finishes as
-#     the uninterrupted run. One byte damaged on the way: refused with the reason, to
-#     the sender too, and a nonzero status.
+#     --incoming unix:PATH`: the destination answers READY and RUNNING and finishes with
+#     both processes agreeing on the count. One byte damaged on the way: refused with
+#     the reason, to the sender too, and a nonzero status.
 mig_incoming() {
-	local r got sent bad st want="shared counter 200, memfd 'count 200'"
-	start_vm "$SOCK" "$G/tests/shm.glibc" slow 200
+	local r got sent bad st n
+	# The pair counts until $STOP exists, so that it still runs at the snapshot however
+	# slow the machine (nested under ASan, 2 s of counting ended first); restored, it
+	# finds $STOP at once and prints the count of the snapshot's instant.
+	rm -f "$STOP"
+	start_vm "$SOCK" "$G/tests/shm.glibc" slow 1000000 "$STOP"
 	wait_for_line started "$S/vm.out"
 	sleep 0.5
 	r=$(tmo 60 "$CCVM" ctl "$SOCK" snapshot "$S/mig.img" --wait 2>&1)
+	touch "$STOP"
 	kill "$VMPID" 2>/dev/null; vm_stdin_close; wait "$VMPID" 2>/dev/null
-	rm -f "$S/mig.sock"
-	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
-	local dst=$!
+	dest_start
 	sent=$(tmo 60 "$TOP/build/imgstream" "$S/mig.img" "unix:$S/mig.sock" 2>&1 | tr '\n' ' ')
-	wait "$dst"; st=$?
+	# A sender that never connected leaves the destination listening: it is ended.
+	echo "$sent" | grep -q "READY" || kill "$DST" 2>/dev/null
+	wait "$DST"; st=$?
 	got=$(cat "$S/mig.out")
-	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "$got" = "$want" ] &&
+	n=$(echo "$got" | sed -n "s/^shared counter \([0-9]*\), memfd 'count \1'\$/\1/p")
+	if [ "$(echo "$r" | field ok)" = true ] && [ "$st" = 0 ] && [ "${n:-0}" -gt 0 ] &&
 		echo "$sent" | grep -q "READY RUNNING"; then
 		pass "restore --incoming: a tree with shared memory arrives as a stream and runs on" "sender: $sent; '$got'"
 	else
 		fail "restore --incoming: a tree with shared memory arrives as a stream and runs on" \
 			"snapshot: $(echo "$r" | head -c 200)" "sender: $sent" "destination ($st): '$got'" "$(head -3 "$S/mig.err")"
 	fi
-	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
-	dst=$!
+	dest_start
 	bad=$(tmo 60 "$TOP/build/imgstream" --damage "$S/mig.img" "unix:$S/mig.sock" 2>/dev/null | tr '\n' ' ')
-	wait "$dst"; st=$?
+	echo "$bad" | grep -q "REFUSED" || kill "$DST" 2>/dev/null
+	wait "$DST"; st=$?
 	if [ "$st" = 1 ] && echo "$bad" | grep -q "REFUSED: .*fails its checksum" &&
 		grep -q "migration refused: .*fails its checksum" "$S/mig.err" && [ ! -s "$S/mig.out" ]; then
 		pass "restore --incoming: a damaged byte in the stream is refused" "status $st; sender heard '$bad'"
@@ -324,6 +330,7 @@ PY
 #    read is right, and every acknowledged write is on the destination.
 mig_pong() { [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; } # PORT
 mig_clients() { [ "$(redis-cli -p "$1" client list 2>/dev/null | wc -l)" -ge "$2" ]; } # PORT N
+mig_acked() { [ "$(redis-cli -p "$1" get mig:last 2>/dev/null)" -ge 1 ] 2>/dev/null; } # PORT
 mig_redis() {
 	local redis rp r st out t0 t1 acked sent bad windows
 	redis=$(type -P redis-server || true)
@@ -351,7 +358,11 @@ mig_redis() {
 		--duration "$most" --clients 4 --target 2000 --reconnect --stop-file "$S/clients.stop" \
 		--json --quiet >"$S/ycsb.out" 2>&1 &
 	local ycsb=$!
-	sleep 2
+	# Both served by the source first (nested, Python took longer to start than a fixed
+	# 2 s, and the survivor met only the destination): YCSB's 4 and the survivor, with
+	# a write acknowledged, and this redis-cli.
+	wait_until 60 mig_clients "$rp" 6
+	wait_until 60 mig_acked "$rp"
 	t0=$(date +%s.%N)
 	r=$(tmo 120 "$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait 2>&1)
 	t1=$(date +%s.%N)

@@ -153,10 +153,11 @@ snap_tracker() {
 	hot=$(echo "$regions" | field regions_hot)
 	# The guest's progress (its vDSO clock reads) times the tracker, and a snapshot's own
 	# write set is folded into coverage when the guest ran long enough during it (the
-	# writer is held to 40 MB/s so the snapshot lasts about a second).
+	# writer is held to 40 MB/s so the snapshot lasts about a second; where the guest
+	# runs slowly during it, as nested under a loaded TCG, each try holds it longer).
 	after=
-	for _ in 1 2 3 4 5; do
-		"$CCVM" ctl "$SOCK" snapshot "$S/obs.img" --policy ccow --rate 40 --wait >/dev/null 2>&1 || true
+	for rate in 40 20 10 5 2; do
+		"$CCVM" ctl "$SOCK" snapshot "$S/obs.img" --policy ccow --rate "$rate" --wait >/dev/null 2>&1 || true
 		after=$("$CCVM" ctl "$SOCK" stats regions 2>/dev/null) || true
 		[ "$(echo "$after" | field snapshots_observed)" -ge 1 ] 2>/dev/null && break
 	done
@@ -583,29 +584,33 @@ SH
 }
 
 # 1d (shared memory). A parent and its child share a MAP_SHARED anonymous counter and
-#     a memfd mapping, the child writing both every 10 ms, the parent waiting for the
-#     counter's end: snapshotted while both run, restored twice (eagerly and with
-#     --lazy, which loads all memory first for such an image). Each restored pair
-#     finishes only if the two still share both: a private copy would leave the parent
-#     waiting forever.
+#     a memfd mapping, the child writing both every 10 ms until $STOP exists, the parent
+#     waiting for the child's word that it is done: snapshotted while both run (however
+#     slow the machine: they run until told), restored twice (eagerly and with --lazy,
+#     which loads all memory first for such an image) with $STOP there. Each restored
+#     pair finishes only if the two still share both: a private copy would leave the
+#     parent waiting forever; both print the count of the snapshot's instant.
 snap_shared() {
-	local r got lazy want="shared counter 300, memfd 'count 300'" sec
-	start_vm "$SOCK" "$G/tests/shm.glibc" slow 300
+	local r got lazy sec n
+	rm -f "$STOP"
+	start_vm "$SOCK" "$G/tests/shm.glibc" slow 1000000 "$STOP"
 	wait_for_line started "$S/vm.out"
 	sleep 1
-	r=$("$CCVM" ctl "$SOCK" snapshot "$S/shm.img" --wait 2>&1)
+	r=$(tmo 60 "$CCVM" ctl "$SOCK" snapshot "$S/shm.img" --wait 2>&1)
+	touch "$STOP"
 	kill "$VMPID" 2>/dev/null; vm_stdin_close; wait "$VMPID" 2>/dev/null
 	sec=$("$CCVM" inspect "$S/shm.img" 2>/dev/null | grep -o 'shared memory, [0-9]* bytes')
 	got=$(tmo 60 "$CCVM" restore "$S/shm.img" </dev/null 2>"$S/shm.err")
 	lazy=$(tmo 60 "$CCVM" restore --lazy "$S/shm.img" </dev/null 2>>"$S/shm.err")
-	if [ "$(echo "$r" | field ok)" = true ] && [ -n "$sec" ] && [ "$got" = "$want" ] &&
-		[ "$lazy" = "$want" ]; then
+	n=$(echo "$got" | sed -n "s/^shared counter \([0-9]*\), memfd 'count \1'\$/\1/p")
+	if [ "$(echo "$r" | field ok)" = true ] && [ -n "$sec" ] && [ "${n:-0}" -gt 0 ] &&
+		[ "$lazy" = "$got" ]; then
 		pass "snapshot of processes sharing memory restores the sharing" "$sec in the image; restored (eager and --lazy): '$got'"
 	else
 		fail "snapshot of processes sharing memory restores the sharing" "snapshot: $(echo "$r" | head -c 200)" \
 			"section: '$sec'" "restored: '$got', lazily '$lazy'" "$(head -3 "$S/shm.err")"
 	fi
-	rm -f "$S/shm.img"
+	rm -f "$S/shm.img" "$STOP"
 }
 
 # 1e (a child's own memory). A shell's child fills memory of its own and waits on its
