@@ -229,7 +229,7 @@ timeout "$LIMIT" qemu-system-x86_64 -accel tcg,thread=single -cpu max -smp "$(np
 	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot >"$RUN"/console.log 2>&1 &
 qemu=$!
 # Ended early (a signal): the VM goes too (timeout passes TERM on to QEMU).
-trap 'kill $qemu 2>/dev/null; rm -rf "$RUN"' EXIT
+trap 'kill $qemu 2>/dev/null || true; rm -rf "$RUN"' EXIT
 trap 'exit 143' TERM INT HUP
 tail -n +1 -f --pid=$qemu "$RUN"/out || true
 wait $qemu && qst=0 || qst=$?
