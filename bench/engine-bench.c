@@ -108,6 +108,7 @@ struct eb_opts {
 	enum snap_precopy precopy;  /* --precopy */
 	double pause_budget_ms;  /* --pause-budget-ms */
 	double latency_rate;     /* --latency RATE: open loop, updates/s; 0: closed loop */
+	struct tracker_budget budget; /* --coverage-budget, --coverage-stall-ms, --coverage-audit */
 };
 
 /* The run: load, engine, what the snapshots added up to. */
@@ -160,7 +161,8 @@ static void eb_usage(FILE *f)
 		"                    [--pool SIZE] [--held-compress on|off]\n"
 		"                    [--precopy lazy|eager|rounds|auto] [--pause-budget-ms MS]\n"
 		"                    [--trap-cost-us N] [--latency UPDATES_PER_S]\n"
-		"                    [--background-idle 0|1]\n"
+		"                    [--background-idle 0|1] [--coverage-budget PCT]\n"
+		"                    [--coverage-stall-ms MS] [--coverage-audit]\n"
 		"       engine-bench --incremental-pct P --mem SIZE --dir DIR [--policy ...] ...\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
@@ -256,6 +258,12 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 			return -EINVAL;
 		o->tune.background_idle = rt;
 		return 0;
+	case 'U':
+		return cli_parse_real(arg, 0, 100, &o->budget.pct) ? eb_bad("coverage-budget", arg) : 0;
+	case 'V':
+		return cli_parse_real(arg, 0, 1000, &o->budget.stall_ms) ?
+			       eb_bad("coverage-stall-ms", arg) : 0;
+	case 'A': o->budget.audit = true; return 0;
 	case 'P':
 		if (eb_int(arg, 0, 1, &rt, "fault-rt"))
 			return -EINVAL;
@@ -281,7 +289,8 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "pool", 1, 0, 'O' },      { "held-compress", 1, 0, 'H' },
 		{ "precopy", 1, 0, 'c' },   { "pause-budget-ms", 1, 0, 'B' },
 		{ "trap-cost-us", 1, 0, 'k' }, { "latency", 1, 0, 'l' },
-		{ "background-idle", 1, 0, 'b' },
+		{ "background-idle", 1, 0, 'b' }, { "coverage-budget", 1, 0, 'U' },
+		{ "coverage-stall-ms", 1, 0, 'V' }, { "coverage-audit", 0, 0, 'A' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -297,7 +306,8 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 					 .writer_nice = SNAP_DEFAULT_WRITER_NICE,
 					 .pool_keep_s = SNAP_DEFAULT_POOL_KEEP_S,
 					 .held_compress = SNAP_DEFAULT_HELD_COMPRESS,
-					 .background_idle = SNAP_DEFAULT_BACKGROUND_IDLE } };
+					 .background_idle = SNAP_DEFAULT_BACKGROUND_IDLE },
+			       .budget = tracker_budget_default(SNAP_DEFAULT_THRESHOLD) };
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		if (c == 'h') {
 			eb_usage(stdout);
@@ -306,6 +316,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		if (c == '?' || eb_parse_one(c, optarg, o))
 			return -EINVAL;
 	}
+	o->budget.threshold = o->threshold;
 	if (optind < argc) {
 		fprintf(stderr, "engine-bench: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
@@ -580,7 +591,6 @@ static int eb_setup(struct eb *b)
 	struct snap_target t = { .mem = &b->mem, .ops = &load_snap_ops, .ctx = &b->load };
 	struct snap_config cfg;
 	struct tracker_log log;
-	bool logged;
 	uint64_t pool = b->o.pool ? b->o.pool : b->o.mem < EB_MIN_POOL ? EB_MIN_POOL : b->o.mem;
 	int rc = gmem_map(&b->mem, b->o.mem);
 
@@ -598,18 +608,16 @@ static int eb_setup(struct eb *b)
 							       .reference = b->o.verify,
 							       .data = b->o.data, .dump = b->dump,
 							       .dump_len = b->dump_len,
-							       .rate = b->o.latency_rate });
+							       .rate = b->o.latency_rate,
+							       .log_fault_us = b->o.tune.trap_cost_us });
 	if (rc || b->o.none)
 		return rc;
-	/* --precopy rounds and auto read the writers' own dirty log, as a VM's reads KVM's
-	 * (it charges no fault for a watched page's write, where our VMs take ~30 us); the
-	 * other modes keep to what snapshots observe, as they always measured here. */
-	logged = b->o.precopy == SNAP_PRECOPY_ROUNDS || b->o.precopy == SNAP_PRECOPY_AUTO;
-	if (logged)
-		load_dirty_log(&b->load, &log);
-	rc = tracker_init(&b->tracker, logged ? &log : NULL,
-			  b->mem.host, b->mem.size, EB_REGION, 0,
-			  (struct tracker_progress){ .read = eb_progress, .ctx = &b->load });
+	/* The tracker reads the writers' own dirty log, as a VM's reads KVM's, and its
+	 * windows' faults cost what --trap-cost-us says (load.h). */
+	load_dirty_log(&b->load, &log);
+	rc = tracker_init(&b->tracker, &log, b->mem.host, b->mem.size, EB_REGION, 0,
+			  (struct tracker_progress){ .read = eb_progress, .ctx = &b->load },
+			  &b->o.budget);
 	if (rc)
 		return rc;
 	b->tracking = true;
@@ -680,19 +688,22 @@ static const char *eb_policy_name(const struct eb_opts *o)
 	return o->none ? "none" : snap_policy_name(o->policy);
 }
 
-/* --region-coverage: each region's coverage over the mean snapshot's duration, as the
- * tracker learnt it from the snapshots (bench/threshold-sweep.py predicts from it).
- * Read before eb_stop, which ends the tracker. */
+/* --region-coverage: each region's coverage over the mean snapshot's duration (with
+ * none, the tracker's window), as the tracker learnt it from the snapshots and its
+ * windows (bench/threshold-sweep.py predicts from it). Read before eb_stop, which ends
+ * the tracker. */
 static void eb_take_coverage(struct eb *b)
 {
 	uint64_t n = b->tracker.cov.n_regions;
 
-	if (!b->o.region_coverage || !b->snapshots || !b->tracking || !n)
+	if (!b->o.region_coverage || !b->tracking || !n)
 		return;
 	b->cov = calloc(n, sizeof(*b->cov));
 	if (b->cov)
-		b->n_cov = tracker_region_coverage(&b->tracker, (double)b->duration_ms_sum /
-						   (double)b->snapshots / 1000.0, b->cov, n);
+		b->n_cov = tracker_region_coverage(&b->tracker, b->snapshots ?
+						   (double)b->duration_ms_sum /
+						   (double)b->snapshots / 1000.0 :
+						   b->tracker.window_s, b->cov, n);
 }
 
 static json_t *eb_region_coverage(const struct eb *b)
@@ -734,6 +745,25 @@ static json_t *eb_latency(const struct eb *b)
 	return json_pack("{s:f, s:o, s:o, s:f}", "rate", b->o.latency_rate, "during",
 			 eb_latency_of(b, LOAD_BUSY), "outside", eb_latency_of(b, LOAD_IDLE),
 			 "late_max_ms", (double)late / 1e6);
+}
+
+/* The tracker's cost by its own accounting (mmu/tracker.c), what the model charged
+ * (load.h), and with --coverage-audit the last audit. */
+static void eb_print_tracker(const struct eb *b, json_t *o)
+{
+	const struct tracker *t = &b->tracker;
+
+	json_object_set_new(o, "tracker_lost_ms", json_real(t->lost_s * 1e3));
+	json_object_set_new(o, "tracker_longest_stall_ms", json_real(t->longest_stall_s * 1e3));
+	json_object_set_new(o, "tracker_windows", json_integer((json_int_t)t->windows));
+	json_object_set_new(o, "tracker_faults", json_integer((json_int_t)t->faults));
+	json_object_set_new(o, "log_faults", json_integer((json_int_t)b->load.log_faults));
+	json_object_set_new(o, "coverage_budget_pct", json_real(t->budget.pct));
+	json_object_set_new(o, "coverage_stall_ms", json_real(t->budget.stall_ms));
+	if (t->budget.audit)
+		json_object_set_new(o, "coverage_audit", t->audit.audits ?
+				    json_pack("{s:f, s:f}", "precision", t->audit.precision,
+					      "recall", t->audit.recall) : json_null());
 }
 
 static void eb_print(struct eb *b, double seconds)
@@ -813,8 +843,10 @@ static void eb_print(struct eb *b, double seconds)
 	if (b->o.verify)
 		json_object_set_new(o, "exact", json_boolean(b->exact && !b->failed));
 	json_object_set_new(o, "coverage", json_string(b->o.none ? "none" :
-				"snapshots only: no dirty log without KVM"));
-	if (b->o.region_coverage && b->snapshots)
+				"sampled windows on the writers' dirty log, and snapshots"));
+	if (!b->o.none)
+		eb_print_tracker(b, o);
+	if (b->o.region_coverage && b->n_cov)
 		json_object_set_new(o, "region_coverage", eb_region_coverage(b));
 	text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);

@@ -71,21 +71,42 @@ static void load_maybe_park(struct load *l)
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* A dirty-logging fault as a VM's vCPU takes it: spun, as it takes CPU time. */
+static void load_log_fault(struct load *l)
+{
+	uint64_t until = mono_ns() + l->o.log_fault_us * 1000ULL;
+
+	__atomic_fetch_add(&l->log_faults, 1, __ATOMIC_RELAXED);
+	while (mono_ns() < until)
+		;
+}
+
 /* Block @b was written: its pages into the dirty log, after the write (a round that
- * reads the log before the mark copies the block again in the next one). */
+ * reads the log before the mark copies the block again in the next one). A page that
+ * was watched while logging is on costs its fault. */
 static void load_mark(struct load *l, uint64_t b)
 {
-	for (uint64_t p = b * LOAD_BLOCK / PAGE_SIZE; p <= ((b + 1) * LOAD_BLOCK - 1) / PAGE_SIZE; p++)
-		__atomic_fetch_or(&l->dirty[p / 64], 1ULL << (p % 64), __ATOMIC_RELEASE);
+	for (uint64_t p = b * LOAD_BLOCK / PAGE_SIZE; p <= ((b + 1) * LOAD_BLOCK - 1) / PAGE_SIZE; p++) {
+		uint64_t bit = 1ULL << (p % 64);
+		uint64_t old = __atomic_fetch_or(&l->dirty[p / 64], bit, __ATOMIC_ACQ_REL);
+
+		if (!(old & bit) && l->o.log_fault_us && __atomic_load_n(&l->logging, __ATOMIC_ACQUIRE))
+			load_log_fault(l);
+	}
 }
 
 static int load_log_logging(void *ctx, bool on)
 {
 	struct load *l = ctx;
 
-	if (on) /* as KVM's with KVM_DIRTY_LOG_INITIALLY_SET: every page reads as written */
-		for (uint64_t i = 0; i < l->dirty_words; i++)
-			__atomic_store_n(&l->dirty[i], ~0ULL, __ATOMIC_RELEASE);
+	/* As KVM's with KVM_DIRTY_LOG_INITIALLY_SET: every page reads as written, none is
+	 * watched; and once off, nothing is. */
+	if (!on)
+		__atomic_store_n(&l->logging, false, __ATOMIC_RELEASE);
+	for (uint64_t i = 0; i < l->dirty_words; i++)
+		__atomic_store_n(&l->dirty[i], ~0ULL, __ATOMIC_RELEASE);
+	if (on)
+		__atomic_store_n(&l->logging, true, __ATOMIC_RELEASE);
 	return 0;
 }
 

@@ -39,6 +39,7 @@ struct load_opts {
 	uint64_t seed;
 	bool reference;          /* keep a copy of memory at each snapshot's instant */
 	double rate;             /* open loop: updates per second over all threads; 0: flat out */
+	unsigned log_fault_us;   /* a write to a watched page while logging: spun this long */
 };
 
 /* Open loop: each update's latency from its intended start, split by whether a
@@ -80,6 +81,8 @@ struct load {
 	 * keeps one of a VM's (load_dirty_log). */
 	uint64_t *dirty;
 	uint64_t dirty_words;
+	bool logging;            /* the dirty log is on: a watched page's first write faults */
+	uint64_t log_faults;     /* those faults, as the model charged them */
 };
 
 /* Fill every block of @mem once (so every page is present), then start the threads.
@@ -118,7 +121,9 @@ uint64_t load_batch_quantile_ns(const struct load *l, double q);
  * more wrap these functions. */
 extern const struct snap_ops load_snap_ops;
 /* The writers' own dirty log, for a tracker (and so --precopy rounds) on plain memory:
- * what KVM's would say of a VM. Valid once load_start succeeded. */
+ * what KVM's would say of a VM, and what it would cost: while logging is on, a write to
+ * a watched page (its bit cleared) is a fault of o.log_fault_us, spun by the writer as
+ * a vCPU waits for KVM. Valid once load_start succeeded. */
 void load_dirty_log(struct load *l, struct tracker_log *out);
 
 int load_pause(void *ctx);

@@ -16,11 +16,12 @@
  * short one and a single odd one does not flip a region. Coverage for any duration
  * follows from the rate.
  *
- * Observations come from two places: dirty-log windows (tracker.c), which watch the
- * resident pages; and each snapshot's own write set (snapshot/engine.c): which pages
- * the guest wrote while the snapshot watched them, the very thing coverage predicts.
- * Both are timed by the guest's progress rather than the clock, as the guest runs far
- * slower while watched than it normally does (see tracker.c).
+ * Observations come from two places: dirty-log windows (tracker.c), which watch a
+ * sample of the resident pages, a region's samples folded once there are enough; and
+ * each snapshot's own write set (snapshot/engine.c): which pages the guest wrote while
+ * the snapshot watched them, the very thing coverage predicts. A snapshot's is timed
+ * by the guest's progress rather than the clock, as the guest runs slower while its
+ * pages trap; a window within its budget hardly slows the guest, and goes by the clock.
  */
 #include "coverage.h"
 
@@ -110,6 +111,24 @@ void coverage_add_window(struct coverage *c, const uint64_t *written, const uint
 		coverage_fold(c, r, coverage_count_bits(written, r * per, pages), watched, seconds);
 	}
 	c->windows++;
+}
+
+uint64_t coverage_add_samples(struct coverage *c, uint32_t *written, uint32_t *pages,
+			      float *seconds, uint32_t min)
+{
+	uint64_t folded = 0;
+
+	for (uint64_t r = 0; r < c->n_regions; r++) {
+		if (!pages[r] || pages[r] < min)
+			continue;
+		/* Like a snapshot's observation: the share written over the mean watch. */
+		coverage_fold(c, r, written[r], pages[r], (double)seconds[r] / pages[r]);
+		written[r] = pages[r] = 0;
+		seconds[r] = 0;
+		folded++;
+	}
+	c->windows += folded > 0;
+	return folded;
 }
 
 bool coverage_known(const struct coverage *c)

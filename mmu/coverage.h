@@ -48,6 +48,13 @@ uint64_t coverage_region_pages(const struct coverage *c, uint64_t r);
 void coverage_add_window(struct coverage *c, const uint64_t *written, const uint64_t *sampled,
 			 double seconds);
 
+/* Fold in sampled pages, region by region: of @pages[r] pages, watched for @seconds[r]
+ * summed over them, @written[r] were written while watched. A region folds once it
+ * holds @min samples, and its counts are then zeroed; the others keep adding up.
+ * Returns how many regions folded (a window is counted when any did). */
+uint64_t coverage_add_samples(struct coverage *c, uint32_t *written, uint32_t *pages,
+			      float *seconds, uint32_t min);
+
 /* Fold in what a snapshot saw (@obs: one per region; a region with no pages is left as
  * it was); @per_second converts exposure to seconds of the guest's normal running. */
 void coverage_add_snapshot(struct coverage *c, const struct cov_obs *obs, double per_second);

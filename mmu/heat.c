@@ -50,6 +50,12 @@ void heat_fold(struct page_heat *h, const uint64_t *written, const uint64_t *wat
 	h->observations++;
 }
 
+void heat_mark(struct page_heat *h, uint64_t page)
+{
+	if (page < h->pages)
+		h->age[page] |= HEAT_WRITTEN;
+}
+
 uint64_t heat_rank(const struct page_heat *h, unsigned min, uint32_t *out, uint64_t max)
 {
 	uint64_t count[HEAT_AGES] = { 0 }, at[HEAT_AGES], n = 0;

@@ -1,7 +1,8 @@
 /*
  * heat.h - which 4 KiB pages of guest memory were written recently, ranked: an age
- * byte per page (heat.c). The coverage tracker folds in every window and every
- * snapshot's own observation; a snapshot copies the hottest pages while it is paused.
+ * byte per page (heat.c). The coverage tracker folds in every snapshot's own
+ * observation and marks the sampled pages its windows saw written; a snapshot copies
+ * the hottest pages while it is paused.
  */
 #ifndef CCVM_HEAT_H
 #define CCVM_HEAT_H
@@ -28,6 +29,10 @@ void heat_fini(struct page_heat *h);
  * every page) a bit per page it could have seen written. Every page ages by one; a
  * watched page written becomes the hottest. */
 void heat_fold(struct page_heat *h, const uint64_t *written, const uint64_t *watched);
+
+/* A partial observation: @page was seen written (a sampled window's page); it ranks
+ * as written in the last observation, and nothing ages. */
+void heat_mark(struct page_heat *h, uint64_t page);
 
 /* The pages whose age is at least @min, hottest first (address order within one age),
  * into @out, at most @max of them; returns how many. */

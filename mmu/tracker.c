@@ -1,34 +1,40 @@
 /*
- * tracker.c - the coverage tracker and its window policy.
+ * tracker.c - the coverage tracker and its window policy, within a budget.
  *
  * The dirty log is reached through struct tracker_log_ops; for a VM that is KVM's
  * (vmm/kvm/kvm_vm.c), described here because its costs shape the policy. Dirty
- * logging runs with manual protect and every page initially marked dirty, and is
- * switched on only for a measuring window: logging starts with none protected, and
- * clearing the log then protects the pages resident at that moment (a write to any
- * other page is the guest filling fresh memory, which no snapshot copies). When the
- * window closes the log is read, folded into per-region coverage (coverage.c), and
- * logging is turned off again for DIRTY_GAP times the time the window cost the guest,
- * so that windows cost the guest under 2%. The first window opens DIRTY_FIRST_S after the
- * start; a window in which the guest mostly filled memory does not count (start-up)
- * and is tried again soon.
+ * logging runs with manual protect and every page initially marked dirty: turning it
+ * on protects nothing, and clearing a page's bit (watching it) write-protects that
+ * page alone. The guest's first write to a watched page is then a fault it waits for:
+ * ~30 us on our AMD hosts, ~100 us on others, against well under a microsecond for the
+ * write itself. Counted at DIRTY_FAULT_S, the dearer figure.
  *
- * A window is meant to show what the guest writes in the time it runs during a
- * snapshot (the last snapshot's duration). While logging, every first touch of a page
- * is a fault the guest waits for (~30 us on our nested hosts, against well under a
- * microsecond for the write itself; measured: watching only every 64th page did not
- * make the guest faster), so a guest that writes much memory gets 2-5% of its work done
- * in a window, and the wall clock says little about how long it ran. A window is timed
- * by the guest's progress instead: how often it read the clock through the vDSO
- * (struct tracker_progress), over the rate it did so with no window open (tracker_gap).
- * A guest that reads the clock too seldom is timed by its faults (wall time less a
- * fault per page written, floored). A window stays open until the guest has run the
- * planned time, or lost DIRTY_LOST_CAP of it to faults, or a snapshot starts.
+ * The old tracker watched every resident page for a window and let the guest lose up
+ * to a quarter of a second in it: Redis' single event loop felt that as one stall of
+ * hundreds of milliseconds, with no snapshot running. So now every window watches a
+ * sample, and the sample's size is what bounds the cost, by construction:
+ *
+ *  - A page faults at most once per window, so a window of n pages costs at most
+ *    n * DIRTY_FAULT_S, whoever takes the faults and whenever. n is at most
+ *    --coverage-stall-ms / DIRTY_FAULT_S (20 pages at 2 ms), and windows are at least
+ *    TRACKER_STALL_SPAN_S apart, so no 10 ms of any vCPU's run loses more.
+ *  - Before a window opens, the faults of the windows that ended within the last second
+ *    plus its n stay within --coverage-budget of a second (100 faults at 1%), so no
+ *    second does either.
+ *  - Pages are sampled round-robin over the regions, at random within one, among the
+ *    resident pages. A sampled page tells whether it was written while watched; a
+ *    region's samples add up over windows, with how long each was watched, and fold
+ *    into its coverage (coverage_add_samples) once there are DIRTY_FOLD_SAMPLES.
+ *
+ * A window lasts what it stands for: the last snapshot's duration (adaptive), or
+ * --coverage-window. With a budget this small the guest runs at its normal speed
+ * while watched, so the window is timed by the clock, and the guest's progress rate
+ * (which times snapshots' own observations) is taken from the windows too.
  *
  * Each finished snapshot adds its own observation (snapshot/engine.c): which pages the
- * guest wrote while the snapshot watched them, timed the same way. With a guest that
- * runs most of a snapshot (its hot regions copied, not trapping) that is tens of times
- * more than a window sees, and it comes free.
+ * guest wrote while the snapshot watched them, timed by the guest's progress. That is
+ * every page of every region, and it comes free; the windows matter before the first
+ * snapshot and between rare ones.
  *
  * Why not leave logging on: while logging, KVM maps guest memory with 4 KiB pages, and
  * a snapshot's write protection then zaps and re-faults hundreds of thousands of small
@@ -37,11 +43,10 @@
  * and no window opens while it runs. Works alongside userfaultfd write protection on
  * the same memory.
  */
-#include "tracker.h"
+#include "tracker_impl.h"
 #include "../vmm/base/role.h"
 #include "../vmm/base/mono.h"
 #include "../vmm/base/pages.h"
-#include "resident.h"
 
 #include "../vmm/base/log.h"
 
@@ -50,105 +55,27 @@
 #include <string.h>
 #include <time.h>
 
-#define DIRTY_GAP         64.0  /* idle after a window, in the guest's time lost to it */
-#define DIRTY_RETRY       4.0   /* the same, after a window that did not count */
-#define DIRTY_FIRST_S     1.0   /* no window before: start-up is not what a guest writes later */
-#define DIRTY_WINDOW_MIN  0.25
-#define DIRTY_WINDOW_MAX  10.0
-#define DIRTY_WINDOW_DEF  1.0
-#define DIRTY_LOST_CAP    0.5   /* a window closes once the guest lost this share of a plan, */
-#define DIRTY_LOST_MIN    0.25  /* or this many seconds if more: shorter says too little */
-#define DIRTY_MIN_SHARE   0.01  /* a guest that ran less of the plan says too little */
-#define DIRTY_RAN_FLOOR   0.02  /* the least share of a window taken as the guest's run */
-#define DIRTY_STEP_S      0.05  /* how often an open window reads the log */
-#define DIRTY_FAULT_MIN   5e-6  /* bounds of the cost of a dirty-logging fault, s */
-#define DIRTY_FAULT_MAX   100e-6
-#define DIRTY_FAULT_BATCH 256   /* new dirty pages in a step to time a fault by */
-#define DIRTY_RATE_S      0.2   /* the guest's normal progress is timed in steps this long... */
-#define DIRTY_RATE_MIN    100.0 /* ...and serves when it grows at least this fast, per s */
-#define DIRTY_OBS_MIN_S   0.05  /* a snapshot counts if the guest ran this long during it */
+#define DIRTY_FIRST_S       1.0  /* no window before: start-up is not what a guest writes later */
+#define DIRTY_SAMPLE_MIN_S  0.05 /* the shortest window (--coverage-window may ask less) */
+#define DIRTY_FOLD_SAMPLES  6    /* a region's samples fold once there are this many */
+#define DIRTY_POLL_S        0.02 /* how often an open window reads the log */
+#define DIRTY_SETTLED_BELOW 0.3  /* a region this far below the hot threshold, */
+#define DIRTY_SETTLED_ABOVE 0.1  /* or this far above, is settled: */
+#define DIRTY_SETTLED_EVERY 4    /* sampled one visit in this many */
+#define DIRTY_BUDGET_WAIT_S 0.1  /* how long to wait when the budget allows no window */
+#define DIRTY_NOLOG_GAP_S   1.0  /* without windows: how often the progress rate is timed */
+#define DIRTY_OBS_MIN_S     0.05 /* a snapshot counts if the guest ran this long during it */
+#define DIRTY_AUDIT_FIRST_S 15.0 /* --coverage-audit: the first full window after start... */
+#define DIRTY_AUDIT_EVERY_S 30.0 /* ...and the next ones this much later */
+#define DIRTY_AUDIT_RETRY_S 1.0  /* after one a snapshot cut short */
+#define DIRTY_RECENT        (sizeof(((struct tracker *)0)->recent) / sizeof(((struct tracker *)0)->recent[0]))
+#define DIRTY_RATES         (sizeof(((struct tracker *)0)->rates) / sizeof(((struct tracker *)0)->rates[0]))
 
-/* Pages marked in the dirty bitmap. */
-static uint64_t tracker_count(const struct tracker *t)
+struct tracker_budget tracker_budget_default(double threshold)
 {
-	return coverage_count_bits(t->bitmap, 0, t->ram_size / PAGE_SIZE);
-}
-
-static void tracker_set_run(void *ctx, uint64_t first, uint64_t n)
-{
-	uint64_t *bits = ctx;
-
-	for (uint64_t p = first; p < first + n; p++)
-		bits[p / 64] |= 1ULL << (p % 64);
-}
-
-/* Which pages of RAM hold data now (host-resident): a write to any other page is the
- * guest filling fresh memory, which no snapshot has to copy. */
-static int tracker_mark_present(struct tracker *t)
-{
-	memset(t->present, 0, t->ram_size / PAGE_SIZE / 8);
-	return resident_scan(t->host, t->ram_size, tracker_set_run, t->present);
-}
-
-struct tracker_filled {
-	const uint64_t *present;
-	uint64_t n;
-};
-
-static void tracker_count_run(void *ctx, uint64_t first, uint64_t n)
-{
-	struct tracker_filled *f = ctx;
-
-	f->n += n - coverage_count_bits(f->present, first, n);
-}
-
-/* Pages resident now and not at the window's start: memory the guest filled. */
-static uint64_t tracker_count_filled(struct tracker *t)
-{
-	struct tracker_filled f = { .present = t->present };
-
-	if (resident_scan(t->host, t->ram_size, tracker_count_run, &f))
-		return 0;
-	return f.n;
-}
-
-/* Keep only the watched (resident) pages in the bitmap: the others read as dirty
- * throughout. Returns how many were written. */
-static uint64_t tracker_count_watched(struct tracker *t)
-{
-	for (uint64_t i = 0; i < t->ram_size / PAGE_SIZE / 64; i++)
-		t->bitmap[i] &= t->present[i];
-	return tracker_count(t);
-}
-
-/* Dirty logging on or off. */
-static int tracker_logging(struct tracker *t, bool on)
-{
-	uint64_t t0 = mono_ns();
-	int rc = t->log.ops->logging(t->log.ctx, on);
-
-	t->harvest_ns += mono_ns() - t0;
-	return rc;
-}
-
-/* Start watching the resident pages: clear their dirty bits, which write-protects
- * them (logging started with every page marked dirty and none protected). */
-static int tracker_watch(struct tracker *t)
-{
-	uint64_t t0 = mono_ns();
-	int rc = t->log.ops->watch(t->log.ctx, t->present);
-
-	t->harvest_ns += mono_ns() - t0;
-	return rc;
-}
-
-static int tracker_get(struct tracker *t)
-{
-	uint64_t t0 = mono_ns();
-	int rc = t->log.ops->get(t->log.ctx, t->bitmap);
-
-	t->harvest_ns += mono_ns() - t0;
-	return rc;
+	return (struct tracker_budget){ .pct = TRACKER_BUDGET_PCT_DEFAULT,
+					.stall_ms = TRACKER_STALL_MS_DEFAULT,
+					.threshold = threshold };
 }
 
 void tracker_hold(struct tracker *t, bool hold)
@@ -156,7 +83,7 @@ void tracker_hold(struct tracker *t, bool hold)
 	pthread_mutex_lock(&t->w.lock);
 	/* Counted: a snapshot may start while the last one's writer still tidies up. */
 	if (hold)
-		t->held++;
+		t->held++, t->holds++;
 	else if (t->held > 0)
 		t->held--;
 	pthread_cond_broadcast(&t->w.cond);
@@ -165,32 +92,6 @@ void tracker_hold(struct tracker *t, bool hold)
 	while (hold && t->logging)
 		pthread_cond_wait(&t->w.cond, &t->w.lock);
 	pthread_mutex_unlock(&t->w.lock);
-}
-
-/* Sleep @s seconds unless told to stop, or (@wake_on_hold) a snapshot is coming;
- * returns true when stopping. */
-static bool tracker_sleep(struct tracker *t, double s, bool wake_on_hold)
-{
-	struct timespec until;
-	bool stop;
-
-	worker_deadline(s, &until);
-	pthread_mutex_lock(&t->w.lock);
-	while (!t->w.stop && !(wake_on_hold && t->held) && worker_wait_until(&t->w, &until) == 0)
-		;
-	stop = t->w.stop;
-	pthread_mutex_unlock(&t->w.lock);
-	return stop;
-}
-
-static bool tracker_held(struct tracker *t)
-{
-	bool held;
-
-	pthread_mutex_lock(&t->w.lock);
-	held = t->held;
-	pthread_mutex_unlock(&t->w.lock);
-	return held;
 }
 
 /* Wait while a snapshot runs; true when stopping. */
@@ -211,148 +112,235 @@ uint64_t tracker_progress_now(const struct tracker *t)
 	return t->progress.read ? t->progress.read(t->progress.ctx) : 0;
 }
 
-/* Progress since count @c0; the guest writes the count, so it may go back: none then. */
-static uint64_t tracker_progress_since(const struct tracker *t, uint64_t c0)
+/* xorshift64: which page of a region a sample takes needs no better. */
+static uint64_t tracker_random(struct tracker *t)
 {
-	uint64_t c = tracker_progress_now(t);
-
-	return c > c0 ? c - c0 : 0;
+	t->rng ^= t->rng << 13;
+	t->rng ^= t->rng >> 7;
+	t->rng ^= t->rng << 17;
+	return t->rng;
 }
 
-/* Without a progress count: how long the guest ran in @wall seconds in which it
- * dirtied @d pages, each a fault of @fault seconds. In a window where the guest did
- * little else than fault, this is a small difference of two large numbers, and a
- * fault's cost is known to a few per cent only: it is never taken below
- * DIRTY_RAN_FLOOR of the wall time (zipfbench's own reports showed it doing 2.5% of
- * its normal work during such a window). */
-static double tracker_ran_by_faults(double wall, uint64_t d, double fault)
+/* How many pages the next window may watch at @now: the stall bound's count, less
+ * what the windows that ended within the last second faulted, against the budget of
+ * a second. */
+static uint64_t tracker_allowance(const struct tracker *t, double now)
 {
-	double ran = wall - (double)d * fault;
+	double left = t->budget.pct / 100.0 / t->fault_s;
 
-	return ran > wall * DIRTY_RAN_FLOOR ? ran : wall * DIRTY_RAN_FLOOR;
+	for (unsigned i = 0; i < t->n_recent && i < DIRTY_RECENT; i++)
+		if (now - t->recent[i].end < 1.0)
+			left -= (double)t->recent[i].faults;
+	if (left < 1)
+		return 0;
+	return left < (double)t->max_sample ? (uint64_t)left : t->max_sample;
 }
 
-/* How long the guest ran in the @wall seconds since a window opened, in which it
- * dirtied @d watched pages: by its progress count when it has one (progress since
- * @c0 over the rate it had before the window), else by the faults. */
-static double tracker_ran(const struct tracker *t, double wall, uint64_t d, uint64_t c0)
+/* A resident page of region @r not yet in the window's mask, from a random start;
+ * UINT64_MAX when there is none. */
+static uint64_t tracker_pick_in(struct tracker *t, uint64_t r)
 {
-	double ran;
+	uint64_t per = t->cov.region_size / PAGE_SIZE, first = r * per;
+	uint64_t pages = coverage_region_pages(&t->cov, r), start;
 
-	if (t->progress_rate <= 0)
-		return tracker_ran_by_faults(wall, d, t->fault_s);
-	ran = (double)tracker_progress_since(t, c0) / t->progress_rate;
-	return ran > wall ? wall : ran;
+	if (!coverage_count_bits(t->present, first, pages))
+		return UINT64_MAX;
+	start = tracker_random(t) % pages;
+	for (uint64_t i = 0; i < pages; i++) {
+		uint64_t p = first + (start + i) % pages, bit = 1ULL << (p % 64);
+
+		if ((t->present[p / 64] & bit) && !(t->mask[p / 64] & bit))
+			return p;
+	}
+	return UINT64_MAX;
 }
 
-static void tracker_acc_reset(struct tracker *t)
+/* Whether region @r's coverage is known and far from the threshold: such a region is
+ * sampled one visit in DIRTY_SETTLED_EVERY, the samples going where they decide more.
+ * Lock held. */
+static bool tracker_settled(struct tracker *t, uint64_t r, double plan)
 {
-	t->acc_ran = t->acc_wall = 0;
-	memset(t->acc, 0, t->ram_size / PAGE_SIZE / 8);
-	memset(t->acc_present, 0, t->ram_size / PAGE_SIZE / 8);
-}
+	double c, thr = t->budget.threshold;
 
-/* Add a closed window to the one being assembled: windows that snapshots cut short
- * (back-to-back snapshots leave a guest little time between them) add up until the
- * guest has run enough. A window in which the guest mostly filled fresh memory
- * (@rewrites false: start-up) says nothing about rewrites and restarts the assembly.
- * True when the assembled window is ready to count. */
-static bool tracker_accumulate(struct tracker *t, bool rewrites, double ran, double wall,
-			     double plan)
-{
-	if (!rewrites) {
-		tracker_acc_reset(t);
+	if (t->cov.seconds[r] <= 0)
 		return false;
+	c = coverage_of(&t->cov, r, plan);
+	return c < thr - DIRTY_SETTLED_BELOW || c > thr + DIRTY_SETTLED_ABOVE;
+}
+
+/* Up to @want sampled pages into t->sample and t->mask, a region at a time from where
+ * the last window stopped; returns how many. */
+static uint64_t tracker_pick(struct tracker *t, uint64_t want, double plan)
+{
+	uint64_t n = 0, nr = t->cov.n_regions;
+
+	memset(t->mask, 0, t->ram_size / PAGE_SIZE / 8);
+	pthread_mutex_lock(&t->w.lock);
+	for (uint64_t tries = 0; n < want && tries < 2 * nr; tries++) {
+		uint64_t r = t->cursor++ % nr, p;
+
+		if (tries < nr && tracker_settled(t, r, plan) &&
+		    tracker_random(t) % DIRTY_SETTLED_EVERY)
+			continue;
+		p = tracker_pick_in(t, r);
+		if (p == UINT64_MAX)
+			continue;
+		t->mask[p / 64] |= 1ULL << (p % 64);
+		t->sample[n++] = (uint32_t)p;
 	}
-	for (uint64_t i = 0; i < t->ram_size / PAGE_SIZE / 64; i++) {
-		t->acc[i] |= t->bitmap[i];
-		t->acc_present[i] |= t->present[i];
+	pthread_mutex_unlock(&t->w.lock);
+	return n;
+}
+
+static bool tracker_written(const struct tracker *t, uint64_t p)
+{
+	return (t->bitmap[p / 64] >> (p % 64)) & 1;
+}
+
+/* The guest's progress rate over @wall seconds without a snapshot or an audit (the
+ * windows hardly slow it): the fastest of the last DIRTY_RATES, so that a stretch in
+ * which the guest waited for input does not make it seem slow. Lock held. */
+static void tracker_rate(struct tracker *t, uint64_t progress, double wall)
+{
+	double best = 0;
+
+	t->rates[t->n_rates++ % DIRTY_RATES] = (double)progress / wall;
+	for (unsigned i = 0; i < t->n_rates && i < DIRTY_RATES; i++)
+		best = t->rates[i] > best ? t->rates[i] : best;
+	t->progress_rate = best >= DIRTY_RATE_MIN ? best : 0;
+}
+
+/* Where the progress rate is being timed from: the count, the time, the holds then. */
+struct tracker_mark {
+	uint64_t count, holds;
+	double at;
+};
+
+static void tracker_mark_now(struct tracker *t, struct tracker_mark *m)
+{
+	pthread_mutex_lock(&t->w.lock);
+	m->holds = t->holds;
+	pthread_mutex_unlock(&t->w.lock);
+	m->count = tracker_progress_now(t);
+	m->at = mono_s();
+}
+
+/* Every DIRTY_RATE_S since @m: the rate over that time, unless a snapshot (or an
+ * audit, @slowed) came in between; then timing starts afresh. */
+static void tracker_time_rate(struct tracker *t, struct tracker_mark *m, bool slowed)
+{
+	double wall = mono_s() - m->at;
+	uint64_t progress = tracker_progress_since(t, m->count);
+
+	if (!slowed && wall < DIRTY_RATE_S)
+		return;
+	pthread_mutex_lock(&t->w.lock);
+	if (!slowed && t->holds == m->holds && t->progress.read)
+		tracker_rate(t, progress, wall);
+	pthread_mutex_unlock(&t->w.lock);
+	tracker_mark_now(t, m);
+}
+
+/* A window's cost into the budget's accounts: @faults faults, each DIRTY_FAULT_S, all
+ * of which may have fallen within one span of one vCPU. Called with the lock held. */
+static void tracker_charge(struct tracker *t, uint64_t faults, double now)
+{
+	double cost = (double)faults * t->fault_s;
+
+	t->recent[t->n_recent++ % DIRTY_RECENT] = (typeof(t->recent[0])){ now, faults };
+	t->faults += faults;
+	t->lost_s += cost;
+	if (cost > t->longest_stall_s)
+		t->longest_stall_s = cost;
+	t->windows++;
+}
+
+/* A window that watched for @wall seconds: each sample, written or not, into its
+ * region's counts, folded once a region holds enough. Lock held. */
+static void tracker_fold(struct tracker *t, uint64_t n, double wall)
+{
+	uint64_t per = t->cov.region_size / PAGE_SIZE;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t r = t->sample[i] / per;
+
+		bool w = tracker_written(t, t->sample[i]);
+
+		t->acc_k[r]++;
+		t->acc_w[r] += w;
+		t->acc_e[r] += (float)wall;
+		/* Pre-copy rounds defer the pages written lately: these are known to be. */
+		if (w)
+			heat_mark(&t->heat, t->sample[i]);
 	}
-	t->acc_ran += ran;
-	t->acc_wall += wall;
-	return t->acc_ran >= plan * DIRTY_MIN_SHARE;
+	coverage_add_samples(&t->cov, t->acc_w, t->acc_k, t->acc_e, DIRTY_FOLD_SAMPLES);
+	t->harvests++;
+	t->last_ran_s = t->last_wall_s = wall;
+	t->last_fault_us = t->fault_s * 1e6;
+}
+
+/* Samples written so far (t->bitmap read). */
+static uint64_t tracker_count_samples(const struct tracker *t, uint64_t n)
+{
+	uint64_t w = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		w += tracker_written(t, t->sample[i]);
+	return w;
+}
+
+/* Watch until @plan seconds passed, every sample was written (nothing more to learn
+ * from them), a snapshot comes or the tracker stops; the log read every
+ * DIRTY_POLL_S. Returns 0 with t->bitmap read, or -errno. */
+static int tracker_watch_samples(struct tracker *t, uint64_t n, double w0, double plan)
+{
+	for (;;) {
+		double left = plan - (mono_s() - w0);
+		bool stop = tracker_sleep(t, left < DIRTY_POLL_S ? left : DIRTY_POLL_S, true);
+		int rc = tracker_get(t);
+
+		if (rc || stop || tracker_held(t) || mono_s() - w0 >= plan ||
+		    tracker_count_samples(t, n) == n)
+			return rc;
+	}
 }
 
 /*
- * One measuring window: logging on, the resident pages watched, until the guest has
- * run the planned time, or lost DIRTY_LOST_CAP of it to faults (DIRTY_LOST_MIN at
- * least), or a snapshot is coming. The log is read every step; how long the guest ran comes from tracker_ran. A
- * fault's cost is the shortest time per newly dirty page seen in a step of any window
- * so far (then the guest did nothing but fault), within DIRTY_FAULT_MIN..MAX. What
- * the window saw is folded in with the time the guest ran (coverage.c). Stores its
- * wall length in @wall, the time the guest lost to faults in @lost, and in @counted
- * whether the window went into the coverage.
+ * One sampled window of @plan seconds watching up to @want pages: logging on, the
+ * sample watched, logging off at its end, once every sample was written, or when a
+ * snapshot comes. Every written sample was a fault and is charged; the samples fold
+ * in with how long they were watched.
  */
-static int tracker_window(struct tracker *t, double *wall, double *lost, bool *counted)
+static int tracker_sampled_window(struct tracker *t, double plan, uint64_t want)
 {
-	double plan, lost_cap, ran = 0, w0 = mono_s(), t_prev = w0;
-	uint64_t d = 0, d_prev = 0, watched = 0, filled, c0 = tracker_progress_now(t);
+	uint64_t n, faults;
+	double w0 = mono_s(), wall;
 	bool open;
-	int rc;
+	int rc = tracker_mark_present(t);
 
+	n = rc ? 0 : tracker_pick(t, want, plan);
 	pthread_mutex_lock(&t->w.lock);
-	plan = t->window_s;
-	open = t->logging = !t->held;
+	open = t->logging = n && !t->held;
 	pthread_mutex_unlock(&t->w.lock);
-	lost_cap = plan * DIRTY_LOST_CAP > DIRTY_LOST_MIN ? plan * DIRTY_LOST_CAP : DIRTY_LOST_MIN;
-	*wall = *lost = 0;
-	*counted = false;
 	if (!open)
-		return 0;
-	rc = tracker_mark_present(t);
+		return rc;
+	rc = tracker_logging(t, true);
 	if (!rc)
-		watched = coverage_count_bits(t->present, 0, t->ram_size / PAGE_SIZE);
+		rc = tracker_watch(t, t->mask);
 	if (!rc)
-		rc = tracker_logging(t, true);
-	if (!rc)
-		rc = tracker_watch(t);
-	while (!rc && ran < plan && mono_s() - w0 - ran < lost_cap &&
-	       !tracker_sleep(t, DIRTY_STEP_S, true) && !tracker_held(t)) {
-		double now;
-
-		rc = tracker_get(t);
-		now = mono_s();
-		d = tracker_count_watched(t);
-		if (d >= d_prev + DIRTY_FAULT_BATCH) {
-			double per = (now - t_prev) / (double)(d - d_prev);
-
-			if (per < t->fault_s)
-				t->fault_s = per < DIRTY_FAULT_MIN ? DIRTY_FAULT_MIN : per;
-		}
-		d_prev = d;
-		t_prev = now;
-		ran = tracker_ran(t, now - w0, d, c0);
-	}
-	if (!rc)
-		rc = tracker_get(t);
+		rc = tracker_watch_samples(t, n, w0, plan);
 	if (tracker_logging(t, false) && !rc)
 		rc = -EIO;
-	*wall = mono_s() - w0;
-	if (!rc) {
-		d = tracker_count_watched(t);
-		ran = tracker_ran(t, *wall, d, c0);
-	}
-	*lost = *wall - ran;
-	/* Start-up: the guest filled more memory than it rewrote. */
-	filled = rc ? 0 : tracker_count_filled(t);
+	wall = mono_s() - w0;
+	faults = rc ? n : tracker_count_samples(t, n);
 	pthread_mutex_lock(&t->w.lock);
-	*counted = !rc && watched &&
-		   tracker_accumulate(t, filled <= d, ran, *wall, plan);
-	log_debug("coverage window: %.3f s open, guest ran %.3f s of %.3f (%s %.0f/s): %llu of %llu "
-		  "resident pages written, %llu filled, fault %.1f us: %s", *wall, ran, plan,
-		  t->progress_rate > 0 ? "by progress" : "by faults", t->progress_rate,
-		  (unsigned long long)d, (unsigned long long)watched, (unsigned long long)filled,
-		  t->fault_s * 1e6, *counted ? "counted" : "not yet counted");
-	if (*counted) {
-		coverage_add_window(&t->cov, t->acc, t->acc_present, t->acc_ran);
-		heat_fold(&t->heat, t->acc, t->acc_present);
-		t->harvests++;
-		t->last_ran_s = t->acc_ran;
-		t->last_wall_s = t->acc_wall;
-		t->last_fault_us = t->fault_s * 1e6;
-		tracker_acc_reset(t);
-	}
-	t->lost_s += *lost;
+	tracker_charge(t, faults, mono_s());
+	/* A window cut short still says what its samples did while watched (one closed
+	 * early because all were written, all it could). */
+	if (!rc && (wall >= DIRTY_SAMPLE_MIN_S || faults == n))
+		tracker_fold(t, n, wall);
+	log_debug("coverage window: %.3f s of %.3f, %llu of %llu sampled pages written",
+		  wall, plan, (unsigned long long)faults, (unsigned long long)n);
 	t->logging = false;
 	pthread_cond_broadcast(&t->w.cond);
 	pthread_mutex_unlock(&t->w.lock);
@@ -360,12 +348,11 @@ static int tracker_window(struct tracker *t, double *wall, double *lost, bool *c
 }
 
 /*
- * Wait @gap seconds before the next window, timing the guest's progress meanwhile in
- * steps of DIRTY_RATE_S. Its normal rate is that of the fastest step in which no
- * snapshot ran and which follows one at least half as fast: the guest runs slower
- * during and just after a snapshot or a window, or while it starts up, and a rate taken
- * then would make the guest seem to have run longer than it did. A gap with no such
- * step keeps the rate known before. True when stopping.
+ * Wait @gap seconds, timing the guest's progress meanwhile in steps of DIRTY_RATE_S:
+ * its normal rate is that of the fastest step in which no snapshot ran and which
+ * follows one at least half as fast (the guest runs slower during and just after a
+ * snapshot, or while it starts up). Serves a tracker without windows. True when
+ * stopping.
  */
 static bool tracker_gap(struct tracker *t, double gap)
 {
@@ -376,7 +363,7 @@ static bool tracker_gap(struct tracker *t, double gap)
 		double step = end - now < DIRTY_RATE_S ? end - now : DIRTY_RATE_S, rate;
 		uint64_t c0 = tracker_progress_now(t);
 
-		if (tracker_sleep(t, step > DIRTY_STEP_S ? step : DIRTY_STEP_S, true))
+		if (tracker_sleep(t, step > 0.05 ? step : 0.05, true))
 			return true;
 		if (tracker_held(t)) {
 			prev = -1;
@@ -404,34 +391,66 @@ static bool tracker_gap(struct tracker *t, double gap)
 	return false;
 }
 
-/* Without a dirty log there are no windows: only the guest's progress rate is timed,
- * which snapshots' own observations need. */
-#define DIRTY_NOLOG_GAP_S 1.0
+/* The window to open next, its length, or 0 with the time to wait in *@wait. */
+static uint64_t tracker_next(struct tracker *t, double *plan, double *wait)
+{
+	uint64_t want;
+
+	pthread_mutex_lock(&t->w.lock);
+	*plan = t->window_s > DIRTY_SAMPLE_MIN_S ? t->window_s : DIRTY_SAMPLE_MIN_S;
+	want = tracker_allowance(t, mono_s());
+	pthread_mutex_unlock(&t->w.lock);
+	/* Apart by more than a span, so that no span sees two windows' faults. */
+	*wait = want ? 2 * TRACKER_STALL_SPAN_S : DIRTY_BUDGET_WAIT_S;
+	return want;
+}
+
+/* Windows, one after another within the budget (and an audit now and then), until
+ * stopped or the log fails; the guest's progress rate timed throughout. */
+static int tracker_windows(struct tracker *t)
+{
+	struct tracker_mark mark;
+
+	t->next_audit = mono_s() + DIRTY_AUDIT_FIRST_S;
+	tracker_mark_now(t, &mark);
+	while (!tracker_wait_unheld(t)) {
+		double plan, wait;
+		uint64_t want = tracker_next(t, &plan, &wait);
+		bool audit = t->budget.audit && mono_s() >= t->next_audit;
+		int rc = 0;
+
+		if (audit) {
+			uint64_t audits = t->audit.audits;
+
+			rc = tracker_audit_window(t, plan);
+			/* One a snapshot cut too short is tried again soon. */
+			t->next_audit = mono_s() + (t->audit.audits > audits ? DIRTY_AUDIT_EVERY_S :
+						     DIRTY_AUDIT_RETRY_S);
+		} else if (want) {
+			rc = tracker_sampled_window(t, plan, want);
+		}
+		if (rc)
+			return rc;
+		tracker_time_rate(t, &mark, audit);
+		if (tracker_sleep(t, wait, false))
+			break;
+	}
+	return 0;
+}
 
 static void *tracker_thread(void *arg)
 {
 	struct tracker *t = arg;
-	double wall = 0;
 	int rc = 0;
 
 	role_enter(ROLE_HELPER);
 	if (tracker_gap(t, DIRTY_FIRST_S))
 		goto out;
-	while (!t->log.ops && !tracker_wait_unheld(t))
-		if (tracker_gap(t, DIRTY_NOLOG_GAP_S))
-			goto out;
-	while (t->log.ops && !tracker_wait_unheld(t)) {
-		double lost, gap;
-		bool counted = false;
-
-		rc = tracker_window(t, &wall, &lost, &counted);
-		/* The gap keeps the guest's loss to windows near 1 / DIRTY_GAP (~1.5%). A window
-		 * that did not count (cut short by a snapshot, or start-up filling memory) is
-		 * tried again sooner: such windows cost the guest up to 1 / DIRTY_RETRY. */
-		gap = lost * (counted ? DIRTY_GAP : DIRTY_RETRY);
-		if (rc || tracker_gap(t, gap))
-			break;
-	}
+	if (t->log.ops && (t->max_sample || t->budget.audit))
+		rc = tracker_windows(t);
+	else
+		while (!tracker_wait_unheld(t) && !tracker_gap(t, DIRTY_NOLOG_GAP_S))
+			;
 	if (rc)
 		log_warn("coverage tracker stopped: %s", strerror(-rc));
 out:
@@ -441,10 +460,24 @@ out:
 	pthread_mutex_unlock(&t->w.lock);
 	return NULL;
 }
+
+/* The most pages a window may watch: a fault each at most, within the stall bound
+ * (none when it, or the budget, allows not even one). */
+static uint64_t tracker_max_sample(const struct tracker *t)
+{
+	double n = t->budget.stall_ms / 1000.0 / t->fault_s;
+	double per_s = t->budget.pct / 100.0 / t->fault_s;
+
+	if (per_s < n)
+		n = per_s;
+	return n >= 1 ? (uint64_t)n : 0;
+}
+
 /* Everything but the log: buffers, coverage, the thread. @t->log is set. */
 static int tracker_start(struct tracker *t, uint8_t *host, uint64_t ram_size,
 		       uint64_t region_size, unsigned window_ms, struct tracker_progress progress)
 {
+	uint64_t words = ram_size / PAGE_SIZE / 64;
 	int rc;
 
 	t->host = host;
@@ -452,30 +485,39 @@ static int tracker_start(struct tracker *t, uint8_t *host, uint64_t ram_size,
 	t->adaptive = window_ms == 0;
 	t->progress = progress;
 	t->window_s = window_ms ? window_ms / 1000.0 : DIRTY_WINDOW_DEF;
+	t->fault_s = DIRTY_FAULT_S;
+	t->max_sample = tracker_max_sample(t);
+	t->rng = (uint64_t)(uintptr_t)t ^ mono_ns() ^ 0x9e3779b97f4a7c15ULL;
 	worker_init(&t->w);
 	rc = coverage_init(&t->cov, ram_size, region_size);
 	if (!rc)
 		rc = heat_init(&t->heat, ram_size / PAGE_SIZE);
 	if (rc)
 		return rc;
-	t->bitmap = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
-	t->present = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
-	t->acc = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
-	t->acc_present = calloc(ram_size / PAGE_SIZE / 64, sizeof(uint64_t));
+	t->bitmap = calloc(words, sizeof(uint64_t));
+	t->present = calloc(words, sizeof(uint64_t));
+	t->mask = calloc(words, sizeof(uint64_t));
+	t->sample = calloc(t->max_sample + 1, sizeof(uint32_t));
+	t->acc_w = calloc(t->cov.n_regions, sizeof(uint32_t));
+	t->acc_k = calloc(t->cov.n_regions, sizeof(uint32_t));
+	t->acc_e = calloc(t->cov.n_regions, sizeof(float));
 	t->hot = calloc(t->cov.n_regions, 1);
-	t->fault_s = DIRTY_FAULT_MAX;
-	if (!t->bitmap || !t->present || !t->acc || !t->acc_present || !t->hot)
+	if (!t->bitmap || !t->present || !t->mask || !t->sample || !t->acc_w || !t->acc_k ||
+	    !t->acc_e || !t->hot)
 		return -ENOMEM;
 	return worker_start(&t->w, tracker_thread, t);
 }
 
 int tracker_init(struct tracker *t, const struct tracker_log *log, uint8_t *host,
 		   uint64_t ram_size, uint64_t region_size, unsigned window_ms,
-		   struct tracker_progress progress)
+		   struct tracker_progress progress, const struct tracker_budget *budget)
 {
 	memset(t, 0, sizeof(*t));
 	if (log)
 		t->log = *log;
+	t->budget = budget ? *budget : tracker_budget_default(TRACKER_THRESHOLD_DEFAULT);
+	if (t->budget.pct < 0 || t->budget.pct > 100 || t->budget.stall_ms < 0)
+		return -EINVAL;
 	return tracker_start(t, host, ram_size, region_size, window_ms, progress);
 }
 
@@ -486,11 +528,16 @@ void tracker_fini(struct tracker *t)
 	heat_fini(&t->heat);
 	free(t->bitmap);
 	free(t->present);
-	free(t->acc);
-	free(t->acc_present);
+	free(t->mask);
+	free(t->sample);
+	free(t->acc_w);
+	free(t->acc_k);
+	free(t->acc_e);
 	free(t->hot);
 	t->hot = NULL;
-	t->bitmap = t->present = t->acc = t->acc_present = NULL;
+	t->bitmap = t->present = t->mask = NULL;
+	t->sample = t->acc_w = t->acc_k = NULL;
+	t->acc_e = NULL;
 }
 
 uint64_t tracker_region_coverage(struct tracker *t, double seconds, double *out, uint64_t n)

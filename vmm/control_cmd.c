@@ -278,6 +278,17 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 	ctl_set_real(o, "last_window_wall_ms", t->last_wall_s * 1000.0);
 	ctl_set_real(o, "fault_us", t->last_fault_us);
 	ctl_set_real(o, "guest_lost_ms", t->lost_s * 1000.0);
+	ctl_set_real(o, "longest_stall_ms", t->longest_stall_s * 1000.0);
+	ctl_set_real(o, "budget_pct", t->budget.pct);
+	ctl_set_real(o, "stall_ms", t->budget.stall_ms);
+	ctl_set_int(o, "sampled_windows", t->windows);
+	ctl_set_int(o, "sampled_faults", t->faults);
+	if (t->budget.audit)
+		json_object_set_new(o, "audit", t->audit.audits ?
+				    json_pack("{s:f, s:f}", "precision", t->audit.precision,
+					      "recall", t->audit.recall) : json_null());
+	if (t->budget.audit)
+		ctl_set_real(o, "audit_lost_ms", t->audit.lost_s * 1000.0);
 	ctl_set_int(o, "dirty_harvests", t->harvests);
 	ctl_set_int(o, "harvest_ms", t->harvest_ns / 1000000ULL);
 	pthread_mutex_unlock(&t->w.lock);

@@ -339,13 +339,18 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 	memset(&tracker, 0, sizeof(tracker)); /* tracker_fini is safe on it whatever fails */
 	if (track) {
 		struct tracker_log log;
+		struct tracker_budget budget = { .pct = ccow->budget_pct,
+						 .stall_ms = ccow->stall_ms,
+						 .audit = ccow->audit,
+						 .threshold = o->ccow.threshold };
 
 		rc = vm_dirty_log(vm, &log);
 		if (!rc)
 			rc = tracker_init(&tracker, &log, vm->ram.host, vm->ram.size,
 					  ccow->region_size, ccow->window_ms,
 					  (struct tracker_progress){ .read = guest_clock_reads,
-								     .ctx = vm->proc });
+								     .ctx = vm->proc },
+					  &budget);
 		if (rc) {
 			log_err("cannot start the coverage tracker (KVM dirty logging): %s; "
 				"--coverage-window off runs without it", strerror(-rc));

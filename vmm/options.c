@@ -15,6 +15,7 @@
 #include "migrate.h"
 #include "vm.h"
 #include "../mmu/layout.h"
+#include "../mmu/tracker.h"
 #include "../snapshot/image.h"
 
 #include <errno.h>
@@ -29,6 +30,7 @@
 #define OPT_MAX_WINDOW_MS 600000
 #define OPT_MIN_POOL (1ULL << 20)
 #define OPT_MAX_BUDGET_MS 10000
+#define OPT_MAX_STALL_MS 1000
 #define OPT_HELP_COLUMN 20
 #define OPT_STR_(x) #x
 #define OPT_STR(x) OPT_STR_(x)
@@ -459,6 +461,32 @@ static int set_window(struct cli_opts *o, const char *arg)
 	return 0;
 }
 
+static int set_coverage_budget(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_real(arg, 0, 100, &o->ccow.budget_pct)) {
+		log_err("--coverage-budget %s: a percentage from 0 (no windows) to 100", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_coverage_stall(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_real(arg, 0, OPT_MAX_STALL_MS, &o->ccow.stall_ms)) {
+		log_err("--coverage-stall-ms %s: milliseconds, 0 (no windows) to %d", arg,
+			OPT_MAX_STALL_MS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_coverage_audit(struct cli_opts *o, const char *arg)
+{
+	(void)arg;
+	o->ccow.audit = true;
+	return 0;
+}
+
 static int set_pool(struct cli_opts *o, const char *arg)
 {
 	if (cli_parse_size(arg, &o->ccow.pool_bytes) || o->ccow.pool_bytes < OPT_MIN_POOL) {
@@ -571,6 +599,15 @@ static const struct opt_def opt_table[] = {
 	{ "coverage-window", "MS|off", OPT_RUN, "track coverage with the KVM dirty log in "
 	  "windows of MS of guest run time (default: the last snapshot's duration); on under "
 	  "ccow when snapshots are possible, off otherwise", set_window },
+	{ "coverage-budget", "PCT", OPT_BOTH, "the most of each vCPU's run time coverage "
+	  "tracking may take in any second (default " OPT_STR(TRACKER_BUDGET_PCT_DEFAULT_INT)
+	  "; 0: no windows, snapshots' own observations only)", set_coverage_budget },
+	{ "coverage-stall-ms", "MS", OPT_BOTH, "the most a vCPU may lose to coverage tracking "
+	  "within any 10 ms of its run (default " OPT_STR(TRACKER_STALL_MS_DEFAULT_INT) ")",
+	  set_coverage_stall },
+	{ "coverage-audit", NULL, OPT_BOTH, "now and then, one unbudgeted full window to "
+	  "compare the hot regions learnt within the budget with (stats regions: audit); a "
+	  "measuring aid that costs the guest, off by default", set_coverage_audit },
 	{ "snapshot-pool", "SIZE", OPT_RUN, "the most memory a snapshot takes besides the "
 	  "guest's: copies and the writer's buffers (default: half of RAM, 32M..16G)", set_pool },
 	{ "snapshot-held-compress", "on|off", OPT_RUN, "compress the copies a snapshot holds "
@@ -648,7 +685,9 @@ static void opt_defaults(enum opt_cmd cmd, struct cli_opts *o)
 				      .region_size = 2ULL << 20,
 				      .threshold = SNAP_DEFAULT_THRESHOLD,
 				      .precopy = SNAP_DEFAULT_PRECOPY,
-				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS };
+				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+				      .budget_pct = TRACKER_BUDGET_PCT_DEFAULT,
+				      .stall_ms = TRACKER_STALL_MS_DEFAULT };
 	o->root = "/";
 	o->vcpus = cmd == OPT_RUN ? VM_DEFAULT_VCPUS : 0;
 	o->max_procs = LX_MAX_PROCS;

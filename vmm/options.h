@@ -30,6 +30,9 @@ struct ccow_opts {
 	unsigned window_ms;  /* 0: adaptive */
 	bool tracker;        /* coverage tracking asked for (--coverage-window or ccow) */
 	bool window_off;     /* --coverage-window off */
+	double budget_pct;   /* --coverage-budget: share of a vCPU's run time per second */
+	double stall_ms;     /* --coverage-stall-ms: the most it loses within 10 ms */
+	bool audit;          /* --coverage-audit */
 	uint64_t pool_bytes; /* 0: default */
 	bool held_compress;  /* --snapshot-held-compress */
 };

@@ -11,6 +11,9 @@ expect_fail "--snapshot-rate 1e300" 2 "snapshot-rate 1e300: MB/s" -- "$CCVM" run
 expect_fail "--threshold nan" 2 "threshold nan: a coverage" -- "$CCVM" run --threshold nan -- "$H"
 expect_fail "--snapshot-every inf" 2 "snapshot-every inf: a positive" -- "$CCVM" run --snapshot-every inf -- "$H"
 expect_fail "--pause-budget-ms nan" 2 "pause-budget-ms nan: milliseconds" -- "$CCVM" run --pause-budget-ms nan -- "$H"
+expect_fail "--coverage-budget 101" 2 "coverage-budget 101: a percentage from 0" -- "$CCVM" run --coverage-budget 101 -- "$H"
+expect_fail "--coverage-stall-ms -1" 2 "coverage-stall-ms -1: milliseconds" -- "$CCVM" run --coverage-stall-ms -1 -- "$H"
+expect_fail "restore --coverage-budget nan" 2 "coverage-budget nan: a percentage" -- "$CCVM" restore --coverage-budget nan "$WORK/none.img"
 mkfifo "$WORK/fifo"
 # Waiting for a writer would be a hang: expect_fail's bound turns it into status 124.
 expect_fail "inspect of a FIFO" 1 "not a regular file" -- "$CCVM" inspect "$WORK/fifo"
@@ -68,6 +71,41 @@ else
 	fail "engine-bench --incremental-pct 10" "$iout" "$(head -3 "$WORK/eb.err" "$WORK/inc.err")"
 fi
 expect_fail "engine-bench --policy foo" 2 "bad value for --policy" -- "$EB" --policy foo --dir "$WORK"
+# The coverage tracker's cost in the model: each first write to a page a window
+# watches is spun for --trap-cost-us, as a VM's vCPU waits for KVM's fault. By the
+# tracker's own accounting it stays within its budget (1% of the run, 2 ms in any
+# 10 ms), and the model charged exactly the faults the tracker counted plus those of
+# the pre-copy rounds (bounds by construction, not timing).
+eb_budget() { # NAME ARGS...
+	local name=$1; shift
+	local out; out=$(tmo 300 "$EB" --mem 64M --threads 2 --alpha 0.99 --snapshot-every 2 \
+		--duration 6 --dir "$WORK" --json --trap-cost-us 100 --precopy auto "$@" 2>"$WORK/eb.err"); local st=$?
+	local why; why=$(python3 - "$out" "$@" <<'PY' 2>&1
+import json, sys
+d = json.loads(sys.argv[1])
+args = sys.argv[2:]
+for k in ("tracker_lost_ms", "tracker_longest_stall_ms", "tracker_windows", "tracker_faults", "log_faults"):
+    assert k in d, "missing %s" % k
+if "--coverage-budget" in args:
+    assert d["tracker_windows"] == 0 and d["tracker_faults"] == 0, "windows with no budget: %s" % d
+else:
+    assert d["tracker_windows"] > 0, "no window in %.1f s" % d["seconds"]
+assert d["tracker_lost_ms"] <= 0.01 * d["seconds"] * 1000, "lost %.1f ms of %.1f s" % (d["tracker_lost_ms"], d["seconds"])
+assert d["tracker_longest_stall_ms"] <= 2.0 + 1e-9, "stall %.2f ms" % d["tracker_longest_stall_ms"]
+assert d["log_faults"] >= d["tracker_faults"], "the model charged %d faults, the tracker counted %d" % (d["log_faults"], d["tracker_faults"])
+if "--coverage-audit" in args:
+    assert "coverage_audit" in d, "no coverage_audit"
+print("%d windows, %d faults, lost %.1f ms of %.1f s, longest stall %.1f ms; the model charged %d" %
+      (d["tracker_windows"], d["tracker_faults"], d["tracker_lost_ms"], d["seconds"],
+       d["tracker_longest_stall_ms"], d["log_faults"]))
+PY
+); local ok=$?
+	if [ "$st" = 0 ] && [ "$ok" = 0 ]; then pass "engine-bench tracker budget: $name" "$why"
+	else fail "engine-bench tracker budget: $name" "status $st" "$why" "$(head -3 "$WORK/eb.err")"; fi
+}
+eb_budget "--trap-cost-us 100 --precopy auto"
+eb_budget "--coverage-budget 0: no windows" --coverage-budget 0
+eb_budget "--coverage-audit" --coverage-audit
 ls "$WORK"/engine-bench-* >/dev/null 2>&1 && fail "engine-bench removes its images" "left: $(ls "$WORK"/engine-bench-*)" ||
 	pass "engine-bench removes its images"
 

@@ -149,6 +149,9 @@ snap_tracker() {
 		--stop-file "$STOP" --seed 3 >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 	VMPID=$!
 	wait_rewrite_window "$SOCK"
+	# Windows watch a sample of pages each (within the tracker's budget), and a region
+	# folds in once it holds enough samples: the regions fold a window or two apart.
+	wait_until 60 vm_field_ge "$SOCK" stats regions regions_hot 15
 	regions=$("$CCVM" ctl "$SOCK" stats regions 2>/dev/null)
 	hot=$(echo "$regions" | field regions_hot)
 	# The guest's progress (its vDSO clock reads) times the tracker, and a snapshot's own

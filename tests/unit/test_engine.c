@@ -122,7 +122,7 @@ static void eng_setup_pool(size_t pool_bytes, bool text)
 	t = (struct snap_target){ .mem = &g.mem, .ops = &g.ops, .ctx = &g };
 	load_dirty_log(&g.load, &log); /* (its bitmap comes with load_start) */
 	ck_assert_int_eq(tracker_init(&g.tracker, eng_logged ? &log : NULL, g.mem.host, ENG_MEM,
-				      ENG_REGION, 1000, (struct tracker_progress){ 0 }), 0);
+				      ENG_REGION, 1000, (struct tracker_progress){ 0 }, NULL), 0);
 	ck_assert_int_eq(eng_init(&t, pool_bytes), 0);
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
 									  .seed = 7, .reference = true,

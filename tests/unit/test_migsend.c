@@ -87,7 +87,7 @@ static void msd_start(double rate)
 	memset(&load, 0, sizeof(load));
 	load_dirty_log(&load, &log);
 	ck_assert_int_eq(tracker_init(&tracker, &log, mem.host, MSD_MEM, MSD_REGION, 100,
-				      (struct tracker_progress){ 0 }), 0);
+				      (struct tracker_progress){ 0 }, NULL), 0);
 	ck_assert_int_eq(load_start(&load, &mem, &(struct load_opts){ .threads = 2, .alpha = 0.9,
 								      .seed = 5, .scatter = true,
 								      .rate = rate }), 0);

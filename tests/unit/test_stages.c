@@ -129,7 +129,7 @@ START_TEST(test_plan_order)
 	uint64_t first, end, r0, r1;
 
 	ck_assert_int_eq(tracker_init(&tr, NULL, s.mem.host, ST_MEM, ST_REGION, 1000,
-				      (struct tracker_progress){ 0 }), 0);
+				      (struct tracker_progress){ 0 }, NULL), 0);
 	plan_make(&s.pl, &tr, SNAP_CCOW, 0.5, SNAP_HOT_FIRST);
 	ck_assert_uint_eq(s.pl.regions_hot, 0); /* nothing known yet: all cold */
 	for (uint64_t i = 0; i < s.pl.chunks; i++)

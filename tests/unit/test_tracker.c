@@ -4,11 +4,12 @@
  * window reads it, and the guest's progress is a clock. The tracker must open a window
  * after its start-up gap, count it, classify exactly those regions hot, keep windows
  * shut while a snapshot holds it, and learn from snapshots' observations alone when
- * it has no log.
+ * it has no log; and keep its budget when every page it watches is written.
  */
 #include "suites.h"
 #include "../../mmu/tracker.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,6 +63,18 @@ static const struct tracker_log_ops fake_ops = {
 	.logging = fake_logging, .watch = fake_watch, .get = fake_get,
 };
 
+/* Every page written: each window's whole sample faults, the budget's worst case. */
+static int fake_get_all(void *ctx, uint64_t *bitmap)
+{
+	((struct fake_log *)ctx)->gets++;
+	memset(bitmap, 0xff, TR_RAM / 4096 / 8);
+	return 0;
+}
+
+static const struct tracker_log_ops fake_all_ops = {
+	.logging = fake_logging, .watch = fake_watch, .get = fake_get_all,
+};
+
 /* The guest's progress: microseconds of the monotonic clock, so it never stalls. */
 static uint64_t clock_progress(const void *ctx)
 {
@@ -112,7 +125,7 @@ START_TEST(test_window_classifies)
 	uint8_t hot[TR_REGIONS];
 
 	ck_assert_int_eq(tracker_init(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
-					(struct tracker_progress){ .read = clock_progress }), 0);
+					(struct tracker_progress){ .read = clock_progress }, NULL), 0);
 	ck_assert_uint_eq(tracker_classify(&tr, 0.8, hot), 0); /* nothing known yet */
 	ck_assert_uint_eq(tracker_classify(&tr, 0, hot), TR_REGIONS); /* CCoW-All */
 	ck_assert_msg(tr_wait_hot(0.8, TR_HOT, hot), "no window was counted (%d gets)", fl.gets);
@@ -133,7 +146,7 @@ START_TEST(test_hold_shuts_windows)
 	int gets;
 
 	ck_assert_int_eq(tracker_init(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
-					(struct tracker_progress){ .read = clock_progress }), 0);
+					(struct tracker_progress){ .read = clock_progress }, NULL), 0);
 	ck_assert(tr_wait_hot(0.8, TR_HOT, hot));
 	tracker_hold(&tr, true);
 	ck_assert(!fl.on);
@@ -156,7 +169,7 @@ START_TEST(test_snapshots_only)
 	uint8_t hot[TR_REGIONS];
 
 	ck_assert_int_eq(tracker_init(&tr, NULL, tr_mem, TR_RAM, TR_REGION, 0,
-					(struct tracker_progress){ .read = clock_progress }), 0);
+					(struct tracker_progress){ .read = clock_progress }, NULL), 0);
 	for (int i = 0; i < TR_WAIT_S * 20 && tr.progress_rate <= 0; i++)
 		tr_sleep_ms(50);
 	ck_assert_double_gt(tr.progress_rate, 0);
@@ -180,6 +193,64 @@ START_TEST(test_snapshots_only)
 }
 END_TEST
 
+static double tr_now(void)
+{
+	return (double)clock_progress(NULL) / 1e6;
+}
+
+/* A guest that writes every page it touches: every sampled page faults, and still the
+ * tracker's accounts keep both bounds: no more than the stall bound's faults in a
+ * window, none closer than a span, and no more than the budget's in any second. */
+START_TEST(test_budget_kept)
+{
+	struct tracker_log log = { .ops = &fake_all_ops, .ctx = &fl };
+	struct tracker_budget b = tracker_budget_default(0.8);
+	double t0 = tr_now(), elapsed;
+	uint64_t windows, faults;
+	double lost, stall;
+
+	b.stall_ms = 1.0; /* 10 pages a window at 100 us a fault */
+	ck_assert_int_eq(tracker_init(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
+					(struct tracker_progress){ .read = clock_progress }, &b), 0);
+	ck_assert_uint_eq(tr.max_sample, 10);
+	tr_sleep_ms(3500);
+	pthread_mutex_lock(&tr.w.lock);
+	elapsed = tr_now() - t0;
+	windows = tr.windows;
+	faults = tr.faults;
+	lost = tr.lost_s;
+	stall = tr.longest_stall_s;
+	pthread_mutex_unlock(&tr.w.lock);
+	ck_assert_uint_gt(windows, 2);
+	ck_assert_uint_eq(faults, windows * 10); /* every sample written, each charged */
+	ck_assert_double_le(stall, 0.001 + 1e-12);
+	ck_assert_double_le(lost, 0.01 * elapsed);
+	/* Everything written: the sampled regions are hot. */
+	ck_assert_uint_gt(tracker_classify(&tr, 0.8, (uint8_t[TR_REGIONS]){ 0 }), 0);
+}
+END_TEST
+
+/* A budget of 0 opens no window at all: coverage then comes from snapshots alone. */
+START_TEST(test_budget_zero)
+{
+	struct tracker_log log = { .ops = &fake_all_ops, .ctx = &fl };
+	struct tracker_budget b = tracker_budget_default(0.8);
+
+	b.pct = 0;
+	ck_assert_int_eq(tracker_init(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
+					(struct tracker_progress){ .read = clock_progress }, &b), 0);
+	ck_assert_uint_eq(tr.max_sample, 0);
+	tr_sleep_ms(1500);
+	ck_assert_int_eq(fl.logging_on, 0);
+	ck_assert_uint_eq(tr.windows, 0);
+	b.pct = 101;
+	tracker_fini(&tr);
+	ck_assert_int_eq(tracker_init(&tr, &log, tr_mem, TR_RAM, TR_REGION, TR_WINDOW_MS,
+					(struct tracker_progress){ .read = clock_progress }, &b),
+			 -EINVAL);
+}
+END_TEST
+
 Suite *tracker_suite(void)
 {
 	Suite *s = suite_create("tracker");
@@ -190,6 +261,8 @@ Suite *tracker_suite(void)
 	tcase_add_test(tc, test_window_classifies);
 	tcase_add_test(tc, test_hold_shuts_windows);
 	tcase_add_test(tc, test_snapshots_only);
+	tcase_add_test(tc, test_budget_kept);
+	tcase_add_test(tc, test_budget_zero);
 	suite_add_tcase(s, tc);
 	return s;
 }
