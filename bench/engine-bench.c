@@ -44,17 +44,28 @@
  *                   and each update is timed from its intended start; p99_us, p999_us
  *                   and max_us of the updates that started while a snapshot ran
  *                   ("during") and of the others ("outside"), and late_max_ms
- *   --trap-cost-us N adds N us to every write fault (spun in the fault thread), a model
- *                   of a VM host's dearer traps; --background-idle 1 runs the copier,
+ *   --trap-cost-us N adds N us to every write fault (spun in the fault thread), and
+ *                   to a writer's first write to a page the dirty log watches (spun by
+ *                   the writer, as a vCPU waits for KVM), a model of a VM host's dearer
+ *                   traps; --background-idle 1 runs the copier,
  *                   writer and compressors SCHED_IDLE
  *   exact           with --verify: every image equals the memory at its instant
  *                   (the reference is copied inside the pause, which makes pauses
  *                   and stalls longer: measure without --verify)
  *
+ *   tracker_lost_ms, tracker_longest_stall_ms, tracker_windows, tracker_faults
+ *                   the coverage tracker's cost by its own accounting (mmu/tracker.c):
+ *                   its sampled windows read the writers' own dirty log, as a VM's
+ *                   tracker reads KVM's, within --coverage-budget and
+ *                   --coverage-stall-ms; log_faults, the first writes to watched pages
+ *                   the model charged --trap-cost-us for (the tracker's, the pre-copy
+ *                   rounds' and the audit's); coverage_audit with --coverage-audit: the
+ *                   last audit's precision and recall (null before the first, 15 s in)
+ *
  * Without --latency the writers run flat out (closed loop): those figures say how
- * much work a policy takes away from them, not a request latency. Coverage for ccow comes only from the
- * snapshots' own write sets, as there is no dirty log without KVM ("coverage" in the
- * output says so). Prints one JSON line.
+ * much work a policy takes away from them, not a request latency. Coverage for ccow
+ * comes from the tracker's windows and the snapshots' own write sets. Prints one JSON
+ * line.
  */
 #include "load.h"
 #include "../mmu/tracker.h"
