@@ -65,7 +65,8 @@
 #define DIRTY_SETTLED_EVERY 4    /* sampled one visit in this many */
 #define DIRTY_BUDGET_WAIT_S 0.1  /* how long to wait when the budget allows no window */
 #define DIRTY_NOLOG_GAP_S   1.0  /* without windows: how often the progress rate is timed */
-#define DIRTY_OBS_MIN_S     0.05 /* a snapshot counts if the guest ran this long during it */
+#define DIRTY_OBS_MIN_S     0.005 /* a snapshot counts if the guest ran this long during it */
+#define DIRTY_OBS_MIN_STEPS 20    /* and its progress count moved this many steps */
 #define DIRTY_AUDIT_FIRST_S 15.0 /* --coverage-audit: the first full window after start... */
 #define DIRTY_AUDIT_EVERY_S 30.0 /* ...and the next ones this much later */
 #define DIRTY_AUDIT_RETRY_S 1.0  /* after one a snapshot cut short */
@@ -584,8 +585,11 @@ void tracker_snapshot_observed(struct tracker *t, const struct cov_obs *obs, uin
 {
 	pthread_mutex_lock(&t->w.lock);
 	/* The count grows in steps (zipfbench reads the clock every 4096 updates): a
-	 * snapshot in which the guest hardly ran cannot be timed by it. */
-	if (t->progress_rate <= 0 || (double)progress < t->progress_rate * DIRTY_OBS_MIN_S) {
+	 * snapshot in which the guest hardly ran cannot be timed by it. One in which it
+	 * ran little still can: a snapshot whose write faults slow the guest tenfold is
+	 * the one whose write set matters most, and it comes free. */
+	if (t->progress_rate <= 0 || (double)progress < t->progress_rate * DIRTY_OBS_MIN_S ||
+	    progress < DIRTY_OBS_MIN_STEPS) {
 		log_debug("coverage: a snapshot's observations left out: progress %llu, rate %.0f "
 			  "per s (%s)", (unsigned long long)progress, t->progress_rate,
 			  t->progress_rate <= 0 ? "not timed yet" : "the guest hardly ran");

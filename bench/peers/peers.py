@@ -42,7 +42,7 @@ Environment: ROUNDS, QUICK, SIZE (MiB, default 256), DURATION (measured seconds 
 default 20; QUICK 12), GAP (default 1), WARMUP (default 2), ACCEL (kvm; tcg runs QEMU's
 half under emulation: a check of this script, not a measurement; ccvm needs kvm),
 SYSTEMS and WORKLOADS (space-separated subsets; `native` is zipfbench on the host, no
-snapshots; ccvm-rounds is ccvm-ccow with --precopy rounds, ccvm-half ccvm-ccow with
+snapshots; ccvm-rounds and ccvm-eager are ccvm-ccow with --precopy rounds or eager, ccvm-half ccvm-ccow with
 --snapshot-pool at half of SIZE, neither run unless named), OUT,
 IMGDIR.
 """
@@ -88,11 +88,13 @@ SYSTEMS = {
     "qemu-none": ("qemu", None), "qemu-bg": ("qemu", "bg"),
     "qemu-bg-unlimited": ("qemu", "bg-unlimited"), "qemu-precopy": ("qemu", "precopy"),
     "ccvm-rounds": ("ccvm", "ccow"), "ccvm-half": ("ccvm", "ccow"),
+    "ccvm-eager": ("ccvm", "ccow"),
 }
 # Beyond the policy: ccow with --precopy rounds (memory written before the instant), and
 # ccow with its pool capped at half the data ({half}: SIZE/2 MiB), the memory a snapshot
 # may add in issue 31's zipfbench point.
-EXTRA_ARGS = {"ccvm-rounds": ["--precopy", "rounds"], "ccvm-half": ["--snapshot-pool", "{half}M"]}
+EXTRA_ARGS = {"ccvm-rounds": ["--precopy", "rounds"], "ccvm-eager": ["--precopy", "eager"],
+              "ccvm-half": ["--snapshot-pool", "{half}M"]}
 BASELINE = {"native": "native", "ccvm": "ccvm-none", "qemu": "qemu-none"}
 
 
