@@ -52,8 +52,13 @@ void snap_finish(struct snap_engine *e, int rc)
 	e->img = NULL;
 	pthread_mutex_lock(&e->lock);
 	snap_figures_final(e);
+	/* The span coverage predicts runs from the request: a pre-copy's rounds watch
+	 * the guest's writes from then, and whichever pre-copy ran must not make the
+	 * next choice lean its way (a short span makes fewer regions hot, and auto then
+	 * picks rounds again). */
 	if (e->tracker && !rc)
-		tracker_snapshot_took(e->tracker, (double)e->cur.duration_ms / 1000.0);
+		tracker_snapshot_took(e->tracker,
+				      (double)(e->cur.duration_ms + e->cur.presave_ms) / 1000.0);
 	e->cur.bytes = rc ? 0 : img_disk_bytes(e->cur.file);
 	if (!rc)
 		track_done(&e->track, e->cur.file, &e->cow.wp);

@@ -3,8 +3,9 @@
 
 Debian's redis-server natively (with and without a periodic BGSAVE, Redis' fork-based
 snapshot) and in ccvm (none, stop, cow, ccow, fork; the policy given to `run
---snapshot-policy`, so the coverage tracker runs only for ccow; and ccvm-bgsave, Redis'
-own BGSAVE forking inside the VM onto an --rw directory), loaded with RECORDS
+--snapshot-policy`; none keeps the default, ccow, with its coverage tracker, and takes
+no snapshot; and ccvm-bgsave, Redis' own BGSAVE forking inside the VM onto an --rw
+directory), loaded with RECORDS
 YCSB records, then YCSB workload A or B from bench/ycsb in open loop: TARGET operations
 per second over all clients, each operation's latency measured from its intended start
 (no coordinated omission). Snapshots on the cadence of bench/peers/peers.py: the first
@@ -25,6 +26,9 @@ seconds through its t0_unix):
                 the whole run phase's p99.9, max and longest time without a completion
   duration_s, extra_mb, image_mb
                 as in peers.py (extra: PSS of server, monitor and children)
+  tracker_stall_ms, tracker_lost_ms
+                ccvm: the coverage tracker's own accounts at the run phase's end
+                (`stats regions`: longest_stall_ms, guest_lost_ms); 0 elsewhere
 
 TARGET defaults to half of what the slowest server selected serves closed loop without
 snapshots (measured first, 5 s), so that every server can keep up outside snapshots.
@@ -87,7 +91,8 @@ SYSTEMS["ccvm-auto-100"] = ("ccvm", "ccow")
 EXTRA_ARGS["ccvm-auto-100"] = ["--pause-budget-ms", "100"]
 BASELINE = {"native": "native", "ccvm": "ccvm-none"}
 METRICS = ["ops_per_s", "during", "lost_s", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
-           "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots"]
+           "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots",
+           "tracker_stall_ms", "tracker_lost_ms"]
 
 
 def free_port():
@@ -220,6 +225,21 @@ class Server:
         self.images.append(peers.allocated_bytes(rdb))
         os.unlink(rdb)
 
+    def tracker(self):
+        """The coverage tracker's own accounts (ccvm; zeros where none runs)."""
+        none = {"tracker_stall_ms": 0.0, "tracker_lost_ms": 0.0}
+        if self.family != "ccvm" or "--coverage-window" in EXTRA_ARGS.get(self.name, []):
+            return none
+        r = subprocess.run([peers.CCVM, "ctl", self.sock, "stats", "regions"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode and "not tracked" in r.stdout + r.stderr:
+            return none   # a policy other than ccow: no tracker
+        if r.returncode:
+            raise Failed(f"{self.name}: stats regions: {(r.stderr or r.stdout).strip()}")
+        d = json.loads(r.stdout.strip().splitlines()[-1])
+        return {"tracker_stall_ms": float(d.get("longest_stall_ms", 0.0)),
+                "tracker_lost_ms": float(d.get("guest_lost_ms", 0.0))}
+
     def stop(self):
         redis_cli(self.port, "shutdown", "nosave")
         peers.stop_process(self.proc)
@@ -305,7 +325,7 @@ def one_run(name, wl, cfg, work, target):
         if errors:
             raise Failed(errors[0])
         summary = json.loads(out.strip().splitlines()[-1])
-        return measure(srv, summary, tl, hist, sampler.samples, huge)
+        return dict(measure(srv, summary, tl, hist, sampler.samples, huge), **srv.tracker())
     finally:
         srv.stop()
 
@@ -403,7 +423,8 @@ def write_outputs(out, header, rows, target):
                 "intended start; *run*: the whole run phase; *huge*: the server's "
                 "AnonHugePages after loading.\n\n| workload | system | n | during | p99 ms | "
                 "p99.9 ms | max ms | run p99.9 ms | run max ms | stall ms | duration s | "
-                "extra MiB | image MiB | huge MiB |\n" + "|---" * 14 + "|\n")
+                "extra MiB | image MiB | huge MiB | tracker stall ms | tracker lost ms |\n" +
+                "|---" * 16 + "|\n")
         for s in summary:
             snap = SYSTEMS[s["system"]][1] is not None
             ms = lambda k: (s[k][0] / 1000, s[k][1] / 1000)  # noqa: E731
@@ -413,7 +434,8 @@ def write_outputs(out, header, rows, target):
                     f"{ci(ms('run_p999_us'), '%.1f')} | {ci(ms('run_max_us'), '%.0f')} | "
                     f"{ci(s['stall_ms'], '%.0f')} | {ci(s['duration_s'], '%.2f', snap)} | "
                     f"{ci(s['extra_mb'], '%.0f', snap)} | {ci(s['image_mb'], '%.0f', snap)} | "
-                    f"{ci(s['huge_mib'], '%.0f')} |\n")
+                    f"{ci(s['huge_mib'], '%.0f')} | {ci(s['tracker_stall_ms'], '%.1f')} | "
+                    f"{ci(s['tracker_lost_ms'], '%.0f')} |\n")
     plot(out, summary, header)
 
 

@@ -169,6 +169,7 @@ assert float(b["image_mb"]) > 1, "rdb of %s MiB" % b["image_mb"]
 assert float(b["p999_us"]) >= float(b["p99_us"]) > 0, (b["p99_us"], b["p999_us"])
 assert float(b["run_max_us"]) >= float(b["max_us"]) > 0
 assert 0 < float(b["during"]) < 2 and float(b["duration_s"]) > 0
+assert float(n["tracker_stall_ms"]) == 0 == float(b["tracker_lost_ms"]), "a tracker natively"
 print("BGSAVE %d x %.2f s, p99.9 during %.1f ms" % (int(b["snapshots"]), float(b["duration_s"]),
       float(b["p999_us"]) / 1e3))
 PY
