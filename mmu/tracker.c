@@ -28,10 +28,10 @@
  *    into its coverage (coverage_add_samples) once there are DIRTY_FOLD_SAMPLES.
  *
  * A window lasts what it stands for: the last snapshot's duration from its request,
- * pre-copy rounds included (adaptive), or
- * --coverage-window. With a budget this small the guest runs at its normal speed
- * while watched, so the window is timed by the clock, and the guest's progress rate
- * (which times snapshots' own observations) is taken from the windows too.
+ * pre-copy rounds included (adaptive), or --coverage-window. With a budget this small
+ * the guest runs at its normal speed while watched, so the window is timed by the
+ * clock, and the guest's progress rate (which times snapshots' own observations) is
+ * taken from the windows too.
  *
  * Each finished snapshot adds its own observation (snapshot/engine.c): which pages the
  * guest wrote while the snapshot watched them, timed by the guest's progress. That is
