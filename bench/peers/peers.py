@@ -42,9 +42,9 @@ Environment: ROUNDS, QUICK, SIZE (MiB, default 256), DURATION (measured seconds 
 default 20; QUICK 12), GAP (default 1), WARMUP (default 2), ACCEL (kvm; tcg runs QEMU's
 half under emulation: a check of this script, not a measurement; ccvm needs kvm),
 SYSTEMS and WORKLOADS (space-separated subsets; `native` is zipfbench on the host, no
-snapshots; ccvm-rounds and ccvm-eager are ccvm-ccow with --precopy rounds or eager, ccvm-half ccvm-ccow with
---snapshot-pool at half of SIZE, neither run unless named), OUT,
-IMGDIR.
+snapshots; ccvm-rounds and ccvm-eager are ccvm-ccow with --precopy rounds or eager,
+ccvm-half ccvm-ccow with --snapshot-pool at half of SIZE, none of them run unless
+named), OUT, IMGDIR.
 """
 import json
 import os
