@@ -122,6 +122,8 @@ fi
 echo "== bench/ycsb open loop against a native Redis that stops for 2 s (no VM)"
 # Latency from intended start times: a 2 s pause of the server must show in the
 # maximum, the p99.9 and the longest stall, not only in the requests in flight.
+# Bounds a little under 2 s: the request intended just after the stop waits the
+# stop less the time between them (a run once read max 1.9992 s).
 if command -v redis-server >/dev/null; then
 	YP=$((20000 + $$ % 20000))
 	redis-server --port "$YP" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
@@ -141,7 +143,7 @@ if command -v redis-server >/dev/null; then
 import json, sys
 d = json.loads(sys.argv[1])
 assert d["open_loop"] is True, "not open loop"
-assert d["max_us"] >= 2.0e6, "max %.0f us: the 2 s pause is missing" % d["max_us"]
+assert d["max_us"] >= 1.9e6, "max %.0f us: the 2 s pause is missing" % d["max_us"]
 assert d["stall_ms"] >= 1900, "longest stall %.0f ms" % d["stall_ms"]
 assert d["p999_us"] >= 1.0e6, "p99.9 %.0f us does not reflect the pause" % d["p999_us"]
 print("p50 %.0f us, p99.9 %.2f s, max %.2f s, stall %.2f s" % (d["p50_us"], d["p999_us"] / 1e6,
