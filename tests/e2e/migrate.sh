@@ -295,9 +295,12 @@ def pump(a, b, at):
             b.sendall(d)
         except OSError:
             break
-    for s in (a, b):
+    # This direction only: the other may still carry the destination's refusal to the
+    # source (shutting both ways here once lost it: the source heard "hung up"). The
+    # source's next write fails, as on a direct connection.
+    for s, how in ((a, socket.SHUT_RD), (b, socket.SHUT_WR)):
         try:
-            s.shutdown(socket.SHUT_RDWR)
+            s.shutdown(how)
         except OSError:
             pass
 t = threading.Thread(target=pump, args=(dst, src, -1)); t.start()
