@@ -7,7 +7,9 @@ then moves from ccvm to ccvm on loopback again and again: each migration goes to
 source. Around each, bench/ycsb runs workload A in open loop (TARGET operations/s over
 CLIENTS clients, latency from each operation's intended start, --reconnect: a client
 whose connection breaks connects again to the same port and sends its batch again) for
-REDIS_SECONDS seconds, the migration starting REDIS_WARMUP seconds in. The settings
+REDIS_SECONDS seconds, the migration starting REDIS_WARMUP seconds in; on a machine so
+slow that the migration ends late in the run, the run goes on until SETTLE_S + 1 s
+after it. The settings
 (never, auto, now) are shuffled per round over one loaded dataset, since loading it
 takes longer than a migration; each migration must leave every record on the
 destination (DBSIZE), or the run fails.
@@ -111,12 +113,18 @@ def migrate_once(name, cfg, work, src, rp, port, i):
                           "--control", sock, "--publish", f"127.0.0.1:{rp}:6379"], work,
                          f"dst{i}")
     tl, hist = os.path.join(work, f"tl{i}.csv"), os.path.join(work, f"hist{i}.csv")
+    stop = os.path.join(work, f"stop{i}")
+    # The clients end on a cue, not after fixed seconds: a migration slower than
+    # planned (nested under TCG: 10 s of a 12 s run) would otherwise end after them,
+    # and the run would show no switch at all.
     y = subprocess.Popen([YCSB, "--port", str(rp), "--quiet", "--phase", "run", "--workload",
                           "a", "--records", str(cfg["records"]), "--duration",
-                          str(cfg["seconds"]), "--target", str(cfg["target"]), "--clients",
+                          str(cfg["seconds"] + MIGRATE_TIMEOUT_S), "--stop-file", stop,
+                          "--target", str(cfg["target"]), "--clients",
                           str(cfg["clients"]), "--reconnect", "--json", "--timeline", tl,
                           "--histograms", hist], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
+    t_run = time.time()
     try:
         time.sleep(cfg["warmup"])
         t_a = time.time()
@@ -125,7 +133,10 @@ def migrate_once(name, cfg, work, src, rp, port, i):
         if not fig.get("ok"):
             raise Failed(f"redis {name}: migrate: {said.strip()[-300:]}; "
                          f"destination: {open(dst_err, errors='replace').read()[-300:]}")
-        out, _ = y.communicate(timeout=cfg["seconds"] + 120)
+        # The planned seconds, and at least SETTLE_S and one more past the switch.
+        time.sleep(max(0.0, max(t_run + cfg["seconds"], t_b + SETTLE_S + 1) - time.time()))
+        open(stop, "w").close()
+        out, _ = y.communicate(timeout=120)
         try:
             summary = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
