@@ -12,7 +12,10 @@
 # one snapshot's end to the next one's start, the same for every policy; default 1),
 # DURATION (seconds per run, default 8), SCATTER (default 1: hot blocks spread over
 # memory, the layout every comparison uses; 0: packed), IMGDIR (where images go;
-# default a temporary directory).
+# default a temporary directory), TRAP_US (engine-bench --trap-cost-us: the model of a
+# VM host's dearer write faults and dirty-log faults; default 0, none), CONFIGS (the
+# configurations, space separated, each name:policy:threshold[:precopy], threshold -
+# for the default and precopy one of engine-bench's --precopy; default below), OUT.
 #
 # The writers run flat out (closed loop): max_stall_ms and p999_batch_ms are how long
 # a writer's batch of 64 updates took, the snapshot's pause and traps included, not a
@@ -33,8 +36,9 @@ mkdir -p "$OUT" "$IMGDIR"
 trap 'rm -rf "$IMGDIR"' EXIT
 [ -x "$EB" ] || { echo "engine-sweep: build bench/engine-bench first (make)" >&2; exit 1; }
 
-# name:policy:threshold (threshold - for none, stop and cow)
-CONFIGS="none:none:- stop:stop:- cow:cow:- ccow:ccow:0.8 ccow-all:ccow:0 fork:fork:-"
+# name:policy:threshold[:precopy] (threshold - for none, stop and cow)
+CONFIGS=${CONFIGS:-"none:none:- stop:stop:- cow:cow:- ccow:ccow:0.8 ccow-all:ccow:0 fork:fork:-"}
+TRAP_US=${TRAP_US:-0}
 commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$TOP" diff --quiet 2>/dev/null || commit="$commit+dirty"
 machine="$(hostname) $(nproc) cpus, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kvm $([ -e /dev/kvm ] && echo present || echo absent)"
@@ -44,17 +48,19 @@ scatter=; [ "$SCATTER" = 1 ] && scatter=--scatter
 
 {
 	echo "# commit $commit; machine $machine; $stamp"
-	echo "# mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER rounds $ROUNDS"
-	echo "round,order,config,policy,threshold,updates_per_s,during,max_stall_ms,p999_batch_ms,snapshots,traps,pause_us_max,pause_us_mean,duration_ms_mean,pages_copied,regions_hot,regions_precopied"
+	echo "# mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER trap-cost-us $TRAP_US rounds $ROUNDS; command: ROUNDS=$ROUNDS MEM=$MEM THREADS=$THREADS GAP=$GAP DURATION=$DURATION TRAP_US=$TRAP_US CONFIGS=\"$CONFIGS\" bench/engine-sweep.sh"
+	echo "round,order,config,policy,threshold,updates_per_s,during,max_stall_ms,p999_batch_ms,snapshots,traps,pause_us_max,pause_us_mean,duration_ms_mean,pages_copied,regions_hot,regions_precopied,extra_bytes_peak_max,tracker_lost_ms,tracker_longest_stall_ms"
 } >"$raw"
 
 for round in $(seq 1 "$ROUNDS"); do
 	order=0
 	for cfg in $(echo $CONFIGS | tr ' ' '\n' | shuf --random-source=<(yes "$round")); do
-		IFS=: read -r name policy thr <<<"$cfg"
+		IFS=: read -r name policy thr precopy <<<"$cfg"
 		args=(--mem "$MEM" --threads "$THREADS" --alpha "$ALPHA" --policy "$policy"
 		      --snapshot-gap "$GAP" --duration "$DURATION" --dir "$IMGDIR" --json)
 		[ "$thr" != - ] && args+=(--threshold "$thr")
+		[ -n "$precopy" ] && args+=(--precopy "$precopy")
+		[ "$TRAP_US" != 0 ] && args+=(--trap-cost-us "$TRAP_US")
 		[ -n "$scatter" ] && args+=("$scatter")
 		order=$((order + 1))
 		echo "engine-sweep: round $round/$ROUNDS, $name" >&2
@@ -65,7 +71,7 @@ r, order, name, thr, line = sys.argv[1:6]
 d = json.loads(line)
 keys = ["updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "snapshots", "traps",
         "pause_us_max", "pause_us_mean", "duration_ms_mean", "pages_copied", "regions_hot",
-        "regions_precopied"]
+        "regions_precopied", "extra_bytes_peak_max", "tracker_lost_ms", "tracker_longest_stall_ms"]
 vals = ["" if d.get(k) is None else "%.6g" % d[k] for k in keys]
 print(",".join([r, order, name, d["policy"], thr] + vals))
 PY
@@ -83,7 +89,8 @@ configs = []
 for r in rows:
     if r["config"] not in configs:
         configs.append(r["config"])
-order = [c for c in ["none", "stop", "cow", "ccow", "ccow-all", "fork"] if c in configs]
+known = ["none", "stop", "cow", "ccow", "ccow-all", "fork"]
+order = [c for c in known if c in configs] + [c for c in configs if c not in known]
 metrics = ["updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "traps", "pause_us_max",
            "pages_copied", "regions_hot"]
 def num(x):
@@ -133,12 +140,12 @@ PY
 gnuplot <<EOF
 set terminal pngcairo size 900,420 font ",10"
 set output "$OUT/engine_sweep.png"
-set multiplot layout 1,2 title "engine-bench: $MEM, $THREADS writers, alpha $ALPHA, ${GAP}s between snapshots ($commit; mean, 95% CI)"
+set multiplot layout 1,2 title "engine-bench: $MEM, $THREADS writers, alpha $ALPHA, ${GAP}s between snapshots, trap cost ${TRAP_US} us ($commit; mean, 95% CI)"
 set style fill solid 0.5
 set boxwidth 0.6
 set xtics rotate by -30
 set yrange [0:*]
-set xrange [-0.6:5.6]
+set xrange [-0.6:$(echo $CONFIGS | wc -w)-0.4]
 set ylabel "million updates/s"
 plot "$OUT/engine_sweep.dat" using 1:3:4:xtic(2) with boxerrorbars notitle
 set ylabel "during (rate in a snapshot / rate outside)"
