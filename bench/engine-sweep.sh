@@ -48,7 +48,7 @@ scatter=; [ "$SCATTER" = 1 ] && scatter=--scatter
 
 {
 	echo "# commit $commit; machine $machine; $stamp"
-	echo "# mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER trap-cost-us $TRAP_US rounds $ROUNDS; command: ROUNDS=$ROUNDS MEM=$MEM THREADS=$THREADS GAP=$GAP DURATION=$DURATION TRAP_US=$TRAP_US CONFIGS=\"$CONFIGS\" bench/engine-sweep.sh"
+	echo "# mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER trap-cost-us $TRAP_US rounds $ROUNDS; command: ROUNDS=$ROUNDS MEM=$MEM THREADS=$THREADS ALPHA=$ALPHA SCATTER=$SCATTER GAP=$GAP DURATION=$DURATION TRAP_US=$TRAP_US CONFIGS=\"$CONFIGS\" bench/engine-sweep.sh"
 	echo "round,order,config,policy,threshold,updates_per_s,during,max_stall_ms,p999_batch_ms,snapshots,traps,pause_us_max,pause_us_mean,duration_ms_mean,pages_copied,regions_hot,regions_precopied,extra_bytes_peak_max,tracker_lost_ms,tracker_longest_stall_ms"
 } >"$raw"
 
@@ -78,19 +78,15 @@ PY
 	done
 done
 
-PYTHONPATH="$TOP/bench" python3 - "$raw" "$OUT" <<'PY'
+PYTHONPATH="$TOP/bench" python3 - "$raw" "$OUT" "$CONFIGS" <<'PY'
 import csv, math, sys
 from ci95 import mean_ci
 raw, out = sys.argv[1], sys.argv[2]
 lines = open(raw).read().splitlines()
 meta = [l for l in lines if l.startswith("#")]
 rows = list(csv.DictReader([l for l in lines if not l.startswith("#")]))
-configs = []
-for r in rows:
-    if r["config"] not in configs:
-        configs.append(r["config"])
-known = ["none", "stop", "cow", "ccow", "ccow-all", "fork"]
-order = [c for c in known if c in configs] + [c for c in configs if c not in known]
+# In the order CONFIGS gives them, not the shuffled order they ran in.
+order = [c.split(":")[0] for c in sys.argv[3].split()]
 metrics = ["updates_per_s", "during", "max_stall_ms", "p999_batch_ms", "traps", "pause_us_max",
            "pages_copied", "regions_hot"]
 def num(x):
