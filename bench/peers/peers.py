@@ -42,17 +42,21 @@ Environment: ROUNDS, QUICK, SIZE (MiB, default 256), DURATION (measured seconds 
 default 20; QUICK 12), GAP (default 1), WARMUP (default 2), ACCEL (kvm; tcg runs QEMU's
 half under emulation: a check of this script, not a measurement; ccvm needs kvm),
 SYSTEMS and WORKLOADS (space-separated subsets; `native` is zipfbench on the host, no
-snapshots; ccvm-rounds and ccvm-eager are ccvm-ccow with --precopy rounds or eager,
+snapshots; ccvm-rounds, ccvm-eager and ccvm-lazy are ccvm-ccow with that --precopy,
 ccvm-half ccvm-ccow with --snapshot-pool at half of SIZE, none of them run unless
 named), OUT, IMGDIR.
 """
+import atexit
+import itertools
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -88,12 +92,13 @@ SYSTEMS = {
     "qemu-none": ("qemu", None), "qemu-bg": ("qemu", "bg"),
     "qemu-bg-unlimited": ("qemu", "bg-unlimited"), "qemu-precopy": ("qemu", "precopy"),
     "ccvm-rounds": ("ccvm", "ccow"), "ccvm-half": ("ccvm", "ccow"),
-    "ccvm-eager": ("ccvm", "ccow"),
+    "ccvm-eager": ("ccvm", "ccow"), "ccvm-lazy": ("ccvm", "ccow"),
 }
 # Beyond the policy: ccow with --precopy rounds (memory written before the instant), and
 # ccow with its pool capped at half the data ({half}: SIZE/2 MiB), the memory a snapshot
 # may add in issue 31's zipfbench point.
 EXTRA_ARGS = {"ccvm-rounds": ["--precopy", "rounds"], "ccvm-eager": ["--precopy", "eager"],
+              "ccvm-lazy": ["--precopy", "lazy"],
               "ccvm-half": ["--snapshot-pool", "{half}M"]}
 BASELINE = {"native": "native", "ccvm": "ccvm-none", "qemu": "qemu-none"}
 
@@ -262,6 +267,22 @@ def allocated_bytes(path):
         return 0
 
 
+_sock_dir = None
+_sock_seq = itertools.count(1)
+
+
+def socket_path(name):
+    """A fresh path for a Unix socket, in a directory of this run's own under /tmp.
+    Sockets never go beside the images: IMGDIR and /var/tmp may be 9p shares, which
+    take no socket (scripts/kvm-in-tcg.sh), and a long IMGDIR can pass sun_path's
+    108 bytes. /tmp itself, not $TMPDIR, since kvm-in-tcg shares a TMPDIR over 9p too."""
+    global _sock_dir
+    if _sock_dir is None:
+        _sock_dir = tempfile.mkdtemp(prefix="ccvm-sock.", dir="/tmp")
+        atexit.register(shutil.rmtree, _sock_dir, True)
+    return os.path.join(_sock_dir, f"{name}-{next(_sock_seq)}.sock")
+
+
 class Run:
     """One system on one workload: starts it, waits for the updates to start."""
 
@@ -326,7 +347,7 @@ class NativeRun(Run):
 class CcvmRun(Run):
     def start(self):
         c = self.cfg
-        self.sock = os.path.join(self.work, "ctl.sock")
+        self.sock = socket_path(f"{self.name}-ctl")
         args = [CCVM, "run", "--mem", f"{c['size'] + GUEST_MIB_EXTRA['ccvm']}M",
                 "--control", self.sock, "--image-dir", self.work]
         if self.mode:
@@ -354,7 +375,7 @@ class QemuRun(Run):
         if c["threads"] != 1:
             self.skipped = "the QEMU guest has one vCPU"
             return
-        self.qmp_path = os.path.join(self.work, "qmp.sock")
+        self.qmp_path = socket_path(f"{self.name}-qmp")
         append = (f"size={c['size']}M alpha={c['alpha']} scatter={int(c['scatter'])} "
                   f"seed={c['seed']} chunk={CHUNK}")
         accel = c["accel"]

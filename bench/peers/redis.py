@@ -149,7 +149,7 @@ class Server:
             args = [redis, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                     "--appendonly", "no", "--dir", self.work]
         else:
-            self.sock = os.path.join(self.work, "ctl.sock")
+            self.sock = peers.socket_path(f"{self.name}-ctl")
             args = [peers.CCVM, "run", "--mem", self.cfg["mem"], "--control", self.sock,
                     "--image-dir", self.work, "--publish", f"127.0.0.1:{self.port}:6379"]
             if self.mode == "bgsave":   # Redis' own fork, inside the VM, onto --rw

@@ -61,6 +61,34 @@ redis_bgsave() {
 	fi
 }
 
+# bench/peers/redis.py on ccvm's Redis, its images in a directory under /var/tmp. Nested
+# under scripts/kvm-in-tcg.sh that is a 9p share, which takes no socket: this guards
+# that the driver keeps its control sockets in /tmp. Plumbing only, no timing.
+redis_driver() {
+	local imgs st why
+	imgs=$(mktemp -d /var/tmp/ccvm-e2e-redis.XXXXXX)
+	RECORDS=$(scaled 2000 500) DURATION=5 GAP=1 ROUNDS=1 TARGET=500 MEM=512M WORKLOADS=ycsb-a \
+		SYSTEMS="ccvm-none ccvm-ccow" IMGDIR="$imgs" OUT="$RS/driver" \
+		tmo 400 "$TOP/bench/peers/redis.py" >"$RS/driver.out" 2>&1; st=$?
+	rm -rf "$imgs"
+	why=$(python3 - "$RS/driver/redis_peers.csv" <<'PY' 2>&1
+import csv, sys
+rows = {r["system"]: r for r in csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#"))}
+assert set(rows) == {"ccvm-none", "ccvm-ccow"}, sorted(rows)
+c, n = rows["ccvm-ccow"], rows["ccvm-none"]
+assert int(c["snapshots"]) >= 1 and int(n["snapshots"]) == 0, (c["snapshots"], n["snapshots"])
+assert float(c["image_mb"]) > 0 and float(c["duration_s"]) > 0, (c["image_mb"], c["duration_s"])
+for r in (c, n):
+    assert float(r["tracker_stall_ms"]) >= 0 and float(r["tracker_lost_ms"]) >= 0
+    assert float(r["run_max_us"]) > 0 and float(r["ops_per_s"]) > 0
+print("ccow: %d snapshots of %.1f MiB; tracker's longest stall %.1f ms without snapshots"
+      % (int(c["snapshots"]), float(c["image_mb"]), float(n["tracker_stall_ms"])))
+PY
+); local ok=$?
+	[ "$st" = 0 ] && [ "$ok" = 0 ] && pass "bench/peers/redis.py on ccvm" "$why" ||
+		fail "bench/peers/redis.py on ccvm" "status $st" "$why" "$(tail -3 "$RS/driver.out")"
+}
+
 if [ -z "$REDIS" ] || ! type -P redis-cli >/dev/null; then
 	fail "redis-server in ccvm" "redis-server and redis-cli are not installed (scripts/install-deps.sh installs them)"
 else
@@ -181,5 +209,6 @@ hello from a VM" ] && pass "SET then GET through redis-cli" || fail "SET then GE
 		redis_stop "$RP" $RVM
 	fi
 	redis_bgsave
+	redis_driver
 	rm -f "$RS"/*.img
 fi
