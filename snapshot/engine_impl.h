@@ -63,6 +63,8 @@ struct snap_engine {
 	struct snap_observe obs;
 	struct snap_rounds rounds;
 	struct snap_request rounds_req; /* --precopy rounds: the request, for its thread */
+	bool auto_rounds;         /* ...and auto chose them for it */
+	bool auto_dense;          /* auto: rounds did not converge; eager until sparse */
 	struct img_writer *img;   /* the running snapshot's image */
 	struct codec_auto cauto;  /* auto's place and disk rate, kept from snapshot to snapshot */
 	pthread_t bg;             /* the writer thread, or the fork's waiter */
@@ -106,6 +108,10 @@ void engine_join(struct snap_engine *e);
  * figures told); the rounds' thread started, once the snapshot is prepared; and the
  * pause of a rounds snapshot (what stands, what is copied, what is protected). */
 void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req);
+/* auto's choice, with @hot of the @present pages that hold data in hot regions, and
+ * *@dense set when rounds it chose last did not converge (cleared here once the hot
+ * regions say the writes are sparse): NULL for rounds, else why eager. */
+const char *snap_auto_choice(uint64_t hot, uint64_t present, bool *dense);
 int snap_rounds_start(struct snap_engine *e, const struct snap_request *req, char *err,
 		      size_t errlen);
 int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req);

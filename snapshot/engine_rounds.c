@@ -52,11 +52,31 @@ static void snap_count_run(void *ctx, uint64_t first, uint64_t n)
  * while serving, but up to 60% when the tracker's last window fell in its load phase. */
 #define AUTO_EAGER_NUM 3
 #define AUTO_EAGER_DEN 4
+/* A quarter or less (or no data at all): the writes are sparse, rounds again, even
+ * after rounds that did not converge. */
+#define AUTO_SPARSE_DEN 4
+
+/* The budgeted tracker learns a region a window, so a dense writer's share of hot
+ * memory reads anywhere from a third to all of it (zipfbench in the model: 43-95 of 128
+ * regions), and auto fell back and forth between rounds and eager. Rounds that do
+ * not converge are the sign the share misses: the guest rewrites memory faster than
+ * rounds copy it, each round is a dirty-log fault on every page it rewrites, and the
+ * pause is left more than its budget. Eager then, until the share says sparse; Redis,
+ * whose rounds converge (40 of 41 in VMs took no fault), keeps rounds. */
+const char *snap_auto_choice(uint64_t hot, uint64_t present, bool *dense)
+{
+	if (AUTO_EAGER_DEN * hot > AUTO_EAGER_NUM * present)
+		return "hot regions hold three quarters of memory";
+	if (AUTO_SPARSE_DEN * hot <= present)
+		*dense = false;
+	return *dense ? "the last pre-copy rounds did not converge" : NULL;
+}
 
 /* The pre-copy a ccow request gets: auto is rounds unless hot regions hold three
  * quarters of the memory that holds data (dense writes, which eager copies whole by
  * region), for a page a round watches costs one dirty-log fault where scattered writes
- * would trap on every page they write.
+ * would trap on every page they write; or after rounds that did not converge
+ * (snap_auto_choice).
  * Rounds where they cannot run (no dirty log of the memory; an incremental snapshot,
  * or writes tracked for one) copy in the pause instead, as eager does. The figures
  * say which ran. */
@@ -74,11 +94,11 @@ void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req)
 
 		plan_make(&e->plan, e->tracker, SNAP_CCOW, req->threshold, req->order);
 		resident_scan(e->host, e->size, snap_count_run, &present);
-		if (AUTO_EAGER_DEN * e->plan.regions_hot * (e->region_size / PAGE_SIZE) >
-		    AUTO_EAGER_NUM * present)
-			why = "hot regions hold three quarters of memory";
+		why = snap_auto_choice(e->plan.regions_hot * (e->region_size / PAGE_SIZE),
+				       present, &e->auto_dense);
 	}
 	req->precopy = why ? SNAP_PRECOPY_EAGER : SNAP_PRECOPY_ROUNDS;
+	e->auto_rounds = !why && was == SNAP_PRECOPY_AUTO;
 	if (why && was == SNAP_PRECOPY_ROUNDS)
 		log_info("snapshot %llu: --precopy rounds is not for it (%s): eager instead",
 			 (unsigned long long)e->cur.id, why);
@@ -118,6 +138,11 @@ static void *snap_rounds_thread(void *arg)
 	e->cur.pages_presaved = e->rounds.pages_sent;
 	e->cur.presave_ms = (mono_ns() - t0) / 1000000ULL;
 	pthread_mutex_unlock(&e->lock);
+	if (!rc && e->auto_rounds && !e->rounds.converged) {
+		log_debug("snapshot %llu: its rounds did not converge: auto takes eager next",
+			  (unsigned long long)e->cur.id);
+		e->auto_dense = true;
+	}
 	if (rc)
 		snprintf(err, sizeof(err), "%s", rc == -ECANCELED ? "cancelled" : "pre-copy rounds");
 	else

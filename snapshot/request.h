@@ -21,7 +21,8 @@ enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
  * written to the image before the pause while the guest runs, again for what it
  * rewrites (the dirty log), until what is left fits the pause (precopy.c); auto:
  * rounds unless hot regions hold three quarters of the memory in use (dense writes,
- * which ccow copies whole by region: eager then). */
+ * which ccow copies whole by region: eager then), or rounds it chose did not converge
+ * and more than a quarter is hot (engine_rounds.c, snap_auto_choice). */
 enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1, SNAP_PRECOPY_ROUNDS = 2,
 		    SNAP_PRECOPY_AUTO = 3 };
 

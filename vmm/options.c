@@ -593,7 +593,8 @@ static const struct opt_def opt_table[] = {
 	  "all if it fits, never protecting them (eager); or write memory to the image before "
 	  "the pause while the guest runs, again for what it rewrites, until the rest fits "
 	  "the pause (rounds: no fault, the image raw); auto, the default: rounds unless "
-	  "hot regions hold three quarters of the memory in use, then eager", set_precopy },
+	  "hot regions hold three quarters of the memory in use, or after rounds that did not "
+	  "converge while more than a quarter is hot: then eager", set_precopy },
 	{ "pause-budget-ms", "MS", OPT_RUN, "eager, rounds: the longest the pause may last (default "
 	  OPT_STR(SNAP_DEFAULT_PAUSE_BUDGET_MS_INT) ")", set_budget },
 	{ "coverage-window", "MS|off", OPT_RUN, "track coverage with the KVM dirty log in "

@@ -447,6 +447,33 @@ START_TEST(test_rounds_fallback)
 }
 END_TEST
 
+/* auto's choice: eager on dense writes; after rounds that did not converge, eager
+ * until the hot regions say sparse; rounds otherwise. */
+START_TEST(test_auto_choice)
+{
+	const uint64_t all = 65536;
+	bool dense = false;
+
+	ck_assert_ptr_nonnull(snap_auto_choice(all, all, &dense));
+	ck_assert_ptr_null(snap_auto_choice(all / 2, all, &dense));
+	ck_assert_ptr_null(snap_auto_choice(0, all, &dense));
+	/* Rounds that did not converge: eager at any share that is not sparse... */
+	dense = true;
+	ck_assert_str_eq(snap_auto_choice(all / 3, all, &dense),
+			 "the last pre-copy rounds did not converge");
+	ck_assert(dense);
+	ck_assert_ptr_nonnull(snap_auto_choice(all, all, &dense));
+	ck_assert(dense);
+	/* ...until a share under a quarter, which ends it: rounds from then on. */
+	ck_assert_ptr_null(snap_auto_choice(all / 5, all, &dense));
+	ck_assert(!dense);
+	ck_assert_ptr_null(snap_auto_choice(all / 3, all, &dense));
+	/* No memory that holds data is sparse. */
+	dense = true;
+	ck_assert_ptr_null(snap_auto_choice(0, 0, &dense));
+}
+END_TEST
+
 static const struct eng_case eng_zcases[] = {
 	{ "stop zstd", { .policy = SNAP_STOP, .codec = IMG_CODEC_ZSTD } },
 	{ "cow lz4, 3 threads", { .policy = SNAP_COW, .rate = ENG_RATE, .codec = IMG_CODEC_LZ4,
@@ -1269,6 +1296,7 @@ Suite *engine_suite(void)
 	tcase_add_test(edges, test_refusals);
 	tcase_add_test(edges, test_capture_live);
 	tcase_add_test(edges, test_rounds_fallback);
+	tcase_add_test(edges, test_auto_choice);
 	tcase_add_test(edges, test_discard_during_snapshot);
 	tcase_add_test(edges, test_cancelled);
 	tcase_add_test(edges, test_schedule);
