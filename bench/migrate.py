@@ -118,8 +118,8 @@ def run_ccvm(name, opts, cfg, work, port):
     dst = None
     try:
         wait_ready(src_prog, src, name)
-        dst = Side([CCVM, "restore", "--incoming", where], read_zipfbench_reports, work, "dst",
-                   dst_prog)
+        dst = Side([CCVM, "restore", "--incoming", where, "--insecure", "--mem", mem,
+                    "--rw", "none"], read_zipfbench_reports, work, "dst", dst_prog)
         time.sleep(cfg["warmup"])
         t0 = time.monotonic()
         fig, said = migrate_redis.ctl_migrate(sock, where, ["--downtime-ms", str(DOWNTIME_MS)]

@@ -44,7 +44,7 @@ struct ctl_migration {
 static const char *const ctl_mig_usage =
 	"usage: migrate unix:PATH|tcp:ADDR:PORT [--downtime-ms N] [--max-rounds N] "
 	"[--postcopy never|auto|now] [--compress auto|zstd|lz4|none] [--bandwidth MB/s] "
-	"[--order coverage|address] [--peer-timeout SECONDS] [--wait]";
+	"[--order coverage|address] [--peer-timeout SECONDS] [--insecure] [--wait]";
 
 /* A number option of @msg in [lo, hi] into *@v (left alone when absent): NULL, or what
  * is wrong. */
@@ -179,14 +179,32 @@ static void *ctl_mig_thread(void *arg)
 	return NULL;
 }
 
+/* Where the VM may go: tcp: only with --insecure, to a loopback address (ccvm has no
+ * TLS yet); NULL, or the reply that refuses. */
+static char *ctl_mig_channel(const struct ctl_request *req, const char *where)
+{
+	const json_t *insecure = json_object_get(req->msg, "insecure");
+	char err[MIG_ERR_LEN];
+
+	if (insecure && !json_is_true(insecure))
+		return ctl_reply_error("--insecure takes no value (migrate WHERE --insecure)");
+	if (migrate_channel_check(where, insecure != NULL, err, sizeof(err)))
+		return ctl_reply_error(err);
+	return NULL;
+}
+
 char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
 {
 	const char *where = json_string_value(json_array_get(json_object_get(req->msg, "args"), 0));
 	struct ctl_migration *cm;
 	const char *bad;
+	char *refused;
 
 	if (!where || strlen(where) >= sizeof(cm->where))
 		return ctl_reply_error(ctl_mig_usage);
+	refused = ctl_mig_channel(req, where);
+	if (refused)
+		return refused;
 	if (srv->mig)
 		return ctl_reply_error("a migration is running already");
 	if (srv->engine && snap_busy(srv->engine))

@@ -71,7 +71,7 @@ static void usage_ctl(FILE *out)
 		"          migrate unix:PATH|tcp:ADDR:PORT [--downtime-ms N] [--max-rounds N]\n"
 		"               [--postcopy never|auto|now] [--compress auto|zstd|lz4|none]\n"
 		"               [--bandwidth MB/s] [--order coverage|address]\n"
-		"               [--peer-timeout SECONDS] [--wait]\n"
+		"               [--peer-timeout SECONDS] [--insecure] [--wait]\n"
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
 		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"
 		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
@@ -467,7 +467,10 @@ static int cmd_restore(int argc, char **argv)
 							      o.peer_timeout_s :
 							      MIGRATE_PEER_TIMEOUT_S_DEFAULT,
 				    .rw = o.rw, .n_rw = o.n_rw, .net = &o.net,
-				    .publish_given = o.publish_given, .hooks = &run_hooks,
+				    /* A stream's saved rules are its sender's word: an
+				     * incoming VM publishes what this command line says. */
+				    .publish_given = o.publish_given || o.incoming,
+				    .hooks = &run_hooks,
 				    .confine = restore_confine, .confine_ctx = &o };
 	if ((o.incoming ? restore_vm_incoming(o.incoming, &ro, &vm, &mono_ns, &conn) :
 			  restore_vm(o.argv[0], &ro, &vm, &mono_ns)) ||

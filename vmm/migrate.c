@@ -48,6 +48,9 @@
 #define MIGRATE_NS_PER_MS 1000000ULL
 #define MIGRATE_LISTENERS 64 /* guest listening sockets a switch lets go of, at most */
 
+static int migrate_tcp_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl,
+			    char *err, size_t errlen);
+
 int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, char *err,
 		 size_t errlen)
 {
@@ -63,27 +66,66 @@ int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, 
 		*sl = sizeof(*un);
 		return 0;
 	}
-	if (strncmp(where, "tcp:", 4) == 0) {
-		struct sockaddr_in *in = (struct sockaddr_in *)ss;
-		const char *colon = strrchr(where + 4, ':');
-		char addr[INET_ADDRSTRLEN], *end = NULL;
-		long port = colon ? strtol(colon + 1, &end, 10) : -1;
+	if (strncmp(where, "tcp:", 4) == 0)
+		return migrate_tcp_addr(where, ss, sl, err, errlen);
+	return log_set_err(-EINVAL, err, errlen, "%s: unix:PATH or tcp:ADDR:PORT", where);
+}
 
-		if (!colon || (size_t)(colon - where - 4) >= sizeof(addr) || *end || port < 1 ||
-		    port > 65535)
-			return log_set_err(-EINVAL, err, errlen, "%s: tcp:ADDR:PORT, ADDR an IPv4 "
-					   "address", where);
-		memcpy(addr, where + 4, (size_t)(colon - where - 4));
-		addr[colon - where - 4] = '\0';
-		if (inet_pton(AF_INET, addr, &in->sin_addr) != 1)
-			return log_set_err(-EINVAL, err, errlen, "%s: '%s' is not an IPv4 address",
+/* "tcp:ADDR:PORT", ADDR an IPv4 address or an IPv6 one in brackets ("tcp:[::1]:PORT"). */
+static int migrate_tcp_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl,
+			    char *err, size_t errlen)
+{
+	const char *host = where + 4, *colon = strrchr(host, ':');
+	char addr[INET6_ADDRSTRLEN], *end = NULL;
+	long port = colon ? strtol(colon + 1, &end, 10) : -1;
+	size_t len = colon ? (size_t)(colon - host) : 0;
+	bool v6 = len >= 2 && host[0] == '[' && host[len - 1] == ']';
+
+	if (v6)
+		host++, len -= 2;
+	if (!colon || !len || len >= sizeof(addr) || *end || end == colon + 1 || port < 1 ||
+	    port > 65535)
+		return log_set_err(-EINVAL, err, errlen, "%s: tcp:ADDR:PORT, ADDR an IPv4 "
+				   "address or [an IPv6 one]", where);
+	memcpy(addr, host, len);
+	addr[len] = '\0';
+	if (v6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+		if (inet_pton(AF_INET6, addr, &in6->sin6_addr) != 1)
+			return log_set_err(-EINVAL, err, errlen, "%s: '%s' is not an IPv6 address",
 					   where, addr);
-		in->sin_family = AF_INET;
-		in->sin_port = htons((uint16_t)port);
-		*sl = sizeof(*in);
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		*sl = sizeof(*in6);
 		return 0;
 	}
-	return log_set_err(-EINVAL, err, errlen, "%s: unix:PATH or tcp:ADDR:PORT", where);
+	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)ss)->sin_addr) != 1)
+		return log_set_err(-EINVAL, err, errlen, "%s: '%s' is not an IPv4 address (an "
+				   "IPv6 one goes in brackets)", where, addr);
+	((struct sockaddr_in *)ss)->sin_family = AF_INET;
+	((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+	*sl = sizeof(struct sockaddr_in);
+	return 0;
+}
+
+int migrate_channel_check(const char *where, bool insecure, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int rc = migrate_addr(where, &ss, &sl, err, errlen);
+
+	if (rc || ss.ss_family == AF_UNIX)
+		return rc;
+	if (!insecure)
+		return log_set_err(-EPERM, err, errlen, "%s: over TCP the stream would be neither "
+				   "authenticated nor encrypted, and ccvm has no TLS yet: use "
+				   "unix:PATH, or give --insecure for a loopback address", where);
+	if (!lx_net_is_loopback((const struct sockaddr *)&ss))
+		return log_set_err(-EPERM, err, errlen, "%s: --insecure is for loopback addresses "
+				   "only (127.0.0.0/8, [::1]): anyone on the way could read or rewrite "
+				   "the VM", where);
+	return 0;
 }
 
 void migrate_init(struct migration *m)

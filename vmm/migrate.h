@@ -26,10 +26,14 @@ struct tracker;
 #define MIGRATE_PEER_TIMEOUT_S_DEFAULT 60
 #define MIGRATE_PEER_TIMEOUT_S_MAX     86400
 
-/* "unix:PATH" or "tcp:ADDR:PORT" (ADDR IPv4) as a socket address: 0, or -EINVAL with
+/* "unix:PATH" or "tcp:ADDR:PORT" (ADDR IPv4, or IPv6 in brackets) as a socket address: 0, or -EINVAL with
  * why in @err. The receiving side listens on the same (persist_incoming.c). */
 int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, char *err,
 		 size_t errlen);
+/* Whether @where may carry a migration: unix: always (its peer is checked when it
+ * connects); tcp: only with @insecure, and then only on a loopback address, for ccvm
+ * has no TLS. 0, or -EINVAL/-EPERM with why in @err (starting with @where). */
+int migrate_channel_check(const char *where, bool insecure, char *err, size_t errlen);
 
 struct migrate_figures {
 	uint64_t ram_size;

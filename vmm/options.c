@@ -88,6 +88,10 @@ static int opt_push_dir(const char **list, int *n, int max, const char *opt, con
 
 static int set_rw(struct cli_opts *o, const char *arg)
 {
+	if (strcmp(arg, "none") == 0) {
+		o->rw_none = true;
+		return 0;
+	}
 	return opt_push_dir(o->rw, &o->n_rw, OPT_MAX_RW_DIRS, "rw", arg);
 }
 
@@ -240,6 +244,13 @@ static int set_incoming(struct cli_opts *o, const char *arg)
 		return -EINVAL;
 	}
 	o->incoming = arg;
+	return 0;
+}
+
+static int set_insecure(struct cli_opts *o, const char *arg)
+{
+	(void)arg;
+	o->insecure = true;
 	return 0;
 }
 
@@ -515,8 +526,9 @@ static const struct opt_def opt_table[] = {
 	  "image's, which --mem must equal)", set_mem },
 	{ "control", "PATH", OPT_BOTH, "serve the control socket at PATH", set_control },
 	{ "root", "DIR", OPT_BOTH, "the guest's / (default /)", set_root },
-	{ "rw", "DIR", OPT_BOTH, "a directory the guest may write under (repeatable; default: "
-	  "the current directory)", set_rw },
+	{ "rw", "DIR|none", OPT_BOTH, "a directory the guest may write under (repeatable; "
+	  "default: the current directory; none: no directory; restore --incoming needs one "
+	  "of them given)", set_rw },
 	{ "image-dir", "DIR", OPT_BOTH, "a directory ctl snapshot may write images to "
 	  "(repeatable; default: the current directory; --snapshot-dir always)", set_image_dir },
 	{ "confine", "auto|require|off", OPT_BOTH, "seccomp, Landlock and no new privileges "
@@ -545,6 +557,9 @@ static const struct opt_def opt_table[] = {
 	{ "incoming", "unix:PATH|tcp:ADDR:PORT", OPT_RESTORE, "no FILE: listen there for one "
 	  "live migration (ccvm ctl migrate: docs/migration.md) and run the VM it brings",
 	  set_incoming },
+	{ "insecure", NULL, OPT_RESTORE, "with --incoming tcp: accept a stream neither "
+	  "authenticated nor encrypted, on a loopback address only (ccvm has no TLS yet: "
+	  "without it tcp: is refused)", set_insecure },
 	{ "peer-timeout", "SECONDS", OPT_RESTORE, "with --incoming: give up, refusing the "
 	  "migration, when the source sends nothing for this long once connected (default "
 	  OPT_STR(MIGRATE_PEER_TIMEOUT_S_DEFAULT) ", 1.." OPT_STR(MIGRATE_PEER_TIMEOUT_S_MAX)
@@ -837,6 +852,33 @@ static int opt_image_dirs(struct cli_opts *o)
 	return 0;
 }
 
+/* restore --incoming: a VM whoever connects may send, so nothing of this host is its by
+ * default. Its RAM is bounded by --mem (a sender would choose it, up to the layout's
+ * most), its writable directories named (the default "." is wherever the destination
+ * was started, root's home in the audit's case), and tcp: is the network's: refused
+ * without TLS, which ccvm does not have yet, unless --insecure asks for it on a
+ * loopback address. */
+static int opt_check_incoming(const struct cli_opts *o)
+{
+	char err[256];
+
+	if (!o->mem) {
+		log_err("restore --incoming: give --mem SIZE, the most RAM the sender's VM may "
+			"have");
+		return -EINVAL;
+	}
+	if (!o->n_rw && !o->rw_none) {
+		log_err("restore --incoming: give --rw DIR or --rw none, what the sender's VM may "
+			"write here (there is no default for a VM from elsewhere)");
+		return -EINVAL;
+	}
+	if (migrate_channel_check(o->incoming, o->insecure, err, sizeof(err))) {
+		log_err("restore --incoming %s", err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 {
 	if (cmd == OPT_RUN && opt_check_run(o))
@@ -844,6 +886,16 @@ int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 	if (cmd == OPT_RESTORE && o->incoming && (o->argc || o->lazy)) {
 		log_err(o->argc ? "restore: a FILE or --incoming, not both" :
 				  "restore: --lazy is for images (a stream's memory comes whole)");
+		return -EINVAL;
+	}
+	if (cmd == OPT_RESTORE && o->incoming && opt_check_incoming(o))
+		return -EINVAL;
+	if (cmd == OPT_RESTORE && !o->incoming && o->insecure) {
+		log_err("restore: --insecure goes with --incoming tcp:ADDR:PORT");
+		return -EINVAL;
+	}
+	if (o->rw_none && o->n_rw) {
+		log_err("--rw none and --rw DIR: one or the other");
 		return -EINVAL;
 	}
 	if (cmd == OPT_RESTORE && !o->incoming && o->peer_timeout_s) {
@@ -857,7 +909,7 @@ int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 	opt_snapshot_defaults(o);
 	/* Whole 2 MiB pages: the guest page tables map RAM with them. */
 	o->mem = (o->mem + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
-	if (o->n_rw == 0)
+	if (o->n_rw == 0 && !o->rw_none)
 		o->rw[o->n_rw++] = ".";
 	if (o->user) { /* the name must exist now; the drop itself comes after setup */
 		char err[CONFINE_ERR_LEN];

@@ -46,8 +46,10 @@ struct cli_opts {
 	const char *root;
 	const char *incoming;       /* restore --incoming: where a migration stream comes */
 	unsigned peer_timeout_s;    /* restore --incoming --peer-timeout; 0: not given */
+	bool insecure;              /* restore --incoming tcp: without TLS, loopback only */
 	const char *rw[OPT_MAX_RW_DIRS];
 	int n_rw;
+	bool rw_none;               /* --rw none: no directory is writable */
 	/* where images may be written: --image-dir (default: the current directory), and
 	 * --snapshot-dir */
 	const char *image_dir[OPT_MAX_IMAGE_DIRS + 1];

@@ -31,11 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #define INCOMING_SECTIONS 16 /* distinct state sections a stream may carry */
 #define INCOMING_ERR      512
+#define INCOMING_UNIX_MODE 0600 /* a unix: listener: its owner's alone */
 #define INCOMING_POPULATE_PIECE (64ULL << 20) /* a plan is faulted in this much at a time */
 #define INCOMING_NS_PER_MS 1000000ULL
 
@@ -107,7 +109,12 @@ static int incoming_listen(const char *where, char *err, size_t errlen)
 	if (fd < 0)
 		return log_set_err(-errno, err, errlen, "--incoming: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1) < 0) {
+	/* A unix: socket is the owner's alone before it listens (until then a connect is
+	 * refused), whatever the umask: bind makes it, chmod narrows it, listen opens it. */
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 ||
+	    (ss.ss_family == AF_UNIX && chmod(((struct sockaddr_un *)&ss)->sun_path,
+					     INCOMING_UNIX_MODE) < 0) ||
+	    listen(fd, 1) < 0) {
 		rc = -errno;
 		close(fd);
 		return log_set_err(rc, err, errlen, "--incoming %s: %s", where, strerror(-rc));
@@ -128,7 +135,33 @@ static void incoming_wait(int lfd)
 		;
 }
 
-/* One connection on @where, the listener gone once it came. */
+/* A unix: peer may bring a VM only if it runs as this user or as root (the control
+ * socket's rule): the socket's mode says as much, and this holds even where the mode
+ * was changed behind ccvm's back. A TCP peer is whoever reached the address. */
+static bool incoming_peer_ok(int fd, const char *where)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (strncmp(where, "unix:", 5) != 0)
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		log_warn("--incoming %s: a peer whose credentials cannot be read: refused", where);
+		return false;
+	}
+	if (cred.uid == geteuid() || cred.uid == 0)
+		return true;
+	if (geteuid() == 0)
+		log_warn("--incoming %s: refused a peer running as uid %u (pid %d): only root may "
+			 "migrate a VM in", where, (unsigned)cred.uid, (int)cred.pid);
+	else
+		log_warn("--incoming %s: refused a peer running as uid %u (pid %d): only uid %u or "
+			 "root may migrate a VM in", where, (unsigned)cred.uid, (int)cred.pid,
+			 (unsigned)geteuid());
+	return false;
+}
+
+/* One connection on @where from an allowed peer, the listener gone once it came. */
 static int incoming_accept(const char *where, char *err, size_t errlen)
 {
 	int lfd = incoming_listen(where, err, errlen), fd;
@@ -136,10 +169,15 @@ static int incoming_accept(const char *where, char *err, size_t errlen)
 	if (lfd < 0)
 		return lfd;
 	log_info("waiting for a migration on %s", where);
-	incoming_wait(lfd);
-	do
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	while (fd < 0 && errno == EINTR);
+	for (;;) {
+		incoming_wait(lfd);
+		do
+			fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		while (fd < 0 && errno == EINTR);
+		if (fd < 0 || incoming_peer_ok(fd, where))
+			break;
+		close(fd);
+	}
 	if (fd < 0)
 		log_set_err(-errno, err, errlen, "--incoming %s: %s", where, strerror(errno));
 	close(lfd);

@@ -15,7 +15,7 @@ S=$WORK/mig; mkdir -p "$S"
 
 dest_start() { # [RESTORE OPTIONS]: a destination listening on $S/mig.sock; sets DST
 	rm -f "$S/mig.sock"
-	tmo 120 "$CCVM" restore "$@" --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	tmo 120 "$CCVM" restore --mem "$SMEM" --rw "$S" "$@" --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
 	DST=$!
 	wait_until 10 test -S "$S/mig.sock"
 }
@@ -63,11 +63,11 @@ mig_incoming() {
 	fi
 	# A destination still waiting ends on SIGTERM, and its socket file does not stop
 	# the next one (nobody listens there any more).
-	"$CCVM" restore --incoming "unix:$S/w.sock" >/dev/null 2>"$S/w.err" &
+	"$CCVM" restore --mem "$SMEM" --rw none --incoming "unix:$S/w.sock" >/dev/null 2>"$S/w.err" &
 	local waiter=$!
 	wait_until 10 test -S "$S/w.sock"
 	kill -TERM "$waiter"; wait "$waiter"; st=$?
-	timeout 2 "$CCVM" restore --incoming "unix:$S/w.sock" >/dev/null 2>"$S/w2.err"
+	timeout 2 "$CCVM" restore --mem "$SMEM" --rw none --incoming "unix:$S/w.sock" >/dev/null 2>"$S/w2.err"
 	local again=$?
 	if [ "$st" = 143 ] && [ "$again" = 124 ] && ! grep -q "in use" "$S/w2.err"; then
 		pass "restore --incoming: a waiting destination ends on SIGTERM; the next takes its path" \
@@ -98,7 +98,7 @@ mig_tree() {
 	rm -f "$S/mig.sock"
 	# A destination whose --mem is not the VM's (twice it, at any E2E_SCALE: at 25% the
 	# VM has 64M, which a fixed 64M once matched, and the VM left at the first try).
-	tmo 60 "$CCVM" restore --mem "$((${SMEM%M} * 2))M" --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	tmo 60 "$CCVM" restore --mem "$((${SMEM%M} * 2))M" --rw "$S" --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
 	local dst=$!
 	wait_until 10 test -S "$S/mig.sock"
 	refused=$(tmo 60 "$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait 2>&1)
@@ -115,7 +115,7 @@ c.close()' "$S/cut.sock" "$(bound 60)" &
 	wait_until 10 test -S "$S/cut.sock"
 	cut=$(tmo 60 "$CCVM" ctl "$SOCK" migrate "unix:$S/cut.sock" --wait 2>&1)
 	wait "$hangup"
-	tmo 60 "$CCVM" restore --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	tmo 60 "$CCVM" restore --mem "$SMEM" --rw "$S" --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
 	dst=$!
 	wait_until 10 test -S "$S/mig.sock"
 	r=$(tmo 120 "$CCVM" ctl "$SOCK" migrate "unix:$S/mig.sock" --wait 2>&1)
@@ -174,7 +174,7 @@ mig_bounds() {
 			"reply: $r" "source status $st" "$why" "$(tail -2 "$S/vm.err")"
 	fi
 	rm -f "$S/mig.sock" "$S/mute.sock"
-	tmo 60 "$CCVM" restore --peer-timeout 2 --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	tmo 60 "$CCVM" restore --mem "$SMEM" --rw "$S" --peer-timeout 2 --incoming "unix:$S/mig.sock" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
 	local dst=$!
 	wait_until 10 test -S "$S/mig.sock"
 	python3 -c 'import socket, sys, time
@@ -349,7 +349,7 @@ mig_redis() {
 	fi
 	tmo 120 "$TOP/bench/ycsb" --port "$rp" --records "$(scaled 20000 2000)" --phase load \
 		--clients 4 --pipeline 8 --quiet >"$S/load.out" 2>&1
-	dest_start --publish "127.0.0.1:$rp:6379"
+	dest_start --mem 512M --publish "127.0.0.1:$rp:6379"
 	# Both clients run until told to stop (a file), once each is served by the
 	# destination: not for a fixed time, which a slow machine's migration outlasted.
 	rm -f "$S/clients.stop"
@@ -425,6 +425,81 @@ PY
 			"$(tail -3 "$S/bench.out")"
 }
 
+# 8. Who may bring a VM in (issue 54's first finding, before TLS): a destination needs
+#    --mem and an explicit --rw; tcp: is refused without --insecure, and --insecure
+#    only takes loopback addresses, on both sides; a unix: listener is its owner's
+#    alone (0600), and a peer of another uid is refused even where the mode lets it
+#    connect, the destination waiting on for the right one. Then a VM moves over
+#    tcp:[::1] (IPv6 loopback) with --insecure and ends as the uninterrupted run.
+mig_peer_refused() { grep -q "refused a peer running as uid 65534" "$S/p.err"; }
+mig_listening() { ss -Hltn "sport = :$1" | grep -q .; } # PORT
+mig_channels() {
+	local p=$((20000 + RANDOM % 20000)) mode peer st r r2 why where
+	expect_fail "restore --incoming without --mem" 2 "give --mem SIZE" -- \
+		"$CCVM" restore --rw none --incoming "unix:$S/x.sock"
+	expect_fail "restore --incoming without --rw" 2 "give --rw DIR or --rw none" -- \
+		"$CCVM" restore --mem "$SMEM" --incoming "unix:$S/x.sock"
+	expect_fail "restore --incoming tcp:0.0.0.0 without --insecure" 2 "neither authenticated nor encrypted" -- \
+		"$CCVM" restore --mem "$SMEM" --rw none --incoming "tcp:0.0.0.0:$p"
+	expect_fail "restore --incoming tcp:0.0.0.0 --insecure" 2 "for loopback addresses only" -- \
+		"$CCVM" restore --mem "$SMEM" --rw none --insecure --incoming "tcp:0.0.0.0:$p"
+	expect_fail "restore --insecure without --incoming" 2 "goes with --incoming" -- \
+		"$CCVM" restore --insecure "$S/none.img"
+	expect_fail "run --rw none --rw DIR" 2 "one or the other" -- "$CCVM" run --rw none --rw "$S" -- /bin/true
+	rm -f "$S/p.sock"
+	( umask 000; exec "$CCVM" restore --mem "$SMEM" --rw none --incoming "unix:$S/p.sock" >/dev/null 2>"$S/p.err" ) &
+	local waiter=$!
+	wait_until 10 test -S "$S/p.sock"
+	mode=$(stat -c %a "$S/p.sock" 2>/dev/null)
+	chmod 666 "$S/p.sock"
+	# As uid 65534, through a directory descriptor taken as root: $WORK is 0700.
+	peer=$(python3 -c 'import os, socket, sys
+d = os.open(sys.argv[1], os.O_PATH)
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+s = socket.socket(socket.AF_UNIX); s.connect("/proc/self/fd/%d/p.sock" % d); s.settimeout(20)
+print("closed" if s.recv(1) == b"" else "answered")' "$S" 2>&1 | tail -1)
+	wait_until 10 mig_peer_refused
+	kill -0 "$waiter" 2>/dev/null; st=$?
+	kill -TERM "$waiter"; wait "$waiter"
+	if [ "$mode" = 600 ] && [ "$peer" = closed ] && mig_peer_refused && [ "$st" = 0 ]; then
+		pass "restore --incoming unix: 0600 whatever the umask; another uid's peer refused" \
+			"mode $mode under umask 000; uid 65534 $peer, the destination waited on"
+	else
+		fail "restore --incoming unix: 0600 whatever the umask; another uid's peer refused" \
+			"mode $mode" "peer: $peer" "waiting after it: $([ "$st" = 0 ] && echo yes || echo no)" "$(head -3 "$S/p.err")"
+	fi
+	rm -f "$S/p.sock" "$STOP"
+	start_vm "$SOCK" "$G/zipfbench" "${ZARGS[@]}" --report-ms 20 --stop-file "$STOP"
+	wait_until 60 more_reports 5
+	r=$(tmo 30 "$CCVM" ctl "$SOCK" migrate "tcp:127.0.0.1:$p" --wait 2>&1)
+	r2=$(tmo 30 "$CCVM" ctl "$SOCK" migrate "tcp:10.0.0.1:$p" --insecure --wait 2>&1)
+	if echo "$r" | grep -q "neither authenticated nor encrypted" &&
+		echo "$r2" | grep -q "for loopback addresses only" && kill -0 "$VMPID" 2>/dev/null; then
+		pass "ctl migrate tcp: without --insecure, or --insecure off loopback: refused, the VM runs on" \
+			"$(echo "$r" | field error | cut -c1-60)"
+	else
+		fail "ctl migrate tcp: without --insecure, or --insecure off loopback: refused, the VM runs on" \
+			"reply: $r" "reply: $r2"
+	fi
+	where="tcp:[::1]:$p"
+	python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null ||
+		where="tcp:127.0.0.1:$p" # (a host without IPv6 loopback: said in the check's name)
+	tmo 120 "$CCVM" restore --mem "$SMEM" --rw "$S" --insecure --incoming "$where" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	DST=$!
+	wait_until 10 mig_listening "$p"
+	r=$(tmo 120 "$CCVM" ctl "$SOCK" migrate "$where" --insecure --wait 2>&1)
+	wait_until 60 more_reports_in "$S/mig.out" 3
+	vm_stop; st=$?
+	wait "$DST"
+	why=$(zcheck "$S/mig.out")
+	if [ $? = 0 ] && [ "$st" = 0 ] && [ "$(echo "$r" | field ok)" = true ]; then
+		pass "ctl migrate $where --insecure: zipfbench moves and ends as the uninterrupted run" "$why"
+	else
+		fail "ctl migrate $where --insecure: zipfbench moves and ends as the uninterrupted run" \
+			"reply: $r" "source status $st" "$why" "$(tail -2 "$S/mig.err")"
+	fi
+}
+
 mig_incoming
 mig_tree
 mig_bounds
@@ -433,3 +508,4 @@ mig_killed
 mig_damaged
 mig_redis
 mig_bench_redis
+mig_channels

@@ -4,6 +4,10 @@
 #include "suites.h"
 #include "../../vmm/cli.h"
 #include "../../vmm/options.h"
+#include "../../vmm/migrate.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <getopt.h>
 #include <stdio.h>
@@ -218,6 +222,41 @@ START_TEST(test_man_page_matches)
 }
 END_TEST
 
+/* Migration addresses: IPv4 and bracketed IPv6; tcp: only with --insecure, and then on
+ * loopback only; unix: always. */
+START_TEST(test_migration_channels)
+{
+	static const char *const bad[] = { "tcp:", "tcp:1.2.3.4", "tcp:1.2.3.4:", "tcp::80",
+					   "tcp:1.2.3.4:0", "tcp:1.2.3.4:65536", "tcp:[::1:80",
+					   "tcp:::1:80", "tcp:[]:80", "tcp:[1.2.3.4]:80",
+					   "tcp:localhost:80", "unix:", "udp:1.2.3.4:5" };
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	char err[256];
+
+	ck_assert_int_eq(migrate_addr("tcp:[::1]:4444", &ss, &sl, err, sizeof(err)), 0);
+	ck_assert_int_eq(ss.ss_family, AF_INET6);
+	ck_assert_uint_eq(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 4444);
+	ck_assert_int_eq(migrate_addr("tcp:127.0.0.1:80", &ss, &sl, err, sizeof(err)), 0);
+	ck_assert_int_eq(ss.ss_family, AF_INET);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(migrate_addr(bad[i], &ss, &sl, err, sizeof(err)) == -EINVAL,
+			      "%s taken", bad[i]);
+	ck_assert_int_eq(migrate_channel_check("unix:/tmp/x.sock", false, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:127.0.0.1:80", false, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "--insecure"));
+	ck_assert_int_eq(migrate_channel_check("tcp:127.0.0.1:80", true, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:127.9.9.9:80", true, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:[::1]:80", true, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:[::ffff:127.0.0.1]:80", true, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:0.0.0.0:80", true, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "loopback addresses only"));
+	ck_assert_int_eq(migrate_channel_check("tcp:10.0.0.1:80", true, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(migrate_channel_check("tcp:[::]:80", true, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(migrate_channel_check("tcp:[fe80::1]:80", true, err, sizeof(err)), -EPERM);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -228,6 +267,7 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, test_reals);
 	tcase_add_test(tc, test_option_table);
 	tcase_add_test(tc, test_man_page_matches);
+	tcase_add_test(tc, test_migration_channels);
 	suite_add_tcase(s, tc);
 	return s;
 }
