@@ -48,6 +48,12 @@ enum img_section_type {
 	IMG_SEC_WINDOWS = 9,  /* version 3: their own memory, 2 MiB blocks with their place */
 	IMG_SEC_SHM = 10,     /* version 3: memfds and shared anonymous memory, each once */
 };
+#define IMG_SEC_LAST IMG_SEC_SHM
+
+/* The longest a section of @type may be in an image of @ram_size bytes of RAM: the
+ * tables derived from the RAM size exactly, the others their own bound (a migration
+ * stream's receiver holds its sections to the same, migstream.c). */
+uint64_t img_section_max(uint32_t type, uint64_t ram_size);
 
 /* What img_chunk_write compresses into: a frame that does not save at least one page
  * on disk (frames are padded to whole pages) is not kept, so a chunk's worth is enough. */

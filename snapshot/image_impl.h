@@ -118,10 +118,6 @@ uint64_t img_page_hash(uint64_t pfn, const void *page);
 int img_pread_all(int fd, void *buf, size_t len, uint64_t off);
 int img_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
-/* The longest a section of @type may be in an image of @ram_size bytes of RAM: the
- * tables derived from the RAM size exactly, the others their own bound. */
-uint64_t img_section_max(uint32_t type, uint64_t ram_size);
-
 /* @n data pages of chunk @c recorded, raw. */
 void img_count_raw(struct img_writer *w, uint64_t c, uint64_t n);
 

@@ -15,6 +15,7 @@
  * frames in order, each naming the whole length, and joined by the receiver.
  */
 #include "migstream.h"
+#include "image.h"
 #include "../vmm/base/bits.h"
 #include "../vmm/base/log.h"
 #include "../vmm/base/pages.h"
@@ -410,6 +411,19 @@ static int mig_frame_ok(const struct mig_in *in, const struct mig_frame *f, char
 	if (joined && (f->total > MIG_SECTION_MAX || f->raw_len > f->total))
 		return log_set_err(-EPROTO, err, errlen, "a section of %llu bytes",
 				   (unsigned long long)f->total);
+	/* A section is an image's: of a type an image holds (a type past 32 bits would
+	 * also pass for another at the receiver's "sent twice" check), within what an
+	 * image of this RAM may hold of it. */
+	if (f->type == MIG_SECTION && (f->at < IMG_SEC_VCPUS || f->at > IMG_SEC_LAST))
+		return log_set_err(-EPROTO, err, errlen, "a section of unknown type %llu",
+				   (unsigned long long)f->at);
+	if (f->type == MIG_SECTION && f->total > img_section_max((uint32_t)f->at, in->ram_size))
+		return log_set_err(-EPROTO, err, errlen, "a section of type %llu and %llu bytes, "
+				   "more than an image of %llu MiB of RAM may hold (%llu)",
+				   (unsigned long long)f->at, (unsigned long long)f->total,
+				   (unsigned long long)(in->ram_size >> 20),
+				   (unsigned long long)img_section_max((uint32_t)f->at,
+								       in->ram_size));
 	if (f->type == MIG_POSTCOPY && f->total && f->total != mig_bitmap_bytes(in->ram_size))
 		return log_set_err(-EPROTO, err, errlen, "a post-copy bitmap of %llu bytes",
 				   (unsigned long long)f->total);

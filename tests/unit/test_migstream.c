@@ -192,6 +192,42 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* Sections an image does not hold: a type it does not know (2^32 + 1 among them, which
+ * a 32-bit type would read as 1), or more bytes than an image of this RAM holds of one. */
+START_TEST(test_section_types)
+{
+	static const uint64_t bad_types[] = { 0, IMG_SEC_LAST + 1, (1ULL << 32) + 1 };
+	static uint8_t big[64 << 10];
+	struct mig_frame f = { .type = MIG_SECTION };
+	struct mig_out o;
+	char err[256] = "";
+	int sections;
+
+	for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
+		ms_empty();
+		ck_assert_int_eq(mig_out_open(&o, sfd, MS_RAM, IMG_CODEC_NONE, 0), 0);
+		mig_out_close(&o);
+		f.at = bad_types[i];
+		ck_assert_int_eq(write(sfd, &f, sizeof(f)), (ssize_t)sizeof(f));
+		ck_assert_int_eq(lseek(sfd, 0, SEEK_SET), 0);
+		ck_assert_int_eq(ms_read(err, sizeof(err), &sections), -EPROTO);
+		ck_assert_msg(strstr(err, "unknown type"), "type %llu: %s",
+			      (unsigned long long)bad_types[i], err);
+	}
+	/* A parent's identity and path: 64 KiB is more than any. */
+	ck_assert_uint_lt(img_section_max(IMG_SEC_PARENT, MS_RAM), sizeof(big));
+	ms_empty();
+	ck_assert_int_eq(mig_out_open(&o, sfd, MS_RAM, IMG_CODEC_NONE, 0), 0);
+	ck_assert_int_eq(mig_send_section(&o, IMG_SEC_PARENT, big, sizeof(big)), 0);
+	ck_assert_int_eq(mig_send_end(&o), 0); /* (which flushes what is gathered) */
+	mig_out_close(&o);
+	ck_assert_int_eq(lseek(sfd, 0, SEEK_SET), 0);
+	ck_assert_int_eq(ms_read(err, sizeof(err), &sections), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(err, "more than an image"));
+	ck_assert_int_eq(sections, 0);
+}
+END_TEST
+
 /* The plan: a bit per page, sent and read back whole; another length is refused by the
  * sender, and by the receiver when forged. */
 START_TEST(test_plan)
@@ -313,6 +349,7 @@ Suite *migstream_suite(void)
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_damaged_byte);
 	tcase_add_test(tc, test_refused);
+	tcase_add_test(tc, test_section_types);
 	tcase_add_test(tc, test_plan);
 	tcase_add_test(tc, test_silent_source);
 	tcase_add_test(tc, test_stuck_destination);
