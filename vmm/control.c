@@ -249,19 +249,19 @@ static bool ctl_serve_client(struct ctl_server *srv, struct ctl_client *c)
 /* Only the monitor's own user (or root) may drive it: the socket file is 0600, and
  * the peer's credentials are checked too (a descriptor passed on, a directory with
  * looser rights on the way). */
-static bool ctl_peer_allowed(int fd)
+bool ctl_peer_allowed(int fd, const char *who)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		log_warn("control: SO_PEERCRED: %s; connection refused", strerror(errno));
+		log_warn("%s: SO_PEERCRED: %s; connection refused", who, strerror(errno));
 		return false;
 	}
 	if (cred.uid == geteuid() || cred.uid == 0)
 		return true;
-	log_warn("control: connection from uid %u (pid %d) refused: only uid %u or root may "
-		 "use this socket", (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
+	log_warn("%s: refused a peer running as uid %u (pid %d): only uid %u or root may use "
+		 "this socket", who, (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
 	return false;
 }
 
@@ -272,7 +272,7 @@ static void ctl_accept(struct ctl_server *srv)
 
 	if (fd < 0)
 		return;
-	if (!ctl_peer_allowed(fd)) {
+	if (!ctl_peer_allowed(fd, "control")) {
 		close(fd);
 		return;
 	}

@@ -4,6 +4,8 @@
 #ifndef CCVM_CONTROL_H
 #define CCVM_CONTROL_H
 
+#include <stdbool.h>
+
 struct vm;
 struct ctl_server;
 struct snap_engine;
@@ -25,5 +27,10 @@ int ctl_client(const char *path, const char *cmd, int argc, char *const *argv);
  * socket, -EADDRINUSE when a process listens there, -errno. The control socket and
  * `restore --incoming unix:` clear their paths with it. */
 int ctl_clear_stale(const char *path);
+
+/* Whether the peer of the Unix socket @fd runs as this process's user or as root (the
+ * control socket's rule, and `restore --incoming unix:`'s); a refusal is logged,
+ * naming @who. */
+bool ctl_peer_allowed(int fd, const char *who);
 
 #endif

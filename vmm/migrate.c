@@ -48,9 +48,6 @@
 #define MIGRATE_NS_PER_MS 1000000ULL
 #define MIGRATE_LISTENERS 64 /* guest listening sockets a switch lets go of, at most */
 
-static int migrate_tcp_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl,
-			    char *err, size_t errlen);
-
 int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, char *err,
 		 size_t errlen)
 {
@@ -66,47 +63,13 @@ int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, 
 		*sl = sizeof(*un);
 		return 0;
 	}
-	if (strncmp(where, "tcp:", 4) == 0)
-		return migrate_tcp_addr(where, ss, sl, err, errlen);
-	return log_set_err(-EINVAL, err, errlen, "%s: unix:PATH or tcp:ADDR:PORT", where);
-}
-
-/* "tcp:ADDR:PORT", ADDR an IPv4 address or an IPv6 one in brackets ("tcp:[::1]:PORT"). */
-static int migrate_tcp_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl,
-			    char *err, size_t errlen)
-{
-	const char *host = where + 4, *colon = strrchr(host, ':');
-	char addr[INET6_ADDRSTRLEN], *end = NULL;
-	long port = colon ? strtol(colon + 1, &end, 10) : -1;
-	size_t len = colon ? (size_t)(colon - host) : 0;
-	bool v6 = len >= 2 && host[0] == '[' && host[len - 1] == ']';
-
-	if (v6)
-		host++, len -= 2;
-	if (!colon || !len || len >= sizeof(addr) || *end || end == colon + 1 || port < 1 ||
-	    port > 65535)
-		return log_set_err(-EINVAL, err, errlen, "%s: tcp:ADDR:PORT, ADDR an IPv4 "
-				   "address or [an IPv6 one]", where);
-	memcpy(addr, host, len);
-	addr[len] = '\0';
-	if (v6) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-
-		if (inet_pton(AF_INET6, addr, &in6->sin6_addr) != 1)
-			return log_set_err(-EINVAL, err, errlen, "%s: '%s' is not an IPv6 address",
-					   where, addr);
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons((uint16_t)port);
-		*sl = sizeof(*in6);
+	if (strncmp(where, "tcp:", 4) == 0) {
+		if (lx_net_parse_hostport(where + 4, ss, sl))
+			return log_set_err(-EINVAL, err, errlen, "%s: tcp:ADDR:PORT, ADDR an IPv4 "
+					   "address or [an IPv6 one], PORT 1 to 65535", where);
 		return 0;
 	}
-	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)ss)->sin_addr) != 1)
-		return log_set_err(-EINVAL, err, errlen, "%s: '%s' is not an IPv4 address (an "
-				   "IPv6 one goes in brackets)", where, addr);
-	((struct sockaddr_in *)ss)->sin_family = AF_INET;
-	((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
-	*sl = sizeof(struct sockaddr_in);
-	return 0;
+	return log_set_err(-EINVAL, err, errlen, "%s: unix:PATH or tcp:ADDR:PORT", where);
 }
 
 int migrate_channel_check(const char *where, bool insecure, char *err, size_t errlen)

@@ -140,25 +140,7 @@ static void incoming_wait(int lfd)
  * was changed behind ccvm's back. A TCP peer is whoever reached the address. */
 static bool incoming_peer_ok(int fd, const char *where)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	if (strncmp(where, "unix:", 5) != 0)
-		return true;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		log_warn("--incoming %s: a peer whose credentials cannot be read: refused", where);
-		return false;
-	}
-	if (cred.uid == geteuid() || cred.uid == 0)
-		return true;
-	if (geteuid() == 0)
-		log_warn("--incoming %s: refused a peer running as uid %u (pid %d): only root may "
-			 "migrate a VM in", where, (unsigned)cred.uid, (int)cred.pid);
-	else
-		log_warn("--incoming %s: refused a peer running as uid %u (pid %d): only uid %u or "
-			 "root may migrate a VM in", where, (unsigned)cred.uid, (int)cred.pid,
-			 (unsigned)geteuid());
-	return false;
+	return strncmp(where, "unix:", 5) != 0 || ctl_peer_allowed(fd, "--incoming");
 }
 
 /* One connection on @where from an allowed peer, the listener gone once it came. */

@@ -36,7 +36,7 @@ static int net_port(const char *s, uint16_t *port)
 }
 
 /* The host address part: "1.2.3.4" or "[::1]". */
-static int net_host_ip(const char *s, size_t len, struct lx_publish *out)
+static int net_host_ip(const char *s, size_t len, struct sockaddr_storage *ss, socklen_t *sl)
 {
 	char ip[INET6_ADDRSTRLEN + 2];
 
@@ -44,20 +44,32 @@ static int net_host_ip(const char *s, size_t len, struct lx_publish *out)
 		return -EINVAL;
 	memcpy(ip, s, len);
 	ip[len] = '\0';
-	memset(&out->host_addr, 0, sizeof(out->host_addr));
+	memset(ss, 0, sizeof(*ss));
 	if (len > 2 && ip[0] == '[' && ip[len - 1] == ']') {
-		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&out->host_addr;
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
 
 		ip[len - 1] = '\0';
 		a6->sin6_family = AF_INET6;
-		out->host_len = sizeof(*a6);
+		*sl = sizeof(*a6);
 		return inet_pton(AF_INET6, ip + 1, &a6->sin6_addr) == 1 ? 0 : -EINVAL;
 	}
-	struct sockaddr_in *a4 = (struct sockaddr_in *)&out->host_addr;
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
 
 	a4->sin_family = AF_INET;
-	out->host_len = sizeof(*a4);
+	*sl = sizeof(*a4);
 	return inet_pton(AF_INET, ip, &a4->sin_addr) == 1 ? 0 : -EINVAL;
+}
+
+int lx_net_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	const char *last = strrchr(s, ':');
+	uint16_t port;
+
+	if (!last || net_port(last + 1, &port) ||
+	    net_host_ip(s, (size_t)(last - s), ss, sl))
+		return -EINVAL;
+	lx_net_set_port((struct sockaddr *)ss, port);
+	return 0;
 }
 
 int lx_net_format_publish(const struct lx_publish *rule, char *out, size_t len)
@@ -96,9 +108,9 @@ int lx_net_parse_publish(const char *spec, struct lx_publish *out, char *err, si
 	if (net_port(hostport, &hport))
 		goto bad;
 	if (mid == spec)
-		rc = net_host_ip("127.0.0.1", 9, out);
+		rc = net_host_ip("127.0.0.1", 9, &out->host_addr, &out->host_len);
 	else if (mid[-1] == ':' && mid - 1 > spec)
-		rc = net_host_ip(spec, (size_t)(mid - 1 - spec), out);
+		rc = net_host_ip(spec, (size_t)(mid - 1 - spec), &out->host_addr, &out->host_len);
 	else
 		goto bad;
 	if (rc)

@@ -44,6 +44,10 @@ struct lx_net {
  * 127.0.0.1; ports 1..65535) into @out. Returns 0, or -EINVAL with a message in @err. */
 int lx_net_parse_publish(const char *spec, struct lx_publish *out, char *err, size_t errlen);
 
+/* "HOSTIP:PORT" (HOSTIP an IPv4 address or [IPv6]; port 1..65535) into @ss and @sl:
+ * 0, or -EINVAL. */
+int lx_net_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sl);
+
 /* The rule as lx_net_parse_publish reads it ("127.0.0.1:16379:6379", "[::1]:80:8080"). */
 int lx_net_format_publish(const struct lx_publish *rule, char *out, size_t len);
 
