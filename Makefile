@@ -24,7 +24,7 @@ OPT      ?= -O2 -g
 WARN      = -Wall -Wextra -Werror
 CPPFLAGS  = -D_GNU_SOURCE -Ibuild/gen
 CFLAGS    = -std=gnu11 $(OPT) $(WARN) -pthread -MMD -MP
-LDLIBS    = -ljansson -lxxhash -lzstd -llz4 -lseccomp -lm -pthread
+LDLIBS    = -lgnutls -ljansson -lxxhash -lzstd -llz4 -lseccomp -lm -pthread
 SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 B         = build
@@ -66,7 +66,7 @@ FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/f
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps test layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate
-all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench
+all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench bench/tls-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -244,6 +244,10 @@ bench/engine-bench: bench/engine-bench.c bench/load.c $(LIB_SRCS:%.c=$(B)/obj/%.
 
 # Each codec's ratio and speed per block size on a dataset, one thread, no disk.
 bench/codec-bench: bench/codec-bench.c bench/load.c $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
+# What TLS adds to a migration's transfer, no VM needed (bench/tls-cost.sh).
+bench/tls-bench: bench/tls-bench.c $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 # What a uffd trap, a kernel CoW fault and a region copy cost here, no VM needed.

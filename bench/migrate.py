@@ -19,6 +19,8 @@ Systems:
   ccvm-stopcopy       ctl migrate --max-rounds 0 (pause and copy)
   ccvm-postcopy-auto  ctl migrate --postcopy auto (post-copy when the rounds do not converge)
   ccvm-postcopy-now   ctl migrate --postcopy now (post-copy at once)
+  ccvm-tls            ccvm-coverage over TLS 1.3 (x509, credentials made by
+                      tests/tls/make-creds.sh): the cost of TLS beside plain
   qemu-precopy        QEMU pre-copy migration, downtime-limit 300 ms, unlimited bandwidth
   qemu-precopy-prealloc  the same, the destination started with -mem-prealloc: its RAM
                       faulted in before the migration, as ccvm's destination does on
@@ -74,7 +76,8 @@ BOOT_TIMEOUT_S = 120
 SYSTEMS = {"ccvm-coverage": ("ccvm", []), "ccvm-address": ("ccvm", ["--order", "address"]),
            "ccvm-stopcopy": ("ccvm", ["--max-rounds", "0"]),
            "ccvm-postcopy-auto": ("ccvm", ["--postcopy", "auto"]),
-           "ccvm-postcopy-now": ("ccvm", ["--postcopy", "now"]), "qemu-precopy": ("qemu", []),
+           "ccvm-postcopy-now": ("ccvm", ["--postcopy", "now"]),
+           "ccvm-tls": ("ccvm", ["--tls-creds", "TLS"]), "qemu-precopy": ("qemu", []),
            "qemu-precopy-prealloc": ("qemu", ["-mem-prealloc"])}
 METRICS = ["downtime_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "after",
            "rounds"]
@@ -106,6 +109,19 @@ def wait_ready(prog, side, who):
         raise Failed(f"{who}: no progress within {BOOT_TIMEOUT_S} s: {side.describe()}")
 
 
+TLS_CREDS = {}
+
+
+def tls_creds():
+    """A credentials directory for ccvm-tls, made once a run as a user would."""
+    if "dir" not in TLS_CREDS:
+        TLS_CREDS["tmp"] = tempfile.TemporaryDirectory(prefix="ccvm-migrate-tls.")
+        subprocess.run([os.path.join(TOP, "tests", "tls", "make-creds.sh"),
+                        TLS_CREDS["tmp"].name], check=True, capture_output=True)
+        TLS_CREDS["dir"] = os.path.join(TLS_CREDS["tmp"].name, "x509")
+    return TLS_CREDS["dir"]
+
+
 def run_ccvm(name, opts, cfg, work, port):
     src_prog, dst_prog = Progress(), Progress()
     sock = os.path.join(work, "ctl.sock")
@@ -118,7 +134,12 @@ def run_ccvm(name, opts, cfg, work, port):
     dst = None
     try:
         wait_ready(src_prog, src, name)
-        dst = Side([CCVM, "restore", "--incoming", where, "--insecure", "--mem", mem,
+        if "--tls-creds" in opts:
+            opts = [tls_creds() if o == "TLS" else o for o in opts]
+            channel = ["--tls-creds", tls_creds()]
+        else:
+            channel = ["--insecure"]
+        dst = Side([CCVM, "restore", "--incoming", where] + channel + ["--mem", mem,
                     "--rw", "none"], read_zipfbench_reports, work, "dst", dst_prog)
         time.sleep(cfg["warmup"])
         t0 = time.monotonic()
@@ -311,8 +332,27 @@ def write_outputs(out, header, rows, names, quick):
               ("total s", "total_s", "%.2f", 1), ("bytes/RAM", "bytes_over_ram", "%.2f", 1),
               ("during", "during", "%.2f", 1), ("after", "after", "%.2f", 1),
               ("rounds", "rounds", "%.1f", 1)])
+    write_tls_cost(os.path.join(out, "migrate.md"), rows)
     plot(out, "migrate", summary, header, "zipfbench --scatter migrated on loopback",
          [("downtime_ms", "downtime (ms)"), ("bytes_over_ram", "bytes sent / RAM")])
+
+
+def write_tls_cost(path, rows, tls="ccvm-tls", plain="ccvm-coverage"):
+    """What TLS costs: per round, ccvm-tls's figure over ccvm-coverage's (run in the same
+    round, in shuffled order), mean ± 95% CI. Nothing when either is missing."""
+    by = {(r["round"], r["system"]): r for r in rows}
+    pairs = [(by[(k, tls)], by[(k, plain)]) for k, n in by if n == tls and (k, plain) in by]
+    if not pairs:
+        return
+    with open(path, "a") as f:
+        f.write(f"\nTLS against plain, per round ({tls} / {plain}, {len(pairs)} pairs):\n\n"
+                "| figure | ratio | 95% CI |\n|---|---|---|\n")
+        for m in ("total_s", "own_downtime_ms", "downtime_ms", "during"):
+            ratios = [a[m] / b[m] for a, b in pairs if b[m]]
+            if ratios:
+                mean, lo_hi = mean_ci(ratios)[1:]
+                f.write(f"| {m} | {mean:.2f} | ± {lo_hi:.2f} |\n" if lo_hi == lo_hi else
+                        f"| {m} | {mean:.2f} | (one pair) |\n")
 
 
 def plot(out, stem, summary, header, title, panels):

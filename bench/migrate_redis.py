@@ -61,9 +61,10 @@ def settings(quick):
 
 def ctl_migrate(sock, where, opts):
     """`ccvm ctl SOCK migrate WHERE --wait OPTS`: its figures (the reply's JSON, {} if
-    none) and what it printed, for a failure's message."""
-    # --insecure: loopback TCP without TLS, which ccvm does not have yet
-    r = subprocess.run([peers.CCVM, "ctl", sock, "migrate", where, "--wait", "--insecure"] + opts,
+    none) and what it printed, for a failure's message. Loopback TCP without TLS
+    (--insecure) unless OPTS carry --tls-creds."""
+    channel = [] if "--tls-creds" in opts else ["--insecure"]
+    r = subprocess.run([peers.CCVM, "ctl", sock, "migrate", where, "--wait"] + channel + opts,
                        capture_output=True, text=True, timeout=MIGRATE_TIMEOUT_S)
     try:
         return json.loads(r.stdout.strip().splitlines()[-1]), r.stdout + r.stderr

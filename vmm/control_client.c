@@ -4,6 +4,7 @@
  */
 #include "control_impl.h"
 #include "base/log.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,41 @@ static void ctl_absolute_file(json_t *req)
 	free(abs);
 }
 
+/* `migrate ... --tls-creds DIR`: DIR's client files read here, by the caller, and sent as
+ * their texts: the confined monitor opens no directory, and never this one. 0, or -errno
+ * said. */
+static int ctl_tls_creds(json_t *req)
+{
+	const json_t *dir = json_object_get(req, "tls-creds");
+	struct tls_creds c;
+	char err[512];
+	json_t *texts;
+	int rc;
+
+	if (!dir || strcmp(json_string_value(json_object_get(req, "cmd")), "migrate"))
+		return 0;
+	if (!json_is_string(dir)) {
+		log_err("ctl: --tls-creds DIR");
+		return -EINVAL;
+	}
+	rc = tls_creds_read(json_string_value(dir), TLS_CLIENT, &c, err, sizeof(err));
+	if (!rc)
+		rc = tls_creds_check(&c, TLS_CLIENT, err, sizeof(err));
+	if (rc) {
+		log_err("ctl: %s", err);
+		tls_creds_free(&c);
+		return rc;
+	}
+	texts = c.psk ? json_pack("{s:s}", "psk", c.psk) :
+			json_pack("{s:s, s:s, s:s}", "ca-cert", c.ca, "client-cert", c.cert,
+				  "client-key", c.key);
+	tls_creds_free(&c);
+	if (!texts)
+		return -ENOMEM;
+	json_object_set_new(req, "tls-creds", texts);
+	return 0;
+}
+
 /* `events`: every line the monitor sends after the reply, as it comes, until it closes
  * the connection (the VM ended, or moved away). */
 static void ctl_follow(int fd)
@@ -62,6 +98,10 @@ int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
 		return 2;
 	}
 	ctl_absolute_file(req);
+	if (ctl_tls_creds(req)) {
+		json_decref(req);
+		return 2;
+	}
 	line = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	if (!line || ctl_sockaddr(path, &sa)) {

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/role.h"
 #include "migrate.h"
+#include "tls.h"
 #include "vm.h"
 #include "../snapshot/engine.h"
 
@@ -31,6 +32,8 @@ struct ctl_migration {
 	struct migration m;
 	struct ctl_server *srv;
 	char where[CTL_MAX_LINE];
+	struct tls_creds tls;        /* --tls-creds, as the client read them */
+	char authz[TLS_AUTHZ_MAX];   /* --tls-authz */
 	pthread_t thread;
 	pthread_mutex_t lock;        /* guards what follows */
 	char *events[CTL_MIG_EVENTS];
@@ -44,7 +47,8 @@ struct ctl_migration {
 static const char *const ctl_mig_usage =
 	"usage: migrate unix:PATH|tcp:ADDR:PORT [--downtime-ms N] [--max-rounds N] "
 	"[--postcopy never|auto|now] [--compress auto|zstd|lz4|none] [--bandwidth MB/s] "
-	"[--order coverage|address] [--peer-timeout SECONDS] [--insecure] [--wait]";
+	"[--order coverage|address] [--peer-timeout SECONDS] [--tls-creds DIR "
+	"[--tls-authz NAME[,NAME...]] | --insecure] [--wait]";
 
 /* A number option of @msg in [lo, hi] into *@v (left alone when absent): NULL, or what
  * is wrong. */
@@ -179,17 +183,72 @@ static void *ctl_mig_thread(void *arg)
 	return NULL;
 }
 
-/* Where the VM may go: tcp: only with --insecure, to a loopback address (ccvm has no
- * TLS yet); NULL, or the reply that refuses. */
+/* Where the VM may go: tcp: with TLS, or with --insecure to a loopback address; NULL,
+ * or the reply that refuses. */
 static char *ctl_mig_channel(const struct ctl_request *req, const char *where)
 {
 	const json_t *insecure = json_object_get(req->msg, "insecure");
+	bool tls = json_object_get(req->msg, "tls-creds") != NULL;
 	char err[MIG_ERR_LEN];
 
 	if (insecure && !json_is_true(insecure))
 		return ctl_reply_error("--insecure takes no value (migrate WHERE --insecure)");
-	if (migrate_channel_check(where, insecure != NULL, err, sizeof(err)))
+	if (json_object_get(req->msg, "tls-authz") && !tls)
+		return ctl_reply_error("--tls-authz goes with --tls-creds");
+	if (migrate_channel_check(where, insecure != NULL, tls, err, sizeof(err)))
 		return ctl_reply_error(err);
+	return NULL;
+}
+
+/* One PEM or PSK text of --tls-creds into *@out: NULL, or what is wrong. */
+static const char *ctl_mig_tls_text(const json_t *creds, const char *key, char **out)
+{
+	const json_t *j = json_object_get(creds, key);
+
+	if (!j)
+		return NULL;
+	if (!json_is_string(j) || json_string_length(j) > TLS_FILE_MAX ||
+	    strlen(json_string_value(j)) != json_string_length(j))
+		return "--tls-creds: each credential a text of at most 64 KiB";
+	*out = strdup(json_string_value(j));
+	return *out ? NULL : "out of memory";
+}
+
+/* --tls-creds as `ccvm ctl` sends them: the files' texts, {"ca-cert", "client-cert",
+ * "client-key"} or {"psk"}, never a directory (the confined monitor opens none). Checked
+ * by GnuTLS here, for they come from whoever drives the socket. NULL, or what is wrong. */
+static const char *ctl_mig_tls(const json_t *msg, struct ctl_migration *cm, char *err,
+			       size_t errlen)
+{
+	const json_t *creds = json_object_get(msg, "tls-creds");
+	const char *authz = json_string_value(json_object_get(msg, "tls-authz"));
+	const char *bad = NULL;
+
+	if (!creds)
+		return NULL;
+	if (!json_is_object(creds))
+		return "--tls-creds: `ccvm ctl` reads DIR and sends its files' texts "
+		       "({\"ca-cert\", \"client-cert\", \"client-key\"} or {\"psk\"})";
+	if (json_object_get(msg, "tls-authz") && (!authz || !tls_authz_ok(authz)))
+		return "--tls-authz: NAME[,NAME...], each 1 to 255 bytes";
+	bad = ctl_mig_tls_text(creds, "ca-cert", &cm->tls.ca);
+	if (!bad)
+		bad = ctl_mig_tls_text(creds, "client-cert", &cm->tls.cert);
+	if (!bad)
+		bad = ctl_mig_tls_text(creds, "client-key", &cm->tls.key);
+	if (!bad)
+		bad = ctl_mig_tls_text(creds, "psk", &cm->tls.psk);
+	if (!bad && !!cm->tls.psk == !!(cm->tls.ca || cm->tls.cert || cm->tls.key))
+		bad = "--tls-creds: x509 (ca-cert, client-cert, client-key) or a PSK, one kind";
+	if (!bad && tls_creds_check(&cm->tls, TLS_CLIENT, err, errlen))
+		bad = err;
+	if (bad)
+		return bad;
+	cm->m.tls = &cm->tls;
+	if (authz) {
+		snprintf(cm->authz, sizeof(cm->authz), "%s", authz);
+		cm->m.authz = cm->authz;
+	}
 	return NULL;
 }
 
@@ -197,8 +256,8 @@ char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl
 {
 	const char *where = json_string_value(json_array_get(json_object_get(req->msg, "args"), 0));
 	struct ctl_migration *cm;
+	char *refused, err[MIG_ERR_LEN];
 	const char *bad;
-	char *refused;
 
 	if (!where || strlen(where) >= sizeof(cm->where))
 		return ctl_reply_error(ctl_mig_usage);
@@ -218,10 +277,14 @@ char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl
 		return ctl_reply_error("out of memory");
 	migrate_init(&cm->m);
 	bad = ctl_mig_options(req->msg, &cm->m);
+	if (!bad)
+		bad = ctl_mig_tls(req->msg, cm, err, sizeof(err));
 	if (bad) {
+		refused = ctl_reply_error(bad);
+		tls_creds_free(&cm->tls);
 		migrate_fini(&cm->m);
 		free(cm);
-		return ctl_reply_error(bad);
+		return refused;
 	}
 	snprintf(cm->where, sizeof(cm->where), "%s", where);
 	cm->m.where = cm->where;
@@ -232,6 +295,7 @@ char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl
 	pthread_mutex_init(&cm->lock, NULL);
 	if (pthread_create(&cm->thread, NULL, ctl_mig_thread, cm)) {
 		pthread_mutex_destroy(&cm->lock);
+		tls_creds_free(&cm->tls);
 		migrate_fini(&cm->m);
 		free(cm);
 		return ctl_reply_error("cannot start the migration's thread");
@@ -283,6 +347,7 @@ static void ctl_mig_free(struct ctl_migration *cm)
 	for (int i = 0; i < cm->n_events; i++)
 		free(cm->events[i]);
 	pthread_mutex_destroy(&cm->lock);
+	tls_creds_free(&cm->tls);
 	migrate_fini(&cm->m);
 	free(cm);
 }

@@ -23,6 +23,7 @@
 #include "../snapshot/image.h"
 #include "persist_restore.h"
 #include "persist_incoming.h"
+#include "tls.h"
 #include "migrate.h"
 #include "linux/lx.h"
 #include "../mmu/layout.h"
@@ -71,7 +72,8 @@ static void usage_ctl(FILE *out)
 		"          migrate unix:PATH|tcp:ADDR:PORT [--downtime-ms N] [--max-rounds N]\n"
 		"               [--postcopy never|auto|now] [--compress auto|zstd|lz4|none]\n"
 		"               [--bandwidth MB/s] [--order coverage|address]\n"
-		"               [--peer-timeout SECONDS] [--insecure] [--wait]\n"
+		"               [--peer-timeout SECONDS] [--wait]\n"
+		"               [--tls-creds DIR [--tls-authz NAME[,NAME...]] | --insecure]\n"
 		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
 		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"
 		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
@@ -449,6 +451,19 @@ static void restore_abandon(struct vm *vm)
 	vm_destroy(vm);
 }
 
+/* --tls-creds DIR read (before anything is confined) and checked: 0, or -errno said. */
+static int restore_tls_creds(const char *dir, struct tls_creds *c)
+{
+	char err[MIG_ERR_LEN];
+	int rc = tls_creds_read(dir, TLS_SERVER, c, err, sizeof(err));
+
+	if (!rc && (rc = tls_creds_check(c, TLS_SERVER, err, sizeof(err))))
+		tls_creds_free(c);
+	if (rc)
+		log_err("restore: %s", err);
+	return rc;
+}
+
 static int cmd_restore(int argc, char **argv)
 {
 	struct cli_opts o;
@@ -457,10 +472,13 @@ static int cmd_restore(int argc, char **argv)
 	struct restore_opts ro;
 	uint64_t mono_ns = 0;
 	struct vm vm = { .kvm = NULL };
+	struct tls_creds tls = { .psk = NULL };
 	int status = parse_cmd(OPT_RESTORE, argc, argv, &o), conn = -1;
 
 	if (status)
 		return status < 0 ? 0 : status;
+	if (o.tls_creds && restore_tls_creds(o.tls_creds, &tls))
+		return EXIT_USAGE;
 	ro = (struct restore_opts){ .mem = o.mem, .lazy = o.lazy, .vcpus = o.vcpus,
 				    .max_procs = o.max_procs, .root = o.root,
 				    .peer_timeout_s = o.peer_timeout_s ?
@@ -470,12 +488,14 @@ static int cmd_restore(int argc, char **argv)
 				    /* A stream's saved rules are its sender's word: an
 				     * incoming VM publishes what this command line says. */
 				    .publish_given = o.publish_given || o.incoming,
+				    .tls = o.tls_creds ? &tls : NULL, .tls_authz = o.tls_authz,
 				    .hooks = &run_hooks,
 				    .confine = restore_confine, .confine_ctx = &o };
 	if ((o.incoming ? restore_vm_incoming(o.incoming, &ro, &vm, &mono_ns, &conn) :
 			  restore_vm(o.argv[0], &ro, &vm, &mono_ns)) ||
 	    restore_lazy_begin(&vm)) {
 		restore_abandon(&vm);
+		tls_creds_free(&tls);
 		return 1;
 	}
 	/* A restored VM snapshots like a new one: ccow, its coverage measured afresh. */
@@ -484,6 +504,7 @@ static int cmd_restore(int argc, char **argv)
 	if (!status)
 		status = run_vm(&vm, &o, NULL);
 	incoming_end();
+	tls_creds_free(&tls);
 	restore_lazy_end(&vm);
 	lx_proc_destroy(vm.proc);
 	vm.proc = NULL;

@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "base/mono.h"
 #include "base/pages.h"
+#include "tls.h"
 #include "vm.h"
 #include "linux/lx.h"
 #include "../snapshot/image.h"
@@ -72,23 +73,43 @@ int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, 
 	return log_set_err(-EINVAL, err, errlen, "%s: unix:PATH or tcp:ADDR:PORT", where);
 }
 
-int migrate_channel_check(const char *where, bool insecure, char *err, size_t errlen)
+int migrate_channel_check(const char *where, bool insecure, bool tls, char *err,
+			  size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	int rc = migrate_addr(where, &ss, &sl, err, errlen);
 
-	if (rc || ss.ss_family == AF_UNIX)
+	if (!rc && insecure && tls)
+		return log_set_err(-EINVAL, err, errlen, "%s: --tls-creds or --insecure, not both",
+				   where);
+	if (rc || ss.ss_family == AF_UNIX || tls)
 		return rc;
 	if (!insecure)
 		return log_set_err(-EPERM, err, errlen, "%s: over TCP the stream would be neither "
-				   "authenticated nor encrypted, and ccvm has no TLS yet: use "
-				   "unix:PATH, or give --insecure for a loopback address", where);
+				   "authenticated nor encrypted: give --tls-creds DIR (docs/migration.md), "
+				   "or --insecure for a loopback address", where);
 	if (!lx_net_is_loopback((const struct sockaddr *)&ss))
 		return log_set_err(-EPERM, err, errlen, "%s: --insecure is for loopback addresses "
 				   "only (127.0.0.0/8, [::1]): anyone on the way could read or rewrite "
 				   "the VM", where);
 	return 0;
+}
+
+void migrate_host(const char *where, char *host, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	char err[MIG_ERR_LEN];
+	const void *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+
+	host[0] = '\0';
+	if (migrate_addr(where, &ss, &sl, err, sizeof(err)) || ss.ss_family == AF_UNIX)
+		return;
+	if (ss.ss_family == AF_INET)
+		a = &((struct sockaddr_in *)&ss)->sin_addr;
+	if (!inet_ntop(ss.ss_family, a, host, (socklen_t)len))
+		host[0] = '\0';
 }
 
 void migrate_init(struct migration *m)
@@ -363,16 +384,68 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 	return rc ? rc : migrate_answers(m, run->o.fd, MIG_ACK_RUNNING, err, errlen);
 }
 
+/* With --tls-creds, the session over the connection @fd: the stream's socket, or -errno
+ * with why in @err (@fd closed either way when it fails). The destination is checked
+ * by its address, or by --tls-authz when given. */
+static int migrate_tls(struct migration *m, int fd, struct tls_link **link, char *err,
+		       size_t errlen)
+{
+	char host[INET6_ADDRSTRLEN] = "", why[MIG_ERR_LEN];
+	int rc, plain = -1;
+
+	if (!m->authz)
+		migrate_host(m->where, host, sizeof(host));
+	rc = tls_link_start(m->tls, TLS_CLIENT, fd, host[0] ? host : NULL, m->peer_timeout_s,
+			    link, &plain, why, sizeof(why));
+	if (!rc && ((rc = tls_link_authorize(*link, m->authz, why, sizeof(why))) ||
+		    (rc = tls_link_run(*link, why, sizeof(why))))) {
+		close(plain);
+		tls_link_end(*link, false);
+		*link = NULL;
+		fd = -1;
+	}
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		return log_set_err(rc, err, errlen, "%s: %s", m->where, why);
+	}
+	mig_bound(plain, m->peer_timeout_s); /* the stream's waits, bounded as on the socket */
+	return plain;
+}
+
+/* The connection to the destination, over TLS with --tls-creds: its fd (the cancel's
+ * to shut down), or -errno with why in @err. */
+static int migrate_open(struct migration *m, struct tls_link **link, char *err, size_t errlen)
+{
+	int fd = migrate_connect(m->where, m->peer_timeout_s, err, errlen);
+
+	*link = NULL;
+	if (fd < 0 || !m->tls)
+		return fd;
+	pthread_mutex_lock(&m->lock);
+	m->fd = fd; /* a cancel cuts the handshake */
+	pthread_mutex_unlock(&m->lock);
+	fd = migrate_tls(m, fd, link, err, errlen);
+	pthread_mutex_lock(&m->lock);
+	m->fd = -1;
+	pthread_mutex_unlock(&m->lock);
+	if (fd < 0 && __atomic_load_n(&m->cancel, __ATOMIC_ACQUIRE))
+		return log_set_err(-ECANCELED, err, errlen, "cancelled");
+	return fd;
+}
+
 int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig, char *err,
 		 size_t errlen)
 {
 	struct migrate_run run = { .m = m, .vm = vm, .o = { .fd = -1 } };
 	uint64_t t0 = mono_ns(), t_pause = 0;
-	int fd = migrate_connect(m->where, m->peer_timeout_s, err, errlen), rc;
+	struct tls_link *link;
+	int fd, rc;
 	bool paused;
 
 	memset(fig, 0, sizeof(*fig));
 	fig->ram_size = vm->ram.size;
+	fd = migrate_open(m, &link, err, errlen);
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&m->lock);
@@ -392,6 +465,8 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 
 		if (migrate_answers(m, fd, MIG_ACK_RUNNING, why, sizeof(why)) == -EPROTO)
 			snprintf(err, errlen, "%s", why);
+		else if (tls_link_failure(link)) /* the session ended under the stream */
+			snprintf(err, errlen, "%s: %s", m->where, tls_link_failure(link));
 	}
 	if (run.ran) {
 		mig_precopy_end(&run.p);
@@ -411,6 +486,7 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 	m->fd = -1;
 	close(fd);
 	pthread_mutex_unlock(&m->lock);
+	tls_link_end(link, false); /* (the destination's answer came, or nothing will) */
 	if (rc && paused && !fig->lost) { /* the VM goes on here */
 		lx_listeners_resume(run.listeners, run.n_listeners);
 		vm_resume(vm);

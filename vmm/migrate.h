@@ -14,6 +14,7 @@
 
 struct vm;
 struct tracker;
+struct tls_creds;
 
 #define MIG_ERR_LEN 640 /* room for a destination's reason and what came before it */
 #define MIGRATE_DOWNTIME_MS_DEFAULT 300
@@ -31,9 +32,13 @@ struct tracker;
 int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, char *err,
 		 size_t errlen);
 /* Whether @where may carry a migration: unix: always (its peer is checked when it
- * connects); tcp: only with @insecure, and then only on a loopback address, for ccvm
- * has no TLS. 0, or -EINVAL/-EPERM with why in @err (starting with @where). */
-int migrate_channel_check(const char *where, bool insecure, char *err, size_t errlen);
+ * connects); tcp: with @tls (--tls-creds), or with @insecure to a loopback address only.
+ * 0, or -EINVAL/-EPERM with why in @err (starting with @where). */
+int migrate_channel_check(const char *where, bool insecure, bool tls, char *err,
+			  size_t errlen);
+/* The host of a tcp: @where as a certificate would name it ("127.0.0.1", "::1"); "" for
+ * unix:. */
+void migrate_host(const char *where, char *host, size_t len);
 
 struct migrate_figures {
 	uint64_t ram_size;
@@ -68,6 +73,8 @@ struct migration {
 	enum migrate_order order;
 	unsigned peer_timeout_s;    /* the destination's silence allowed (--peer-timeout) */
 	struct tracker *tracker;    /* coverage and page heat; NULL: address order */
+	const struct tls_creds *tls;/* --tls-creds (the client's); NULL: no TLS */
+	const char *authz;          /* --tls-authz: the destination names accepted */
 	void (*progress)(void *ctx, const struct mig_progress *p);
 	void *ctx;
 	/* Kept by migrate_send; migrate_cancel reaches them from another thread. */

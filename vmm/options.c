@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "base/log.h"
 #include "migrate.h"
+#include "tls.h"
 #include "vm.h"
 #include "../mmu/layout.h"
 #include "../mmu/tracker.h"
@@ -251,6 +252,23 @@ static int set_insecure(struct cli_opts *o, const char *arg)
 {
 	(void)arg;
 	o->insecure = true;
+	return 0;
+}
+
+static int set_tls_creds(struct cli_opts *o, const char *arg)
+{
+	o->tls_creds = arg;
+	return 0;
+}
+
+static int set_tls_authz(struct cli_opts *o, const char *arg)
+{
+	if (!tls_authz_ok(arg)) {
+		log_err("--tls-authz %s: NAME[,NAME...], each 1 to %d bytes", arg,
+			TLS_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	o->tls_authz = arg;
 	return 0;
 }
 
@@ -557,9 +575,15 @@ static const struct opt_def opt_table[] = {
 	{ "incoming", "unix:PATH|tcp:ADDR:PORT", OPT_RESTORE, "no FILE: listen there for one "
 	  "live migration (ccvm ctl migrate: docs/migration.md) and run the VM it brings",
 	  set_incoming },
-	{ "insecure", NULL, OPT_RESTORE, "with --incoming tcp: accept a stream neither "
-	  "authenticated nor encrypted, on a loopback address only (ccvm has no TLS yet: "
-	  "without it tcp: is refused)", set_insecure },
+	{ "tls-creds", "DIR", OPT_RESTORE, "with --incoming: take the stream over TLS only, "
+	  "with DIR's x509 files (ca-cert.pem, server-cert.pem, server-key.pem; the source "
+	  "shows a certificate that CA signed) or keys.psk (NAME:HEXKEY lines)",
+	  set_tls_creds },
+	{ "tls-authz", "NAME[,NAME...]", OPT_RESTORE, "with --tls-creds: only sources whose "
+	  "certificate's CN or DNS name, or PSK user, is listed", set_tls_authz },
+	{ "insecure", NULL, OPT_RESTORE, "with --incoming tcp: and no --tls-creds: accept a "
+	  "stream neither authenticated nor encrypted, on a loopback address only (without "
+	  "either, tcp: is refused)", set_insecure },
 	{ "peer-timeout", "SECONDS", OPT_RESTORE, "with --incoming: give up, refusing the "
 	  "migration, when the source sends nothing for this long once connected (default "
 	  OPT_STR(MIGRATE_PEER_TIMEOUT_S_DEFAULT) ", 1.." OPT_STR(MIGRATE_PEER_TIMEOUT_S_MAX)
@@ -856,8 +880,7 @@ static int opt_image_dirs(struct cli_opts *o)
  * default. Its RAM is bounded by --mem (a sender would choose it, up to the layout's
  * most), its writable directories named (the default "." is wherever the destination
  * was started, root's home in the audit's case), and tcp: is the network's: refused
- * without TLS, which ccvm does not have yet, unless --insecure asks for it on a
- * loopback address. */
+ * without TLS (--tls-creds), unless --insecure asks for it on a loopback address. */
 static int opt_check_incoming(const struct cli_opts *o)
 {
 	char err[256];
@@ -872,7 +895,12 @@ static int opt_check_incoming(const struct cli_opts *o)
 			"write here (there is no default for a VM from elsewhere)");
 		return -EINVAL;
 	}
-	if (migrate_channel_check(o->incoming, o->insecure, err, sizeof(err))) {
+	if (o->tls_authz && !o->tls_creds) {
+		log_err("restore: --tls-authz goes with --tls-creds");
+		return -EINVAL;
+	}
+	if (migrate_channel_check(o->incoming, o->insecure, o->tls_creds != NULL, err,
+				  sizeof(err))) {
 		log_err("restore --incoming %s", err);
 		return -EINVAL;
 	}
@@ -890,8 +918,9 @@ int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 	}
 	if (cmd == OPT_RESTORE && o->incoming && opt_check_incoming(o))
 		return -EINVAL;
-	if (cmd == OPT_RESTORE && !o->incoming && o->insecure) {
-		log_err("restore: --insecure goes with --incoming tcp:ADDR:PORT");
+	if (cmd == OPT_RESTORE && !o->incoming && (o->insecure || o->tls_creds || o->tls_authz)) {
+		log_err("restore: --%s goes with --incoming", o->insecure ? "insecure" :
+			o->tls_creds ? "tls-creds" : "tls-authz");
 		return -EINVAL;
 	}
 	if (o->rw_none && o->n_rw) {

@@ -47,6 +47,8 @@ struct cli_opts {
 	const char *incoming;       /* restore --incoming: where a migration stream comes */
 	unsigned peer_timeout_s;    /* restore --incoming --peer-timeout; 0: not given */
 	bool insecure;              /* restore --incoming tcp: without TLS, loopback only */
+	const char *tls_creds;      /* restore --incoming --tls-creds DIR */
+	const char *tls_authz;      /* --tls-authz NAME[,NAME...]: the sources accepted */
 	const char *rw[OPT_MAX_RW_DIRS];
 	int n_rw;
 	bool rw_none;               /* --rw none: no directory is writable */

@@ -10,11 +10,16 @@
  * data, never policy, and the destination's own command line confines the guest. The
  * sender hears READY once the VM is built and RUNNING as it starts; any refusal goes
  * back to it with its reason, and the destination exits nonzero.
+ *
+ * With --tls-creds the stream comes over TLS (vmm/tls.c) and nothing else is taken: a
+ * plain stream hears why it is refused, and a source that fails the handshake or
+ * --tls-authz is logged and dropped, the listener waiting on for the one it expects.
  */
 #include "persist_incoming.h"
 #include "persist_restore.h"
 #include "control.h"
 #include "migrate.h"
+#include "tls.h"
 #include "base/log.h"
 #include "base/mono.h"
 #include "vm.h"
@@ -40,6 +45,7 @@
 #define INCOMING_UNIX_MODE 0600 /* a unix: listener: its owner's alone */
 #define INCOMING_POPULATE_PIECE (64ULL << 20) /* a plan is faulted in this much at a time */
 #define INCOMING_NS_PER_MS 1000000ULL
+#define INCOMING_LINGER_S 2 /* a refused source's silence awaited before the close */
 
 struct incoming_section {
 	uint32_t type;
@@ -143,22 +149,114 @@ static bool incoming_peer_ok(int fd, const char *where)
 	return strncmp(where, "unix:", 5) != 0 || ctl_peer_allowed(fd, "--incoming");
 }
 
-/* One connection on @where from an allowed peer, the listener gone once it came. */
-static int incoming_accept(const char *where, char *err, size_t errlen)
+/* The TLS session of the migration, once a source passed it; NULL without TLS. */
+static struct tls_link *incoming_link;
+
+/* The stream's connection closed; over TLS what was written to it goes out first. */
+static void incoming_close(int fd)
+{
+	close(fd);
+	tls_link_end(incoming_link, true);
+	incoming_link = NULL;
+}
+
+/* A source that sends a plain stream to a TLS destination hears why it is refused.
+ * Whether the first bytes on @fd are a plain stream's (they are left there). */
+static bool incoming_plain_stream(int fd)
+{
+	char magic[sizeof(MIG_MAGIC) - 1];
+	ssize_t n;
+
+	do
+		n = recv(fd, magic, sizeof(magic), MSG_PEEK | MSG_WAITALL);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(magic) && memcmp(magic, MIG_MAGIC, sizeof(magic)) == 0;
+}
+
+/* A refused connection closed so that the source reads why (an answer, a TLS alert)
+ * rather than a reset: no more is sent, and what it still sends is read and dropped
+ * until it closes, for a moment at most. */
+static void incoming_drop(int fd)
+{
+	struct timeval linger = { .tv_sec = INCOMING_LINGER_S };
+	uint64_t end = mono_ns() + INCOMING_LINGER_S * 1000 * INCOMING_NS_PER_MS;
+	char sink[4096];
+	ssize_t n;
+
+	shutdown(fd, SHUT_WR);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &linger, sizeof(linger));
+	do /* (at most the moment in all: a source that sends on is cut) */
+		n = read(fd, sink, sizeof(sink));
+	while ((n > 0 || (n < 0 && errno == EINTR)) && mono_ns() < end);
+	close(fd);
+}
+
+/* The TLS session on the connection @fd (its handshake bounded by --peer-timeout), the
+ * source checked against --tls-authz: the stream's socket, or -errno with why in @err
+ * (@fd closed, the source told where it can be). */
+static int incoming_tls(int fd, const struct restore_opts *o, char *err, size_t errlen)
+{
+	int rc = mig_bound(fd, o->peer_timeout_s), plain = -1;
+	struct tls_link *l = NULL;
+
+	if (!rc && incoming_plain_stream(fd)) {
+		mig_send_ack(fd, MIG_ACK_REFUSED, "this destination takes the stream over TLS "
+			     "only: give ctl migrate --tls-creds DIR");
+		rc = log_set_err(-EPROTO, err, errlen, "a plain stream, refused (--tls-creds)");
+	}
+	if (!rc)
+		rc = tls_link_start(o->tls, TLS_SERVER, fd, NULL, o->peer_timeout_s, &l, &plain,
+				    err, errlen);
+	if (rc) {
+		incoming_drop(fd);
+		return rc;
+	}
+	rc = tls_link_authorize(l, o->tls_authz, err, errlen);
+	if (rc) {
+		mig_send_ack(plain, MIG_ACK_REFUSED, err);
+		close(plain);
+		tls_link_end(l, true);
+		return rc;
+	}
+	/* The hello is read here, the relays' threads run once the VM is made and ccvm is
+	 * confined (restore_vm_incoming): Landlock binds only the threads that come after. */
+	rc = tls_link_prefill(l, sizeof(struct mig_hello), err, errlen);
+	if (rc) {
+		close(plain);
+		tls_link_end(l, false);
+		return rc;
+	}
+	log_info("--incoming: TLS with %s", tls_link_peer(l)[0] ? tls_link_peer(l) : "the source");
+	incoming_link = l;
+	return plain;
+}
+
+/* One connection on @where from an allowed peer (over TLS with --tls-creds), the
+ * listener gone once it came. */
+static int incoming_accept(const char *where, const struct restore_opts *o, char *err,
+			   size_t errlen)
 {
 	int lfd = incoming_listen(where, err, errlen), fd;
+	char why[MIG_ERR_LEN];
 
 	if (lfd < 0)
 		return lfd;
-	log_info("waiting for a migration on %s", where);
+	log_info("waiting for a migration on %s%s", where, o->tls ? " (TLS)" : "");
 	for (;;) {
 		incoming_wait(lfd);
 		do
 			fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		while (fd < 0 && errno == EINTR);
-		if (fd < 0 || incoming_peer_ok(fd, where))
+		if (fd >= 0 && !incoming_peer_ok(fd, where)) {
+			close(fd);
+			continue;
+		}
+		if (fd < 0 || !o->tls)
 			break;
-		close(fd);
+		fd = incoming_tls(fd, o, why, sizeof(why));
+		if (fd >= 0)
+			break;
+		log_err("--incoming %s: a source refused: %s; waiting on", where, why);
 	}
 	if (fd < 0)
 		log_set_err(-errno, err, errlen, "--incoming %s: %s", where, strerror(errno));
@@ -273,7 +371,7 @@ void incoming_end(void)
 	if (mig_postcopy_finish(incoming_pc))
 		log_err("post-copy did not finish: the VM's memory never all came");
 	incoming_pc = NULL;
-	close(incoming_mi.fd);
+	incoming_close(incoming_mi.fd);
 	mig_in_close(&incoming_mi);
 	incoming_mi.fd = -1;
 }
@@ -287,7 +385,7 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 	char err[INCOMING_ERR] = "";
 	uint64_t ram = 0, *have = NULL, stale_len = 0;
 	uint8_t *stale = NULL;
-	int fd = incoming_accept(where, err, sizeof(err)), rc;
+	int fd = incoming_accept(where, o, err, sizeof(err)), rc;
 
 	if (fd < 0) {
 		log_err("cannot take a migration: %s", err);
@@ -300,6 +398,8 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 		rc = mig_in_open(mi, fd, NULL, o->mem, &ram, err, sizeof(err));
 	if (!rc && (rc = restore_vm_create(vm, ram, o)))
 		snprintf(err, sizeof(err), "cannot make the VM: %s", strerror(-rc));
+	if (!rc && incoming_link)
+		rc = tls_link_run(incoming_link, err, sizeof(err));
 	if (!rc && !(have = calloc((ram / PAGE_SIZE + 63) / 64, sizeof(uint64_t))))
 		rc = -ENOMEM;
 	if (!rc) {
@@ -335,7 +435,7 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 			return rc;
 		}
 		mig_in_close(mi);
-		close(fd);
+		incoming_close(fd);
 		return rc;
 	}
 	incoming_ack(fd, MIG_ACK_READY, NULL);
@@ -354,5 +454,5 @@ void incoming_running(int conn, bool started)
 	else if (incoming_pc)
 		mig_postcopy_abort(incoming_pc);
 	if (!incoming_pc)
-		close(conn); /* post-copy still reads it: incoming_end closes it */
+		incoming_close(conn); /* post-copy still reads it: incoming_end closes it */
 }

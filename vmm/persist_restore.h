@@ -12,6 +12,7 @@
 struct vm;
 struct lx_hooks;
 struct lx_net;
+struct tls_creds;
 
 struct restore_opts {
 	uint64_t mem;               /* guest RAM size asked by the user, 0 for the image's */
@@ -19,6 +20,8 @@ struct restore_opts {
 	int vcpus;                  /* thread cap; 0: the default (raised to the saved count) */
 	int max_procs;              /* process cap (--max-procs) */
 	unsigned peer_timeout_s;    /* --incoming: the source's silence allowed, seconds */
+	const struct tls_creds *tls;/* --incoming --tls-creds, read; NULL: no TLS */
+	const char *tls_authz;      /* --tls-authz: the sources accepted; NULL: any */
 	/* Confinement and network policy: the restoring command line's, never the image's
 	 * (struct lx_restore_policy). */
 	const char *root;

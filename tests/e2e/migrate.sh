@@ -500,12 +500,86 @@ print("closed" if s.recv(1) == b"" else "answered")' "$S" 2>&1 | tail -1)
 	fi
 }
 
-mig_incoming
-mig_tree
-mig_bounds
-mig_precopy
-mig_killed
-mig_damaged
-mig_redis
-mig_bench_redis
-mig_channels
+# 9. Migration over TLS (docs/migration.md, "TLS"), credentials made by openssl as a
+#    user would (tests/tls/make-creds.sh). One x509 destination with --tls-authz takes,
+#    and logs, four refusals while it waits on: a source that trusts another CA, a
+#    source whose name is not in --tls-authz, a plain stream, and a source whose
+#    certificate another CA signed. Each source hears a reason and its VM runs on. Then the right source
+#    moves the VM pre-copy. A PSK destination refuses a source with the wrong key, then
+#    takes one with the right key post-copy. Both VMs end as the uninterrupted run.
+mig_tls_dest() { # CREDS [RESTORE OPTIONS]: a TLS destination on tcp:127.0.0.1:$TP; sets DST
+	local creds=$1; shift
+	tmo 300 "$CCVM" restore --mem "$SMEM" --rw "$S" --tls-creds "$T/$creds" "$@" \
+		--incoming "tcp:127.0.0.1:$TP" </dev/null >"$S/mig.out" 2>"$S/mig.err" &
+	DST=$!
+	wait_until 10 mig_listening "$TP"
+}
+mig_tls_try() { # NAME PATTERN CTL-MIGRATE-ARGS...: refused with PATTERN, the VM runs on
+	local name=$1 pat=$2 r; shift 2
+	r=$(tmo 60 "$CCVM" ctl "$SOCK" migrate "tcp:127.0.0.1:$TP" "$@" --wait 2>&1)
+	if echo "$r" | grep -q -- "$pat" && [ "$(echo "$r" | field ok)" = false ] &&
+		kill -0 "$VMPID" 2>/dev/null && kill -0 "$DST" 2>/dev/null; then
+		pass "$name" "$(echo "$r" | field error | cut -c1-110)"
+	else
+		fail "$name" "reply: $r" "source running: $(kill -0 "$VMPID" 2>/dev/null && echo yes || echo no)" \
+			"destination waiting: $(kill -0 "$DST" 2>/dev/null && echo yes || echo no)" "$(tail -2 "$S/mig.err")"
+	fi
+}
+mig_tls_moved() { # NAME REPLY: the VM ran on over there, and ended as it would have here
+	local name=$1 r=$2 st why
+	wait_until 60 more_reports_in "$S/mig.out" 3
+	vm_stop; st=$?
+	wait "$DST"
+	why=$(zcheck "$S/mig.out")
+	if [ $? = 0 ] && [ "$st" = 0 ] && [ "$(echo "$r" | field ok)" = true ]; then
+		pass "$name" "$why; $(echo "$r" | field bytes) bytes in $(echo "$r" | field total_ms) ms"
+	else
+		fail "$name" "reply: $r" "source status $st" "$why" "$(tail -3 "$S/mig.err")"
+	fi
+}
+mig_tls() {
+	local r n
+	T=$S/tls TP=$((20000 + RANDOM % 20000))
+	rm -rf "$T"
+	if ! "$TOP/tests/tls/make-creds.sh" "$T" >"$S/creds.err" 2>&1; then
+		fail "TLS credentials made with openssl" "$(tail -3 "$S/creds.err")"
+		return
+	fi
+	expect_fail "restore --tls-authz without --tls-creds" 2 "goes with --tls-creds" -- \
+		"$CCVM" restore --mem "$SMEM" --rw none --tls-authz a --incoming "tcp:127.0.0.1:$TP"
+	expect_fail "restore --tls-creds of a directory without credentials" 2 "neither ca-cert.pem" -- \
+		"$CCVM" restore --mem "$SMEM" --rw none --tls-creds "$S" --incoming "tcp:127.0.0.1:$TP"
+	expect_fail "restore --tls-creds and --insecure" 2 "not both" -- \
+		"$CCVM" restore --mem "$SMEM" --rw none --tls-creds "$T/x509" --insecure --incoming "tcp:127.0.0.1:$TP"
+	expect_fail "restore --tls-creds with a client's directory" 2 "server-cert.pem" -- \
+		"$CCVM" restore --mem "$SMEM" --rw none --tls-creds "$T/stranger" --incoming "tcp:127.0.0.1:$TP"
+	rm -f "$STOP"
+	start_vm "$SOCK" "$G/zipfbench" "${ZARGS[@]}" --report-ms 20 --stop-file "$STOP"
+	wait_until 60 more_reports 5
+	mig_tls_dest x509 --tls-authz "other.test,source.test"
+	mig_tls_try "ctl migrate --tls-creds: a source trusting another CA refuses the destination" \
+		"certificate was refused" --tls-creds "$T/other-ca"
+	mig_tls_try "ctl migrate --tls-creds: a name not in --tls-authz is refused by the destination" \
+		"not in --tls-authz" --tls-creds "$T/stranger"
+	mig_tls_try "ctl migrate --insecure (plain) to a TLS destination: refused" \
+		"over TLS only" --insecure
+	mig_tls_try "ctl migrate --tls-creds: a client certificate of another CA is refused by the destination" \
+		"alert\|hung up" --tls-creds "$T/foreign"
+	n=$(grep -c "a source refused" "$S/mig.err")
+	[ "$n" -ge 4 ] && pass "restore --tls-creds: each refused source logged, the destination waits on" "$n refusals logged" ||
+		fail "restore --tls-creds: each refused source logged, the destination waits on" "$n logged" "$(tail -4 "$S/mig.err")"
+	r=$(tmo 300 "$CCVM" ctl "$SOCK" migrate "tcp:127.0.0.1:$TP" --tls-creds "$T/x509" --wait 2>&1)
+	mig_tls_moved "ctl migrate --tls-creds (x509, --tls-authz): pre-copy over TLS, the run ends as uninterrupted" "$r"
+	rm -f "$STOP"
+	start_vm "$SOCK" "$G/zipfbench" "${ZARGS[@]}" --report-ms 20 --stop-file "$STOP"
+	wait_until 60 more_reports 5
+	mig_tls_dest psk --tls-authz source
+	mig_tls_try "ctl migrate --tls-creds with the wrong PSK: refused" "TLS" --tls-creds "$T/psk-wrong"
+	r=$(tmo 300 "$CCVM" ctl "$SOCK" migrate "tcp:127.0.0.1:$TP" --tls-creds "$T/psk" --postcopy now --wait 2>&1)
+	mig_tls_moved "ctl migrate --tls-creds (PSK) --postcopy now: over TLS, the run ends as uninterrupted" "$r"
+}
+
+for f in ${MIG_ONLY:-mig_incoming mig_tree mig_bounds mig_precopy mig_killed mig_damaged \
+	mig_redis mig_bench_redis mig_channels mig_tls}; do
+	"$f"
+done

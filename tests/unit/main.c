@@ -36,6 +36,7 @@ int main(void)
 	srunner_add_suite(sr, stages_suite());
 	srunner_add_suite(sr, migstream_suite());
 	srunner_add_suite(sr, migsend_suite());
+	srunner_add_suite(sr, tls_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

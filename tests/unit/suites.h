@@ -37,6 +37,7 @@ Suite *sigfwd_suite(void);
 Suite *stages_suite(void);
 Suite *migstream_suite(void);
 Suite *migsend_suite(void);
+Suite *tls_suite(void);
 
 #define CHILD_OUT_MAX 4096
 

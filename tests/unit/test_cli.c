@@ -231,6 +231,7 @@ START_TEST(test_migration_channels)
 					   "tcp:::1:80", "tcp:[]:80", "tcp:[1.2.3.4]:80",
 					   "tcp:localhost:80", "unix:", "udp:1.2.3.4:5" };
 	struct sockaddr_storage ss;
+	char host[64];
 	socklen_t sl;
 	char err[256];
 
@@ -242,18 +243,28 @@ START_TEST(test_migration_channels)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(migrate_addr(bad[i], &ss, &sl, err, sizeof(err)) == -EINVAL,
 			      "%s taken", bad[i]);
-	ck_assert_int_eq(migrate_channel_check("unix:/tmp/x.sock", false, err, sizeof(err)), 0);
-	ck_assert_int_eq(migrate_channel_check("tcp:127.0.0.1:80", false, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(migrate_channel_check("unix:/tmp/x.sock", false, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:127.0.0.1:80", false, false, err, sizeof(err)), -EPERM);
 	ck_assert_ptr_nonnull(strstr(err, "--insecure"));
-	ck_assert_int_eq(migrate_channel_check("tcp:127.0.0.1:80", true, err, sizeof(err)), 0);
-	ck_assert_int_eq(migrate_channel_check("tcp:127.9.9.9:80", true, err, sizeof(err)), 0);
-	ck_assert_int_eq(migrate_channel_check("tcp:[::1]:80", true, err, sizeof(err)), 0);
-	ck_assert_int_eq(migrate_channel_check("tcp:[::ffff:127.0.0.1]:80", true, err, sizeof(err)), 0);
-	ck_assert_int_eq(migrate_channel_check("tcp:0.0.0.0:80", true, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(migrate_channel_check("tcp:127.0.0.1:80", true, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:127.9.9.9:80", true, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:[::1]:80", true, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:[::ffff:127.0.0.1]:80", true, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:0.0.0.0:80", true, false, err, sizeof(err)), -EPERM);
 	ck_assert_ptr_nonnull(strstr(err, "loopback addresses only"));
-	ck_assert_int_eq(migrate_channel_check("tcp:10.0.0.1:80", true, err, sizeof(err)), -EPERM);
-	ck_assert_int_eq(migrate_channel_check("tcp:[::]:80", true, err, sizeof(err)), -EPERM);
-	ck_assert_int_eq(migrate_channel_check("tcp:[fe80::1]:80", true, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(migrate_channel_check("tcp:10.0.0.1:80", true, false, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(migrate_channel_check("tcp:[::]:80", true, false, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(migrate_channel_check("tcp:[fe80::1]:80", true, false, err, sizeof(err)), -EPERM);
+	/* With TLS, any address; TLS and --insecure together are a mistake. */
+	ck_assert_int_eq(migrate_channel_check("tcp:0.0.0.0:80", false, true, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:10.0.0.1:80", false, true, err, sizeof(err)), 0);
+	ck_assert_int_eq(migrate_channel_check("tcp:127.0.0.1:80", true, true, err, sizeof(err)), -EINVAL);
+	migrate_host("tcp:[::1]:80", host, sizeof(host));
+	ck_assert_str_eq(host, "::1");
+	migrate_host("tcp:10.1.2.3:80", host, sizeof(host));
+	ck_assert_str_eq(host, "10.1.2.3");
+	migrate_host("unix:/x", host, sizeof(host));
+	ck_assert_str_eq(host, "");
 }
 END_TEST
 
