@@ -9,6 +9,7 @@
  *        net connect IP PORT   one TCP connection attempt, its result printed
  *        net unix-listen PATH  listen on an AF_UNIX path for 5 seconds
  *        net unix-connect PATH one AF_UNIX connection attempt, its result printed
+ *        net unix-say PATH LINE  the same, then LINE sent and any reply printed
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -199,8 +200,28 @@ static int unix_mode(bool listen_mode, const char *path)
 	return 0;
 }
 
+/* Connect to the Unix socket @path and say @line: what a guest would send another
+ * VM's control socket. Prints the connect's result and any reply. */
+static int unix_say(const char *path, const char *line)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	char reply[512] = { 0 };
+	ssize_t n;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	show("unix connect", connect(s, (struct sockaddr *)&a, sizeof(a)));
+	if (dprintf(s, "%s\n", line) < 0)
+		return 0;
+	n = read(s, reply, sizeof(reply) - 1);
+	printf("reply %zd: %s\n", n, n > 0 ? reply : "");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "unix-say") == 0)
+		return unix_say(argv[2], argv[3]);
 	if (argc == 3 && strncmp(argv[1], "unix-", 5) == 0)
 		return unix_mode(strcmp(argv[1], "unix-listen") == 0, argv[2]);
 	if (argc == 3 && strcmp(argv[1], "echo") == 0)
@@ -209,7 +230,7 @@ int main(int argc, char **argv)
 		return connect_once(argv[2], atoi(argv[3]));
 	if (argc != 2) {
 		fprintf(stderr, "usage: net PORT | net echo PORT | net connect IP PORT | "
-				"net unix-listen|unix-connect PATH\n");
+				"net unix-listen|unix-connect PATH | net unix-say PATH LINE\n");
 		return 2;
 	}
 	test_tcp(atoi(argv[1]));

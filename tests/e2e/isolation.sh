@@ -15,6 +15,29 @@ grep -q "unix connect *-1 Permission denied" "$I/ctl.out" && grep -q "own contro
 	&& pass "guest connect to the control socket" "refused: '$(grep -o "guest connection.*" "$I/ctl.err" | head -1)'" \
 	|| fail "guest connect to the control socket" "$(cat "$I/ctl.out")" "$(head -2 "$I/ctl.err")"
 
+# 1b. Another VM's control socket in this guest's --rw (issue 54, finding 2): the guest
+#    asks VM B for a snapshot of B's memory into a file it could read. Refused: B
+#    runs on and no image appears. The guest's own sockets still connect (net's AF_UNIX
+#    test, further down, connects to one it made).
+mkdir -p "$I/vms"
+mkfifo "$I/b.in"
+(cd "$I/vms" && exec "$CCVM" run --control "$I/vms/b.sock" -- "$G/tests/fdkeep.glibc" <"$I/b.in" \
+	>"$I/b.out" 2>"$I/b.err") &
+BPID=$!
+exec 7>"$I/b.in"
+wait_until 10 test -S "$I/vms/b.sock"
+(cd "$I/rw" && tmo 30 "$CCVM" run --rw "$I/vms" -- "$G/tests/net.glibc" unix-say "$I/vms/b.sock" \
+	"{\"cmd\":\"snapshot\",\"args\":[\"$I/vms/b.img\"],\"wait\":true}" >"$I/a.out" 2>"$I/a.err" </dev/null)
+sleep 1
+kill -0 "$BPID" 2>/dev/null; bst=$?
+exec 7>&-
+wait "$BPID" 2>/dev/null
+grep -q "unix connect *-1 Connection refused" "$I/a.out" && grep -q "another ccvm" "$I/a.err" &&
+	[ "$bst" = 0 ] && [ ! -e "$I/vms/b.img" ] \
+	&& pass "guest connect to another VM's control socket in its --rw" "refused, B ran on, no image: '$(grep -o "guest connection.*" "$I/a.err" | head -1 | cut -c1-90)'" \
+	|| fail "guest connect to another VM's control socket in its --rw" "$(cat "$I/a.out")" "$(head -2 "$I/a.err")" \
+		"B running: $([ "$bst" = 0 ] && echo yes || echo no)" "image: $(ls "$I/vms")"
+
 # 2. A host Unix socket outside --rw: refused, unless --allow-unix names it.
 "$G/tests/net.glibc" unix-listen "$I/out/host.sock" &
 LPID=$!

@@ -16,6 +16,7 @@
 #include "../base/log.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -353,6 +354,65 @@ static int lx_read_dest(struct lx_call *c, uint64_t ua, uint64_t ulen, struct so
 	return rc ? rc : lx_dest(c, sa, len, dirfd);
 }
 
+/* ---- other VMs' sockets ---- */
+
+/* Whether the process @pid runs ccvm: its executable's name starts with "ccvm" (ccvm,
+ * ccvm-asan, an installed copy, one replaced on disk since it started). -EACCES where
+ * this process may not look: a non-dumpable one (ccvm after --user is). */
+static int lx_pid_is_ccvm(pid_t pid)
+{
+	char link[64], exe[PATH_MAX];
+	const char *base;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = '\0';
+	base = strrchr(exe, '/');
+	base = base ? base + 1 : exe;
+	return strncmp(base, "ccvm", 4) == 0;
+}
+
+/*
+ * VMs never reach each other (issue 54): a guest's connection to a Unix socket that
+ * another ccvm listens on (its control socket, a `restore --incoming unix:` listener,
+ * a socket of its guest) is refused, whatever directory holds it. The listener is
+ * known only once connected (SO_PEERCRED), so a probe connects first, on the socket
+ * file @sa already pins, and the guest's own socket connects only if the probe's
+ * listener may be reached: the guest never holds, even for a moment, a connection to
+ * another monitor. A listener this process may not inspect, of this uid, counts as
+ * another ccvm unless --allow-unix names it. 0, or -ECONNREFUSED.
+ */
+static int lx_unix_peer_ok(struct lx_call *c, int host, const struct sockaddr_storage *sa,
+			   socklen_t len, bool allowed)
+{
+	struct ucred cr;
+	socklen_t cl = sizeof(cr), tl = sizeof(int);
+	int type = 0, probe, rc, ccvm = 0;
+
+	if (getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type == SOCK_DGRAM)
+		return 0; /* (a datagram socket has no listener to ask) */
+	probe = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		return 0;
+	rc = connect(probe, (const struct sockaddr *)sa, len);
+	if (rc == 0 && getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
+	    cr.pid > 0 && cr.pid != getpid()) {
+		ccvm = lx_pid_is_ccvm(cr.pid);
+		if (ccvm == -EACCES)
+			ccvm = !allowed && cr.uid == geteuid();
+	}
+	close(probe);
+	if (ccvm != 1)
+		return 0; /* a probe that could not connect: the guest's connect says why */
+	if (lx_first_time(c))
+		log_warn("guest connection to a Unix socket of another ccvm (pid %d) refused: VMs "
+			 "never reach each other's sockets or control sockets", (int)cr.pid);
+	return -ECONNREFUSED;
+}
+
 int64_t sys_connect(struct lx_call *c)
 {
 	int64_t host = lx_host_fd(c, c->a[0]), rc;
@@ -363,8 +423,14 @@ int64_t sys_connect(struct lx_call *c)
 	if (host < 0)
 		return host;
 	rc = lx_read_dest(c, c->a[1], c->a[2], &sa, &len, &dirfd);
-	if (rc)
+	if (!rc && sa.ss_family == AF_UNIX)
+		rc = lx_unix_peer_ok(c, (int)host, &sa, len, lx_fs_is_one_of(dirfd,
+					     c->p->net.allow_unix, c->p->net.n_allow_unix));
+	if (rc) {
+		if (dirfd >= 0)
+			close(dirfd);
 		return rc;
+	}
 	lx_block_begin(c);
 	do
 		rc = host_ret(connect((int)host, (struct sockaddr *)&sa, len));
