@@ -558,16 +558,20 @@ static void *tls_down(void *arg)
 
 	role_enter(ROLE_CONTROL);
 	while (buf) {
-		ssize_t r = gnutls_record_recv(l->s, buf, TLS_RELAY_BUF);
+		ssize_t r = gnutls_record_recv(l->s, buf, TLS_RELAY_BUF), got = 0;
 
-		if (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN)
+		/* A record is 16 KiB at most: those already read off the socket join it,
+		 * so that the pair takes one write for many. */
+		while (r > 0 && (got += r) < TLS_RELAY_BUF && gnutls_record_check_pending(l->s))
+			r = gnutls_record_recv(l->s, buf + got, (size_t)(TLS_RELAY_BUF - got));
+		if (got && open && tls_pair_write(l->pair, buf, (size_t)got))
+			open = false;
+		if (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN || (r > 0 && got))
 			continue;
 		if (r < 0 && open)
 			tls_down_failed(l, (int)r);
 		if (r <= 0)
 			break;
-		if (open && tls_pair_write(l->pair, buf, (size_t)r))
-			open = false;
 	}
 	shutdown(l->pair, SHUT_WR);
 	free(buf);
