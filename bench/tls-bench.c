@@ -48,20 +48,23 @@ static double tb_now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* The stream's socket on @fd: itself, or over TLS. */
+/* The stream on @fd: as it is, or over TLS. 0 or -errno. */
 static int tb_channel(const struct tls_creds *c, enum tls_role role, int fd,
 		      struct tls_link **l, char *err, size_t errlen)
 {
-	int plain = -1, rc;
-
 	*l = NULL;
 	if (!c)
-		return fd;
-	rc = tls_link_start(c, role, fd, role == TLS_CLIENT && !c->psk ? "127.0.0.1" : NULL,
-			    TB_TIMEOUT_S, l, &plain, err, errlen);
-	if (!rc)
-		rc = tls_link_run(*l, err, errlen);
-	return rc ? rc : plain;
+		return 0;
+	return tls_link_start(c, role, fd, role == TLS_CLIENT && !c->psk ? "127.0.0.1" : NULL,
+			      TB_TIMEOUT_S, l, err, errlen);
+}
+
+static void tb_close(int fd, struct tls_link *l, bool flush)
+{
+	if (l)
+		tls_link_end(l, flush);
+	else
+		close(fd);
 }
 
 static void *tb_receive(void *arg)
@@ -70,24 +73,20 @@ static void *tb_receive(void *arg)
 	struct mig_in in = { .fd = -1 };
 	struct mig_event ev;
 	struct tls_link *l;
-	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC), s;
+	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
 
-	s = tb_channel(d->c, TLS_SERVER, fd, &l, d->err, sizeof(d->err));
-	d->rc = s < 0 ? s : mig_in_open(&in, s, d->mem, d->size, NULL, d->err, sizeof(d->err));
+	d->rc = tb_channel(d->c, TLS_SERVER, fd, &l, d->err, sizeof(d->err));
+	if (!d->rc)
+		d->rc = mig_in_open(&in, fd, d->mem, d->size, NULL, d->err, sizeof(d->err));
 	while (!d->rc && !(d->rc = mig_next(&in, &ev, d->err, sizeof(d->err)))) {
 		free(ev.data);
 		if (ev.type == MIG_END) {
-			d->rc = mig_send_ack(s, MIG_ACK_RUNNING, NULL);
+			d->rc = mig_send_ack(fd, MIG_ACK_RUNNING, NULL);
 			break;
 		}
 	}
 	mig_in_close(&in);
-	if (s >= 0)
-		close(s);
-	if (l)
-		tls_link_end(l, true);
-	else if (s != fd)
-		close(fd);
+	tb_close(fd, l, true);
 	return NULL;
 }
 
@@ -118,29 +117,27 @@ static int tb_send(const struct tls_creds *c, uint16_t port, const uint8_t *mem,
 	enum mig_ack_code code;
 	struct tls_link *l;
 	struct mig_out o;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), s, rc;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
 
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		return -errno;
-	s = tb_channel(c, TLS_CLIENT, fd, &l, err, errlen);
-	if (s < 0) {
+	rc = tb_channel(c, TLS_CLIENT, fd, &l, err, errlen);
+	if (rc) {
 		close(fd);
-		return s;
+		return rc;
 	}
-	rc = mig_out_open(&o, s, size, IMG_CODEC_AUTO, 0);
+	rc = mig_out_open(&o, fd, size, IMG_CODEC_AUTO, 0);
 	if (!rc)
 		rc = mig_send_memory(&o, mem, 0, size);
 	if (!rc)
 		rc = mig_send_end(&o);
 	if (!rc)
-		rc = mig_read_ack(s, &code, why);
+		rc = mig_read_ack(fd, &code, why);
 	if (!rc && code != MIG_ACK_RUNNING)
 		rc = -EPROTO;
 	*bytes = o.bytes_sent;
 	mig_out_close(&o);
-	close(s);
-	if (l)
-		tls_link_end(l, false);
+	tb_close(fd, l, false);
 	return rc;
 }
 

@@ -18,7 +18,6 @@
 #include "../vmm/base/pages.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,10 +212,9 @@ static int mig_push_answer(struct mig_push *k)
 /* Whatever the destination sent by now. */
 static int mig_push_serve(struct mig_push *k)
 {
-	struct pollfd pfd = { .fd = k->o->fd, .events = POLLIN };
 	int rc = 0;
 
-	while (!rc && poll(&pfd, 1, 0) == 1)
+	while (!rc && mig_io_readable(k->o->fd))
 		rc = mig_push_answer(k);
 	return rc;
 }

@@ -21,6 +21,8 @@
 #include "../vmm/base/pages.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +74,89 @@ static int mig_cut(const struct mig_in *in, int rc, char *err, size_t errlen, co
 	return log_set_err(rc, err, errlen, "the stream ended %s", where);
 }
 
+/* ---- the connection: a socket, or a session over it ---- */
+
+/* A few connections at once at most: a migration's, a test's both ends. */
+#define MIG_IO_SLOTS 8
+
+static struct {
+	int fd;                        /* -1: a free slot */
+	const struct mig_io_ops *ops;
+	void *ctx;
+} mig_io_slots[MIG_IO_SLOTS] = { [0 ... MIG_IO_SLOTS - 1] = { .fd = -1 } };
+static pthread_mutex_t mig_io_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int mig_io_attach(int fd, const struct mig_io_ops *ops, void *ctx)
+{
+	int rc = -EBUSY;
+
+	pthread_mutex_lock(&mig_io_lock);
+	for (int i = 0; i < MIG_IO_SLOTS && rc; i++)
+		if (mig_io_slots[i].fd < 0) {
+			mig_io_slots[i].ops = ops;
+			mig_io_slots[i].ctx = ctx;
+			mig_io_slots[i].fd = fd;
+			rc = 0;
+		}
+	pthread_mutex_unlock(&mig_io_lock);
+	return rc;
+}
+
+void mig_io_detach(int fd)
+{
+	pthread_mutex_lock(&mig_io_lock);
+	for (int i = 0; i < MIG_IO_SLOTS; i++)
+		if (mig_io_slots[i].fd == fd)
+			mig_io_slots[i].fd = -1;
+	pthread_mutex_unlock(&mig_io_lock);
+}
+
+/* The session carrying @fd's bytes: NULL for a plain socket. */
+static const struct mig_io_ops *mig_io_find(int fd, void **ctx)
+{
+	const struct mig_io_ops *ops = NULL;
+
+	pthread_mutex_lock(&mig_io_lock);
+	for (int i = 0; i < MIG_IO_SLOTS && !ops; i++)
+		if (mig_io_slots[i].fd == fd) {
+			ops = mig_io_slots[i].ops;
+			*ctx = mig_io_slots[i].ctx;
+		}
+	pthread_mutex_unlock(&mig_io_lock);
+	return ops;
+}
+
+ssize_t mig_io_read(int fd, void *buf, size_t len)
+{
+	void *ctx;
+	const struct mig_io_ops *ops = mig_io_find(fd, &ctx);
+
+	return ops ? ops->read(ctx, buf, len) : read(fd, buf, len);
+}
+
+ssize_t mig_io_write(int fd, const void *buf, size_t len)
+{
+	void *ctx;
+	const struct mig_io_ops *ops = mig_io_find(fd, &ctx);
+
+	return ops ? ops->write(ctx, buf, len) : write(fd, buf, len);
+}
+
+bool mig_io_readable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	void *ctx;
+	const struct mig_io_ops *ops = mig_io_find(fd, &ctx);
+
+	return (ops && ops->pending(ctx)) || poll(&pfd, 1, 0) == 1;
+}
+
 static int mig_write_all(int fd, const void *buf, size_t len, uint64_t *count)
 {
 	const uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = mig_io_write(fd, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -96,7 +175,7 @@ static int mig_read_all(int fd, void *buf, size_t len, uint64_t *count)
 	uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = read(fd, p, len);
+		ssize_t n = mig_io_read(fd, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -366,7 +445,7 @@ static int mig_in_read(struct mig_in *in, void *dst, size_t len)
 
 			if (len >= MIG_IO_BUF)
 				return mig_read_all(in->fd, p, len, &in->bytes_read);
-			n = read(in->fd, in->buf, MIG_IO_BUF);
+			n = mig_io_read(in->fd, in->buf, MIG_IO_BUF);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0)

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define MIG_MAGIC       "CCVMMIG1"
 #define MIG_VERSION     2 /* 2: the destination's BUSY while it works (mig_ack_code) */
@@ -148,6 +149,24 @@ enum mig_ack_code { MIG_ACK_READY = 1, MIG_ACK_RUNNING = 2, MIG_ACK_REFUSED = 3,
 #define MIG_BLOCK (64ULL << 10)
 #define MIG_ACK_MAGIC "CCVMACK1"
 #define MIG_WHY_MAX   512
+
+/* The connection under the stream is named by its socket, @fd, everywhere above: a
+ * session attached to @fd (TLS, vmm/tls.c) carries every byte read and written on it
+ * here, as read(2) and write(2) would (-1 with errno EAGAIN for a bound that ran out,
+ * EINTR, or another error; 0 at the end); @pending: bytes it holds already read. The
+ * socket stays what is bounded, polled and shut down. 0, or -EBUSY past a few at once.
+ * mig_io_readable: whether a read would not wait (post-copy's requests). mig_io_read,
+ * mig_io_write: one read(2) or write(2) of the connection, through its session. */
+struct mig_io_ops {
+	ssize_t (*read)(void *ctx, void *buf, size_t len);
+	ssize_t (*write)(void *ctx, const void *buf, size_t len);
+	size_t (*pending)(void *ctx);
+};
+int mig_io_attach(int fd, const struct mig_io_ops *ops, void *ctx);
+void mig_io_detach(int fd);
+bool mig_io_readable(int fd);
+ssize_t mig_io_read(int fd, void *buf, size_t len);
+ssize_t mig_io_write(int fd, const void *buf, size_t len);
 
 /* The bound on a peer's silence (--peer-timeout): every read and write on the socket
  * @fd gives up after @seconds in which nothing moved, as -ETIMEDOUT from the calls

@@ -384,40 +384,32 @@ static int migrate_steps(struct migrate_run *run, struct migrate_figures *fig, u
 	return rc ? rc : migrate_answers(m, run->o.fd, MIG_ACK_RUNNING, err, errlen);
 }
 
-/* With --tls-creds, the session over the connection @fd: the stream's socket, or -errno
- * with why in @err (@fd closed either way when it fails). The destination is checked
- * by its address, or by --tls-authz when given. */
+/* With --tls-creds, the session over the connection @fd: 0, or -errno with why in @err
+ * (@fd closed). The destination is checked by its address, or by --tls-authz. */
 static int migrate_tls(struct migration *m, int fd, struct tls_link **link, char *err,
 		       size_t errlen)
 {
 	char host[INET6_ADDRSTRLEN] = "", why[MIG_ERR_LEN];
-	int rc, plain = -1;
+	int rc;
 
 	if (!m->authz)
 		migrate_host(m->where, host, sizeof(host));
 	rc = tls_link_start(m->tls, TLS_CLIENT, fd, host[0] ? host : NULL, m->peer_timeout_s,
-			    link, &plain, why, sizeof(why));
-	if (!rc && ((rc = tls_link_authorize(*link, m->authz, why, sizeof(why))) ||
-		    (rc = tls_link_run(*link, why, sizeof(why))))) {
-		close(plain);
+			    link, why, sizeof(why));
+	if (rc)
+		close(fd);
+	else if ((rc = tls_link_authorize(*link, m->authz, why, sizeof(why)))) {
 		tls_link_end(*link, false);
 		*link = NULL;
-		fd = -1;
 	}
-	if (rc) {
-		if (fd >= 0)
-			close(fd);
-		return log_set_err(rc, err, errlen, "%s: %s", m->where, why);
-	}
-	mig_bound(plain, m->peer_timeout_s); /* the stream's waits, bounded as on the socket */
-	return plain;
+	return rc ? log_set_err(rc, err, errlen, "%s: %s", m->where, why) : 0;
 }
 
 /* The connection to the destination, over TLS with --tls-creds: its fd (the cancel's
  * to shut down), or -errno with why in @err. */
 static int migrate_open(struct migration *m, struct tls_link **link, char *err, size_t errlen)
 {
-	int fd = migrate_connect(m->where, m->peer_timeout_s, err, errlen);
+	int fd = migrate_connect(m->where, m->peer_timeout_s, err, errlen), rc;
 
 	*link = NULL;
 	if (fd < 0 || !m->tls)
@@ -425,13 +417,13 @@ static int migrate_open(struct migration *m, struct tls_link **link, char *err, 
 	pthread_mutex_lock(&m->lock);
 	m->fd = fd; /* a cancel cuts the handshake */
 	pthread_mutex_unlock(&m->lock);
-	fd = migrate_tls(m, fd, link, err, errlen);
+	rc = migrate_tls(m, fd, link, err, errlen);
 	pthread_mutex_lock(&m->lock);
 	m->fd = -1;
 	pthread_mutex_unlock(&m->lock);
-	if (fd < 0 && __atomic_load_n(&m->cancel, __ATOMIC_ACQUIRE))
+	if (rc && __atomic_load_n(&m->cancel, __ATOMIC_ACQUIRE))
 		return log_set_err(-ECANCELED, err, errlen, "cancelled");
-	return fd;
+	return rc ? rc : fd;
 }
 
 int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig, char *err,
@@ -484,9 +476,11 @@ int migrate_send(struct migration *m, struct vm *vm, struct migrate_figures *fig
 	mig_out_close(&run.o);
 	pthread_mutex_lock(&m->lock);
 	m->fd = -1;
-	close(fd);
+	if (link) /* (the destination's answer came, or nothing will) */
+		tls_link_end(link, false);
+	else
+		close(fd);
 	pthread_mutex_unlock(&m->lock);
-	tls_link_end(link, false); /* (the destination's answer came, or nothing will) */
 	if (rc && paused && !fig->lost) { /* the VM goes on here */
 		lx_listeners_resume(run.listeners, run.n_listeners);
 		vm_resume(vm);

@@ -152,11 +152,13 @@ static bool incoming_peer_ok(int fd, const char *where)
 /* The TLS session of the migration, once a source passed it; NULL without TLS. */
 static struct tls_link *incoming_link;
 
-/* The stream's connection closed; over TLS what was written to it goes out first. */
+/* The stream's connection closed; over TLS, the session's end said first. */
 static void incoming_close(int fd)
 {
-	close(fd);
-	tls_link_end(incoming_link, true);
+	if (incoming_link)
+		tls_link_end(incoming_link, true);
+	else
+		close(fd);
 	incoming_link = NULL;
 }
 
@@ -192,11 +194,11 @@ static void incoming_drop(int fd)
 }
 
 /* The TLS session on the connection @fd (its handshake bounded by --peer-timeout), the
- * source checked against --tls-authz: the stream's socket, or -errno with why in @err
- * (@fd closed, the source told where it can be). */
+ * source checked against --tls-authz: 0, or -errno with why in @err (@fd closed, the
+ * source told where it can be). */
 static int incoming_tls(int fd, const struct restore_opts *o, char *err, size_t errlen)
 {
-	int rc = mig_bound(fd, o->peer_timeout_s), plain = -1;
+	int rc = mig_bound(fd, o->peer_timeout_s);
 	struct tls_link *l = NULL;
 
 	if (!rc && incoming_plain_stream(fd)) {
@@ -205,30 +207,21 @@ static int incoming_tls(int fd, const struct restore_opts *o, char *err, size_t 
 		rc = log_set_err(-EPROTO, err, errlen, "a plain stream, refused (--tls-creds)");
 	}
 	if (!rc)
-		rc = tls_link_start(o->tls, TLS_SERVER, fd, NULL, o->peer_timeout_s, &l, &plain,
-				    err, errlen);
+		rc = tls_link_start(o->tls, TLS_SERVER, fd, NULL, o->peer_timeout_s, &l, err,
+				    errlen);
 	if (rc) {
 		incoming_drop(fd);
 		return rc;
 	}
 	rc = tls_link_authorize(l, o->tls_authz, err, errlen);
 	if (rc) {
-		mig_send_ack(plain, MIG_ACK_REFUSED, err);
-		close(plain);
+		mig_send_ack(fd, MIG_ACK_REFUSED, err);
 		tls_link_end(l, true);
-		return rc;
-	}
-	/* The hello is read here, the relays' threads run once the VM is made and ccvm is
-	 * confined (restore_vm_incoming): Landlock binds only the threads that come after. */
-	rc = tls_link_prefill(l, sizeof(struct mig_hello), err, errlen);
-	if (rc) {
-		close(plain);
-		tls_link_end(l, false);
 		return rc;
 	}
 	log_info("--incoming: TLS with %s", tls_link_peer(l)[0] ? tls_link_peer(l) : "the source");
 	incoming_link = l;
-	return plain;
+	return 0;
 }
 
 /* One connection on @where from an allowed peer (over TLS with --tls-creds), the
@@ -253,8 +246,7 @@ static int incoming_accept(const char *where, const struct restore_opts *o, char
 		}
 		if (fd < 0 || !o->tls)
 			break;
-		fd = incoming_tls(fd, o, why, sizeof(why));
-		if (fd >= 0)
+		if (incoming_tls(fd, o, why, sizeof(why)) == 0)
 			break;
 		log_err("--incoming %s: a source refused: %s; waiting on", where, why);
 	}
@@ -398,8 +390,6 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 		rc = mig_in_open(mi, fd, NULL, o->mem, &ram, err, sizeof(err));
 	if (!rc && (rc = restore_vm_create(vm, ram, o)))
 		snprintf(err, sizeof(err), "cannot make the VM: %s", strerror(-rc));
-	if (!rc && incoming_link)
-		rc = tls_link_run(incoming_link, err, sizeof(err));
 	if (!rc && !(have = calloc((ram / PAGE_SIZE + 63) / 64, sizeof(uint64_t))))
 		rc = -ENOMEM;
 	if (!rc) {

@@ -3,13 +3,13 @@
  * certificates under QEMU's file names, or a pre-shared key; both sides authenticated,
  * optionally narrowed to named peers (--tls-authz).
  *
- * The stream's code reads and writes one plain socket (snapshot/migstream.c, and the
- * answers and post-copy's requests beside it). A link puts a socket pair between that
- * code and the session, and two threads relay, one each way: GnuTLS lets one thread
- * send on a session while another receives. So everything the stream says crosses TLS
- * without the stream knowing, and its time bound, its cancel (a shutdown) and its
- * close work on the pair as they did on the connection. The price is a copy each way
- * through the pair (docs/migration.md says what it costs).
+ * The stream's code reads and writes its connection through snapshot/migstream.c, by
+ * the socket's fd: a link attaches the session to that fd (mig_io_attach), and every
+ * byte of the stream, the answers and post-copy's requests then goes through the
+ * session, sealed in place, with no copy and no thread of its own. The socket stays
+ * what is bounded (--peer-timeout: a session's read or write that waits it out says
+ * EAGAIN, as the socket would), polled and shut down (a cancel). GnuTLS lets one
+ * thread send while another receives; senders take turns, and so do readers.
  *
  * Credentials are read from DIR before anything runs confined: restore reads them
  * before it listens, and `ctl migrate`'s client reads them and sends them over the
@@ -18,12 +18,13 @@
  */
 #include "tls.h"
 #include "base/log.h"
-#include "base/role.h"
+#include "../snapshot/migstream.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,9 +45,8 @@
 #define TLS_PRIORITY_PSK  TLS_PRIORITY_BASE ":-KX-ALL:+ECDHE-PSK:+DHE-PSK"
 #define TLS_PSK_KEY_MIN   16      /* bytes: a weaker key is refused */
 #define TLS_PSK_KEY_MAX   512
-#define TLS_RELAY_BUF     (256 << 10) /* what a relay moves at a time (the stream's writes) */
-#define TLS_PAIR_BUF      (1 << 20)   /* the socket pair's buffers: a round's frames flow */
 #define TLS_LINGER_MS     2000        /* after a last answer: the peer's close awaited */
+#define TLS_LINGER_READS  4096        /* and that many records of it read at most */
 #define TLS_MS_PER_S      1000
 #define TLS_WHY_MAX       256
 #define TLS_RECORD_MAX    (16 << 10) /* a TLS record's plaintext at most */
@@ -60,14 +60,11 @@ struct tls_link {
 	const struct tls_creds *c;       /* the server's PSK lines (the caller's, kept) */
 	enum tls_role role;
 	int fd;                          /* the connection */
-	int pair;                        /* the relays' end of the socket pair */
-	pthread_t up, down;              /* pair to session, session to pair */
+	pthread_mutex_t send_lock;       /* one sender at a time */
+	pthread_mutex_t recv_lock;       /* one reader at a time */
 	char peer[TLS_NAME_MAX + 32];    /* its name, or what a PSK client knows of it */
 	char why[TLS_WHY_MAX];           /* how the session failed, once @failed */
-	unsigned timeout_s;              /* --peer-timeout, for messages */
-	size_t prefilled;                /* bytes put in the pair before the relays ran */
-	bool running;                    /* the relays started */
-	bool failed;                     /* (atomic) set by the down relay */
+	bool failed;                     /* (atomic) set by a read that met it */
 };
 
 /* ---- credentials ---- */
@@ -424,6 +421,27 @@ static void tls_peer_name(struct tls_link *l)
 		l->peer[0] = '\0';
 }
 
+/* The session's own reads and writes of the socket, with the calls every thread of the
+ * monitor may make (confine_seccomp.c): post-copy's threads read and write the stream
+ * too, and GnuTLS's defaults (recv, sendmsg) are not theirs. */
+static ssize_t tls_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
+{
+	return read((int)(intptr_t)p, buf, len);
+}
+
+static ssize_t tls_push(gnutls_transport_ptr_t p, const void *buf, size_t len)
+{
+	return send((int)(intptr_t)p, buf, len, MSG_NOSIGNAL);
+}
+
+/* The handshake's waits (its timeout); never called by a stream's read. */
+static int tls_pull_timeout(gnutls_transport_ptr_t p, unsigned ms)
+{
+	struct pollfd pfd = { .fd = (int)(intptr_t)p, .events = POLLIN };
+
+	return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+}
+
 /* What was agreed, in the log's debug level. */
 static void tls_log_session(const struct tls_link *l)
 {
@@ -441,8 +459,11 @@ static int tls_session(struct tls_link *l, const struct tls_creds *c, const char
 
 	if (rc)
 		return rc;
+	/* No session tickets: nothing resumes, and a ticket is a record that is not the
+	 * stream's. Post-copy's source polls the socket for the destination's requests: a
+	 * ticket there would make it wait in a read for a request that may never come. */
 	rc = gnutls_init(&l->s, (l->role == TLS_SERVER ? GNUTLS_SERVER : GNUTLS_CLIENT) |
-				GNUTLS_NO_SIGNAL);
+				GNUTLS_NO_SIGNAL | GNUTLS_NO_TICKETS);
 	if (rc < 0)
 		return log_set_err(-ENOMEM, err, errlen, "TLS: %s", gnutls_strerror(rc));
 	gnutls_session_set_ptr(l->s, l);
@@ -460,7 +481,10 @@ static int tls_session(struct tls_link *l, const struct tls_creds *c, const char
 			gnutls_certificate_server_set_request(l->s, GNUTLS_CERT_REQUIRE);
 		gnutls_session_set_verify_cert(l->s, l->role == TLS_CLIENT ? host : NULL, 0);
 	}
-	gnutls_transport_set_int(l->s, l->fd);
+	gnutls_transport_set_ptr(l->s, (gnutls_transport_ptr_t)(intptr_t)l->fd);
+	gnutls_transport_set_push_function(l->s, tls_push);
+	gnutls_transport_set_pull_function(l->s, tls_pull);
+	gnutls_transport_set_pull_timeout_function(l->s, tls_pull_timeout);
 	gnutls_handshake_set_timeout(l->s, timeout_s * TLS_MS_PER_S);
 	do
 		rc = gnutls_handshake(l->s);
@@ -477,106 +501,83 @@ static int tls_session(struct tls_link *l, const struct tls_creds *c, const char
 	return 0;
 }
 
-/* ---- the relays ---- */
-
-static int tls_pair_write(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* What the stream writes, sealed and sent; at its close, TLS's close. A send that
- * fails (the peer gone, or silent for the bound) cuts the pair: the stream sees it. */
-static void *tls_up(void *arg)
-{
-	struct tls_link *l = arg;
-	uint8_t *buf = malloc(TLS_RELAY_BUF);
-	bool ok = buf != NULL;
-
-	role_enter(ROLE_CONTROL);
-	while (ok) {
-		ssize_t n = read(l->pair, buf, TLS_RELAY_BUF), r = 0;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			ok = n == 0;
-			break;
-		}
-		gnutls_record_cork(l->s);
-		for (ssize_t at = 0; ok && at < n; at += r > 0 ? r : 0) {
-			r = gnutls_record_send(l->s, buf + at, (size_t)(n - at));
-			ok = r >= 0 || r == GNUTLS_E_INTERRUPTED;
-		}
-		do
-			r = ok ? gnutls_record_uncork(l->s, GNUTLS_RECORD_WAIT) : 0;
-		while (r == GNUTLS_E_INTERRUPTED);
-		ok = ok && r >= 0;
-	}
-	if (ok)
-		gnutls_bye(l->s, GNUTLS_SHUT_WR);
-	else
-		shutdown(l->pair, SHUT_RDWR);
-	free(buf);
-	return NULL;
-}
+/* ---- the stream's bytes over the session ---- */
 
 /* The session failed under the stream: why, for tls_link_failure. (TLS 1.3 ends the
  * client's handshake before the server has checked its certificate: a refusal of it
  * comes as an alert on the first read.) */
-static void tls_down_failed(struct tls_link *l, int rc)
+static void tls_failed(struct tls_link *l, int rc)
 {
+	if (__atomic_load_n(&l->failed, __ATOMIC_ACQUIRE))
+		return; /* the first failure says why; the reads after it, only that it failed */
 	if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED)
 		snprintf(l->why, sizeof(l->why), "TLS: the %s ended the session (alert: %s): its "
 			 "--tls-creds do not accept ours", tls_peer_role(l),
 			 gnutls_alert_get_name(gnutls_alert_get(l->s)));
-	else if (rc == GNUTLS_E_PREMATURE_TERMINATION)
-		return; /* a cut connection: the stream says so itself */
 	else
 		snprintf(l->why, sizeof(l->why), "TLS: the session with the %s failed: %s",
 			 tls_peer_role(l), gnutls_strerror(rc));
 	__atomic_store_n(&l->failed, true, __ATOMIC_RELEASE);
 }
 
-/* What the peer sends, opened and handed to the stream; at TLS's close (or a cut), the
- * stream's end of input. Once the stream has closed its end, the rest is read and
- * dropped: the peer then gets to read a last answer rather than a reset. */
-static void *tls_down(void *arg)
+/* As read(2) for the stream (snapshot/migstream.c): as many bytes as the session holds
+ * already, up to @len (a record is 16 KiB at most: those already off the socket join
+ * it), else one wait for the next; 0 at the session's end, or a connection cut. */
+static ssize_t tls_read(void *ctx, void *buf, size_t len)
 {
-	struct tls_link *l = arg;
-	uint8_t *buf = malloc(TLS_RELAY_BUF);
-	bool open = true;
+	struct tls_link *l = ctx;
+	size_t got = 0;
+	ssize_t r;
 
-	role_enter(ROLE_CONTROL);
-	while (buf) {
-		ssize_t r = gnutls_record_recv(l->s, buf, TLS_RELAY_BUF), got = 0;
-
-		/* A record is 16 KiB at most: those already read off the socket join it,
-		 * so that the pair takes one write for many. */
-		while (r > 0 && (got += r) < TLS_RELAY_BUF && gnutls_record_check_pending(l->s))
-			r = gnutls_record_recv(l->s, buf + got, (size_t)(TLS_RELAY_BUF - got));
-		if (got && open && tls_pair_write(l->pair, buf, (size_t)got))
-			open = false;
-		if (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN || (r > 0 && got))
-			continue;
-		if (r < 0 && open)
-			tls_down_failed(l, (int)r);
-		if (r <= 0)
-			break;
-	}
-	shutdown(l->pair, SHUT_WR);
-	free(buf);
-	return NULL;
+	pthread_mutex_lock(&l->recv_lock);
+	do
+		r = gnutls_record_recv(l->s, (uint8_t *)buf + got, len - got);
+	while (r > 0 && (got += (size_t)r) < len && gnutls_record_check_pending(l->s));
+	pthread_mutex_unlock(&l->recv_lock);
+	if (got)
+		return (ssize_t)got; /* (an error after them is the next read's) */
+	if (r >= 0 || r == GNUTLS_E_PREMATURE_TERMINATION)
+		return 0;
+	if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED)
+		tls_failed(l, (int)r);
+	errno = r == GNUTLS_E_AGAIN ? EAGAIN : r == GNUTLS_E_INTERRUPTED ? EINTR : ECONNRESET;
+	return -1;
 }
+
+/* As write(2): all of @len sealed in records and sent in one go (corked), or -1 (EAGAIN:
+ * the peer took nothing for the socket's bound; EPIPE otherwise). Senders take turns:
+ * post-copy's answers and requests come from more than one thread. */
+static ssize_t tls_write(void *ctx, const void *buf, size_t len)
+{
+	struct tls_link *l = ctx;
+	ssize_t r = 0;
+
+	pthread_mutex_lock(&l->send_lock);
+	gnutls_record_cork(l->s);
+	for (size_t at = 0; r >= 0 && at < len; at += r > 0 ? (size_t)r : 0) {
+		r = gnutls_record_send(l->s, (const uint8_t *)buf + at, len - at);
+		if (r == GNUTLS_E_INTERRUPTED)
+			r = 0;
+	}
+	do
+		r = r >= 0 ? gnutls_record_uncork(l->s, GNUTLS_RECORD_WAIT) : r;
+	while (r == GNUTLS_E_INTERRUPTED);
+	pthread_mutex_unlock(&l->send_lock);
+	if (r >= 0)
+		return (ssize_t)len;
+	errno = r == GNUTLS_E_AGAIN ? EAGAIN : EPIPE;
+	return -1;
+}
+
+static size_t tls_pending(void *ctx)
+{
+	struct tls_link *l = ctx;
+
+	return gnutls_record_check_pending(l->s);
+}
+
+static const struct mig_io_ops tls_io = { .read = tls_read, .write = tls_write,
+					  .pending = tls_pending };
 
 static void tls_link_free(struct tls_link *l)
 {
@@ -585,28 +586,13 @@ static void tls_link_free(struct tls_link *l)
 	if (l->peer_crt)
 		gnutls_x509_crt_deinit(l->peer_crt);
 	tls_creds_drop(l);
+	pthread_mutex_destroy(&l->send_lock);
+	pthread_mutex_destroy(&l->recv_lock);
 	free(l);
 }
 
-/* The socket pair between the stream and the session: the stream's end in *@plain. */
-static int tls_pair(struct tls_link *l, int *plain, char *err, size_t errlen)
-{
-	int sv[2], size = TLS_PAIR_BUF;
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return log_set_err(-errno, err, errlen, "TLS: socketpair: %s", strerror(errno));
-	for (int i = 0; i < 2; i++) {
-		setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
-		setsockopt(sv[i], SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-	}
-	l->pair = sv[1];
-	*plain = sv[0];
-	return 0;
-}
-
 int tls_link_start(const struct tls_creds *c, enum tls_role role, int fd, const char *host,
-		   unsigned timeout_s, struct tls_link **out, int *plain, char *err,
-		   size_t errlen)
+		   unsigned timeout_s, struct tls_link **out, char *err, size_t errlen)
 {
 	struct tls_link *l = calloc(1, sizeof(*l));
 	int rc;
@@ -616,62 +602,16 @@ int tls_link_start(const struct tls_creds *c, enum tls_role role, int fd, const 
 	l->role = role;
 	l->c = c;
 	l->fd = fd;
-	l->pair = -1;
-	l->timeout_s = timeout_s;
+	pthread_mutex_init(&l->send_lock, NULL);
+	pthread_mutex_init(&l->recv_lock, NULL);
 	rc = tls_session(l, c, host, timeout_s, err, errlen);
-	if (!rc)
-		rc = tls_pair(l, plain, err, errlen);
+	if (!rc && mig_io_attach(fd, &tls_io, l))
+		rc = log_set_err(-EBUSY, err, errlen, "TLS: too many sessions at once");
 	if (rc) {
 		tls_link_free(l);
 		return rc;
 	}
 	*out = l;
-	return 0;
-}
-
-int tls_link_prefill(struct tls_link *l, size_t n, char *err, size_t errlen)
-{
-	uint8_t buf[TLS_RECORD_MAX];
-
-	while (l->prefilled < n) {
-		ssize_t r = gnutls_record_recv(l->s, buf, sizeof(buf));
-
-		if (r == GNUTLS_E_INTERRUPTED)
-			continue;
-		if (r == GNUTLS_E_AGAIN)
-			return log_set_err(-ETIMEDOUT, err, errlen, "the stream stalled before its "
-					   "start: the %s sent nothing for %u s (--peer-timeout)",
-					   tls_peer_role(l), l->timeout_s);
-		if (r <= 0 && r != GNUTLS_E_PREMATURE_TERMINATION) {
-			tls_down_failed(l, (int)r);
-			if (tls_link_failure(l))
-				return log_set_err(-ECONNRESET, err, errlen, "%s", l->why);
-		}
-		if (r <= 0)
-			return log_set_err(-ECONNRESET, err, errlen, "the stream ended before its start");
-		if (tls_pair_write(l->pair, buf, (size_t)r))
-			return log_set_err(-EPIPE, err, errlen, "TLS: the stream's socket closed");
-		l->prefilled += (size_t)r;
-	}
-	return 0;
-}
-
-int tls_link_run(struct tls_link *l, char *err, size_t errlen)
-{
-	struct timeval none = { 0 };
-
-	if (l->running)
-		return 0;
-	/* The stream bounds its own reads: the relay waits as long as the stream does. */
-	setsockopt(l->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-	if (pthread_create(&l->up, NULL, tls_up, l))
-		return log_set_err(-EAGAIN, err, errlen, "TLS: cannot start its relay");
-	if (pthread_create(&l->down, NULL, tls_down, l)) {
-		shutdown(l->pair, SHUT_RDWR); /* the up relay stops */
-		pthread_join(l->up, NULL);
-		return log_set_err(-EAGAIN, err, errlen, "TLS: cannot start its relay");
-	}
-	l->running = true;
 	return 0;
 }
 
@@ -720,33 +660,20 @@ const char *tls_link_failure(const struct tls_link *l)
 
 void tls_link_end(struct tls_link *l, bool flush)
 {
-	struct timespec t;
-	bool down_joined = false;
+	struct timeval linger = { .tv_sec = TLS_LINGER_MS / TLS_MS_PER_S };
+	uint8_t sink[TLS_RECORD_MAX];
+	uint64_t reads = 0;
 
 	if (!l)
 		return;
-	if (!l->running && tls_link_run(l, NULL, 0)) {
-		close(l->pair);
-		close(l->fd);
-		tls_link_free(l);
-		return;
-	}
-	if (!flush)
-		shutdown(l->fd, SHUT_RDWR);
-	/* A flush waits for the peer to take what was sent (the send's own bound ends a
-	 * longer wait), then for the peer's close, briefly: a reset could cost it the
-	 * last answer. */
-	pthread_join(l->up, NULL);
-	if (flush) {
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_sec += TLS_LINGER_MS / TLS_MS_PER_S;
-		down_joined = pthread_timedjoin_np(l->down, NULL, &t) == 0;
-	}
-	if (!down_joined) {
-		shutdown(l->fd, SHUT_RDWR);
-		pthread_join(l->down, NULL);
-	}
-	close(l->pair);
+	mig_io_detach(l->fd);
+	/* A flush tells the peer the session ends, then reads what it still sends until it
+	 * closes, a moment at most: closing with its bytes unread would reset the
+	 * connection, and could cost it the last answer. */
+	if (flush && gnutls_bye(l->s, GNUTLS_SHUT_WR) == GNUTLS_E_SUCCESS &&
+	    setsockopt(l->fd, SOL_SOCKET, SO_RCVTIMEO, &linger, sizeof(linger)) == 0)
+		while (reads++ < TLS_LINGER_READS && gnutls_record_recv(l->s, sink, sizeof(sink)) > 0)
+			;
 	close(l->fd);
 	tls_link_free(l);
 }

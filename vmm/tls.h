@@ -1,6 +1,6 @@
 /*
  * tls.h - a migration channel over TLS (GnuTLS): credentials from --tls-creds DIR, and
- * a link that carries the stream's plain socket over an authenticated, encrypted
+ * a link that carries the migration stream on a socket over an authenticated, encrypted
  * session (tls.c; docs/migration.md, "TLS").
  */
 #ifndef CCVM_TLS_H
@@ -39,9 +39,9 @@ struct tls_link;
 
 /*
  * tls_link_start - the TLS handshake on the connected socket @fd as @role, every wait
- * bounded by @timeout_s, then the link: *@plain is a socket the caller reads and writes
- * as the stream (it may set its own time bound, shut it down, close it), relayed over
- * the session by two threads from tls_link_run until tls_link_end.
+ * bounded by @timeout_s, then the link: from now on the migration stream's reads and
+ * writes on @fd (snapshot/migstream.c) go through the session, until tls_link_end.
+ * The caller may still bound, poll and shut down @fd.
  *
  * x509: both sides show a certificate signed by ca-cert.pem. A client given @host (the
  * address it dialled) checks that the server's certificate is for it; a server takes
@@ -52,16 +52,7 @@ struct tls_link;
  * the caller's to close on failure; on success the link owns it.
  */
 int tls_link_start(const struct tls_creds *c, enum tls_role role, int fd, const char *host,
-		   unsigned timeout_s, struct tls_link **out, int *plain, char *err,
-		   size_t errlen);
-
-/* The relays' threads started: 0, or -EAGAIN with why in @err. Separate from the start
- * for a destination, which confines itself on the stream's first bytes: Landlock binds
- * only the threads that come after (vmm/confine.c). tls_link_prefill: before that, at
- * least @n bytes of what the peer sends moved into the pair on the caller's thread; 0,
- * or -ETIMEDOUT, -ECONNRESET with why in @err. */
-int tls_link_run(struct tls_link *l, char *err, size_t errlen);
-int tls_link_prefill(struct tls_link *l, size_t n, char *err, size_t errlen);
+		   unsigned timeout_s, struct tls_link **out, char *err, size_t errlen);
 
 /* --tls-authz: 0 when the peer's name (a certificate's CN or one of its DNS names, or
  * the PSK user) is in @authz, or -EACCES with why in @err. */
@@ -71,12 +62,12 @@ int tls_link_authorize(const struct tls_link *l, const char *authz, char *err, s
 const char *tls_link_peer(const struct tls_link *l);
 
 /* Why the session failed under the stream (an alert from the peer, a bad record), once
- * the stream saw its input end: NULL if it did not. */
+ * a read of the stream met it: NULL if none did. */
 const char *tls_link_failure(const struct tls_link *l);
 
-/* After the caller closed *plain: with @flush, what it wrote goes out and the peer's
- * close is awaited a moment (so that a last answer is read there, not reset); without,
- * the connection is cut now. The threads joined, the socket closed, @l freed. */
+/* The end of the link and of its connection: with @flush, the session's close is said
+ * and the peer's awaited a moment (so that a last answer is read there, not reset);
+ * without, the connection is cut now. The socket closed, @l freed. */
 void tls_link_end(struct tls_link *l, bool flush);
 
 #endif

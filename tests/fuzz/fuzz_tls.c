@@ -26,7 +26,7 @@ static char fuzz_psk[] = "source:00112233445566778899aabbccddeeff001122334455667
 static void fuzz_handshake(const uint8_t *data, size_t size, struct tls_creds *c)
 {
 	struct tls_link *l = NULL;
-	int sv[2], plain = -1, buf = 1 << 20;
+	int sv[2], buf = 1 << 20;
 	char err[512];
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -36,7 +36,7 @@ static void fuzz_handshake(const uint8_t *data, size_t size, struct tls_creds *c
 	if (size && write(sv[0], data, size) != (ssize_t)size)
 		abort();
 	shutdown(sv[0], SHUT_WR); /* then the stream ends: no wait for more */
-	if (tls_link_start(c, TLS_SERVER, sv[1], NULL, 1, &l, &plain, err, sizeof(err)) == 0)
+	if (tls_link_start(c, TLS_SERVER, sv[1], NULL, 1, &l, err, sizeof(err)) == 0)
 		abort(); /* no handshake completes without the key */
 	close(sv[1]);
 	close(sv[0]);

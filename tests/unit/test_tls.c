@@ -101,7 +101,7 @@ static bool read_pattern(int fd, uint64_t n, uint64_t *got)
 	bool ok = true;
 
 	while (*got < n) {
-		ssize_t r = read(fd, buf, sizeof(buf));
+		ssize_t r = mig_io_read(fd, buf, sizeof(buf));
 
 		if (r <= 0)
 			return false;
@@ -121,7 +121,7 @@ static bool write_pattern(int fd, uint64_t n)
 
 		for (size_t i = 0; i < len; i++)
 			buf[i] = pattern(at + i);
-		if (write(fd, buf, len) != (ssize_t)len)
+		if (mig_io_write(fd, buf, len) != (ssize_t)len)
 			return false;
 		at += len;
 	}
@@ -132,23 +132,20 @@ static void *server_main(void *arg)
 {
 	struct server *s = arg;
 	struct tls_link *l = NULL;
-	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC), plain = -1;
+	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
 
-	s->rc = tls_link_start(s->c, TLS_SERVER, fd, NULL, TLS_TEST_TIMEOUT_S, &l, &plain,
-			       s->err, sizeof(s->err));
+	s->rc = tls_link_start(s->c, TLS_SERVER, fd, NULL, TLS_TEST_TIMEOUT_S, &l, s->err,
+			       sizeof(s->err));
 	if (s->rc) {
 		close(fd);
 		return NULL;
 	}
 	snprintf(s->peer, sizeof(s->peer), "%s", tls_link_peer(l));
 	s->authz_rc = tls_link_authorize(l, s->authz, s->err, sizeof(s->err));
-	if (!s->authz_rc)
-		ck_assert_int_eq(tls_link_run(l, s->err, sizeof(s->err)), 0);
 	if (!s->authz_rc) {
-		s->intact = read_pattern(plain, TLS_TEST_BYTES, &s->got);
-		s->intact &= write_pattern(plain, TLS_TEST_BYTES);
+		s->intact = read_pattern(fd, TLS_TEST_BYTES, &s->got);
+		s->intact &= write_pattern(fd, TLS_TEST_BYTES);
 	}
-	close(plain);
 	tls_link_end(l, true);
 	return NULL;
 }
@@ -169,7 +166,7 @@ static void exchange(const char *server_creds, const char *client_creds, const c
 	struct tls_link *l = NULL;
 	unsigned short port;
 	pthread_t t;
-	int fd, plain = -1;
+	int fd;
 
 	memset(o, 0, sizeof(*o));
 	creds(server_creds, TLS_SERVER, &sc);
@@ -178,23 +175,19 @@ static void exchange(const char *server_creds, const char *client_creds, const c
 	s.lfd = listen_loopback(&port);
 	ck_assert_int_eq(pthread_create(&t, NULL, server_main, &s), 0);
 	fd = connect_loopback(port);
-	o->client_rc = tls_link_start(&cc, TLS_CLIENT, fd, host, TLS_TEST_TIMEOUT_S, &l, &plain,
+	o->client_rc = tls_link_start(&cc, TLS_CLIENT, fd, host, TLS_TEST_TIMEOUT_S, &l,
 				      o->client_err, sizeof(o->client_err));
 	if (!o->client_rc &&
 	    (o->client_rc = tls_link_authorize(l, client_authz, o->client_err,
 					       sizeof(o->client_err)))) {
-		close(plain);
 		tls_link_end(l, false);
 	} else if (!o->client_rc) {
 		uint64_t got = 0;
 
-		ck_assert_int_eq(tls_link_run(l, o->client_err, sizeof(o->client_err)), 0);
-		o->intact = write_pattern(plain, TLS_TEST_BYTES);
-		shutdown(plain, SHUT_WR);
-		o->intact &= read_pattern(plain, TLS_TEST_BYTES, &got);
+		o->intact = write_pattern(fd, TLS_TEST_BYTES);
+		o->intact &= read_pattern(fd, TLS_TEST_BYTES, &got);
 		if (tls_link_failure(l))
 			snprintf(o->client_err, sizeof(o->client_err), "%s", tls_link_failure(l));
-		close(plain);
 		tls_link_end(l, false);
 	} else {
 		close(fd);
@@ -312,32 +305,26 @@ static void *stream_dest_main(void *arg)
 	struct tls_link *l = NULL;
 	struct mig_event ev;
 	struct mig_in in = { .fd = -1 };
-	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC), plain = -1;
+	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
 
-	d->rc = tls_link_start(d->c, TLS_SERVER, fd, NULL, TLS_TEST_TIMEOUT_S, &l, &plain, d->err,
+	d->rc = tls_link_start(d->c, TLS_SERVER, fd, NULL, TLS_TEST_TIMEOUT_S, &l, d->err,
 			       sizeof(d->err));
 	if (d->rc) {
 		close(fd);
 		return NULL;
 	}
-	mig_bound(plain, TLS_TEST_TIMEOUT_S);
-	/* As the destination does: the hello moved on this thread, then the relays. */
-	d->rc = tls_link_prefill(l, sizeof(struct mig_hello), d->err, sizeof(d->err));
-	if (!d->rc)
-		d->rc = tls_link_run(l, d->err, sizeof(d->err));
-	if (!d->rc)
-		d->rc = mig_in_open(&in, plain, d->mem, TLS_TEST_RAM, NULL, d->err, sizeof(d->err));
+	mig_bound(fd, TLS_TEST_TIMEOUT_S);
+	d->rc = mig_in_open(&in, fd, d->mem, TLS_TEST_RAM, NULL, d->err, sizeof(d->err));
 	while (!d->rc && !(d->rc = mig_next(&in, &ev, d->err, sizeof(d->err)))) {
 		free(ev.data);
 		if (ev.type == MIG_PLAN)
-			d->rc = mig_send_ack(plain, MIG_ACK_PREPARED, NULL);
+			d->rc = mig_send_ack(fd, MIG_ACK_PREPARED, NULL);
 		if (ev.type == MIG_END) {
-			d->rc = mig_send_ack(plain, MIG_ACK_RUNNING, NULL);
+			d->rc = mig_send_ack(fd, MIG_ACK_RUNNING, NULL);
 			break;
 		}
 	}
 	mig_in_close(&in);
-	close(plain);
 	tls_link_end(l, true);
 	return NULL;
 }
@@ -354,7 +341,7 @@ START_TEST(test_tls_stream)
 	unsigned short port;
 	struct mig_out o;
 	pthread_t t;
-	int fd, plain = -1;
+	int fd;
 
 	ck_assert(d.mem && src);
 	for (uint64_t i = 0; i < TLS_TEST_RAM; i++)
@@ -366,20 +353,18 @@ START_TEST(test_tls_stream)
 	d.lfd = listen_loopback(&port);
 	ck_assert_int_eq(pthread_create(&t, NULL, stream_dest_main, &d), 0);
 	fd = connect_loopback(port);
-	ck_assert_msg(tls_link_start(&cc, TLS_CLIENT, fd, NULL, TLS_TEST_TIMEOUT_S, &l, &plain,
-				     err, sizeof(err)) == 0, "%s", err);
-	ck_assert_int_eq(tls_link_run(l, err, sizeof(err)), 0);
-	mig_bound(plain, TLS_TEST_TIMEOUT_S);
-	ck_assert_int_eq(mig_out_open(&o, plain, TLS_TEST_RAM, IMG_CODEC_NONE, 0), 0);
+	ck_assert_msg(tls_link_start(&cc, TLS_CLIENT, fd, NULL, TLS_TEST_TIMEOUT_S, &l, err,
+				     sizeof(err)) == 0, "%s", err);
+	mig_bound(fd, TLS_TEST_TIMEOUT_S);
+	ck_assert_int_eq(mig_out_open(&o, fd, TLS_TEST_RAM, IMG_CODEC_NONE, 0), 0);
 	ck_assert_int_eq(mig_send_plan(&o, plan, sizeof(plan)), 0);
-	ck_assert_int_eq(mig_read_ack(plain, &code, why), 0);
+	ck_assert_int_eq(mig_read_ack(fd, &code, why), 0);
 	ck_assert_int_eq(code, MIG_ACK_PREPARED);
 	ck_assert_int_eq(mig_send_memory(&o, src, 0, TLS_TEST_RAM), 0);
 	ck_assert_int_eq(mig_send_end(&o), 0);
-	ck_assert_int_eq(mig_read_ack(plain, &code, why), 0);
+	ck_assert_int_eq(mig_read_ack(fd, &code, why), 0);
 	ck_assert_int_eq(code, MIG_ACK_RUNNING);
 	mig_out_close(&o);
-	close(plain);
 	tls_link_end(l, false);
 	pthread_join(t, NULL);
 	ck_assert_msg(d.rc == 0, "destination: %s", d.err);
