@@ -20,6 +20,7 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,7 @@ int main(int argc, char **argv)
 	uint8_t *src;
 	int o, rc;
 
+	signal(SIGPIPE, SIG_IGN); /* as ccvm: a peer gone is an error, not the end */
 	if (getenv("TLS_BENCH_DEBUG"))
 		log_set_level(LOG_DEBUG);
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
