@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -161,6 +162,45 @@ static int lx_unix_path(struct lx_call *c, struct sockaddr_storage *sa, socklen_
 	return 0;
 }
 
+/* The Unix socket files this monitor's guests bound (a ring: the oldest forgotten
+ * first). A guest's connect to one of them is to its own VM, and makes no probe
+ * (lx_unix_peer_ok): a probe would sit in the guest's own accept queue. */
+#define LX_OWN_SOCKETS 256
+
+static struct {
+	dev_t dev;
+	ino_t ino;
+} lx_own_sockets[LX_OWN_SOCKETS];
+static unsigned lx_own_next;
+static pthread_mutex_t lx_own_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void lx_own_socket_add(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return;
+	pthread_mutex_lock(&lx_own_lock);
+	lx_own_sockets[lx_own_next % LX_OWN_SOCKETS].dev = st.st_dev;
+	lx_own_sockets[lx_own_next % LX_OWN_SOCKETS].ino = st.st_ino;
+	lx_own_next++;
+	pthread_mutex_unlock(&lx_own_lock);
+}
+
+static bool lx_own_socket(const char *path)
+{
+	struct stat st;
+	bool own = false;
+
+	if (stat(path, &st) < 0 || !st.st_ino)
+		return false;
+	pthread_mutex_lock(&lx_own_lock);
+	for (unsigned i = 0; i < LX_OWN_SOCKETS && i < lx_own_next && !own; i++)
+		own = lx_own_sockets[i].dev == st.st_dev && lx_own_sockets[i].ino == st.st_ino;
+	pthread_mutex_unlock(&lx_own_lock);
+	return own;
+}
+
 int64_t sys_bind(struct lx_call *c)
 {
 	int64_t host = lx_host_fd(c, c->a[0]);
@@ -179,6 +219,8 @@ int64_t sys_bind(struct lx_call *c)
 		rc = lx_unix_path(c, &sa, &len, true, &dirfd);
 		if (!rc)
 			rc = (int)host_ret(bind((int)host, (struct sockaddr *)&sa, len));
+		if (!rc)
+			lx_own_socket_add(((struct sockaddr_un *)&sa)->sun_path);
 		if (dirfd >= 0)
 			close(dirfd);
 		return rc;
@@ -382,7 +424,9 @@ static int lx_pid_is_ccvm(pid_t pid)
  * known only once connected (SO_PEERCRED), so a probe connects first, on the socket
  * file @sa already pins, and the guest's own socket connects only if the probe's
  * listener may be reached: the guest never holds, even for a moment, a connection to
- * another monitor. A listener this process may not inspect, of this uid, counts as
+ * another monitor. The guest's own listeners get no probe (lx_own_socket); another
+ * listener it may reach (under --rw, --allow-unix) sees the probe as a connection that
+ * closes at once. A listener this process may not inspect, of this uid, counts as
  * another ccvm unless --allow-unix names it. 0, or -ECONNREFUSED.
  */
 static int lx_unix_peer_ok(struct lx_call *c, int host, const struct sockaddr_storage *sa,
@@ -394,6 +438,8 @@ static int lx_unix_peer_ok(struct lx_call *c, int host, const struct sockaddr_st
 
 	if (getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type == SOCK_DGRAM)
 		return 0; /* (a datagram socket has no listener to ask) */
+	if (lx_own_socket(((const struct sockaddr_un *)sa)->sun_path))
+		return 0; /* this VM's own: no probe in its accept queue */
 	probe = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (probe < 0)
 		return 0;
