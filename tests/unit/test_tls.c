@@ -128,18 +128,29 @@ static bool write_pattern(int fd, uint64_t n)
 	return true;
 }
 
+/* The destination's side of a test: one connection on @lfd, its TLS handshake as the
+ * server with @c. The connection, or -1 (closed) with why in @err and *@rc. */
+static int accept_tls(int lfd, const struct tls_creds *c, struct tls_link **l, int *rc,
+		      char *err, size_t errlen)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	*rc = tls_link_start(c, TLS_SERVER, fd, NULL, TLS_TEST_TIMEOUT_S, l, err, errlen);
+	if (*rc) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static void *server_main(void *arg)
 {
 	struct server *s = arg;
 	struct tls_link *l = NULL;
-	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept_tls(s->lfd, s->c, &l, &s->rc, s->err, sizeof(s->err));
 
-	s->rc = tls_link_start(s->c, TLS_SERVER, fd, NULL, TLS_TEST_TIMEOUT_S, &l, s->err,
-			       sizeof(s->err));
-	if (s->rc) {
-		close(fd);
+	if (fd < 0)
 		return NULL;
-	}
 	snprintf(s->peer, sizeof(s->peer), "%s", tls_link_peer(l));
 	s->authz_rc = tls_link_authorize(l, s->authz, s->err, sizeof(s->err));
 	if (!s->authz_rc) {
@@ -305,14 +316,10 @@ static void *stream_dest_main(void *arg)
 	struct tls_link *l = NULL;
 	struct mig_event ev;
 	struct mig_in in = { .fd = -1 };
-	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept_tls(d->lfd, d->c, &l, &d->rc, d->err, sizeof(d->err));
 
-	d->rc = tls_link_start(d->c, TLS_SERVER, fd, NULL, TLS_TEST_TIMEOUT_S, &l, d->err,
-			       sizeof(d->err));
-	if (d->rc) {
-		close(fd);
+	if (fd < 0)
 		return NULL;
-	}
 	mig_bound(fd, TLS_TEST_TIMEOUT_S);
 	d->rc = mig_in_open(&in, fd, d->mem, TLS_TEST_RAM, NULL, d->err, sizeof(d->err));
 	while (!d->rc && !(d->rc = mig_next(&in, &ev, d->err, sizeof(d->err)))) {
