@@ -15,18 +15,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The PAGEMAP_SCAN ABI (Linux 6.7), defined here because our build headers predate
- * it; it is fixed. */
-struct res_page_region {
-	uint64_t start, end, categories;
-};
-
-struct res_pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-
-#define RES_PAGEMAP_SCAN _IOWR('f', 16, struct res_pm_scan_arg)
 #define RES_PAGE_IS_PRESENT (1ULL << 3)
 #define RES_PAGE_IS_SWAPPED (1ULL << 4)
 #define RES_REGIONS 4096 /* runs per ioctl: fragmented memory still takes few calls */

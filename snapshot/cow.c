@@ -249,7 +249,7 @@ static void cow_fault_priority(const struct snap_cow *c)
 	struct sched_param sp = { .sched_priority = COW_FAULT_RT_PRIORITY };
 
 	if (c->tune->fault_rt)
-		(void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+		(void)sched_setscheduler(0, SCHED_FIFO, &sp); /* pid 0: this thread */
 }
 
 /* engine-bench's model of a VM host's dearer traps (snap_tuning.trap_cost_us): spun,

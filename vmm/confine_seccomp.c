@@ -10,9 +10,12 @@
  * waits and signals. The lists are what the e2e suite made, thread by thread (traced
  * under a logging filter), and what each role's code calls on paths the suite does
  * not take (errors, the fork policy). The calls whose arguments decide are allowed
- * only for the values ccvm issues: ioctls of KVM, userfaultfd and the few terminal
- * requests the personality passes on; Unix, TCP, UDP and rtnetlink sockets; clone
- * without new namespaces; prctl to name a thread; any rt_sigaction but SIGSYS's.
+ * only for the values ccvm issues: ioctls of KVM, each of userfaultfd's and
+ * PAGEMAP_SCAN whole, and the few terminal requests the personality passes on; Unix,
+ * TCP and UDP sockets of their own protocols (netlink fails with EAFNOSUPPORT); clone
+ * without new namespaces; prctl to name a thread; any rt_sigaction but SIGSYS's;
+ * tgkill, prlimit64 and the priority calls on the monitor's own pid or thread only. A
+ * call of another architecture ends the process at once (KILL_PROCESS).
  *
  * Anything else raises SIGSYS: the handler names the thread's role, the call and its
  * first arguments on stderr and ends the process (status 159), since a monitor that
@@ -24,6 +27,7 @@
 #include "confine.h"
 #include "base/log.h"
 #include "base/role.h"
+#include "../mmu/resident.h"
 
 #include <errno.h>
 #include <linux/filter.h>
@@ -36,7 +40,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <linux/userfaultfd.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <termios.h>
@@ -46,11 +53,8 @@
 #include "syscall_names.h"
 
 #define CONFINE_IOC_TYPE_MASK 0xff00ULL     /* _IOC_TYPE, in place */
-#define CONFINE_IOC_NR_MASK   0xffffULL     /* _IOC_TYPE and _IOC_NR, in place */
 #define CONFINE_IOC_CMD_MASK  0xffffffffULL /* the kernel reads an unsigned int */
 #define CONFINE_IOC_KVM       (0xAEULL << 8)
-#define CONFINE_IOC_UFFD      (0xAAULL << 8)
-#define CONFINE_IOC_PAGEMAP_SCAN (('f' << 8) | 16ULL) /* Linux 6.7; any size */
 #define CONFINE_SOCK_TYPE_MASK 0xfULL /* SOCK_NONBLOCK and SOCK_CLOEXEC above it */
 #define CONFINE_CLONE_NS_MASK                                                           \
 	((uint64_t)(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |       \
@@ -73,7 +77,7 @@ static const int calls_common[] = {
 	__NR_exit_group, __NR_rt_sigprocmask, __NR_rt_sigreturn, __NR_madvise, __NR_mmap,
 	__NR_munmap, __NR_mprotect, __NR_mremap, __NR_brk, __NR_set_robust_list, __NR_rseq,
 	__NR_gettid, __NR_getpid, __NR_clock_gettime, __NR_clock_nanosleep, __NR_nanosleep,
-	__NR_sched_yield, __NR_restart_syscall, __NR_getrandom, __NR_tgkill,
+	__NR_sched_yield, __NR_restart_syscall, __NR_getrandom,
 	__NR_sched_getaffinity, __NR_newfstatat, __NR_fstat, __NR_seccomp,
 #ifdef CONFINE_SANITIZED
 	/* AddressSanitizer: each thread's alternate stack, and its reports (which read
@@ -97,7 +101,7 @@ static const int calls_vcpu[] = {
 	__NR_epoll_create1, __NR_epoll_ctl, __NR_epoll_wait, __NR_epoll_pwait, __NR_eventfd2,
 	__NR_timerfd_create, __NR_timerfd_settime, __NR_timerfd_gettime, __NR_memfd_create,
 	__NR_mincore, __NR_getuid, __NR_geteuid, __NR_getgid, __NR_getegid, __NR_getgroups,
-	__NR_getpgid, __NR_getppid, __NR_getsid, __NR_getrusage, __NR_prlimit64,
+	__NR_getpgid, __NR_getppid, __NR_getsid, __NR_getrusage,
 	__NR_sysinfo, __NR_times, __NR_uname, __NR_sigaltstack, __NR_chmod, __NR_getpgrp,
 	__NR_sync_file_range,
 };
@@ -111,8 +115,7 @@ static const int calls_control[] = {
 	__NR_fsync, __NR_fdatasync, __NR_ftruncate, __NR_flock, __NR_getdents64,
 	__NR_unlinkat, __NR_unlink, __NR_renameat, __NR_renameat2, __NR_rename,
 	__NR_readlinkat, __NR_readlink, __NR_fstatfs, __NR_statx, __NR_mincore,
-	__NR_userfaultfd, __NR_kill, __NR_wait4, __NR_setpriority, __NR_getpriority,
-	__NR_sched_setscheduler, __NR_pipe2, __NR_eventfd2, __NR_getrusage, __NR_getppid,
+	__NR_userfaultfd, __NR_kill, __NR_wait4, __NR_pipe2, __NR_eventfd2, __NR_getrusage, __NR_getppid,
 	__NR_fadvise64, __NR_getuid, __NR_geteuid, /* whose peer may drive the socket */
 	__NR_getcwd, /* realpath of a relative --parent */
 	__NR_tee, /* the bytes in a guest pipe, read without taking them (fdstate.c) */
@@ -127,8 +130,7 @@ static const int calls_snapshot[] = {
 	__NR_poll, __NR_pread64, __NR_pwrite64, __NR_fsync, __NR_fdatasync, __NR_ftruncate,
 	__NR_openat, __NR_renameat, __NR_renameat2, __NR_rename, __NR_fstatfs, __NR_fcntl,
 	__NR_flock, __NR_getdents64, __NR_unlinkat, __NR_lseek, __NR_mincore, __NR_kill,
-	__NR_wait4, __NR_setpriority, __NR_getpriority, __NR_sched_setscheduler,
-	__NR_getrusage, __NR_getppid, __NR_readlinkat, __NR_readlink, __NR_unlink,
+	__NR_wait4, __NR_getrusage, __NR_getppid, __NR_readlinkat, __NR_readlink, __NR_unlink,
 	__NR_getcwd, __NR_sysinfo, /* periodic snapshots: the oldest removed (schedule.c) */
 };
 
@@ -162,6 +164,7 @@ enum {
 	CALLS_SOCKETS = 1 << 3,     /* socket, socketpair */
 	CALLS_THREADS = 1 << 4,     /* clone without namespaces (threads, the fork child) */
 	CALLS_SIGACTION = 1 << 5,   /* rt_sigaction, never for SIGSYS */
+	CALLS_PRIORITY = 1 << 6,    /* the calling thread's nice value and policy */
 };
 
 struct confine_calls {
@@ -176,9 +179,9 @@ static const struct confine_calls confine_roles[ROLE_COUNT] = {
 			CALLS_SIGACTION },
 	[ROLE_CONTROL] = { calls_control, CONFINE_N(calls_control),
 			   CALLS_IOCTL_KVM | CALLS_IOCTL_UFFD | CALLS_THREADS | CALLS_SIGACTION |
-			   CALLS_SOCKETS },
+			   CALLS_SOCKETS | CALLS_PRIORITY },
 	[ROLE_SNAPSHOT] = { calls_snapshot, CONFINE_N(calls_snapshot),
-			    CALLS_IOCTL_UFFD | CALLS_THREADS },
+			    CALLS_IOCTL_UFFD | CALLS_THREADS | CALLS_PRIORITY },
 	[ROLE_TIMER] = { calls_timer, CONFINE_N(calls_timer), 0 },
 	[ROLE_HELPER] = { calls_helper, CONFINE_N(calls_helper),
 			  CALLS_IOCTL_KVM | CALLS_IOCTL_UFFD | CALLS_THREADS },
@@ -187,6 +190,13 @@ static const struct confine_calls confine_roles[ROLE_COUNT] = {
 /* The ioctls the personality passes through by name (sys_ioctl), and isatty's. */
 static const unsigned long confine_ioctls[] = {
 	TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ, FIONREAD, FIONBIO, TIOCGPGRP, FIOCLEX, FIONCLEX,
+};
+
+/* userfaultfd's requests that ccvm makes, each whole, and PAGEMAP_SCAN (mmu/resident.c):
+ * a mask on the type alone would admit any other driver's request of that type. */
+static const unsigned long confine_ioctls_uffd[] = {
+	UFFDIO_API, UFFDIO_REGISTER, UFFDIO_UNREGISTER, UFFDIO_WAKE, UFFDIO_COPY,
+	UFFDIO_ZEROPAGE, UFFDIO_WRITEPROTECT, RES_PAGEMAP_SCAN,
 };
 
 /* Each role's filter, compiled once (the process's is loaded and freed at once). */
@@ -278,35 +288,64 @@ static int confine_rules_ioctl(scmp_filter_ctx ctx, unsigned args)
 
 	if (args & CALLS_IOCTL_KVM)
 		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_TYPE_MASK, CONFINE_IOC_KVM);
-	if (!rc && (args & CALLS_IOCTL_UFFD))
-		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_TYPE_MASK, CONFINE_IOC_UFFD);
-	if (!rc && (args & CALLS_IOCTL_UFFD))
-		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_NR_MASK,
-					  CONFINE_IOC_PAGEMAP_SCAN);
+	for (size_t i = 0; !rc && (args & CALLS_IOCTL_UFFD) && i < CONFINE_N(confine_ioctls_uffd); i++)
+		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_CMD_MASK,
+					  confine_ioctls_uffd[i]);
 	for (size_t i = 0; !rc && (args & CALLS_IOCTL_TTY) && i < CONFINE_N(confine_ioctls); i++)
 		rc = confine_allow_masked(ctx, __NR_ioctl, 1, CONFINE_IOC_CMD_MASK, confine_ioctls[i]);
 	return rc;
 }
 
-/* Sockets: Unix ones of any type, TCP and UDP, and rtnetlink (glibc's getaddrinfo
- * asks it which address families exist); never raw or packet ones. */
+/* Sockets: Unix ones of any type, TCP and UDP, each with protocol 0 or its own
+ * (net.c's lx_net_socket_ok, which a guest's and an image's sockets pass first); never
+ * raw, packet or netlink ones. glibc's getaddrinfo asks rtnetlink which address
+ * families exist: it gets EAFNOSUPPORT and takes both to exist. */
 static int confine_rules_socket(scmp_filter_ctx ctx)
 {
-	static const int inet[] = { AF_INET, AF_INET6 }, types[] = { SOCK_STREAM, SOCK_DGRAM };
-	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socket, 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0));
+	static const int inet[] = { AF_INET, AF_INET6 }, types[] = { SOCK_STREAM, SOCK_DGRAM },
+			 protos[] = { IPPROTO_TCP, IPPROTO_UDP };
+	int rc = 0;
 
 	for (int f = 0; !rc && f < 2; f++)
 		for (int t = 0; !rc && t < 2; t++)
-			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socket, 2,
-					      SCMP_A0(SCMP_CMP_EQ, (uint64_t)inet[f], 0),
-					      SCMP_A1(SCMP_CMP_MASKED_EQ, CONFINE_SOCK_TYPE_MASK,
-						      (uint64_t)types[t]));
+			for (int pr = 0; !rc && pr < 2; pr++)
+				rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socket, 3,
+						      SCMP_A0(SCMP_CMP_EQ, (uint64_t)inet[f], 0),
+						      SCMP_A1(SCMP_CMP_MASKED_EQ, CONFINE_SOCK_TYPE_MASK,
+							      (uint64_t)types[t]),
+						      SCMP_A2(SCMP_CMP_EQ, pr ? (uint64_t)protos[t] : 0, 0));
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socket, 2,
-				      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0), SCMP_A2(SCMP_CMP_EQ, 0, 0));
+				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0), SCMP_A2(SCMP_CMP_EQ, 0, 0));
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socketpair, 1,
-				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), __NR_socket, 1,
+				      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_socketpair, 2,
+				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0), SCMP_A2(SCMP_CMP_EQ, 0, 0));
+	return rc;
+}
+
+/* Calls that name a process or thread, only for the monitor's own: a signal to one of
+ * its threads, its own limits, the calling thread's nice value and policy (which is what
+ * pid 0 means to the kernel for those). */
+static int confine_rules_own(scmp_filter_ctx ctx, unsigned args)
+{
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_tgkill, 1,
+				  SCMP_A0(SCMP_CMP_EQ, (uint64_t)getpid(), 0));
+
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_prlimit64, 1,
+				      SCMP_A0(SCMP_CMP_EQ, 0, 0));
+	if (!rc && (args & CALLS_PRIORITY))
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_setpriority, 2,
+				      SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS, 0), SCMP_A1(SCMP_CMP_EQ, 0, 0));
+	if (!rc && (args & CALLS_PRIORITY))
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_getpriority, 2,
+				      SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS, 0), SCMP_A1(SCMP_CMP_EQ, 0, 0));
+	if (!rc && (args & CALLS_PRIORITY))
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_sched_setscheduler, 1,
+				      SCMP_A0(SCMP_CMP_EQ, 0, 0));
 	return rc;
 }
 
@@ -374,6 +413,8 @@ static int confine_rules(scmp_filter_ctx ctx, int role)
 	if (!rc && (args & CALLS_SOCKETS))
 		rc = confine_rules_socket(ctx);
 	if (!rc)
+		rc = confine_rules_own(ctx, args);
+	if (!rc)
 		rc = confine_rules_process(ctx, args);
 	return rc;
 }
@@ -388,6 +429,10 @@ static int confine_compile(int role, struct sock_fprog *out)
 	if (!ctx)
 		return -ENOMEM;
 	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); /* a binary tree */
+	/* A call of another architecture (int 0x80, x32) is no monitor's: the whole
+	 * process ends, not only the thread that made it. */
+	if (!rc)
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	/* A role's filter is one thread's; adding to a filter needs no new privileges
 	 * (NO_NEW_PRIVS is set), and libseccomp would otherwise set it again. */
 	if (!rc)

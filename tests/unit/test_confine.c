@@ -7,6 +7,7 @@
  */
 #include "suites.h"
 #include "../../vmm/confine.h"
+#include "../../mmu/resident.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,11 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/kvm.h>
+#include <linux/userfaultfd.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -103,8 +106,21 @@ static void allowed_calls(void *unused)
 	}
 	CHILD_CHECK((s = socket(AF_UNIX, SOCK_SEQPACKET, 0)) >= 0);
 	close(s);
+	CHILD_CHECK((s = socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)) >= 0);
+	close(s);
+	CHILD_CHECK((s = socket(AF_INET6, SOCK_DGRAM, IPPROTO_UDP)) >= 0);
+	close(s);
+	/* What getaddrinfo asks: refused with an error it knows, not stopped. */
+	CHILD_CHECK(socket(AF_NETLINK, SOCK_RAW, 0) < 0 && errno == EAFNOSUPPORT);
 	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, pfd) == 0);
 	CHILD_CHECK(sigaction(SIGUSR1, &(struct sigaction){ .sa_handler = SIG_IGN }, NULL) == 0);
+	/* The monitor's own pid, limits and thread's priority. */
+	CHILD_CHECK(pthread_kill(pthread_self(), 0) == 0);
+	CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &(struct rlimit){ 0 }) == 0);
+	errno = 0;
+	CHILD_CHECK(getpriority(PRIO_PROCESS, 0) >= -20 && errno == 0);
+	/* PAGEMAP_SCAN reaches the kernel (a pipe is no pagemap). */
+	CHILD_CHECK(ioctl(pfd[0], RES_PAGEMAP_SCAN, NULL) < 0 && errno == ENOTTY);
 }
 
 /* Everything the monitor does while a guest runs still works under the filter, and
@@ -176,6 +192,45 @@ static void call_sigsys(void)
 	signal(SIGSYS, SIG_IGN);
 }
 
+static void call_tgkill_other(void)
+{
+	syscall(SYS_tgkill, 1, 1, 0); /* init's, or any process's: not the monitor's */
+}
+
+static void call_prlimit_other(void)
+{
+	struct rlimit r;
+
+	prlimit(1, RLIMIT_NOFILE, NULL, &r);
+}
+
+static void call_setpriority_other(void)
+{
+	setpriority(PRIO_PROCESS, 1, 19);
+}
+
+static void call_sctp(void)
+{
+	socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP); /* a protocol the guest cannot ask */
+}
+
+static void call_unix_proto(void)
+{
+	socket(AF_UNIX, SOCK_STREAM, 1);
+}
+
+/* The number PAGEMAP_SCAN's once matched on (type 'f', nr 16) with another size. */
+static void call_scan_lookalike(void)
+{
+	ioctl(STDIN_FILENO, _IOC(_IOC_READ, 'f', 16, 8), NULL);
+}
+
+/* userfaultfd's type with a number ccvm never asks. */
+static void call_uffd_other(void)
+{
+	ioctl(STDIN_FILENO, _IOC(_IOC_READ | _IOC_WRITE, UFFDIO, 0x3f, 16), NULL);
+}
+
 static const struct denied {
 	const char *name;
 	void (*call)(void);
@@ -183,7 +238,10 @@ static const struct denied {
 	{ "execve", call_execve }, { "ptrace", call_ptrace },   { "ioctl", call_tiocsti },
 	{ "socket", call_packet }, { "socket", call_raw },      { "unshare", call_unshare },
 	{ "clone", call_clone_ns }, { "mount", call_mount },   { "bpf", call_bpf },
-	{ "rt_sigaction", call_sigsys },
+	{ "rt_sigaction", call_sigsys }, { "tgkill", call_tgkill_other },
+	{ "prlimit64", call_prlimit_other }, { "setpriority", call_setpriority_other },
+	{ "socket", call_sctp }, { "socket", call_unix_proto },
+	{ "ioctl", call_scan_lookalike }, { "ioctl", call_uffd_other },
 };
 
 static void denied_call(void *arg)
@@ -200,6 +258,8 @@ static void denied_call(void *arg)
  * namespace by unshare or clone, a mount, bpf, and taking over SIGSYS. */
 START_TEST(test_seccomp_denies)
 {
+	/* ... and also a signal, limit or priority of another process, a socket of a
+	 * protocol that is not its family's own, and a lookalike of an ioctl it makes. */
 	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
 		struct child_result r;
 		char want[64];
@@ -285,6 +345,34 @@ START_TEST(test_roles_deny)
 				      want, r.err);
 		}
 	}
+}
+END_TEST
+
+static void bad_arch_call(void *filter)
+{
+	long ret = 20; /* getpid in the i386 table */
+
+	if (filter)
+		install_filter();
+	__asm__ volatile("int $0x80" : "+a"(ret) : : "memory");
+	dprintf(STDERR_FILENO, "an i386 call returned %ld\n", ret);
+}
+
+/* A call through the i386 entry (another architecture to seccomp) ends the whole
+ * process by SIGSYS at once, with no handler and no line: KILL_PROCESS. */
+START_TEST(test_seccomp_bad_arch)
+{
+	struct child_result r;
+
+	/* A kernel without the i386 entry (ia32_emulation off) faults it instead. */
+	run_child(bad_arch_call, NULL, &r);
+	if (WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV) {
+		fprintf(stderr, "test_seccomp_bad_arch: skipped, this kernel has no i386 entry\n");
+		return;
+	}
+	run_child(bad_arch_call, (void *)1, &r);
+	ck_assert_msg(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSYS,
+		      "status 0x%x, stderr: %s", r.status, r.err);
 }
 END_TEST
 
@@ -529,6 +617,7 @@ Suite *confine_suite(void)
 	tcase_add_test(tc, test_seccomp_allows);
 	tcase_add_test(tc, test_seccomp_denies);
 	tcase_add_test(tc, test_roles_deny);
+	tcase_add_test(tc, test_seccomp_bad_arch);
 	tcase_add_test(tc, test_user_parse);
 	tcase_add_test(tc, test_drop_user);
 	tcase_add_checked_fixture(ll, ll_setup, ll_teardown);

@@ -109,17 +109,18 @@ void worker_deadline(double seconds, struct timespec *until)
 	}
 }
 
+/* Who 0 is the calling thread to Linux (nice values are per thread), and the only one
+ * the confined monitor may name (confine_seccomp.c). */
 void worker_nice(int n)
 {
-	id_t tid = (id_t)syscall(SYS_gettid);
 	int now;
 
 	if (n <= 0)
 		return;
 	errno = 0;
-	now = getpriority(PRIO_PROCESS, tid);
+	now = getpriority(PRIO_PROCESS, 0);
 	if (errno == 0)
-		setpriority(PRIO_PROCESS, tid, now + n > NICE_LOWEST ? NICE_LOWEST : now + n);
+		setpriority(PRIO_PROCESS, 0, now + n > NICE_LOWEST ? NICE_LOWEST : now + n);
 }
 
 void worker_background(int n, bool idle)
@@ -128,5 +129,5 @@ void worker_background(int n, bool idle)
 
 	worker_nice(n);
 	if (idle)
-		(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+		(void)sched_setscheduler(0, SCHED_IDLE, &sp); /* pid 0: this thread */
 }
