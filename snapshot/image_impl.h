@@ -7,6 +7,7 @@
 #define CCVM_IMAGE_IMPL_H
 
 #include "image.h"
+#include "../mmu/layout.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,7 +20,7 @@
 #define IMG_HDR_SIZE  64
 #define IMG_TRAILER   48
 #define IMG_TABLE_ENT 32
-#define IMG_MAX_RAM   (1ULL << 40)
+#define IMG_MAX_RAM   LAYOUT_MAX_RAM /* no VM of ccvm is larger: no image either */
 #define IMG_ENC_HEAD  16  /* encoding section: u32 codec, i32 level, 8 reserved */
 #define IMG_ENC_ENT   16  /* then per chunk: u8 codec, u8 0, u16 pages, u32 len, u64 hash */
 #define IMG_PAGES_PER_CHUNK (IMG_CHUNK / PAGE_SIZE)

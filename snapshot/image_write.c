@@ -17,36 +17,50 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#define IMG_TMP_RAND_DIGITS 16 /* hex digits of 64 random bits */
+#define IMG_TMP_TRIES       8  /* names tried before a snapshot gives up */
+#define IMG_PID_DIGITS_MAX  9
+
+/* "." BASE ".tmp." PID "." RANDOM: the pid tells a dead writer's leftover
+ * (img_sweep_stale), the random part makes the name one nobody can know in advance,
+ * so nothing a guest puts in the directory can stand in the writer's way. */
 static char *img_tmp_name_for(const char *final_name)
 {
+	uint64_t r;
 	char *out = NULL;
 
-	if (asprintf(&out, ".%s.tmp.%d", final_name, (int)getpid()) < 0)
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		return NULL;
+	if (asprintf(&out, ".%s.tmp.%d.%0*llx", final_name, (int)getpid(), IMG_TMP_RAND_DIGITS,
+		     (unsigned long long)r) < 0)
 		out = NULL;
 	return out;
 }
 
-/* @name is "." BASE ".tmp." PID with PID all digits; returns the pid or 0. */
+/* @name is "." BASE ".tmp." PID, then "." and 16 hex digits (older writers had
+ * none), with PID all digits; returns the pid or 0. */
 static pid_t img_tmp_name_pid(const char *name, const char *base)
 {
-	size_t blen = strlen(base);
+	size_t blen = strlen(base), n;
 	long pid = 0;
 	const char *d;
 
 	if (name[0] != '.' || strncmp(name + 1, base, blen) || strncmp(name + 1 + blen, ".tmp.", 5))
 		return 0;
 	d = name + 1 + blen + 5;
-	if (!*d || strlen(d) > 9)
+	n = strspn(d, "0123456789");
+	if (!n || n > IMG_PID_DIGITS_MAX)
 		return 0;
-	for (; *d; d++) {
-		if (*d < '0' || *d > '9')
-			return 0;
-		pid = pid * 10 + (*d - '0');
-	}
+	if (d[n] && (d[n] != '.' || strlen(d + n + 1) != IMG_TMP_RAND_DIGITS ||
+		     strspn(d + n + 1, "0123456789abcdef") != IMG_TMP_RAND_DIGITS))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		pid = pid * 10 + (d[i] - '0');
 	return (pid_t)pid;
 }
 
@@ -66,8 +80,8 @@ static void img_remove_if_unlocked(int dfd, const char *name)
 /*
  * Temporaries of this image's name left by writers that died (kill -9, a crash): each
  * is as large as the image and would stay forever, and enough of them fill the disk the
- * next snapshot needs. One is stale when its pid no longer exists and nobody holds its
- * lock; the lock keeps a live writer's file even when its pid is in another pid
+ * next snapshot needs. One is stale when its pid no longer exists (or is ours) and
+ * nobody holds its lock; the lock keeps a live writer's file even when its pid is in another pid
  * namespace. Best effort: a directory that cannot be read is left as it is.
  */
 static void img_sweep_stale(const struct img_writer *w)
@@ -86,7 +100,11 @@ static void img_sweep_stale(const struct img_writer *w)
 	while ((de = readdir(d))) {
 		pid_t pid = img_tmp_name_pid(de->d_name, w->final_name);
 
-		if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+		if (pid <= 0 || (w->tmp_name && !strcmp(de->d_name, w->tmp_name)))
+			continue;
+		/* One of this pid's is a leftover of a process that had it before, or another
+		 * snapshot of this one, which holds its lock. */
+		if (pid != getpid() && (kill(pid, 0) == 0 || errno != ESRCH))
 			continue;
 		img_remove_if_unlocked(dirfd(d), de->d_name);
 	}
@@ -94,18 +112,21 @@ static void img_sweep_stale(const struct img_writer *w)
 }
 
 /* Create the temporary in w->dir: exclusively and never through a symbolic link, so
- * whatever a guest put under that name is neither followed nor written. */
+ * whatever a guest put under that name is neither followed nor written. A name that
+ * exists (64 random bits make it a near impossibility) is left alone for another. */
 static int img_create_tmp(struct img_writer *w)
 {
 	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	struct stat st;
 
 	w->fd = openat(w->dir, w->tmp_name, flags, IMG_FILE_MODE);
-	/* The name carries this process's pid, so one that exists is a leftover of a
-	 * process killed mid-snapshot that had the same pid (or a guest's plant): it must
-	 * not fail this one. unlinkat removes the entry, never what a link points to. */
-	if (w->fd < 0 && errno == EEXIST && unlinkat(w->dir, w->tmp_name, 0) == 0)
+	for (int i = 1; w->fd < 0 && errno == EEXIST && i < IMG_TMP_TRIES; i++) {
+		free(w->tmp_name);
+		w->tmp_name = img_tmp_name_for(w->final_name);
+		if (!w->tmp_name)
+			return -ENOMEM;
 		w->fd = openat(w->dir, w->tmp_name, flags, IMG_FILE_MODE);
+	}
 	if (w->fd < 0 || fstat(w->fd, &st) < 0)
 		return -errno;
 	/* Its identity, to tell it at img_finish from anything put under its name. */

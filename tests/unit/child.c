@@ -6,11 +6,13 @@
 #include "suites.h"
 
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 void run_child(void (*fn)(void *), void *arg, struct child_result *r)
 {
+	struct rusage ru;
 	int pfd[2];
 	ssize_t n, got = 0;
 	pid_t pid;
@@ -30,5 +32,6 @@ void run_child(void (*fn)(void *), void *arg, struct child_result *r)
 		got += n;
 	r->err[got] = '\0';
 	close(pfd[0]);
-	ck_assert_int_eq(waitpid(pid, &r->status, 0), pid);
+	ck_assert_int_eq(wait4(pid, &r->status, 0, &ru), pid);
+	r->maxrss_kib = ru.ru_maxrss;
 }

@@ -54,6 +54,7 @@ Suite *tls_suite(void);
 struct child_result {
 	int status;              /* from waitpid */
 	char err[CHILD_OUT_MAX]; /* what the child wrote on stderr */
+	long maxrss_kib;         /* the child's peak resident set (getrusage) */
 };
 
 /* Run @fn(@arg) in a child with stderr captured; the child exits 0 if @fn returns. */

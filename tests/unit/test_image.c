@@ -6,9 +6,12 @@
 #include "../../snapshot/codec.h"
 #include "../../snapshot/image.h"
 #include "../../snapshot/merge.h"
+#include "../../vmm/persist_restore.h"
+#include "../../mmu/layout.h"
 
 #include <xxhash.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -136,6 +139,26 @@ static int entries_in_dir(void)
 	ck_assert_int_eq(fscanf(f, "%d", &n), 1);
 	pclose(f);
 	return n;
+}
+
+/* The temporary of writer @pid in dir (".snap.img.tmp.PID.RANDOM") into @out; false
+ * when there is none. */
+static bool find_temporary(pid_t pid, char *out, size_t len)
+{
+	char prefix[64];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	bool found = false;
+
+	ck_assert_ptr_nonnull(d);
+	snprintf(prefix, sizeof(prefix), ".snap.img.tmp.%d.", (int)pid);
+	while (!found && (de = readdir(d)))
+		if (!strncmp(de->d_name, prefix, strlen(prefix))) {
+			snprintf(out, len, "%s/%.180s", dir, de->d_name);
+			found = true;
+		}
+	closedir(d);
+	return found;
 }
 
 /* Everything written reads back: header, sections, every chunk with its checksum. */
@@ -602,8 +625,9 @@ START_TEST(test_chain_refused)
 }
 END_TEST
 
-/* A temporary left by a process killed mid-snapshot (same name: the same pid) does not
- * make the next snapshot fail, and the image it was replacing stays intact. */
+/* A temporary left by a process killed mid-snapshot that had this pid does not make
+ * the next snapshot fail and is swept (nobody holds its lock); the image it was
+ * replacing stays intact. */
 START_TEST(test_stale_temporary)
 {
 	char tmp[256];
@@ -616,7 +640,32 @@ START_TEST(test_stale_temporary)
 	fputs("half an image", f);
 	fclose(f);
 	write_image();
+	expect_image_is_mem();
 	ck_assert_int_eq(access(tmp, F_OK), -1);
+}
+END_TEST
+
+/* Repro 7: what a guest plants in the image's directory under every name it could
+ * know (the old pid-only temporary, as a directory, which no unlink removes) fails no
+ * snapshot; two snapshots' temporaries are never named alike. */
+START_TEST(test_temporary_unpredictable)
+{
+	struct img_header_info info = { .ram_size = RAM };
+	struct img_writer *w1, *w2;
+	char plant[256], t1[256], t2[256];
+
+	snprintf(plant, sizeof(plant), "%s/.snap.img.tmp.%d", dir, (int)getpid());
+	ck_assert_int_eq(mkdir(plant, 0700), 0);
+	write_image();
+	expect_image_is_mem();
+	ck_assert_int_eq(img_create(path, &info, &w1), 0);
+	ck_assert(find_temporary(getpid(), t1, sizeof(t1)));
+	ck_assert_int_eq(img_create(path, &info, &w2), 0);
+	img_abort(w1);
+	ck_assert(find_temporary(getpid(), t2, sizeof(t2)));
+	ck_assert_str_ne(t1, t2);
+	img_abort(w2);
+	ck_assert_int_eq(rmdir(plant), 0);
 }
 END_TEST
 
@@ -655,8 +704,7 @@ START_TEST(test_killed_writer)
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	snprintf(tmp, sizeof(tmp), "%s/.snap.img.tmp.%d", dir, (int)pid);
-	ck_assert_msg(access(tmp, F_OK) == 0, "the killed writer's temporary %s is missing", tmp);
+	ck_assert_msg(find_temporary(pid, tmp, sizeof(tmp)), "the killed writer's temporary is missing");
 	expect_image_is_mem();
 	write_image();
 	expect_image_is_mem();
@@ -918,6 +966,68 @@ START_TEST(test_section_lengths_bounded)
 }
 END_TEST
 
+#define CRAFT_RAM      (64ULL << 30)  /* what the crafted header claims */
+#define CRAFT_WINDOWS  (100ULL << 30) /* and its processes' memory section */
+#define CRAFT_RSS_KIB  (256L << 10)   /* the most inspect may take to refuse it */
+
+/* Set the RAM size @file's header claims, its checksum made right. */
+static void patch_header_ram(const char *file, uint64_t ram)
+{
+	uint8_t hdr[64];
+	uint64_t h;
+	int fd = open(file, O_RDWR);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+	memcpy(hdr + 16, &ram, 8);
+	h = XXH3_64bits(hdr, 56);
+	memcpy(hdr + 56, &h, 8);
+	ck_assert_int_eq(pwrite(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+	close(fd);
+}
+
+static void inspect_crafted(void *file)
+{
+	FILE *out = fopen("/dev/null", "w");
+
+	if (!out || inspect_image(file, out) == 0)
+		dprintf(STDERR_FILENO, "inspect accepted the crafted image\n");
+	if (out)
+		fclose(out);
+}
+
+/* Repro 4: a sparse image whose header claims 64 GiB of RAM and whose processes'
+ * memory section claims 100 GiB (within 4x that RAM) is refused by `ccvm inspect`
+ * (inspect_image) with a message that says what is wrong, in under 256 MiB of RSS;
+ * one claiming more RAM than the largest VM is refused at the header. */
+START_TEST(test_crafted_sparse_image)
+{
+	struct img_header_info info = { .ram_size = CRAFT_RAM, .policy = 1 };
+	struct img_writer *w;
+	struct child_result r;
+	char why[IMG_ERR_LEN];
+	struct img_reader rd;
+
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+	add_sparse_section(path, IMG_SEC_WINDOWS, CRAFT_WINDOWS);
+	run_child(inspect_crafted, path, &r);
+	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status 0x%x: %s",
+		      r.status, r.err);
+	ck_assert_msg(strstr(r.err, "no data for most of them") && !strstr(r.err, "accepted"),
+		      "%s", r.err);
+	ck_assert_msg(r.maxrss_kib < CRAFT_RSS_KIB, "inspect took %ld KiB to refuse it",
+		      r.maxrss_kib);
+	unlink(path);
+	info.ram_size = LAYOUT_MAX_RAM + IMG_CHUNK;
+	ck_assert_int_eq(img_create(path, &info, &w), -EINVAL); /* no writer makes one */
+	write_image();
+	patch_header_ram(path, LAYOUT_MAX_RAM + IMG_CHUNK);
+	ck_assert_int_eq(img_open(path, &rd, why), -EINVAL);
+	ck_assert_msg(strstr(why, "more than the largest VM"), "%s", why);
+}
+END_TEST
+
 /* A pre-copy (image_pre.c): pages written ahead of the instant, some of them again;
  * the ones kept stand, a rewritten one is recorded anew, one that ends as a hole reads
  * as zero although bytes were written there, and the checksums hold. Every chunk is
@@ -991,6 +1101,8 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_abort_leaves_old_image);
 	tcase_add_test(tc, test_fifo_refused_and_mode);
 	tcase_add_test(tc, test_stale_temporary);
+	tcase_add_test(tc, test_temporary_unpredictable);
+	tcase_add_test(tc, test_crafted_sparse_image);
 	tcase_add_test(tc, test_killed_writer);
 	tcase_add_test(tc, test_live_writer_kept);
 	tcase_add_test(tc, test_write_error);
