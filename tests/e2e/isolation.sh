@@ -52,6 +52,17 @@ grep -q "unix connect *-1 Permission denied" "$I/unix.out" && grep -q "outside t
 	&& pass "Unix socket outside --rw" "refused, reached with --allow-unix" \
 	|| fail "Unix socket outside --rw" "$(cat "$I/unix.out")" "$(head -2 "$I/unix.err")" "$(cat "$I/unix-allowed.out")"
 
+# 2b. A guest's Unix socket file gets the guest's umask (issue 54, finding 6), as on
+#     Linux: umask 027 gives 0750, so other local users cannot reach the guest's socket.
+(cd "$I/rw" && umask 027 && tmo 60 "$CCVM" run -- "$G/tests/net.glibc" unix-listen "$I/rw/um.sock" \
+	>/dev/null 2>"$I/um.err" </dev/null) &
+UMPID=$!
+sock_there() { [ -S "$I/rw/um.sock" ]; }
+wait_until 30 sock_there && um=$(stat -c %a "$I/rw/um.sock" 2>/dev/null) || um=none
+wait $UMPID 2>/dev/null
+[ "$um" = 750 ] && pass "guest Unix socket mode" "umask 027: mode $um" \
+	|| fail "guest Unix socket mode" "mode '$um' (want 750)" "$(head -2 "$I/um.err")"
+
 # 3. A host service on a loopback port: refused, unless --allow-port or --net host.
 Q=$((20000 + RANDOM % 20000))
 python3 - "$Q" "$E2E_PATIENCE" <<'PY' &

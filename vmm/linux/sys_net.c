@@ -29,6 +29,7 @@
 #define LX_SOCK_TYPE_MASK 0xf
 #define LX_SOCKOPT_MAX    256   /* the largest option value passed through */
 #define LX_IOV_MAX        1024
+#define LX_SOCK_FILE_MODE 0777  /* a Unix socket file's mode before the umask */
 
 int64_t sys_socket(struct lx_call *c)
 {
@@ -217,6 +218,11 @@ int64_t sys_bind(struct lx_call *c)
 		return rc;
 	if (sa.ss_family == AF_UNIX) {
 		rc = lx_unix_path(c, &sa, &len, true, &dirfd);
+		/* The monitor's umask is 0 while the guest runs (path.c): the guest's own
+		 * goes on the socket's inode, whose mode bind gives the file, as Linux does
+		 * for a process with that umask. Never a moment at 0777. */
+		if (!rc && fchmod((int)host, LX_SOCK_FILE_MODE & ~c->p->fs.umask) < 0)
+			rc = -errno;
 		if (!rc)
 			rc = (int)host_ret(bind((int)host, (struct sockaddr *)&sa, len));
 		if (!rc)
