@@ -24,7 +24,7 @@ OPT      ?= -O2 -g
 WARN      = -Wall -Wextra -Werror
 CPPFLAGS  = -D_GNU_SOURCE -Ibuild/gen
 CFLAGS    = -std=gnu11 $(OPT) $(WARN) -pthread -MMD -MP
-LDLIBS    = -lgnutls -ljansson -lxxhash -lzstd -llz4 -lseccomp -lm -pthread
+LDLIBS    = -lgnutls -ljansson -lxxhash -lzstd -llz4 -lseccomp -lcap -lm -pthread
 SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 B         = build

@@ -20,6 +20,41 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* /dev/userfaultfd (Linux 6.1), opened while the monitor is still root with all its
+ * capabilities: a userfaultfd made from it (USERFAULTFD_IOC_NEW) handles faults from
+ * the kernel too (KVM's), which the system call grants only to CAP_SYS_PTRACE when
+ * vm.unprivileged_userfaultfd is 0. -1 when not open. */
+static int uffd_dev = -1;
+
+int uffd_dev_open(void)
+{
+	int fd;
+
+	if (uffd_dev >= 0)
+		return 0;
+	fd = open(UFFD_DEV_PATH, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uffd_dev = fd;
+	return 0;
+}
+
+bool uffd_dev_ready(void)
+{
+	return uffd_dev >= 0;
+}
+
+/* A new userfaultfd: through the device when it is open, else the system call. */
+static int uffd_new(void)
+{
+	const int flags = O_CLOEXEC | O_NONBLOCK;
+	int fd = uffd_dev >= 0 ? ioctl(uffd_dev, USERFAULTFD_IOC_NEW, flags) : -1;
+
+	if (fd < 0)
+		fd = (int)syscall(SYS_userfaultfd, flags);
+	return fd;
+}
+
 /* Write protection of shared memory (the guest's shared mappings, gmem_alias): Linux
  * 5.19 on. Asked for when the kernel has it; without it a range holding shared
  * memory cannot be registered, and a snapshot says so. */
@@ -32,7 +67,7 @@ static uint64_t uffd_features(enum uffd_mode mode)
 	if (mode != UFFD_MODE_WP)
 		return 0;
 	/* The API handshake is once per descriptor: probe on a second one. */
-	other = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	other = uffd_new();
 	if (other >= 0 && ioctl(other, UFFDIO_API, &probe) == 0)
 		want |= probe.features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
 	if (other >= 0)
@@ -58,7 +93,7 @@ int uffd_open(struct uffd *u, uint8_t *base, uint64_t size, enum uffd_mode mode)
 	struct uffdio_api api = { .api = UFFD_API };
 	int rc;
 
-	u->fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	u->fd = uffd_new();
 	if (u->fd < 0)
 		return -errno;
 	u->base = base;

@@ -19,9 +19,18 @@ struct uffd {
 	enum uffd_mode mode;
 };
 
+#define UFFD_DEV_PATH "/dev/userfaultfd"
+
+/* Open /dev/userfaultfd for every later uffd_open: called before the monitor gives up
+ * its capabilities (vmm/confine_caps.c), so that its userfaultfds need none. 0, or
+ * -errno (no such device before Linux 6.1, or not root): uffd_open then uses the
+ * system call. */
+int uffd_dev_open(void);
+bool uffd_dev_ready(void);
+
 /* Open a userfaultfd and register all of [base, base + size) in @mode; on failure
  * nothing stays open (u->fd is -1). Returns 0 or -errno (EPERM: an unprivileged user
- * with vm.unprivileged_userfaultfd=0). */
+ * with vm.unprivileged_userfaultfd=0 and no /dev/userfaultfd open). */
 int uffd_open(struct uffd *u, uint8_t *base, uint64_t size, enum uffd_mode mode);
 void uffd_close(struct uffd *u);
 /* Register [gpa, gpa + len) again, in the descriptor's mode: a host range mapped anew

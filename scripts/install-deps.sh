@@ -10,6 +10,7 @@ PKGS=(
 	libxxhash-dev                              # snapshot image checksums (XXH3)
 	libzstd-dev liblz4-dev                     # snapshot compression (zstd, LZ4)
 	libseccomp-dev                             # the monitor's own seccomp filter
+	libcap-dev                                 # root without --user gives up its capabilities
 	libgnutls28-dev openssl                    # migration over TLS; test credentials
 	musl-tools                                 # static musl builds of the test programs
 	gnuplot-nox                                # benchmark plots

@@ -7,11 +7,13 @@
  * other thread starts, from the command line alone:
  *
  * - Landlock on the whole process: the guest's root read-only, the --rw directories,
- *   the harmless devices, and for the monitor itself the image directories, the
- *   snapshot log's and the control socket's. Landlock binds the calling thread and
- *   those it starts later, so it comes first, while the main thread is the only one.
+ *   the harmless devices, and for the monitor itself the image directories; where the
+ *   kernel scopes them (ABI 6), no signal to and no abstract socket of a process
+ *   outside the monitor. Landlock binds the calling thread and those it starts later,
+ *   so it comes first, while the main thread is the only one.
  * - A drop from root to --user's identity, so the guest's files, sockets and snapshot
- *   images are that user's.
+ *   images are that user's; root without --user gives up its capabilities instead
+ *   (confine_caps.c).
  * - NO_NEW_PRIVS and seccomp allow lists, one per thread role (confine_seccomp.c).
  *
  * What the kernel lacks is a warning, or with --confine require an error.
@@ -24,6 +26,7 @@
 #include <grp.h>
 #include <linux/landlock.h>
 #include <pwd.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +58,19 @@ int confine_mode_parse(const char *s, enum confine_mode *mode)
 #endif
 
 #define CONFINE_LL_ABI_TRUNCATE  3
+#define CONFINE_LL_ABI_NET       4
 #define CONFINE_LL_ABI_IOCTL_DEV 5
+#define CONFINE_LL_ABI_SCOPE     6 /* Linux 6.12 */
+#define CONFINE_LL_SCOPE_ABSTRACT_UNIX (1ULL << 0)
+#define CONFINE_LL_SCOPE_SIGNAL        (1ULL << 1)
+
+/* struct landlock_ruleset_attr as of ABI 6 (our build headers predate its fields; the
+ * layout is fixed): the kernel takes as much of it as the size given. */
+struct confine_ll_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net; /* ABI 4: none handled, so connect and bind are free */
+	uint64_t scoped;             /* ABI 6 */
+};
 #define CONFINE_LL_FILE                                                                  \
 	(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | \
 	 LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
@@ -64,7 +79,6 @@ int confine_mode_parse(const char *s, enum confine_mode *mode)
 	(LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |                   \
 	 LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |                   \
 	 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_TRUNCATE)
-#define CONFINE_LL_SOCK (LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_REMOVE_FILE)
 #define CONFINE_LL_DEVICE                                                                \
 	(LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |                   \
 	 LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
@@ -130,18 +144,17 @@ static int confine_ll_rules(int ruleset, const struct confine_fs *fs, uint64_t h
 		rc = confine_ll_rule(ruleset, fs->rw[i], handled, handled, err);
 	for (int i = 0; !rc && i < fs->n_snap; i++)
 		rc = confine_ll_rule(ruleset, fs->snap[i], CONFINE_LL_SNAP, handled, err);
-	if (!rc && fs->sock_dir)
-		rc = confine_ll_rule(ruleset, fs->sock_dir, CONFINE_LL_SOCK, handled, err);
 	/* The monitor's own /proc/PID (its memory map, statm, the descriptors it reopens
 	 * through /proc/self/fd), wherever --root puts the guest's /proc. */
-	if (!rc && (fs->n_snap || fs->sock_dir))
+	if (!rc)
 		rc = confine_ll_rule(ruleset, "/proc/self", CONFINE_LL_READ, handled, err);
 	return rc;
 }
 
 int confine_landlock(const struct confine_fs *fs, char err[CONFINE_ERR_LEN])
 {
-	struct landlock_ruleset_attr attr = { 0 };
+	struct confine_ll_attr attr = { 0 };
+	size_t size = sizeof(attr.handled_access_fs);
 	int abi, ruleset, rc;
 
 	abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
@@ -149,7 +162,15 @@ int confine_landlock(const struct confine_fs *fs, char err[CONFINE_ERR_LEN])
 		return log_set_err(-EOPNOTSUPP, err, CONFINE_ERR_LEN,
 				   "this kernel has no Landlock (%s)", strerror(errno));
 	attr.handled_access_fs = confine_ll_handled(abi);
-	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+	if (abi >= CONFINE_LL_ABI_NET)
+		size = offsetof(struct confine_ll_attr, scoped);
+	/* The monitor signals only its own threads and its fork policy's child, and
+	 * connects to no abstract socket: the guest's are refused (sys_net.c). */
+	if (abi >= CONFINE_LL_ABI_SCOPE) {
+		attr.scoped = CONFINE_LL_SCOPE_ABSTRACT_UNIX | CONFINE_LL_SCOPE_SIGNAL;
+		size = sizeof(attr);
+	}
+	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
 	if (ruleset < 0)
 		return log_set_err(-errno, err, CONFINE_ERR_LEN, "Landlock: creating a ruleset: %s",
 				   strerror(errno));
@@ -203,11 +224,32 @@ int confine_monitor(const struct confine_policy *p, char err[CONFINE_ERR_LEN])
 		rc = confine_lacking(p->mode, rc, err);
 	if (!rc && p->user)
 		rc = confine_drop_user(&u, err);
+	else if (!rc)
+		rc = confine_caps_drop(p->low_ports, err);
 	if (rc)
 		return rc;
 	rc = confine_seccomp(err);
 	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -ENOSYS)
 		rc = confine_lacking(p->mode, rc, err);
+	return rc;
+}
+
+int confine_tool(const char *read_dir, const char *write_dir, char err[CONFINE_ERR_LEN])
+{
+	const char *snap[] = { write_dir };
+	struct confine_fs fs = { .root = read_dir, .snap = snap, .n_snap = write_dir ? 1 : 0 };
+	int n = confine_threads(), rc;
+
+	if (n != 1)
+		return log_set_err(-EBUSY, err, CONFINE_ERR_LEN, "confinement: %d threads already "
+				   "run", n);
+	rc = confine_landlock(&fs, err);
+	if (rc == -EOPNOTSUPP)
+		rc = confine_lacking(CONFINE_AUTO, rc, err);
+	if (!rc)
+		rc = confine_seccomp(err);
+	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -ENOSYS)
+		rc = confine_lacking(CONFINE_AUTO, rc, err);
 	return rc;
 }
 

@@ -1,6 +1,7 @@
 /*
  * confine.h - the monitor confined by the kernel: seccomp allow lists per thread role,
- * Landlock on the whole process, and a drop to an unprivileged user.
+ * Landlock on the whole process, and a drop to an unprivileged user or, for root
+ * without one, of its capabilities.
  */
 #ifndef CCVM_CONFINE_H
 #define CCVM_CONFINE_H
@@ -40,12 +41,11 @@ struct confine_fs {
 	const char *root;
 	const char *const *rw;
 	int n_rw;
-	/* The monitor's own: where images and the snapshot log are written (files in
-	 * them created, written, read, removed), and the control socket's directory (the
-	 * socket made and removed). Unset: none. */
+	/* The monitor's own: where images are written (files in them created, written,
+	 * read, removed). Unset: none. The control socket and the snapshot log are made
+	 * and opened before confinement, and get no rule (vmm/control.c, ctl_prepare). */
 	const char *const *snap;
 	int n_snap;
-	const char *sock_dir;
 };
 
 /*
@@ -59,15 +59,37 @@ struct confine_policy {
 	enum confine_mode mode;
 	struct confine_fs fs;
 	const char *user;  /* --user USER[:GROUP], or NULL */
+	bool low_ports;    /* a --publish rule binds a host port below 1024 */
 };
 
 /*
+ * Root without --user (confine_caps.c): lock the securebits, empty the bounding and
+ * ambient sets, and keep only CAP_SYS_NICE, CAP_SYS_PTRACE where userfaultfd needs it,
+ * and with @low_ports CAP_NET_BIND_SERVICE. Nothing for a monitor not running as root.
+ * From the only thread, before seccomp. 0 or -errno with a message in @err.
+ */
+int confine_caps_drop(bool low_ports, char err[CONFINE_ERR_LEN]);
+
+/* The calling thread's share for role @r once confine_caps_drop ran: a vCPU or timer
+ * thread keeps none (but CAP_NET_BIND_SERVICE for low ports). 0 or -errno. */
+int confine_caps_role(enum role r);
+
+/*
  * confine_monitor - once the VM is built and before any other thread exists: Landlock
- * on the whole process (@p->fs), the drop to --user, then NO_NEW_PRIVS and the
- * seccomp filter (confine_seccomp). What the kernel lacks is a warning on stderr, or,
+ * on the whole process (@p->fs), the drop to --user (or, for root without it, of its
+ * capabilities: confine_caps_drop), then NO_NEW_PRIVS and the seccomp filter
+ * (confine_seccomp). What the kernel lacks is a warning on stderr, or,
  * with --confine require, an error. Returns 0 or -errno with a message in @err.
  */
 int confine_monitor(const struct confine_policy *p, char err[CONFINE_ERR_LEN]);
+
+/*
+ * confine_tool - `ccvm inspect` and `ccvm merge` before they parse an image: Landlock
+ * with reading beneath @read_dir (the image's directory, where its parents are) and
+ * writing images in @write_dir (NULL: none), then the monitor's seccomp filter. What
+ * the kernel lacks is a warning. 0 or -errno with a message in @err.
+ */
+int confine_tool(const char *read_dir, const char *write_dir, char err[CONFINE_ERR_LEN]);
 
 /* The user --user names. */
 struct confine_user {

@@ -71,7 +71,7 @@
 #endif
 
 /* What every thread calls: glibc's threads, memory, locks, clocks and random bytes;
- * messages on stderr; stacking its role's filter. */
+ * messages on stderr; stacking its role's filter and giving up capabilities. */
 static const int calls_common[] = {
 	__NR_read, __NR_write, __NR_writev, __NR_close, __NR_futex, __NR_exit,
 	__NR_exit_group, __NR_rt_sigprocmask, __NR_rt_sigreturn, __NR_madvise, __NR_mmap,
@@ -79,6 +79,10 @@ static const int calls_common[] = {
 	__NR_gettid, __NR_getpid, __NR_clock_gettime, __NR_clock_nanosleep, __NR_nanosleep,
 	__NR_sched_yield, __NR_restart_syscall, __NR_getrandom,
 	__NR_sched_getaffinity, __NR_newfstatat, __NR_fstat, __NR_seccomp,
+	/* Giving up root's capabilities as a thread starts (confine_caps.c), whatever role
+	 * made it: a thread inherits its maker's filters. capset only lowers here: a
+	 * thread holds nothing it could raise that the process did not keep. */
+	__NR_capget, __NR_capset,
 #ifdef CONFINE_SANITIZED
 	/* AddressSanitizer: each thread's alternate stack, and its reports (which read
 	 * /proc with the old open and getdents). */
@@ -195,6 +199,7 @@ static const unsigned long confine_ioctls[] = {
 /* userfaultfd's requests that ccvm makes, each whole, and PAGEMAP_SCAN (mmu/resident.c):
  * a mask on the type alone would admit any other driver's request of that type. */
 static const unsigned long confine_ioctls_uffd[] = {
+	USERFAULTFD_IOC_NEW, /* a new one from /dev/userfaultfd (mmu/uffd.c) */
 	UFFDIO_API, UFFDIO_REGISTER, UFFDIO_UNREGISTER, UFFDIO_WAKE, UFFDIO_COPY,
 	UFFDIO_ZEROPAGE, UFFDIO_WRITEPROTECT, RES_PAGEMAP_SCAN,
 };
@@ -471,14 +476,17 @@ static int confine_load(const struct sock_fprog *prog, bool all)
 static int confine_role_hook(enum role r)
 {
 	sigset_t sys;
+	int caps, rc;
 
 	if (r < 0 || r >= ROLE_COUNT || !confine_roles_on)
 		return -EINVAL;
+	caps = confine_caps_role(r); /* the thread's capabilities, then its filter */
 	/* Blocked, a filtered call would kill the process without a word. */
 	sigemptyset(&sys);
 	sigaddset(&sys, SIGSYS);
 	pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
-	return confine_load(&confine_bpf[r], false);
+	rc = confine_load(&confine_bpf[r], false);
+	return rc ? rc : caps;
 }
 
 int confine_seccomp(char err[CONFINE_ERR_LEN])

@@ -362,45 +362,108 @@ static void *ctl_thread(void *arg)
 	return NULL;
 }
 
-int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
-	      const struct snap_schedule *sched, struct ctl_server **out)
+static void ctl_close_all(struct ctl_server *srv);
+
+/* Open --snapshot-log @log for appending: created 0600 if absent (whatever the
+ * umask), a regular file only, never through a link. A descriptor or -errno. */
+static int ctl_open_log(const char *log)
 {
+	const char *name;
+	int dir = img_dir_open(log, &name), fd;
+
+	if (dir < 0)
+		return dir;
+	fd = img_append_open(dir, name, CTL_FILE_MODE);
+	close(dir);
+	return fd;
+}
+
+void ctl_prep_release(struct ctl_prep *p)
+{
+	if (p->listen_fd >= 0)
+		close(p->listen_fd);
+	if (p->janitor >= 0)
+		close(p->janitor); /* the janitor removes the socket file now */
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	*p = (struct ctl_prep)CTL_PREP_NONE;
+}
+
+int ctl_prepare(const char *path, const char *log, struct ctl_prep *p)
+{
+	int rc = 0;
+
+	*p = (struct ctl_prep)CTL_PREP_NONE;
+	if (log) {
+		p->log_fd = ctl_open_log(log);
+		if (p->log_fd < 0) {
+			rc = p->log_fd;
+			log_err("--snapshot-log %s: %s", log,
+				rc == -EINVAL ? "not a regular file" : strerror(-rc));
+			p->log_fd = -1;
+			return rc;
+		}
+	}
+	if (path) {
+		p->listen_fd = ctl_listen(path);
+		if (p->listen_fd < 0) {
+			rc = p->listen_fd;
+			p->listen_fd = -1;
+		}
+	}
+	if (!rc && path && (rc = ctl_janitor_start(path, &p->janitor)))
+		log_err("--control %s: starting the process that removes it at the end: %s",
+			path, strerror(-rc));
+	if (rc) {
+		if (p->listen_fd >= 0)
+			unlink(path);
+		ctl_prep_release(p);
+	}
+	return rc;
+}
+
+int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
+	      const struct snap_schedule *sched, struct ctl_prep *prep, struct ctl_server **out)
+{
+	struct ctl_prep none = CTL_PREP_NONE;
 	struct ctl_server *srv = calloc(1, sizeof(*srv));
 	int rc;
 
-	if (!srv)
+	if (!prep)
+		prep = &none;
+	if (!srv) {
+		ctl_prep_release(prep);
 		return -ENOMEM;
+	}
 	srv->vm = vm;
 	srv->engine = engine;
 	srv->sched = snap_schedule_on(sched) && engine ? sched : NULL;
 	srv->snap_log = sched && engine ? sched->log : NULL;
-	srv->log_dir = -1;
-	if (srv->snap_log) {
-		srv->log_dir = img_dir_open(srv->snap_log, &srv->log_name);
-		if (srv->log_dir < 0)
-			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(-srv->log_dir));
-	}
+	srv->log_fd = prep->log_fd;
+	srv->janitor = prep->janitor;
+	srv->listen_fd = prep->listen_fd;
+	*prep = (struct ctl_prep)CTL_PREP_NONE; /* the server's now */
 	if (engine) {
 		snap_engine_on_done(engine, ctl_snapshot_done, srv);
 	}
-	srv->listen_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &srv->started);
 	if (srv->sched)
 		srv->sched_due = snap_schedule_first(srv->sched, mono_s());
+	srv->wake[0] = srv->wake[1] = -1;
 	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
 		rc = -errno;
-		if (srv->log_dir >= 0)
-			close(srv->log_dir);
-		free(srv);
-		return rc;
+		goto err;
 	}
-	if (path) {
+	if (path && srv->listen_fd < 0) { /* not prepared: bound now (tests) */
 		srv->listen_fd = ctl_listen(path);
 		if (srv->listen_fd < 0) {
 			rc = srv->listen_fd;
 			goto err;
 		}
-		srv->path = strdup(path);
+	}
+	if (path && !(srv->path = strdup(path))) {
+		rc = -ENOMEM;
+		goto err;
 	}
 	if (pthread_create(&srv->thread, NULL, ctl_thread, srv)) {
 		rc = -EAGAIN;
@@ -409,17 +472,31 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	*out = srv;
 	return 0;
 err:
-	if (srv->listen_fd >= 0) {
-		close(srv->listen_fd);
-		unlink(path);
-	}
-	close(srv->wake[0]);
-	close(srv->wake[1]);
-	if (srv->log_dir >= 0)
-		close(srv->log_dir);
-	free(srv->path);
+	if (engine)
+		snap_engine_on_done(engine, NULL, NULL);
+	ctl_close_all(srv);
 	free(srv);
 	return rc;
+}
+
+/* Close the server's descriptors, the socket's file removed where the monitor may
+ * still remove it (unconfined; confined, its janitor does when the monitor ends). */
+static void ctl_close_all(struct ctl_server *srv)
+{
+	if (srv->listen_fd >= 0) {
+		close(srv->listen_fd);
+		if (srv->path)
+			(void)unlink(srv->path);
+	}
+	if (srv->wake[0] >= 0)
+		close(srv->wake[0]);
+	if (srv->wake[1] >= 0)
+		close(srv->wake[1]);
+	if (srv->log_fd >= 0)
+		close(srv->log_fd);
+	if (srv->janitor >= 0)
+		close(srv->janitor);
+	free(srv->path);
 }
 
 void ctl_stop(struct ctl_server *srv)
@@ -434,14 +511,6 @@ void ctl_stop(struct ctl_server *srv)
 	for (int i = 0; i < CTL_MAX_CLIENTS; i++)
 		if (srv->clients[i])
 			ctl_drop(srv, i);
-	if (srv->listen_fd >= 0) {
-		close(srv->listen_fd);
-		unlink(srv->path);
-	}
-	close(srv->wake[0]);
-	close(srv->wake[1]);
-	if (srv->log_dir >= 0)
-		close(srv->log_dir);
-	free(srv->path);
+	ctl_close_all(srv);
 	free(srv);
 }

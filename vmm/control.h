@@ -11,11 +11,34 @@ struct ctl_server;
 struct snap_engine;
 struct snap_schedule;
 
+/* What the monitor thread takes from before confinement, so that Landlock grants
+ * nothing on the directories of --control and --snapshot-log (docs/security.md). */
+struct ctl_prep {
+	int listen_fd; /* the control socket, bound and listening; -1: none */
+	int janitor;   /* the pipe whose end has the janitor remove it (control_janitor.c) */
+	int log_fd;    /* --snapshot-log, open for appending; -1: none */
+};
+
+#define CTL_PREP_NONE { .listen_fd = -1, .janitor = -1, .log_fd = -1 }
+
+/* Bind and listen on @path (NULL: no socket) and start its janitor, open @log (NULL:
+ * none) for appending (0600, a regular file only): while the monitor is still one
+ * thread, before it confines itself. Returns 0 or -errno (reported); @p then holds
+ * what was made, for ctl_start or ctl_prep_release. */
+int ctl_prepare(const char *path, const char *log, struct ctl_prep *p);
+void ctl_prep_release(struct ctl_prep *p);
+
+/* The janitor of the socket file @path (control_janitor.c): a process, forked while
+ * the monitor is alone, that removes it once the monitor has ended. *@keep is the pipe
+ * end the monitor keeps open for its whole life. 0 or -errno. */
+int ctl_janitor_start(const char *path, int *keep);
+
 /* Start the monitor thread; with @path non-NULL it also serves the control socket
- * there; with @engine non-NULL it takes snapshots on request, and periodically when
- * @sched says so. Returns 0 or -errno (reported). */
+ * there (@prep's, or bound now without one); with @engine non-NULL it takes
+ * snapshots on request, and periodically when @sched says so. Takes over @prep's
+ * descriptors (NULL: none). Returns 0 or -errno (reported). */
 int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
-	      const struct snap_schedule *sched, struct ctl_server **out);
+	      const struct snap_schedule *sched, struct ctl_prep *prep, struct ctl_server **out);
 void ctl_stop(struct ctl_server *srv);
 
 /* Client: send `COMMAND [ARGS...]` to the socket at @path, print the reply line.

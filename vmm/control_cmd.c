@@ -101,19 +101,11 @@ void ctl_deliver_snapshot(struct ctl_server *srv)
 
 	if (!srv->engine || !snap_figures_of(srv->engine, 0, &f) || !f.done)
 		return;
-	if (srv->snap_log) {
-		/* 0600 whatever the process umask (0 while a guest runs: path.c). */
-		int fd = srv->log_dir < 0 ? -EBADF :
-			 img_append_open(srv->log_dir, srv->log_name, CTL_FILE_MODE);
+	if (srv->snap_log && srv->log_fd >= 0) {
 		char *line = ctl_line(snap_figures_json(&f));
 
-		if (fd < 0)
-			log_warn("--snapshot-log %s: %s", srv->snap_log,
-				 fd == -EINVAL ? "not a regular file; not written" : strerror(-fd));
-		else if (line && write(fd, line, strlen(line)) < 0)
+		if (line && write(srv->log_fd, line, strlen(line)) < 0)
 			log_warn("--snapshot-log %s: %s", srv->snap_log, strerror(errno));
-		if (fd >= 0)
-			close(fd);
 		free(line);
 	}
 	for (int i = 0; i < CTL_MAX_CLIENTS; i++) {

@@ -41,8 +41,8 @@ struct ctl_server {
 	struct snap_engine *engine;
 	const struct snap_schedule *sched;
 	const char *snap_log;    /* --snapshot-log: every finished snapshot, one JSON line */
-	int log_dir;             /* its directory, opened once (-1: none) */
-	const char *log_name;    /* its name in there */
+	int log_fd;              /* it, opened for appending before confinement (-1: none) */
+	int janitor;             /* the control socket's janitor's pipe (-1: none) */
 	double sched_due;        /* CLOCK_MONOTONIC seconds of the next periodic snapshot */
 	bool user_paused;
 	char *path;

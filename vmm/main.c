@@ -27,9 +27,12 @@
 #include "migrate.h"
 #include "linux/lx.h"
 #include "../mmu/layout.h"
+#include "../mmu/uffd.h"
 
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +44,7 @@
 #define EXIT_USAGE        2
 #define EXIT_CANNOT_EXEC  126
 #define EXIT_NOT_FOUND    127
+#define MAIN_LOW_PORTS    1024 /* ports below it need CAP_NET_BIND_SERVICE to bind */
 
 extern char **environ;
 
@@ -289,11 +293,16 @@ static int engine_new(struct vm *vm, const struct cli_opts *o, const struct snap
 	return snap_engine_new(&target, &cfg, out);
 }
 
-/* The directory of @path, in @buf. */
-static const char *dir_of(const char *path, char *buf, size_t len)
+/* What main_confine made before confinement for run_vm's control thread. */
+static struct ctl_prep main_prep = CTL_PREP_NONE;
+
+/* Whether a --publish rule binds a host port below 1024 (which needs a capability). */
+static bool main_low_ports(const struct lx_net *net)
 {
-	snprintf(buf, len, "%s", path);
-	return dirname(buf);
+	for (int i = 0; i < net->n_rules; i++)
+		if (lx_net_port((const struct sockaddr *)&net->rules[i].host_addr) < MAIN_LOW_PORTS)
+			return true;
+	return false;
 }
 
 /* Confine the monitor (vmm/confine.c) from the command line alone: the guest's root
@@ -301,23 +310,29 @@ static const char *dir_of(const char *path, char *buf, size_t len)
  * socket's directory. Called once the VM is built, before any other thread. */
 static int main_confine(const struct cli_opts *o)
 {
-	char err[CONFINE_ERR_LEN] = "", log_dir[PATH_MAX], sock_dir[PATH_MAX];
-	const char *snap[OPT_MAX_IMAGE_DIRS + 2];
+	char err[CONFINE_ERR_LEN] = "";
+	const char *snap[OPT_MAX_IMAGE_DIRS];
 	int n = 0, rc;
 
 	for (int i = 0; i < o->n_image_dir; i++)
 		snap[n++] = o->image_dir[i];
-	if (o->sched.log)
-		snap[n++] = dir_of(o->sched.log, log_dir, sizeof(log_dir));
 	struct confine_policy p = {
-		.mode = o->confine, .user = o->user,
-		.fs = { .root = o->root, .rw = o->rw, .n_rw = o->n_rw, .snap = snap, .n_snap = n,
-			.sock_dir = o->control ? dir_of(o->control, sock_dir, sizeof(sock_dir)) :
-			NULL },
+		.mode = o->confine, .user = o->user, .low_ports = main_low_ports(&o->net),
+		.fs = { .root = o->root, .rw = o->rw, .n_rw = o->n_rw, .snap = snap, .n_snap = n },
 	};
-	rc = confine_monitor(&p, err);
+	/* The control socket bound and the snapshot log opened first, so that Landlock
+	 * grants nothing on their directories. */
+	rc = ctl_prepare(o->control, o->sched.log, &main_prep);
 	if (rc)
+		return rc;
+	/* While still root: snapshots' userfaultfds then need no capability. Without the
+	 * device (before Linux 6.1, or not root) the system call is used. */
+	(void)uffd_dev_open();
+	rc = confine_monitor(&p, err);
+	if (rc) {
 		log_err("%s", err);
+		ctl_prep_release(&main_prep);
+	}
 	return rc;
 }
 
@@ -364,7 +379,7 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 			goto out_engine;
 		hook_engine = engine;
 	}
-	if (ctl_start(vm, control, engine, sched, &ctl))
+	if (ctl_start(vm, control, engine, sched, &main_prep, &ctl))
 		goto out_engine;
 	deny_control_socket(vm, control);
 	if (sigfwd_start(vm, &fwd))
@@ -512,6 +527,23 @@ static int cmd_restore(int argc, char **argv)
 	return status;
 }
 
+/* Confine `ccvm inspect` and `ccvm merge` (confine_tool) to reading the directory of
+ * @image and writing in that of @out (NULL: none), before any image is parsed. */
+static int main_confine_tool(const char *image, const char *out)
+{
+	char err[CONFINE_ERR_LEN] = "", rd[PATH_MAX], wd[PATH_MAX];
+	int rc;
+
+	snprintf(rd, sizeof(rd), "%s", image);
+	if (out)
+		snprintf(wd, sizeof(wd), "%s", out);
+	tzset(); /* the time zone read now: /etc is not readable after */
+	rc = confine_tool(dirname(rd), out ? dirname(wd) : NULL, err);
+	if (rc)
+		log_err("%s", err);
+	return rc;
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
@@ -520,6 +552,8 @@ static int cmd_inspect(int argc, char **argv)
 		log_err("usage: ccvm inspect FILE");
 		return EXIT_USAGE;
 	}
+	if (main_confine_tool(argv[1], NULL))
+		return 1;
 	return inspect_image(argv[1], stdout);
 }
 
@@ -533,6 +567,8 @@ static int cmd_merge(int argc, char **argv)
 		log_err("usage: ccvm merge CHILD OUT");
 		return EXIT_USAGE;
 	}
+	if (main_confine_tool(argv[1], argv[2]))
+		return 1;
 	if (img_merge(argv[1], argv[2], err)) {
 		log_err("cannot merge %s: %s", argv[1], err);
 		return 1;

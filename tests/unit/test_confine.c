@@ -16,21 +16,27 @@
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/kvm.h>
+#include <linux/landlock.h>
+#include <linux/securebits.h>
 #include <linux/userfaultfd.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -121,6 +127,7 @@ static void allowed_calls(void *unused)
 	CHILD_CHECK(getpriority(PRIO_PROCESS, 0) >= -20 && errno == 0);
 	/* PAGEMAP_SCAN reaches the kernel (a pipe is no pagemap). */
 	CHILD_CHECK(ioctl(pfd[0], RES_PAGEMAP_SCAN, NULL) < 0 && errno == ENOTTY);
+	CHILD_CHECK(ioctl(pfd[0], USERFAULTFD_IOC_NEW, O_CLOEXEC) < 0 && errno == ENOTTY);
 }
 
 /* Everything the monitor does while a guest runs still works under the filter, and
@@ -490,6 +497,63 @@ START_TEST(test_landlock_root_and_rw)
 }
 END_TEST
 
+#define LL_ABI_SCOPE 6
+#define LL_ABSTRACT  "ccvm-test-scope"
+
+/* Under Landlock with scoping (ABI 6): a signal to the process outside (the test's)
+ * and a connection to its abstract socket are refused; a signal to its own thread and
+ * to a child it forks after goes through. */
+static void landlocked_scope(void *unused)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct confine_fs fs = { .root = "/" };
+	char err[CONFINE_ERR_LEN];
+	int s, abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0,
+				  LANDLOCK_CREATE_RULESET_VERSION);
+	pid_t child;
+
+	(void)unused;
+	if (abi < LL_ABI_SCOPE)
+		_exit(3);
+	CHILD_CHECK(confine_landlock(&fs, err) == 0);
+	CHILD_CHECK(kill(getppid(), 0) < 0 && errno == EPERM);
+	memcpy(sa.sun_path + 1, LL_ABSTRACT, strlen(LL_ABSTRACT));
+	s = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHILD_CHECK(s >= 0 && connect(s, (struct sockaddr *)&sa,
+				      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+						  strlen(LL_ABSTRACT))) < 0 && errno == EPERM);
+	CHILD_CHECK(pthread_kill(pthread_self(), 0) == 0);
+	child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	CHILD_CHECK(child > 0 && kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child);
+}
+
+START_TEST(test_landlock_scoped)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct child_result r;
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(s, 0);
+	memcpy(sa.sun_path + 1, LL_ABSTRACT, strlen(LL_ABSTRACT));
+	ck_assert_int_eq(bind(s, (struct sockaddr *)&sa,
+			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+					  strlen(LL_ABSTRACT))), 0);
+	ck_assert_int_eq(listen(s, 1), 0);
+	run_child(landlocked_scope, NULL, &r);
+	close(s);
+	if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 3) {
+		fprintf(stderr, "test_landlock_scoped: skipped, Landlock before ABI 6\n");
+		return;
+	}
+	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+		      "status 0x%x, stderr: %s", r.status, r.err);
+}
+END_TEST
+
 static void landlocked_slash(void *unused)
 {
 	const char *rw[] = { ll_rw };
@@ -608,6 +672,81 @@ START_TEST(test_drop_user)
 }
 END_TEST
 
+/* The capability set @field ("CapEff", "CapBnd", ...) of the calling thread. */
+static unsigned long long thread_caps(const char *field)
+{
+	char line[256];
+	unsigned long long v = ~0ULL;
+	size_t n = strlen(field);
+	FILE *f = fopen("/proc/thread-self/status", "r");
+
+	if (!f)
+		return v;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':')
+			v = strtoull(line + n + 1, NULL, 16);
+	fclose(f);
+	return v;
+}
+
+#define CAP_BIT(c) (1ULL << (c))
+#define CAPS_CONTROL_MOST (CAP_BIT(CAP_SYS_NICE) | CAP_BIT(CAP_SYS_PTRACE))
+
+/* What a vCPU thread of a confined root monitor has: its capabilities, and whether it
+ * may read a file another user keeps to themselves. */
+static void *vcpu_caps(void *file)
+{
+	int fd;
+
+	role_enter(ROLE_VCPU);
+	CHILD_CHECK(thread_caps("CapEff") == 0 && thread_caps("CapPrm") == 0);
+	fd = open(file, O_RDONLY);
+	CHILD_CHECK(fd < 0 && errno == EACCES);
+	return NULL;
+}
+
+static void caps_dropped(void *file)
+{
+	char err[CONFINE_ERR_LEN];
+	pthread_t th;
+
+	if (confine_caps_drop(false, err)) {
+		dprintf(STDERR_FILENO, "confine_caps_drop: %s\n", err);
+		_exit(2);
+	}
+	CHILD_CHECK(prctl(PR_GET_SECUREBITS) & (1 << SECURE_NOROOT_LOCKED));
+	install_filter();
+	CHILD_CHECK(thread_caps("CapBnd") == 0 && thread_caps("CapAmb") == 0);
+	CHILD_CHECK((thread_caps("CapEff") & ~CAPS_CONTROL_MOST) == 0);
+	CHILD_CHECK(thread_caps("CapEff") & CAP_BIT(CAP_SYS_NICE));
+	CHILD_CHECK(pthread_create(&th, NULL, vcpu_caps, file) == 0);
+	CHILD_CHECK(pthread_join(th, NULL) == 0);
+}
+
+/* Root without --user (finding 5): the process keeps no bounding or ambient set and
+ * at most CAP_SYS_NICE and CAP_SYS_PTRACE, its securebits locked; a vCPU thread has
+ * CapEff 0 and cannot read a file mode 0600 of another user. */
+START_TEST(test_root_caps_dropped)
+{
+	char file[] = "/tmp/ccvm-caps-XXXXXX";
+	struct child_result r;
+	int fd;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_root_caps_dropped: skipped, not root\n");
+		return;
+	}
+	fd = mkstemp(file);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fchown(fd, 65534, 65534), 0);
+	close(fd);
+	run_child(caps_dropped, file, &r);
+	unlink(file);
+	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+		      "status 0x%x, stderr: %s", r.status, r.err);
+}
+END_TEST
+
 Suite *confine_suite(void)
 {
 	Suite *s = suite_create("confine");
@@ -620,9 +759,11 @@ Suite *confine_suite(void)
 	tcase_add_test(tc, test_seccomp_bad_arch);
 	tcase_add_test(tc, test_user_parse);
 	tcase_add_test(tc, test_drop_user);
+	tcase_add_test(tc, test_root_caps_dropped);
 	tcase_add_checked_fixture(ll, ll_setup, ll_teardown);
 	tcase_add_test(ll, test_landlock_root_and_rw);
 	tcase_add_test(ll, test_landlock_default_root);
+	tcase_add_test(ll, test_landlock_scoped);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, ll);
 	return s;

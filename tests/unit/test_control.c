@@ -9,6 +9,8 @@
 #include "../../vmm/vm.h"
 #include "../../vmm/linux/lx.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +37,7 @@ static void setup(void)
 	memset(&vm, 0, sizeof(vm));
 	pthread_mutex_init(&vm.lock, NULL);
 	pthread_cond_init(&vm.cond, NULL);
-	ck_assert_int_eq(ctl_start(&vm, path, NULL, NULL, &srv), 0);
+	ck_assert_int_eq(ctl_start(&vm, path, NULL, NULL, NULL, &srv), 0);
 }
 
 static void teardown(void)
@@ -281,6 +283,48 @@ START_TEST(test_kill)
 }
 END_TEST
 
+/* Issue 54 finding 6: the control socket is bound (0600) and the snapshot log opened
+ * (0600, appending) before confinement; when the monitor's end of the janitor's pipe
+ * closes, the janitor removes the socket file, but never a file put in its place; a
+ * log that is not a regular file fails the preparation and leaves nothing behind. */
+START_TEST(test_prepare_and_janitor)
+{
+	char sock[192], log[192];
+	struct ctl_prep p;
+	struct stat st;
+	int fd;
+
+	snprintf(sock, sizeof(sock), "%s/prep.sock", dir);
+	snprintf(log, sizeof(log), "%s/s.log", dir);
+	ck_assert_int_eq(ctl_prepare(sock, log, &p), 0);
+	ck_assert(p.listen_fd >= 0 && p.log_fd >= 0 && p.janitor >= 0);
+	ck_assert_int_eq(lstat(sock, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode) && (st.st_mode & 0777) == 0600);
+	ck_assert_int_eq(lstat(log, &st), 0);
+	ck_assert(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+	ctl_prep_release(&p);
+	ck_assert_int_gt(waitpid(-1, NULL, 0), 0); /* the janitor, done */
+	ck_assert_msg(access(sock, F_OK) < 0, "the janitor left the socket file");
+
+	ck_assert_int_eq(ctl_prepare(sock, NULL, &p), 0);
+	ck_assert_int_eq(unlink(sock), 0);
+	fd = open(sock, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ctl_prep_release(&p);
+	ck_assert_int_gt(waitpid(-1, NULL, 0), 0);
+	ck_assert_msg(access(sock, F_OK) == 0, "the janitor removed a file that is not its socket");
+	ck_assert_int_eq(unlink(sock), 0);
+
+	ck_assert_int_eq(unlink(log), 0);
+	ck_assert_int_eq(mkdir(log, 0700), 0);
+	ck_assert_int_eq(ctl_prepare(sock, log, &p), -EINVAL);
+	ck_assert(p.listen_fd < 0 && p.log_fd < 0 && p.janitor < 0);
+	ck_assert_msg(access(sock, F_OK) < 0, "a failed preparation left a socket");
+	ck_assert_int_eq(rmdir(log), 0);
+}
+END_TEST
+
 Suite *control_suite(void)
 {
 	Suite *s = suite_create("control");
@@ -295,6 +339,7 @@ Suite *control_suite(void)
 	tcase_add_test(tc, test_long_request);
 	tcase_add_test(tc, test_other_user_refused);
 	tcase_add_test(tc, test_kill);
+	tcase_add_test(tc, test_prepare_and_janitor);
 	suite_add_tcase(s, tc);
 	return s;
 }
