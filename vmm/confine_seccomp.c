@@ -77,6 +77,7 @@ static const int calls_common[] = {
 	__NR_exit_group, __NR_rt_sigprocmask, __NR_rt_sigreturn, __NR_madvise, __NR_mmap,
 	__NR_munmap, __NR_mprotect, __NR_mremap, __NR_brk, __NR_set_robust_list, __NR_rseq,
 	__NR_gettid, __NR_getpid, __NR_clock_gettime, __NR_clock_nanosleep, __NR_nanosleep,
+	__NR_gettimeofday, __NR_time, /* the vDSO's, made real where the clock has no vDSO */
 	__NR_sched_yield, __NR_restart_syscall, __NR_getrandom,
 	__NR_sched_getaffinity, __NR_newfstatat, __NR_fstat, __NR_seccomp,
 	/* Giving up root's capabilities as a thread starts (confine_caps.c), whatever role
