@@ -306,8 +306,9 @@ static bool main_low_ports(const struct lx_net *net)
 }
 
 /* Confine the monitor (vmm/confine.c) from the command line alone: the guest's root
- * read-only, --rw, the image directories and the snapshot log's, the control
- * socket's directory. Called once the VM is built, before any other thread. */
+ * read-only, --rw, the image directories; the control socket and the snapshot log
+ * made first (ctl_prepare), so nothing is granted on their directories. Called once
+ * the VM is built, before any other thread. */
 static int main_confine(const struct cli_opts *o)
 {
 	char err[CONFINE_ERR_LEN] = "";
