@@ -235,8 +235,10 @@ else
 		fail "--user nobody" "id -u: '$got' (want $nobody), $(head -2 "$C/u.err")" "cat /etc/shadow: status $sst, $(head -2 "$C/s.err")"
 fi
 
-# 6. A POSIX timer with a 1 ns interval: ccvm uses at most 2x the CPU it uses for the
-#    same guest without it (the timer thread never spins).
+# 6. A POSIX timer with a 1 ns interval: the timer thread never spins. A spinning one
+#    would add about the storm's 2 s asleep to ccvm's CPU time; the check allows half of
+#    that over the same guest without the timer, not a ratio, so that the noise of a
+#    nested VM's startup CPU (0.5 to 2 s in either run) decides nothing.
 storm_cpu() { # NS: the CPU seconds (user + system) of ccvm running the storm
 	local TIMEFORMAT='%U %S'
 	{ time (cd "$C/rw" && "$CCVM" run -- "$G/tests/signals.glibc" timer-storm "$1" 2000 \
@@ -244,6 +246,6 @@ storm_cpu() { # NS: the CPU seconds (user + system) of ccvm running the storm
 }
 quiet=$(storm_cpu 0)
 storm=$(storm_cpu 1)
-grep -q "overruns counted 1" "$C/storm.out" && awk -v q="$quiet" -v s="$storm" 'BEGIN { exit !(s <= 2 * q || s - q < 0.1) }' &&
+grep -q "overruns counted 1" "$C/storm.out" && awk -v q="$quiet" -v s="$storm" 'BEGIN { exit !(s - q < 1.0) }' &&
 	pass "a 1 ns POSIX timer" "ccvm CPU ${storm}s against ${quiet}s without the timer (2 s asleep)" ||
 	fail "a 1 ns POSIX timer" "ccvm CPU ${storm}s against ${quiet}s without the timer" "$(cat "$C/storm.out")" "$(head -2 "$C/storm.err")"
