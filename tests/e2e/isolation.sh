@@ -40,10 +40,13 @@ grep -q "unix connect *-1 Connection refused" "$I/a.out" && grep -q "another ccv
 
 # 2. A host Unix socket outside --rw: refused, unless --allow-unix names it.
 #    The host listener lives until killed (a fixed lifetime ran out under ASan, nested).
-python3 - "$I/out/host.sock" "$E2E_PATIENCE" <<'PY' &
+host_listener() { # PORT|PATH: accept and close on 127.0.0.1:PORT or a Unix socket PATH
+	exec python3 - "$1" "$E2E_PATIENCE" <<'PY' # run with &: $! is python itself
 import os, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1])
+tcp = sys.argv[1].isdigit()
+s = socket.socket() if tcp else socket.socket(socket.AF_UNIX)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])) if tcp else sys.argv[1])
 s.listen(8)
 s.settimeout(30 * int(sys.argv[2]))
 try:
@@ -51,8 +54,11 @@ try:
         s.accept()[0].close()
 except OSError:
     pass
-os.unlink(sys.argv[1])
+if not tcp:
+    os.unlink(sys.argv[1])
 PY
+}
+host_listener "$I/out/host.sock" &
 LPID=$!
 wait_until 10 test -S "$I/out/host.sock"
 (cd "$I/rw" && tmo 30 "$CCVM" run -- "$G/tests/net.glibc" unix-connect "$I/out/host.sock" \
@@ -78,19 +84,7 @@ wait $UMPID 2>/dev/null
 
 # 3. A host service on a loopback port: refused, unless --allow-port or --net host.
 Q=$((20000 + RANDOM % 20000))
-python3 - "$Q" "$E2E_PATIENCE" <<'PY' &
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(8)
-s.settimeout(30 * int(sys.argv[2]))
-try:
-    while True:
-        s.accept()[0].close()
-except OSError:
-    pass
-PY
+host_listener "$Q" &
 QPID=$!
 wait_until 10 eval '(exec 8<>"/dev/tcp/127.0.0.1/$Q") 2>/dev/null'
 for how in "" "--allow-port $Q" "--net host"; do
