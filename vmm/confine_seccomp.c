@@ -120,7 +120,7 @@ static const int calls_control[] = {
 	__NR_fsync, __NR_fdatasync, __NR_ftruncate, __NR_flock, __NR_getdents64,
 	__NR_unlinkat, __NR_unlink, __NR_renameat, __NR_renameat2, __NR_rename,
 	__NR_readlinkat, __NR_readlink, __NR_fstatfs, __NR_statx, __NR_mincore,
-	__NR_userfaultfd, __NR_kill, __NR_wait4, __NR_pipe2, __NR_eventfd2, __NR_getrusage, __NR_getppid,
+	__NR_userfaultfd, __NR_wait4, __NR_pipe2, __NR_eventfd2, __NR_getrusage, __NR_getppid,
 	__NR_fadvise64, __NR_getuid, __NR_geteuid, /* whose peer may drive the socket */
 	__NR_getcwd, /* realpath of a relative --parent */
 	__NR_tee, /* the bytes in a guest pipe, read without taking them (fdstate.c) */
@@ -134,7 +134,7 @@ static const int calls_control[] = {
 static const int calls_snapshot[] = {
 	__NR_poll, __NR_pread64, __NR_pwrite64, __NR_fsync, __NR_fdatasync, __NR_ftruncate,
 	__NR_openat, __NR_renameat, __NR_renameat2, __NR_rename, __NR_fstatfs, __NR_fcntl,
-	__NR_flock, __NR_getdents64, __NR_unlinkat, __NR_lseek, __NR_mincore, __NR_kill,
+	__NR_flock, __NR_getdents64, __NR_unlinkat, __NR_lseek, __NR_mincore,
 	__NR_wait4, __NR_getrusage, __NR_getppid, __NR_readlinkat, __NR_readlink, __NR_unlink,
 	__NR_getcwd, __NR_sysinfo, /* periodic snapshots: the oldest removed (schedule.c) */
 };
@@ -155,7 +155,7 @@ static const int calls_helper[] = {
  * file removed). A restore builds the guest's process after confinement: its files
  * reopened, its sockets made again. */
 static const int calls_main[] = {
-	__NR_unlink, __NR_unlinkat, __NR_wait4, __NR_kill,
+	__NR_unlink, __NR_unlinkat, __NR_wait4,
 #ifdef CONFINE_SANITIZED
 	__NR_ptrace, __NR_getppid, /* LeakSanitizer stops the world with ptrace at exit */
 #endif
@@ -170,6 +170,7 @@ enum {
 	CALLS_THREADS = 1 << 4,     /* clone without namespaces (threads, the fork child) */
 	CALLS_SIGACTION = 1 << 5,   /* rt_sigaction, never for SIGSYS */
 	CALLS_PRIORITY = 1 << 6,    /* the calling thread's nice value and policy */
+	CALLS_KILL = 1 << 7,        /* kill: 0 (is it alive?) or SIGKILL (the fork child) */
 };
 
 struct confine_calls {
@@ -184,9 +185,9 @@ static const struct confine_calls confine_roles[ROLE_COUNT] = {
 			CALLS_SIGACTION },
 	[ROLE_CONTROL] = { calls_control, CONFINE_N(calls_control),
 			   CALLS_IOCTL_KVM | CALLS_IOCTL_UFFD | CALLS_THREADS | CALLS_SIGACTION |
-			   CALLS_SOCKETS | CALLS_PRIORITY },
+			   CALLS_SOCKETS | CALLS_PRIORITY | CALLS_KILL },
 	[ROLE_SNAPSHOT] = { calls_snapshot, CONFINE_N(calls_snapshot),
-			    CALLS_IOCTL_UFFD | CALLS_THREADS | CALLS_PRIORITY },
+			    CALLS_IOCTL_UFFD | CALLS_THREADS | CALLS_PRIORITY | CALLS_KILL },
 	[ROLE_TIMER] = { calls_timer, CONFINE_N(calls_timer), 0 },
 	[ROLE_HELPER] = { calls_helper, CONFINE_N(calls_helper),
 			  CALLS_IOCTL_KVM | CALLS_IOCTL_UFFD | CALLS_THREADS },
@@ -352,6 +353,16 @@ static int confine_rules_own(scmp_filter_ctx ctx, unsigned args)
 	if (!rc && (args & CALLS_PRIORITY))
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_sched_setscheduler, 1,
 				      SCMP_A0(SCMP_CMP_EQ, 0, 0));
+	/* kill names any pid, so its signal is bounded: 0 asks whether a temporary's
+	 * writer lives (snapshot/image_write.c), SIGKILL ends the fork policy's child.
+	 * Where Landlock scopes signals (ABI 6), only processes of the monitor's own
+	 * domain can receive even those. */
+	if (!rc && (args & CALLS_KILL))
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_kill, 1,
+				      SCMP_A1(SCMP_CMP_EQ, 0, 0));
+	if (!rc && (args & CALLS_KILL))
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, __NR_kill, 1,
+				      SCMP_A1(SCMP_CMP_EQ, SIGKILL, 0));
 	return rc;
 }
 
@@ -412,8 +423,10 @@ static int confine_rules(scmp_filter_ctx ctx, int role)
 		rc = confine_add_list(ctx, confine_roles[r].nr, confine_roles[r].n);
 		args |= confine_roles[r].args;
 	}
-	if (!rc && role == ROLE_COUNT)
+	if (!rc && role == ROLE_COUNT) {
 		rc = confine_add_list(ctx, calls_main, CONFINE_N(calls_main));
+		args |= CALLS_KILL; /* teardown may end a fork child (forkpol_abandon) */
+	}
 	if (!rc)
 		rc = confine_rules_ioctl(ctx, args);
 	if (!rc && (args & CALLS_SOCKETS))

@@ -216,6 +216,11 @@ static void call_setpriority_other(void)
 	setpriority(PRIO_PROCESS, 1, 19);
 }
 
+static void call_kill_term(void)
+{
+	kill(1, SIGTERM); /* a signal other than 0 and SIGKILL, to any pid */
+}
+
 static void call_sctp(void)
 {
 	socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP); /* a protocol the guest cannot ask */
@@ -247,6 +252,7 @@ static const struct denied {
 	{ "clone", call_clone_ns }, { "mount", call_mount },   { "bpf", call_bpf },
 	{ "rt_sigaction", call_sigsys }, { "tgkill", call_tgkill_other },
 	{ "prlimit64", call_prlimit_other }, { "setpriority", call_setpriority_other },
+	{ "kill", call_kill_term },
 	{ "socket", call_sctp }, { "socket", call_unix_proto },
 	{ "ioctl", call_scan_lookalike }, { "ioctl", call_uffd_other },
 };
