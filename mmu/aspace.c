@@ -25,6 +25,13 @@
  * when a half runs out, every space is written afresh in the other half (never used
  * since KVM last forgot its tables), the vCPUs leave the old half, and the VM makes KVM
  * forget every translation (s->recycle), after which the old half may serve again.
+ *
+ * Memory is charged a block at a time (aspace.h): s->backed marks the window blocks
+ * that may hold bytes. A block that does not is zero and its host pages untouched, so
+ * a fork need not share it, a hold need not save it, and a lazy space maps it not
+ * present: its first touch faults to the monitor, which charges it then. Every way
+ * bytes reach a window passes here (a claim, a copy, a restore's fill), so the charge
+ * bounds the host memory the windows take.
  */
 #include "aspace.h"
 #include "layout.h"
@@ -55,6 +62,37 @@ static bool as_held(const struct aspace_set *s, int w, uint32_t b)
 	return s->held[(size_t)w * s->blocks + b];
 }
 
+static bool as_backed(const struct aspace_set *s, int w, uint32_t b)
+{
+	return s->backed[(size_t)w * s->blocks + b];
+}
+
+/* Block @b of window @w may hold bytes from now on: charged (the caller checked the
+ * budget, or gives back at least as much at once: as_hand_over). */
+static void as_back(struct aspace_set *s, int w, uint32_t b)
+{
+	if (as_backed(s, w, b))
+		return;
+	s->backed[(size_t)w * s->blocks + b] = 1;
+	s->n_backed++;
+}
+
+/* Every user block of window @w given back: its memory was just wiped. */
+static void as_unback(struct aspace_set *s, int w)
+{
+	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
+		if (as_backed(s, w, b)) {
+			s->backed[(size_t)w * s->blocks + b] = 0;
+			s->n_backed--;
+		}
+}
+
+/* @need more blocks may be charged. */
+static bool as_fits(const struct aspace_set *s, uint64_t need)
+{
+	return s->budget == ASPACE_NO_BUDGET || (uint64_t)s->n_backed + need <= s->budget;
+}
+
 /* Block @b of window @w stops being a snapshot's: saved first if it still was. */
 static void as_unhold(struct aspace_set *s, int w, uint32_t b)
 {
@@ -72,26 +110,34 @@ static int as_home(const struct aspace *as, uint32_t b)
 }
 
 /* Set @as's entry for block @b from its state (as_commit writes it out): writable only
- * when its own and read by nobody else. */
+ * when its own and read by nobody else; not present when its own and never backed. */
 static void as_put(struct aspace *as, uint32_t b)
 {
 	const struct aspace_set *s = as->set;
 	uint64_t gva = (uint64_t)b * HUGE_SIZE, pde;
-	bool shared = false;
+	bool shared = false, absent = false;
 
 	if (b < ASPACE_USER_BLOCK) {
 		pde = pt_sys_entry(gva);
 	} else {
 		shared = as->src[b] != ASPACE_OWN || *as_readers(s, as->win, b) ||
 			 as_held(s, as->win, b);
+		absent = !shared && !as_backed(s, as->win, b);
 		pde = as_gpa(s, as_home(as, b), b) | PTE_P | PTE_PS | PTE_US;
 		if (!shared)
 			pde |= PTE_RW;
+		if (absent)
+			pde = 0;
 	}
-	/* Every change of a block's sharing passes here: the count the fast path reads. */
+	/* Every change of a block's sharing or presence passes here: the counts the fast
+	 * path reads. */
 	if (shared != as->shared[b]) {
 		as->shared[b] = shared;
 		__atomic_store_n(&as->n_shared, as->n_shared + (shared ? 1 : -1), __ATOMIC_RELEASE);
+	}
+	if (absent != as->absent[b]) {
+		as->absent[b] = absent;
+		__atomic_store_n(&as->n_absent, as->n_absent + (absent ? 1 : -1), __ATOMIC_RELEASE);
 	}
 	if (as->pde[b] != pde) { /* written out by as_commit, never in place */
 		as->pde[b] = pde;
@@ -197,6 +243,7 @@ static void as_copy(struct aspace_set *s, int from, int to, uint32_t b)
 
 	as_unhold(s, to, b);
 	memcpy(dst, src, HUGE_SIZE);
+	as_back(s, to, b);
 }
 
 /* @as stops reading block @b from window @q: @q's space may write it again once
@@ -274,7 +321,22 @@ static bool as_user(const struct aspace *as, uint64_t gva, uint64_t len)
 	       len <= as->set->window - gva;
 }
 
-/* The block of @as at @b made its own and writable (a snapshot's hold saved first). */
+/* The blocks as_claim(@as, @b) would charge: its own, and its readers' copies. */
+static uint32_t as_claim_cost(const struct aspace *as, uint32_t b)
+{
+	const struct aspace_set *s = as->set;
+	uint32_t n = !as_backed(s, as->win, b);
+
+	if (as->src[b] != ASPACE_OWN)
+		return n;
+	for (int r = 0; r < s->n && *as_readers(s, as->win, b); r++)
+		if (s->as[r] && r != as->win && s->as[r]->src[b] == as->win)
+			n += !as_backed(s, r, b);
+	return n;
+}
+
+/* The block of @as at @b made its own, backed and writable (a snapshot's hold saved
+ * first). */
 static void as_claim(struct aspace *as, uint32_t b, uint64_t *flush)
 {
 	if (as->src[b] != ASPACE_OWN) {
@@ -284,6 +346,7 @@ static void as_claim(struct aspace *as, uint32_t b, uint64_t *flush)
 	as_unhold(as->set, as->win, b);
 	if (*as_readers(as->set, as->win, b))
 		as_evict(as, b, flush);
+	as_back(as->set, as->win, b);
 	as_put(as, b);
 }
 
@@ -306,13 +369,16 @@ int aspace_set_init(struct aspace_set *s, struct gmem *mem, uint64_t window, int
 	/* A space's whole tables must fit in half a pool (as_flip): windows above ~246 GiB
 	 * hold one space only, so nothing ever flips. */
 	s->n = 2 + (s->blocks + ASPACE_PD_ENTRIES - 1) / ASPACE_PD_ENTRIES > ASPACE_HALF ? 1 : n;
+	s->budget = ASPACE_NO_BUDGET;
 	s->readers = calloc((size_t)n * s->blocks, sizeof(*s->readers));
 	s->held = calloc((size_t)n * s->blocks, sizeof(*s->held));
+	s->backed = calloc((size_t)n * s->blocks, sizeof(*s->backed));
 	s->next = calloc((size_t)n, sizeof(*s->next));
 	s->canon = calloc((size_t)n, sizeof(*s->canon));
-	if (!s->readers || !s->held || !s->next || !s->canon) {
+	if (!s->readers || !s->held || !s->backed || !s->next || !s->canon) {
 		free(s->readers);
 		free(s->held);
+		free(s->backed);
 		free(s->next);
 		free(s->canon);
 		return -ENOMEM;
@@ -327,6 +393,7 @@ static void as_free(struct aspace *as)
 	free(as->pd);
 	free(as->pde);
 	free(as->shared);
+	free(as->absent);
 	free(as->src);
 	free(as);
 }
@@ -338,6 +405,7 @@ void aspace_set_fini(struct aspace_set *s)
 			as_free(s->as[w]);
 	free(s->readers);
 	free(s->held);
+	free(s->backed);
 	free(s->next);
 	free(s->canon);
 	if (s->mem)
@@ -345,9 +413,24 @@ void aspace_set_fini(struct aspace_set *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* A space in window @w (-1: the lowest free one), every block its own. Called with
- * the lock held. */
-static int as_new_at(struct aspace_set *s, int w, struct aspace **out)
+void aspace_set_budget(struct aspace_set *s, uint32_t blocks)
+{
+	s->budget = blocks;
+}
+
+uint32_t aspace_set_charged(struct aspace_set *s)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->n_backed;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* A space in window @w (-1: the lowest free one), every block its own, all of them
+ * backed when @eager. Called with the lock held. */
+static int as_new_at(struct aspace_set *s, int w, bool eager, struct aspace **out)
 {
 	struct aspace *as;
 
@@ -358,32 +441,33 @@ static int as_new_at(struct aspace_set *s, int w, struct aspace **out)
 	}
 	if (w == s->n)
 		return -EAGAIN;
+	if (eager && !as_fits(s, s->blocks - ASPACE_USER_BLOCK))
+		return -ENOMEM;
 	as = calloc(1, sizeof(*as));
 	if (!as)
 		return -ENOMEM;
 	as->n_pd = (s->blocks + ASPACE_PD_ENTRIES - 1) / ASPACE_PD_ENTRIES;
 	as->src = malloc(s->blocks);
 	as->shared = calloc(s->blocks, 1);
+	as->absent = calloc(s->blocks, 1);
 	as->pde = calloc(s->blocks, sizeof(*as->pde));
 	as->pd = calloc(as->n_pd, sizeof(*as->pd));
 	as->dirty = calloc(as->n_pd, 1);
-	if (!as->src || !as->shared || !as->pde || !as->pd || !as->dirty) {
+	if (!as->src || !as->shared || !as->absent || !as->pde || !as->pd || !as->dirty) {
 		as_free(as);
 		return -ENOMEM;
 	}
 	memset(as->src, ASPACE_OWN, s->blocks);
 	as->set = s;
 	as->win = w;
+	as->eager = eager;
+	for (uint32_t b = ASPACE_USER_BLOCK; eager && b < s->blocks; b++)
+		as_back(s, w, b);
 	for (uint32_t b = 0; b < s->blocks; b++)
 		as_put(as, b); /* written out by the caller's as_commit_all */
 	s->as[w] = as;
 	*out = as;
 	return 0;
-}
-
-static int as_new(struct aspace_set *s, struct aspace **out)
-{
-	return as_new_at(s, -1, out);
 }
 
 /* A space that owns every block has the same tables in a window every time: the ones
@@ -415,7 +499,7 @@ int aspace_create(struct aspace_set *s, struct aspace **out)
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = as_new(s, out);
+	rc = as_new_at(s, -1, true, out);
 	if (!rc)
 		as_canon(*out, &flush);
 	pthread_mutex_unlock(&s->lock);
@@ -438,19 +522,23 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 {
 	struct aspace_set *s = parent->set;
 	struct aspace *child;
+	uint32_t need = 0;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = as_new(s, &child);
+	for (uint32_t b = ASPACE_USER_BLOCK; copy && b < s->blocks; b++)
+		need += as_used(used, b) && (copy[b / 64] >> (b % 64) & 1);
+	rc = as_fits(s, need) ? as_new_at(s, -1, false, &child) : -ENOMEM;
 	if (rc)
 		goto out;
 	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++) {
 		int home = as_home(parent, b);
 
-		if (!as_used(used, b))
-			continue;
+		if (!as_used(used, b) || !as_backed(s, home, b))
+			continue; /* zero: the child's own zero is the same */
 		if (copy && (copy[b / 64] >> (b % 64) & 1)) {
 			as_copy(s, home, child->win, b); /* the child's own from the start */
+			as_put(child, b);
 			continue;
 		}
 		child->src[b] = (int8_t)home;
@@ -473,7 +561,23 @@ int aspace_create_at(struct aspace_set *s, int win, struct aspace **out)
 	if (win <= 0 || win >= s->n)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	rc = s->as[win] ? -EEXIST : as_new_at(s, win, out);
+	rc = s->as[win] ? -EEXIST : as_new_at(s, win, false, out);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int aspace_restore_fill(struct aspace_set *s, int w, uint32_t b)
+{
+	int rc = -EINVAL;
+
+	pthread_mutex_lock(&s->lock);
+	if (w >= 0 && w < s->n && s->as[w] && b >= ASPACE_USER_BLOCK && b < s->blocks) {
+		rc = as_backed(s, w, b) || as_fits(s, 1) ? 0 : -ENOMEM;
+		if (!rc) {
+			as_back(s, w, b);
+			as_put(s->as[w], b);
+		}
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -512,20 +616,77 @@ int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush)
 	return aspace_own(as, gva, 1, flush);
 }
 
-int aspace_own(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush)
+/* What aspace_drop does to @as's block @b, covered @whole or in part; with @cost,
+ * only the blocks it would charge (nothing changes). */
+static uint32_t as_drop_block(struct aspace *as, uint32_t b, bool whole, bool cost,
+			      uint64_t *flush)
+{
+	if (as->src[b] == ASPACE_OWN && !as_backed(as->set, as->win, b))
+		return 0; /* zero, and nobody reads it */
+	if (!whole)
+		return cost ? as_claim_cost(as, b) : (as_claim(as, b, flush), 0);
+	if (as->src[b] != ASPACE_OWN) {
+		if (!cost) {
+			as_unread(as, b); /* its own block is wiped with the rest */
+			as_put(as, b);
+		}
+		return 0;
+	}
+	if (cost)
+		return as_claim_cost(as, b) - !as_backed(as->set, as->win, b);
+	as_unhold(as->set, as->win, b);
+	if (*as_readers(as->set, as->win, b))
+		as_evict(as, b, flush);
+	as_put(as, b);
+	return 0;
+}
+
+/* Each block of [@gva, @gva + @len) claimed (aspace_own) or dropped (aspace_drop):
+ * first what that would charge, and only if it fits, the change. */
+static int as_range(struct aspace *as, uint64_t gva, uint64_t len, bool drop, uint64_t *flush)
 {
 	struct aspace_set *s = as->set;
+	uint64_t first = gva / HUGE_SIZE, last, need = 0;
+	int rc = 0;
 
 	if (!as_user(as, gva, len))
 		return -EFAULT;
 	if (!len)
 		return 0;
+	last = (gva + len - 1) / HUGE_SIZE;
 	pthread_mutex_lock(&s->lock);
-	for (uint64_t b = gva / HUGE_SIZE; b <= (gva + len - 1) / HUGE_SIZE; b++)
-		as_claim(as, (uint32_t)b, flush);
+	for (int pass = 0; pass < 2; pass++) {
+		bool cost = pass == 0;
+
+		for (uint64_t b = first; b <= last; b++) {
+			bool whole = b * HUGE_SIZE >= gva && (b + 1) * HUGE_SIZE <= gva + len;
+
+			if (drop)
+				need += as_drop_block(as, (uint32_t)b, whole, cost, flush);
+			else if (cost)
+				need += as_claim_cost(as, (uint32_t)b);
+			else
+				as_claim(as, (uint32_t)b, flush);
+		}
+		if (cost && !as_fits(s, need)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
 	as_commit_all(s, flush);
+out:
 	pthread_mutex_unlock(&s->lock);
-	return 0;
+	return rc;
+}
+
+int aspace_own(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush)
+{
+	return as_range(as, gva, len, false, flush);
+}
+
+int aspace_drop(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush)
+{
+	return as_range(as, gva, len, true, flush);
 }
 
 int64_t aspace_gpa(struct aspace *as, uint64_t gva)
@@ -558,6 +719,8 @@ int aspace_reset(struct aspace *as, uint64_t *flush)
 	pthread_mutex_lock(&s->lock);
 	as_unhold_all(as);
 	as_let_go(as, flush);
+	if (!as->eager)
+		as_unback(s, as->win); /* wiped below, before anything can write it */
 	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
 		as_put(as, b);
 	as_commit_all(s, flush); /* its readers left its window first */
@@ -578,6 +741,7 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 	if (s->window_off)
 		s->window_off(s->window_off_ctx, as->win);
 	as_wipe(as);
+	as_unback(s, as->win);
 	*flush &= ~(1ULL << as->win);
 	pthread_mutex_unlock(&s->lock);
 	as_free(as);
@@ -601,8 +765,9 @@ int aspace_hold(struct aspace_set *s, uint64_t *const *bits,
 		struct aspace *as = s->as[w];
 
 		for (uint32_t b = ASPACE_USER_BLOCK; as && bits[w] && b < s->blocks; b++) {
-			if (!((bits[w][b / 64] >> (b % 64)) & 1) || as->src[b] != ASPACE_OWN)
-				continue;
+			if (!((bits[w][b / 64] >> (b % 64)) & 1) || as->src[b] != ASPACE_OWN ||
+			    !as_backed(s, w, b))
+				continue; /* not its own, or zero: nothing to save */
 			s->held[(size_t)w * s->blocks + b] = 1;
 			s->n_held++;
 			as_put(as, b);
@@ -644,23 +809,33 @@ static int as_view_own(void *ctx, uint64_t gva, uint64_t len)
 	return aspace_own(as, gva, len, &flush);
 }
 
+static int as_view_drop(void *ctx, uint64_t gva, uint64_t len)
+{
+	uint64_t flush = 0; /* flushed before aspace_drop returns */
+
+	return aspace_drop(ctx, gva, len, &flush);
+}
+
 static int64_t as_view_where(void *ctx, uint64_t gva)
 {
 	return aspace_gpa(ctx, gva);
 }
 
+/* Nothing shared and nothing absent: every user block the space's own, writable. */
 static bool as_view_alone(void *ctx)
 {
 	const struct aspace *as = ctx;
 
-	return !__atomic_load_n(&as->n_shared, __ATOMIC_ACQUIRE);
+	return !__atomic_load_n(&as->n_shared, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&as->n_absent, __ATOMIC_ACQUIRE);
 }
 
 struct gmem *aspace_view(struct aspace *as)
 {
 	struct aspace_set *s = as->set;
 
-	as->cow = (struct gmem_cow){ .own = as_view_own, .where = as_view_where,
+	as->cow = (struct gmem_cow){ .own = as_view_own, .drop = as_view_drop,
+				     .where = as_view_where,
 				     .alone = as_view_alone, .ctx = as };
 	gmem_view(&as->view, s->mem, as_gpa(s, as->win, 0), s->window, &as->cow);
 	return &as->view;

@@ -13,6 +13,7 @@
 
 #define ASPACE_MAX 64   /* windows, so processes, at most: one bit each in a flush mask */
 #define ASPACE_OWN (-1) /* a block the space maps from its own window */
+#define ASPACE_NO_BUDGET UINT32_MAX
 
 struct aspace;
 
@@ -52,6 +53,13 @@ struct aspace_set {
 	uint32_t n_held;
 	void (*hold_copy)(void *ctx, int win, uint32_t b);
 	void *hold_ctx;
+	/* The VM-wide memory budget (aspace_set_budget): per [w * blocks + b], set while
+	 * window w's block b may hold bytes, for a process or the monitor wrote there. A
+	 * block that is not is zero, and its host memory untouched. Each set one is
+	 * charged; a change that would charge past @budget fails with -ENOMEM. */
+	uint8_t *backed;
+	uint32_t n_backed;
+	uint32_t budget;        /* blocks; ASPACE_NO_BUDGET: no bound */
 };
 
 struct aspace {
@@ -65,6 +73,9 @@ struct aspace {
 	uint32_t n_pd;
 	uint8_t *shared;        /* per block: it reads another's, or others read it */
 	uint32_t n_shared;      /* of them set (read without the lock: 0 is the fast path) */
+	uint8_t *absent;        /* per block: its own, never backed, so mapped not present */
+	uint32_t n_absent;      /* of them set (read without the lock, as n_shared) */
+	bool eager;             /* every own block backed from the start (aspace_create) */
 	struct gmem_cow cow;    /* the view's side of it (aspace_view) */
 	struct gmem view;       /* the process's view of guest memory */
 };
@@ -84,13 +95,31 @@ void aspace_set_fini(struct aspace_set *s);
  * got a new CR3: its vCPUs load it before they run on (a running one is kicked first).
  */
 
+/* The most 2 MiB blocks all windows may hold together (ASPACE_NO_BUDGET, the default:
+ * no bound), set before any space exists; and how many they hold now. */
+void aspace_set_budget(struct aspace_set *s, uint32_t blocks);
+uint32_t aspace_set_charged(struct aspace_set *s);
+
+/*
+ * Memory is charged 2 MiB at a time, as a window's block comes to hold bytes. A space
+ * from aspace_create (the VM's first process) is eager: every user block is charged
+ * and mapped from the start, so it runs at native speed with no fault to back its
+ * memory. Every other space (a fork, a restored process) is lazy: a block of its own
+ * is mapped not present until it is first touched. That fault, or the monitor's own
+ * write there (aspace_own), charges the block and maps it; past the budget it fails
+ * with -ENOMEM and nothing changes. A copy-on-write copy is charged as it is made.
+ * Blocks are given back when their space resets or ends.
+ */
+
 /* A space of its own: the lowest free window (window 0 maps RAM to itself, as a VM
- * with one process always did), every user block its own, zero. 0 or -EAGAIN. */
+ * with one process always did), every user block its own, zero, charged (eager).
+ * 0, -EAGAIN, or -ENOMEM past the budget. */
 int aspace_create(struct aspace_set *s, struct aspace **out);
 
-/* A child of @parent: each block whose bit is set in @used (a bit per block; NULL:
- * all) is shared with it read-only, in both; the others are the child's own, zero.
- * 0, -EAGAIN (no window) or -ENOMEM; @flush gets the parent's bit. */
+/* A child of @parent, lazy: each block whose bit is set in @used (a bit per block;
+ * NULL: all) and that holds bytes is shared with it read-only, in both; the others are
+ * the child's own, zero. 0, -EAGAIN (no window) or -ENOMEM (no memory, or past the
+ * budget); @flush gets the parent's bit. */
 int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out,
 		uint64_t *flush);
 /* The same, but each used block whose bit is set in @copy is copied into the child's
@@ -99,15 +128,22 @@ int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out
 int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t *copy,
 		     struct aspace **out, uint64_t *flush);
 
-/* A write to @gva faulted: the block becomes writable, the space's own (a copy of what
- * it read) and read by nobody else (readers get their own copy first). 0, or -EFAULT
- * when @gva is not user memory of the space. */
+/* A write to @gva faulted, or a touch of a block not present: the block becomes
+ * writable, the space's own (a copy of what it read) and read by nobody else (readers
+ * get their own copy first). 0, -EFAULT when @gva is not user memory of the space, or
+ * -ENOMEM when the copies or the block itself would go past the budget. */
 int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush);
 
 /* Every block of [@gva, @gva + @len) as aspace_write_fault leaves it: the monitor may
  * then read and write the range in place, contiguously, at the window's host address.
- * 0, or -EFAULT. */
+ * 0, -EFAULT or -ENOMEM (then no block changed). */
 int aspace_own(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush);
+
+/* [@gva, @gva + @len) is about to be discarded (read as zero): each block it covers
+ * whole stops reading another window and keeps no reader (readers get their copy),
+ * with nothing copied into it or charged; a block it covers in part is made its own as
+ * aspace_own does, unless never backed (zero already). 0, -EFAULT or -ENOMEM. */
+int aspace_drop(struct aspace *as, uint64_t gva, uint64_t len, uint64_t *flush);
 
 /* Where @gva's bytes are now (read them only): a guest-physical address, or -1. */
 int64_t aspace_gpa(struct aspace *as, uint64_t gva);
@@ -123,6 +159,9 @@ struct gmem *aspace_view(struct aspace *as);
  * block, @from another window whose space owns its block @b); aspace_tables after. */
 int aspace_create_at(struct aspace_set *s, int win, struct aspace **out);
 int aspace_restore_read(struct aspace *as, uint32_t b, int from);
+/* Block @b of window @w was filled by a restore: charged, and mapped by its space.
+ * 0, -EINVAL (no space there, or not a user block) or -ENOMEM past the budget. */
+int aspace_restore_fill(struct aspace_set *s, int w, uint32_t b);
 /* What a snapshot saves of a space: ASPACE_OWN or the window block @b reads. */
 int aspace_source(struct aspace *as, uint32_t b);
 

@@ -371,8 +371,8 @@ int gmem_discard(struct gmem *mem, uint64_t gpa, uint64_t len)
 {
 	if (gpa % PAGE_SIZE || len % PAGE_SIZE || !gmem_sys_at(mem, gpa, len))
 		return -EINVAL;
-	/* A shared block is made the view's own first: the others keep its bytes. */
-	if (len && gmem_is_shared(mem) && mem->cow->own(mem->cow->ctx, gpa, len))
+	/* Others keep the bytes of a shared block (gmem_cow's drop). */
+	if (len && gmem_is_shared(mem) && mem->cow->drop(mem->cow->ctx, gpa, len))
 		return -EINVAL;
 	gmem_mark(mem, gpa, len); /* it reads as zero from now on */
 	if (len && madvise(mem->host + gpa, len, MADV_DONTNEED) < 0)

@@ -26,13 +26,17 @@ struct gmem_span {
  * other processes apart: mmu/aspace.c's, for gmem_view. */
 struct gmem_cow {
 	/* Make [gva, gva + len) the view's own, so the monitor may write it in place:
-	 * 0, or -EFAULT. */
+	 * 0, -EFAULT, or -ENOMEM past a memory budget (mmu/aspace.h). */
 	int (*own)(void *ctx, uint64_t gva, uint64_t len);
+	/* [gva, gva + len) is about to read as zero (gmem_discard): what others read of it
+	 * stays theirs, and nothing is charged or copied that the discard drops whole.
+	 * 0, -EFAULT or -ENOMEM. */
+	int (*drop)(void *ctx, uint64_t gva, uint64_t len);
 	/* Where the bytes at @gva are now, for reading: an address in the view's root,
 	 * valid to the end of @gva's 2 MiB block; -1 when not user memory. */
 	int64_t (*where)(void *ctx, uint64_t gva);
-	/* True while the view shares nothing: both of the above are then the identity,
-	 * and are not called (no lock on a system call's way). */
+	/* True while the view shares nothing and has all its memory: the above are then
+	 * the identity, and are not called (no lock on a system call's way). */
 	bool (*alone)(void *ctx);
 	void *ctx;
 };

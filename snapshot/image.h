@@ -265,6 +265,11 @@ void img_close(struct img_reader *r);
 /* The section of @type, or NULL. *data is malloc'd; the caller frees it. */
 const struct img_section *img_find(const struct img_reader *r, uint32_t type);
 int img_read_section(const struct img_reader *r, const struct img_section *s, void **data);
+/* @n bytes of section @s from @off into @buf, never the whole section: 0, -EINVAL past
+ * its end, -EIO. img_open verified the section; the caller checks what it reads as it
+ * would any image bytes (the file may change under it). */
+int img_read_at(const struct img_reader *r, const struct img_section *s, uint64_t off,
+		void *buf, size_t n);
 
 /*
  * img_read_chunk - read chunk @c of guest memory into @dst (IMG_CHUNK bytes) and

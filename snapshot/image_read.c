@@ -99,6 +99,14 @@ static uint64_t img_section_holes(int fd, const struct img_section *s)
 	return holes;
 }
 
+int img_read_at(const struct img_reader *r, const struct img_section *s, uint64_t off,
+		void *buf, size_t n)
+{
+	if (off > s->length || n > s->length - off)
+		return -EINVAL;
+	return img_pread_all(r->fd, buf, n, s->offset + off) ? -EIO : 0;
+}
+
 /* Check @s's checksum reading it a piece at a time: a section this reader does not
  * keep is never in memory whole, however long the file says it is. */
 static int img_section_verify(const struct img_reader *r, const struct img_section *s)

@@ -75,12 +75,17 @@ static json_t *ctl_stats(struct ctl_server *srv)
 		if (n)
 			json_object_set_new(sys, lx_syscall_name(nr), json_integer((json_int_t)n));
 	}
-	json_t *procs = json_pack("{s:i, s:I, s:I, s:I}", "count", lx_tree_count(&vm->tree),
+	json_t *procs = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "count",
+				  lx_tree_count(&vm->tree),
 				  "cow_faults", (json_int_t)stats_read(&vm->stats.cow_faults),
+				  "touch_faults", (json_int_t)stats_read(&vm->stats.touch_faults),
+				  "mem_charged_bytes",
+				  (json_int_t)((uint64_t)aspace_set_charged(&vm->spaces) * HUGE_SIZE),
 				  "flushes", (json_int_t)stats_read(&vm->stats.flushes),
 				  "recycles", (json_int_t)stats_read(&vm->stats.recycles));
-	json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:o, s:o}", "exits", exits, "syscalls", sys,
-			      "mem_bytes", (json_int_t)vm->ram.size, "host_rss_bytes",
+	json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:I, s:o, s:o}", "exits", exits, "syscalls",
+			      sys, "mem_bytes", (json_int_t)vm->ram.size, "mem_total_bytes",
+			      (json_int_t)vm->mem_total, "host_rss_bytes",
 			      (json_int_t)vm_host_rss(), "fastio", ctl_fastio_stats(vm),
 			      "processes", procs);
 

@@ -419,7 +419,7 @@ static int cmd_run(int argc, char **argv)
 
 	if (status)
 		return status < 0 ? 0 : status;
-	if (vm_create(&vm, o.mem))
+	if (vm_create(&vm, o.mem, o.mem_total))
 		return 1;
 	if (main_confine(&o)) {
 		status = 1;
@@ -495,7 +495,8 @@ static int cmd_restore(int argc, char **argv)
 		return status < 0 ? 0 : status;
 	if (o.tls_creds && restore_tls_creds(o.tls_creds, &tls))
 		return EXIT_USAGE;
-	ro = (struct restore_opts){ .mem = o.mem, .lazy = o.lazy, .vcpus = o.vcpus,
+	ro = (struct restore_opts){ .mem = o.mem, .mem_total = o.mem_total, .lazy = o.lazy,
+				    .vcpus = o.vcpus,
 				    .max_procs = o.max_procs, .root = o.root,
 				    .peer_timeout_s = o.peer_timeout_s ?
 							      o.peer_timeout_s :

@@ -64,6 +64,15 @@ static int set_mem(struct cli_opts *o, const char *arg)
 	return 0;
 }
 
+static int set_mem_total(struct cli_opts *o, const char *arg)
+{
+	if (cli_parse_size(arg, &o->mem_total) || !o->mem_total) {
+		log_err("--mem-total %s: not a size (examples: 2G, 8G)", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int set_control(struct cli_opts *o, const char *arg)
 {
 	o->control = arg;
@@ -542,6 +551,9 @@ static int set_help(struct cli_opts *o, const char *arg)
 static const struct opt_def opt_table[] = {
 	{ "mem", "SIZE", OPT_BOTH, "guest RAM (run: default 1G, suffixes K, M, G; restore: the "
 	  "image's, which --mem must equal)", set_mem },
+	{ "mem-total", "SIZE", OPT_BOTH, "the most memory all the guest's processes hold "
+	  "together, 2 MiB at a time (default: twice the RAM; at least the RAM); a fork past "
+	  "it fails with ENOMEM, a touch gets SIGBUS", set_mem_total },
 	{ "control", "PATH", OPT_BOTH, "serve the control socket at PATH", set_control },
 	{ "root", "DIR", OPT_BOTH, "the guest's / (default /)", set_root },
 	{ "rw", "DIR|none", OPT_BOTH, "a directory the guest may write under (repeatable; "
@@ -938,6 +950,13 @@ int opt_finish(enum opt_cmd cmd, struct cli_opts *o)
 	opt_snapshot_defaults(o);
 	/* Whole 2 MiB pages: the guest page tables map RAM with them. */
 	o->mem = (o->mem + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+	o->mem_total = (o->mem_total + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+	if (o->mem_total && o->mem && o->mem_total < o->mem) {
+		log_err("--mem-total %llu MiB: less than --mem %llu MiB (the first process "
+			"holds all of its RAM)", (unsigned long long)(o->mem_total >> 20),
+			(unsigned long long)(o->mem >> 20));
+		return -EINVAL;
+	}
 	if (o->n_rw == 0 && !o->rw_none)
 		o->rw[o->n_rw++] = ".";
 	if (o->user) { /* the name must exist now; the drop itself comes after setup */

@@ -40,6 +40,7 @@ struct ccow_opts {
 /* What the options of run and restore say. */
 struct cli_opts {
 	uint64_t mem;               /* 0 with restore: the image's */
+	uint64_t mem_total;         /* --mem-total; 0: twice the RAM (vm_create's default) */
 	const char *control;
 	struct snap_schedule sched;
 	struct ccow_opts ccow;

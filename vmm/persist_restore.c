@@ -104,7 +104,7 @@ static int restore_state(const char *file, const struct restore_saved *st,
 		rc = restore_threads(file, vm, st->proc, st->vcpus, (int)st->n_vcpus, o->vcpus != 0);
 	}
 	if (!rc && st->tree)
-		rc = tree_restore(vm, st->tree, st->windows, st->windows_len, &pol, st->vcpus,
+		rc = tree_restore(vm, st->tree, &st->windows, &pol, st->vcpus,
 				  lx_state_threads(st->proc));
 out:
 	if (pol.pipes) {
@@ -158,7 +158,7 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 
 int restore_vm_create(struct vm *vm, uint64_t ram_size, const struct restore_opts *o)
 {
-	int rc = vm_create(vm, ram_size);
+	int rc = vm_create(vm, ram_size, o->mem_total);
 
 	if (!rc && o->confine)
 		rc = o->confine(o->confine_ctx);
@@ -188,6 +188,20 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 		log_err("cannot restore '%s': %s", file, err);
 		return rc;
 	}
+	if (o->mem && o->mem != r.info.ram_size) {
+		log_err("cannot restore '%s': it holds a VM with %llu MiB of RAM; --mem %llu MiB "
+			"differs (leave --mem out)", file, (unsigned long long)(r.info.ram_size >> 20),
+			(unsigned long long)(o->mem >> 20));
+		img_close(&r);
+		return -EINVAL;
+	}
+	/* The VM is made and the monitor confined before the state sections are parsed:
+	 * what an image says is read under seccomp and Landlock. */
+	rc = restore_vm_create(vm, r.info.ram_size, o);
+	if (rc) {
+		img_close(&r);
+		return rc;
+	}
 	/* Read once, checked, and only that copy is loaded: the file may change meanwhile. */
 	rc = restore_read_state(&r, &st, err, sizeof(err));
 	if (rc) {
@@ -201,26 +215,13 @@ int restore_vm(const char *file, const struct restore_opts *o, struct vm *vm, ui
 	return rc;
 }
 
-/* restore_vm once the image is open and its state read and checked (@st); closes or
- * hands on @r. */
+/* restore_vm once the VM is made, the image open and its state read and checked (@st);
+ * closes or hands on @r. */
 static int restore_vm_from(const char *file, struct img_reader *r, const struct restore_saved *st,
 			   const struct restore_opts *o, struct vm *vm, uint64_t *mono_ns)
 {
-	uint64_t mem = o->mem;
-	int rc;
+	int rc = 0;
 
-	if (mem && mem != r->info.ram_size) {
-		log_err("cannot restore '%s': it holds a VM with %llu MiB of RAM; --mem %llu MiB "
-			"differs (leave --mem out)", file, (unsigned long long)(r->info.ram_size >> 20),
-			(unsigned long long)(mem >> 20));
-		img_close(r);
-		return -EINVAL;
-	}
-	rc = restore_vm_create(vm, r->info.ram_size, o);
-	if (rc) {
-		img_close(r);
-		return rc;
-	}
 	if (o->lazy && st->shm) {
 		/* A shared mapping is mapped anew over memory the lazy fill still owns. */
 		log_info("restore of '%s': it holds shared memory; loading all memory first", file);
@@ -263,6 +264,28 @@ static int img_src_section(void *ctx, uint32_t type, void **data, size_t *len)
 		return 0;
 	}
 	return img_read_section(r, sec, data) ? -EIO : 0;
+}
+
+/* The windows section read in place (img_src_in_place). */
+static int img_src_read(void *ctx, uint64_t off, void *buf, size_t n)
+{
+	const struct img_reader *r = ctx;
+	const struct img_section *sec = img_find(r, IMG_SEC_WINDOWS);
+
+	return sec ? img_read_at(r, sec, off, buf, n) : -ENOENT;
+}
+
+/* Section @type of an image left in the file: its length, and how to read it. */
+static int img_src_in_place(void *ctx, uint32_t type, size_t *len,
+			    int (**read)(void *ctx, uint64_t off, void *buf, size_t n))
+{
+	const struct img_section *sec = img_find(ctx, type);
+
+	if (!sec || type != IMG_SEC_WINDOWS)
+		return -ENOENT;
+	*len = sec->length;
+	*read = img_src_read;
+	return 0;
 }
 
 static int src_get(const struct restore_src *src, uint32_t type, void **data, size_t *len)
@@ -313,6 +336,22 @@ static int read_process(const struct restore_src *src, struct restore_saved *st,
 	return rc;
 }
 
+/* The windows section: left in place where the source can (an image, which may hold
+ * (max_procs - 1) x RAM), else whole (a stream's, bounded by its receiver). */
+static int read_windows(const struct restore_src *src, struct restore_saved *st)
+{
+	int rc;
+
+	if (src->in_place) {
+		st->windows.ctx = src->ctx;
+		return src->in_place(src->ctx, IMG_SEC_WINDOWS, &st->windows.len,
+				     &st->windows.read);
+	}
+	rc = src_get(src, IMG_SEC_WINDOWS, (void **)&st->windows_buf, &st->windows.len);
+	st->windows.data = st->windows_buf;
+	return rc;
+}
+
 /* The other processes of a tree (version 3), when the image has them; else the first
  * process has every saved vCPU. */
 static int read_tree(const struct restore_src *src, struct restore_saved *st, char *err,
@@ -321,7 +360,7 @@ static int read_tree(const struct restore_src *src, struct restore_saved *st, ch
 	char *text = NULL;
 	size_t len = 0;
 	int rt = src_get(src, IMG_SEC_TREE, (void **)&text, &len);
-	int rw = src_get(src, IMG_SEC_WINDOWS, (void **)&st->windows, &st->windows_len);
+	int rw = read_windows(src, st);
 
 	if (rt == -ENOENT && rw == -ENOENT) {
 		if ((size_t)lx_state_threads(st->proc) != st->n_vcpus)
@@ -337,7 +376,7 @@ static int read_tree(const struct restore_src *src, struct restore_saved *st, ch
 	free(text);
 	if (!st->tree)
 		return log_set_err(-EINVAL, err, errlen, "tree section: not valid JSON");
-	return tree_check(st->tree, st->windows, st->windows_len, st->n_vcpus,
+	return tree_check(st->tree, &st->windows, st->n_vcpus,
 			  lx_state_threads(st->proc), src->ram_size, err, errlen);
 }
 
@@ -375,7 +414,8 @@ int restore_read_sections(const struct restore_src *src, struct restore_saved *s
 int restore_read_state(const struct img_reader *r, struct restore_saved *st, char *err,
 		       size_t errlen)
 {
-	const struct restore_src src = { .section = img_src_section, .ctx = (void *)r,
+	const struct restore_src src = { .section = img_src_section,
+					 .in_place = img_src_in_place, .ctx = (void *)r,
 					 .ram_size = r->info.ram_size };
 
 	return restore_read_sections(&src, st, err, errlen);
@@ -386,7 +426,7 @@ void restore_saved_free(struct restore_saved *st)
 	free(st->vcpus);
 	json_decref(st->proc);
 	json_decref(st->tree);
-	free(st->windows);
+	free(st->windows_buf);
 	free(st->shm);
 	memset(st, 0, sizeof(*st));
 }

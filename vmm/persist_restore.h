@@ -4,6 +4,8 @@
 #ifndef CCVM_RESTORE_H
 #define CCVM_RESTORE_H
 
+#include "persist_tree.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -16,6 +18,7 @@ struct tls_creds;
 
 struct restore_opts {
 	uint64_t mem;               /* guest RAM size asked by the user, 0 for the image's */
+	uint64_t mem_total;         /* --mem-total; 0: vm_create's default */
 	bool lazy;
 	int vcpus;                  /* thread cap; 0: the default (raised to the saved count) */
 	int max_procs;              /* process cap (--max-procs) */
@@ -69,8 +72,8 @@ struct restore_saved {
 	size_t n_vcpus;
 	json_t *proc;
 	json_t *tree;            /* the other processes (persist_tree.c), or NULL */
-	uint8_t *windows;        /* and their memory */
-	size_t windows_len;
+	struct tree_windows windows; /* and their memory: in place in an image */
+	uint8_t *windows_buf;    /* or whole, a stream's (what windows.data is) */
 	uint8_t *shm;            /* the shared memory section (vmm/linux/shm.c), or NULL */
 	size_t shm_len;
 };
@@ -86,6 +89,10 @@ void restore_saved_free(struct restore_saved *st);
  * empty one) and its length: 0, -ENOENT when there is none, -EIO. */
 struct restore_src {
 	int (*section)(void *ctx, uint32_t type, void **data, size_t *len);
+	/* Where it can (an image), section @type left in place (its length, and @read
+	 * for what tree_windows reads at @off): 0, -ENOENT; NULL: sections come whole. */
+	int (*in_place)(void *ctx, uint32_t type, size_t *len,
+			int (**read)(void *ctx, uint64_t off, void *buf, size_t n));
 	void *ctx;
 	uint64_t ram_size;
 };

@@ -272,17 +272,29 @@ static bool tree_reads_ok(json_t *reads, uint64_t ram_size)
 	return true;
 }
 
+/* @n bytes of the windows section at @off: from memory, or read in place. */
+static int tree_win_read(const struct tree_windows *tw, uint64_t off, void *buf, size_t n)
+{
+	if (off > tw->len || n > tw->len - off)
+		return -EINVAL;
+	if (!tw->data)
+		return tw->read(tw->ctx, off, buf, n);
+	memcpy(buf, tw->data + off, n);
+	return 0;
+}
+
 /* Each window record names a process's window and a user block, once. */
-static int tree_windows_ok(const uint8_t *data, size_t len, uint64_t wins, uint64_t ram_size,
+static int tree_windows_ok(const struct tree_windows *tw, uint64_t wins, uint64_t ram_size,
 			   char *err, size_t errlen)
 {
-	if (len % (TREE_REC_HEAD + HUGE_SIZE))
+	if (tw->len % (TREE_REC_HEAD + HUGE_SIZE))
 		return log_set_err(-EINVAL, err, errlen, "windows section: %zu bytes, not whole "
-				   "2 MiB blocks with their place", len);
-	for (size_t off = 0; off < len; off += TREE_REC_HEAD + HUGE_SIZE) {
+				   "2 MiB blocks with their place", tw->len);
+	for (size_t off = 0; off < tw->len; off += TREE_REC_HEAD + HUGE_SIZE) {
 		uint32_t head[2];
 
-		memcpy(head, data + off, sizeof(head));
+		if (tree_win_read(tw, off, head, sizeof(head)))
+			return log_set_err(-EINVAL, err, errlen, "windows section: unreadable");
 		if (head[0] >= GMEM_MAX_WINDOWS || !(wins >> head[0] & 1) ||
 		    head[1] < LAYOUT_USER_BASE / HUGE_SIZE || head[1] >= ram_size / HUGE_SIZE)
 			return log_set_err(-EINVAL, err, errlen, "windows section: block %u of "
@@ -291,7 +303,7 @@ static int tree_windows_ok(const uint8_t *data, size_t len, uint64_t wins, uint6
 	return 0;
 }
 
-int tree_check(json_t *tree, const uint8_t *windows, size_t windows_len, size_t n_vcpus,
+int tree_check(json_t *tree, const struct tree_windows *windows, size_t n_vcpus,
 	       int first_threads, uint64_t ram_size, char *err, size_t errlen)
 {
 	json_t *procs = json_object_get(tree, "procs"), *p;
@@ -324,7 +336,7 @@ int tree_check(json_t *tree, const uint8_t *windows, size_t windows_len, size_t 
 	if (threads != n_vcpus)
 		return log_set_err(-EINVAL, err, errlen, "tree section: %zu threads for %zu saved "
 				   "vCPUs", threads, n_vcpus);
-	return tree_windows_ok(windows, windows_len, wins, ram_size, err, errlen);
+	return tree_windows_ok(windows, wins, ram_size, err, errlen);
 }
 
 /* ---- restore ---- */
@@ -360,16 +372,38 @@ static int tree_spaces(struct vm *vm, json_t *procs, struct aspace **spaces)
 	return 0;
 }
 
-static void tree_blocks(struct vm *vm, const uint8_t *data, size_t len)
+/* The saved blocks into their windows, each charged to --mem-total first, a record at
+ * a time: an image's go from the file straight into guest memory. Each place is
+ * checked again as it is used (an image file may have changed since tree_check). */
+static int tree_blocks(struct vm *vm, const struct tree_windows *tw)
 {
-	for (size_t off = 0; off < len; off += TREE_REC_HEAD + HUGE_SIZE) {
+	for (size_t off = 0; off < tw->len; off += TREE_REC_HEAD + HUGE_SIZE) {
 		uint32_t head[2];
+		int rc = tree_win_read(tw, off, head, sizeof(head));
 
-		memcpy(head, data + off, sizeof(head));
-		memcpy(vm->mem.host + (uint64_t)head[0] * vm->spaces.window +
-			       (uint64_t)head[1] * HUGE_SIZE,
-		       data + off + TREE_REC_HEAD, HUGE_SIZE);
+		if (rc) {
+			log_err("cannot restore: the windows section is unreadable");
+			return -EIO;
+		}
+		rc = aspace_restore_fill(&vm->spaces, (int)head[0], head[1]);
+		if (rc == -ENOMEM)
+			log_err("cannot restore: the processes' memory is more than --mem-total "
+				"(%llu MiB; the RAM's own counts too)",
+				(unsigned long long)(vm->mem_total >> 20));
+		else if (rc)
+			log_err("cannot restore: a saved block lies outside its process's window");
+		if (rc)
+			return rc == -ENOMEM ? rc : -EBADMSG;
+		rc = tree_win_read(tw, off + TREE_REC_HEAD,
+				   vm->mem.host + (uint64_t)head[0] * vm->spaces.window +
+					   (uint64_t)head[1] * HUGE_SIZE,
+				   HUGE_SIZE);
+		if (rc) {
+			log_err("cannot restore: the windows section is unreadable");
+			return -EIO;
+		}
 	}
+	return 0;
 }
 
 static int tree_reads(struct aspace *as, json_t *reads)
@@ -475,7 +509,7 @@ static int tree_zombies(struct vm *vm, json_t *tree)
 	return 0;
 }
 
-int tree_restore(struct vm *vm, json_t *tree, const uint8_t *windows, size_t windows_len,
+int tree_restore(struct vm *vm, json_t *tree, const struct tree_windows *windows,
 		 const struct lx_restore_policy *pol, const struct kvm_saved *saved, int first)
 {
 	json_t *procs = json_object_get(tree, "procs"), *p;
@@ -484,7 +518,7 @@ int tree_restore(struct vm *vm, json_t *tree, const uint8_t *windows, size_t win
 	int rc = tree_spaces(vm, procs, spaces);
 
 	if (!rc)
-		tree_blocks(vm, windows, windows_len);
+		rc = tree_blocks(vm, windows);
 	json_array_foreach(procs, i, p)
 		if (!rc && tree_reads(spaces[i], json_object_get(p, "reads")))
 			rc = -EINVAL;

@@ -36,10 +36,21 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
  * windows section added to it. 0, or the error that made a block unsavable. */
 int tree_finish(struct vm *vm, struct img_writer *img);
 
+/* A windows section to restore from: whole in memory (@data: a migration stream's,
+ * which the receiver bounded), or read a record at a time through @read (an image's,
+ * which is never read whole: @read gives @n bytes at @off, 0 or -errno). */
+struct tree_windows {
+	const uint8_t *data;
+	size_t len;
+	int (*read)(void *ctx, uint64_t off, void *buf, size_t n);
+	void *ctx;
+};
+
 /* A tree section as ccvm writes it, for RAM of @ram_size, @n_vcpus saved vCPUs of
- * which the first process has @first_threads, with its windows section: 0, or -EINVAL
- * with why in @err. No VM needed. */
-int tree_check(json_t *tree, const uint8_t *windows, size_t windows_len, size_t n_vcpus,
+ * which the first process has @first_threads, with its windows section (each record's
+ * place read and checked, its block left where it is): 0, or -EINVAL with why in
+ * @err. No VM needed. */
+int tree_check(json_t *tree, const struct tree_windows *windows, size_t n_vcpus,
 	       int first_threads, uint64_t ram_size, char *err, size_t errlen);
 
 /* A vCPU for each of process @q's saved threads (state @st), from saved vCPU state
@@ -51,7 +62,7 @@ int restore_proc_threads(struct vm *vm, struct lx_proc *q, json_t *st,
 /* The checked tree back into @vm, whose first process is restored: windows, memory,
  * processes (under @pol, whose pipes the first process's restore filled), the tree
  * and threads from saved vCPU @first on. 0 or -errno (logged). */
-int tree_restore(struct vm *vm, json_t *tree, const uint8_t *windows, size_t windows_len,
+int tree_restore(struct vm *vm, json_t *tree, const struct tree_windows *windows,
 		 const struct lx_restore_policy *pol, const struct kvm_saved *saved, int first);
 
 #endif

@@ -22,9 +22,10 @@ enum exit_kind {
 
 struct vm_stats {
 	uint64_t exits[EXIT_NR];
-	/* Processes (docs/processes.md): write faults on blocks shared after a fork, vCPUs
+	/* Processes (docs/processes.md): write faults on blocks shared after a fork,
+	 * first touches of blocks a lazy space had not backed yet (mmu/aspace.h), vCPUs
 	 * kicked off old page tables, and times KVM was made to forget them. */
-	uint64_t cow_faults, flushes, recycles;
+	uint64_t cow_faults, touch_faults, flushes, recycles;
 };
 
 const char *stats_exit_name(enum exit_kind kind);

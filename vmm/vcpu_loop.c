@@ -80,8 +80,24 @@ static bool vcpu_check_requests(struct vcpu *vcpu)
 	return stop;
 }
 
-/* A report on what stopped the vCPU; then the first process's crash ends the VM, and
- * another's ends that process as its signal would (its parent sees it in wait4). */
+/* The first process's end ends the VM with @status, and another's ends that process
+ * as its signal would (its parent sees it in wait4). */
+static bool vcpu_ends_with(struct vcpu *vcpu, int status)
+{
+	struct lx_proc *p = vcpu->lx->proc;
+	bool child = p && p != vcpu->vm->proc;
+
+	if (!child) {
+		vm_stop(vcpu->vm, status);
+		return true;
+	}
+	p->exit_status = status;
+	p->term_sig = status > 128 ? status - 128 : SIGKILL;
+	vm_process_exit(vcpu);
+	return true;
+}
+
+/* A report on what stopped the vCPU; then its process ends (vcpu_ends_with). */
 static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, const char *what)
 {
 	struct lx_proc *p = vcpu->lx->proc;
@@ -95,14 +111,21 @@ static bool vcpu_crash(struct vcpu *vcpu, const struct cpu_exit *e, int vector, 
 	if (kvm_cpu_get(vcpu->cpu, &v))
 		memset(&v, 0, sizeof(v));
 	status = what ? crash_report_exit(&c, what) : crash_report_exception(&c, vector);
-	if (!child) {
-		vm_stop(vcpu->vm, status);
-		return true;
-	}
-	p->exit_status = status;
-	p->term_sig = status > 128 ? status - 128 : SIGKILL;
-	vm_process_exit(vcpu);
-	return true;
+	return vcpu_ends_with(vcpu, status);
+}
+
+/* The program touched memory past --mem-total and has no SIGBUS handler: it ends
+ * with SIGBUS, as a process whose page cannot be backed does. */
+static bool vcpu_out_of_memory(struct vcpu *vcpu, uint64_t addr)
+{
+	struct lx_proc *p = vcpu->lx->proc;
+	uint64_t charged = (uint64_t)aspace_set_charged(&vcpu->vm->spaces) * HUGE_SIZE;
+
+	log_err("guest process %d (%s) touched %#llx past the VM's memory budget "
+		"(--mem-total; %llu MiB in use): it ends with SIGBUS",
+		p ? p->pid : 0, p && p->exe ? p->exe : "?", (unsigned long long)addr,
+		(unsigned long long)(charged >> 20));
+	return vcpu_ends_with(vcpu, 128 + SIGBUS);
 }
 
 /* Into the guest over its process's page tables as they are now (an execve gave the
@@ -174,42 +197,52 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu, struct cpu_view *v)
 	return false;
 }
 
-/* A write to a block the process shares with another since a fork (docs/processes.md)
- * faults from CPL3 with the page present: the block becomes its own, and the write is
- * tried again. Nothing else makes that fault (user blocks are writable otherwise), but
- * it may come from tables that a change has replaced since: a kick for it can land
- * while the CPU delivers the fault, and the stub then reports it over the new tables.
- * So a fault on a block writable already is tried again too, a bounded number of times
- * in a row at one page (more would be a translation that never heals: the program's
- * fault then).
- * False: not this kind of fault, the program's. */
-#define PF_COW (PF_ERR_P | PF_ERR_W | PF_ERR_U) /* a user write to a read-only page */
-#define VCPU_COW_RETRIES 64
+/* A user page fault the monitor may owe the program (docs/processes.md):
+ * - a write to a block the process shares with another since a fork faults with the
+ *   page present: the block becomes its own;
+ * - a touch of a block of its own not backed yet (a lazy space: mmu/aspace.h) faults
+ *   with the page not present: the block is charged to --mem-total and mapped.
+ * Either way the access is tried again. It may come from tables that a change has
+ * replaced since: a kick for it can land while the CPU delivers the fault, and the stub
+ * then reports it over the new tables. So a fault on a block that is fine already is
+ * tried again too, a bounded number of times in a row at one page (more would be a
+ * translation that never heals: the program's fault then). */
+#define VCPU_MEM_RETRIES 64
 
-static bool vcpu_cow_fault(struct vcpu *vcpu, const struct lx_fault *f)
+enum vcpu_mem { VCPU_MEM_RETRY, VCPU_MEM_PROGRAM, VCPU_MEM_NOMEM };
+
+static enum vcpu_mem vcpu_memory_fault(struct vcpu *vcpu, const struct lx_fault *f)
 {
 	struct aspace *as = vm_space_of(vcpu->vm, vcpu->lx->proc);
+	bool cow = (f->error_code & (PF_ERR_P | PF_ERR_W)) == (PF_ERR_P | PF_ERR_W);
 	uint64_t flush = 0;
+	int rc;
 
-	if (f->vector != X86_PF || (f->error_code & PF_COW) != PF_COW)
-		return false;
-	if (aspace_write_fault(as, f->cr2, &flush))
-		return false; /* not user memory */
+	if (f->vector != X86_PF || !(f->error_code & PF_ERR_U) ||
+	    (!cow && (f->error_code & PF_ERR_P)))
+		return VCPU_MEM_PROGRAM;
+	rc = aspace_write_fault(as, f->cr2, &flush);
+	if (rc == -ENOMEM)
+		return VCPU_MEM_NOMEM;
+	if (rc)
+		return VCPU_MEM_PROGRAM; /* not user memory */
 	if (flush) {
-		stats_count(&vcpu->vm->stats.cow_faults);
+		stats_count(cow ? &vcpu->vm->stats.cow_faults : &vcpu->vm->stats.touch_faults);
 		vcpu->cow_retries = 0;
-		return true;
+		return VCPU_MEM_RETRY;
 	}
 	if (f->cr2 / PAGE_SIZE != vcpu->cow_page) {
 		vcpu->cow_page = f->cr2 / PAGE_SIZE;
 		vcpu->cow_retries = 0;
 	}
-	return ++vcpu->cow_retries <= VCPU_COW_RETRIES;
+	return ++vcpu->cow_retries <= VCPU_MEM_RETRIES ? VCPU_MEM_RETRY : VCPU_MEM_PROGRAM;
 }
 
 /* A CPU exception in the program: its signal's handler runs (true), or false for the
- * crash report (no handler, or the stub was not entered from CPL3). */
-static bool vcpu_exception_signal(struct vcpu *vcpu, struct cpu_view *v, int vector)
+ * crash report (no handler, or the stub was not entered from CPL3); @nomem set when
+ * the signal was a SIGBUS for memory past the budget. */
+static bool vcpu_exception_signal(struct vcpu *vcpu, struct cpu_view *v, int vector,
+				  bool *nomem)
 {
 	struct crash_ctx c = { .vcpu_id = vcpu->id, .mem = &vcpu->vm->ram, .view = v };
 	struct lx_fault f = { .vector = vector, .cr2 = v->cr2 };
@@ -224,9 +257,15 @@ static bool vcpu_exception_signal(struct vcpu *vcpu, struct cpu_view *v, int vec
 	u.rsp = fr.rsp;
 	u.rflags = fr.rflags;
 	f.error_code = fr.error;
-	if (vcpu_cow_fault(vcpu, &f)) {
+	switch (vcpu_memory_fault(vcpu, &f)) {
+	case VCPU_MEM_RETRY:
 		vcpu_resume_exact(vcpu, &u, NULL); /* the faulting instruction again */
 		return true;
+	case VCPU_MEM_NOMEM:
+		f.nomem = *nomem = true;
+		break;
+	case VCPU_MEM_PROGRAM:
+		break;
 	}
 	if (!lx_fault(vcpu->lx, &u, &v->segs, &f))
 		return false;
@@ -259,6 +298,7 @@ static bool vcpu_pending_signals(struct vcpu *vcpu)
 static bool vcpu_handle_io(struct vcpu *vcpu, const struct cpu_exit *e)
 {
 	struct cpu_view v;
+	bool nomem = false;
 	int stub = -2;
 
 	if (kvm_cpu_get(vcpu->cpu, &v))
@@ -274,8 +314,10 @@ static bool vcpu_handle_io(struct vcpu *vcpu, const struct cpu_exit *e)
 		return vcpu_handle_syscall(vcpu, &v);
 	if (stub >= 0) {
 		stats_count(&vcpu->vm->stats.exits[EXIT_EXCEPTION]);
-		if (vcpu_exception_signal(vcpu, &v, stub))
+		if (vcpu_exception_signal(vcpu, &v, stub, &nomem))
 			return false;
+		if (nomem)
+			return vcpu_out_of_memory(vcpu, v.cr2);
 		return vcpu_crash(vcpu, e, stub, NULL);
 	}
 	stats_count(&vcpu->vm->stats.exits[EXIT_IO_OTHER]);

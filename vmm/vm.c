@@ -90,7 +90,7 @@ static void vm_recycle(void *ctx)
 			"memory", strerror(-rc));
 }
 
-int vm_create(struct vm *vm, uint64_t mem_bytes)
+int vm_create(struct vm *vm, uint64_t mem_bytes, uint64_t mem_total)
 {
 	int rc;
 
@@ -106,6 +106,17 @@ int vm_create(struct vm *vm, uint64_t mem_bytes)
 	}
 	gmem_view(&vm->ram, &vm->mem, 0, mem_bytes, NULL);
 	rc = aspace_set_init(&vm->spaces, &vm->mem, mem_bytes, VM_WINDOWS);
+	vm->mem_total = mem_total ? mem_total : VM_MEM_TOTAL_TIMES * mem_bytes;
+	if (vm->mem_total < mem_bytes) {
+		log_err("--mem-total %llu MiB: less than the VM's RAM, %llu MiB (the first "
+			"process holds all of it)", (unsigned long long)(vm->mem_total >> 20),
+			(unsigned long long)(mem_bytes >> 20));
+		rc = -EINVAL;
+	}
+	if (!rc) /* a budget above every window's memory bounds nothing */
+		aspace_set_budget(&vm->spaces, vm->mem_total / HUGE_SIZE < ASPACE_NO_BUDGET ?
+						       (uint32_t)(vm->mem_total / HUGE_SIZE) :
+						       ASPACE_NO_BUDGET);
 	vm->spaces.flush = vm_flush;
 	vm->spaces.flush_ctx = vm;
 	vm->spaces.recycle = vm_recycle;

@@ -16,6 +16,7 @@
 
 #define VM_MAX_VCPUS      64 /* most guest threads at once (--vcpus) */
 #define VM_DEFAULT_VCPUS  64 /* a process is a thread at least: as many as --max-procs */
+#define VM_MEM_TOTAL_TIMES 2 /* --mem-total's default, in RAMs: a fork of all of it */
 
 struct kvm_vm;
 struct lx_proc;
@@ -30,6 +31,7 @@ struct vm {
 				* the tracker and --mem mean, until trees are snapshotted */
 	struct aspace_set spaces; /* the processes' address spaces over mem (mmu/aspace.c) */
 	struct aspace *as0;    /* the first process's: window 0, RAM mapped to itself */
+	uint64_t mem_total;    /* bytes all processes may hold together (--mem-total) */
 	uint32_t tsc_khz;
 
 	pthread_mutex_t lock;  /* guards everything below */
@@ -55,7 +57,7 @@ struct vm {
 	struct vm_stats stats;
 };
 
-int vm_create(struct vm *vm, uint64_t mem_bytes);
+int vm_create(struct vm *vm, uint64_t mem_bytes, uint64_t mem_total);
 /* (Re)build the system area of guest RAM: page tables and CPU tables. ccvm's own,
  * never an image's. */
 int vm_system_area(struct vm *vm);

@@ -16,8 +16,15 @@
  *   fork bomb [SECONDS] fork children that sleep until fork fails; print the error
  *                       and how many there were, wait SECONDS (default 0), then end
  *                       them all
+ *   fork budget N MiB   fork N children that each map MiB and write every page of it,
+ *                       all alive at once (ccvm's --mem-total, issue 54). A child
+ *                       that gets SIGBUS (BUS_ADRERR inside its mapping) says so from
+ *                       its handler. Prints how many wrote it all, got SIGBUS, or could
+ *                       not be forked (and why), then "holding", reads a line from
+ *                       stdin, and ends them all
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -306,11 +313,128 @@ static int bomb(int hold)
 	return 0;
 }
 
+/* The pipes of fork budget: each child reports one byte on @report, then waits for
+ * @hold to close; and the mapping its SIGBUS must lie in. */
+static int budget_report = -1, budget_hold = -1;
+static unsigned char *budget_map;
+static size_t budget_len;
+
+static void budget_wait_and_exit(char what)
+{
+	char c;
+
+	if (write(budget_report, &what, 1) != 1)
+		_exit(3);
+	while (read(budget_hold, &c, 1) > 0)
+		;
+	_exit(0);
+}
+
+static void budget_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	unsigned char *at = si->si_addr;
+
+	(void)sig;
+	(void)uc;
+	budget_wait_and_exit(si->si_code == BUS_ADRERR && at >= budget_map &&
+			     at < budget_map + budget_len ? 'B' : 'b');
+}
+
+static void budget_child(size_t len)
+{
+	struct sigaction sa = { .sa_sigaction = budget_sigbus, .sa_flags = SA_SIGINFO };
+
+	sigaction(SIGBUS, &sa, NULL);
+	budget_len = len;
+	budget_map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (budget_map == MAP_FAILED)
+		budget_wait_and_exit('M');
+	for (size_t off = 0; off < len; off += 4096)
+		budget_map[off] = 1;
+	budget_wait_and_exit('T');
+}
+
+/* Reports and deaths until every child forked did one or the other. */
+struct budget_count {
+	int all, bus, killed_bus, other, reaped;
+};
+
+static void budget_collect(int report, int forked, struct budget_count *k)
+{
+	for (int done = 0; done < forked;) {
+		struct pollfd pf = { .fd = report, .events = POLLIN };
+		pid_t pid;
+		char c;
+		int st;
+
+		if (poll(&pf, 1, 200) > 0 && read(report, &c, 1) == 1) {
+			k->all += c == 'T';
+			k->bus += c == 'B';
+			k->other += c != 'T' && c != 'B';
+			done++;
+			continue;
+		}
+		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
+				k->killed_bus++;
+			else
+				k->other++;
+			k->reaped++;
+			done++;
+		}
+	}
+}
+
+static int budget(int n, size_t mib)
+{
+	struct budget_count k = { 0 };
+	int report[2], hold[2], forked = 0, err = 0;
+	char line[16];
+
+	if (pipe(report) || pipe(hold)) {
+		perror("pipe");
+		return 1;
+	}
+	budget_report = report[1];
+	budget_hold = hold[0];
+	for (; forked < n; forked++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			close(hold[1]);
+			close(report[0]);
+			budget_child(mib * MIB);
+		}
+		if (pid < 0) {
+			err = errno;
+			break;
+		}
+	}
+	close(hold[0]);
+	close(report[1]);
+	budget_collect(report[0], forked, &k);
+	printf("budget: %d children forked, %d wrote all %zu MiB, %d got SIGBUS, %d killed by "
+	       "SIGBUS, %d other\n", forked, k.all, mib, k.bus, k.killed_bus, k.other);
+	if (forked < n)
+		printf("fork %d failed: %s\n", forked + 1, strerror(err));
+	printf("holding\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = '\0';
+	close(hold[1]);
+	for (int i = k.reaped; i < forked; i++)
+		wait(NULL);
+	printf("all %d reaped\n", forked);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 2 && !strcmp(argv[1], "time"))
 		return timed(strtoul(argv[2], NULL, 10), argc > 3 && !strcmp(argv[3], "wait"));
+	if (argc > 3 && !strcmp(argv[1], "budget"))
+		return budget(atoi(argv[2]), strtoul(argv[3], NULL, 10));
 	if (argc > 1 && !strcmp(argv[1], "bomb"))
 		return bomb(argc > 2 ? atoi(argv[2]) : 0);
 	return basic(argc > 1 ? strtoul(argv[1], NULL, 10) : 64);

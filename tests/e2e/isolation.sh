@@ -180,3 +180,39 @@ else
 	done
 fi
 rm -f "$I/k.in"
+
+# 6. A VM-wide memory bound (issue 54, finding 3): 63 forked children, all alive at
+#    once, each write a mapping nearly as large as --mem. Before --mem-total each had
+#    a window of its own and the host gave them 63 x --mem. Now what all processes hold
+#    together stays within --mem-total (the first process is charged its whole RAM):
+#    the children past it get SIGBUS (in their handler, or as their end when the
+#    handler's frame cannot be written either), a fork that cannot copy its child's
+#    first blocks gets ENOMEM, and the monitor's peak RSS stays under 1.1 x
+#    --mem-total. The VM lives on, and the parent reaps every child it made.
+mkfifo "$I/mt.in"
+"$CCVM" run --mem 256M --mem-total 512M --control "$I/mt.sock" -- "$G/tests/fork.glibc" \
+	budget 63 240 <"$I/mt.in" >"$I/mt.out" 2>"$I/mt.err" &
+MPID=$!
+exec 8>"$I/mt.in"
+hwm= charged=
+if wait_until 900 has_line holding "$I/mt.out"; then
+	hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$MPID/status") # KiB
+	charged=$("$CCVM" ctl "$I/mt.sock" stats | json_num mem_charged_bytes)
+fi
+echo go >&8
+exec 8>&-
+wait $MPID; st=$?
+rm -f "$I/mt.in"
+line=$(grep "^budget:" "$I/mt.out")
+total=$((512 << 20))
+forked=$(echo "$line" | awk '{ print $2 }')
+sigbus=$(echo "$line" | awk '{ print $10 + $13 }')
+enomem=no
+[ "${forked:-0}" = 63 ] || ! grep -q "^fork $((forked + 1)) failed: Cannot allocate memory" "$I/mt.out" ||
+	enomem=yes
+[ "$st" = 0 ] && grep -q "all ${forked:-x} reaped" "$I/mt.out" && [ -n "$hwm" ] && [ -n "$charged" ] &&
+	[ "$charged" -le "$total" ] && [ $((hwm * 1024 * 10)) -lt $((total * 11)) ] &&
+	{ [ "${sigbus:-0}" -ge 1 ] || [ $enomem = yes ]; } \
+	&& pass "63 children each writing --mem stay within --mem-total" "$(echo "$line" | cut -d' ' -f2-); charged $((charged >> 20)) of 512 MiB, peak RSS $((hwm >> 10)) MiB" \
+	|| fail "63 children each writing --mem stay within --mem-total" "status $st, charged '$charged', VmHWM '$hwm' KiB" \
+		"$(cat "$I/mt.out")" "$(grep -v "past the VM's memory budget" "$I/mt.err" | head -3)"

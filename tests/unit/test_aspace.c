@@ -46,7 +46,8 @@ static uint8_t *seen(struct aspace *as, uint64_t gva, uint64_t *flags)
 
 /* The tables of every space say what the bookkeeping says: each block maps the window
  * that holds its data, that window's space maps it as its own, the reader counts are
- * right, and only an unshared own block is writable. */
+ * right, only an unshared own block is writable, and one never backed is not mapped;
+ * the budget's count is the backed blocks'. */
 static void check_all(void)
 {
 	for (int w = 0; w < NWIN; w++) {
@@ -62,6 +63,12 @@ static void check_all(void)
 
 			for (int r = 0; r < NWIN; r++)
 				readers += set.as[r] && r != w && set.as[r]->src[b] == w;
+			if (home == w && !readers && !set.held[w * set.blocks + b] &&
+			    !set.backed[w * set.blocks + b]) {
+				ck_assert_msg(gpa == -1, "window %d block %u: never backed, but mapped",
+					      w, b);
+				continue;
+			}
 			ck_assert_msg(set.as[home] && set.as[home]->src[b] == ASPACE_OWN,
 				      "window %d block %u reads window %d, which does not own it", w,
 				      b, home);
@@ -75,6 +82,11 @@ static void check_all(void)
 				      !!(flags & PTE_RW), home == w, readers);
 		}
 	}
+	uint32_t backed = 0;
+
+	for (size_t i = 0; i < (size_t)set.n * set.blocks; i++)
+		backed += set.backed[i];
+	ck_assert_uint_eq(backed, set.n_backed);
 }
 
 /* Window 0's tables are byte for byte those of the one-process VM (pt_build), and
@@ -176,6 +188,9 @@ START_TEST(test_fork_used_only)
 	ck_assert_int_eq(aspace_fork(p, used, &c, &flush), 0);
 	check_all();
 	ck_assert_uint_eq(*seen(c, BLK(2), &f), 'u');
+	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(6), &f), -1); /* own, not backed yet */
+	ck_assert_int_eq(aspace_write_fault(c, BLK(6) + 9, &flush), 0); /* its first touch */
+	check_all();
 	ck_assert_uint_eq(*seen(c, BLK(6), &f), 0);
 	ck_assert_msg(f & PTE_RW, "a block not in use is the child's own, writable");
 	seen(p, BLK(6), &f);
@@ -322,15 +337,19 @@ START_TEST(test_reset)
 	flush = 0;
 	ck_assert_int_eq(aspace_reset(c, &flush), 0);
 	check_all();
+	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(7), &f), -1); /* lazy: empty */
+	ck_assert_int_eq(aspace_write_fault(c, BLK(7), &flush), 0);
 	ck_assert_uint_eq(*seen(c, BLK(7), &f), 0);
 	ck_assert_msg(f & PTE_RW, "after exec every block is the space's own");
 	seen(p, BLK(7), &f);
 	ck_assert_msg(f & PTE_RW, "the parent is read by nobody after the child's exec");
 	ck_assert_uint_eq(*seen(p, BLK(7), &f), 'r');
+	*seen(c, BLK(7), &f) = 'c';
 	ck_assert_int_eq(aspace_fork(c, NULL, &p, &flush), 0);
 	flush = 0;
 	ck_assert_int_eq(aspace_reset(c, &flush), 0); /* a reader of it keeps the data */
 	check_all();
+	ck_assert_uint_eq(*seen(p, BLK(7), &f), 'c');
 }
 END_TEST
 
@@ -525,6 +544,105 @@ START_TEST(test_tables_written_once)
 }
 END_TEST
 
+#define USER_BLOCKS (WIN / HUGE_SIZE - LAYOUT_USER_BASE / HUGE_SIZE)
+
+/* The budget (--mem-total): an eager space is charged all its blocks at once; a fork's
+ * child is charged a block at its first touch and a copy as it is made, sharing costs
+ * nothing; past the budget a change fails with -ENOMEM and nothing moves, for the
+ * monitor's writes too; an ending space gives its blocks back. */
+START_TEST(test_budget)
+{
+	uint64_t flush = 0, used[1] = { 1ULL << 2 }, f;
+	struct aspace *p, *c, *d;
+
+	aspace_set_budget(&set, USER_BLOCKS + 2);
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
+	memset(mem.host + BLK(2), 'u', HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, used, &c, &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
+	ck_assert_int_eq(aspace_write_fault(c, BLK(4) + 1, &flush), 0);
+	ck_assert_int_eq(aspace_write_fault(c, BLK(2) + 1, &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 2);
+	ck_assert_uint_eq(*seen(c, BLK(2), &f), 'u');
+	check_all();
+	ck_assert_int_eq(aspace_write_fault(c, BLK(5), &flush), -ENOMEM);
+	ck_assert_int_eq(aspace_own(c, BLK(4), 2 * HUGE_SIZE, &flush), -ENOMEM);
+	ck_assert_ptr_null(gmem_user_ptr(aspace_view(c), BLK(5) + 8, 8));
+	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(5), &f), -1);
+	ck_assert_int_eq(aspace_own(c, BLK(4), HUGE_SIZE, &flush), 0); /* backed: free */
+	check_all();
+	ck_assert_int_eq(aspace_fork(p, NULL, &d, &flush), 0);
+	ck_assert_int_eq(aspace_write_fault(p, BLK(3), &flush), -ENOMEM); /* d needs a copy */
+	ck_assert_int_eq(d->src[3], p->win);
+	check_all();
+	aspace_destroy(c, &flush);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
+	ck_assert_int_eq(aspace_write_fault(p, BLK(3), &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
+	check_all();
+	ck_assert_int_eq(aspace_reset(d, &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
+	ck_assert_int_eq(aspace_create(&set, &c), -ENOMEM); /* eager: a whole window */
+	check_all();
+}
+END_TEST
+
+/* A fork whose copies would pass the budget fails before it takes a window; a
+ * restore's blocks are charged as they are filled, and only a space's user blocks. */
+START_TEST(test_budget_fork_restore)
+{
+	uint64_t flush = 0, used[1] = { (1ULL << 2) | (1ULL << 3) }, f;
+	uint64_t both[1] = { (1ULL << 2) | (1ULL << 3) }, one[1] = { 1ULL << 2 };
+	struct aspace *p, *c, *r;
+
+	aspace_set_budget(&set, USER_BLOCKS + 1);
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	ck_assert_int_eq(aspace_fork_copy(p, used, both, &c, &flush), -ENOMEM);
+	ck_assert_ptr_null(set.as[1]);
+	ck_assert_int_eq(aspace_fork_copy(p, used, one, &c, &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
+	ck_assert_int_eq(aspace_create_at(&set, 2, &r), 0);
+	ck_assert_int_eq(aspace_restore_fill(&set, 2, 3), -ENOMEM);
+	ck_assert_int_eq(aspace_restore_fill(&set, 3, 3), -EINVAL);
+	ck_assert_int_eq(aspace_restore_fill(&set, 2, 0), -EINVAL);
+	aspace_destroy(c, &flush);
+	ck_assert_int_eq(aspace_restore_fill(&set, 2, 3), 0);
+	aspace_tables(r);
+	seen(r, BLK(3), &f);
+	ck_assert_msg(f & PTE_RW, "a restored block is the space's own, writable");
+	check_all();
+}
+END_TEST
+
+/* A discard (munmap, exec) charges nothing it drops whole: a child's block read from
+ * its parent stops being read, with no copy; a block never backed stays so; a block
+ * dropped in part is copied first (its other bytes stay). */
+START_TEST(test_drop)
+{
+	uint64_t flush = 0, f;
+	struct aspace *p, *c;
+
+	aspace_set_budget(&set, USER_BLOCKS + 1);
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	memset(mem.host + BLK(2), 'd', 2 * HUGE_SIZE);
+	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	ck_assert_int_eq(aspace_drop(c, BLK(2), HUGE_SIZE, &flush), 0);
+	ck_assert_int_eq(c->src[2], ASPACE_OWN);
+	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(2), &f), -1);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
+	ck_assert_int_eq(aspace_drop(c, BLK(3) + 4096, 4096, &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
+	ck_assert_uint_eq(*seen(c, BLK(3) + 5, &f), 'd');
+	ck_assert_int_eq(aspace_drop(c, BLK(4) + 4096, 4096, &flush), -ENOMEM);
+	ck_assert_int_eq(aspace_drop(c, BLK(4), 2 * HUGE_SIZE, &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
+	check_all();
+	ck_assert_uint_eq(*seen(p, BLK(2), &f), 'd');
+	ck_assert_msg(f & PTE_RW, "nobody reads the parent's block after the drop");
+}
+END_TEST
+
 Suite *aspace_suite(void)
 {
 	Suite *s = suite_create("aspace");
@@ -545,6 +663,9 @@ Suite *aspace_suite(void)
 	tcase_add_test(tc, test_view);
 	tcase_add_test(tc, test_view_alone);
 	tcase_add_test(tc, test_tables_written_once);
+	tcase_add_test(tc, test_budget);
+	tcase_add_test(tc, test_budget_fork_restore);
+	tcase_add_test(tc, test_drop);
 	suite_add_tcase(s, tc);
 	return s;
 }

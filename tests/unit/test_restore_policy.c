@@ -89,6 +89,8 @@ START_TEST(test_tree_check)
 	const uint64_t ram = 64ULL << 20;
 	static uint8_t rec[8 + (2 << 20)];
 	uint32_t head[2] = { 5, 3 };
+	struct tree_windows none = { 0 }, one = { .data = rec, .len = sizeof(rec) };
+	struct tree_windows torn = { .data = rec, .len = 7 };
 	char err[256];
 	json_t *t;
 
@@ -96,21 +98,21 @@ START_TEST(test_tree_check)
 		       "\"procs\":[],\"zombies\":[{\"pid\":5,\"ppid\":1,\"pgid\":1,\"sid\":1,"
 		       "\"wstatus\":768}]}", 0, NULL);
 	ck_assert_ptr_nonnull(t);
-	ck_assert_msg(tree_check(t, NULL, 0, 1, 1, ram, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_int_eq(tree_check(t, NULL, 0, 2, 1, ram, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(tree_check(t, &none, 1, 1, ram, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(tree_check(t, &none, 2, 1, ram, err, sizeof(err)), -EINVAL);
 	ck_assert_msg(strstr(err, "threads"), "%s", err);
 	json_object_set_new(json_object_get(t, "root"), "reads", json_loads("[[1, 0]]", 0, NULL));
-	ck_assert_int_eq(tree_check(t, NULL, 0, 1, 1, ram, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(tree_check(t, &none, 1, 1, ram, err, sizeof(err)), -EINVAL);
 	json_object_set_new(json_object_get(t, "root"), "reads", json_loads("[[40, 64]]", 0, NULL));
-	ck_assert_int_eq(tree_check(t, NULL, 0, 1, 1, ram, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(tree_check(t, &none, 1, 1, ram, err, sizeof(err)), -EINVAL);
 	json_object_set_new(json_object_get(t, "root"), "reads", json_array());
 	memcpy(rec, head, sizeof(head)); /* window 5: no process has it */
-	ck_assert_int_eq(tree_check(t, rec, sizeof(rec), 1, 1, ram, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(tree_check(t, &one, 1, 1, ram, err, sizeof(err)), -EINVAL);
 	ck_assert_msg(strstr(err, "window 5"), "%s", err);
-	ck_assert_int_eq(tree_check(t, rec, 7, 1, 1, ram, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(tree_check(t, &torn, 1, 1, ram, err, sizeof(err)), -EINVAL);
 	json_object_set_new(json_array_get(json_object_get(t, "zombies"), 0), "wstatus",
 			    json_integer(1 << 20));
-	ck_assert_int_eq(tree_check(t, NULL, 0, 1, 1, ram, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(tree_check(t, &none, 1, 1, ram, err, sizeof(err)), -EINVAL);
 	json_decref(t);
 }
 END_TEST

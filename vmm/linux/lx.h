@@ -459,6 +459,7 @@ struct lx_fault {
 	uint64_t error_code;
 	uint64_t cr2;            /* the faulting address of a #PF */
 	bool mapped;             /* it lies in a mapping of the program (the personality's) */
+	bool nomem;              /* a #PF the monitor could not back: past --mem-total */
 	uint16_t fcw, fsw;
 	uint32_t mxcsr;
 };

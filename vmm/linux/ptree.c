@@ -452,8 +452,11 @@ int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl)
 {
 	int pid = child->pid, rc;
 
+	/* A user address that cannot be written is a block past --mem-total: the child's
+	 * copy of it cannot be made, which fork reports as Linux does a lack of memory. */
 	if (cl->child_tid_at && gmem_copy_out(child->mem, cl->child_tid_at, &pid, sizeof(pid)))
-		return -EFAULT;
+		return gmem_user_range_ok(child->mem, cl->child_tid_at, sizeof(pid)) ? -ENOMEM :
+										       -EFAULT;
 	/* The monitor refreshes the parent's clock page in place: the child's is a copy
 	 * of its own (mapped now, so that no write of the parent's reaches it later). */
 	lx_clock_map(child);

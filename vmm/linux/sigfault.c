@@ -72,7 +72,7 @@ int lx_fault_info(const struct lx_fault *f, uint64_t rip, uint64_t rflags, sigin
 
 	switch (f->vector) {
 	case X86_PF:
-		code = f->mapped ? SEGV_ACCERR : SEGV_MAPERR;
+		code = f->nomem ? BUS_ADRERR : f->mapped ? SEGV_ACCERR : SEGV_MAPERR;
 		addr = f->cr2;
 		break;
 	case X86_DE:
@@ -104,7 +104,9 @@ int lx_fault_info(const struct lx_fault *f, uint64_t rip, uint64_t rflags, sigin
 	if (!code)
 		return -EAGAIN; /* no unmasked exception raised: nothing to report */
 	memset(info, 0, sizeof(*info));
-	info->si_signo = lx_fault_signal(f->vector);
+	/* Memory that cannot be backed is a SIGBUS, as Linux gives for a page it cannot
+	 * allocate under a hard limit (hugetlbfs, a truncated file). */
+	info->si_signo = f->nomem ? SIGBUS : lx_fault_signal(f->vector);
 	info->si_code = code;
 	info->si_addr = (void *)(uintptr_t)addr;
 	return 0;
