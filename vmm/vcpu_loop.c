@@ -123,7 +123,7 @@ static bool vcpu_out_of_memory(struct vcpu *vcpu, uint64_t addr)
 
 	log_err("guest process %d (%s) touched %#llx past the VM's memory budget "
 		"(--mem-total; %llu MiB in use): it ends with SIGBUS",
-		p ? p->pid : 0, p && p->exe ? p->exe : "?", (unsigned long long)addr,
+		p ? p->pid : 0, p ? p->exe : "?", (unsigned long long)addr,
 		(unsigned long long)(charged >> 20));
 	return vcpu_ends_with(vcpu, 128 + SIGBUS);
 }
