@@ -31,7 +31,10 @@
  * a fork need not share it, a hold need not save it, and a lazy space maps it not
  * present: its first touch faults to the monitor, which charges it then. Every way
  * bytes reach a window passes here (a claim, a copy, a restore's fill), so the charge
- * bounds the host memory the windows take.
+ * bounds the host memory the windows take. A reader's own block under what it reads
+ * is charged when it starts reading (a fork, as strict overcommit charges a fork):
+ * the copy it may need later is paid for, so a write by the owner, which first gives
+ * its readers their copies, never fails for their sake.
  */
 #include "aspace.h"
 #include "layout.h"
@@ -321,18 +324,11 @@ static bool as_user(const struct aspace *as, uint64_t gva, uint64_t len)
 	       len <= as->set->window - gva;
 }
 
-/* The blocks as_claim(@as, @b) would charge: its own, and its readers' copies. */
+/* The blocks as_claim(@as, @b) would charge: its own (a reader's was charged when it
+ * started reading; its readers' copies too). */
 static uint32_t as_claim_cost(const struct aspace *as, uint32_t b)
 {
-	const struct aspace_set *s = as->set;
-	uint32_t n = !as_backed(s, as->win, b);
-
-	if (as->src[b] != ASPACE_OWN)
-		return n;
-	for (int r = 0; r < s->n && *as_readers(s, as->win, b); r++)
-		if (s->as[r] && r != as->win && s->as[r]->src[b] == as->win)
-			n += !as_backed(s, r, b);
-	return n;
+	return !as_backed(as->set, as->win, b);
 }
 
 /* The block of @as at @b made its own, backed and writable (a snapshot's hold saved
@@ -526,8 +522,8 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	for (uint32_t b = ASPACE_USER_BLOCK; copy && b < s->blocks; b++)
-		need += as_used(used, b) && (copy[b / 64] >> (b % 64) & 1);
+	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
+		need += as_used(used, b) && as_backed(s, as_home(parent, b), b);
 	rc = as_fits(s, need) ? as_new_at(s, -1, false, &child) : -ENOMEM;
 	if (rc)
 		goto out;
@@ -542,6 +538,7 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 			continue;
 		}
 		child->src[b] = (int8_t)home;
+		as_back(s, child->win, b); /* the copy it may need (as_claim_cost) */
 		if (++*as_readers(s, home, b) == 1 && home == parent->win)
 			as_put(parent, b); /* read-only from now on */
 		as_put(child, b);
@@ -590,12 +587,14 @@ int aspace_restore_read(struct aspace *as, uint32_t b, int from)
 	pthread_mutex_lock(&s->lock);
 	if (b >= ASPACE_USER_BLOCK && b < s->blocks && from >= 0 && from < s->n &&
 	    from != as->win && s->as[from] && s->as[from]->src[b] == ASPACE_OWN &&
-	    as->src[b] == ASPACE_OWN && !*as_readers(s, as->win, b)) {
+	    as->src[b] == ASPACE_OWN && !*as_readers(s, as->win, b))
+		rc = as_backed(s, as->win, b) || as_fits(s, 1) ? 0 : -ENOMEM;
+	if (!rc) {
+		as_back(s, as->win, b); /* the copy it may need, as after a fork */
 		as->src[b] = (int8_t)from;
 		++*as_readers(s, from, b);
 		as_put(as, b);
 		as_put(s->as[from], b); /* read-only from now on */
-		rc = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -633,7 +632,7 @@ static uint32_t as_drop_block(struct aspace *as, uint32_t b, bool whole, bool co
 		return 0;
 	}
 	if (cost)
-		return as_claim_cost(as, b) - !as_backed(as->set, as->win, b);
+		return 0; /* its own is backed, its readers' copies paid for */
 	as_unhold(as->set, as->win, b);
 	if (*as_readers(as->set, as->win, b))
 		as_evict(as, b, flush);

@@ -117,9 +117,10 @@ uint32_t aspace_set_charged(struct aspace_set *s);
 int aspace_create(struct aspace_set *s, struct aspace **out);
 
 /* A child of @parent, lazy: each block whose bit is set in @used (a bit per block;
- * NULL: all) and that holds bytes is shared with it read-only, in both; the others are
- * the child's own, zero. 0, -EAGAIN (no window) or -ENOMEM (no memory, or past the
- * budget); @flush gets the parent's bit. */
+ * NULL: all) and that holds bytes is shared with it read-only, in both, and charged
+ * to the child (the copy it may need later); the others are the child's own, zero.
+ * 0, -EAGAIN (no window) or -ENOMEM (no memory, or past the budget); @flush gets the
+ * parent's bit. */
 int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out,
 		uint64_t *flush);
 /* The same, but each used block whose bit is set in @copy is copied into the child's
@@ -130,8 +131,8 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 
 /* A write to @gva faulted, or a touch of a block not present: the block becomes
  * writable, the space's own (a copy of what it read) and read by nobody else (readers
- * get their own copy first). 0, -EFAULT when @gva is not user memory of the space, or
- * -ENOMEM when the copies or the block itself would go past the budget. */
+ * get their own copy first, charged already). 0, -EFAULT when @gva is not user memory
+ * of the space, or -ENOMEM when a block never backed would go past the budget. */
 int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush);
 
 /* Every block of [@gva, @gva + @len) as aspace_write_fault leaves it: the monitor may
@@ -155,8 +156,9 @@ struct gmem *aspace_view(struct aspace *as);
 
 /* For a restore (before any vCPU ran): a space in window @win, every block its own,
  * zero (0, -EINVAL for window 0 or beyond the set, -EEXIST when taken); then block @b
- * of @as reading window @from's, as a fork left it (0, or -EINVAL unless @b is a user
- * block, @from another window whose space owns its block @b); aspace_tables after. */
+ * of @as reading window @from's, as a fork left it, charged as a fork charges it (0,
+ * -ENOMEM past the budget, or -EINVAL unless @b is a user block, @from another window
+ * whose space owns its block @b); aspace_tables after. */
 int aspace_create_at(struct aspace_set *s, int win, struct aspace **out);
 int aspace_restore_read(struct aspace *as, uint32_t b, int from);
 /* Block @b of window @w was filled by a restore: charged, and mapped by its space.

@@ -410,12 +410,15 @@ static int tree_reads(struct aspace *as, json_t *reads)
 {
 	size_t i;
 	json_t *r;
+	int rc = 0;
 
-	json_array_foreach(reads, i, r)
-		if (aspace_restore_read(as, (uint32_t)json_integer_value(json_array_get(r, 0)),
-					(int)json_integer_value(json_array_get(r, 1))))
-			return -EINVAL;
-	return 0;
+	json_array_foreach(reads, i, r) {
+		rc = aspace_restore_read(as, (uint32_t)json_integer_value(json_array_get(r, 0)),
+					 (int)json_integer_value(json_array_get(r, 1)));
+		if (rc)
+			break;
+	}
+	return rc;
 }
 
 int restore_proc_threads(struct vm *vm, struct lx_proc *q, json_t *st,
@@ -520,12 +523,16 @@ int tree_restore(struct vm *vm, json_t *tree, const struct tree_windows *windows
 	if (!rc)
 		rc = tree_blocks(vm, windows);
 	json_array_foreach(procs, i, p)
-		if (!rc && tree_reads(spaces[i], json_object_get(p, "reads")))
-			rc = -EINVAL;
-	if (!rc && tree_reads(vm->as0, json_object_get(json_object_get(tree, "root"), "reads")))
-		rc = -EINVAL;
+		if (!rc)
+			rc = tree_reads(spaces[i], json_object_get(p, "reads"));
+	if (!rc)
+		rc = tree_reads(vm->as0, json_object_get(json_object_get(tree, "root"), "reads"));
 	if (rc == -EINVAL)
 		log_err("cannot restore: a process's shared blocks do not match the others'");
+	else if (rc == -ENOMEM)
+		log_err("cannot restore: the processes' memory is more than --mem-total "
+			"(%llu MiB; a shared block counts for each reader)",
+			(unsigned long long)(vm->mem_total >> 20));
 	if (!rc) {
 		aspace_tables(vm->as0);
 		json_array_foreach(procs, i, p)

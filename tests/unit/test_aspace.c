@@ -547,38 +547,39 @@ END_TEST
 #define USER_BLOCKS (WIN / HUGE_SIZE - LAYOUT_USER_BASE / HUGE_SIZE)
 
 /* The budget (--mem-total): an eager space is charged all its blocks at once; a fork's
- * child is charged a block at its first touch and a copy as it is made, sharing costs
- * nothing; past the budget a change fails with -ENOMEM and nothing moves, for the
- * monitor's writes too; an ending space gives its blocks back. */
+ * child is charged each block it shares (the copy it may need), and a block of its own
+ * at its first touch; past the budget a change fails with -ENOMEM and nothing moves,
+ * for the monitor's writes too; the owner's write never fails for its readers' sake;
+ * an ending space gives its blocks back. */
 START_TEST(test_budget)
 {
-	uint64_t flush = 0, used[1] = { 1ULL << 2 }, f;
+	uint64_t flush = 0, used[1] = { 1ULL << 2 }, used3[1] = { 1ULL << 3 }, f;
 	struct aspace *p, *c, *d;
 
-	aspace_set_budget(&set, USER_BLOCKS + 2);
+	aspace_set_budget(&set, USER_BLOCKS + 3);
 	ck_assert_int_eq(aspace_create(&set, &p), 0);
 	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
 	memset(mem.host + BLK(2), 'u', HUGE_SIZE);
 	ck_assert_int_eq(aspace_fork(p, used, &c, &flush), 0);
-	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
-	ck_assert_int_eq(aspace_write_fault(c, BLK(4) + 1, &flush), 0);
-	ck_assert_int_eq(aspace_write_fault(c, BLK(2) + 1, &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
+	ck_assert_int_eq(aspace_write_fault(c, BLK(4) + 1, &flush), 0); /* first touch */
+	ck_assert_int_eq(aspace_write_fault(c, BLK(2) + 1, &flush), 0); /* paid at the fork */
 	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 2);
 	ck_assert_uint_eq(*seen(c, BLK(2), &f), 'u');
+	ck_assert_int_eq(aspace_write_fault(c, BLK(5), &flush), 0);
 	check_all();
-	ck_assert_int_eq(aspace_write_fault(c, BLK(5), &flush), -ENOMEM);
-	ck_assert_int_eq(aspace_own(c, BLK(4), 2 * HUGE_SIZE, &flush), -ENOMEM);
-	ck_assert_ptr_null(gmem_user_ptr(aspace_view(c), BLK(5) + 8, 8));
-	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(5), &f), -1);
-	ck_assert_int_eq(aspace_own(c, BLK(4), HUGE_SIZE, &flush), 0); /* backed: free */
-	check_all();
-	ck_assert_int_eq(aspace_fork(p, NULL, &d, &flush), 0);
-	ck_assert_int_eq(aspace_write_fault(p, BLK(3), &flush), -ENOMEM); /* d needs a copy */
-	ck_assert_int_eq(d->src[3], p->win);
+	ck_assert_int_eq(aspace_write_fault(c, BLK(6), &flush), -ENOMEM);
+	ck_assert_int_eq(aspace_own(c, BLK(6), 2 * HUGE_SIZE, &flush), -ENOMEM);
+	ck_assert_ptr_null(gmem_user_ptr(aspace_view(c), BLK(7) + 8, 8));
+	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(6), &f), -1);
+	ck_assert_int_eq(aspace_own(c, BLK(4), 2 * HUGE_SIZE, &flush), 0); /* backed: free */
+	ck_assert_int_eq(aspace_fork(p, NULL, &d, &flush), -ENOMEM);
 	check_all();
 	aspace_destroy(c, &flush);
 	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
-	ck_assert_int_eq(aspace_write_fault(p, BLK(3), &flush), 0);
+	ck_assert_int_eq(aspace_fork(p, used3, &d, &flush), 0);
+	ck_assert_int_eq(aspace_write_fault(p, BLK(3), &flush), 0); /* d's copy, paid */
+	ck_assert_int_eq(d->src[3], ASPACE_OWN);
 	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
 	check_all();
 	ck_assert_int_eq(aspace_reset(d, &flush), 0);
@@ -588,19 +589,20 @@ START_TEST(test_budget)
 }
 END_TEST
 
-/* A fork whose copies would pass the budget fails before it takes a window; a
- * restore's blocks are charged as they are filled, and only a space's user blocks. */
+/* A fork whose shares and copies would pass the budget fails before it takes a window;
+ * a restore's blocks and reads are charged as they are filled, and only a space's user
+ * blocks. */
 START_TEST(test_budget_fork_restore)
 {
 	uint64_t flush = 0, used[1] = { (1ULL << 2) | (1ULL << 3) }, f;
-	uint64_t both[1] = { (1ULL << 2) | (1ULL << 3) }, one[1] = { 1ULL << 2 };
+	uint64_t copy[1] = { 1ULL << 3 }, one[1] = { 1ULL << 2 };
 	struct aspace *p, *c, *r;
 
 	aspace_set_budget(&set, USER_BLOCKS + 1);
 	ck_assert_int_eq(aspace_create(&set, &p), 0);
-	ck_assert_int_eq(aspace_fork_copy(p, used, both, &c, &flush), -ENOMEM);
+	ck_assert_int_eq(aspace_fork_copy(p, used, copy, &c, &flush), -ENOMEM);
 	ck_assert_ptr_null(set.as[1]);
-	ck_assert_int_eq(aspace_fork_copy(p, used, one, &c, &flush), 0);
+	ck_assert_int_eq(aspace_fork_copy(p, one, one, &c, &flush), 0);
 	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
 	ck_assert_int_eq(aspace_create_at(&set, 2, &r), 0);
 	ck_assert_int_eq(aspace_restore_fill(&set, 2, 3), -ENOMEM);
@@ -608,6 +610,7 @@ START_TEST(test_budget_fork_restore)
 	ck_assert_int_eq(aspace_restore_fill(&set, 2, 0), -EINVAL);
 	aspace_destroy(c, &flush);
 	ck_assert_int_eq(aspace_restore_fill(&set, 2, 3), 0);
+	ck_assert_int_eq(aspace_restore_read(r, 4, 0), -ENOMEM);
 	aspace_tables(r);
 	seen(r, BLK(3), &f);
 	ck_assert_msg(f & PTE_RW, "a restored block is the space's own, writable");
@@ -615,28 +618,26 @@ START_TEST(test_budget_fork_restore)
 }
 END_TEST
 
-/* A discard (munmap, exec) charges nothing it drops whole: a child's block read from
- * its parent stops being read, with no copy; a block never backed stays so; a block
- * dropped in part is copied first (its other bytes stay). */
+/* A discard (munmap, exec) charges nothing: a child's block read from its parent that
+ * it drops whole stops being read, with no copy; a block never backed stays so; a
+ * block dropped in part is copied first (its other bytes stay), paid at the fork. */
 START_TEST(test_drop)
 {
-	uint64_t flush = 0, f;
+	uint64_t flush = 0, used[1] = { (1ULL << 2) | (1ULL << 3) }, f;
 	struct aspace *p, *c;
 
-	aspace_set_budget(&set, USER_BLOCKS + 1);
+	aspace_set_budget(&set, USER_BLOCKS + 2);
 	ck_assert_int_eq(aspace_create(&set, &p), 0);
 	memset(mem.host + BLK(2), 'd', 2 * HUGE_SIZE);
-	ck_assert_int_eq(aspace_fork(p, NULL, &c, &flush), 0);
+	ck_assert_int_eq(aspace_fork(p, used, &c, &flush), 0);
 	ck_assert_int_eq(aspace_drop(c, BLK(2), HUGE_SIZE, &flush), 0);
 	ck_assert_int_eq(c->src[2], ASPACE_OWN);
-	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(2), &f), -1);
-	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
+	ck_assert_uint_eq(*seen(c, BLK(2), &f), 0); /* its own, not the parent's */
 	ck_assert_int_eq(aspace_drop(c, BLK(3) + 4096, 4096, &flush), 0);
-	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
 	ck_assert_uint_eq(*seen(c, BLK(3) + 5, &f), 'd');
-	ck_assert_int_eq(aspace_drop(c, BLK(4) + 4096, 4096, &flush), -ENOMEM);
-	ck_assert_int_eq(aspace_drop(c, BLK(4), 2 * HUGE_SIZE, &flush), 0);
-	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
+	ck_assert_int_eq(aspace_drop(c, BLK(4) + 4096, 2 * HUGE_SIZE, &flush), 0);
+	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(5), &f), -1);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 2);
 	check_all();
 	ck_assert_uint_eq(*seen(p, BLK(2), &f), 'd');
 	ck_assert_msg(f & PTE_RW, "nobody reads the parent's block after the drop");
