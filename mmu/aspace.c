@@ -502,6 +502,19 @@ int aspace_create(struct aspace_set *s, struct aspace **out)
 	return rc;
 }
 
+int aspace_create_lazy(struct aspace_set *s, struct aspace **out)
+{
+	uint64_t flush = 0;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = as_new_at(s, -1, false, out);
+	if (!rc)
+		as_commit_all(s, &flush); /* nothing runs it yet */
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 static bool as_used(const uint64_t *used, uint32_t b)
 {
 	return !used || (used[b / 64] >> (b % 64)) & 1;

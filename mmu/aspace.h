@@ -115,6 +115,9 @@ uint32_t aspace_set_charged(struct aspace_set *s);
  * with one process always did), every user block its own, zero, charged (eager).
  * 0, -EAGAIN, or -ENOMEM past the budget. */
 int aspace_create(struct aspace_set *s, struct aspace **out);
+/* The same, lazy (nothing charged until touched): a vfork child's memory of its own,
+ * as its exec starts it. */
+int aspace_create_lazy(struct aspace_set *s, struct aspace **out);
 
 /* A child of @parent, lazy: each block whose bit is set in @used (a bit per block;
  * NULL: all) and that holds bytes is shared with it read-only, in both, and charged

@@ -157,7 +157,8 @@ int vm_process_space(void *vcpu_arg, struct lx_proc *p)
 {
 	struct vcpu *vcpu = vcpu_arg;
 	struct aspace *as;
-	int rc = aspace_create(&vcpu->vm->spaces, &as);
+	/* Lazy, as a fork's: only the first process is charged its whole RAM. */
+	int rc = aspace_create_lazy(&vcpu->vm->spaces, &as);
 
 	return rc ? rc : vm_space_give(vcpu->vm, as, p);
 }

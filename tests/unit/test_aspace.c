@@ -585,6 +585,11 @@ START_TEST(test_budget)
 	ck_assert_int_eq(aspace_reset(d, &flush), 0);
 	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
 	ck_assert_int_eq(aspace_create(&set, &c), -ENOMEM); /* eager: a whole window */
+	ck_assert_int_eq(aspace_create_lazy(&set, &c), 0); /* a vfork child's exec */
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS);
+	ck_assert_int_eq(pt_walk(mem.host, c->cr3, BLK(2), &f), -1);
+	ck_assert_int_eq(aspace_write_fault(c, BLK(2), &flush), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 1);
 	check_all();
 }
 END_TEST
