@@ -31,10 +31,11 @@
  * a fork need not share it, a hold need not save it, and a lazy space maps it not
  * present: its first touch faults to the monitor, which charges it then. Every way
  * bytes reach a window passes here (a claim, a copy, a restore's fill), so the charge
- * bounds the host memory the windows take. A reader's own block under what it reads
- * is charged when it starts reading (a fork, as strict overcommit charges a fork):
- * the copy it may need later is paid for, so a write by the owner, which first gives
- * its readers their copies, never fails for their sake.
+ * bounds the host memory the windows take. A write by a block's owner never fails
+ * for its readers' sake: it first gives each reader its copy, charged, and a reader
+ * whose copy does not fit loses the block instead (s->lost: not present, and its next
+ * touch is the program's SIGBUS), as the kernel's OOM killer ends a child rather
+ * than its parent.
  */
 #include "aspace.h"
 #include "layout.h"
@@ -270,14 +271,31 @@ static void as_take(struct aspace *as, uint32_t b, uint64_t *flush)
 	*flush |= 1ULL << as->win;
 }
 
-/* Every reader of @as's block @b gets its own copy. */
+/* Reader @as loses block @b: past the budget there is no room for its copy. */
+static void as_lose(struct aspace *as, uint32_t b, uint64_t *flush)
+{
+	as_unread(as, b);
+	as->lost[b] = 1;
+	as_put(as, b); /* not present: its own block was never backed */
+	*flush |= 1ULL << as->win;
+}
+
+/* Every reader of @as's block @b gets its own copy, or loses the block if the copy
+ * does not fit in the budget. */
 static void as_evict(struct aspace *as, uint32_t b, uint64_t *flush)
 {
 	struct aspace_set *s = as->set;
 
-	for (int r = 0; r < s->n && *as_readers(s, as->win, b); r++)
-		if (s->as[r] && r != as->win && s->as[r]->src[b] == as->win)
-			as_take(s->as[r], b, flush);
+	for (int r = 0; r < s->n && *as_readers(s, as->win, b); r++) {
+		struct aspace *o = s->as[r];
+
+		if (!o || r == as->win || o->src[b] != as->win)
+			continue;
+		if (as_fits(s, !as_backed(s, r, b)))
+			as_take(o, b, flush);
+		else
+			as_lose(o, b, flush);
+	}
 }
 
 /* Block @b of @as leaves it with its data: the first reader takes a copy, the others
@@ -324,11 +342,11 @@ static bool as_user(const struct aspace *as, uint64_t gva, uint64_t len)
 	       len <= as->set->window - gva;
 }
 
-/* The blocks as_claim(@as, @b) would charge: its own (a reader's was charged when it
- * started reading; its readers' copies too). */
+/* The blocks as_claim(@as, @b) would charge (its readers' copies are theirs to fit,
+ * as_evict); a block the space lost costs more than any budget. */
 static uint32_t as_claim_cost(const struct aspace *as, uint32_t b)
 {
-	return !as_backed(as->set, as->win, b);
+	return as->lost[b] ? ASPACE_NO_BUDGET : !as_backed(as->set, as->win, b);
 }
 
 /* The block of @as at @b made its own, backed and writable (a snapshot's hold saved
@@ -390,6 +408,7 @@ static void as_free(struct aspace *as)
 	free(as->pde);
 	free(as->shared);
 	free(as->absent);
+	free(as->lost);
 	free(as->src);
 	free(as);
 }
@@ -446,10 +465,12 @@ static int as_new_at(struct aspace_set *s, int w, bool eager, struct aspace **ou
 	as->src = malloc(s->blocks);
 	as->shared = calloc(s->blocks, 1);
 	as->absent = calloc(s->blocks, 1);
+	as->lost = calloc(s->blocks, 1);
 	as->pde = calloc(s->blocks, sizeof(*as->pde));
 	as->pd = calloc(as->n_pd, sizeof(*as->pd));
 	as->dirty = calloc(as->n_pd, 1);
-	if (!as->src || !as->shared || !as->absent || !as->pde || !as->pd || !as->dirty) {
+	if (!as->src || !as->shared || !as->absent || !as->lost || !as->pde || !as->pd ||
+	    !as->dirty) {
 		as_free(as);
 		return -ENOMEM;
 	}
@@ -535,8 +556,9 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
-		need += as_used(used, b) && as_backed(s, as_home(parent, b), b);
+	for (uint32_t b = ASPACE_USER_BLOCK; copy && b < s->blocks; b++)
+		need += as_used(used, b) && as_backed(s, as_home(parent, b), b) &&
+			(copy[b / 64] >> (b % 64) & 1);
 	rc = as_fits(s, need) ? as_new_at(s, -1, false, &child) : -ENOMEM;
 	if (rc)
 		goto out;
@@ -551,7 +573,6 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 			continue;
 		}
 		child->src[b] = (int8_t)home;
-		as_back(s, child->win, b); /* the copy it may need (as_claim_cost) */
 		if (++*as_readers(s, home, b) == 1 && home == parent->win)
 			as_put(parent, b); /* read-only from now on */
 		as_put(child, b);
@@ -600,14 +621,12 @@ int aspace_restore_read(struct aspace *as, uint32_t b, int from)
 	pthread_mutex_lock(&s->lock);
 	if (b >= ASPACE_USER_BLOCK && b < s->blocks && from >= 0 && from < s->n &&
 	    from != as->win && s->as[from] && s->as[from]->src[b] == ASPACE_OWN &&
-	    as->src[b] == ASPACE_OWN && !*as_readers(s, as->win, b))
-		rc = as_backed(s, as->win, b) || as_fits(s, 1) ? 0 : -ENOMEM;
-	if (!rc) {
-		as_back(s, as->win, b); /* the copy it may need, as after a fork */
+	    as->src[b] == ASPACE_OWN && !*as_readers(s, as->win, b)) {
 		as->src[b] = (int8_t)from;
 		++*as_readers(s, from, b);
 		as_put(as, b);
 		as_put(s->as[from], b); /* read-only from now on */
+		rc = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -633,6 +652,8 @@ int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush)
 static uint32_t as_drop_block(struct aspace *as, uint32_t b, bool whole, bool cost,
 			      uint64_t *flush)
 {
+	if (whole && !cost)
+		as->lost[b] = 0; /* dropped whole: nothing left to lose */
 	if (as->src[b] == ASPACE_OWN && !as_backed(as->set, as->win, b))
 		return 0; /* zero, and nobody reads it */
 	if (!whole)
@@ -645,7 +666,7 @@ static uint32_t as_drop_block(struct aspace *as, uint32_t b, bool whole, bool co
 		return 0;
 	}
 	if (cost)
-		return 0; /* its own is backed, its readers' copies paid for */
+		return 0; /* its own is backed; its readers' copies are theirs (as_evict) */
 	as_unhold(as->set, as->win, b);
 	if (*as_readers(as->set, as->win, b))
 		as_evict(as, b, flush);
@@ -733,6 +754,7 @@ int aspace_reset(struct aspace *as, uint64_t *flush)
 	as_let_go(as, flush);
 	if (!as->eager)
 		as_unback(s, as->win); /* wiped below, before anything can write it */
+	memset(as->lost, 0, s->blocks);
 	for (uint32_t b = ASPACE_USER_BLOCK; b < s->blocks; b++)
 		as_put(as, b);
 	as_commit_all(s, flush); /* its readers left its window first */

@@ -74,6 +74,9 @@ struct aspace {
 	uint8_t *shared;        /* per block: it reads another's, or others read it */
 	uint32_t n_shared;      /* of them set (read without the lock: 0 is the fast path) */
 	uint8_t *absent;        /* per block: its own, never backed, so mapped not present */
+	uint8_t *lost;          /* per block: it read another's, and there was no room for
+				 * its copy when the owner wrote it (aspace.c): a touch
+				 * fails until the block is dropped or the space starts over */
 	uint32_t n_absent;      /* of them set (read without the lock, as n_shared) */
 	bool eager;             /* every own block backed from the start (aspace_create) */
 	struct gmem_cow cow;    /* the view's side of it (aspace_view) */
@@ -107,7 +110,9 @@ uint32_t aspace_set_charged(struct aspace_set *s);
  * memory. Every other space (a fork, a restored process) is lazy: a block of its own
  * is mapped not present until it is first touched. That fault, or the monitor's own
  * write there (aspace_own), charges the block and maps it; past the budget it fails
- * with -ENOMEM and nothing changes. A copy-on-write copy is charged as it is made.
+ * with -ENOMEM and nothing changes. A copy-on-write copy is charged as it is made, to
+ * the space it is made for; when the owner writes a block and a reader's copy does not
+ * fit, that reader loses the block (its next touch fails), never the writer.
  * Blocks are given back when their space resets or ends.
  */
 
@@ -120,10 +125,9 @@ int aspace_create(struct aspace_set *s, struct aspace **out);
 int aspace_create_lazy(struct aspace_set *s, struct aspace **out);
 
 /* A child of @parent, lazy: each block whose bit is set in @used (a bit per block;
- * NULL: all) and that holds bytes is shared with it read-only, in both, and charged
- * to the child (the copy it may need later); the others are the child's own, zero.
- * 0, -EAGAIN (no window) or -ENOMEM (no memory, or past the budget); @flush gets the
- * parent's bit. */
+ * NULL: all) and that holds bytes is shared with it read-only, in both; the others
+ * are the child's own, zero. 0, -EAGAIN (no window) or -ENOMEM (no memory, or its
+ * copies past the budget); @flush gets the parent's bit. */
 int aspace_fork(struct aspace *parent, const uint64_t *used, struct aspace **out,
 		uint64_t *flush);
 /* The same, but each used block whose bit is set in @copy is copied into the child's
@@ -134,8 +138,9 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 
 /* A write to @gva faulted, or a touch of a block not present: the block becomes
  * writable, the space's own (a copy of what it read) and read by nobody else (readers
- * get their own copy first, charged already). 0, -EFAULT when @gva is not user memory
- * of the space, or -ENOMEM when a block never backed would go past the budget. */
+ * get their own copy first, or lose the block past the budget). 0, -EFAULT when @gva
+ * is not user memory of the space, or -ENOMEM when its own block would go past the
+ * budget or was lost. */
 int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush);
 
 /* Every block of [@gva, @gva + @len) as aspace_write_fault leaves it: the monitor may
@@ -159,9 +164,8 @@ struct gmem *aspace_view(struct aspace *as);
 
 /* For a restore (before any vCPU ran): a space in window @win, every block its own,
  * zero (0, -EINVAL for window 0 or beyond the set, -EEXIST when taken); then block @b
- * of @as reading window @from's, as a fork left it, charged as a fork charges it (0,
- * -ENOMEM past the budget, or -EINVAL unless @b is a user block, @from another window
- * whose space owns its block @b); aspace_tables after. */
+ * of @as reading window @from's, as a fork left it (0, or -EINVAL unless @b is a user
+ * block, @from another window whose space owns its block @b); aspace_tables after. */
 int aspace_create_at(struct aspace_set *s, int win, struct aspace **out);
 int aspace_restore_read(struct aspace *as, uint32_t b, int from);
 /* Block @b of window @w was filled by a restore: charged, and mapped by its space.
