@@ -336,8 +336,9 @@ static int read_process(const struct restore_src *src, struct restore_saved *st,
 	return rc;
 }
 
-/* The windows section: left in place where the source can (an image, which may hold
- * (max_procs - 1) x RAM), else whole (a stream's, bounded by its receiver). */
+/* The windows section: left in place where the source can (an image's, up to 4x RAM
+ * and more than the monitor should hold), else whole (a stream's, bounded by its
+ * receiver). */
 static int read_windows(const struct restore_src *src, struct restore_saved *st)
 {
 	int rc;
