@@ -139,10 +139,9 @@ static void as_put(struct aspace *as, uint32_t b)
 		as->shared[b] = shared;
 		__atomic_store_n(&as->n_shared, as->n_shared + (shared ? 1 : -1), __ATOMIC_RELEASE);
 	}
-	if (absent != as->absent[b]) {
-		as->absent[b] = absent;
+	/* A user block's entry is 0 exactly while it is absent (a new space's are, all). */
+	if (b >= ASPACE_USER_BLOCK && absent != !as->pde[b])
 		__atomic_store_n(&as->n_absent, as->n_absent + (absent ? 1 : -1), __ATOMIC_RELEASE);
-	}
 	if (as->pde[b] != pde) { /* written out by as_commit, never in place */
 		as->pde[b] = pde;
 		as->dirty[b / ASPACE_PD_ENTRIES] = 1;
@@ -407,7 +406,6 @@ static void as_free(struct aspace *as)
 	free(as->pd);
 	free(as->pde);
 	free(as->shared);
-	free(as->absent);
 	free(as->lost);
 	free(as->src);
 	free(as);
@@ -464,13 +462,11 @@ static int as_new_at(struct aspace_set *s, int w, bool eager, struct aspace **ou
 	as->n_pd = (s->blocks + ASPACE_PD_ENTRIES - 1) / ASPACE_PD_ENTRIES;
 	as->src = malloc(s->blocks);
 	as->shared = calloc(s->blocks, 1);
-	as->absent = calloc(s->blocks, 1);
 	as->lost = calloc(s->blocks, 1);
 	as->pde = calloc(s->blocks, sizeof(*as->pde));
 	as->pd = calloc(as->n_pd, sizeof(*as->pd));
 	as->dirty = calloc(as->n_pd, 1);
-	if (!as->src || !as->shared || !as->absent || !as->lost || !as->pde || !as->pd ||
-	    !as->dirty) {
+	if (!as->src || !as->shared || !as->lost || !as->pde || !as->pd || !as->dirty) {
 		as_free(as);
 		return -ENOMEM;
 	}
@@ -478,6 +474,7 @@ static int as_new_at(struct aspace_set *s, int w, bool eager, struct aspace **ou
 	as->set = s;
 	as->win = w;
 	as->eager = eager;
+	as->n_absent = s->blocks - ASPACE_USER_BLOCK; /* every entry 0 until as_put */
 	for (uint32_t b = ASPACE_USER_BLOCK; eager && b < s->blocks; b++)
 		as_back(s, w, b);
 	for (uint32_t b = 0; b < s->blocks; b++)
@@ -510,30 +507,31 @@ static void as_canon(struct aspace *as, uint64_t *flush)
 	as_commit_all(s, flush);
 }
 
-int aspace_create(struct aspace_set *s, struct aspace **out)
+/* A space in the lowest free window: an eager one reuses its window's first tables
+ * (as_canon); a lazy one's differ, and are written afresh. Nothing runs it yet. */
+static int as_create(struct aspace_set *s, bool eager, struct aspace **out)
 {
 	uint64_t flush = 0;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = as_new_at(s, -1, true, out);
-	if (!rc)
+	rc = as_new_at(s, -1, eager, out);
+	if (!rc && eager)
 		as_canon(*out, &flush);
+	else if (!rc)
+		as_commit_all(s, &flush);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
+int aspace_create(struct aspace_set *s, struct aspace **out)
+{
+	return as_create(s, true, out);
+}
+
 int aspace_create_lazy(struct aspace_set *s, struct aspace **out)
 {
-	uint64_t flush = 0;
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	rc = as_new_at(s, -1, false, out);
-	if (!rc)
-		as_commit_all(s, &flush); /* nothing runs it yet */
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	return as_create(s, false, out);
 }
 
 static bool as_used(const uint64_t *used, uint32_t b)

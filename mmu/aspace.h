@@ -73,11 +73,11 @@ struct aspace {
 	uint32_t n_pd;
 	uint8_t *shared;        /* per block: it reads another's, or others read it */
 	uint32_t n_shared;      /* of them set (read without the lock: 0 is the fast path) */
-	uint8_t *absent;        /* per block: its own, never backed, so mapped not present */
 	uint8_t *lost;          /* per block: it read another's, and there was no room for
 				 * its copy when the owner wrote it (aspace.c): a touch
 				 * fails until the block is dropped or the space starts over */
-	uint32_t n_absent;      /* of them set (read without the lock, as n_shared) */
+	uint32_t n_absent;      /* user blocks of its own never backed, so mapped not present
+				 * (entry 0); read without the lock, as n_shared */
 	bool eager;             /* every own block backed from the start (aspace_create) */
 	struct gmem_cow cow;    /* the view's side of it (aspace_view) */
 	struct gmem view;       /* the process's view of guest memory */
