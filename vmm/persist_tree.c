@@ -379,12 +379,10 @@ static int tree_blocks(struct vm *vm, const struct tree_windows *tw)
 {
 	for (size_t off = 0; off < tw->len; off += TREE_REC_HEAD + HUGE_SIZE) {
 		uint32_t head[2];
-		int rc = tree_win_read(tw, off, head, sizeof(head));
+		int rc;
 
-		if (rc) {
-			log_err("cannot restore: the windows section is unreadable");
-			return -EIO;
-		}
+		if (tree_win_read(tw, off, head, sizeof(head)))
+			goto unreadable;
 		rc = aspace_restore_fill(&vm->spaces, (int)head[0], head[1]);
 		if (rc == -ENOMEM)
 			log_err("cannot restore: the processes' memory is more than --mem-total "
@@ -394,16 +392,16 @@ static int tree_blocks(struct vm *vm, const struct tree_windows *tw)
 			log_err("cannot restore: a saved block lies outside its process's window");
 		if (rc)
 			return rc == -ENOMEM ? rc : -EBADMSG;
-		rc = tree_win_read(tw, off + TREE_REC_HEAD,
-				   vm->mem.host + (uint64_t)head[0] * vm->spaces.window +
-					   (uint64_t)head[1] * HUGE_SIZE,
-				   HUGE_SIZE);
-		if (rc) {
-			log_err("cannot restore: the windows section is unreadable");
-			return -EIO;
-		}
+		if (tree_win_read(tw, off + TREE_REC_HEAD,
+				  vm->mem.host + (uint64_t)head[0] * vm->spaces.window +
+					  (uint64_t)head[1] * HUGE_SIZE,
+				  HUGE_SIZE))
+			goto unreadable;
 	}
 	return 0;
+unreadable:
+	log_err("cannot restore: the windows section is unreadable");
+	return -EIO;
 }
 
 static int tree_reads(struct aspace *as, json_t *reads)
@@ -529,10 +527,6 @@ int tree_restore(struct vm *vm, json_t *tree, const struct tree_windows *windows
 		rc = tree_reads(vm->as0, json_object_get(json_object_get(tree, "root"), "reads"));
 	if (rc == -EINVAL)
 		log_err("cannot restore: a process's shared blocks do not match the others'");
-	else if (rc == -ENOMEM)
-		log_err("cannot restore: the processes' memory is more than --mem-total "
-			"(%llu MiB; a shared block counts for each reader)",
-			(unsigned long long)(vm->mem_total >> 20));
 	if (!rc) {
 		aspace_tables(vm->as0);
 		json_array_foreach(procs, i, p)
