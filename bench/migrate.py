@@ -21,6 +21,7 @@ Systems:
   ccvm-postcopy-now   ctl migrate --postcopy now (post-copy at once)
   ccvm-tls            ccvm-coverage over TLS 1.3 (x509, credentials made by
                       tests/tls/make-creds.sh): the cost of TLS beside plain
+  ccvm-tls-psk        the same with a pre-shared key (keys.psk) instead of certificates
   qemu-precopy        QEMU pre-copy migration, downtime-limit 300 ms, unlimited bandwidth
   qemu-precopy-prealloc  the same, the destination started with -mem-prealloc: its RAM
                       faulted in before the migration, as ccvm's destination does on
@@ -77,7 +78,8 @@ SYSTEMS = {"ccvm-coverage": ("ccvm", []), "ccvm-address": ("ccvm", ["--order", "
            "ccvm-stopcopy": ("ccvm", ["--max-rounds", "0"]),
            "ccvm-postcopy-auto": ("ccvm", ["--postcopy", "auto"]),
            "ccvm-postcopy-now": ("ccvm", ["--postcopy", "now"]),
-           "ccvm-tls": ("ccvm", ["--tls-creds", "TLS"]), "qemu-precopy": ("qemu", []),
+           "ccvm-tls": ("ccvm", ["--tls-creds", "TLS"]),
+           "ccvm-tls-psk": ("ccvm", ["--tls-creds", "PSK"]), "qemu-precopy": ("qemu", []),
            "qemu-precopy-prealloc": ("qemu", ["-mem-prealloc"])}
 METRICS = ["downtime_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "after",
            "rounds"]
@@ -112,14 +114,14 @@ def wait_ready(prog, side, who):
 TLS_CREDS = {}
 
 
-def tls_creds():
-    """A credentials directory for ccvm-tls, made once a run as a user would."""
-    if "dir" not in TLS_CREDS:
+def tls_creds(kind):
+    """The credentials directory of KIND (x509 or psk) for ccvm-tls*, made once a run as
+    a user would."""
+    if "tmp" not in TLS_CREDS:
         TLS_CREDS["tmp"] = tempfile.TemporaryDirectory(prefix="ccvm-migrate-tls.")
         subprocess.run([os.path.join(TOP, "tests", "tls", "make-creds.sh"),
                         TLS_CREDS["tmp"].name], check=True, capture_output=True)
-        TLS_CREDS["dir"] = os.path.join(TLS_CREDS["tmp"].name, "x509")
-    return TLS_CREDS["dir"]
+    return os.path.join(TLS_CREDS["tmp"].name, kind)
 
 
 def run_ccvm(name, opts, cfg, work, port):
@@ -135,8 +137,9 @@ def run_ccvm(name, opts, cfg, work, port):
     try:
         wait_ready(src_prog, src, name)
         if "--tls-creds" in opts:
-            opts = [tls_creds() if o == "TLS" else o for o in opts]
-            channel = ["--tls-creds", tls_creds()]
+            kind = {"TLS": "x509", "PSK": "psk"}[opts[opts.index("--tls-creds") + 1]]
+            opts = [tls_creds(kind) if o in ("TLS", "PSK") else o for o in opts]
+            channel = ["--tls-creds", tls_creds(kind)]
         else:
             channel = ["--insecure"]
         dst = Side([CCVM, "restore", "--incoming", where] + channel + ["--mem", mem,
@@ -333,6 +336,7 @@ def write_outputs(out, header, rows, names, quick):
               ("during", "during", "%.2f", 1), ("after", "after", "%.2f", 1),
               ("rounds", "rounds", "%.1f", 1)])
     write_tls_cost(os.path.join(out, "migrate.md"), rows)
+    write_tls_cost(os.path.join(out, "migrate.md"), rows, tls="ccvm-tls-psk")
     plot(out, "migrate", summary, header, "zipfbench --scatter migrated on loopback",
          [("downtime_ms", "downtime (ms)"), ("bytes_over_ram", "bytes sent / RAM")])
 

@@ -6,8 +6,8 @@
  * The stream's code reads and writes its connection through snapshot/migstream.c, by
  * the socket's fd: a link attaches the session to that fd (mig_io_attach), and every
  * byte of the stream, the answers and post-copy's requests then goes through the
- * session, sealed in place, with no copy and no thread of its own. The socket stays
- * what is bounded (--peer-timeout: a session's read or write that waits it out says
+ * session, with no thread of its own; records are gathered and the socket read ahead a
+ * quarter MiB at a time (TLS_IO_BUF). The socket stays what is bounded (--peer-timeout: a session's read or write that waits it out says
  * EAGAIN, as the socket would), polled and shut down (a cancel). GnuTLS lets one
  * thread send while another receives; senders take turns, and so do readers.
  *
@@ -50,6 +50,10 @@
 #define TLS_MS_PER_S      1000
 #define TLS_WHY_MAX       256
 #define TLS_RECORD_MAX    (16 << 10) /* a TLS record's plaintext at most */
+/* Bytes of the socket read ahead, and of records gathered before a send: GnuTLS reads a
+ * record's header and body apart and sends each record alone, two calls per 16 KiB
+ * received and one sent, which cost a migration more than its cipher does. */
+#define TLS_IO_BUF        (256 << 10)
 
 struct tls_link {
 	gnutls_session_t s;
@@ -62,6 +66,13 @@ struct tls_link {
 	int fd;                          /* the connection */
 	pthread_mutex_t send_lock;       /* one sender at a time */
 	pthread_mutex_t recv_lock;       /* one reader at a time */
+	uint8_t *rbuf;                   /* read ahead, under recv_lock (or the handshake) */
+	size_t rlen, roff;               /* its bytes, and how many were pulled */
+	pthread_mutex_t wlock;           /* the gathered records, and their order */
+	uint8_t *wbuf;                   /* records gathered by @wowner's tls_write */
+	size_t wlen;
+	pthread_t wowner;
+	bool gathering;                  /* a tls_write gathers (its thread: @wowner) */
 	char peer[TLS_NAME_MAX + 32];    /* its name, or what a PSK client knows of it */
 	char why[TLS_WHY_MAX];           /* how the session failed, once @failed */
 	bool failed;                     /* (atomic) set by a read that met it */
@@ -423,22 +434,91 @@ static void tls_peer_name(struct tls_link *l)
 
 /* The session's own reads and writes of the socket, with the calls every thread of the
  * monitor may make (confine_seccomp.c): post-copy's threads read and write the stream
- * too, and GnuTLS's defaults (recv, sendmsg) are not theirs. */
+ * too, and GnuTLS's defaults (recv, sendmsg) are not theirs. Reads are served from a
+ * buffer filled a socket read at a time. */
 static ssize_t tls_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 {
-	return read((int)(intptr_t)p, buf, len);
+	struct tls_link *l = p;
+	size_t n;
+
+	if (l->roff == l->rlen) {
+		ssize_t r = read(l->fd, l->rbuf, TLS_IO_BUF);
+
+		if (r <= 0)
+			return r;
+		l->roff = 0;
+		__atomic_store_n(&l->rlen, (size_t)r, __ATOMIC_RELEASE);
+	}
+	n = l->rlen - l->roff < len ? l->rlen - l->roff : len;
+	memcpy(buf, l->rbuf + l->roff, n);
+	__atomic_store_n(&l->roff, l->roff + n, __ATOMIC_RELEASE);
+	return (ssize_t)n;
 }
 
+/* The bytes read ahead and not yet pulled (a racy look, for polling). */
+static size_t tls_ahead(const struct tls_link *l)
+{
+	size_t off = __atomic_load_n(&l->roff, __ATOMIC_ACQUIRE);
+	size_t len = __atomic_load_n(&l->rlen, __ATOMIC_ACQUIRE);
+
+	return len > off ? len - off : 0;
+}
+
+/* All of @len sent (a bounded wait that passes says EAGAIN, as send does). */
+static ssize_t tls_send_all(int fd, const uint8_t *buf, size_t len)
+{
+	for (size_t at = 0; at < len;) {
+		ssize_t r = send(fd, buf + at, len - at, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		at += (size_t)r;
+	}
+	return (ssize_t)len;
+}
+
+/* The gathered records sent; wlock held. */
+static int tls_flush_locked(struct tls_link *l)
+{
+	ssize_t r = l->wlen ? tls_send_all(l->fd, l->wbuf, l->wlen) : 0;
+
+	l->wlen = 0;
+	return r < 0 ? -1 : 0;
+}
+
+/* A record: gathered while its thread's tls_write runs, else sent at once after those
+ * gathered before it (an alert from a reader keeps its place in the sequence). */
 static ssize_t tls_push(gnutls_transport_ptr_t p, const void *buf, size_t len)
 {
-	return send((int)(intptr_t)p, buf, len, MSG_NOSIGNAL);
+	struct tls_link *l = p;
+	ssize_t r = (ssize_t)len;
+
+	pthread_mutex_lock(&l->wlock);
+	if (l->gathering && pthread_equal(l->wowner, pthread_self()) &&
+	    len <= TLS_IO_BUF) {
+		if (l->wlen + len > TLS_IO_BUF && tls_flush_locked(l))
+			r = -1;
+		if (r >= 0) {
+			memcpy(l->wbuf + l->wlen, buf, len);
+			l->wlen += len;
+		}
+	} else if (tls_flush_locked(l) || tls_send_all(l->fd, buf, len) < 0) {
+		r = -1;
+	}
+	pthread_mutex_unlock(&l->wlock);
+	return r;
 }
 
-/* The handshake's waits (its timeout); never called by a stream's read. */
+/* The handshake's waits (its timeout), and a linger's: bytes read ahead count. */
 static int tls_pull_timeout(gnutls_transport_ptr_t p, unsigned ms)
 {
-	struct pollfd pfd = { .fd = (int)(intptr_t)p, .events = POLLIN };
+	struct tls_link *l = p;
+	struct pollfd pfd = { .fd = l->fd, .events = POLLIN };
 
+	if (tls_ahead(l))
+		return 1;
 	return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
 }
 
@@ -481,7 +561,7 @@ static int tls_session(struct tls_link *l, const struct tls_creds *c, const char
 			gnutls_certificate_server_set_request(l->s, GNUTLS_CERT_REQUIRE);
 		gnutls_session_set_verify_cert(l->s, l->role == TLS_CLIENT ? host : NULL, 0);
 	}
-	gnutls_transport_set_ptr(l->s, (gnutls_transport_ptr_t)(intptr_t)l->fd);
+	gnutls_transport_set_ptr(l->s, l);
 	gnutls_transport_set_push_function(l->s, tls_push);
 	gnutls_transport_set_pull_function(l->s, tls_pull);
 	gnutls_transport_set_pull_timeout_function(l->s, tls_pull_timeout);
@@ -553,15 +633,20 @@ static ssize_t tls_write(void *ctx, const void *buf, size_t len)
 	ssize_t r = 0;
 
 	pthread_mutex_lock(&l->send_lock);
-	gnutls_record_cork(l->s);
+	pthread_mutex_lock(&l->wlock);
+	l->wowner = pthread_self();
+	l->gathering = true;
+	pthread_mutex_unlock(&l->wlock);
 	for (size_t at = 0; r >= 0 && at < len; at += r > 0 ? (size_t)r : 0) {
 		r = gnutls_record_send(l->s, (const uint8_t *)buf + at, len - at);
 		if (r == GNUTLS_E_INTERRUPTED)
 			r = 0;
 	}
-	do
-		r = r >= 0 ? gnutls_record_uncork(l->s, GNUTLS_RECORD_WAIT) : r;
-	while (r == GNUTLS_E_INTERRUPTED);
+	pthread_mutex_lock(&l->wlock);
+	l->gathering = false;
+	if (tls_flush_locked(l) && r >= 0)
+		r = errno == EAGAIN ? GNUTLS_E_AGAIN : GNUTLS_E_PUSH_ERROR;
+	pthread_mutex_unlock(&l->wlock);
 	pthread_mutex_unlock(&l->send_lock);
 	if (r >= 0)
 		return (ssize_t)len;
@@ -573,7 +658,7 @@ static size_t tls_pending(void *ctx)
 {
 	struct tls_link *l = ctx;
 
-	return gnutls_record_check_pending(l->s);
+	return gnutls_record_check_pending(l->s) + tls_ahead(l);
 }
 
 static const struct mig_io_ops tls_io = { .read = tls_read, .write = tls_write,
@@ -588,6 +673,9 @@ static void tls_link_free(struct tls_link *l)
 	tls_creds_drop(l);
 	pthread_mutex_destroy(&l->send_lock);
 	pthread_mutex_destroy(&l->recv_lock);
+	pthread_mutex_destroy(&l->wlock);
+	free(l->rbuf);
+	free(l->wbuf);
 	free(l);
 }
 
@@ -604,7 +692,11 @@ int tls_link_start(const struct tls_creds *c, enum tls_role role, int fd, const 
 	l->fd = fd;
 	pthread_mutex_init(&l->send_lock, NULL);
 	pthread_mutex_init(&l->recv_lock, NULL);
-	rc = tls_session(l, c, host, timeout_s, err, errlen);
+	pthread_mutex_init(&l->wlock, NULL);
+	l->rbuf = malloc(TLS_IO_BUF);
+	l->wbuf = malloc(TLS_IO_BUF);
+	rc = l->rbuf && l->wbuf ? tls_session(l, c, host, timeout_s, err, errlen) :
+				  log_set_err(-ENOMEM, err, errlen, "TLS: no memory");
 	if (!rc && mig_io_attach(fd, &tls_io, l))
 		rc = log_set_err(-EBUSY, err, errlen, "TLS: too many sessions at once");
 	if (rc) {
