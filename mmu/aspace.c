@@ -595,6 +595,23 @@ int aspace_create_at(struct aspace_set *s, int win, struct aspace **out)
 	return rc;
 }
 
+int aspace_restore_back(struct aspace_set *s, int w, uint32_t b)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (w <= 0 || w >= s->n || s->as[w] || b < ASPACE_USER_BLOCK || b >= s->blocks)
+		rc = -EINVAL;
+	else if (as_backed(s, w, b))
+		rc = -EEXIST;
+	else if (!as_fits(s, 1 + (s->as[0] ? 0 : s->blocks - ASPACE_USER_BLOCK)))
+		rc = -ENOMEM;
+	if (!rc)
+		as_back(s, w, b);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 int aspace_restore_fill(struct aspace_set *s, int w, uint32_t b)
 {
 	int rc = -EINVAL;

@@ -168,6 +168,11 @@ struct gmem *aspace_view(struct aspace *as);
  * block, @from another window whose space owns its block @b); aspace_tables after. */
 int aspace_create_at(struct aspace_set *s, int win, struct aspace **out);
 int aspace_restore_read(struct aspace *as, uint32_t b, int from);
+/* Block @b of window @w (not the first's, no space there yet) is about to be filled
+ * ahead of its space (a migration stream's records): charged now, keeping the first
+ * window's whole charge free while it has no space. 0, -EINVAL (not such a block),
+ * -EEXIST (charged already: sent twice) or -ENOMEM past the budget. */
+int aspace_restore_back(struct aspace_set *s, int w, uint32_t b);
 /* Block @b of window @w was filled by a restore: charged, and mapped by its space.
  * 0, -EINVAL (no space there, or not a user block) or -ENOMEM past the budget. */
 int aspace_restore_fill(struct aspace_set *s, int w, uint32_t b);

@@ -304,7 +304,7 @@ uint64_t img_section_max(uint32_t type, uint64_t ram_size)
 	case IMG_SEC_PAGEMASK: return ram_size / PAGE_SIZE / 8;
 	case IMG_SEC_TREE: return IMG_MAX_PROCESS_LEN;
 	case IMG_SEC_WINDOWS: return ram_size * IMG_WINDOWS_RAM_TIMES;
-	case IMG_SEC_SHM: return ram_size * IMG_WINDOWS_RAM_TIMES;
+	case IMG_SEC_SHM: return ram_size * IMG_SHM_RAM_TIMES;
 	default: return IMG_MAX_OTHER_LEN;
 	}
 }

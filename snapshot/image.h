@@ -26,9 +26,11 @@
 #define IMG_MAX_VCPUS_LEN   (1ULL << 20)
 #define IMG_MAX_PROCESS_LEN (64ULL << 20)
 #define IMG_MAX_OTHER_LEN   (1ULL << 20) /* info, and kinds this version does not know */
-/* The processes besides the first keep at most this many times the RAM of their own
- * in an image (docs/processes.md: saved while the VM is paused). */
-#define IMG_WINDOWS_RAM_TIMES 4
+/* The processes besides the first (63 at most, each in a window of the RAM's size) keep
+ * at most this many times the RAM of their own in an image, streamed a block at a time
+ * (docs/processes.md); their shared memory objects at most IMG_SHM_RAM_TIMES. */
+#define IMG_WINDOWS_RAM_TIMES 63
+#define IMG_SHM_RAM_TIMES     4
 
 /* Header flags. A reader refuses any it does not know: a child read as a full image
  * would restore silently wrong. */
@@ -209,6 +211,23 @@ int img_set_parent(struct img_writer *w, const char *recorded, uint64_t identity
 
 /* Add a section (copied). Returns 0, -E2BIG or -ENOMEM. */
 int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_t len);
+
+/*
+ * A section too large to hold in memory (a tree's windows), written a record at a time
+ * as it comes: into the file, behind the memory, its checksum kept as it goes; or, for
+ * a writer of sections only (img_sections_open) with a sink, each record handed to the
+ * sink (a migration stream sends it as it comes). One stream at a time; the section
+ * joins the table at img_stream_end. A record is @head then @data, either may be empty.
+ * 0, -E2BIG past the section's limit, -EBUSY (another stream open), -ENOTSUP (a writer
+ * of sections without a sink), -ENOMEM or -EIO.
+ */
+typedef int img_record_sink(void *ctx, uint32_t type, const void *head, size_t head_len,
+			    const void *data, size_t len);
+void img_sections_sink(struct img_writer *w, img_record_sink *fn, void *ctx);
+int img_stream_begin(struct img_writer *w, uint32_t type);
+int img_stream_record(struct img_writer *w, const void *head, size_t head_len,
+		      const void *data, size_t len);
+int img_stream_end(struct img_writer *w);
 
 /* Write the chunk checksums, sections and trailer, fsync, rename into place, fsync
  * the directory. Frees @w. On error the temporary file is removed. */

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#include <xxhash.h>
 
 #define IMG_MAGIC     "CCVMIMG"   /* 8 bytes with the NUL */
 #define IMG_END_MAGIC "CCVMEND"
@@ -56,7 +57,21 @@ struct img_writer {
 		uint32_t type;
 		void *data;
 		size_t len;
+		bool in_file;      /* streamed: already in the file at @off, with @hash */
+		uint64_t off, hash;
 	} sec[IMG_MAX_SECTIONS];
+	/* The section being streamed (img_stream_*): written as it comes, after the memory
+	 * and any streamed before it; a writer of sections only hands each record to
+	 * @sink instead. */
+	struct {
+		bool open;
+		uint32_t type;
+		uint64_t start, len;
+		XXH3_state_t *xxh;
+	} stream;
+	uint64_t streamed_end;     /* where the next streamed section starts (0: none yet) */
+	img_record_sink *sink;
+	void *sink_ctx;
 };
 
 static inline void img_put32(uint8_t *p, uint32_t v)

@@ -321,22 +321,106 @@ int img_add_section(struct img_writer *w, uint32_t type, const void *data, size_
 	return img_add(w, type, data, len, IMG_FINISH_SECTIONS);
 }
 
-/* Sections, then the table, then the trailer, all after the memory. */
+void img_sections_sink(struct img_writer *w, img_record_sink *fn, void *ctx)
+{
+	w->sink = fn;
+	w->sink_ctx = ctx;
+}
+
+/* Where sections go: after the memory, and after those streamed there. */
+static uint64_t img_sections_start(const struct img_writer *w)
+{
+	return w->streamed_end ? w->streamed_end : IMG_MEM_OFFSET + w->info.ram_size;
+}
+
+int img_stream_begin(struct img_writer *w, uint32_t type)
+{
+	if (w->stream.open)
+		return -EBUSY;
+	if (w->fd < 0 && !w->sink)
+		return -ENOTSUP;
+	if (w->n_sections >= IMG_MAX_SECTIONS - IMG_FINISH_SECTIONS)
+		return -E2BIG;
+	if (w->fd >= 0) {
+		w->stream.xxh = XXH3_createState();
+		if (!w->stream.xxh)
+			return -ENOMEM;
+		XXH3_64bits_reset(w->stream.xxh);
+	}
+	w->stream.open = true;
+	w->stream.type = type;
+	w->stream.start = img_sections_start(w);
+	w->stream.len = 0;
+	return 0;
+}
+
+int img_stream_record(struct img_writer *w, const void *head, size_t head_len,
+		      const void *data, size_t len)
+{
+	uint64_t at = w->stream.start + w->stream.len;
+	int rc;
+
+	if (!w->stream.open)
+		return -EINVAL;
+	if (head_len + len > img_section_max(w->stream.type, w->info.ram_size) - w->stream.len)
+		return -E2BIG;
+	if (w->fd < 0)
+		rc = w->sink(w->sink_ctx, w->stream.type, head, head_len, data, len);
+	else if (!(rc = img_pwrite_all(w->fd, head, head_len, at)))
+		rc = img_pwrite_all(w->fd, data, len, at + head_len);
+	if (!rc && w->stream.xxh && (XXH3_64bits_update(w->stream.xxh, head, head_len) ||
+				     XXH3_64bits_update(w->stream.xxh, data, len)))
+		rc = -EINVAL;
+	if (!rc)
+		w->stream.len += head_len + len;
+	return rc;
+}
+
+int img_stream_end(struct img_writer *w)
+{
+	int i = w->n_sections;
+
+	if (!w->stream.open)
+		return -EINVAL;
+	w->stream.open = false;
+	if (w->fd >= 0) { /* (img_stream_begin kept a place in the table for it) */
+		w->sec[i].type = w->stream.type;
+		w->sec[i].data = NULL;
+		w->sec[i].len = w->stream.len;
+		w->sec[i].in_file = true;
+		w->sec[i].off = w->stream.start;
+		w->sec[i].hash = XXH3_64bits_digest(w->stream.xxh);
+		w->n_sections++;
+		w->streamed_end = (w->stream.start + w->stream.len + 7) & ~7ULL;
+	}
+	XXH3_freeState(w->stream.xxh);
+	w->stream.xxh = NULL;
+	return 0;
+}
+
+/* Sections, then the table, then the trailer, all after the memory (the streamed ones
+ * are there already, first). */
 static int img_write_tail(struct img_writer *w)
 {
-	uint64_t off = IMG_MEM_OFFSET + w->info.ram_size;
+	uint64_t off = img_sections_start(w);
 	uint8_t table[IMG_MAX_SECTIONS * IMG_TABLE_ENT], trailer[IMG_TRAILER];
 	uint64_t h;
 	int rc;
 
+	if (w->stream.open)
+		return -EINVAL; /* a section half written */
 	memset(table, 0, sizeof(table));
 	for (int i = 0; i < w->n_sections; i++) {
 		uint8_t *e = table + i * IMG_TABLE_ENT;
+		bool in_file = w->sec[i].in_file;
 
 		img_put32(e, w->sec[i].type);
-		img_put64(e + 8, off);
+		img_put64(e + 8, in_file ? w->sec[i].off : off);
 		img_put64(e + 16, w->sec[i].len);
-		img_put64(e + 24, XXH3_64bits(w->sec[i].data, w->sec[i].len));
+		img_put64(e + 24, in_file ? w->sec[i].hash :
+					    XXH3_64bits(w->sec[i].data, w->sec[i].len));
+		if (in_file)
+			continue;
 		rc = img_pwrite_all(w->fd, w->sec[i].data, w->sec[i].len, off);
 		if (rc)
 			return rc;
@@ -520,6 +604,7 @@ void img_forget(struct img_writer *w)
 		close(w->dfd);
 	for (int i = 0; i < w->n_sections; i++)
 		free(w->sec[i].data);
+	XXH3_freeState(w->stream.xxh);
 	free(w->chunk_hash);
 	free(w->chunk_pages);
 	free(w->enc);

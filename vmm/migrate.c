@@ -48,6 +48,7 @@
 
 #define MIGRATE_NS_PER_MS 1000000ULL
 #define MIGRATE_LISTENERS 64 /* guest listening sockets a switch lets go of, at most */
+#define MIGRATE_RECORD_MAX (HUGE_SIZE + 64) /* a streamed record: a block and its place */
 
 int migrate_addr(const char *where, struct sockaddr_storage *ss, socklen_t *sl, char *err,
 		 size_t errlen)
@@ -175,17 +176,42 @@ struct migrate_run {
 	int n_listeners;
 };
 
+/* A streamed section's record (a block of a tree's windows) sent as it comes, as a
+ * section of its own that the destination puts in place at once: a tree's memory is
+ * never gathered on either side. */
+struct migrate_sink {
+	struct mig_out *o;
+	uint8_t *buf;
+};
+
+static int migrate_record(void *ctx, uint32_t type, const void *head, size_t head_len,
+			  const void *data, size_t len)
+{
+	struct migrate_sink *k = ctx;
+
+	if (head_len + len > MIGRATE_RECORD_MAX)
+		return -E2BIG;
+	if (!k->buf && !(k->buf = malloc(MIGRATE_RECORD_MAX)))
+		return -ENOMEM;
+	memcpy(k->buf, head, head_len);
+	memcpy(k->buf + head_len, data, len);
+	return mig_send_section(k->o, type, k->buf, head_len + len);
+}
+
 /* The state sections captured now; then the guest's listeners let go of their ports
  * (for a destination on this host to listen on them); the sections sent, then the
  * end (@end), or nothing (post-copy: its frame follows). */
 static int migrate_state(struct migrate_run *run, bool end, char *err, size_t errlen)
 {
+	struct migrate_sink sink = { .o = &run->o };
 	struct img_writer *w = NULL;
 	int rc = img_sections_open(run->vm->ram.size, &w);
 	const void *data;
 	uint32_t type;
 	size_t len;
 
+	if (!rc)
+		img_sections_sink(w, migrate_record, &sink);
 	if (!rc && (rc = capture_vm_sections(run->vm, w)))
 		log_set_err(rc, err, errlen, "capturing the VM's state: %s", strerror(-rc));
 	if (!rc && run->vm->proc)
@@ -196,6 +222,7 @@ static int migrate_state(struct migrate_run *run, bool end, char *err, size_t er
 	if (!rc && end)
 		rc = mig_send_end(&run->o);
 	img_forget(w);
+	free(sink.buf);
 	return rc;
 }
 

@@ -97,11 +97,11 @@ static int capture_shm(struct vm *vm, struct img_writer *img, const struct tree_
 {
 	uint8_t *data = NULL;
 	size_t len = 0;
-	int rc = lx_shm_save(tp->procs, tp->n, vm->ram.size * IMG_WINDOWS_RAM_TIMES, &data, &len);
+	int rc = lx_shm_save(tp->procs, tp->n, vm->ram.size * IMG_SHM_RAM_TIMES, &data, &len);
 
 	if (rc == -E2BIG)
 		log_warn("snapshot refused: the processes' shared memory is more than %d times "
-			 "--mem, which an image does not hold", IMG_WINDOWS_RAM_TIMES);
+			 "--mem, which an image does not hold", IMG_SHM_RAM_TIMES);
 	if (!rc && len)
 		rc = img_add_section(img, IMG_SEC_SHM, data, len);
 	free(data);

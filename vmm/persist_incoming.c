@@ -17,6 +17,7 @@
  */
 #include "persist_incoming.h"
 #include "persist_restore.h"
+#include "persist_tree.h"
 #include "control.h"
 #include "migrate.h"
 #include "tls.h"
@@ -56,6 +57,7 @@ struct incoming_section {
 struct incoming {
 	struct incoming_section sec[INCOMING_SECTIONS];
 	int n;
+	struct tree_placed placed; /* the windows section's records, in place as they came */
 };
 
 static int incoming_section(void *ctx, uint32_t type, void **data, size_t *len)
@@ -76,17 +78,44 @@ static int incoming_section(void *ctx, uint32_t type, void **data, size_t *len)
 	return -ENOENT;
 }
 
+/* The windows section's records, in guest memory already (tree_place_records): there
+ * is one once a tree came (none: a VM of one process). */
+static int incoming_windows_read(void *ctx, uint64_t off, void *buf, size_t n)
+{
+	return tree_placed_read(&((struct incoming *)ctx)->placed, off, buf, n);
+}
+
+static int incoming_in_place(void *ctx, uint32_t type, size_t *len,
+			     int (**read)(void *ctx, uint64_t off, void *buf, size_t n))
+{
+	struct incoming *in = ctx;
+	bool tree = in->placed.n > 0;
+
+	for (int i = 0; i < in->n; i++)
+		tree |= in->sec[i].type == IMG_SEC_TREE;
+	if (type != IMG_SEC_WINDOWS || !tree)
+		return -ENOENT;
+	*len = tree_placed_len(&in->placed);
+	*read = incoming_windows_read;
+	return 0;
+}
+
 static void incoming_free(struct incoming *in)
 {
 	for (int i = 0; i < in->n; i++)
 		free(in->sec[i].data);
 	in->n = 0;
+	tree_placed_free(&in->placed);
 }
 
-/* A section of the stream kept (its data taken over): -EPROTO for a second one of a
+/* A section of the stream kept (its data taken over), or, a windows section, its
+ * records put in place at once (the source sends them a block at a time, as many as
+ * --mem-total allows): -EPROTO for a second one of a
  * type, or more than a stream may carry. */
 static int incoming_keep(struct incoming *in, struct mig_event *ev, char *err, size_t errlen)
 {
+	if (ev->at == IMG_SEC_WINDOWS)
+		return tree_place_records(&in->placed, ev->data, ev->len, err, errlen);
 	for (int i = 0; i < in->n; i++)
 		if (in->sec[i].type == ev->at)
 			return log_set_err(-EPROTO, err, errlen, "section %llu sent twice",
@@ -392,6 +421,7 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 		snprintf(err, sizeof(err), "cannot make the VM: %s", strerror(-rc));
 	if (!rc && !(have = calloc((ram / PAGE_SIZE + 63) / 64, sizeof(uint64_t))))
 		rc = -ENOMEM;
+	in.placed.vm = vm;
 	if (!rc) {
 		mi->mem = vm->ram.host;
 		mi->have = have;
@@ -402,7 +432,8 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 		have = NULL; /* taken over, or freed */
 	}
 	if (!rc) {
-		const struct restore_src src = { .section = incoming_section, .ctx = &in,
+		const struct restore_src src = { .section = incoming_section,
+						 .in_place = incoming_in_place, .ctx = &in,
 						 .ram_size = ram };
 
 		rc = restore_read_sections(&src, &st, err, sizeof(err));

@@ -37,33 +37,15 @@
 
 /* ---- capture ---- */
 
-struct tree_buf {
-	uint8_t *data;
-	size_t len, cap, max;
-};
-
-/* Block @b of window @w appended to @wb: -E2BIG past what an image holds. */
-static int tree_put_block(struct vm *vm, struct tree_buf *wb, int w, uint32_t b)
+/* Block @b of window @w into the windows section as it is now: a record streamed to
+ * the image (or the migration stream), never gathered in memory. */
+static int tree_put_block(struct vm *vm, struct img_writer *img, int w, uint32_t b)
 {
-	size_t need = TREE_REC_HEAD + HUGE_SIZE;
 	uint32_t head[2] = { (uint32_t)w, b };
 
-	if (wb->len + need > wb->max)
-		return -E2BIG;
-	if (wb->len + need > wb->cap) {
-		size_t cap = wb->cap ? wb->cap * 2 : 8 * need;
-		uint8_t *d = realloc(wb->data, cap < wb->max ? cap : wb->max);
-
-		if (!d)
-			return -ENOMEM;
-		wb->data = d;
-		wb->cap = cap < wb->max ? cap : wb->max;
-	}
-	memcpy(wb->data + wb->len, head, sizeof(head));
-	memcpy(wb->data + wb->len + TREE_REC_HEAD,
-	       vm->mem.host + (uint64_t)w * vm->spaces.window + (uint64_t)b * HUGE_SIZE, HUGE_SIZE);
-	wb->len += need;
-	return 0;
+	return img_stream_record(img, head, sizeof(head),
+				 vm->mem.host + (uint64_t)w * vm->spaces.window +
+					 (uint64_t)b * HUGE_SIZE, HUGE_SIZE);
 }
 
 /* Block @b of window @w reads as zero (never written, or written with zeros): a
@@ -79,18 +61,18 @@ static bool tree_zero(struct vm *vm, int w, uint32_t b)
 	return true;
 }
 
-/* The children's memory saved after the pause: the windows section being filled. */
+/* The children's memory saved after the pause, into the windows section streamed. */
 struct tree_hold {
 	struct vm *vm;
-	struct tree_buf wb;
+	struct img_writer *img;
 	int rc;                  /* the first block that could not be saved */
 	uint64_t *bits[ASPACE_MAX]; /* per window: the blocks held */
 };
 
-/* Which blocks of @q's space read another window ([[block, window], ...]); with @wb,
- * the blocks it owns and maps go there, or, with @hold, those a call blocked in the
- * host might write go there and the others are marked to be held. */
-static int tree_space(struct vm *vm, struct lx_proc *q, struct tree_buf *wb,
+/* Which blocks of @q's space read another window ([[block, window], ...]); with @img,
+ * the blocks it owns and maps are streamed there, or, with @hold, those a call blocked
+ * in the host might write are and the others are marked to be held. */
+static int tree_space(struct vm *vm, struct lx_proc *q, struct img_writer *img,
 		      struct tree_hold *hold, json_t **reads)
 {
 	struct aspace *as = vm_space_of(vm, q);
@@ -115,8 +97,8 @@ static int tree_space(struct vm *vm, struct lx_proc *q, struct tree_buf *wb,
 			json_array_append_new(*reads, json_pack("[I, i]", (json_int_t)b, src));
 		else if (hold && in_use && !(blocked[b / 64] >> (b % 64) & 1))
 			hold->bits[as->win][b / 64] |= 1ULL << (b % 64);
-		else if (wb && in_use && !tree_zero(vm, as->win, b))
-			rc = tree_put_block(vm, wb, as->win, b);
+		else if (img && in_use && !tree_zero(vm, as->win, b))
+			rc = tree_put_block(vm, img, as->win, b);
 	}
 	free(used);
 	return rc;
@@ -127,11 +109,12 @@ static int tree_space(struct vm *vm, struct lx_proc *q, struct tree_buf *wb,
 static void tree_hold_copy(void *ctx, int w, uint32_t b)
 {
 	struct tree_hold *h = ctx;
+	struct img_writer *img = __atomic_load_n(&h->img, __ATOMIC_ACQUIRE);
 	int rc;
 
-	if (h->rc || tree_zero(h->vm, w, b))
+	if (h->rc || !img || tree_zero(h->vm, w, b))
 		return;
-	rc = tree_put_block(h->vm, &h->wb, w, b);
+	rc = tree_put_block(h->vm, img, w, b);
 	if (rc && !h->rc)
 		h->rc = rc;
 }
@@ -140,8 +123,14 @@ static void tree_hold_free(struct tree_hold *h)
 {
 	for (int w = 0; w < ASPACE_MAX; w++)
 		free(h->bits[w]);
-	free(h->wb.data);
 	free(h);
+}
+
+static void tree_too_big(int rc)
+{
+	if (rc == -E2BIG)
+		log_warn("snapshot failed: the processes besides the first own more than %d times "
+			 "--mem of memory, which an image does not hold", IMG_WINDOWS_RAM_TIMES);
 }
 
 int tree_finish(struct vm *vm, struct img_writer *img)
@@ -152,16 +141,14 @@ int tree_finish(struct vm *vm, struct img_writer *img)
 
 	if (!h)
 		return 0;
-	if (!img)
-		h->rc = -ECANCELED; /* given up: the blocks still held need no copy */
+	if (!img) /* given up: the blocks still held need no copy */
+		__atomic_store_n(&h->img, NULL, __ATOMIC_RELEASE);
 	aspace_hold_end(&vm->spaces, &flush);
 	vm->hold = NULL;
 	rc = img ? h->rc : 0;
-	if (rc == -E2BIG)
-		log_warn("snapshot failed: the processes besides the first own more than %d times "
-			 "--mem of memory, which an image does not hold", IMG_WINDOWS_RAM_TIMES);
+	tree_too_big(rc);
 	if (!rc && img)
-		rc = img_add_section(img, IMG_SEC_WINDOWS, h->wb.data, h->wb.len);
+		rc = img_stream_end(img);
 	tree_hold_free(h);
 	return rc;
 }
@@ -176,7 +163,6 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
 		 bool later)
 {
 	struct tree_hold *hold = later ? calloc(1, sizeof(*hold)) : NULL;
-	struct tree_buf wb = { .max = vm->ram.size * IMG_WINDOWS_RAM_TIMES };
 	json_t *tree = json_object(), *procs = json_array(), *zombies = json_array(), *reads;
 	struct lx_tree *t = &vm->tree;
 	char *text = NULL;
@@ -187,16 +173,19 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
 		rc = -ENOMEM;
 	if (hold) {
 		hold->vm = vm;
-		hold->wb.max = wb.max;
+		hold->img = img;
 	}
-
+	/* The windows section streams from here: blocks now, and held ones until
+	 * tree_finish. */
+	if (!rc)
+		rc = img_stream_begin(img, IMG_SEC_WINDOWS);
 	json_object_set_new(tree, "root", json_pack("{s:i, s:i, s:o}", "pgid", vm->proc->pgid,
 						    "sid", vm->proc->sid, "reads", reads));
 	for (int k = 1; k < tp->n && !rc; k++) {
 		struct lx_proc *q = tp->procs[k];
 		json_t *e = tree_place(q);
 
-		rc = tree_space(vm, q, hold ? &hold->wb : &wb, hold, &reads);
+		rc = tree_space(vm, q, img, hold, &reads);
 		json_object_set_new(e, "win", json_integer(vm_space_of(vm, q)->win));
 		json_object_set_new(e, "reads", reads);
 		json_object_set_new(e, "state", lx_state_save(q, tp->lx + at, tp->threads[k]));
@@ -215,15 +204,13 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
 	pthread_mutex_unlock(&t->lock);
 	json_object_set_new(tree, "procs", procs);
 	json_object_set_new(tree, "zombies", zombies);
-	if (rc == -E2BIG)
-		log_warn("snapshot refused: the processes besides the first own more than %d times "
-			 "--mem of memory, which an image does not hold", IMG_WINDOWS_RAM_TIMES);
+	tree_too_big(rc);
 	if (!rc && !(text = json_dumps(tree, JSON_COMPACT)))
 		rc = -ENOMEM;
 	if (!rc)
 		rc = img_add_section(img, IMG_SEC_TREE, text, strlen(text));
 	if (!rc && !hold)
-		rc = img_add_section(img, IMG_SEC_WINDOWS, wb.data, wb.len);
+		rc = img_stream_end(img);
 	if (!rc && hold)
 		rc = aspace_hold(&vm->spaces, hold->bits, tree_hold_copy, hold, &flush);
 	if (!rc && hold) {
@@ -233,9 +220,84 @@ int tree_capture(struct vm *vm, struct img_writer *img, const struct tree_procs 
 	if (hold)
 		tree_hold_free(hold);
 	free(text);
-	free(wb.data);
 	json_decref(tree);
 	return rc;
+}
+
+/* ---- records that came ahead ---- */
+
+int tree_place_records(struct tree_placed *tp, const uint8_t *data, size_t len, char *err,
+		       size_t errlen)
+{
+	struct vm *vm = tp->vm;
+
+	if (len % (TREE_REC_HEAD + HUGE_SIZE))
+		return log_set_err(-EPROTO, err, errlen, "windows section: %zu bytes, not whole "
+				   "2 MiB blocks with their place", len);
+	for (size_t off = 0; off < len; off += TREE_REC_HEAD + HUGE_SIZE) {
+		uint32_t head[2];
+		int rc;
+
+		memcpy(head, data + off, sizeof(head));
+		if (tp->n == tp->cap) {
+			size_t cap = tp->cap ? 2 * tp->cap : 64;
+			void *h = realloc(tp->heads, cap * sizeof(*tp->heads));
+
+			if (!h)
+				return log_set_err(-ENOMEM, err, errlen, "no memory");
+			tp->heads = h;
+			tp->cap = cap;
+		}
+		rc = aspace_restore_back(&vm->spaces, (int)head[0], head[1]);
+		if (rc == -ENOMEM)
+			return log_set_err(-EPROTO, err, errlen, "the processes' memory is more "
+					   "than --mem-total (%llu MiB; the RAM's own counts too): "
+					   "give the destination a larger --mem-total",
+					   (unsigned long long)(vm->mem_total >> 20));
+		if (rc)
+			return log_set_err(-EPROTO, err, errlen, "windows section: block %u of "
+					   "window %u %s", head[1], head[0], rc == -EEXIST ?
+					   "sent twice" : "is no process's memory");
+		memcpy(vm->mem.host + (uint64_t)head[0] * vm->spaces.window +
+			       (uint64_t)head[1] * HUGE_SIZE,
+		       data + off + TREE_REC_HEAD, HUGE_SIZE);
+		memcpy(tp->heads[tp->n++], head, sizeof(head));
+	}
+	return 0;
+}
+
+size_t tree_placed_len(const struct tree_placed *tp)
+{
+	return tp->n * (TREE_REC_HEAD + HUGE_SIZE);
+}
+
+/* A record's place, or its block: the block is in place already (tree_blocks reads it
+ * to where it is). */
+int tree_placed_read(const struct tree_placed *tp, uint64_t off, void *buf, size_t n)
+{
+	uint64_t i = off / (TREE_REC_HEAD + HUGE_SIZE), part = off % (TREE_REC_HEAD + HUGE_SIZE);
+	const uint8_t *block;
+
+	if (i >= tp->n)
+		return -EINVAL;
+	if (part == 0 && n == TREE_REC_HEAD) {
+		memcpy(buf, tp->heads[i], n);
+		return 0;
+	}
+	if (part != TREE_REC_HEAD || n != HUGE_SIZE)
+		return -EINVAL;
+	block = tp->vm->mem.host + (uint64_t)tp->heads[i][0] * tp->vm->spaces.window +
+		(uint64_t)tp->heads[i][1] * HUGE_SIZE;
+	if (buf != block)
+		memcpy(buf, block, n);
+	return 0;
+}
+
+void tree_placed_free(struct tree_placed *tp)
+{
+	free(tp->heads);
+	tp->heads = NULL;
+	tp->n = tp->cap = 0;
 }
 
 /* ---- check (no VM: inspect uses it too) ---- */
@@ -386,7 +448,7 @@ static int tree_blocks(struct vm *vm, const struct tree_windows *tw)
 		rc = aspace_restore_fill(&vm->spaces, (int)head[0], head[1]);
 		if (rc == -ENOMEM)
 			log_err("cannot restore: the processes' memory is more than --mem-total "
-				"(%llu MiB; the RAM's own counts too)",
+				"(%llu MiB; the RAM's own counts too): give a larger --mem-total",
 				(unsigned long long)(vm->mem_total >> 20));
 		else if (rc)
 			log_err("cannot restore: a saved block lies outside its process's window");

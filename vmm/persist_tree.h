@@ -46,6 +46,22 @@ struct tree_windows {
 	void *ctx;
 };
 
+/* Window records that came ahead of their tree (a migration stream's): each checked,
+ * charged to --mem-total and copied into its place in guest memory as it comes, only
+ * its place kept; tree_placed_read then serves them as a windows section does, the
+ * blocks already where tree_restore would put them. */
+struct tree_placed {
+	struct vm *vm;
+	uint32_t (*heads)[2];
+	size_t n, cap;
+};
+/* @len bytes of whole records: 0, or -EPROTO/-ENOMEM with why in @err. */
+int tree_place_records(struct tree_placed *tp, const uint8_t *data, size_t len, char *err,
+		       size_t errlen);
+size_t tree_placed_len(const struct tree_placed *tp);
+int tree_placed_read(const struct tree_placed *tp, uint64_t off, void *buf, size_t n);
+void tree_placed_free(struct tree_placed *tp);
+
 /* A tree section as ccvm writes it, for RAM of @ram_size, @n_vcpus saved vCPUs of
  * which the first process has @first_threads, with its windows section (each record's
  * place read and checked, its block left where it is): 0, or -EINVAL with why in

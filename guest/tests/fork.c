@@ -22,6 +22,11 @@
  *                       its handler. Prints how many wrote it all, got SIGBUS, or could
  *                       not be forked (and why), then "holding", reads a line from
  *                       stdin, and ends them all
+ *   fork hold N MiB     fork N children that each fill MiB of their own with a pattern
+ *                       of their own, print "holding", read stdin until a line or its
+ *                       end (a snapshot or a migration happens meanwhile), then have
+ *                       each child check every byte and print how many kept all of
+ *                       it: a tree's memory as a snapshot or migration moves it
  */
 #include <errno.h>
 #include <poll.h>
@@ -428,6 +433,82 @@ static int budget(int n, size_t mib)
 	return 0;
 }
 
+/* Child @i's byte at @off of its mapping. */
+static unsigned char hold_byte(int i, size_t off)
+{
+	return (unsigned char)(i * 37 + off / 4096 * 11 + off % 251 + 1);
+}
+
+static void hold_child(int i, size_t len, int report, int hold)
+{
+	unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+	char c = 'F';
+
+	if (m == MAP_FAILED)
+		c = 'M';
+	for (size_t off = 0; c == 'F' && off < len; off++)
+		m[off] = hold_byte(i, off);
+	if (write(report, &c, 1) != 1)
+		_exit(3);
+	while (read(hold, &c, 1) > 0)
+		;
+	c = 'V';
+	for (size_t off = 0; m != MAP_FAILED && off < len; off++)
+		if (m[off] != hold_byte(i, off)) {
+			c = 'X';
+			break;
+		}
+	_exit(write(report, &c, 1) == 1 ? 0 : 3);
+}
+
+/* @n reports from the children: how many were @want. */
+static int hold_count(int report, int n, char want)
+{
+	int got = 0;
+	char c;
+
+	for (int i = 0; i < n && read(report, &c, 1) == 1; i++)
+		got += c == want;
+	return got;
+}
+
+static int hold_tree(int n, size_t mib)
+{
+	int report[2], hold[2], filled, kept;
+	char line[16];
+
+	if (pipe(report) || pipe(hold)) {
+		perror("pipe");
+		return 1;
+	}
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid == 0) {
+			close(hold[1]);
+			close(report[0]);
+			hold_child(i, mib * MIB, report[1], hold[0]);
+		}
+	}
+	close(hold[0]);
+	close(report[1]);
+	filled = hold_count(report[0], n, 'F');
+	printf("holding: %d of %d children filled %zu MiB\n", filled, n, mib);
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = '\0';
+	close(hold[1]);
+	kept = hold_count(report[0], n, 'V');
+	for (int i = 0; i < n; i++)
+		wait(NULL);
+	printf("kept: %d of %d children kept all %zu MiB\n", kept, n, mib);
+	return kept == n && filled == n ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -435,6 +516,8 @@ int main(int argc, char **argv)
 		return timed(strtoul(argv[2], NULL, 10), argc > 3 && !strcmp(argv[3], "wait"));
 	if (argc > 3 && !strcmp(argv[1], "budget"))
 		return budget(atoi(argv[2]), strtoul(argv[3], NULL, 10));
+	if (argc > 3 && !strcmp(argv[1], "hold"))
+		return hold_tree(atoi(argv[2]), strtoul(argv[3], NULL, 10));
 	if (argc > 1 && !strcmp(argv[1], "bomb"))
 		return bomb(argc > 2 ? atoi(argv[2]) : 0);
 	return basic(argc > 1 ? strtoul(argv[1], NULL, 10) : 64);

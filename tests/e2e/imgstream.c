@@ -22,6 +22,25 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#define WINDOW_REC (8 + (2u << 20)) /* a window record: its place, then a 2 MiB block */
+
+/* The windows section a record (a block and its place) at a time, as ccvm sends it: a
+ * tree's memory is larger than a section may be. */
+static int send_windows(struct mig_out *o, const struct img_reader *r, const struct img_section *s)
+{
+	const size_t rec = WINDOW_REC;
+	uint8_t *buf = malloc(rec);
+	int rc = buf ? 0 : -ENOMEM;
+
+	for (uint64_t off = 0; !rc && off + rec <= s->length; off += rec) {
+		rc = img_read_at(r, s, off, buf, rec) ? -EIO : 0;
+		if (!rc)
+			rc = mig_send_section(o, IMG_SEC_WINDOWS, buf, rec);
+	}
+	free(buf);
+	return rc;
+}
+
 /* The sections an image keeps for itself: its chunks' checksums and encodings, and an
  * incremental image's lineage. */
 static bool own_section(uint32_t type)
@@ -92,6 +111,10 @@ static int send_image(struct mig_out *o, const struct img_reader *r, uint8_t *bu
 
 		if (own_section(r->sec[i].type))
 			continue;
+		if (r->sec[i].type == IMG_SEC_WINDOWS) {
+			rc = send_windows(o, r, &r->sec[i]);
+			continue;
+		}
 		if (r->sec[i].length && img_read_section(r, &r->sec[i], &data))
 			return -EIO;
 		rc = mig_send_section(o, r->sec[i].type, data, r->sec[i].length);

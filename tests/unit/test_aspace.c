@@ -626,6 +626,37 @@ START_TEST(test_budget_fork_restore)
 }
 END_TEST
 
+/* A migration's records are charged as they come, before their spaces exist: the
+ * first window's whole charge stays free for it, a block sent twice, one of the first
+ * window and one outside a window are refused; the space made later maps them. */
+START_TEST(test_restore_back)
+{
+	struct aspace *p, *r;
+	uint64_t f;
+
+	aspace_set_budget(&set, USER_BLOCKS + 2);
+	ck_assert_int_eq(aspace_restore_back(&set, 2, 3), 0);
+	ck_assert_int_eq(aspace_restore_back(&set, 2, 3), -EEXIST);
+	ck_assert_int_eq(aspace_restore_back(&set, 0, 3), -EINVAL);
+	ck_assert_int_eq(aspace_restore_back(&set, NWIN, 3), -EINVAL);
+	ck_assert_int_eq(aspace_restore_back(&set, 2, 1), -EINVAL);
+	ck_assert_int_eq(aspace_restore_back(&set, 3, 4), 0);
+	ck_assert_int_eq(aspace_restore_back(&set, 3, 5), -ENOMEM); /* the RAM's share */
+	ck_assert_uint_eq(aspace_set_charged(&set), 2);
+	ck_assert_int_eq(aspace_create(&set, &p), 0);
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 2);
+	ck_assert_int_eq(aspace_create_at(&set, 2, &r), 0);
+	ck_assert_int_eq(aspace_restore_back(&set, 2, 4), -EINVAL); /* its space exists */
+	ck_assert_int_eq(aspace_restore_fill(&set, 2, 3), 0);  /* charged already */
+	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 2);
+	aspace_tables(p);
+	aspace_tables(r);
+	seen(r, BLK(3), &f);
+	ck_assert_msg(f & PTE_RW, "a block that came ahead is the space's own, writable");
+	check_all();
+}
+END_TEST
+
 /* A discard (munmap, exec) charges nothing: a child's block read from its parent that
  * it drops whole stops being read, with no copy; a block never backed stays so; a
  * block dropped in part is copied first (its other bytes stay). */
@@ -675,6 +706,7 @@ Suite *aspace_suite(void)
 	tcase_add_test(tc, test_tables_written_once);
 	tcase_add_test(tc, test_budget);
 	tcase_add_test(tc, test_budget_fork_restore);
+	tcase_add_test(tc, test_restore_back);
 	tcase_add_test(tc, test_drop);
 	suite_add_tcase(s, tc);
 	return s;

@@ -188,6 +188,115 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+/* A section streamed a record at a time lands in the file behind the memory, before
+ * the sections held in memory: each reads back whole, its checksum right; one flipped
+ * byte in it is caught; a second stream waits for the first, and an image with a
+ * stream left open is never finished. */
+#define STREAM_REC 4096
+START_TEST(test_streamed_section)
+{
+	struct img_header_info info = { .ram_size = RAM, .policy = 1 };
+	struct img_reader r;
+	struct img_writer *w;
+	char err[IMG_ERR_LEN];
+	uint8_t rec[STREAM_REC], *data;
+	uint32_t head[2];
+	void *v;
+
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_VCPUS, "vcpu-state", 10), 0);
+	ck_assert_int_eq(img_stream_record(w, "x", 1, NULL, 0), -EINVAL); /* none open */
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_WINDOWS), 0);
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_SHM), -EBUSY);
+	for (uint32_t i = 0; i < 5; i++) {
+		head[0] = i;
+		head[1] = 7 * i;
+		memset(rec, (int)i + 1, sizeof(rec));
+		ck_assert_int_eq(img_stream_record(w, head, sizeof(head), rec, sizeof(rec)), 0);
+	}
+	ck_assert_int_eq(img_stream_end(w), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_PROCESS, "{\"a\":1}", 7), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_ptr_nonnull(img_find(&r, IMG_SEC_WINDOWS));
+	ck_assert_uint_eq(img_find(&r, IMG_SEC_WINDOWS)->length, 5 * (8 + STREAM_REC));
+	ck_assert_int_eq(img_read_section(&r, img_find(&r, IMG_SEC_WINDOWS), &v), 0);
+	data = v;
+	for (uint32_t i = 0; i < 5; i++) {
+		memcpy(head, data + i * (8 + STREAM_REC), 8);
+		ck_assert_uint_eq(head[0], i);
+		ck_assert_uint_eq(head[1], 7 * i);
+		ck_assert_uint_eq(data[i * (8 + STREAM_REC) + 8 + STREAM_REC - 1], i + 1);
+	}
+	free(v);
+	ck_assert_int_eq(img_read_section(&r, img_find(&r, IMG_SEC_PROCESS), &v), 0);
+	ck_assert_int_eq(memcmp(v, "{\"a\":1}", 7), 0);
+	free(v);
+	/* The streamed bytes sit right behind the memory. */
+	ck_assert_uint_eq(img_find(&r, IMG_SEC_WINDOWS)->offset, IMG_MEM_OFFSET + RAM);
+	img_close(&r);
+	flip_byte(IMG_MEM_OFFSET + RAM + 2 * (8 + STREAM_REC) + 100);
+	expect_open_fails("fails its checksum");
+
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_WINDOWS), 0);
+	ck_assert_int_ne(img_finish(w), 0); /* a section half written */
+}
+END_TEST
+
+/* A writer of sections only hands each streamed record to its sink, as it comes, and
+ * refuses a stream without one; a record past the section's limit is refused. */
+struct sink_seen {
+	int records;
+	size_t bytes;
+	uint32_t type;
+};
+
+static int sink_count(void *ctx, uint32_t type, const void *head, size_t head_len,
+		      const void *data, size_t len)
+{
+	struct sink_seen *k = ctx;
+
+	(void)head;
+	(void)data;
+	k->records++;
+	k->bytes += head_len + len;
+	k->type = type;
+	return 0;
+}
+
+START_TEST(test_streamed_sink)
+{
+	struct sink_seen seen = { 0 };
+	struct img_writer *w;
+	uint8_t rec[STREAM_REC] = { 1 };
+	const void *d;
+	uint32_t type;
+	size_t len;
+
+	ck_assert_int_eq(img_sections_open(RAM, &w), 0);
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_WINDOWS), -ENOTSUP);
+	img_sections_sink(w, sink_count, &seen);
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_WINDOWS), 0);
+	ck_assert_int_eq(img_stream_record(w, "12345678", 8, rec, sizeof(rec)), 0);
+	ck_assert_int_eq(img_stream_record(w, "12345678", 8, rec, sizeof(rec)), 0);
+	ck_assert_int_eq(img_stream_end(w), 0);
+	ck_assert_int_eq(seen.records, 2);
+	ck_assert_uint_eq(seen.bytes, 2 * (8 + STREAM_REC));
+	ck_assert_uint_eq(seen.type, IMG_SEC_WINDOWS);
+	ck_assert_int_eq(img_section_get(w, 0, &type, &d, &len), -ENOENT); /* none kept */
+	/* The shared memory section is bounded at 4x the RAM. */
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_SHM), 0);
+	ck_assert_int_eq(img_stream_record(w, NULL, 0, mem, RAM), 0);
+	ck_assert_int_eq(img_stream_record(w, NULL, 0, mem, RAM), 0);
+	ck_assert_int_eq(img_stream_record(w, NULL, 0, mem, RAM), 0);
+	ck_assert_int_eq(img_stream_record(w, NULL, 0, mem, RAM), 0);
+	ck_assert_int_eq(img_stream_record(w, "x", 1, NULL, 0), -E2BIG);
+	img_forget(w);
+}
+END_TEST
+
 /* One flipped bit in memory is caught by that chunk's checksum, and only that chunk. */
 START_TEST(test_memory_damage)
 {
@@ -1095,6 +1204,8 @@ Suite *image_suite(void)
 	 * busy machine, far past Check's default 4 s; a unit test must not fail on time. */
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_streamed_section);
+	tcase_add_test(tc, test_streamed_sink);
 	tcase_add_test(tc, test_memory_damage);
 	tcase_add_test(tc, test_metadata_damage);
 	tcase_add_test(tc, test_truncated_and_foreign);
