@@ -92,19 +92,35 @@ static int capture_vcpus(struct vm *vm, struct tree_procs *tp, void *saved, int 
 	return rc;
 }
 
+/* The shared memory section streamed as lx_shm_save reads it: begun at its first
+ * record, so that a VM without shared memory has none. */
+struct capture_shm_out {
+	struct img_writer *img;
+	bool begun;
+};
+
+static int capture_shm_put(void *ctx, const void *head, size_t head_len, const void *data,
+			   size_t len)
+{
+	struct capture_shm_out *c = ctx;
+	int rc = c->begun ? 0 : img_stream_begin(c->img, IMG_SEC_SHM);
+
+	c->begun = true;
+	return rc ? rc : img_stream_record(c->img, head, head_len, data, len);
+}
+
 /* Every memfd and shared anonymous mapping of the processes, once each (shm.c). */
 static int capture_shm(struct vm *vm, struct img_writer *img, const struct tree_procs *tp)
 {
-	uint8_t *data = NULL;
-	size_t len = 0;
-	int rc = lx_shm_save(tp->procs, tp->n, vm->ram.size * IMG_SHM_RAM_TIMES, &data, &len);
+	struct capture_shm_out c = { .img = img };
+	int rc = lx_shm_save(tp->procs, tp->n, vm->ram.size * IMG_SHM_RAM_TIMES,
+			     capture_shm_put, &c);
 
 	if (rc == -E2BIG)
 		log_warn("snapshot refused: the processes' shared memory is more than %d times "
 			 "--mem, which an image does not hold", IMG_SHM_RAM_TIMES);
-	if (!rc && len)
-		rc = img_add_section(img, IMG_SEC_SHM, data, len);
-	free(data);
+	if (!rc && c.begun)
+		rc = img_stream_end(img);
 	return rc;
 }
 
@@ -132,10 +148,12 @@ static int capture_common(struct vm *vm, struct img_writer *img, bool later)
 		rc = -ENOMEM;
 	if (!rc)
 		rc = img_add_section(img, IMG_SEC_PROCESS, text, strlen(text));
-	if (!rc && tree)
-		rc = tree_capture(vm, img, &tp, later);
+	/* Shared memory first: its section streams now, in the pause, and the windows'
+	 * stays open after it (tree_finish) while held blocks are saved. */
 	if (!rc)
 		rc = capture_shm(vm, img, &tp);
+	if (!rc && tree)
+		rc = tree_capture(vm, img, &tp, later);
 	if (rc && later)
 		tree_finish(vm, NULL); /* no finish follows a failed capture */
 	free(text);

@@ -108,6 +108,27 @@ static void incoming_free(struct incoming *in)
 	tree_placed_free(&in->placed);
 }
 
+/* The shared memory section comes a piece at a time (lx_shm_save streams it): each
+ * joins the ones before, within the section's limit. */
+static int incoming_append(struct incoming_section *sec, const struct mig_event *ev,
+			   uint64_t ram_size, char *err, size_t errlen)
+{
+	uint8_t *d;
+
+	if (!ev->len)
+		return 0;
+	if (ev->len > img_section_max(IMG_SEC_SHM, ram_size) - sec->len)
+		return log_set_err(-EPROTO, err, errlen, "shared memory: more than %llu bytes",
+				   (unsigned long long)img_section_max(IMG_SEC_SHM, ram_size));
+	d = realloc(sec->data, sec->len + ev->len);
+	if (!d)
+		return log_set_err(-ENOMEM, err, errlen, "no memory");
+	memcpy(d + sec->len, ev->data, ev->len);
+	sec->data = d;
+	sec->len += ev->len;
+	return 0;
+}
+
 /* A section of the stream kept (its data taken over), or, a windows section, its
  * records put in place at once (the source sends them a block at a time, as many as
  * --mem-total allows): -EPROTO for a second one of a
@@ -117,7 +138,10 @@ static int incoming_keep(struct incoming *in, struct mig_event *ev, char *err, s
 	if (ev->at == IMG_SEC_WINDOWS)
 		return tree_place_records(&in->placed, ev->data, ev->len, err, errlen);
 	for (int i = 0; i < in->n; i++)
-		if (in->sec[i].type == ev->at)
+		if (in->sec[i].type == ev->at && ev->at == IMG_SEC_SHM)
+			return incoming_append(&in->sec[i], ev, in->placed.vm->ram.size, err,
+					       errlen);
+		else if (in->sec[i].type == ev->at)
 			return log_set_err(-EPROTO, err, errlen, "section %llu sent twice",
 					   (unsigned long long)ev->at);
 	if (in->n == INCOMING_SECTIONS)

@@ -90,7 +90,13 @@ static int restore_state(const char *file, const struct restore_saved *st,
 	if (st->tree && !(pol.pipes = json_object()))
 		return -ENOMEM;
 	/* And memfds: made before any process, which map them and hold them open. */
-	if (st->shm && (rc = lx_shm_restore(st->shm, st->shm_len, &pol.shm))) {
+	if (st->shm_file.read)
+		rc = lx_shm_restore_src(&st->shm_file, &pol.shm);
+	else if (st->shm)
+		rc = lx_shm_restore(st->shm, st->shm_len, &pol.shm);
+	else
+		rc = 0;
+	if (rc) {
 		log_err("cannot restore '%s': its shared memory: %s", file, strerror(-rc));
 		goto out;
 	}
@@ -222,7 +228,7 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 {
 	int rc = 0;
 
-	if (o->lazy && st->shm) {
+	if (o->lazy && (st->shm || st->shm_file.read)) {
 		/* A shared mapping is mapped anew over memory the lazy fill still owns. */
 		log_info("restore of '%s': it holds shared memory; loading all memory first", file);
 	} else if (o->lazy) {
@@ -266,11 +272,19 @@ static int img_src_section(void *ctx, uint32_t type, void **data, size_t *len)
 	return img_read_section(r, sec, data) ? -EIO : 0;
 }
 
-/* The windows section read in place (img_src_in_place). */
-static int img_src_read(void *ctx, uint64_t off, void *buf, size_t n)
+/* The windows and shared memory sections read in place (img_src_in_place). */
+static int img_src_read_windows(void *ctx, uint64_t off, void *buf, size_t n)
 {
 	const struct img_reader *r = ctx;
 	const struct img_section *sec = img_find(r, IMG_SEC_WINDOWS);
+
+	return sec ? img_read_at(r, sec, off, buf, n) : -ENOENT;
+}
+
+static int img_src_read_shm(void *ctx, uint64_t off, void *buf, size_t n)
+{
+	const struct img_reader *r = ctx;
+	const struct img_section *sec = img_find(r, IMG_SEC_SHM);
 
 	return sec ? img_read_at(r, sec, off, buf, n) : -ENOENT;
 }
@@ -281,10 +295,10 @@ static int img_src_in_place(void *ctx, uint32_t type, size_t *len,
 {
 	const struct img_section *sec = img_find(ctx, type);
 
-	if (!sec || type != IMG_SEC_WINDOWS)
+	if (!sec || (type != IMG_SEC_WINDOWS && type != IMG_SEC_SHM))
 		return -ENOENT;
 	*len = sec->length;
-	*read = img_src_read;
+	*read = type == IMG_SEC_WINDOWS ? img_src_read_windows : img_src_read_shm;
 	return 0;
 }
 
@@ -381,12 +395,27 @@ static int read_tree(const struct restore_src *src, struct restore_saved *st, ch
 			  lx_state_threads(st->proc), src->ram_size, err, errlen);
 }
 
-/* The processes' shared memory (vmm/linux/shm.c), when the image has any. */
+/* The processes' shared memory (vmm/linux/shm.c), when the image has any: left in an
+ * image and read a MiB at a time (up to 4x RAM, more than the monitor should hold),
+ * or whole (a stream's, bounded by its receiver). */
 static int read_shm(const struct restore_src *src, struct restore_saved *st, char *err,
 		    size_t errlen)
 {
-	int rc = src_get(src, IMG_SEC_SHM, (void **)&st->shm, &st->shm_len);
+	size_t len = 0;
+	int rc;
 
+	if (src->in_place && (rc = src->in_place(src->ctx, IMG_SEC_SHM, &len,
+						  &st->shm_file.read)) != -ENOENT) {
+		if (rc || !len) {
+			st->shm_file.read = NULL;
+			return rc ? log_set_err(-EINVAL, err, errlen, "shared memory section: "
+						"unreadable") : 0;
+		}
+		st->shm_file.len = len;
+		st->shm_file.ctx = src->ctx;
+		return lx_shm_check_src(&st->shm_file, err, errlen);
+	}
+	rc = src_get(src, IMG_SEC_SHM, (void **)&st->shm, &st->shm_len);
 	if (rc == -ENOENT || (!rc && !st->shm_len))
 		return 0;
 	if (rc)

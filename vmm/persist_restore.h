@@ -74,8 +74,10 @@ struct restore_saved {
 	json_t *tree;            /* the other processes (persist_tree.c), or NULL */
 	struct tree_windows windows; /* and their memory: in place in an image */
 	uint8_t *windows_buf;    /* or whole, a stream's (what windows.data is) */
-	uint8_t *shm;            /* the shared memory section (vmm/linux/shm.c), or NULL */
+	uint8_t *shm;            /* the shared memory section (vmm/linux/shm.c), whole (a
+				  * stream's), or NULL */
 	size_t shm_len;
+	struct lx_shm_src shm_file; /* or left in an image, read a MiB at a time (.read) */
 };
 
 /* Read and check @r's state into @st (free it with restore_saved_free): 0, or -EINVAL

@@ -25,8 +25,9 @@
  *   fork hold N MiB     fork N children that each fill MiB of their own with a pattern
  *                       of their own, print "holding", read stdin until a line or its
  *                       end (a snapshot or a migration happens meanwhile), then have
- *                       each child check every byte and print how many kept all of
- *                       it: a tree's memory as a snapshot or migration moves it
+ *                       each child check every byte, and the 3 MiB of shared memory the
+ *                       parent filled before the forks, and print how many kept all
+ *                       of it: a tree's memory as a snapshot or migration moves it
  */
 #include <errno.h>
 #include <poll.h>
@@ -439,6 +440,9 @@ static unsigned char hold_byte(int i, size_t off)
 	return (unsigned char)(i * 37 + off / 4096 * 11 + off % 251 + 1);
 }
 
+#define HOLD_SHARED (3 * MIB) /* shared memory: more than one piece of a section */
+static unsigned char *hold_shared;
+
 static void hold_child(int i, size_t len, int report, int hold)
 {
 	unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -457,6 +461,11 @@ static void hold_child(int i, size_t len, int report, int hold)
 	for (size_t off = 0; m != MAP_FAILED && off < len; off++)
 		if (m[off] != hold_byte(i, off)) {
 			c = 'X';
+			break;
+		}
+	for (size_t off = 0; off < HOLD_SHARED; off++)
+		if (hold_shared[off] != hold_byte(99, off)) {
+			c = 'S';
 			break;
 		}
 	_exit(write(report, &c, 1) == 1 ? 0 : 3);
@@ -482,6 +491,14 @@ static int hold_tree(int n, size_t mib)
 		perror("pipe");
 		return 1;
 	}
+	hold_shared = mmap(NULL, HOLD_SHARED, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			   -1, 0);
+	if (hold_shared == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	for (size_t off = 0; off < HOLD_SHARED; off++)
+		hold_shared[off] = hold_byte(99, off);
 	for (int i = 0; i < n; i++) {
 		pid_t pid = fork();
 

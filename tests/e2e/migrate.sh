@@ -581,7 +581,8 @@ mig_tls() {
 
 # 11. (issue 54: tree memory streamed) Six children each fill 48 MiB of their own, 4.5
 #     times a 64 MiB RAM: more than a state section or the old image limit (4x RAM)
-#     held. A snapshot streams their blocks into the image and a restore, given the
+#     held; they share 3 MiB their parent filled (a shared memory section of three
+#     pieces), and each checks all of it at the end. A snapshot streams their blocks into the image and a restore, given the
 #     --mem-total they need, brings every byte back; one without it is refused with
 #     the reason. Migrated, the blocks go a record at a time and the destination
 #     puts each in place as it comes: a destination whose --mem-total is too small

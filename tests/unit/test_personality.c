@@ -215,10 +215,36 @@ END_TEST
  * keeps a shared mapping's bytes and munmap leaves zeros; a shared anonymous mapping is
  * a memfd of ccvm's own; the snapshot section holds each memfd once, comes back with
  * its bytes, and a damaged one is refused. */
+/* lx_shm_save's records gathered, as a test reads them back. */
+struct shm_gathered {
+	uint8_t *data;
+	size_t len;
+	int puts;
+};
+
+static int shm_gather(void *ctx, const void *head, size_t head_len, const void *data,
+		      size_t len)
+{
+	struct shm_gathered *g = ctx;
+	uint8_t *d = realloc(g->data, g->len + head_len + len);
+
+	if (!d)
+		return -ENOMEM;
+	if (head_len)
+		memcpy(d + g->len, head, head_len);
+	if (len)
+		memcpy(d + g->len + head_len, data, len);
+	g->data = d;
+	g->len += head_len + len;
+	g->puts++;
+	return 0;
+}
+
 START_TEST(test_shared_calls)
 {
 	char *buf = gp(scratch + 0x8000, 4096), err[256];
 	uint8_t *h, *sec = NULL, *twice;
+	struct shm_gathered got = { 0 };
 	uint64_t ino;
 	json_t *reg = NULL;
 	int64_t fd, m, a;
@@ -244,7 +270,12 @@ START_TEST(test_shared_calls)
 	ck_assert_int_eq(S3(SYS_madvise, m, 4096, MADV_DONTNEED), 0);
 	ck_assert_int_eq(h[0], 't');
 
-	ck_assert_int_eq(lx_shm_save(&pp, 1, 1 << 20, &sec, &len), 0);
+	ck_assert_int_eq(lx_shm_save(&pp, 1, 16384, shm_gather, &(struct shm_gathered){ 0 }),
+			 -E2BIG);
+	ck_assert_int_eq(lx_shm_save(&pp, 1, 1 << 20, shm_gather, &got), 0);
+	sec = got.data;
+	len = got.len;
+	ck_assert_int_eq(got.puts, 1); /* a head and 16 KiB: one piece */
 	ck_assert_uint_gt(len, 16384);
 	ck_assert_int_eq(lx_shm_check(sec, len, err, sizeof(err)), 0);
 	ck_assert_int_eq(lx_shm_check(sec, len - 1, err, sizeof(err)), -EINVAL);

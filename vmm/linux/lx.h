@@ -390,13 +390,25 @@ void lx_restore_pipes_close(struct json_t *pipes);
 
 /* Snapshots of shared memory (shm.c): every memfd the processes @procs map or hold
  * open, once each, as an image section (at most @max bytes: -E2BIG past it), taken
- * while they are paused; lx_shm_check refuses a section ccvm could not have written
- * (-EINVAL, why in @err); lx_shm_restore makes its memfds again, into a registry that
- * lx_shm_restored answers from (a new descriptor of the memfd that had inode @ino, or
- * -1) and lx_shm_restored_close closes. 0 or -errno. */
-int lx_shm_save(struct lx_proc *const *procs, int n, size_t max, uint8_t **data, size_t *len);
+ * while they are paused and handed to @put as it is read (a record's head, then its
+ * bytes a MiB at a time: never the whole section in memory); lx_shm_check refuses a
+ * section ccvm could not have written (-EINVAL, why in @err); lx_shm_restore makes its
+ * memfds again, into a registry that lx_shm_restored answers from (a new descriptor
+ * of the memfd that had inode @ino, or -1) and lx_shm_restored_close closes. The _src
+ * forms read the section through @src (@len bytes, @read of @n at @off: 0 or -errno),
+ * as restore reads it from an image file. 0 or -errno. */
+typedef int lx_shm_put_fn(void *ctx, const void *head, size_t head_len, const void *data,
+			  size_t len);
+struct lx_shm_src {
+	uint64_t len;
+	int (*read)(void *ctx, uint64_t off, void *buf, size_t n);
+	void *ctx;
+};
+int lx_shm_save(struct lx_proc *const *procs, int n, size_t max, lx_shm_put_fn *put, void *ctx);
 int lx_shm_check(const uint8_t *data, size_t len, char *err, size_t errlen);
 int lx_shm_restore(const uint8_t *data, size_t len, struct json_t **reg);
+int lx_shm_check_src(const struct lx_shm_src *src, char *err, size_t errlen);
+int lx_shm_restore_src(const struct lx_shm_src *src, struct json_t **reg);
 int lx_shm_restored(struct json_t *reg, uint64_t ino);
 void lx_shm_restored_close(struct json_t *reg);
 

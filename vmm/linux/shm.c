@@ -22,8 +22,9 @@
  * running snapshot save the range's old bytes first and marks it written.
  *
  * Snapshots save each memfd any process maps or holds open once, while the VM is
- * paused (lx_shm_save, image section IMG_SEC_SHM); a restore makes them again before
- * the processes (lx_shm_restore) and maps them where they were.
+ * paused (lx_shm_save, image section IMG_SEC_SHM), streamed a MiB at a time; a restore
+ * makes them again before the processes (lx_shm_restore_src), reading the section the
+ * same way, and maps them where they were.
  */
 #include "sys.h"
 #include "../base/log.h"
@@ -242,10 +243,14 @@ struct shm_head {
 };
 
 #define SHM_ALIGN 8
+#define SHM_PIECE (1 << 20) /* a memfd's bytes go (and come back) this many at a time */
 
+/* Where records go as they are made: @put (lx_shm_save's), at most @max bytes. */
 struct shm_out {
-	uint8_t *data;
-	size_t len, cap, max;
+	lx_shm_put_fn *put;
+	void *ctx;
+	size_t len, max;
+	uint8_t *piece;
 };
 
 static size_t shm_pad(size_t n)
@@ -253,33 +258,24 @@ static size_t shm_pad(size_t n)
 	return (n + SHM_ALIGN - 1) & ~(size_t)(SHM_ALIGN - 1);
 }
 
-/* Room for @n more bytes in @o: 0, -E2BIG past its most, -ENOMEM. */
-static int shm_room(struct shm_out *o, size_t n)
+/* @hl bytes of head and @n of data out: 0, -E2BIG past the most, or put's error. */
+static int shm_emit(struct shm_out *o, const void *head, size_t hl, const void *data, size_t n)
 {
-	size_t cap = o->cap ? o->cap : 1 << 16;
-	uint8_t *d;
-
-	if (n > o->max - o->len)
+	if (hl + n > o->max - o->len)
 		return -E2BIG;
-	if (o->len + n <= o->cap)
-		return 0;
-	while (cap < o->len + n)
-		cap *= 2;
-	d = realloc(o->data, cap);
-	if (!d)
-		return -ENOMEM;
-	o->data = d;
-	o->cap = cap;
-	return 0;
+	o->len += hl + n;
+	return o->put(o->ctx, head, hl, data, n);
 }
 
-/* Memfd @host into @o, unless it is not one or its inode is in @seen already. */
+/* Memfd @host out through @o, unless it is not one or its inode is in @seen already:
+ * its head and name, then its bytes a piece at a time. */
 static int shm_save_one(int host, json_t *seen, struct shm_out *o)
 {
+	uint8_t head[sizeof(struct shm_head) + SHM_NAME_MAX + 1 + SHM_ALIGN];
 	struct shm_head h = { 0 };
 	char name[SHM_NAME_MAX + 1], key[32];
 	struct stat st;
-	size_t at;
+	size_t hl;
 	int rc;
 
 	if (host < 0 || shm_memfd_name(host, name) || fstat(host, &st) < 0)
@@ -292,21 +288,25 @@ static int shm_save_one(int host, json_t *seen, struct shm_out *o)
 			       .name_len = (uint32_t)strlen(name) };
 	rc = fcntl(host, F_GET_SEALS);
 	h.seals = rc > 0 ? (uint32_t)rc : 0;
-	rc = shm_room(o, sizeof(h) + shm_pad(h.name_len) + h.size);
-	if (rc)
-		return rc;
-	memcpy(o->data + o->len, &h, sizeof(h));
-	memset(o->data + o->len + sizeof(h), 0, shm_pad(h.name_len));
-	memcpy(o->data + o->len + sizeof(h), name, h.name_len);
-	at = o->len + sizeof(h) + shm_pad(h.name_len);
+	hl = sizeof(h) + shm_pad(h.name_len);
+	memset(head, 0, hl);
+	memcpy(head, &h, sizeof(h));
+	memcpy(head + sizeof(h), name, h.name_len);
+	if (h.size > o->max - o->len || hl > o->max - o->len - h.size)
+		return -E2BIG;
+	if (!h.size)
+		return shm_emit(o, head, hl, NULL, 0);
 	for (uint64_t done = 0; done < h.size;) {
-		ssize_t n = pread(host, o->data + at + done, h.size - done, (off_t)done);
+		size_t want = h.size - done < SHM_PIECE ? (size_t)(h.size - done) : SHM_PIECE;
+		ssize_t n = pread(host, o->piece, want, (off_t)done);
 
 		if (n <= 0)
 			return n < 0 ? -errno : -EIO; /* it shrank while paused: nothing may */
+		rc = shm_emit(o, done ? NULL : head, done ? 0 : hl, o->piece, (size_t)n);
+		if (rc)
+			return rc;
 		done += (uint64_t)n;
 	}
-	o->len = at + h.size;
 	return 0;
 }
 
@@ -322,11 +322,11 @@ static int shm_save_proc(struct lx_proc *q, json_t *seen, struct shm_out *o)
 	return rc;
 }
 
-int lx_shm_save(struct lx_proc *const *procs, int n, size_t max, uint8_t **data, size_t *len)
+int lx_shm_save(struct lx_proc *const *procs, int n, size_t max, lx_shm_put_fn *put, void *ctx)
 {
-	struct shm_out o = { .max = max };
+	struct shm_out o = { .put = put, .ctx = ctx, .max = max, .piece = malloc(SHM_PIECE) };
 	json_t *seen = json_object();
-	int rc = seen ? 0 : -ENOMEM;
+	int rc = seen && o.piece ? 0 : -ENOMEM;
 
 	for (int i = 0; i < n && !rc; i++) {
 		pthread_mutex_lock(&procs[i]->lock);
@@ -334,13 +334,8 @@ int lx_shm_save(struct lx_proc *const *procs, int n, size_t max, uint8_t **data,
 		pthread_mutex_unlock(&procs[i]->lock);
 	}
 	json_decref(seen);
-	if (rc) {
-		free(o.data);
-		return rc;
-	}
-	*data = o.data;
-	*len = o.len;
-	return 0;
+	free(o.piece);
+	return rc;
 }
 
 bool lx_shm_memfd_ino(int host, uint64_t *ino)
@@ -353,34 +348,37 @@ bool lx_shm_memfd_ino(int host, uint64_t *ino)
 	return true;
 }
 
-/* The record at @off of [data, data + len) into @h and its name's and bytes' places:
- * the offset of the next, or 0 when it does not fit or is not one ccvm writes. */
-static size_t shm_record(const uint8_t *data, size_t len, size_t off, struct shm_head *h,
-			 size_t *name_at, size_t *bytes_at)
+/* The record at @off of @src into @h and @name (NUL-terminated), and where its bytes
+ * start: the offset of the next, or 0 when it does not fit, cannot be read or is not
+ * one ccvm writes. */
+static uint64_t shm_record(const struct lx_shm_src *src, uint64_t off, struct shm_head *h,
+			   char name[SHM_NAME_MAX + 1], uint64_t *bytes_at)
 {
-	size_t left = len - off;
+	uint64_t left = src->len - off;
+	uint8_t padded[SHM_NAME_MAX + SHM_ALIGN];
 
-	if (left < sizeof(*h))
+	if (left < sizeof(*h) || src->read(src->ctx, off, h, sizeof(*h)))
 		return 0;
-	memcpy(h, data + off, sizeof(*h));
 	left -= sizeof(*h);
 	if (h->name_len > SHM_NAME_MAX || shm_pad(h->name_len) > left ||
-	    memchr(data + off + sizeof(*h), '\0', h->name_len) || h->size > left - shm_pad(h->name_len))
+	    src->read(src->ctx, off + sizeof(*h), padded, shm_pad(h->name_len)) ||
+	    memchr(padded, '\0', h->name_len) || h->size > left - shm_pad(h->name_len))
 		return 0;
-	*name_at = off + sizeof(*h);
-	*bytes_at = *name_at + shm_pad(h->name_len);
+	memcpy(name, padded, h->name_len);
+	name[h->name_len] = '\0';
+	*bytes_at = off + sizeof(*h) + shm_pad(h->name_len);
 	return *bytes_at + h->size;
 }
 
-int lx_shm_check(const uint8_t *data, size_t len, char *err, size_t errlen)
+int lx_shm_check_src(const struct lx_shm_src *src, char *err, size_t errlen)
 {
 	json_t *seen = json_object();
 	int rc = seen ? 0 : -ENOMEM, i = 0;
 
-	for (size_t off = 0; off < len && !rc; i++) {
+	for (uint64_t off = 0; off < src->len && !rc; i++) {
 		struct shm_head h;
-		size_t name_at, bytes_at, next = shm_record(data, len, off, &h, &name_at, &bytes_at);
-		char key[32];
+		char name[SHM_NAME_MAX + 1], key[32];
+		uint64_t bytes_at, next = shm_record(src, off, &h, name, &bytes_at);
 
 		snprintf(key, sizeof(key), "%llu", (unsigned long long)h.ino);
 		if (!next)
@@ -397,50 +395,62 @@ int lx_shm_check(const uint8_t *data, size_t len, char *err, size_t errlen)
 	return rc;
 }
 
-/* A new memfd holding record @h's bytes (zero pages left holes) and seals. */
-static int shm_make(const struct shm_head *h, const char *name, const uint8_t *bytes)
+/* A new memfd holding record @h's bytes, read from @src at @at a piece at a time (zero
+ * pages left holes), and its seals. */
+static int shm_make(const struct shm_head *h, const char *name, const struct lx_shm_src *src,
+		    uint64_t at)
 {
 	static const uint8_t zero[PAGE_SIZE];
 	bool sealable = h->seals != F_SEAL_SEAL; /* made without MFD_ALLOW_SEALING */
 	int fd = memfd_create(name, MFD_CLOEXEC | (sealable ? MFD_ALLOW_SEALING : 0)), rc = 0;
+	uint8_t *piece = malloc(SHM_PIECE);
 
-	if (fd < 0)
-		return -errno;
+	if (fd < 0 || !piece) {
+		rc = fd < 0 ? -errno : -ENOMEM;
+		goto out;
+	}
 	if (ftruncate(fd, (off_t)h->size) < 0)
 		rc = -errno;
-	for (uint64_t at = 0; at < h->size && !rc; at += PAGE_SIZE) {
-		size_t n = h->size - at < PAGE_SIZE ? h->size - at : PAGE_SIZE;
+	for (uint64_t done = 0; done < h->size && !rc; done += SHM_PIECE) {
+		size_t len = h->size - done < SHM_PIECE ? (size_t)(h->size - done) : SHM_PIECE;
 
-		if (memcmp(bytes + at, zero, n) && pwrite(fd, bytes + at, n, (off_t)at) != (ssize_t)n)
-			rc = -EIO;
+		rc = src->read(src->ctx, at + done, piece, len) ? -EIO : 0;
+		for (size_t p = 0; p < len && !rc; p += PAGE_SIZE) {
+			size_t n = len - p < PAGE_SIZE ? len - p : PAGE_SIZE;
+
+			if (memcmp(piece + p, zero, n) &&
+			    pwrite(fd, piece + p, n, (off_t)(done + p)) != (ssize_t)n)
+				rc = -EIO;
+		}
 	}
 	if (!rc && sealable && h->seals && fcntl(fd, F_ADD_SEALS, (int)h->seals) < 0)
 		rc = -errno;
+out:
+	free(piece);
 	if (rc) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return rc;
 	}
 	return fd;
 }
 
-int lx_shm_restore(const uint8_t *data, size_t len, json_t **out)
+int lx_shm_restore_src(const struct lx_shm_src *src, json_t **out)
 {
 	json_t *reg = json_object();
 	int rc = reg ? 0 : -ENOMEM;
 
-	for (size_t off = 0; off < len && !rc;) {
+	for (uint64_t off = 0; off < src->len && !rc;) {
 		struct shm_head h;
-		size_t name_at, bytes_at, next = shm_record(data, len, off, &h, &name_at, &bytes_at);
 		char name[SHM_NAME_MAX + 1], key[32];
+		uint64_t bytes_at, next = shm_record(src, off, &h, name, &bytes_at);
 		int fd;
 
 		if (!next) {
 			rc = -EINVAL; /* lx_shm_check let it through: not this section */
 			break;
 		}
-		memcpy(name, data + name_at, h.name_len);
-		name[h.name_len] = '\0';
-		fd = shm_make(&h, name, data + bytes_at);
+		fd = shm_make(&h, name, src, bytes_at);
 		snprintf(key, sizeof(key), "%llu", (unsigned long long)h.ino);
 		if (fd < 0)
 			rc = fd;
@@ -454,6 +464,38 @@ int lx_shm_restore(const uint8_t *data, size_t len, json_t **out)
 	}
 	*out = reg;
 	return 0;
+}
+
+/* A section whole in memory, as a source. */
+struct shm_mem {
+	const uint8_t *data;
+	size_t len;
+};
+
+static int shm_mem_read(void *ctx, uint64_t off, void *buf, size_t n)
+{
+	const struct shm_mem *m = ctx;
+
+	if (off > m->len || n > m->len - off)
+		return -EINVAL;
+	memcpy(buf, m->data + off, n);
+	return 0;
+}
+
+int lx_shm_check(const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	struct shm_mem m = { data, len };
+
+	return lx_shm_check_src(&(struct lx_shm_src){ .len = len, .read = shm_mem_read,
+						      .ctx = &m }, err, errlen);
+}
+
+int lx_shm_restore(const uint8_t *data, size_t len, json_t **out)
+{
+	struct shm_mem m = { data, len };
+
+	return lx_shm_restore_src(&(struct lx_shm_src){ .len = len, .read = shm_mem_read,
+							.ctx = &m }, out);
 }
 
 int lx_shm_restored(json_t *reg, uint64_t ino)
