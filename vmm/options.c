@@ -553,7 +553,8 @@ static const struct opt_def opt_table[] = {
 	  "image's, which --mem must equal)", set_mem },
 	{ "mem-total", "SIZE", OPT_BOTH, "the most memory all the guest's processes hold "
 	  "together, 2 MiB at a time (default: twice the RAM; at least the RAM); a fork past "
-	  "it fails with ENOMEM, a first touch gets SIGBUS", set_mem_total },
+	  "it fails with ENOMEM, a first touch gets SIGBUS; restore: at least what the saved "
+	  "processes hold, or it is refused", set_mem_total },
 	{ "control", "PATH", OPT_BOTH, "serve the control socket at PATH", set_control },
 	{ "root", "DIR", OPT_BOTH, "the guest's / (default /)", set_root },
 	{ "rw", "DIR|none", OPT_BOTH, "a directory the guest may write under (repeatable; "
