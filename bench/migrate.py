@@ -53,6 +53,7 @@ check of this script, not a measurement; ccvm needs kvm), SYSTEMS, OUT, PORT.
 """
 import os
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -112,6 +113,14 @@ def wait_ready(prog, side, who):
 
 
 TLS_CREDS = {}
+
+
+def command():
+    """How this run was asked for: the settings given, then the script."""
+    keys = ["ROUNDS", "QUICK", "WORKLOADS", "SYSTEMS", "SIZE", "ALPHA", "WARMUP", "AFTER",
+            "ACCEL", "OUT"]
+    given = [f"{k}={shlex.quote(os.environ[k])}" for k in keys if k in os.environ]
+    return " ".join(given + ["bench/migrate.py"])
 
 
 def tls_creds(kind):
@@ -458,7 +467,7 @@ def main():
         header = (f"{peers.provenance.line()}; {qemu[0] if qemu else 'no QEMU'} accel "
                   f"{cfg['accel']}; zipfbench --scatter size {cfg['size']}M alpha "
                   f"{cfg['alpha']} warmup {cfg['warmup']}s downtime target {DOWNTIME_MS} ms; "
-                  f"rounds {rounds}")
+                  f"rounds {rounds}; command: {command()}")
         n_runs = 0
         if "zipfbench" in workloads:
             n_runs, port = run_zipfbench(cfg, names, rounds, out, header, port, quick)
