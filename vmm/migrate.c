@@ -193,8 +193,10 @@ static int migrate_record(void *ctx, uint32_t type, const void *head, size_t hea
 		return -E2BIG;
 	if (!k->buf && !(k->buf = malloc(MIGRATE_RECORD_MAX)))
 		return -ENOMEM;
-	memcpy(k->buf, head, head_len);
-	memcpy(k->buf + head_len, data, len);
+	if (head_len) /* (a piece after a record's first has no head) */
+		memcpy(k->buf, head, head_len);
+	if (len)
+		memcpy(k->buf + head_len, data, len);
 	return mig_send_section(k->o, type, k->buf, head_len + len);
 }
 
