@@ -13,13 +13,17 @@
  * otherwise their blocks are held read-only (aspace_hold) and each is saved before its
  * first change or after the pause (tree_finish): 2 MiB copy-on-write through the
  * guest's page tables, as a fork shares them, so the pause does not grow with the
- * children's memory.
+ * children's memory. Either way each block is streamed into the section as it is
+ * saved (img_stream_record: into the image file, or as a section of its own over a
+ * migration stream), never gathered in the monitor's memory.
  *
  * On restore every saved process gets its window back (the same one: blocks read from
  * another window name it), its blocks, its personality state (pipes shared between
  * processes made once: lx_restore_policy's pipes), its place in the tree and its
  * threads. The sharing map is checked by aspace_restore_read: a block may only read a
- * window whose process owns it; the page tables are ccvm's own, written afresh.
+ * window whose process owns it; the page tables are ccvm's own, written afresh. A
+ * migration's destination puts each block in place as it arrives (tree_place_records),
+ * charged to its --mem-total, and restores from there.
  */
 #include "persist_tree.h"
 #include "base/log.h"
