@@ -302,7 +302,8 @@ static int img_add(struct img_writer *w, uint32_t type, const void *data, size_t
 {
 	void *copy;
 
-	if (w->n_sections >= IMG_MAX_SECTIONS - reserve ||
+	/* (an open stream keeps its place in the table: img_stream_begin) */
+	if (w->n_sections + w->stream.open >= IMG_MAX_SECTIONS - reserve ||
 	    len > img_section_max(type, w->info.ram_size))
 		return -E2BIG;
 	copy = malloc(len ? len : 1);

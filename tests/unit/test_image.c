@@ -245,6 +245,32 @@ START_TEST(test_streamed_section)
 }
 END_TEST
 
+/* An open stream keeps its place in the table: sections added meanwhile stop short
+ * of it, and the image still finishes with every section it needs. */
+START_TEST(test_streamed_place_kept)
+{
+	struct img_header_info info = { .ram_size = RAM, .policy = 1 };
+	struct img_reader r;
+	struct img_writer *w;
+	char err[IMG_ERR_LEN];
+	int added = 0;
+
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_WINDOWS), 0);
+	while (img_add_section(w, IMG_SEC_INFO, "{}", 2) == 0)
+		added++;
+	/* The stream's place and the four finishing may add (a child's too) stay free. */
+	ck_assert_int_eq(added, IMG_MAX_SECTIONS - 4 - 1);
+	ck_assert_int_eq(img_stream_record(w, "12345678", 8, mem, 4096), 0);
+	ck_assert_int_eq(img_stream_end(w), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_int_eq(r.n_sections, added + 1 + 2); /* and checksums, encodings */
+	ck_assert_ptr_nonnull(img_find(&r, IMG_SEC_WINDOWS));
+	img_close(&r);
+}
+END_TEST
+
 /* A writer of sections only hands each streamed record to its sink, as it comes, and
  * refuses a stream without one; a record past the section's limit is refused. */
 struct sink_seen {
@@ -1206,6 +1232,7 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_streamed_section);
 	tcase_add_test(tc, test_streamed_sink);
+	tcase_add_test(tc, test_streamed_place_kept);
 	tcase_add_test(tc, test_memory_damage);
 	tcase_add_test(tc, test_metadata_damage);
 	tcase_add_test(tc, test_truncated_and_foreign);
