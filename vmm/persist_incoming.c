@@ -58,6 +58,7 @@ struct incoming {
 	struct incoming_section sec[INCOMING_SECTIONS];
 	int n;
 	struct tree_placed placed; /* the windows section's records, in place as they came */
+	struct lx_shm_in shm;      /* the shared memory section's memfds, made as it came */
 };
 
 static int incoming_section(void *ctx, uint32_t type, void **data, size_t *len)
@@ -106,42 +107,22 @@ static void incoming_free(struct incoming *in)
 		free(in->sec[i].data);
 	in->n = 0;
 	tree_placed_free(&in->placed);
+	lx_shm_in_free(&in->shm);
 }
 
-/* The shared memory section comes a piece at a time (lx_shm_save streams it): each
- * joins the ones before, within the section's limit. */
-static int incoming_append(struct incoming_section *sec, const struct mig_event *ev,
-			   uint64_t ram_size, char *err, size_t errlen)
-{
-	uint8_t *d;
-
-	if (!ev->len)
-		return 0;
-	if (ev->len > img_section_max(IMG_SEC_SHM, ram_size) - sec->len)
-		return log_set_err(-EPROTO, err, errlen, "shared memory: more than %llu bytes",
-				   (unsigned long long)img_section_max(IMG_SEC_SHM, ram_size));
-	d = realloc(sec->data, sec->len + ev->len);
-	if (!d)
-		return log_set_err(-ENOMEM, err, errlen, "no memory");
-	memcpy(d + sec->len, ev->data, ev->len);
-	sec->data = d;
-	sec->len += ev->len;
-	return 0;
-}
-
-/* A section of the stream kept (its data taken over), or, a windows section, its
- * records put in place at once (the source sends them a block at a time, as many as
- * --mem-total allows): -EPROTO for a second one of a
+/* A section of the stream kept (its data taken over); a windows section's records put
+ * in place at once (the source sends them a block at a time, as many as --mem-total
+ * allows), and shared memory's pieces made into memfds as they come: -EPROTO for a
+ * second one of a
  * type, or more than a stream may carry. */
 static int incoming_keep(struct incoming *in, struct mig_event *ev, char *err, size_t errlen)
 {
 	if (ev->at == IMG_SEC_WINDOWS)
 		return tree_place_records(&in->placed, ev->data, ev->len, err, errlen);
+	if (ev->at == IMG_SEC_SHM)
+		return lx_shm_in_put(&in->shm, ev->data, ev->len, err, errlen);
 	for (int i = 0; i < in->n; i++)
-		if (in->sec[i].type == ev->at && ev->at == IMG_SEC_SHM)
-			return incoming_append(&in->sec[i], ev, in->placed.vm->ram.size, err,
-					       errlen);
-		else if (in->sec[i].type == ev->at)
+		if (in->sec[i].type == ev->at)
 			return log_set_err(-EPROTO, err, errlen, "section %llu sent twice",
 					   (unsigned long long)ev->at);
 	if (in->n == INCOMING_SECTIONS)
@@ -446,6 +427,7 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 	if (!rc && !(have = calloc((ram / PAGE_SIZE + 63) / 64, sizeof(uint64_t))))
 		rc = -ENOMEM;
 	in.placed.vm = vm;
+	lx_shm_in_init(&in.shm, img_section_max(IMG_SEC_SHM, ram));
 	if (!rc) {
 		mi->mem = vm->ram.host;
 		mi->have = have;
@@ -461,6 +443,8 @@ int restore_vm_incoming(const char *where, const struct restore_opts *o, struct 
 						 .ram_size = ram };
 
 		rc = restore_read_sections(&src, &st, err, sizeof(err));
+		if (!rc)
+			rc = lx_shm_in_end(&in.shm, &st.shm_made, err, sizeof(err));
 	}
 	if (!rc && (rc = restore_vm_state(where, &st, o, vm, mono_ns)))
 		snprintf(err, sizeof(err), "the VM could not be rebuilt (the log says why)");

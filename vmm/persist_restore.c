@@ -90,12 +90,13 @@ static int restore_state(const char *file, const struct restore_saved *st,
 	if (st->tree && !(pol.pipes = json_object()))
 		return -ENOMEM;
 	/* And memfds: made before any process, which map them and hold them open. */
-	if (st->shm_file.read)
+	rc = 0;
+	if (st->shm_made) /* a stream's, made as it came (restore_saved_free closes them) */
+		pol.shm = st->shm_made;
+	else if (st->shm_file.read)
 		rc = lx_shm_restore_src(&st->shm_file, &pol.shm);
 	else if (st->shm)
 		rc = lx_shm_restore(st->shm, st->shm_len, &pol.shm);
-	else
-		rc = 0;
 	if (rc) {
 		log_err("cannot restore '%s': its shared memory: %s", file, strerror(-rc));
 		goto out;
@@ -117,7 +118,7 @@ out:
 		lx_restore_pipes_close(pol.pipes);
 		json_decref(pol.pipes);
 	}
-	if (pol.shm)
+	if (pol.shm && pol.shm != st->shm_made)
 		lx_shm_restored_close(pol.shm);
 	return rc;
 }
@@ -228,7 +229,7 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 {
 	int rc = 0;
 
-	if (o->lazy && (st->shm || st->shm_file.read)) {
+	if (o->lazy && (st->shm || st->shm_file.read || st->shm_made)) {
 		/* A shared mapping is mapped anew over memory the lazy fill still owns. */
 		log_info("restore of '%s': it holds shared memory; loading all memory first", file);
 	} else if (o->lazy) {
@@ -458,6 +459,8 @@ void restore_saved_free(struct restore_saved *st)
 	json_decref(st->tree);
 	free(st->windows_buf);
 	free(st->shm);
+	if (st->shm_made)
+		lx_shm_restored_close(st->shm_made);
 	memset(st, 0, sizeof(*st));
 }
 

@@ -78,6 +78,8 @@ struct restore_saved {
 				  * stream's), or NULL */
 	size_t shm_len;
 	struct lx_shm_src shm_file; /* or left in an image, read a MiB at a time (.read) */
+	json_t *shm_made;        /* or its memfds made already, as a stream brought it
+				  * (lx_shm_in_end's registry, freed with the rest) */
 };
 
 /* Read and check @r's state into @st (free it with restore_saved_free): 0, or -EINVAL

@@ -240,6 +240,52 @@ static int shm_gather(void *ctx, const void *head, size_t head_len, const void *
 	return 0;
 }
 
+/* The section @sec (@len bytes, one memfd of inode @ino) arriving in pieces, as a
+ * migration brings it: a byte at a time through its head and name, then the rest in
+ * two: the memfd comes out whole. Cut short, twice, or claiming more than the section
+ * may hold, it is refused. */
+static void shm_pieces_check(const uint8_t *sec, size_t len, uint64_t ino)
+{
+	struct lx_shm_in in;
+	json_t *reg = NULL;
+	char err[256], buf[32];
+	size_t at = 0;
+	int back;
+
+	lx_shm_in_init(&in, 1 << 20);
+	for (; at < 300; at++)
+		ck_assert_int_eq(lx_shm_in_put(&in, sec + at, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(lx_shm_in_put(&in, sec + at, 5000, err, sizeof(err)), 0);
+	ck_assert_int_eq(lx_shm_in_put(&in, sec + at + 5000, len - at - 5000, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(lx_shm_in_end(&in, &reg, err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(reg);
+	back = lx_shm_restored(reg, ino);
+	ck_assert_int_ge(back, 0);
+	ck_assert_int_eq(lseek(back, 0, SEEK_END), 16384);
+	ck_assert_int_eq(pread(back, buf, 19, 0), 19);
+	ck_assert_int_eq(memcmp(buf, "through the mapping", 19), 0);
+	close(back);
+	lx_shm_restored_close(reg);
+	lx_shm_in_free(&in);
+
+	lx_shm_in_init(&in, 1 << 20);
+	ck_assert_int_eq(lx_shm_in_put(&in, sec, len - 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(lx_shm_in_end(&in, &reg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "cut short"));
+	lx_shm_in_free(&in);
+
+	lx_shm_in_init(&in, 1 << 20);
+	ck_assert_int_eq(lx_shm_in_put(&in, sec, len, err, sizeof(err)), 0);
+	ck_assert_int_eq(lx_shm_in_put(&in, sec, len, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "twice"));
+	lx_shm_in_free(&in);
+
+	lx_shm_in_init(&in, 8192); /* a 16 KiB memfd cannot come within 8 KiB */
+	ck_assert_int_eq(lx_shm_in_put(&in, sec, 300, err, sizeof(err)), -EINVAL);
+	lx_shm_in_free(&in);
+}
+
 START_TEST(test_shared_calls)
 {
 	char *buf = gp(scratch + 0x8000, 4096), err[256];
@@ -295,6 +341,7 @@ START_TEST(test_shared_calls)
 	ck_assert_int_eq(lx_shm_restored(reg, ino + 1), -1);
 	close(back);
 	lx_shm_restored_close(reg);
+	shm_pieces_check(sec, len, ino);
 	free(sec);
 
 	ck_assert_int_eq(S2(SYS_munmap, m, 8192), 0);

@@ -409,6 +409,24 @@ int lx_shm_check(const uint8_t *data, size_t len, char *err, size_t errlen);
 int lx_shm_restore(const uint8_t *data, size_t len, struct json_t **reg);
 int lx_shm_check_src(const struct lx_shm_src *src, char *err, size_t errlen);
 int lx_shm_restore_src(const struct lx_shm_src *src, struct json_t **reg);
+/* The same section arriving in pieces (a migration stream's), at most @max bytes:
+ * each memfd made as its record's head comes and filled as its bytes do, so the
+ * section is never held whole; lx_shm_in_end hands over the registry (NULL: no
+ * memfds), or refuses a record cut short. Errors say why in @err. */
+struct lx_shm_in {
+	struct json_t *reg;
+	uint8_t head[32 + 256];  /* the record's head (u64, u64, u32, u32) and padded name */
+	size_t got;              /* of them so far */
+	uint64_t done;           /* bytes of the memfd being filled */
+	int fd;                  /* that memfd, or -1 between records */
+	uint64_t total, max;
+	int records;
+};
+void lx_shm_in_init(struct lx_shm_in *in, uint64_t max);
+int lx_shm_in_put(struct lx_shm_in *in, const uint8_t *data, size_t len, char *err,
+		  size_t errlen);
+int lx_shm_in_end(struct lx_shm_in *in, struct json_t **reg, char *err, size_t errlen);
+void lx_shm_in_free(struct lx_shm_in *in);
 int lx_shm_restored(struct json_t *reg, uint64_t ino);
 void lx_shm_restored_close(struct json_t *reg);
 

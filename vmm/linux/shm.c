@@ -395,41 +395,76 @@ int lx_shm_check_src(const struct lx_shm_src *src, char *err, size_t errlen)
 	return rc;
 }
 
+/* A memfd for record @h, of its size, with nothing written yet: the fd, or -errno. */
+static int shm_memfd_new(const struct shm_head *h, const char *name)
+{
+	bool sealable = h->seals != F_SEAL_SEAL; /* made without MFD_ALLOW_SEALING */
+	int fd = memfd_create(name, MFD_CLOEXEC | (sealable ? MFD_ALLOW_SEALING : 0));
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)h->size) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* Record @h's seals on its filled memfd @fd. 0 or -errno. */
+static int shm_seal(const struct shm_head *h, int fd)
+{
+	bool sealable = h->seals != F_SEAL_SEAL;
+
+	if (sealable && h->seals && fcntl(fd, F_ADD_SEALS, (int)h->seals) < 0)
+		return -errno;
+	return 0;
+}
+
+/* @len bytes at @off of memfd @fd, each page-aligned piece that is all zero left a hole
+ * (a new memfd reads as zero): 0 or -EIO. */
+static int shm_write(int fd, uint64_t off, const uint8_t *data, size_t len)
+{
+	static const uint8_t zero[PAGE_SIZE];
+
+	for (size_t p = 0; p < len;) {
+		size_t n = PAGE_SIZE - (size_t)((off + p) % PAGE_SIZE);
+
+		if (n > len - p)
+			n = len - p;
+		if (memcmp(data + p, zero, n) &&
+		    pwrite(fd, data + p, n, (off_t)(off + p)) != (ssize_t)n)
+			return -EIO;
+		p += n;
+	}
+	return 0;
+}
+
 /* A new memfd holding record @h's bytes, read from @src at @at a piece at a time (zero
  * pages left holes), and its seals. */
 static int shm_make(const struct shm_head *h, const char *name, const struct lx_shm_src *src,
 		    uint64_t at)
 {
-	static const uint8_t zero[PAGE_SIZE];
-	bool sealable = h->seals != F_SEAL_SEAL; /* made without MFD_ALLOW_SEALING */
-	int fd = memfd_create(name, MFD_CLOEXEC | (sealable ? MFD_ALLOW_SEALING : 0)), rc = 0;
-	uint8_t *piece = malloc(SHM_PIECE);
+	int fd = shm_memfd_new(h, name), rc = 0;
+	uint8_t *piece = fd >= 0 ? malloc(SHM_PIECE) : NULL;
 
-	if (fd < 0 || !piece) {
-		rc = fd < 0 ? -errno : -ENOMEM;
-		goto out;
-	}
-	if (ftruncate(fd, (off_t)h->size) < 0)
-		rc = -errno;
+	if (fd < 0)
+		return fd;
+	if (!piece)
+		rc = -ENOMEM;
 	for (uint64_t done = 0; done < h->size && !rc; done += SHM_PIECE) {
 		size_t len = h->size - done < SHM_PIECE ? (size_t)(h->size - done) : SHM_PIECE;
 
 		rc = src->read(src->ctx, at + done, piece, len) ? -EIO : 0;
-		for (size_t p = 0; p < len && !rc; p += PAGE_SIZE) {
-			size_t n = len - p < PAGE_SIZE ? len - p : PAGE_SIZE;
-
-			if (memcmp(piece + p, zero, n) &&
-			    pwrite(fd, piece + p, n, (off_t)(done + p)) != (ssize_t)n)
-				rc = -EIO;
-		}
+		if (!rc)
+			rc = shm_write(fd, done, piece, len);
 	}
-	if (!rc && sealable && h->seals && fcntl(fd, F_ADD_SEALS, (int)h->seals) < 0)
-		rc = -errno;
-out:
+	if (!rc)
+		rc = shm_seal(h, fd);
 	free(piece);
 	if (rc) {
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		return rc;
 	}
 	return fd;
@@ -496,6 +531,153 @@ int lx_shm_restore(const uint8_t *data, size_t len, json_t **out)
 
 	return lx_shm_restore_src(&(struct lx_shm_src){ .len = len, .read = shm_mem_read,
 							.ctx = &m }, out);
+}
+
+/* ---- a section that arrives in pieces ---- */
+
+_Static_assert(sizeof(struct shm_head) + SHM_NAME_MAX + SHM_ALIGN <=
+		       sizeof(((struct lx_shm_in *)0)->head), "a record's head and name fit");
+
+void lx_shm_in_init(struct lx_shm_in *in, uint64_t max)
+{
+	memset(in, 0, sizeof(*in));
+	in->fd = -1;
+	in->max = max;
+}
+
+/* The head and name of the record being read are whole: checked, and its memfd made
+ * (and registered at once, so that an error closes it). 0, or -EINVAL/-errno with why
+ * in @err. */
+static int shm_in_start(struct lx_shm_in *in, char *err, size_t errlen)
+{
+	struct shm_head h;
+	char name[SHM_NAME_MAX + 1], key[32];
+	int fd;
+
+	memcpy(&h, in->head, sizeof(h));
+	if (memchr(in->head + sizeof(h), '\0', h.name_len))
+		return log_set_err(-EINVAL, err, errlen, "shared memory record %d: a bad name",
+				   in->records);
+	if (h.size > in->max - in->total) /* its bytes could never all come */
+		return log_set_err(-EINVAL, err, errlen, "shared memory record %d: %llu bytes, "
+				   "more than the section may hold", in->records,
+				   (unsigned long long)h.size);
+	snprintf(key, sizeof(key), "%llu", (unsigned long long)h.ino);
+	if (json_object_get(in->reg, key))
+		return log_set_err(-EINVAL, err, errlen, "shared memory record %d: inode %s "
+				   "twice", in->records, key);
+	memcpy(name, in->head + sizeof(h), h.name_len);
+	name[h.name_len] = '\0';
+	fd = shm_memfd_new(&h, name);
+	if (fd < 0)
+		return log_set_err(fd, err, errlen, "shared memory record %d: %s", in->records,
+				   strerror(-fd));
+	json_object_set_new(in->reg, key, json_integer(fd));
+	in->fd = fd;
+	in->done = 0;
+	return 0;
+}
+
+/* The record's memfd is whole: sealed, and the next record's head is awaited. */
+static int shm_in_done(struct lx_shm_in *in, char *err, size_t errlen)
+{
+	struct shm_head h;
+	int rc;
+
+	memcpy(&h, in->head, sizeof(h));
+	rc = shm_seal(&h, in->fd);
+	in->fd = -1;
+	in->got = 0;
+	in->records++;
+	return rc ? log_set_err(rc, err, errlen, "shared memory: %s", strerror(-rc)) : 0;
+}
+
+/* After bytes were taken: a record's head and name whole start its memfd (one with no
+ * bytes is whole at once), a memfd's last byte ends it. 0 or the error. */
+static int shm_in_step(struct lx_shm_in *in, char *err, size_t errlen)
+{
+	struct shm_head h;
+	int rc;
+
+	memcpy(&h, in->head, sizeof(h));
+	if (in->fd >= 0)
+		return in->done == h.size ? shm_in_done(in, err, errlen) : 0;
+	if (in->got < sizeof(h) || h.name_len > SHM_NAME_MAX ||
+	    in->got < sizeof(h) + shm_pad(h.name_len))
+		return 0; /* (a bad length is refused as the next bytes come, or at the end) */
+	rc = shm_in_start(in, err, errlen);
+	if (!rc && !h.size)
+		rc = shm_in_done(in, err, errlen);
+	return rc;
+}
+
+/* @n bytes of @data into the record's head and name, as far as @want: taken. */
+static size_t shm_in_take(struct lx_shm_in *in, const uint8_t *data, size_t len, size_t want)
+{
+	size_t n = want - in->got < len ? want - in->got : len;
+
+	memcpy(in->head + in->got, data, n);
+	in->got += n;
+	return n;
+}
+
+int lx_shm_in_put(struct lx_shm_in *in, const uint8_t *data, size_t len, char *err,
+		  size_t errlen)
+{
+	if (!in->reg && !(in->reg = json_object()))
+		return log_set_err(-ENOMEM, err, errlen, "no memory");
+	if (len > in->max - in->total)
+		return log_set_err(-EINVAL, err, errlen, "shared memory: more than %llu bytes",
+				   (unsigned long long)in->max);
+	while (len) {
+		struct shm_head h;
+		size_t n;
+		int rc = 0;
+
+		if (in->fd >= 0) { /* the record's bytes */
+			memcpy(&h, in->head, sizeof(h));
+			n = h.size - in->done < len ? (size_t)(h.size - in->done) : len;
+			if (shm_write(in->fd, in->done, data, n))
+				return log_set_err(-EIO, err, errlen, "shared memory: cannot write");
+			in->done += n;
+		} else if (in->got < sizeof(h)) { /* its head */
+			n = shm_in_take(in, data, len, sizeof(h));
+		} else { /* its name, padded to 8 bytes (the head says how long) */
+			memcpy(&h, in->head, sizeof(h));
+			if (h.name_len > SHM_NAME_MAX)
+				return log_set_err(-EINVAL, err, errlen, "shared memory record %d: "
+						   "a bad name", in->records);
+			n = shm_in_take(in, data, len, sizeof(h) + shm_pad(h.name_len));
+		}
+		data += n;
+		len -= n;
+		in->total += n;
+		rc = shm_in_step(in, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return shm_in_step(in, err, errlen); /* (a head whose name is empty: whole now) */
+}
+
+int lx_shm_in_end(struct lx_shm_in *in, json_t **reg, char *err, size_t errlen)
+{
+	*reg = NULL;
+	if (in->fd >= 0 || in->got)
+		return log_set_err(-EINVAL, err, errlen, "shared memory record %d: cut short",
+				   in->records);
+	if (in->reg && json_object_size(in->reg)) {
+		*reg = in->reg;
+		in->reg = NULL;
+	}
+	return 0;
+}
+
+void lx_shm_in_free(struct lx_shm_in *in)
+{
+	if (in->reg)
+		lx_shm_restored_close(in->reg);
+	in->reg = NULL;
+	in->fd = -1;
 }
 
 int lx_shm_restored(json_t *reg, uint64_t ino)
