@@ -112,9 +112,8 @@ static void incoming_free(struct incoming *in)
 
 /* A section of the stream kept (its data taken over); a windows section's records put
  * in place at once (the source sends them a block at a time, as many as --mem-total
- * allows), and shared memory's pieces made into memfds as they come: -EPROTO for a
- * second one of a
- * type, or more than a stream may carry. */
+ * allows), and shared memory's pieces made into memfds as they come. 0, or why not in
+ * @err: a second section of a type, more than a stream may carry, a bad record. */
 static int incoming_keep(struct incoming *in, struct mig_event *ev, char *err, size_t errlen)
 {
 	if (ev->at == IMG_SEC_WINDOWS)
