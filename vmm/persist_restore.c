@@ -95,8 +95,6 @@ static int restore_state(const char *file, const struct restore_saved *st,
 		pol.shm = st->shm_made;
 	else if (st->shm_file.read)
 		rc = lx_shm_restore_src(&st->shm_file, &pol.shm);
-	else if (st->shm)
-		rc = lx_shm_restore(st->shm, st->shm_len, &pol.shm);
 	if (rc) {
 		log_err("cannot restore '%s': its shared memory: %s", file, strerror(-rc));
 		goto out;
@@ -229,7 +227,7 @@ static int restore_vm_from(const char *file, struct img_reader *r, const struct 
 {
 	int rc = 0;
 
-	if (o->lazy && (st->shm || st->shm_file.read || st->shm_made)) {
+	if (o->lazy && (st->shm_file.read || st->shm_made)) {
 		/* A shared mapping is mapped anew over memory the lazy fill still owns. */
 		log_info("restore of '%s': it holds shared memory; loading all memory first", file);
 	} else if (o->lazy) {
@@ -396,32 +394,24 @@ static int read_tree(const struct restore_src *src, struct restore_saved *st, ch
 			  lx_state_threads(st->proc), src->ram_size, err, errlen);
 }
 
-/* The processes' shared memory (vmm/linux/shm.c), when the image has any: left in an
- * image and read a MiB at a time (up to 4x RAM, more than the monitor should hold),
- * or whole (a stream's, bounded by its receiver). */
+/* The processes' shared memory (vmm/linux/shm.c), when an image has any: left in the
+ * file and read a MiB at a time (up to 4x RAM, more than the monitor should hold). A
+ * stream's needs nothing here: its memfds were made as it came (restore_saved). */
 static int read_shm(const struct restore_src *src, struct restore_saved *st, char *err,
 		    size_t errlen)
 {
 	size_t len = 0;
-	int rc;
+	int rc = src->in_place ? src->in_place(src->ctx, IMG_SEC_SHM, &len, &st->shm_file.read) :
+				 -ENOENT;
 
-	if (src->in_place && (rc = src->in_place(src->ctx, IMG_SEC_SHM, &len,
-						  &st->shm_file.read)) != -ENOENT) {
-		if (rc || !len) {
-			st->shm_file.read = NULL;
-			return rc ? log_set_err(-EINVAL, err, errlen, "shared memory section: "
-						"unreadable") : 0;
-		}
-		st->shm_file.len = len;
-		st->shm_file.ctx = src->ctx;
-		return lx_shm_check_src(&st->shm_file, err, errlen);
+	if (rc || !len) {
+		st->shm_file.read = NULL;
+		return rc && rc != -ENOENT ? log_set_err(-EINVAL, err, errlen, "shared memory "
+							 "section: unreadable") : 0;
 	}
-	rc = src_get(src, IMG_SEC_SHM, (void **)&st->shm, &st->shm_len);
-	if (rc == -ENOENT || (!rc && !st->shm_len))
-		return 0;
-	if (rc)
-		return log_set_err(-EINVAL, err, errlen, "shared memory section: unreadable");
-	return lx_shm_check(st->shm, st->shm_len, err, errlen);
+	st->shm_file.len = len;
+	st->shm_file.ctx = src->ctx;
+	return lx_shm_check_src(&st->shm_file, err, errlen);
 }
 
 int restore_read_sections(const struct restore_src *src, struct restore_saved *st, char *err,
@@ -458,7 +448,6 @@ void restore_saved_free(struct restore_saved *st)
 	json_decref(st->proc);
 	json_decref(st->tree);
 	free(st->windows_buf);
-	free(st->shm);
 	if (st->shm_made)
 		lx_shm_restored_close(st->shm_made);
 	memset(st, 0, sizeof(*st));

@@ -74,12 +74,11 @@ struct restore_saved {
 	json_t *tree;            /* the other processes (persist_tree.c), or NULL */
 	struct tree_windows windows; /* and their memory: in place in an image */
 	uint8_t *windows_buf;    /* or whole, a stream's (what windows.data is) */
-	uint8_t *shm;            /* the shared memory section (vmm/linux/shm.c), whole (a
-				  * stream's), or NULL */
-	size_t shm_len;
-	struct lx_shm_src shm_file; /* or left in an image, read a MiB at a time (.read) */
-	json_t *shm_made;        /* or its memfds made already, as a stream brought it
-				  * (lx_shm_in_end's registry, freed with the rest) */
+	/* The shared memory section (vmm/linux/shm.c): left in an image, read a MiB at a
+	 * time (.read set), or a stream's, its memfds made as it came (lx_shm_in_end's
+	 * registry, freed with the rest). */
+	struct lx_shm_src shm_file;
+	json_t *shm_made;
 };
 
 /* Read and check @r's state into @st (free it with restore_saved_free): 0, or -EINVAL

@@ -7,8 +7,9 @@
  * the socket's fd: a link attaches the session to that fd (mig_io_attach), and every
  * byte of the stream, the answers and post-copy's requests then goes through the
  * session, with no thread of its own; records are gathered and the socket read ahead a
- * quarter MiB at a time (TLS_IO_BUF). The socket stays what is bounded (--peer-timeout: a session's read or write that waits it out says
- * EAGAIN, as the socket would), polled and shut down (a cancel). GnuTLS lets one
+ * quarter MiB at a time (TLS_IO_BUF). The socket stays what is bounded (--peer-timeout:
+ * a session's read or write that waits it out says EAGAIN, as the socket would), polled
+ * and shut down (a cancel). GnuTLS lets one
  * thread send while another receives; senders take turns, and so do readers.
  *
  * Credentials are read from DIR before anything runs confined: restore reads them

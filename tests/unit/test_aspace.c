@@ -597,11 +597,24 @@ START_TEST(test_budget)
 }
 END_TEST
 
+/* After a restore into @r beside the first space @p: both tables written, @r's block 3
+ * its own and writable (@why if not), the bookkeeping agreeing. */
+static void expect_restored_own(struct aspace *p, struct aspace *r, const char *why)
+{
+	uint64_t f;
+
+	aspace_tables(p);
+	aspace_tables(r);
+	seen(r, BLK(3), &f);
+	ck_assert_msg(f & PTE_RW, "%s", why);
+	check_all();
+}
+
 /* A fork whose copies would pass the budget fails before it takes a window; a
  * restore's blocks are charged as they are filled, and only a space's user blocks. */
 START_TEST(test_budget_fork_restore)
 {
-	uint64_t flush = 0, used[1] = { (1ULL << 2) | (1ULL << 3) }, f;
+	uint64_t flush = 0, used[1] = { (1ULL << 2) | (1ULL << 3) };
 	uint64_t copy[1] = { 1ULL << 3 };
 	struct aspace *p, *c, *r;
 
@@ -618,11 +631,7 @@ START_TEST(test_budget_fork_restore)
 	aspace_destroy(c, &flush);
 	ck_assert_int_eq(aspace_restore_fill(&set, 2, 3), 0);
 	ck_assert_int_eq(aspace_restore_read(r, 4, 0), 0);
-	aspace_tables(p);
-	aspace_tables(r);
-	seen(r, BLK(3), &f);
-	ck_assert_msg(f & PTE_RW, "a restored block is the space's own, writable");
-	check_all();
+	expect_restored_own(p, r, "a restored block is the space's own, writable");
 }
 END_TEST
 
@@ -632,7 +641,6 @@ END_TEST
 START_TEST(test_restore_back)
 {
 	struct aspace *p, *r;
-	uint64_t f;
 
 	aspace_set_budget(&set, USER_BLOCKS + 2);
 	ck_assert_int_eq(aspace_restore_back(&set, 2, 3), 0);
@@ -649,11 +657,7 @@ START_TEST(test_restore_back)
 	ck_assert_int_eq(aspace_restore_back(&set, 2, 4), -EINVAL); /* its space exists */
 	ck_assert_int_eq(aspace_restore_fill(&set, 2, 3), 0);  /* charged already */
 	ck_assert_uint_eq(aspace_set_charged(&set), USER_BLOCKS + 2);
-	aspace_tables(p);
-	aspace_tables(r);
-	seen(r, BLK(3), &f);
-	ck_assert_msg(f & PTE_RW, "a block that came ahead is the space's own, writable");
-	check_all();
+	expect_restored_own(p, r, "a block that came ahead is the space's own, writable");
 }
 END_TEST
 
