@@ -65,7 +65,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate
+.PHONY: all deps test results-check layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench bench/tls-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -217,6 +217,12 @@ asan-e2e-start: $(B)/ccvm-asan guests bench/ycsb bench/engine-bench peer-guest $
 test: deps
 	MAKE="$(MAKE)" scripts/test.sh
 
+# Every current results file names its commit, CPU, cores, kernel, hypervisor, date,
+# rounds and command (bench/provenance.py; history/ aside), and the check's own tests.
+results-check:
+	python3 tests/bench/test_provenance.py
+	python3 bench/provenance.py check
+
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
 
 # The instrumented objects are kept between runs (make would delete them as intermediates).
@@ -298,7 +304,7 @@ bench-costs: deps
 # ccow's threshold against the prediction from those costs, on the engine, no VM needed.
 bench-threshold: deps
 	$(MAKE) bench/engine-bench
-	[ -f bench/results/costs.csv ] || $(MAKE) bench-costs
+	[ -f bench/results/$$(python3 bench/provenance.py class)/costs.csv ] || $(MAKE) bench-costs
 	bench/threshold-sweep.py
 
 # Redis serving in ccvm against natively; Redis under snapshots beside native BGSAVE.

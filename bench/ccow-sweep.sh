@@ -17,14 +17,14 @@
 # The sweep runs twice: writer unlimited, and writer limited (RATE) so that a snapshot
 # lasts about one interval, as the paper's child process did.
 #
-# Output: bench/results/ccow_sweep.csv, ccow_sweep.md, ccow_regions.png (the paper's
+# Output (OUT, default this host's bench/results/HOST-CLASS): ccow_sweep.csv, ccow_sweep.md, ccow_regions.png (the paper's
 # Figure 3), ccow_thresholds.png (Figure 4). Environment: SIZE (default 2G), DURATION
 # (seconds per run, default 20), TRACKER_S.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 CCVM=$TOP/ccvm
 ZB=$TOP/build/guest/zipfbench
-OUT=$TOP/bench/results
+OUT=${OUT:-$TOP/bench/results/$(python3 "$TOP/bench/provenance.py" class)}
 SIZE=${SIZE:-2G}
 [ -x "$CCVM" ] && [ -x "$ZB" ] || { echo "ccow-sweep: build first (make bench-ccow does)" >&2; exit 1; }
 W=$(mktemp -d /var/tmp/ccvm-sweep.XXXXXX)
@@ -86,7 +86,8 @@ echo "snapshot interval (cow recovery to 99%): $INTERVAL s"
 RATE=$(awk -v m="$SIZE_MIB" -v i="$INTERVAL" 'BEGIN {printf "%.0f", m * 1.048576 / i}')
 
 CSV=$OUT/ccow_sweep.csv
-echo "writer,config,policy,region,threshold,updates_per_s,seconds,peak_rss_mib,snapshots,cow_faults,mean_snapshot_ms,lost_s_per_snapshot,during_snapshot" >"$CSV"
+echo "# $(python3 "$TOP/bench/provenance.py" line 1 "zipfbench --size $SIZE, duration ${DURATION}s, each configuration once" -- "$0" "$@")" >"$CSV"
+echo "writer,config,policy,region,threshold,updates_per_s,seconds,peak_rss_mib,snapshots,cow_faults,mean_snapshot_ms,lost_s_per_snapshot,during_snapshot" >>"$CSV"
 
 echo "== the tracker's cost: $TRACKER_S s runs, no snapshots"
 DUR=$TRACKER_S
@@ -137,14 +138,16 @@ sweep limited --snapshot-rate "$RATE"
 
 # Table normalised to cow, per writer mode.
 {
+	head -1 "$CSV" | cut -c3-
+	echo
 	echo "zipfbench --size $SIZE (1 KiB blocks, alpha 1.0) for $DURATION s per run, snapshot every $INTERVAL s (cow's recovery time); writer limited to $RATE MB/s in the second half. Throughput and peak RSS relative to cow in the same mode; \"during\" is the guest's throughput during snapshots relative to no snapshots."
 	echo
 	echo "Coverage tracker alone, $TRACKER_S s without snapshots: $T_ON vs $T_OFF updates/s, a cost of $TRACKER_COST%."
 	echo
 	echo "| writer | config | throughput vs cow | peak RSS vs cow | CoW faults | mean snapshot | lost per snapshot | during |"
 	echo "|---|---|---|---|---|---|---|---|"
-	awk -F, 'NR > 1 && $1 != "-" {k[NR]=$0; if ($2 == "cow") {cu[$1]=$6; cr[$1]=$8}}
-		END {for (i = 2; i <= NR; i++) if (i in k) {split(k[i], f, ","); printf "| %s | %s | %.2f | %.2f | %s | %s ms | %s s | %s |\n", f[1], f[2], f[6]/cu[f[1]], f[8]/cr[f[1]], f[10], f[11], f[12], f[13]}}' "$CSV"
+	awk -F, 'NR > 2 && $1 != "-" {k[NR]=$0; if ($2 == "cow") {cu[$1]=$6; cr[$1]=$8}}
+		END {for (i = 3; i <= NR; i++) if (i in k) {split(k[i], f, ","); printf "| %s | %s | %.2f | %.2f | %s | %s ms | %s s | %s |\n", f[1], f[2], f[6]/cu[f[1]], f[8]/cr[f[1]], f[10], f[11], f[12], f[13]}}' "$CSV"
 } >"$OUT/ccow_sweep.md"
 cat "$OUT/ccow_sweep.md"
 

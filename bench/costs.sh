@@ -3,21 +3,20 @@
 # a writer on this machine (bench/cost-bench, no VM needed), and the coverage above
 # which copying a region whole beats trapping on its pages.
 #
-# ROUNDS rounds (default 5); writes bench/results/costs.csv (every round) and
-# costs.md (mean and 95% confidence interval), each with the commit and machine.
+# ROUNDS rounds (default 5); writes costs.csv (every round) and
+# costs.md (mean and 95% confidence interval), each with its provenance
+# (bench/provenance.py), in OUT (default this host's bench/results/HOST-CLASS).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$TOP/bench/results}
+OUT=${OUT:-$TOP/bench/results/$(python3 "$TOP/bench/provenance.py" class)}
 ROUNDS=${ROUNDS:-5}
 [ -x "$TOP/bench/cost-bench" ] || { echo "costs: build bench/cost-bench first (make)" >&2; exit 1; }
 mkdir -p "$OUT"
-commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$TOP" diff --quiet 2>/dev/null || commit="$commit+dirty"
-machine="$(hostname) $(nproc) cpus, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kvm $([ -e /dev/kvm ] && echo present || echo absent)"
+prov=$(python3 "$TOP/bench/provenance.py" line "$ROUNDS" -- "$0" "$@")
 runs=$(mktemp)
 trap 'rm -f "$runs"' EXIT
 "$TOP/bench/cost-bench" "$ROUNDS" >"$runs"
-PYTHONPATH="$TOP/bench" python3 - "$OUT" "# commit $commit; machine $machine; $(date -u +%Y-%m-%dT%H:%M:%SZ)" "$runs" <<'PY'
+PYTHONPATH="$TOP/bench" python3 - "$OUT" "# $prov" "$runs" <<'PY'
 import json, sys
 from ci95 import mean_ci
 out, meta, runs = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -21,7 +21,7 @@ the configurations of a round run in a shuffled order:
           PSNAPS snapshots, default 1, as a 4 GiB snapshot under writers takes ~20 s
           here); the median and max over all snapshots of all rounds.
 
-Writes bench/results/datapath_{tune,writer,pause}.csv (a row per run), datapath.md
+Writes (OUT, default bench/results/HOST-CLASS) datapath_{tune,writer,pause}.csv (a row per run), datapath.md
 (means and 95% CIs) and datapath.png, each with commit and machine. Environment: ROUNDS,
 SECTIONS ("tune writer pause"), CONFIGS, MEM (256M), THREADS (2), ALPHA (0.99), GAP (1),
 DURATION (8), WMEM (2G), PMEM (4G), PSNAPS (1), OUT, IMGDIR.
@@ -48,7 +48,7 @@ SECTIONS = ENV("SECTIONS", "tune writer pause").split()
 MEM, THREADS, ALPHA = ENV("MEM", "256M"), ENV("THREADS", "2"), ENV("ALPHA", "0.99")
 GAP, DURATION = ENV("GAP", "1"), ENV("DURATION", "8")
 WMEM, PMEM, PSNAPS = ENV("WMEM", "2G"), ENV("PMEM", "4G"), int(ENV("PSNAPS", "1"))
-OUT = ENV("OUT", os.path.join(TOP, "bench", "results"))
+OUT = ENV("OUT", "") or provenance.host_dir()
 DD_BYTES = 2 << 30
 DD_BLOCK = 2 << 20
 
@@ -122,7 +122,7 @@ def pause_run(policy, imgdir):
 
 
 def main():
-    head = provenance.line()
+    head = provenance.line(ROUNDS)
     os.makedirs(OUT, exist_ok=True)
     imgdir = ENV("IMGDIR") or tempfile.mkdtemp(prefix="ccvm-datapath.", dir="/var/tmp")
     rows = {"tune": [], "writer": [], "pause": []}

@@ -4,7 +4,7 @@
 #
 # ROUNDS rounds (default 5); in each, every configuration runs once, in an order
 # shuffled per round, so that drift of the machine spreads over all of them. Writes
-# bench/results/engine_sweep.csv (one row per run), engine_sweep_summary.csv and
+# OUT/engine_sweep.csv (default this host's bench/results/HOST-CLASS) (one row per run), engine_sweep_summary.csv and
 # engine_sweep.md (mean and 95% confidence interval per configuration, Student's t over
 # the rounds) and engine_sweep.png; every file records the commit and machine.
 #
@@ -23,7 +23,7 @@
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 EB=$TOP/bench/engine-bench
-OUT=${OUT:-$TOP/bench/results}
+OUT=${OUT:-$TOP/bench/results/$(python3 "$TOP/bench/provenance.py" class)}
 ROUNDS=${ROUNDS:-5}
 MEM=${MEM:-256M}
 THREADS=${THREADS:-2}
@@ -39,16 +39,14 @@ trap 'rm -rf "$IMGDIR"' EXIT
 # name:policy:threshold[:precopy] (threshold - for none, stop and cow)
 CONFIGS=${CONFIGS:-"none:none:- stop:stop:- cow:cow:- ccow:ccow:0.8 ccow-all:ccow:0 fork:fork:-"}
 TRAP_US=${TRAP_US:-0}
-commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$TOP" diff --quiet 2>/dev/null || commit="$commit+dirty"
-machine="$(hostname) $(nproc) cpus, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kvm $([ -e /dev/kvm ] && echo present || echo absent)"
-stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+prov=$(python3 "$TOP/bench/provenance.py" line "$ROUNDS" "mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER trap-cost-us $TRAP_US configs $CONFIGS" -- "$0" "$@")
+commit=${prov#commit }
+commit=${commit%%;*}
 raw=$OUT/engine_sweep.csv
 scatter=; [ "$SCATTER" = 1 ] && scatter=--scatter
 
 {
-	echo "# commit $commit; machine $machine; $stamp"
-	echo "# mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER trap-cost-us $TRAP_US rounds $ROUNDS; command: ROUNDS=$ROUNDS MEM=$MEM THREADS=$THREADS ALPHA=$ALPHA SCATTER=$SCATTER GAP=$GAP DURATION=$DURATION TRAP_US=$TRAP_US CONFIGS=\"$CONFIGS\" bench/engine-sweep.sh"
+	echo "# $prov"
 	echo "round,order,config,policy,threshold,updates_per_s,during,max_stall_ms,p999_batch_ms,snapshots,traps,pause_us_max,pause_us_mean,duration_ms_mean,pages_copied,regions_hot,regions_precopied,extra_bytes_peak_max,tracker_lost_ms,tracker_longest_stall_ms"
 } >"$raw"
 

@@ -9,7 +9,7 @@ VM on our KVM hosts, 75-150 us). Each configuration below runs once per round, i
 order shuffled per round (the seed is recorded), ROUNDS rounds (default 5). Per run:
 the p99, p99.9 and max latency of updates that started while a snapshot ran, the
 longest pause, the write faults per snapshot, the pages copied in pauses and the most
-extra memory a snapshot took (extra_bytes_peak). Writes bench/results/latency_sweep.csv
+extra memory a snapshot took (extra_bytes_peak). Writes (OUT, default bench/results/HOST-CLASS) latency_sweep.csv
 (a row per run), latency_sweep.md (mean and 95% CI over the rounds) and
 latency_sweep.png; each records the commit and the machine.
 
@@ -141,12 +141,10 @@ def main():
         return 1
     seed = int(env("SEED", str(random.SystemRandom().randrange(1 << 30))))
     rng = random.Random(seed)
-    out = env("OUT", os.path.join(provenance.TOP, "bench", "results"))
+    out = env("OUT", "") or provenance.host_dir()
     os.makedirs(out, exist_ok=True)
     imgdir = tempfile.mkdtemp(prefix="ccvm-latency.", dir=os.environ.get("IMGDIR") or "/var/tmp")
-    header = (f"commit {provenance.commit()}; machine {provenance.machine()}; "
-              f"{provenance.sh('date', '-u', '+%Y-%m-%dT%H:%M:%SZ')}; rounds {rounds}; "
-              f"shuffle seed {seed}")
+    header = provenance.line(rounds, f"shuffle seed {seed}")
     rows = []
     try:
         for rnd in range(1, rounds + 1):

@@ -44,7 +44,7 @@ console every CHUNK updates):
   rounds          ccvm's pre-copy rounds; QEMU's dirty-sync-count
 
 ROUNDS rounds (default 5; QUICK=1: 1), systems shuffled per round. Outputs in
-bench/results (OUT): migrate.csv (a row per run), migrate_summary.csv and migrate.md
+bench/results/HOST-CLASS (OUT): migrate.csv (a row per run), migrate_summary.csv and migrate.md
 (mean and 95% CI), migrate.png, and the same named migrate_redis*; with QUICK=1 only
 migrate_quick.csv and migrate_redis_quick.csv. Every file records commit and machine. Environment: ROUNDS, QUICK, SIZE (MiB of zipfbench data, default
 1024), ALPHA (0.99), WARMUP (seconds before migrating, default 8), AFTER (seconds of
@@ -53,8 +53,6 @@ check of this script, not a measurement; ccvm needs kvm), SYSTEMS, OUT, PORT.
 """
 import os
 import random
-import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,14 +111,6 @@ def wait_ready(prog, side, who):
 
 
 TLS_CREDS = {}
-
-
-def command():
-    """How this run was asked for: the settings given, then the script."""
-    keys = ["ROUNDS", "QUICK", "WORKLOADS", "SYSTEMS", "SIZE", "ALPHA", "WARMUP", "AFTER",
-            "ACCEL", "OUT"]
-    given = [f"{k}={shlex.quote(os.environ[k])}" for k in keys if k in os.environ]
-    return " ".join(given + ["bench/migrate.py"])
 
 
 def tls_creds(kind):
@@ -460,20 +450,21 @@ def main():
         cfg = settings(quick)
         workloads = pick_workloads(cfg["accel"])
         names = pick_systems(cfg["accel"]) if "zipfbench" in workloads else []
-        out = os.environ.get("OUT") or os.path.join(TOP, "bench", "results")
+        out = os.environ.get("OUT") or peers.provenance.host_dir()
         os.makedirs(out, exist_ok=True)
         port = int(env_float("PORT", 47000 + os.getpid() % 1000))
         qemu = peers.provenance.sh(QEMU, "--version").splitlines()[0:1]
-        header = (f"{peers.provenance.line()}; {qemu[0] if qemu else 'no QEMU'} accel "
-                  f"{cfg['accel']}; zipfbench --scatter size {cfg['size']}M alpha "
-                  f"{cfg['alpha']} warmup {cfg['warmup']}s downtime target {DOWNTIME_MS} ms; "
-                  f"rounds {rounds}; command: {command()}")
+        peer = f"{qemu[0] if qemu else 'no QEMU'} accel {cfg['accel']}"
+        header = peers.provenance.line(
+            rounds, f"{peer}; zipfbench "
+            f"--scatter size {cfg['size']}M alpha {cfg['alpha']} warmup {cfg['warmup']}s "
+            f"downtime target {DOWNTIME_MS} ms")
         n_runs = 0
         if "zipfbench" in workloads:
             n_runs, port = run_zipfbench(cfg, names, rounds, out, header, port, quick)
         if "redis" in workloads:
-            n_runs += run_redis(rounds, out, header.split("; zipfbench")[0] +
-                                f"; rounds {rounds}", port + 1, quick)
+            n_runs += run_redis(rounds, out, peers.provenance.line(rounds, peer), port + 1,
+                                quick)
     except (Failed, subprocess.TimeoutExpired, subprocess.CalledProcessError, OSError,
             KeyError) as e:
         print(f"migrate: {e}", file=sys.stderr)

@@ -10,13 +10,13 @@
 #     instruction, the exit to the monitor, the return), the exit alone (jumping to
 #     the stub without `syscall`), and a bare exit KVM handles in the kernel (cpuid).
 #
-# Writes bench/results/zipf_native_vs_ccvm.csv, syscall_cost.csv and the PNG plots.
+# Writes OUT/zipf_native_vs_ccvm.csv (default this host's bench/results/HOST-CLASS), syscall_cost.csv and the PNG plots.
 # Environment: ROUNDS (default 5), SIZE (zipfbench --size, default 512M).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 CCVM=$TOP/ccvm
 G=$TOP/build/guest
-OUT=$TOP/bench/results
+OUT=${OUT:-$TOP/bench/results/$(python3 "$TOP/bench/provenance.py" class)}
 ROUNDS=${ROUNDS:-5}
 SIZE=${SIZE:-512M}
 mkdir -p "$OUT"
@@ -26,7 +26,8 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 
 echo "== zipfbench --size $SIZE (write-total 10 x size), $ROUNDS rounds, native vs ccvm"
 csv=$OUT/zipf_native_vs_ccvm.csv
-echo "round,native_updates_per_s,native_thp_updates_per_s,ccvm_updates_per_s,ratio_vs_native,ratio_vs_native_thp" >"$csv"
+echo "# $(python3 "$TOP/bench/provenance.py" line "$ROUNDS" "zipfbench --size $SIZE" -- "$0" "$@")" >"$csv"
+echo "round,native_updates_per_s,native_thp_updates_per_s,ccvm_updates_per_s,ratio_vs_native,ratio_vs_native_thp" >>"$csv"
 ratios=() ratios_thp=()
 for r in $(seq "$ROUNDS"); do
 	args=(--size "$SIZE" --report-ms 0 --seed "$r")
@@ -47,7 +48,8 @@ echo "zipfbench median ratio: ccvm/native $zipf_median, ccvm/native+THP $zipf_me
 
 echo "== system call round trip"
 csv2=$OUT/syscall_cost.csv
-echo "what,ns_per_call" >"$csv2"
+echo "# $(python3 "$TOP/bench/provenance.py" line 1 "getpid: 2000000 calls native, 20000 in ccvm" -- "$0" "$@")" >"$csv2"
+echo "what,ns_per_call" >>"$csv2"
 nat=$("$G/tests/syscost.glibc" getpid 2000000 | field ns_per_call)
 vm=$("$CCVM" run -- "$G/tests/syscost.glibc" getpid 20000 | field ns_per_call)
 stub=$("$CCVM" run -- "$G/tests/syscost.glibc" stub 20000 | field ns_per_call)

@@ -9,7 +9,7 @@
 #  3. Restore time against RAM size, eager vs lazy, for a guest whose memory is 3/4
 #     full: until the guest resumes, and until it has read back all its memory.
 #
-# Writes bench/results/snapshot_pause.csv, snapshot_timeline.csv, restore_time.csv and
+# Writes OUT/snapshot_pause.csv (default this host's bench/results/HOST-CLASS), snapshot_timeline.csv, restore_time.csv and
 # PNG plots. Environment: SIZES (MiB list, default "256 512 1024 2048 4096 8192"),
 # IMGDIR (where images go; default a temporary directory; needs room for the largest),
 # SECTIONS (default "1 2 3").
@@ -17,7 +17,7 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 CCVM=$TOP/ccvm
 G=$TOP/build/guest
-OUT=$TOP/bench/results
+OUT=${OUT:-$TOP/bench/results/$(python3 "$TOP/bench/provenance.py" class)}
 SIZES=${SIZES:-256 512 1024 2048 4096 8192}
 SECTIONS=${SECTIONS:-1 2 3}
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -35,7 +35,8 @@ rt=$OUT/restore_time.csv
 
 if want 1; then
 echo "== 1. pause and duration vs RAM size (cow vs stop, same VM)"
-echo "ram_mib,policy,pause_us,duration_ms,cow_faults,pages_copied,image_mib" >"$csv"
+echo "# $(python3 "$TOP/bench/provenance.py" line 1 "sizes $SIZES MiB, each policy once per size" -- "$0" "$@")" >"$csv"
+echo "ram_mib,policy,pause_us,duration_ms,cow_faults,pages_copied,image_mib" >>"$csv"
 for mib in $SIZES; do
 	sock=$IMGDIR/ctl.sock
 	"$CCVM" run --mem "${mib}M" --control "$sock" --image-dir "$IMGDIR" -- "$G/zipfbench" --size "$((mib * 7 / 8))M" \
@@ -58,7 +59,8 @@ fi
 
 if want 2; then
 echo "== 2. zipfbench throughput across snapshots (1 GiB VM, 768 MiB Zipf area)"
-echo "policy,t_s,updates_per_s" >"$tl"
+echo "# $(python3 "$TOP/bench/provenance.py" line 1 "one run per policy" -- "$0" "$@")" >"$tl"
+echo "policy,t_s,updates_per_s" >>"$tl"
 for pol in cow stop; do
 	sock=$IMGDIR/ctl.sock
 	"$CCVM" run --mem 1G --control "$sock" --image-dir "$IMGDIR" -- "$G/zipfbench" --size 768M --duration 6 \
@@ -77,7 +79,8 @@ fi
 
 if want 3; then
 echo "== 3. restore time vs RAM size (memory 3/4 full), eager vs lazy"
-echo "ram_mib,data_mib,mode,resumed_s,all_touched_s" >"$rt"
+echo "# $(python3 "$TOP/bench/provenance.py" line 1 "sizes $SIZES MiB, each mode once per size" -- "$0" "$@")" >"$rt"
+echo "ram_mib,data_mib,mode,resumed_s,all_touched_s" >>"$rt"
 # Time from the restore command to the guest's first output after the snapshot instant
 # ("resumed"), and to it having read back every byte it wrote ("pattern intact").
 time_restore() { # IMAGE MODE

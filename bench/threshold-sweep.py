@@ -28,8 +28,8 @@ and packed (rank r at block r: hot regions together). Per run: lost_ms, the work
 per snapshot against the same round's run without snapshots, in milliseconds of the
 whole load's normal rate, and the traps per snapshot, each beside its prediction.
 
-Writes bench/results/threshold_sweep.csv (a row per run), threshold_sweep.md (means and
-95% CIs) and threshold_sweep.png, with commit and machine. Needs bench/results/costs.csv
+Writes (OUT, default bench/results/HOST-CLASS) threshold_sweep.csv (a row per run), threshold_sweep.md (means and
+95% CIs) and threshold_sweep.png, with commit and machine. Needs bench/results/HOST-CLASS/costs.csv
 (`make bench-costs`). Environment: ROUNDS, MEM (256M), THREADS (2), ALPHA (0.99), GAP (1),
 DURATION (8), THRESHOLDS, LAYOUTS ("scatter packed"), OUT, IMGDIR.
 """
@@ -124,10 +124,10 @@ def run_eb(cfg, policy, threshold, scatter, imgdir):
 
 
 def machine(trap, copy, costs_from, cfg):
-    return (f"{provenance.line()}; mem {cfg['mem']} threads {cfg['threads']} alpha "
-            f"{cfg['alpha']} gap {cfg['gap']}s duration {cfg['duration']}s rounds "
-            f"{cfg['rounds']}; costs trap {trap:.1f} us, region copy {copy:.0f} us "
-            f"({costs_from})")
+    return provenance.line(cfg["rounds"], f"mem {cfg['mem']} threads {cfg['threads']} alpha "
+                           f"{cfg['alpha']} gap {cfg['gap']}s duration {cfg['duration']}s; "
+                           f"costs trap {trap:.1f} us, region copy {copy:.0f} us "
+                           f"({costs_from})")
 
 
 def settings():
@@ -255,8 +255,8 @@ plot {", ".join(plots)}
 def main():
     try:
         cfg = settings()
-        out = os.environ.get("OUT") or os.path.join(TOP, "bench", "results")
-        trap, copy, costs_from = costs(os.path.join(TOP, "bench", "results", "costs.csv"))
+        out = os.environ.get("OUT") or provenance.host_dir()
+        trap, copy, costs_from = costs(os.path.join(provenance.host_dir(), "costs.csv"))
         if not os.access(EB, os.X_OK):
             raise Failed("build bench/engine-bench first (make)")
         os.makedirs(out, exist_ok=True)

@@ -6,7 +6,7 @@ three interleaved in a shuffled order each round. It is the transfer alone, the 
 of `ctl migrate`'s total time that TLS touches: bench/migrate.py's ccvm-tls row measures
 a whole VM's migration where there is KVM.
 
-Outputs in OUT (default bench/results/tls): tls.csv (a row per transfer), tls_summary.csv
+Outputs in OUT (default bench/results/HOST-CLASS/tls): tls.csv (a row per transfer), tls_summary.csv
 and tls.md (mean and 95% CI of seconds; per round, each TLS channel's time over plain's
 of the same round), tls.png. Every file starts with the commit, machine and command.
 Environment: ROUNDS (default 5), MEM (MiB, default 1024), ZERO (share of zero pages,
@@ -42,10 +42,9 @@ def main():
     rounds = int(os.environ.get("ROUNDS", "5"))
     mem = int(os.environ.get("MEM", "1024"))
     zero = int(os.environ.get("ZERO", "30"))
-    out = os.environ.get("OUT") or os.path.join(TOP, "bench", "results", "tls")
+    out = os.environ.get("OUT") or provenance.host_dir("tls")
     os.makedirs(out, exist_ok=True)
-    header = (f"{provenance.line()}; rounds {rounds}; command: ROUNDS={rounds} MEM={mem} "
-              f"ZERO={zero} bench/tls-cost.py")
+    header = provenance.line(rounds, f"mem {mem} MiB, zero pages {zero}%")
     rows = []
     with tempfile.TemporaryDirectory(prefix="ccvm-tls-cost.") as tmp:
         subprocess.run([os.path.join(TOP, "tests", "tls", "make-creds.sh"), tmp], check=True,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` runs it once the Debian packages are in: the
-# layer checks, the unit tests, the end-to-end tests, both again under AddressSanitizer
-# and UBSan, and every fuzz target for 10 s. Where the VMs run nested under TCG, the
-# ASan pass's VM part runs beside the plain pass (tests/e2e/suite.sh --start). Each step runs even when one before it
+# layer checks, the results files' provenance (make results-check), the unit tests, the
+# end-to-end tests, both again under AddressSanitizer and UBSan, and every fuzz target
+# for 10 s. Where the VMs run nested under TCG, the ASan pass's VM part runs beside the
+# plain pass (tests/e2e/suite.sh --start). Each step runs even when one before it
 # failed, so that one run shows every failure. Then a summary whose first line names
 # where the VMs ran ("VMs: /dev/kvm" or "VMs: nested KVM under TCG", from
 # tests/e2e/suite.sh), a line a step, and what was cut or skipped.
@@ -54,6 +55,7 @@ stop_started
 rm -f "$OUT"/*.nested.*
 
 step layers layers
+step results results-check
 step unit unit
 echo "== make asan-e2e-start"
 $MAKE --no-print-directory asan-e2e-start 2>&1 | tee "$OUT/asan-e2e-start.log"

@@ -33,7 +33,7 @@ process tree (monitor and children) every 50 ms. Per run:
   image_mb    mean allocated size of an image
 
 ROUNDS rounds (default 5; QUICK=1: 1 round of one workload), configurations shuffled
-per round. Outputs in bench/results: peers.csv (a row per run), peers_summary.csv and
+per round. Outputs in bench/results/HOST-CLASS (OUT): peers.csv (a row per run), peers_summary.csv and
 peers.md (mean and 95% CI per system and workload), peers.png; with QUICK=1 only
 peers_quick.csv (columns system,workload,round,during,lost_s,stall_ms,duration_s,
 extra_mb,image_mb; snapshot systems only). Every file records commit and machine.
@@ -548,9 +548,10 @@ def workloads(quick):
     return [w for w in every if w["name"] in names]
 
 
-def machine_line(accel):
+def machine_line(accel, rounds, detail):
+    """A results file's provenance, with QEMU's version and accelerator."""
     qemu = provenance.sh(QEMU, "--version").splitlines()[0:1]
-    return f"{provenance.line()}; {qemu[0] if qemu else 'no QEMU'} accel {accel}"
+    return provenance.line(rounds, f"{qemu[0] if qemu else 'no QEMU'} accel {accel}; {detail}")
 
 
 def settings(quick):
@@ -730,13 +731,13 @@ def main():
         rounds = 1 if quick else int(env_float("ROUNDS", 5))
         cfg = settings(quick)
         names = pick_systems(cfg["accel"], quick)
-        out = os.environ.get("OUT") or os.path.join(TOP, "bench", "results")
+        out = os.environ.get("OUT") or provenance.host_dir()
         os.makedirs(out, exist_ok=True)
         imgdir = os.environ.get("IMGDIR") or "/var/tmp"
         work = __import__("tempfile").mkdtemp(prefix="ccvm-peers.", dir=imgdir)
-        header = (machine_line(cfg["accel"]) + f"; size {cfg['size']}M gap {cfg['gap']}s "
-                  f"(end to start) warmup {cfg['warmup']}s duration {cfg['duration']}s "
-                  f"rounds {rounds}")
+        header = machine_line(cfg["accel"], rounds,
+                              f"size {cfg['size']}M gap {cfg['gap']}s (end to start) warmup "
+                              f"{cfg['warmup']}s duration {cfg['duration']}s")
         rows, notes, wls = [], [], workloads(quick)
         try:
             for rnd in range(1, rounds + 1):

@@ -32,7 +32,7 @@ seconds through its t0_unix):
 
 TARGET defaults to half of what the slowest server selected serves closed loop without
 snapshots (measured first, 5 s), so that every server can keep up outside snapshots.
-ROUNDS rounds (default 5), systems shuffled per round. Writes bench/results/redis_peers.csv
+ROUNDS rounds (default 5), systems shuffled per round. Writes (OUT, default bench/results/HOST-CLASS) redis_peers.csv
 (a row per run), redis_peers_summary.csv and redis_peers.md (mean and 95% CI) and
 redis_peers.png; each records commit, machine, THP mode and the servers' huge pages.
 
@@ -475,15 +475,15 @@ def main():
         for f in [YCSB] + ([peers.CCVM] if any(SYSTEMS[n][0] == "ccvm" for n in names) else []):
             if not os.path.exists(f):
                 raise Failed(f"{f} is missing: build first (make bench-redis does)")
-        out = os.environ.get("OUT") or os.path.join(peers.TOP, "bench", "results")
+        out = os.environ.get("OUT") or peers.provenance.host_dir()
         os.makedirs(out, exist_ok=True)
         work = tempfile.mkdtemp(prefix="ccvm-redis.", dir=os.environ.get("IMGDIR") or "/var/tmp")
         rows = []
         try:
             target = int(env_float("TARGET", 0)) or calibrate(names, cfg, work)
-            header = (peers.provenance.line() +
-                      f"; records {cfg['records']} duration {cfg['duration']}s gap {cfg['gap']}s "
-                      f"(end to start) clients {cfg['clients']} rounds {rounds}")
+            header = peers.provenance.line(
+                rounds, f"records {cfg['records']} duration {cfg['duration']}s gap "
+                f"{cfg['gap']}s (end to start) clients {cfg['clients']}")
             for rnd in range(1, rounds + 1):
                 for wl in wls:
                     order = list(names)

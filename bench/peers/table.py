@@ -6,16 +6,20 @@ Per workload and system: throughput during snapshots relative to the same system
 without them, work lost per snapshot (seconds of normal throughput), longest stall,
 ops-weighted p99 and p99.9 during snapshots (Redis; zipfbench has no requests), extra
 memory (PSS), snapshot duration and image size, each as mean ± 95% CI; "-" where a
-figure does not apply or was not measured. Writes OUT/comparison.md (default
-bench/results) with the first line of each source, so commit and machine stay with the
+figure does not apply or was not measured. Writes OUT/comparison.md (default this host's
+bench/results/HOST-CLASS) under a provenance line of its own (its rounds: the fewest of
+its sources'), with the first line of each source, so commit and machine stay with the
 figures. Summaries that do not exist yet are listed as missing.
 """
 import csv
 import math
 import os
+import re
 import sys
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+import provenance  # noqa: E402
 SOURCES = [("peers_summary.csv", "bench/peers/peers.py (zipfbench, --scatter)"),
            ("redis_peers_summary.csv", "bench/peers/redis.py (Redis, YCSB, open loop)")]
 # column title, summary field, scale, format
@@ -36,9 +40,9 @@ def cell(row, field, scale, fmt, snapshots):
 
 
 def main():
-    out = os.environ.get("OUT") or os.path.join(TOP, "bench", "results")
-    lines = ["# Snapshots side by side: every system, every workload", ""]
-    rows, missing = [], []
+    out = os.environ.get("OUT") or provenance.host_dir()
+    lines = ["", "# Snapshots side by side: every system, every workload", ""]
+    rows, missing, rounds = [], [], []
     for name, what in SOURCES:
         path = os.path.join(out, name)
         try:
@@ -47,6 +51,7 @@ def main():
             missing.append(f"{name} ({what})")
             continue
         lines.append(f"- {what}: {text[0].lstrip('# ')}")
+        rounds += [int(n) for n in re.findall(r"; rounds (\d+)", text[0])[:1]]
         rows += list(csv.DictReader(l for l in text if not l.startswith("#")))
     for m in missing:
         lines.append(f"- not measured yet: {m}")
@@ -60,6 +65,7 @@ def main():
         snap = r["system"] not in NO_SNAPSHOTS
         lines.append(f"| {r['workload']} | {r['system']} | {r['n']} | " +
                      " | ".join(cell(r, f, s, fmt, snap) for _, f, s, fmt in COLUMNS) + " |")
+    lines[0] = provenance.line(min(rounds) if rounds else 0, "a table of the sources below")
     with open(os.path.join(out, "comparison.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"table: {len(rows)} rows in {os.path.join(out, 'comparison.md')}", file=sys.stderr)

@@ -6,7 +6,7 @@ compresses a chunk, kept only when it saves a page) over a dump of a native
 redis-server's memory (made as bench/storage/run.py makes it, or DUMP=...), ROUNDS
 rounds (default 5) with the configurations shuffled in each: zstd level 1 and LZ4 at
 block sizes 64 KiB .. 2 MiB, then zstd levels -5 .. 3 and LZ4 HC 9 at 2 MiB. Writes
-bench/results/storage_blocks.csv and storage_blocks.md (stored/data bytes, compression
+bench/results/HOST-CLASS/storage_blocks.csv and storage_blocks.md (stored/data bytes, compression
 and decompression MB/s of one core, means and 95% CIs) with commit and machine.
 """
 import json
@@ -31,7 +31,7 @@ KEYS = ["bytes_data", "bytes_stored", "ratio", "compress_mb_per_s", "decompress_
 
 
 def main():
-    head = provenance.line()
+    head = provenance.line(ROUNDS)
     out = storage.OUT
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="ccvm-blocks.", dir="/var/tmp")

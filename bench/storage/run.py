@@ -35,7 +35,7 @@ rewrite a block with the dump's own bytes, a new value in its first 8: memory st
 compressible as Redis'); text, records of words and numbers; zipf, zipfbench's words
 (incompressible).
 
-Writes bench/results/storage_{codecs,threads,incremental,held}.csv (a row per run),
+Writes (OUT, default bench/results/HOST-CLASS) storage_{codecs,threads,incremental,held}.csv (a row per run),
 storage.md (means and 95% CIs) and storage.png, each with commit and machine.
 Environment: ROUNDS, SECTIONS ("codecs threads incremental held"), DATASETS ("redis text
 zipf"), CODECS ("none lz4 zstd auto"), DISKS ("fast slow"), SLOW_MBS (200), PRECOPY
@@ -74,7 +74,7 @@ INC_CODECS = ["none", "zstd"]
 DATASETS = ENV("DATASETS", "redis text zipf").split()
 MEM, GAP, DURATION = ENV("MEM", "512M"), ENV("GAP", "1"), ENV("DURATION", "8")
 RECORDS = ENV("RECORDS", "250000")
-OUT = ENV("OUT", os.path.join(TOP, "bench", "results"))
+OUT = ENV("OUT", "") or provenance.host_dir()
 CODECS = ENV("CODECS", "none lz4 zstd auto").split()
 DISKS = ENV("DISKS", "fast slow").split()
 SLOW_MBS = float(ENV("SLOW_MBS", "200"))
@@ -438,7 +438,7 @@ def codecs_head(head, disks):
 
 
 def main():
-    head = provenance.line()
+    head = provenance.line(ROUNDS)
     os.makedirs(OUT, exist_ok=True)
     imgdir = ENV("IMGDIR") or tempfile.mkdtemp(prefix="ccvm-storage.", dir="/var/tmp")
     needs = ("codecs" in SECTIONS and "redis" in DATASETS) or "threads" in SECTIONS or \
