@@ -17,6 +17,8 @@
 #                   snapshot storage: codecs, threads, restore (CSV + PNG)
 #   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
 #   make bench-migrate         live migration on loopback, ccvm beside QEMU (~35 minutes)
+#   make bench-headline        every figure README states, at HEAD, 5 shuffled rounds, into
+#                              bench/results/HOST-CLASS (60 minutes; QUICK=1: 15)
 
 CC       ?= gcc
 MUSLCC   ?= musl-gcc
@@ -65,7 +67,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test results-check layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate
+.PHONY: all deps test results-check layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate bench-headline
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench bench/tls-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -337,6 +339,12 @@ bench-peers: deps
 # Live migration on loopback: ccvm's pre-copy (coverage and address order, stop and
 # copy) beside QEMU's on zipfbench, and Redis under YCSB A (bench/migrate.py); QUICK=1: one
 # round, small.
+# Every figure README states, re-measured at HEAD on this machine in one run (60 min on
+# a KVM host of ours; QUICK=1: a subset in 15), into bench/results/HOST-CLASS/.
+bench-headline: deps
+	$(MAKE) ccvm guests peer-guest bench/ycsb bench/engine-bench bench/codec-bench bench/cost-bench
+	bench/headline.py
+
 bench-migrate: deps
 	$(MAKE) ccvm guests peer-guest
 	$(MAKE) bench/ycsb

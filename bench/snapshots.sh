@@ -12,7 +12,8 @@
 # Writes OUT/snapshot_pause.csv (default this host's bench/results/HOST-CLASS), snapshot_timeline.csv, restore_time.csv and
 # PNG plots. Environment: SIZES (MiB list, default "256 512 1024 2048 4096 8192"),
 # IMGDIR (where images go; default a temporary directory; needs room for the largest),
-# SECTIONS (default "1 2 3").
+# SECTIONS (default "1 2 3"), ROUNDS (sections 1 and 3: rounds per size, default 2; each
+# round takes both policies or modes in an order shuffled per size and round).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 CCVM=$TOP/ccvm
@@ -20,6 +21,7 @@ G=$TOP/build/guest
 OUT=${OUT:-$TOP/bench/results/$(python3 "$TOP/bench/provenance.py" class)}
 SIZES=${SIZES:-256 512 1024 2048 4096 8192}
 SECTIONS=${SECTIONS:-1 2 3}
+ROUNDS=${ROUNDS:-2}
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 IMGDIR=${IMGDIR:-$(mktemp -d /var/tmp/ccvm-bench.XXXXXX)}
 mkdir -p "$OUT" "$IMGDIR"
@@ -35,18 +37,20 @@ rt=$OUT/restore_time.csv
 
 if want 1; then
 echo "== 1. pause and duration vs RAM size (cow vs stop, same VM)"
-echo "# $(python3 "$TOP/bench/provenance.py" line 1 "sizes $SIZES MiB, each policy once per size" -- "$0" "$@")" >"$csv"
-echo "ram_mib,policy,pause_us,duration_ms,cow_faults,pages_copied,image_mib" >>"$csv"
+echo "# $(python3 "$TOP/bench/provenance.py" line "$ROUNDS" "sizes $SIZES MiB, per size one VM, cow and stop once a round in a shuffled order" -- "$0" "$@")" >"$csv"
+echo "ram_mib,policy,pause_us,duration_ms,cow_faults,pages_copied,image_mib,round" >>"$csv"
 for mib in $SIZES; do
 	sock=$IMGDIR/ctl.sock
 	"$CCVM" run --mem "${mib}M" --control "$sock" --image-dir "$IMGDIR" -- "$G/zipfbench" --size "$((mib * 7 / 8))M" \
 		--duration 600 --report-ms 500 >"$IMGDIR/vm.out" 2>&1 &
 	VM=$!
 	wait_for report "$IMGDIR/vm.out" # memory populated, Zipf writes running
-	for pol in cow stop cow stop; do
-		r=$("$CCVM" ctl "$sock" snapshot "$IMGDIR/b.img" --policy $pol --wait)
-		echo "$mib,$pol,$(echo "$r" | field pause_us),$(echo "$r" | field duration_ms),$(echo "$r" | field cow_faults),$(echo "$r" | field pages_copied),$(($(echo "$r" | field bytes) >> 20))" >>"$csv"
-		rm -f "$IMGDIR/b.img"
+	for round in $(seq "$ROUNDS"); do
+		for pol in $(printf '%s\n' cow stop | shuf --random-source=<(yes "$mib-$round")); do
+			r=$("$CCVM" ctl "$sock" snapshot "$IMGDIR/b.img" --policy $pol --wait)
+			echo "$mib,$pol,$(echo "$r" | field pause_us),$(echo "$r" | field duration_ms),$(echo "$r" | field cow_faults),$(echo "$r" | field pages_copied),$(($(echo "$r" | field bytes) >> 20)),$round" >>"$csv"
+			rm -f "$IMGDIR/b.img"
+		done
 	done
 	"$CCVM" ctl "$sock" quit >/dev/null
 	wait "$VM" || true
@@ -79,8 +83,8 @@ fi
 
 if want 3; then
 echo "== 3. restore time vs RAM size (memory 3/4 full), eager vs lazy"
-echo "# $(python3 "$TOP/bench/provenance.py" line 1 "sizes $SIZES MiB, each mode once per size" -- "$0" "$@")" >"$rt"
-echo "ram_mib,data_mib,mode,resumed_s,all_touched_s" >>"$rt"
+echo "# $(python3 "$TOP/bench/provenance.py" line "$ROUNDS" "sizes $SIZES MiB, guest memory 3/4 full, eager and lazy once a round in a shuffled order" -- "$0" "$@")" >"$rt"
+echo "ram_mib,data_mib,mode,resumed_s,all_touched_s,round" >>"$rt"
 # Time from the restore command to the guest's first output after the snapshot instant
 # ("resumed"), and to it having read back every byte it wrote ("pattern intact").
 time_restore() { # IMAGE MODE
@@ -109,9 +113,11 @@ for mib in $SIZES; do
 	VM=
 	rm -f "$IMGDIR/in"
 	sync
-	for mode in eager lazy eager lazy; do
-		t=$(time_restore "$IMGDIR/r.img" $mode)
-		echo "$mib,$((mib * 3 / 4)),$mode,$t" >>"$rt"
+	for round in $(seq "$ROUNDS"); do
+		for mode in $(printf '%s\n' eager lazy | shuf --random-source=<(yes "$mib-$round")); do
+			t=$(time_restore "$IMGDIR/r.img" $mode)
+			echo "$mib,$((mib * 3 / 4)),$mode,$t,$round" >>"$rt"
+		done
 	done
 	awk -F, -v m="$mib" '$1==m {r[$3]+=$4; d[$3]+=$5; n[$3]++}
 		END {printf "%5d MiB RAM: eager resumes after %.3f s (all memory %.3f s), lazy after %.3f s (all memory %.3f s)\n",
@@ -120,12 +126,14 @@ for mib in $SIZES; do
 done
 fi
 
-if command -v gnuplot >/dev/null; then
-	gnuplot <<GP
-set terminal pngcairo size 900,450 font ",10"
-set datafile separator ","
-set key top left
-set grid
+# The plots of the sections that ran, each from its CSV.
+plots() {
+	echo 'set terminal pngcairo size 900,450 font ",10"'
+	echo 'set datafile separator ","'
+	echo 'set key top left'
+	echo 'set grid'
+	if want 1; then
+		cat <<GP
 set logscale xy
 set xlabel "guest RAM (MiB)"
 set ylabel "pause (ms)"
@@ -134,6 +142,10 @@ set output "$OUT/snapshot_pause.png"
 plot "< awk -F, '\$2==\"cow\"' $csv" using 1:(\$3/1000) with points pt 7 title "cow", \
      "< awk -F, '\$2==\"stop\"' $csv" using 1:(\$3/1000) with points pt 5 title "stop"
 unset logscale
+GP
+	fi
+	if want 3; then
+		cat <<GP
 set logscale x
 set xlabel "guest RAM (MiB)"
 set ylabel "seconds after the restore command"
@@ -144,6 +156,10 @@ plot "< awk -F, '\$3==\"eager\"' $rt" using 1:4 with points pt 7 title "eager: r
      "< awk -F, '\$3==\"lazy\"' $rt" using 1:4 with points pt 5 title "lazy: resumed", \
      "< awk -F, '\$3==\"lazy\"' $rt" using 1:5 with points pt 4 title "lazy: all memory read"
 unset logscale
+GP
+	fi
+	if want 2; then
+		cat <<GP
 set xlabel "time (s)"
 set ylabel "updates/s"
 set title "zipfbench throughput across one snapshot taken at t = 2 s"
@@ -151,5 +167,9 @@ set output "$OUT/snapshot_timeline.png"
 plot "< awk -F, '\$1==\"cow\"' $tl" using 2:3 with lines lw 2 title "cow", \
      "< awk -F, '\$1==\"stop\"' $tl" using 2:3 with lines lw 2 title "stop"
 GP
-	echo "plots: $OUT/snapshot_pause.png $OUT/snapshot_timeline.png $OUT/restore_time.png"
+	fi
+}
+if command -v gnuplot >/dev/null; then
+	plots | gnuplot
+	echo "plots in $OUT"
 fi
