@@ -67,7 +67,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test results-check layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate bench-headline
+.PHONY: all deps test results-check docs-check layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate bench-headline
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench bench/tls-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -224,6 +224,12 @@ test: deps
 results-check:
 	python3 tests/bench/test_provenance.py
 	python3 bench/provenance.py check
+
+# README's and evaluation.md's figure blocks equal a rendering of the newest headline run
+# per host (bench/render.py --write makes them so), and the renderer's own tests.
+docs-check:
+	python3 tests/bench/test_render.py
+	python3 bench/render.py --check
 
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
 

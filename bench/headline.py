@@ -24,6 +24,9 @@ nested under TCG, whose times mean nothing):
                   (VM; bench/snapshots.sh)
   migration       live migration on loopback against QEMU's pre-copy (VM; bench/migrate.py)
 
+A full run then renders README's and docs/evaluation.md's figure blocks from the newest
+run of each class (bench/render.py --write), for the commit that adds the results.
+
 QUICK=1 takes a smaller subset (shorter runs, fewer systems and sizes, still 5 rounds)
 within about 15 minutes, into bench/results/HOST-CLASS/quick/, which is never rendered
 as the headline. PARTS (space separated) runs only those parts, into the same folder
@@ -57,14 +60,14 @@ PARTS = [
          "engine sweep, plain memory"),
     part("compression", False, ["bench/storage/run.py"],
          {"SECTIONS": "codecs", "DATASETS": "redis"},
-         {"SECTIONS": "codecs", "DATASETS": "redis", "CODECS": "none auto", "DURATION": "4"},
+         {"SECTIONS": "codecs", "DATASETS": "redis", "CODECS": "none auto", "DURATION": "3"},
          "snapshot storage per codec, this disk and a throttled one"),
     part("redis-serving", True, ["bench/redis-snapshots"], {},
          {"REQUESTS": "100000", "MEM": "2G"}, "Redis serving -P16, ccvm against native"),
     part("redis-snapshots", True, ["bench/peers/redis.py"],
          {"WORKLOADS": "ycsb-a", "DURATION": "20",
           "SYSTEMS": "native native-bgsave ccvm-none ccvm-ccow ccvm-bgsave"},
-         {"WORKLOADS": "ycsb-a", "DURATION": "10", "SYSTEMS": "native-bgsave ccvm-ccow"},
+         {"WORKLOADS": "ycsb-a", "DURATION": "8", "SYSTEMS": "native-bgsave ccvm-ccow"},
          "Redis under snapshots: ccvm default, BGSAVE in ccvm, native BGSAVE"),
     part("zipf-peers", True, ["bench/peers/peers.py"],
          {"WORKLOADS": "zipf-a0.99", "SYSTEMS": "ccvm-none ccvm-ccow qemu-none qemu-bg"},
@@ -90,7 +93,8 @@ def archive(out, quick):
     if not old:
         return None
     try:
-        prev = json.load(open(os.path.join(out, MANIFEST)))
+        with open(os.path.join(out, MANIFEST)) as f:
+            prev = json.load(f)
         tag = f"{prev['commit']}-{prev['date'][:10]}"
     except (OSError, ValueError, KeyError):
         tag = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -122,7 +126,8 @@ def run_part(p, quick, out, log_dir):
     entry["seconds"] = round(time.monotonic() - t0, 1)
     entry["status"] = "ok" if rc == 0 else "failed"
     if rc:
-        entry["why"] = f"exit {rc}: " + open(log, errors="replace").read()[-600:].strip()
+        with open(log, errors="replace") as f:
+            entry["why"] = f"exit {rc}: " + f.read()[-600:].strip()
         print(f"headline: {p['name']} FAILED ({entry['why'][-300:]})", file=sys.stderr)
     return entry
 
@@ -175,7 +180,8 @@ def main():
          "archived": moved, "parts": entries}
     manifest = os.path.join(out, MANIFEST)
     if os.environ.get("PARTS") and os.path.exists(manifest):
-        prev = json.load(open(manifest))
+        with open(manifest) as f:
+            prev = json.load(f)
         kept = [e for e in prev.get("parts", []) if e["name"] not in {p["name"] for p in parts}]
         m["parts"] = kept + entries
     with open(manifest, "w") as f:
@@ -189,6 +195,9 @@ def main():
           (f"; FAILED: {' '.join(failed)}" if failed else ""), file=sys.stderr)
     if minutes > BUDGET_MIN[quick]:
         print(f"headline: over the {BUDGET_MIN[quick]}-minute budget", file=sys.stderr)
+    if not quick:  # README's and evaluation.md's blocks follow the newest run
+        subprocess.run([sys.executable, os.path.join(TOP, "bench", "render.py"), "--write"],
+                       cwd=TOP)
     return 1 if failed else 0
 
 

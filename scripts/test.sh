@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` runs it once the Debian packages are in: the
-# layer checks, the results files' provenance (make results-check), the unit tests, the
+# layer checks, the results files' provenance (make results-check), the figure blocks
+# of README and evaluation.md against the results (make docs-check), the unit tests, the
 # end-to-end tests, both again under AddressSanitizer and UBSan, and every fuzz target
 # for 10 s. Where the VMs run nested under TCG, the ASan pass's VM part runs beside the
 # plain pass (tests/e2e/suite.sh --start). Each step runs even when one before it
@@ -56,6 +57,7 @@ rm -f "$OUT"/*.nested.*
 
 step layers layers
 step results results-check
+step docs docs-check
 step unit unit
 echo "== make asan-e2e-start"
 $MAKE --no-print-directory asan-e2e-start 2>&1 | tee "$OUT/asan-e2e-start.log"

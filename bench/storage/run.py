@@ -309,8 +309,10 @@ def add_ratios(rows):
             r["duration_vs_none"] = r["duration_ms_mean"] / base[0]["duration_ms_mean"]
 
 
-def report(heads, rows):
-    out = ["# Snapshot storage without a VM (bench/storage/run.py)", "",
+def report(head, heads, rows):
+    """storage.md: its first line this run's provenance (@head), each section under the
+    provenance of the run it comes from (@heads)."""
+    out = [f"Snapshot storage without a VM (bench/storage/run.py), this run: {head}", "",
            "Mean ± 95% CI over the rounds, configurations shuffled in each round; the real "
            "engine on plain memory written by host threads (no VM: the redis dataset is a "
            "dump of a native redis-server's memory). Each section names the run it comes "
@@ -497,7 +499,7 @@ def main():
     for sec in rows:  # a section not run this time: its last results stay in the report
         if not rows[sec]:
             heads[sec], rows[sec] = read_section(sec)
-    report(heads, rows)
+    report(head, heads, rows)
     plot(heads, rows, head)
     if not ENV("IMGDIR"):
         shutil.rmtree(imgdir, ignore_errors=True)
