@@ -229,6 +229,7 @@ results-check:
 # per host (bench/render.py --write makes them so), and the renderer's own tests.
 docs-check:
 	python3 tests/bench/test_render.py
+	python3 tests/bench/test_headline.py
 	python3 bench/render.py --check
 
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/%)

@@ -82,6 +82,10 @@ PARTS = [
 ]
 
 
+def have_kvm():
+    return os.path.exists("/dev/kvm")
+
+
 def run_dir(quick):
     return provenance.host_dir("quick") if quick else provenance.host_dir()
 
@@ -100,7 +104,9 @@ def archive(out, quick):
         tag = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     dest = os.path.join(provenance.RESULTS, provenance.HISTORY, provenance.host_class()
                         + ("-quick" if quick else ""), tag)
-    os.makedirs(dest, exist_ok=True)
+    if os.path.exists(dest):  # a second run of the same commit on the same day
+        dest += time.strftime("-%H%M%S", time.gmtime())
+    os.makedirs(dest)
     for n in old:
         shutil.move(os.path.join(out, n), os.path.join(dest, n))
     return os.path.relpath(dest, TOP)
@@ -132,6 +138,10 @@ def run_part(p, quick, out, log_dir):
     return entry
 
 
+def render_docs():
+    subprocess.run([sys.executable, os.path.join(TOP, "bench", "render.py"), "--write"], cwd=TOP)
+
+
 def pick(names):
     known = [p["name"] for p in PARTS]
     bad = [n for n in names if n not in known]
@@ -156,7 +166,7 @@ def write_md(path, m):
 def main():
     quick = os.environ.get("QUICK") == "1"
     parts = pick(os.environ.get("PARTS", "").split())
-    kvm = os.path.exists("/dev/kvm")
+    kvm = have_kvm()
     out = run_dir(quick)
     moved = None if os.environ.get("PARTS") else archive(out, quick)
     log_dir = os.environ.get("LOGDIR") or os.path.join("/var/tmp", "ccvm-headline-logs")
@@ -196,8 +206,7 @@ def main():
     if minutes > BUDGET_MIN[quick]:
         print(f"headline: over the {BUDGET_MIN[quick]}-minute budget", file=sys.stderr)
     if not quick:  # README's and evaluation.md's blocks follow the newest run
-        subprocess.run([sys.executable, os.path.join(TOP, "bench", "render.py"), "--write"],
-                       cwd=TOP)
+        render_docs()
     return 1 if failed else 0
 
 
