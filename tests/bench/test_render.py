@@ -86,7 +86,8 @@ class Render(unittest.TestCase):
             self.assertEqual(render.main(["--check"]), 0)
             self.peers([0.7, 0.72, 0.69, 0.71, 0.9], [0.05, 0.06, 0.05, 0.04, 0.05])
             self.assertEqual(render.main(["--check"]), 1)
-        text = open(self.doc).read()
+        with open(self.doc) as f:
+            text = f.read()
         self.assertTrue(text.startswith("intro\n\n") and text.endswith("\n\nrest\n"))
 
     def test_no_markers_is_an_error(self):
