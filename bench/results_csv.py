@@ -61,7 +61,7 @@ def plot_bars(png, title, bars, left, right):
                                              rm, 0 if rci != rci else rci))
         dat = f.name
     script = """
-set terminal pngcairo size 1000,420 font ",10"
+set terminal pngcairo size 1000,420 font ",10" noenhanced
 set output "%s"
 set multiplot layout 1,2 title "%s (mean, 95%% CI)"
 set style fill solid 0.5
