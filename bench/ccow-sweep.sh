@@ -17,7 +17,8 @@
 # The sweep runs twice: writer unlimited, and writer limited (RATE) so that a snapshot
 # lasts about one interval, as the paper's child process did.
 #
-# Output (OUT, default this host's bench/results/HOST-CLASS): ccow_sweep.csv, ccow_sweep.md, ccow_regions.png (the paper's
+# Output (OUT, default this host's bench/results/HOST-CLASS): ccow_sweep.csv,
+# ccow_sweep.md, ccow_regions.png (the paper's
 # Figure 3), ccow_thresholds.png (Figure 4). Environment: SIZE (default 2G), DURATION
 # (seconds per run, default 20), TRACKER_S.
 set -euo pipefail

@@ -21,7 +21,8 @@ the configurations of a round run in a shuffled order:
           PSNAPS snapshots, default 1, as a 4 GiB snapshot under writers takes ~20 s
           here); the median and max over all snapshots of all rounds.
 
-Writes (OUT, default bench/results/HOST-CLASS) datapath_{tune,writer,pause}.csv (a row per run), datapath.md
+Writes (OUT, default bench/results/HOST-CLASS) datapath_{tune,writer,pause}.csv (a row
+per run), datapath.md
 (means and 95% CIs) and datapath.png, each with commit and machine. Environment: ROUNDS,
 SECTIONS ("tune writer pause"), CONFIGS, MEM (256M), THREADS (2), ALPHA (0.99), GAP (1),
 DURATION (8), WMEM (2G), PMEM (4G), PSNAPS (1), OUT, IMGDIR.

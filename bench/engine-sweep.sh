@@ -4,7 +4,8 @@
 #
 # ROUNDS rounds (default 5); in each, every configuration runs once, in an order
 # shuffled per round, so that drift of the machine spreads over all of them. Writes
-# OUT/engine_sweep.csv (default this host's bench/results/HOST-CLASS) (one row per run), engine_sweep_summary.csv and
+# OUT/engine_sweep.csv (default this host's bench/results/HOST-CLASS) (one row per
+# run), engine_sweep_summary.csv and
 # engine_sweep.md (mean and 95% confidence interval per configuration, Student's t over
 # the rounds) and engine_sweep.png; every file records the commit and machine.
 #

@@ -43,6 +43,7 @@ import time
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 import provenance  # noqa: E402
+import render  # noqa: E402
 
 ROUNDS = 5
 BUDGET_MIN = {False: 60, True: 15}   # the whole run, full and QUICK
@@ -51,7 +52,7 @@ MANIFEST = "headline.json"
 
 def part(name, vm, cmd, full, quick, what):
     """A part: its driver (@cmd, from the top of the tree), whether it needs /dev/kvm, its
-    settings in a full run and a QUICK one (None: not in QUICK)."""
+    settings in a full run and in a QUICK one."""
     return {"name": name, "vm": vm, "cmd": cmd, "full": full, "quick": quick, "what": what}
 
 
@@ -87,7 +88,9 @@ def have_kvm():
 
 
 def run_dir(quick):
-    return provenance.host_dir("quick") if quick else provenance.host_dir()
+    d = provenance.host_dir("quick") if quick else provenance.host_dir()
+    os.makedirs(d, exist_ok=True)
+    return d
 
 
 def archive(out, quick):
@@ -114,12 +117,10 @@ def archive(out, quick):
 
 def run_part(p, quick, out, log_dir):
     """One part, its output in @log_dir/NAME.log: its manifest entry."""
-    env = dict(os.environ, ROUNDS=str(ROUNDS), OUT=os.path.join(out, p["name"]),
-               **(p["quick"] if quick else p["full"]))
+    settings = dict(sorted({"ROUNDS": str(ROUNDS), **(p["quick"] if quick else p["full"])}.items()))
+    env = dict(os.environ, OUT=os.path.join(out, p["name"]), **settings)
     env.pop("QUICK", None)   # the drivers' own QUICK means one round
     os.makedirs(env["OUT"], exist_ok=True)
-    settings = {k: env[k] for k in sorted(set(p["full"]) | set(p["quick"] or {}) | {"ROUNDS"})
-                if k in env}
     entry = {"name": p["name"], "what": p["what"], "vm": p["vm"],
              "command": " ".join([f"{k}={shlex.quote(v)}" for k, v in settings.items()]
                                  + p["cmd"])}
@@ -139,7 +140,7 @@ def run_part(p, quick, out, log_dir):
 
 
 def render_docs():
-    subprocess.run([sys.executable, os.path.join(TOP, "bench", "render.py"), "--write"], cwd=TOP)
+    render.main(["--write"])
 
 
 def pick(names):

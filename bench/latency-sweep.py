@@ -9,7 +9,8 @@ VM on our KVM hosts, 75-150 us). Each configuration below runs once per round, i
 order shuffled per round (the seed is recorded), ROUNDS rounds (default 5). Per run:
 the p99, p99.9 and max latency of updates that started while a snapshot ran, the
 longest pause, the write faults per snapshot, the pages copied in pauses and the most
-extra memory a snapshot took (extra_bytes_peak). Writes (OUT, default bench/results/HOST-CLASS) latency_sweep.csv
+extra memory a snapshot took (extra_bytes_peak). Writes (OUT, default
+bench/results/HOST-CLASS) latency_sweep.csv
 (a row per run), latency_sweep.md (mean and 95% CI over the rounds) and
 latency_sweep.png; each records the commit and the machine.
 

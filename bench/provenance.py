@@ -101,10 +101,8 @@ def host_class():
 
 
 def host_dir(*parts):
-    """bench/results/HOST-CLASS[/parts...], made when missing."""
-    d = os.path.join(RESULTS, host_class(), *parts)
-    os.makedirs(d, exist_ok=True)
-    return d
+    """bench/results/HOST-CLASS[/parts...] (the driver makes it as it writes)."""
+    return os.path.join(RESULTS, host_class(), *parts)
 
 
 def command(argv=None):
@@ -139,10 +137,19 @@ def first_line(path):
     return head[2:] if head.startswith("# ") else head
 
 
+def field(head, name):
+    """The value of field @name in a provenance line @head ("?" where it lacks it)."""
+    m = re.search(FIELDS[name], head)
+    if not m:
+        return "?"
+    value = m.group(0).lstrip("; ").split(" ", 1)[1]   # "command:" ends at the line's end
+    return value if name == "command" else value.rstrip(";")
+
+
 def missing(path):
     """The fields the file's provenance lacks (empty when it has them all)."""
     head = first_line(path)
-    return [k for k, rx in FIELDS.items() if not re.search(rx, head)]
+    return [k for k in FIELDS if field(head, k) == "?"]
 
 
 def results_files(paths):

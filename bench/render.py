@@ -25,6 +25,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 from ci95 import mean_ci  # noqa: E402
 from results_csv import read_csv  # noqa: E402
+import provenance  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 MANIFEST = "headline.json"
@@ -177,9 +178,9 @@ def figure_row(f, folder):
 
 def host_block(name, folder, m, detail):
     prov = m.get("provenance", "")
-    fields = dict(p.split(" ", 1) for p in prov.split("; ")[:9] if " " in p)
-    lines = [f"**{name}** ({fields.get('cpu', '?')}, {fields.get('cores', '?')} cores, "
-             f"kernel {fields.get('kernel', '?')}, hypervisor {fields.get('hypervisor', '?')}): "
+    lines = [f"**{name}** ({provenance.field(prov, 'cpu')}, {provenance.field(prov, 'cores')} "
+             f"cores, kernel {provenance.field(prov, 'kernel')}, hypervisor "
+             f"{provenance.field(prov, 'hypervisor')}): "
              f"`make bench-headline` at {m.get('commit', '?')}, {m.get('date', '?')}, "
              f"{m.get('rounds', '?')} rounds per part, shuffled, {m.get('minutes', '?')} min. "
              f"Files: `bench/results/{name}/`.", "",

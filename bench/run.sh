@@ -10,7 +10,8 @@
 #     instruction, the exit to the monitor, the return), the exit alone (jumping to
 #     the stub without `syscall`), and a bare exit KVM handles in the kernel (cpuid).
 #
-# Writes OUT/zipf_native_vs_ccvm.csv (default this host's bench/results/HOST-CLASS), syscall_cost.csv and the PNG plots.
+# Writes OUT/zipf_native_vs_ccvm.csv (default this host's bench/results/HOST-CLASS),
+# syscall_cost.csv and the PNG plots.
 # Environment: ROUNDS (default 5), SIZE (zipfbench --size, default 512M).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)

@@ -9,7 +9,8 @@
 #  3. Restore time against RAM size, eager vs lazy, for a guest whose memory is 3/4
 #     full: until the guest resumes, and until it has read back all its memory.
 #
-# Writes OUT/snapshot_pause.csv (default this host's bench/results/HOST-CLASS), snapshot_timeline.csv, restore_time.csv and
+# Writes OUT/snapshot_pause.csv (default this host's bench/results/HOST-CLASS),
+# snapshot_timeline.csv, restore_time.csv and
 # PNG plots. Environment: SIZES (MiB list, default "256 512 1024 2048 4096 8192"),
 # IMGDIR (where images go; default a temporary directory; needs room for the largest),
 # SECTIONS (default "1 2 3"), ROUNDS (sections 1 and 3: rounds per size, default 2; each

@@ -28,7 +28,8 @@ and packed (rank r at block r: hot regions together). Per run: lost_ms, the work
 per snapshot against the same round's run without snapshots, in milliseconds of the
 whole load's normal rate, and the traps per snapshot, each beside its prediction.
 
-Writes (OUT, default bench/results/HOST-CLASS) threshold_sweep.csv (a row per run), threshold_sweep.md (means and
+Writes (OUT, default bench/results/HOST-CLASS) threshold_sweep.csv (a row per run),
+threshold_sweep.md (means and
 95% CIs) and threshold_sweep.png, with commit and machine. Needs bench/results/HOST-CLASS/costs.csv
 (`make bench-costs`). Environment: ROUNDS, MEM (256M), THREADS (2), ALPHA (0.99), GAP (1),
 DURATION (8), THRESHOLDS, LAYOUTS ("scatter packed"), OUT, IMGDIR.

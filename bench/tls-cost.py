@@ -6,7 +6,8 @@ three interleaved in a shuffled order each round. It is the transfer alone, the 
 of `ctl migrate`'s total time that TLS touches: bench/migrate.py's ccvm-tls row measures
 a whole VM's migration where there is KVM.
 
-Outputs in OUT (default bench/results/HOST-CLASS/tls): tls.csv (a row per transfer), tls_summary.csv
+Outputs in OUT (default bench/results/HOST-CLASS/tls): tls.csv (a row per transfer),
+tls_summary.csv
 and tls.md (mean and 95% CI of seconds; per round, each TLS channel's time over plain's
 of the same round), tls.png. Every file starts with the commit, machine and command.
 Environment: ROUNDS (default 5), MEM (MiB, default 1024), ZERO (share of zero pages,

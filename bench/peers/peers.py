@@ -33,7 +33,8 @@ process tree (monitor and children) every 50 ms. Per run:
   image_mb    mean allocated size of an image
 
 ROUNDS rounds (default 5; QUICK=1: 1 round of one workload), configurations shuffled
-per round. Outputs in bench/results/HOST-CLASS (OUT): peers.csv (a row per run), peers_summary.csv and
+per round. Outputs in bench/results/HOST-CLASS (OUT): peers.csv (a row per run),
+peers_summary.csv and
 peers.md (mean and 95% CI per system and workload), peers.png; with QUICK=1 only
 peers_quick.csv (columns system,workload,round,during,lost_s,stall_ms,duration_s,
 extra_mb,image_mb; snapshot systems only). Every file records commit and machine.

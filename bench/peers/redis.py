@@ -32,7 +32,8 @@ seconds through its t0_unix):
 
 TARGET defaults to half of what the slowest server selected serves closed loop without
 snapshots (measured first, 5 s), so that every server can keep up outside snapshots.
-ROUNDS rounds (default 5), systems shuffled per round. Writes (OUT, default bench/results/HOST-CLASS) redis_peers.csv
+ROUNDS rounds (default 5), systems shuffled per round. Writes (OUT, default
+bench/results/HOST-CLASS) redis_peers.csv
 (a row per run), redis_peers_summary.csv and redis_peers.md (mean and 95% CI) and
 redis_peers.png; each records commit, machine, THP mode and the servers' huge pages.
 

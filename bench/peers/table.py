@@ -41,7 +41,7 @@ def cell(row, field, scale, fmt, snapshots):
 
 def main():
     out = os.environ.get("OUT") or provenance.host_dir()
-    lines = ["", "# Snapshots side by side: every system, every workload", ""]
+    lines = ["# Snapshots side by side: every system, every workload", ""]
     rows, missing, rounds = [], [], []
     for name, what in SOURCES:
         path = os.path.join(out, name)
@@ -65,9 +65,10 @@ def main():
         snap = r["system"] not in NO_SNAPSHOTS
         lines.append(f"| {r['workload']} | {r['system']} | {r['n']} | " +
                      " | ".join(cell(r, f, s, fmt, snap) for _, f, s, fmt in COLUMNS) + " |")
-    lines[0] = provenance.line(min(rounds) if rounds else 0, "a table of the sources below")
+    head = provenance.line(min(rounds) if rounds else 0, "a table of the sources below")
+    os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "comparison.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join([head, ""] + lines) + "\n")
     print(f"table: {len(rows)} rows in {os.path.join(out, 'comparison.md')}", file=sys.stderr)
     return 0
 

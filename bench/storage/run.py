@@ -35,7 +35,8 @@ rewrite a block with the dump's own bytes, a new value in its first 8: memory st
 compressible as Redis'); text, records of words and numbers; zipf, zipfbench's words
 (incompressible).
 
-Writes (OUT, default bench/results/HOST-CLASS) storage_{codecs,threads,incremental,held}.csv (a row per run),
+Writes (OUT, default bench/results/HOST-CLASS)
+storage_{codecs,threads,incremental,held}.csv (a row per run),
 storage.md (means and 95% CIs) and storage.png, each with commit and machine.
 Environment: ROUNDS, SECTIONS ("codecs threads incremental held"), DATASETS ("redis text
 zipf"), CODECS ("none lz4 zstd auto"), DISKS ("fast slow"), SLOW_MBS (200), PRECOPY

@@ -28,6 +28,7 @@ class Headline(unittest.TestCase):
         self.tmp.cleanup()
 
     def previous_run(self):
+        os.makedirs(self.host, exist_ok=True)
         with open(os.path.join(self.host, headline.MANIFEST), "w") as f:
             json.dump({"commit": "abc1234", "date": "2026-12-01T00:00:00Z"}, f)
         os.makedirs(os.path.join(self.host, "engine"), exist_ok=True)
