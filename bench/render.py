@@ -178,9 +178,10 @@ def figure_row(f, folder):
 
 def host_block(name, folder, m, detail):
     prov = m.get("provenance", "")
-    lines = [f"**{name}** ({provenance.field(prov, 'cpu')}, {provenance.field(prov, 'cores')} "
+    lines = [f"### {name}", "",
+             f"{provenance.field(prov, 'cpu')}, {provenance.field(prov, 'cores')} "
              f"cores, kernel {provenance.field(prov, 'kernel')}, hypervisor "
-             f"{provenance.field(prov, 'hypervisor')}): "
+             f"{provenance.field(prov, 'hypervisor')}: "
              f"`make bench-headline` at {m.get('commit', '?')}, {m.get('date', '?')}, "
              f"{m.get('rounds', '?')} rounds per part, shuffled, {m.get('minutes', '?')} min. "
              f"Files: `bench/results/{name}/`.", "",
