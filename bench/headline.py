@@ -57,7 +57,7 @@ def part(name, vm, cmd, full, quick, what):
 
 
 PARTS = [
-    part("engine", False, ["bench/engine-sweep.sh"], {}, {"DURATION": "4"},
+    part("engine", False, ["bench/engine-sweep.sh"], {}, {"DURATION": "3"},
          "engine sweep, plain memory"),
     part("compression", False, ["bench/storage/run.py"],
          {"SECTIONS": "codecs", "DATASETS": "redis"},
@@ -68,11 +68,12 @@ PARTS = [
     part("redis-snapshots", True, ["bench/peers/redis.py"],
          {"WORKLOADS": "ycsb-a", "DURATION": "20",
           "SYSTEMS": "native native-bgsave ccvm-none ccvm-ccow ccvm-bgsave"},
-         {"WORKLOADS": "ycsb-a", "DURATION": "8", "SYSTEMS": "native-bgsave ccvm-ccow"},
+         {"WORKLOADS": "ycsb-a", "DURATION": "8", "RECORDS": "100000",
+          "SYSTEMS": "native-bgsave ccvm-ccow"},
          "Redis under snapshots: ccvm default, BGSAVE in ccvm, native BGSAVE"),
     part("zipf-peers", True, ["bench/peers/peers.py"],
          {"WORKLOADS": "zipf-a0.99", "SYSTEMS": "ccvm-none ccvm-ccow qemu-none qemu-bg"},
-         {"WORKLOADS": "zipf-a0.99", "SYSTEMS": "ccvm-ccow qemu-bg", "DURATION": "8"},
+         {"WORKLOADS": "zipf-a0.99", "SYSTEMS": "ccvm-ccow qemu-bg", "DURATION": "6"},
          "zipfbench, ccvm against QEMU background snapshot"),
     part("pause-restore", True, ["bench/snapshots.sh"], {"SIZES": "1024 4096", "SECTIONS": "1 3"},
          {"SIZES": "1024", "SECTIONS": "1 3"}, "snapshot pause and restore, 1 and 4 GiB"),
