@@ -204,8 +204,11 @@ def host_block(name, folder, m, detail):
     for x in dict.fromkeys(missing):
         lines.append(f"| {x} | - | - | - | not measured |")
     if detail:
+        # The run's own parts only: quick/ and other experiments share the folder.
+        parts = [e["name"] for e in m.get("parts", []) if e.get("status") == "ok"]
         plots = sorted(os.path.relpath(os.path.join(d, n), folder)
-                       for d, _, files in os.walk(folder) for n in files if n.endswith(".png"))
+                       for p in parts for d, _, files in os.walk(os.path.join(folder, p))
+                       for n in files if n.endswith(".png"))
         if plots:
             lines += ["", "Plots: " + ", ".join(
                 f"[{p}](../bench/results/{name}/{p})" for p in plots) + "."]

@@ -1,8 +1,8 @@
 """test_render.py - bench/render.py on a results folder made here: a ratio whose paired
 CI includes 1 "matches", one that excludes it "beats" or "loses to" by which way is
 better, a skipped part is named and never filled in, quick/ and history/ are not
-rendered, and --check fails once a CSV row changes until --write renders again. Run by
-`make docs-check` (in `make test`)."""
+rendered, the plots listed are the run's parts' only, and --check fails once a CSV row
+changes until --write renders again. Run by `make docs-check` (in `make test`)."""
 import io
 import json
 import os
@@ -77,6 +77,16 @@ class Render(unittest.TestCase):
         self.assertIn("| migration: skipped (no /dev/kvm) | - | - | - | not measured |", text)
         self.assertEqual(text.count("make bench-headline` at"), 1)
         self.assertIn("(n 5)", text)
+
+    def test_plots_are_the_runs_own(self):
+        self.peers([0.7] * 5, [0.05] * 5)
+        for d in ("zipf-peers", "quick/zipf-peers", "redis-load-10000"):
+            write(os.path.join(self.host, d, "p.png"), "")
+        text = render.render(True)
+        self.assertIn("[zipf-peers/p.png](../bench/results/amd-epyc-kvm_pvm/zipf-peers/p.png)", text)
+        self.assertNotIn("quick/", text)
+        self.assertNotIn("redis-load-10000", text)
+        self.assertIn("### amd-epyc-kvm_pvm", text)
 
     def test_check_fails_on_a_changed_row_until_written(self):
         self.peers([0.7, 0.72, 0.69, 0.71, 0.7], [0.05, 0.06, 0.05, 0.04, 0.05])
