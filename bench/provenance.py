@@ -2,9 +2,9 @@
 results file, and the check that each file has it (docs/evaluation.md, "Provenance").
 
 The line names, in this order and with these labels: the commit (with +dirty when tracked
-files differ from it), the CPU model, its cores, the kernel, the hypervisor under this
-machine (kvm_pvm when /dev/kvm is PVM's, vm under another, bare on none), /dev/kvm, the
-THP mode, the UTC date, the rounds, what else the driver says of its run, and last the
+files outside bench/results differ from it), the CPU model, its cores, the kernel, the
+hypervisor under this machine (kvm_pvm when /dev/kvm is PVM's, vm under another, bare on
+none), /dev/kvm, the THP mode, the UTC date, the rounds, what else the driver says of its run, and last the
 exact command (the bench settings given in the environment, then the script and its
 arguments). The same facts name the host class, the folder under bench/results that
 holds this machine's current results (amd-epyc-kvm_pvm, intel-xeon-kvm_pvm...): results
@@ -55,7 +55,10 @@ def sh(*cmd):
 
 def commit():
     c = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
-    if sh("git", "status", "--porcelain", "--untracked-files=no"):
+    # Results are what runs write, not code: a run replacing committed ones (a headline
+    # run moves the class's previous run to history/) would otherwise mark itself dirty.
+    if sh("git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+          ":(exclude)bench/results"):
         c += "+dirty"
     return c
 
