@@ -141,7 +141,7 @@ void gmem_mark_start(struct gmem *view, uint64_t *bits)
 	mem->written_pages = (view->base + view->size) / PAGE_SIZE;
 	__atomic_store_n(&mem->written, bits, __ATOMIC_RELEASE);
 	gmem_mark_held(mem);
-	for (struct gmem_span *s = mem->blocked; s; s = s->next)
+	for (struct gmem_span *s = mem->waiting; s; s = s->next)
 		gmem_mark_span(mem, s);
 	pthread_mutex_unlock(&mem->lock);
 }
@@ -165,7 +165,7 @@ void gmem_span_add(const struct gmem *mem, struct gmem_span *s, uint64_t gva, ui
 		s->end[last] = gva + len;
 }
 
-void gmem_block(struct gmem *view, struct gmem_span *s)
+void gmem_wait_begin(struct gmem *view, struct gmem_span *s)
 {
 	struct gmem *mem = gmem_phys(view);
 
@@ -177,14 +177,14 @@ void gmem_block(struct gmem *view, struct gmem_span *s)
 	}
 	s->listed = true;
 	s->prev = NULL;
-	s->next = mem->blocked;
-	if (mem->blocked)
-		mem->blocked->prev = s;
-	mem->blocked = s;
+	s->next = mem->waiting;
+	if (mem->waiting)
+		mem->waiting->prev = s;
+	mem->waiting = s;
 	pthread_mutex_unlock(&mem->lock);
 }
 
-void gmem_unblock(struct gmem *view, struct gmem_span *s)
+void gmem_wait_end(struct gmem *view, struct gmem_span *s)
 {
 	struct gmem *mem = gmem_phys(view);
 
@@ -196,22 +196,22 @@ void gmem_unblock(struct gmem *view, struct gmem_span *s)
 	s->listed = false;
 	if (s->prev)
 		s->prev->next = s->next;
-	else if (mem->blocked == s)
-		mem->blocked = s->next;
+	else if (mem->waiting == s)
+		mem->waiting = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
 	s->next = s->prev = NULL;
 	pthread_mutex_unlock(&mem->lock);
 }
 
-void gmem_blocked_blocks(struct gmem *view, uint64_t from, uint64_t len, uint64_t block,
+void gmem_waiting_blocks(struct gmem *view, uint64_t from, uint64_t len, uint64_t block,
 			 uint64_t *bits)
 {
 	struct gmem *mem = gmem_phys(view);
 
 	memset(bits, 0, (len / block + 63) / 64 * sizeof(*bits));
 	pthread_mutex_lock(&mem->lock);
-	for (struct gmem_span *s = mem->blocked; s; s = s->next) {
+	for (struct gmem_span *s = mem->waiting; s; s = s->next) {
 		for (int i = 0; i < s->n; i++) {
 			uint64_t lo = s->gpa[i] > from ? s->gpa[i] : from;
 			uint64_t hi = s->end[i] < from + len ? s->end[i] : from + len;

@@ -13,13 +13,13 @@
 #define GMEM_SPAN_RANGES 4
 
 /* The guest ranges one system call took pointers to (lx_uptr), so that a call still
- * blocked in a host call when a pre-copy starts is taken as writing them whenever it
+ * waiting in a host call when a pre-copy starts is taken as writing them whenever it
  * returns. Past GMEM_SPAN_RANGES, the last range grows to cover the new one. */
 struct gmem_span {
 	uint64_t gpa[GMEM_SPAN_RANGES], end[GMEM_SPAN_RANGES];
 	int n;
 	bool listed;
-	struct gmem_span *next, *prev; /* on the gmem's blocked list */
+	struct gmem_span *next, *prev; /* on the gmem's waiting list */
 };
 
 /* How a process's view of guest memory (docs/processes.md) keeps blocks it shares with
@@ -45,7 +45,7 @@ struct gmem {
 	uint8_t *host;    /* 2 MiB aligned start of guest RAM in the monitor (a view's window) */
 	uint64_t size;    /* bytes of guest RAM (a view's: of its window) */
 	/* A process's view: the guest memory whose window [base, base + size) it is, and
-	 * how it shares blocks. The marks, held ranges and blocked calls are the root's;
+	 * how it shares blocks. The marks, held ranges and waiting calls are the root's;
 	 * a view's own fields for them are unused. NULL/0/NULL in guest memory itself. */
 	struct gmem *root;
 	uint64_t base;
@@ -63,8 +63,8 @@ struct gmem {
 		uint64_t gpa, len;
 	} held[GMEM_HELD_MAX];
 	int n_held;
-	pthread_mutex_t lock;     /* the marks' start against the blocked list */
-	struct gmem_span *blocked; /* calls blocked in a host call, with their ranges */
+	pthread_mutex_t lock;     /* the marks' start against the waiting list */
+	struct gmem_span *waiting; /* calls waiting in a host call, with their ranges */
 };
 
 int gmem_map(struct gmem *mem, uint64_t size);
@@ -116,14 +116,15 @@ void gmem_mark_held(const struct gmem *mem);
 
 /* [@gva, @gva + @len) of @mem was handed to the call @s stands for. */
 void gmem_span_add(const struct gmem *mem, struct gmem_span *s, uint64_t gva, uint64_t len);
-/* The call of @s blocks in a host call that may write its ranges at any time, and no
+/* The call of @s waits in a host call that may write its ranges at any time, and no
  * longer does: while on the list, a mark's start takes its ranges as written. */
-void gmem_block(struct gmem *mem, struct gmem_span *s);
-void gmem_unblock(struct gmem *mem, struct gmem_span *s);
+void gmem_wait_begin(struct gmem *mem, struct gmem_span *s);
+void gmem_wait_end(struct gmem *mem, struct gmem_span *s);
 
 /* Bit i of @bits (cleared first) set for each @block-sized piece i of [@from, @from +
- * @len) of guest memory @mem that a call blocked in a host call may write (gmem_block). */
-void gmem_blocked_blocks(struct gmem *mem, uint64_t from, uint64_t len, uint64_t block,
+ * @len) of guest memory @mem that a call waiting in a host call may write
+ * (gmem_wait_begin). */
+void gmem_waiting_blocks(struct gmem *mem, uint64_t from, uint64_t len, uint64_t block,
 			 uint64_t *bits);
 
 /* True when [gva, gva + len) is inside user RAM. */

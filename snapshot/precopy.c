@@ -230,7 +230,7 @@ static void rounds_copy_dirty(struct rounds_copy *k)
 
 /* The log and the marks on, then the writers paused once: whatever pointer into
  * memory was handed out before the marks is used up (a call blocked in a host call
- * is marked from its ranges instead, gmem_block). */
+ * is marked from its ranges instead, gmem_wait_begin). */
 static int rounds_start(struct snap_rounds *r, const struct rounds_writers *w)
 {
 	int rc;

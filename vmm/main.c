@@ -174,8 +174,8 @@ static void hook_before_discard(void *ctx, uint64_t gpa, uint64_t len)
 }
 
 static struct lx_hooks run_hooks = {
-	.block_begin = (void (*)(void *))vcpu_block_begin,
-	.block_end = (void (*)(void *))vcpu_block_end,
+	.wait_begin = (void (*)(void *))vcpu_wait_begin,
+	.wait_end = (void (*)(void *))vcpu_wait_end,
 	.thread_create = vm_thread_create,
 	.process_create = vm_process_create,
 	.process_space = vm_process_space,

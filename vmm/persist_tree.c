@@ -88,7 +88,7 @@ static int tree_space(struct vm *vm, struct lx_proc *q, struct img_writer *img,
 	if (!rc)
 		vma_map_blocks(&q->mm.map, HUGE_SIZE, used, n);
 	if (!rc && hold) {
-		gmem_blocked_blocks(&vm->mem, (uint64_t)as->win * vm->spaces.window,
+		gmem_waiting_blocks(&vm->mem, (uint64_t)as->win * vm->spaces.window,
 				    vm->spaces.window, HUGE_SIZE, blocked);
 		hold->bits[as->win] = calloc(words, sizeof(uint64_t));
 		rc = hold->bits[as->win] ? 0 : -ENOMEM;

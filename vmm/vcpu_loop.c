@@ -32,12 +32,12 @@ void vcpu_set_state(struct vcpu *vcpu, enum vcpu_state st)
 	pthread_mutex_unlock(&vm->lock);
 }
 
-void vcpu_block_begin(struct vcpu *vcpu)
+void vcpu_wait_begin(struct vcpu *vcpu)
 {
 	vcpu_set_state(vcpu, VCPU_BLOCKED);
 }
 
-void vcpu_block_end(struct vcpu *vcpu)
+void vcpu_wait_end(struct vcpu *vcpu)
 {
 	struct vm *vm = vcpu->vm;
 

@@ -14,9 +14,9 @@ void vcpu_set_state(struct vcpu *vcpu, enum vcpu_state st);
 
 /* Around a host call that may block on behalf of the guest: lets a pause proceed
  * without waiting for it. A call that completes during a pause waits in
- * vcpu_block_end until the pause is over before its result reaches the registers (a
+ * vcpu_wait_end until the pause is over before its result reaches the registers (a
  * snapshot records it as not yet made). */
-void vcpu_block_begin(struct vcpu *vcpu);
-void vcpu_block_end(struct vcpu *vcpu);
+void vcpu_wait_begin(struct vcpu *vcpu);
+void vcpu_wait_end(struct vcpu *vcpu);
 
 #endif

@@ -131,12 +131,12 @@ START_TEST(test_write_marks)
 {
 	static uint64_t bits[RAM / PAGE_SIZE / 64];
 	const uint64_t u = LAYOUT_USER_BASE;
-	struct gmem_span blocked = { 0 }, late = { 0 };
+	struct gmem_span waiting = { 0 }, late = { 0 };
 	uint64_t v = 1;
 
 	ck_assert_ptr_nonnull(gmem_user_ptr_held(&mem, u + 20 * PAGE_SIZE, 8));
-	gmem_span_add(&mem, &blocked, u + 30 * PAGE_SIZE, 2 * PAGE_SIZE);
-	gmem_block(&mem, &blocked);
+	gmem_span_add(&mem, &waiting, u + 30 * PAGE_SIZE, 2 * PAGE_SIZE);
+	gmem_wait_begin(&mem, &waiting);
 	ck_assert_ptr_nonnull(gmem_user_ptr(&mem, u, 8)); /* before: not seen */
 	memset(bits, 0, sizeof(bits));
 	gmem_mark_start(&mem, bits);
@@ -153,12 +153,12 @@ START_TEST(test_write_marks)
 	ck_assert(marked(bits, u + 7 * PAGE_SIZE));
 	for (int i = 0; i < GMEM_SPAN_RANGES + 2; i++) /* past its ranges: the last grows */
 		gmem_span_add(&mem, &late, u + (uint64_t)(40 + 2 * i) * PAGE_SIZE, 8);
-	gmem_block(&mem, &late);
+	gmem_wait_begin(&mem, &late);
 	ck_assert(marked(bits, u + 40 * PAGE_SIZE) && marked(bits, u + 50 * PAGE_SIZE));
 	ck_assert(marked(bits, u + 47 * PAGE_SIZE));
-	gmem_unblock(&mem, &late);
-	gmem_unblock(&mem, &blocked);
-	ck_assert_ptr_null(mem.blocked);
+	gmem_wait_end(&mem, &late);
+	gmem_wait_end(&mem, &waiting);
+	ck_assert_ptr_null(mem.waiting);
 	gmem_mark_stop(&mem);
 	ck_assert_ptr_nonnull(gmem_user_ptr(&mem, u + 9 * PAGE_SIZE, 8));
 	ck_assert(!marked(bits, u + 9 * PAGE_SIZE));

@@ -343,7 +343,7 @@ static void *fifo_writer(void *path)
  * pause of the VM does not wait for it (F8). */
 START_TEST(test_fifo_open_in_bracket)
 {
-	static const struct lx_hooks hooks = { .block_begin = hook_begin, .block_end = hook_end };
+	static const struct lx_hooks hooks = { .wait_begin = hook_begin, .wait_end = hook_end };
 	char host_path[PATH_MAX];
 	pthread_t th;
 	int64_t fd;

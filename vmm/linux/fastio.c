@@ -651,9 +651,9 @@ int lx_fastio_before_write(struct lx_call *c, int fd, bool wait)
 			break;
 		}
 		pthread_mutex_unlock(&f->lock);
-		lx_block_begin(c);
+		lx_wait_begin(c);
 		poll(&(struct pollfd){.fd = host, .events = POLLOUT}, 1, FIO_POLL_MS);
-		lx_block_end(c);
+		lx_wait_end(c);
 		pthread_mutex_lock(&f->lock);
 	}
 	pthread_mutex_unlock(&f->lock);

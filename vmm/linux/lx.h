@@ -37,8 +37,8 @@ struct lx_fastio;
  * it discards guest memory (a snapshot in progress may still owe those pages to its
  * image), and a new vCPU for a new guest thread (0, or -EAGAIN past the thread cap). */
 struct lx_hooks {
-	void (*block_begin)(void *vcpu);
-	void (*block_end)(void *vcpu);
+	void (*wait_begin)(void *vcpu);
+	void (*wait_end)(void *vcpu);
 	void (*before_discard)(void *ctx, uint64_t gpa, uint64_t len);
 	int (*thread_create)(void *parent_vcpu, const struct lx_clone *cl);
 	/* A new process, @child (lx_proc_fork's, made for vfork): its first thread,
@@ -249,7 +249,7 @@ struct lx_thread {
 	bool restore_mask;       /* saved_mask is to be restored as the call returns */
 	bool sig_bound;          /* its lx_sigthread points here */
 	struct lx_sigthread *sigslot; /* that slot, once bound (its queue, for a quick look) */
-	bool in_block;           /* in a host call that may block (lx_block_begin) */
+	bool in_wait;           /* in a host call that may block (lx_wait_begin) */
 	const struct lx_fault *trap; /* the exception whose signal is being delivered */
 	uint64_t altstack_sp, altstack_size;
 	uint32_t altstack_flags;

@@ -311,12 +311,12 @@ static int fs_reopen(struct lx_call *c, int path_fd, int flags)
 	}
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", path_fd);
 	if (wait)
-		lx_block_begin(c);
+		lx_wait_begin(c);
 	fd = open(link, (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC | O_NOCTTY |
 				(unblock ? O_NONBLOCK : 0));
 	err = errno;
 	if (wait)
-		lx_block_end(c);
+		lx_wait_end(c);
 	if (fd < 0)
 		return -err;
 	if (unblock)

@@ -361,12 +361,12 @@ static void ptree_vfork_wait(struct lx_call *c)
 {
 	struct lx_proc *p = c->p;
 
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	pthread_mutex_lock(&p->lock);
 	while (p->vfork_children > 0)
 		pthread_cond_wait(&p->sigcond, &p->lock);
 	pthread_mutex_unlock(&p->lock);
-	lx_block_end(c);
+	lx_wait_end(c);
 }
 
 /* A child of the calling process (lx_proc_fork), its pid stored at @tid_at in the

@@ -271,7 +271,7 @@ static void lx_sig_wake(struct lx_proc *p, struct lx_sigthread *s, int sig)
 		return;
 	/* Running the program, or blocked in a host call: out, to take it. */
 	lx_sig_kick(p, t);
-	if (!__atomic_load_n(&t->in_block, __ATOMIC_SEQ_CST))
+	if (!__atomic_load_n(&t->in_wait, __ATOMIC_SEQ_CST))
 		return;
 	p->sig_rekick = true;
 	lx_timer_poke(p);
@@ -284,7 +284,7 @@ bool lx_sig_rekick(struct lx_proc *p)
 	for (int i = 0; i < LX_MAX_THREADS; i++) {
 		struct lx_thread *t = p->sigthr[i].thread;
 
-		if (t && __atomic_load_n(&t->in_block, __ATOMIC_SEQ_CST) &&
+		if (t && __atomic_load_n(&t->in_wait, __ATOMIC_SEQ_CST) &&
 		    lx_sig_pending(t, lx_sig_allowed(t))) {
 			lx_sig_kick(p, t);
 			any = true;
@@ -787,14 +787,14 @@ int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until)
 	struct lx_proc *p = c->p;
 	int rc = 0;
 
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	pthread_mutex_lock(&p->lock);
 	while (!lx_sig_pending(c->t, set) && rc != ETIMEDOUT)
 		rc = until ? pthread_cond_timedwait(&p->sigcond, &p->lock, until) :
 			     pthread_cond_wait(&p->sigcond, &p->lock);
 	rc = lx_sig_pending(c->t, set) ? 0 : -EAGAIN;
 	pthread_mutex_unlock(&p->lock);
-	lx_block_end(c);
+	lx_wait_end(c);
 	return rc;
 }
 
@@ -803,13 +803,13 @@ int lx_sig_wait_event(struct lx_call *c, const uint64_t *events, uint64_t seen, 
 	struct lx_proc *p = c->p;
 	bool taken;
 
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	pthread_mutex_lock(&p->lock);
 	while (!(taken = lx_sig_on(p) && lx_sig_pending(c->t, lx_sig_allowed(c->t))) &&
 	       __atomic_load_n(events, __ATOMIC_ACQUIRE) == seen)
 		pthread_cond_wait(&p->sigcond, &p->lock);
 	pthread_mutex_unlock(&p->lock);
-	lx_block_end(c);
+	lx_wait_end(c);
 	return taken ? -restart : 0;
 }
 
@@ -818,7 +818,7 @@ int64_t sys_pause(struct lx_call *c)
 	if (!lx_sig_on(c->p)) {
 		/* Nothing can wake it: the thread sleeps until the VM ends, its vCPU
 		 * blocked (pauses and snapshots go ahead; a restored one pauses again). */
-		lx_block_begin(c);
+		lx_wait_begin(c);
 		for (;;) {
 			struct timespec hour = { .tv_sec = 3600 };
 

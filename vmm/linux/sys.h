@@ -1,69 +1,17 @@
 /*
- * sys.h - internal to the Linux personality: the call context every system-call
- * handler receives, helpers for guest pointers and file descriptors, and the
- * handlers themselves (grouped by file: sys_file.c, sys_mm.c, sys_misc.c,
- * sys_thread.c, sys_futex.c, sys_net.c, sys_poll.c).
+ * sys.h - internal to the Linux personality: the handlers' type, the helpers for file
+ * descriptors and the objects the handlers share (the call itself, its guest pointers
+ * and the brackets around a wait: call.h), and the handlers themselves (grouped by
+ * file: sys_file.c, sys_mm.c, sys_misc.c, sys_thread.c, sys_futex.c, sys_net.c,
+ * sys_poll.c).
  */
 #ifndef CCVM_LX_SYS_H
 #define CCVM_LX_SYS_H
 
+#include "call.h"
 #include "lx.h"
 
-#include <errno.h>
-
-#define LX_CALL_HOLDS 4 /* host descriptors a call holds without allocating */
-
-struct lx_call {
-	struct lx_thread *t;
-	struct lx_proc *p;
-	uint64_t nr;
-	uint64_t a[6];
-	struct cpu_regs *regs;
-	struct cpu_segs *segs;
-	bool segs_dirty;
-	enum lx_action action;
-	/* Host descriptors this call resolved (lx_host_fd): held open until it returns,
-	 * whatever another guest thread closes meanwhile. */
-	int held_inline[LX_CALL_HOLDS];
-	int *held;
-	int n_held, cap_held;
-	struct gmem_span span;   /* guest ranges it took pointers to (lx_uptr) */
-};
-
 typedef int64_t (*lx_handler)(struct lx_call *c);
-
-/* A host call's result as a system-call return value: -errno on failure. */
-static inline int64_t host_ret(long r)
-{
-	return r < 0 ? -errno : r;
-}
-
-/* Guest pointers for the bulk paths named in mmu/gmem.h (payloads the host kernel
- * moves, results it writes): never for a value the monitor decides on. */
-static inline void *lx_uptr(struct lx_call *c, uint64_t gva, uint64_t len)
-{
-	void *p = gmem_user_ptr(c->p->mem, gva, len);
-
-	if (p)
-		gmem_span_add(c->p->mem, &c->span, gva, len);
-	return p;
-}
-
-/* Guest structures and lengths are read once into monitor memory, results written
- * back once: 0 or -EFAULT. */
-static inline int lx_copy_in(struct lx_call *c, void *dst, uint64_t gva, uint64_t len)
-{
-	return gmem_copy_in(c->p->mem, dst, gva, len);
-}
-
-static inline int lx_copy_out(struct lx_call *c, uint64_t gva, const void *src, uint64_t len)
-{
-	return gmem_copy_out(c->p->mem, gva, src, len);
-}
-
-/* A guest path argument copied into @path: -EFAULT when it does not end inside user
- * RAM, -ENAMETOOLONG when longer than PATH_MAX. */
-int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX]);
 
 /* A program image (proc.c). lx_image_check: would the program behind @fd (and its
  * interpreter) load, as far as can be told without touching memory? 0, -ENOEXEC,
@@ -103,10 +51,6 @@ int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct
 
 /* True the first time this system call asks for it: its log line is said once. */
 bool lx_first_time(struct lx_call *c);
-
-/* Around host calls that may block the calling vCPU. */
-void lx_block_begin(struct lx_call *c);
-void lx_block_end(struct lx_call *c);
 
 /* File descriptors (fdtable.c). The caller holds p->lock for the table functions. */
 int lx_fd_host(struct lx_proc *p, int fd);       /* host fd, or -EBADF */

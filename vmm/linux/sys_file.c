@@ -5,7 +5,7 @@
  * is a host read(2) into the checked host address of the guest's buffer, with no copy
  * in between. Paths go through path.c, which keeps them inside the guest's root and
  * its writable directories. Host calls that may wait (terminals, pipes, locks) are
- * bracketed with lx_block_begin/end so a pause of the VM need not wait for them.
+ * bracketed with lx_wait_begin/end so a pause of the VM need not wait for them.
  */
 #include "sys.h"
 
@@ -79,7 +79,7 @@ int lx_host_fd(struct lx_call *c, uint64_t fd)
 void lx_call_release(struct lx_call *c)
 {
 	if (c->span.listed) /* a block without its end: never left on the list */
-		gmem_unblock(c->p->mem, &c->span);
+		gmem_wait_end(c->p->mem, &c->span);
 	if (!c->n_held)
 		return;
 	pthread_mutex_lock(&c->p->lock);
@@ -144,7 +144,7 @@ static int64_t lx_rw(struct lx_call *c, bool is_write, bool positional)
 		if (got)
 			return got;
 	}
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do {
 		if (positional)
 			r = is_write ? pwrite(host, buf, len, (off_t)c->a[3]) :
@@ -153,7 +153,7 @@ static int64_t lx_rw(struct lx_call *c, bool is_write, bool positional)
 			r = is_write ? (long)write(host, buf, len) : (long)read(host, buf, len);
 		rc = r < 0 ? -errno : 0;
 	} while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	return rc ? rc : r;
 }
 
@@ -211,12 +211,12 @@ static int64_t lx_rwv(struct lx_call *c, bool is_write)
 		       lx_fastio_take(c->p, (int)c->a[0], iov, (int)cnt, false);
 	if (r)
 		return r;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do {
 		r = is_write ? writev(host, iov, (int)cnt) : readv(host, iov, (int)cnt);
 		err = r < 0 ? -errno : 0;
 	} while (err == -EINTR && !(err = lx_sig_eintr(c, LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	return err ? err : r;
 }
 
@@ -745,9 +745,9 @@ static int64_t lx_sync(struct lx_call *c, bool data_only)
 
 	if (host < 0)
 		return host;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	rc = (int)host_ret(data_only ? fdatasync(host) : fsync(host));
-	lx_block_end(c);
+	lx_wait_end(c);
 	return rc;
 }
 
@@ -770,10 +770,10 @@ int64_t sys_sync_file_range(struct lx_call *c)
 
 	if (host < 0)
 		return host;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	rc = (int)host_ret(sync_file_range(host, (off64_t)c->a[1], (off64_t)c->a[2],
 					   (unsigned)c->a[3]));
-	lx_block_end(c);
+	lx_wait_end(c);
 	return rc;
 }
 
@@ -797,11 +797,11 @@ static int64_t lx_fcntl_lock(struct lx_call *c, int host, int cmd)
 
 	if (lx_copy_in(c, &fl, c->a[2], sizeof(fl)))
 		return -EFAULT;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do
 		rc = (int)host_ret(fcntl(host, cmd, &fl));
 	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	/* The GETLK forms answer in the same structure. */
 	if (!rc && (cmd == F_GETLK || cmd == F_OFD_GETLK) &&
 	    lx_copy_out(c, c->a[2], &fl, sizeof(fl)))

@@ -110,7 +110,7 @@ static int64_t futex_wait(struct lx_call *c, int cmd, bool realtime)
 		if (rc)
 			return rc;
 	}
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do {
 		r = host_futex(word, FUTEX_WAIT_BITSET | futex_priv(c), (uint32_t)c->a[2],
 			       c->a[3] ? &host_deadline : NULL, NULL, bitset);
@@ -119,7 +119,7 @@ static int64_t futex_wait(struct lx_call *c, int cmd, bool realtime)
 		 * it had a timeout (then EINTR). */
 	} while (rc == -EINTR &&
 		 !(rc = lx_sig_eintr(c, c->a[3] ? LX_ERESTART_RESTARTBLOCK : LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	return rc ? rc : r;
 }
 

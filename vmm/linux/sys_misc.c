@@ -394,11 +394,11 @@ int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *l
 	until = (int64_t)t.tv_sec * NSEC_PER_SEC + t.tv_nsec + (deadline_ns - now);
 	host_deadline.tv_sec = until / NSEC_PER_SEC;
 	host_deadline.tv_nsec = until % NSEC_PER_SEC;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &host_deadline, NULL) == EINTR &&
 	       !(rc = lx_sig_eintr(c, LX_ERESTART_RESTARTBLOCK)))
 		;
-	lx_block_end(c);
+	lx_wait_end(c);
 	if (rc && left) { /* a signal ended it: the time that was left */
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		now = (int64_t)t.tv_sec * NSEC_PER_SEC + t.tv_nsec;

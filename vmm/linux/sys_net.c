@@ -319,13 +319,13 @@ static int64_t lx_accept(struct lx_call *c, uint64_t fd, uint64_t ua, uint64_t u
 		return host;
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return -EINVAL;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do {
 		got = accept4((int)host, (struct sockaddr *)&sa, &len,
 			      (flags & SOCK_NONBLOCK) | SOCK_CLOEXEC);
 		rc = got < 0 ? -errno : 0;
 	} while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	if (got < 0)
 		return rc;
 	rc = lx_write_addr(c, &sa, len, ua, ulen);
@@ -483,11 +483,11 @@ int64_t sys_connect(struct lx_call *c)
 			close(dirfd);
 		return rc;
 	}
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do
 		rc = host_ret(connect((int)host, (struct sockaddr *)&sa, len));
 	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	if (dirfd >= 0)
 		close(dirfd);
 	return rc;
@@ -591,12 +591,12 @@ int64_t sys_sendto(struct lx_call *c)
 		rc = lx_read_dest(c, c->a[4], c->a[5], &sa, &len, &dirfd);
 	if (rc)
 		return rc;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do
 		rc = host_ret(sendto((int)host, buf, c->a[2], (int)c->a[3] | MSG_NOSIGNAL,
 				     c->a[4] ? (struct sockaddr *)&sa : NULL, c->a[4] ? len : 0));
 	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	if (dirfd >= 0)
 		close(dirfd);
 	return rc;
@@ -620,23 +620,23 @@ int64_t sys_recvfrom(struct lx_call *c)
 		/* The rest of what MSG_WAITALL waits for comes from the host socket. */
 		int64_t more;
 
-		lx_block_begin(c);
+		lx_wait_begin(c);
 		do
 			more = host_ret(recv((int)host, (uint8_t *)buf + rc, c->a[2] - (uint64_t)rc,
 					     (int)c->a[3]));
 		while (more == -EINTR && !lx_sig_eintr(c, LX_ERESTARTSYS)); /* keeps what came */
-		lx_block_end(c);
+		lx_wait_end(c);
 		rc += more > 0 ? more : 0;
 	}
 	if (rc) {
 		len = 0; /* read ahead from a TCP connection: no address, as Linux gives */
 	} else {
-		lx_block_begin(c);
+		lx_wait_begin(c);
 		do
 			rc = host_ret(recvfrom((int)host, buf, c->a[2], (int)c->a[3],
 					       (struct sockaddr *)&sa, &len));
 		while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-		lx_block_end(c);
+		lx_wait_end(c);
 	}
 	if (rc >= 0 && c->a[4]) {
 		err = lx_write_addr(c, &sa, len, c->a[4], c->a[5]);
@@ -709,11 +709,11 @@ int64_t sys_sendmsg(struct lx_call *c)
 				  &m.msg_namelen, &dirfd);
 	if (rc)
 		return rc;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	do
 		rc = host_ret(sendmsg((int)host, &m, (int)c->a[2] | MSG_NOSIGNAL));
 	while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-	lx_block_end(c);
+	lx_wait_end(c);
 	if (dirfd >= 0)
 		close(dirfd);
 	return rc;
@@ -745,11 +745,11 @@ int64_t sys_recvmsg(struct lx_call *c)
 		m.msg_flags = 0;
 		m.msg_controllen = 0;
 	} else {
-		lx_block_begin(c);
+		lx_wait_begin(c);
 		do
 			rc = host_ret(recvmsg((int)host, &m, (int)c->a[2] & ~MSG_CMSG_CLOEXEC));
 		while (rc == -EINTR && !(rc = lx_sig_eintr(c, LX_ERESTARTSYS)));
-		lx_block_end(c);
+		lx_wait_end(c);
 	}
 	if (rc < 0)
 		return rc;

@@ -89,13 +89,13 @@ static int64_t lx_poll_fds(struct lx_call *c, uint64_t ufds, uint64_t n, int64_t
 		hfds[i].events = gfds[i].events;
 		buffered |= (gfds[i].events & POLLIN) && lx_fastio_readable(c->p, gfds[i].fd);
 	}
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	/* Bytes read ahead into guest memory make a socket readable, whatever the host
 	 * socket says: then do not wait. */
 	rc = poll(hfds, n, buffered ? 0 : lx_timeout_ms(timeout_ns));
 	if (rc < 0)
 		rc = errno == EINTR ? lx_wait_eintr(c) : -errno;
-	lx_block_end(c);
+	lx_wait_end(c);
 	if (rc < 0)
 		goto out;
 	rc = 0;
@@ -267,11 +267,11 @@ static int64_t lx_select(struct lx_call *c, uint64_t nfds, const uint64_t uset[3
 	rc = err ? err : lx_select_fds(c, nfds, sets, pfds, &n, &buffered);
 	if (rc)
 		goto out;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	rc = poll(pfds, n, buffered ? 0 : lx_timeout_ms(ns));
 	if (rc < 0)
 		rc = errno == EINTR ? lx_wait_eintr(c) : -errno;
-	lx_block_end(c);
+	lx_wait_end(c);
 	if (rc < 0)
 		goto out;
 	rc = lx_select_ready(c, nfds, sets, pfds, buffered);
@@ -393,11 +393,11 @@ static int64_t lx_epoll_wait(struct lx_call *c, uint64_t epfd, uint64_t uevents,
 	events = lx_uptr(c, uevents, (uint64_t)max * sizeof(*events));
 	if (!events)
 		return -EFAULT;
-	lx_block_begin(c);
+	lx_wait_begin(c);
 	rc = host_ret(epoll_wait(ep, events, max, timeout < 0 ? -1 : timeout));
 	if (rc == -EINTR)
 		rc = lx_wait_eintr(c);
-	lx_block_end(c);
+	lx_wait_end(c);
 	/* The guest will now read the sockets it was told about: have their bytes
 	 * ready in guest memory so those reads need no exit. */
 	lx_fastio_prefetch(c->p);

@@ -31,28 +31,6 @@ const char *lx_syscall_name(unsigned nr)
 	return unnamed[nr];
 }
 
-int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX])
-{
-	return gmem_copy_str(c->p->mem, path, gva, PATH_MAX, NULL);
-}
-
-void lx_block_begin(struct lx_call *c)
-{
-	/* A sender kicks a thread in here out of its host call (signal.c). */
-	__atomic_store_n(&c->t->in_block, true, __ATOMIC_SEQ_CST);
-	gmem_block(c->p->mem, &c->span); /* its ranges may be written until it returns */
-	if (c->p->hooks && c->p->hooks->block_begin)
-		c->p->hooks->block_begin(c->t->vcpu);
-}
-
-void lx_block_end(struct lx_call *c)
-{
-	if (c->p->hooks && c->p->hooks->block_end)
-		c->p->hooks->block_end(c->t->vcpu);
-	gmem_unblock(c->p->mem, &c->span);
-	__atomic_store_n(&c->t->in_block, false, __ATOMIC_SEQ_CST);
-}
-
 bool lx_first_time(struct lx_call *c)
 {
 	unsigned nr = c->nr < LX_NR_SYSCALLS ? (unsigned)c->nr : LX_NR_SYSCALLS - 1;
