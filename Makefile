@@ -30,7 +30,7 @@ LDLIBS    = -lgnutls -ljansson -lxxhash -lzstd -llz4 -lseccomp -lcap -lm -pthrea
 SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 B         = build
-SRCS      = $(wildcard vmm/*.c vmm/base/*.c vmm/kvm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
+SRCS      = $(wildcard vmm/*.c base/*.c vmm/kvm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
 LIB_SRCS  = $(filter-out vmm/main.c,$(SRCS))
 OBJS      = $(SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 ASAN_OBJS = $(SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
@@ -46,7 +46,7 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 # `make layers` links each layer alone with the ones below it, so a call upwards is a
 # link error.
 LAYER_NAMES    = vmm linux kvm snapshot mmu base
-LAYER_base     = $(wildcard vmm/base/*.c)
+LAYER_base     = $(wildcard base/*.c)
 LAYER_mmu      = $(wildcard mmu/*.c)
 LAYER_snapshot = $(wildcard snapshot/*.c)
 LAYER_kvm      = $(wildcard vmm/kvm/*.c)
@@ -372,7 +372,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ccvm $(DESTDIR)$(PREFIX)/share/man/man1/ccvm.1
 
 format:
-	clang-format -i $(SRCS) $(wildcard vmm/*.h vmm/base/*.h vmm/kvm/*.h vmm/linux/*.h mmu/*.h snapshot/*.h guest/*.c guest/vdso/*.[ch] guest/fastio/*.[ch] guest/tests/*.c tests/unit/*.[ch])
+	clang-format -i $(SRCS) $(wildcard vmm/*.h base/*.h vmm/kvm/*.h vmm/linux/*.h mmu/*.h snapshot/*.h guest/*.c guest/vdso/*.[ch] guest/fastio/*.[ch] guest/tests/*.c tests/unit/*.[ch])
 
 clean:
 	rm -rf $(B) ccvm

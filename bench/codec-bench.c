@@ -13,7 +13,7 @@
  * Prints one JSON line per run. bench/storage/run.py runs it over the datasets.
  */
 #include "load.h"
-#include "../vmm/base/mono.h"
+#include "../base/mono.h"
 #include "../snapshot/codec.h"
 #include "../snapshot/image.h"
 #include "../vmm/cli.h"

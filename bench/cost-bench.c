@@ -20,8 +20,8 @@
  * (P * fork_cow_us) (breakeven_fork). Prints one JSON line per round.
  */
 #include "../mmu/gmem.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 #include "../mmu/uffd.h"
 
 #include <errno.h>

@@ -70,11 +70,11 @@
 #include "load.h"
 #include "../mmu/tracker.h"
 #include "../vmm/cli.h"
-#include "../vmm/base/mono.h"
+#include "../base/mono.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
 #include "../snapshot/memrestore.h"
-#include "../vmm/base/log.h"
+#include "../base/log.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -14,8 +14,8 @@
  * only the one that met it (no coordinated omission).
  */
 #include "load.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -13,7 +13,7 @@
  */
 #include "../vmm/tls.h"
 #include "../snapshot/migstream.h"
-#include "../vmm/base/log.h"
+#include "../base/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

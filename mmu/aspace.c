@@ -40,7 +40,7 @@
 #include "aspace.h"
 #include "layout.h"
 #include "pagetable.h"
-#include "../vmm/base/x86.h"
+#include "../base/x86.h"
 
 #include <errno.h>
 #include <stdlib.h>

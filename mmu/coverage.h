@@ -4,7 +4,7 @@
 #ifndef CCVM_COVERAGE_H
 #define CCVM_COVERAGE_H
 
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <stdbool.h>
 #include <stdint.h>

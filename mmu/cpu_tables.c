@@ -12,7 +12,7 @@
  * port only at a stub's address (see layout.h for why the syscall stub runs at CPL3).
  */
 #include "cpu_tables.h"
-#include "../vmm/base/x86.h"
+#include "../base/x86.h"
 #include "layout.h"
 
 #include <string.h>

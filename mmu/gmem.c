@@ -20,8 +20,8 @@
  */
 #include "gmem.h"
 #include "layout.h"
-#include "../vmm/base/log.h"
-#include "../vmm/base/x86.h"
+#include "../base/log.h"
+#include "../base/x86.h"
 
 #include <errno.h>
 #include <string.h>

@@ -18,7 +18,7 @@
 #ifndef CCVM_LAYOUT_H
 #define CCVM_LAYOUT_H
 
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 
 #define LAYOUT_GDT        0x1000ULL

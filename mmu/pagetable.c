@@ -10,7 +10,7 @@
  */
 #include "pagetable.h"
 #include "layout.h"
-#include "../vmm/base/x86.h"
+#include "../base/x86.h"
 
 #include <errno.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * a byte per page.
  */
 #include "resident.h"
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <fcntl.h>

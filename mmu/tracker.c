@@ -46,11 +46,11 @@
  * the same memory.
  */
 #include "tracker_impl.h"
-#include "../vmm/base/role.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
+#include "../base/role.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 
-#include "../vmm/base/log.h"
+#include "../base/log.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 
 #include "coverage.h"
 #include "heat.h"
-#include "../vmm/base/worker.h"
+#include "../base/worker.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -13,9 +13,9 @@
  */
 #include "tracker_impl.h"
 #include "resident.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/log.h"
-#include "../vmm/base/pages.h"
+#include "../base/mono.h"
+#include "../base/log.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <string.h>

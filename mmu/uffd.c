@@ -9,7 +9,7 @@
  * skips pages never touched: callers treat those as zero.
  */
 #include "uffd.h"
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,7 +21,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Layer: (folder, the layers it may include besides itself). "abi" is the guest ABI
 # headers the monitor shares with code that runs in VMs.
 LAYERS = {
-    "base": ("vmm/base", ()),
+    "base": ("base", ()),
     "mmu": ("mmu", ("base",)),
     "snapshot": ("snapshot", ("mmu", "base")),
     "kvm": ("vmm/kvm", ("mmu", "base")),

@@ -26,7 +26,7 @@
  * eighth it is stored raw, as ZFS's early abort does.
  */
 #include "codec_auto.h"
-#include "../vmm/base/mono.h"
+#include "../base/mono.h"
 
 #include <errno.h>
 #include <math.h>

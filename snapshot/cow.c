@@ -22,10 +22,10 @@
  * exact.
  */
 #include "cow_impl.h"
-#include "../vmm/base/log.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
-#include "../vmm/base/role.h"
+#include "../base/log.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
+#include "../base/role.h"
 
 #include <errno.h>
 #include <stdlib.h>

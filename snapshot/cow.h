@@ -11,7 +11,7 @@
 #include "request.h"
 #include "track.h"
 #include "../mmu/uffd.h"
-#include "../vmm/base/worker.h"
+#include "../base/worker.h"
 
 #include <pthread.h>
 #include <stdbool.h>

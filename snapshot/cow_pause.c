@@ -15,8 +15,8 @@
  * and the copy stops at the budget less what one more step took.
  */
 #include "cow_impl.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <string.h>

@@ -18,10 +18,10 @@
  */
 #include "engine_impl.h"
 #include "image.h"
-#include "../vmm/base/log.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
-#include "../vmm/base/role.h"
+#include "../base/log.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
+#include "../base/role.h"
 
 #include <errno.h>
 #include <stdio.h>

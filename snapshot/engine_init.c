@@ -3,8 +3,8 @@
  * other, lowest first (engine_impl.h), and the settings callers may read and change.
  */
 #include "engine_impl.h"
-#include "../vmm/base/log.h"
-#include "../vmm/base/pages.h"
+#include "../base/log.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>

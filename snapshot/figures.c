@@ -4,7 +4,7 @@
  */
 #include "engine_impl.h"
 #include "image.h"
-#include "../vmm/base/mono.h"
+#include "../base/mono.h"
 
 #include <stdio.h>
 #include <string.h>

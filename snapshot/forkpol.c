@@ -9,8 +9,8 @@
  * once, less the parent's before).
  */
 #include "forkpol.h"
-#include "../vmm/base/pages.h"
-#include "../vmm/base/role.h"
+#include "../base/pages.h"
+#include "../base/role.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -5,7 +5,7 @@
 #ifndef CCVM_IMAGE_H
 #define CCVM_IMAGE_H
 
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 #include "codec.h"
 #include "codec_auto.h"
 

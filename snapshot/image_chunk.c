@@ -5,7 +5,7 @@
  * layout).
  */
 #include "image_impl.h"
-#include "../vmm/base/mono.h"
+#include "../base/mono.h"
 
 #include <dirent.h>
 #include <errno.h>

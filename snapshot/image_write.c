@@ -5,7 +5,7 @@
  * layout; image_chunk.c each chunk's framing).
  */
 #include "image_impl.h"
-#include "../vmm/base/mono.h"
+#include "../base/mono.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -14,9 +14,9 @@
  * collapsed back into huge pages at the end.
  */
 #include "lazy.h"
-#include "../vmm/base/role.h"
+#include "../base/role.h"
 #include "../mmu/uffd.h"
-#include "../vmm/base/log.h"
+#include "../base/log.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -10,8 +10,8 @@
  * thread whatever the image says.
  */
 #include "memrestore.h"
-#include "../vmm/base/role.h"
-#include "../vmm/base/log.h"
+#include "../base/role.h"
+#include "../base/log.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -14,10 +14,10 @@
  */
 #include "migrecv.h"
 #include "../mmu/uffd.h"
-#include "../vmm/base/bits.h"
-#include "../vmm/base/log.h"
-#include "../vmm/base/pages.h"
-#include "../vmm/base/role.h"
+#include "../base/bits.h"
+#include "../base/log.h"
+#include "../base/pages.h"
+#include "../base/role.h"
 
 #include <errno.h>
 #include <pthread.h>

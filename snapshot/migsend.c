@@ -13,9 +13,9 @@
 #include "migsend.h"
 #include "../mmu/resident.h"
 #include "../mmu/tracker.h"
-#include "../vmm/base/bits.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
+#include "../base/bits.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -16,9 +16,9 @@
  */
 #include "migstream.h"
 #include "image.h"
-#include "../vmm/base/bits.h"
-#include "../vmm/base/log.h"
-#include "../vmm/base/pages.h"
+#include "../base/bits.h"
+#include "../base/log.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -9,7 +9,7 @@
  * CCoW spent for nothing (the paper's bloat).
  */
 #include "observe.h"
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * tracker's classification and the request; the other stages follow the plan.
  */
 #include "plan.h"
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>

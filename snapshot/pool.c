@@ -15,7 +15,7 @@
  * pages. LIFO stacks keep recently used, cache-warm memory in use.
  */
 #include "pool.h"
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -28,9 +28,9 @@
 #include "precopy.h"
 #include "image.h"
 #include "../mmu/resident.h"
-#include "../vmm/base/bits.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
+#include "../base/bits.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>

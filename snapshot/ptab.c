@@ -10,7 +10,7 @@
  */
 #include "ptab.h"
 #include "../mmu/resident.h"
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -7,8 +7,8 @@
  */
 #include "engine_impl.h"
 #include "image.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/log.h"
+#include "../base/mono.h"
+#include "../base/log.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -28,8 +28,8 @@
  */
 #include "squeeze.h"
 #include "codec.h"
-#include "../vmm/base/pages.h"
-#include "../vmm/base/role.h"
+#include "../base/pages.h"
+#include "../base/role.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
 #include "pool.h"
 #include "ptab.h"
 #include "wqueue.h"
-#include "../vmm/base/worker.h"
+#include "../base/worker.h"
 
 #include <stdbool.h>
 #include <stdint.h>

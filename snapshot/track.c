@@ -17,7 +17,7 @@
  */
 #include "track.h"
 #include "image.h"
-#include "../vmm/base/pages.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <libgen.h>

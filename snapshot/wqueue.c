@@ -12,8 +12,8 @@
  * writes nearly sequential.
  */
 #include "wqueue.h"
-#include "../vmm/base/role.h"
-#include "../vmm/base/worker.h"
+#include "../base/role.h"
+#include "../base/worker.h"
 
 #include <errno.h>
 #include <string.h>

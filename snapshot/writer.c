@@ -11,8 +11,8 @@
  * lengthen a pause).
  */
 #include "writer.h"
-#include "../vmm/base/mono.h"
-#include "../vmm/base/pages.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <sched.h>

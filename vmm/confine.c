@@ -19,7 +19,7 @@
  * What the kernel lacks is a warning, or with --confine require an error.
  */
 #include "confine.h"
-#include "base/log.h"
+#include "../base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

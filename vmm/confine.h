@@ -6,7 +6,7 @@
 #ifndef CCVM_CONFINE_H
 #define CCVM_CONFINE_H
 
-#include "base/role.h"
+#include "../base/role.h"
 
 #include <stdbool.h>
 #include <stddef.h>

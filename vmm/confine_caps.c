@@ -21,7 +21,7 @@
  * guest's; other users' files are reached only as their modes allow.
  */
 #include "confine.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "../mmu/uffd.h"
 
 #include <errno.h>

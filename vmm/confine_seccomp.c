@@ -25,8 +25,8 @@
  * only loads its own.
  */
 #include "confine.h"
-#include "base/log.h"
-#include "base/role.h"
+#include "../base/log.h"
+#include "../base/role.h"
 #include "../mmu/resident.h"
 
 #include <errno.h>

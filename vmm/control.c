@@ -11,9 +11,9 @@
  * control_client.c's.
  */
 #include "control_impl.h"
-#include "base/log.h"
-#include "base/mono.h"
-#include "base/role.h"
+#include "../base/log.h"
+#include "../base/mono.h"
+#include "../base/role.h"
 #include "vm.h"
 #include "linux/lx.h"
 #include "../snapshot/engine.h"

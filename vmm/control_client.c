@@ -3,7 +3,7 @@
  * reply line printed; for `events`, the lines that follow until the monitor closes.
  */
 #include "control_impl.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "tls.h"
 
 #include <errno.h>

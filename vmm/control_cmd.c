@@ -6,8 +6,8 @@
  */
 #include "control_impl.h"
 #include "cli.h"
-#include "base/log.h"
-#include "base/mono.h"
+#include "../base/log.h"
+#include "../base/mono.h"
 #include "vm.h"
 #include "linux/lx.h"
 #include "../snapshot/engine.h"

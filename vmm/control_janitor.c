@@ -12,7 +12,7 @@
  * the very socket that was bound (same device and inode), and nothing else.
  */
 #include "control_impl.h"
-#include "base/log.h"
+#include "../base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,8 +12,8 @@
  */
 #include "control_impl.h"
 #include "cli.h"
-#include "base/log.h"
-#include "base/role.h"
+#include "../base/log.h"
+#include "../base/role.h"
 #include "migrate.h"
 #include "tls.h"
 #include "vm.h"

@@ -5,7 +5,7 @@
 #ifndef CCVM_CPUFEAT_H
 #define CCVM_CPUFEAT_H
 
-#include "base/x86.h"
+#include "../base/x86.h"
 
 #include <stddef.h>
 #include <stdint.h>

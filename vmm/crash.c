@@ -9,8 +9,8 @@
  * status a shell shows for the signal Linux would have sent.
  */
 #include "crash.h"
-#include "base/log.h"
-#include "base/x86.h"
+#include "../base/log.h"
+#include "../base/x86.h"
 #include "linux/lx.h"
 #include "../mmu/cpu_tables.h"
 #include "../mmu/gmem.h"

@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "confine.h"
 #include "control.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "sigfwd.h"
 #include "options.h"
 #include "version.h"

@@ -24,9 +24,9 @@
  */
 #include "migrate.h"
 #include "persist_capture.h"
-#include "base/log.h"
-#include "base/mono.h"
-#include "base/pages.h"
+#include "../base/log.h"
+#include "../base/mono.h"
+#include "../base/pages.h"
 #include "tls.h"
 #include "vm.h"
 #include "linux/lx.h"

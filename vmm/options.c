@@ -11,7 +11,7 @@
  */
 #include "options.h"
 #include "cli.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "migrate.h"
 #include "tls.h"
 #include "vm.h"

@@ -13,7 +13,7 @@
 #include "../snapshot/image.h"
 #include "vcpu.h"
 #include "vm.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "linux/lx.h"
 
 #include <errno.h>

@@ -21,14 +21,14 @@
 #include "control.h"
 #include "migrate.h"
 #include "tls.h"
-#include "base/log.h"
-#include "base/mono.h"
+#include "../base/log.h"
+#include "../base/mono.h"
 #include "vm.h"
 #include "../snapshot/image.h"
 #include "../snapshot/migrecv.h"
 #include "../snapshot/migstream.h"
-#include "base/bits.h"
-#include "base/pages.h"
+#include "../base/bits.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -26,7 +26,7 @@
  * charged to its --mem-total, and restores from there.
  */
 #include "persist_tree.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "vcpu.h"
 #include "vm.h"
 #include "../mmu/layout.h"

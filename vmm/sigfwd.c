@@ -10,8 +10,8 @@
  * user's way out of a guest that ignores or mishandles them.
  */
 #include "sigfwd.h"
-#include "base/role.h"
-#include "base/log.h"
+#include "../base/role.h"
+#include "../base/log.h"
 #include "vm.h"
 #include "linux/lx.h"
 

@@ -16,7 +16,7 @@
  * creator still in the monitor (a pause waits for that too).
  */
 #include "vm.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "vcpu.h"
 #include "vcpu_loop.h"
 #include "../mmu/layout.h"

@@ -18,7 +18,7 @@
  * hostile input: sizes bounded, PSK lines parsed strictly, PEM left to GnuTLS.
  */
 #include "tls.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "../snapshot/migstream.h"
 
 #include <errno.h>

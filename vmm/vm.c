@@ -9,7 +9,7 @@
  */
 #include "vm.h"
 #include "vcpu.h"
-#include "base/log.h"
+#include "../base/log.h"
 #include "kvm/kvm.h"
 #include "../mmu/cpu_tables.h"
 #include "../mmu/layout.h"

@@ -4,7 +4,7 @@
  */
 #include "../../vmm/cli.h"
 #include "../../vmm/linux/net.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * SIGNAL parser on the first argument of any request that has one.
  */
 #include "../../vmm/ctl_proto.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <stdint.h>
 #include <stdlib.h>

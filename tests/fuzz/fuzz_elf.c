@@ -3,7 +3,7 @@
  * file a user names as the program or a program names as its interpreter.
  */
 #include "../../vmm/linux/elf.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

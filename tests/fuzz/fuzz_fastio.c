@@ -9,7 +9,7 @@
 #include "../../guest/fastio/fastio_abi.h"
 #include "../../mmu/layout.h"
 #include "../../vmm/linux/sys.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * first memory chunks.
  */
 #include "../../snapshot/image.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * read as the source reads the destination's answers and page requests.
  */
 #include "../../snapshot/migstream.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -6,7 +6,7 @@
  * which must take what the check took, with the same memfds.
  */
 #include "../../vmm/linux/lx.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <jansson.h>
 #include <stdlib.h>

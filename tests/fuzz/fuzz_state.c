@@ -7,7 +7,7 @@
  */
 #include "../../mmu/layout.h"
 #include "../../vmm/linux/lx.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <jansson.h>
 #include <stdlib.h>

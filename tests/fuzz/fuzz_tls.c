@@ -9,7 +9,7 @@
  * A handshake the input completes would need the key: it must fail, and never hang.
  */
 #include "../../vmm/tls.h"
-#include "../../vmm/base/log.h"
+#include "../../base/log.h"
 
 #include <stdint.h>
 #include <stdlib.h>

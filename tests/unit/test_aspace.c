@@ -8,7 +8,7 @@
 #include "../../mmu/aspace.h"
 #include "../../mmu/layout.h"
 #include "../../mmu/pagetable.h"
-#include "../../vmm/base/x86.h"
+#include "../../base/x86.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  */
 #include "suites.h"
 #include "../../snapshot/codec_auto.h"
-#include "../../vmm/base/mono.h"
+#include "../../base/mono.h"
 
 #include <check.h>
 #include <math.h>

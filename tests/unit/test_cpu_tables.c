@@ -5,7 +5,7 @@
 #include "../../mmu/layout.h"
 #include "../../mmu/cpu_tables.h"
 #include "../../vmm/vm.h"
-#include "../../vmm/base/x86.h"
+#include "../../base/x86.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,7 +13,7 @@
 #include "../../snapshot/lazy.h"
 #include "../../snapshot/memrestore.h"
 #include "../../snapshot/wqueue.h"
-#include "../../vmm/base/mono.h"
+#include "../../base/mono.h"
 #include "../../mmu/tracker.h"
 
 #include <fcntl.h>

@@ -4,7 +4,7 @@
 #include "suites.h"
 #include "../../mmu/layout.h"
 #include "../../mmu/pagetable.h"
-#include "../../vmm/base/x86.h"
+#include "../../base/x86.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 #include "../../mmu/layout.h"
 #include "../../vmm/linux/sys.h"
 #include "../../vmm/vcpu.h"
-#include "../../vmm/base/x86.h"
+#include "../../base/x86.h"
 #include "../../guest/vdso/vdso_abi.h"
 
 #include <fcntl.h>

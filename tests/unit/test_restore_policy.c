@@ -18,7 +18,7 @@
 #include "../../mmu/cpu_tables.h"
 #include "../../vmm/kvm/kvm_impl.h"
 #include "../../vmm/vm.h"
-#include "../../vmm/base/x86.h"
+#include "../../base/x86.h"
 #include "../../vmm/linux/lx.h"
 
 #include <errno.h>

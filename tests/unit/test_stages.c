@@ -15,8 +15,8 @@
 #include "../../snapshot/squeeze.h"
 #include "../../snapshot/track.h"
 #include "../../snapshot/writer.h"
-#include "../../vmm/base/mono.h"
-#include "../../vmm/base/pages.h"
+#include "../../base/mono.h"
+#include "../../base/pages.h"
 
 #include <pthread.h>
 #include <stdlib.h>

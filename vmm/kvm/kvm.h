@@ -11,7 +11,7 @@
 #ifndef CCVM_KVM_H
 #define CCVM_KVM_H
 
-#include "../base/x86.h"
+#include "../../base/x86.h"
 
 #include <stdbool.h>
 #include <stddef.h>

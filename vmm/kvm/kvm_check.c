@@ -14,7 +14,7 @@
  * state are the guest's own and pass.
  */
 #include "kvm_impl.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 #include "../../mmu/cpu_tables.h"
 #include "../../mmu/layout.h"
 

@@ -10,7 +10,7 @@
  * caller signals the thread.
  */
 #include "kvm_impl.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 #include "../../mmu/cpu_tables.h"
 #include "../../mmu/layout.h"
 

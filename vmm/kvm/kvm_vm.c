@@ -8,7 +8,7 @@
  * program may enable (XCR0_GUEST_MASK).
  */
 #include "kvm_impl.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

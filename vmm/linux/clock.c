@@ -8,7 +8,7 @@
  * plus an offset that lx_clock_refresh() re-reads from the host now and then.
  */
 #include "sys.h"
-#include "../base/x86.h"
+#include "../../base/x86.h"
 #include "../../guest/vdso/vdso_abi.h"
 
 #include <string.h>

@@ -8,7 +8,7 @@
  * in words a user can act on.
  */
 #include "elf.h"
-#include "../base/pages.h"
+#include "../../base/pages.h"
 
 #include <elf.h>
 #include <errno.h>

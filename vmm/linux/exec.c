@@ -19,7 +19,7 @@
  * as the old one left it (Linux clears it).
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 #include "../../mmu/layout.h"
 
 #include <fcntl.h>

@@ -25,10 +25,10 @@
  * system calls, which still work). Lock order: p->lock, then fio->lock.
  */
 #include "sys.h"
-#include "../base/role.h"
-#include "../base/mono.h"
-#include "../base/log.h"
-#include "../base/x86.h"
+#include "../../base/role.h"
+#include "../../base/mono.h"
+#include "../../base/log.h"
+#include "../../base/x86.h"
 #include "../../guest/fastio/fastio_abi.h"
 
 #include <fcntl.h>

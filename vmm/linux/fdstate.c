@@ -31,7 +31,7 @@
  * The descriptor's O_NONBLOCK / O_APPEND flags are set again.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <fcntl.h>
 #include <jansson.h>

@@ -10,7 +10,7 @@
 #include "../../mmu/vma.h"
 #include "net.h"
 
-#include "../base/x86.h"
+#include "../../base/x86.h"
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>

@@ -13,7 +13,7 @@
  */
 #include "sys.h"
 #include "../../guest/fastio/fastio_abi.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>

@@ -15,7 +15,7 @@
  * (docs/processes.md).
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,9 +27,9 @@
  * same way, and maps them where they were.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 #include "../../mmu/layout.h"
-#include "../base/x86.h"
+#include "../../base/x86.h"
 
 #include <fcntl.h>
 #include <jansson.h>

@@ -12,7 +12,7 @@
  * program.
  */
 #include "sys.h"
-#include "../base/x86.h"
+#include "../../base/x86.h"
 
 #include <string.h>
 

@@ -15,8 +15,8 @@
  * as in Linux. Which signal gets a frame, and when, is signal.c's.
  */
 #include "sys.h"
-#include "../base/log.h"
-#include "../base/x86.h"
+#include "../../base/log.h"
+#include "../../base/x86.h"
 
 #include <stddef.h>
 #include <string.h>

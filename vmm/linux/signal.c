@@ -18,8 +18,8 @@
  * action, as before signals were delivered.
  */
 #include "sys.h"
-#include "../base/log.h"
-#include "../base/x86.h"
+#include "../../base/log.h"
+#include "../../base/x86.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -17,9 +17,9 @@
  * sockets a guest may not have) before anything is rebuilt.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 #include "../../mmu/layout.h"
-#include "../base/x86.h"
+#include "../../base/x86.h"
 
 #include <ctype.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
  * other operations answer ENOSYS.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <limits.h>
 #include <linux/futex.h>

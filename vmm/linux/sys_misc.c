@@ -6,7 +6,7 @@
  * monitor. Signals are signal.c's.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <asm/prctl.h>
 #include <sched.h>

@@ -12,9 +12,9 @@
  * leaves its bytes, which are the file's, as Linux does.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 #include "../../mmu/layout.h"
-#include "../base/x86.h"
+#include "../../base/x86.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
  * vCPU.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -12,7 +12,7 @@
  * hold while the call waits, where signals are delivered (signal.c).
  */
 #include "sys.h"
-#include "../base/mono.h"
+#include "../../base/mono.h"
 
 #include <poll.h>
 #include <stddef.h>

@@ -19,7 +19,7 @@
  * process's ends the VM.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 
 #include <sched.h>
 #include <signal.h>

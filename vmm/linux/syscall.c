@@ -7,7 +7,7 @@
  * which is how a missing piece of the personality shows itself.
  */
 #include "sys.h"
-#include "../base/log.h"
+#include "../../base/log.h"
 #include "syscall_names.h"
 
 #include <stdio.h>

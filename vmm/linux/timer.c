@@ -13,8 +13,8 @@
  * visibly (ENOSYS, logged) rather than never firing.
  */
 #include "sys.h"
-#include "../base/role.h"
-#include "../base/log.h"
+#include "../../base/role.h"
+#include "../../base/log.h"
 
 #include <stdio.h>
 #include <string.h>
