@@ -118,14 +118,7 @@ struct snap_schedule {
 	double gap_s;            /* or: from one snapshot's end to the next one's start */
 	const char *dir;
 	int keep;                /* newest images kept in dir */
-	enum snap_policy policy;
-	uint64_t rate;
-	double threshold;
-	enum snap_order order;
-	enum snap_precopy precopy;
-	double pause_budget_ms;
-	enum img_codec codec;
-	int level, threads;
+	struct snap_request req; /* what each periodic snapshot asks (its file aside) */
 	bool incremental;        /* track writes; snapshots incremental on the last one */
 	int full_every;          /* with incremental: every Nth periodic snapshot is full */
 	const char *log;         /* append each finished snapshot's figures here (JSON lines) */

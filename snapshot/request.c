@@ -1,12 +1,24 @@
 /*
  * request.c - a snapshot request checked and named: policies, orders and pre-copy
- * modes as users write them, and the storage settings a request may ask for.
+ * modes as users write them, the one table of the fields a request takes (for the
+ * command line and the control socket alike), and the storage settings it may ask for.
  */
 #include "request.h"
 
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define REQ_STR_(x) #x
+#define REQ_STR(x) REQ_STR_(x)
+#define REQ_MAX_BUDGET_MS 10000   /* --pause-budget-ms: ten seconds of pause at most */
+#define REQ_MAX_RATE_MBS 1e6      /* MB/s: 1 TB/s; "no limit" is 0 */
+#define REQ_PREFIX "snapshot-"
+#define REQ_SYNOPSIS_MAX 512
 
 static const char *const policy_names[SNAP_NR_POLICIES] = { "stop", "cow", "ccow", "fork" };
 
@@ -91,4 +103,143 @@ bool snap_copies_in_pause(const struct snap_request *req)
 bool snap_precopies_rounds(const struct snap_request *req)
 {
 	return req->policy == SNAP_CCOW && req->precopy == SNAP_PRECOPY_ROUNDS;
+}
+
+#define F(k, kind, lo, hi, field, run, meta, want) \
+	{ k, kind, lo, hi, offsetof(struct snap_request, field), run, meta, want }
+
+/* In the order a request is applied: a codec before its level. */
+static const struct snap_field fields[] = {
+	F("policy", SNAP_F_POLICY, 0, 0, policy, true, "ccow|cow|stop|fork",
+	  "known policies are ccow, cow, stop and fork"),
+	F("threshold", SNAP_F_REAL, 0, 1, threshold, true, "T",
+	  "a coverage from 0 (CCoW-All) to 1"),
+	F("save-order", SNAP_F_ORDER, 0, 0, order, true, "hot-first|linear", "hot-first or linear"),
+	F("precopy", SNAP_F_PRECOPY, 0, 0, precopy, true, "lazy|eager|rounds|auto",
+	  "lazy, eager, rounds or auto"),
+	F("pause-budget-ms", SNAP_F_REAL, 0, REQ_MAX_BUDGET_MS, pause_budget_ms, true, "MS",
+	  "milliseconds, 0 to " REQ_STR(REQ_MAX_BUDGET_MS)),
+	F("rate", SNAP_F_RATE, 0, REQ_MAX_RATE_MBS, rate, true, "MB/s",
+	  "MB/s, a number from 0 (unlimited) to 1000000"),
+	F("compress", SNAP_F_CODEC, 0, 0, codec, true, "auto|zstd|lz4|none",
+	  "auto, zstd, lz4 or none"),
+	F("compress-level", SNAP_F_LEVEL, INT16_MIN, INT16_MAX, level, true, "N",
+	  "an integer, not 0 (" CODEC_LEVEL_RANGES ")"),
+	F("threads", SNAP_F_INT, 1, SNAP_THREADS_MAX, threads, true, "N",
+	  "from 1 to " REQ_STR(SNAP_THREADS_MAX) ", an integer"),
+	F("parent", SNAP_F_PATH, 0, 0, parent, false, "PARENT",
+	  "the path of the VM's latest snapshot taken with tracking"),
+	F("track", SNAP_F_FLAG, 0, 0, track, false, NULL, "takes no value"),
+};
+#undef F
+
+#define FIELDS_N ((int)(sizeof(fields) / sizeof(fields[0])))
+
+const struct snap_field *snap_field_at(int i)
+{
+	return i >= 0 && i < FIELDS_N ? &fields[i] : NULL;
+}
+
+const struct snap_field *snap_field_find(const char *key)
+{
+	if (strncmp(key, REQ_PREFIX, strlen(REQ_PREFIX)) == 0)
+		key += strlen(REQ_PREFIX);
+	for (int i = 0; i < FIELDS_N; i++)
+		if (strcmp(fields[i].key, key) == 0)
+			return &fields[i];
+	return NULL;
+}
+
+/* A whole, finite number within [lo, hi]. */
+static int parse_real(const char *text, double lo, double hi, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(text, &end);
+	if (!*text || *end || errno || !isfinite(*v) || *v < lo || *v > hi)
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_int(const char *text, double lo, double hi, int *v)
+{
+	char *end;
+	long long x;
+
+	errno = 0;
+	x = strtoll(text, &end, 10);
+	if (!*text || *end || errno || (double)x < lo || (double)x > hi)
+		return -EINVAL;
+	*v = (int)x;
+	return 0;
+}
+
+/* @text into the field at @at; 0 or -EINVAL. */
+static int field_parse(const struct snap_field *f, const char *text, void *at)
+{
+	double d;
+
+	switch (f->kind) {
+	case SNAP_F_POLICY: return snap_policy_parse(text, at);
+	case SNAP_F_ORDER: return snap_order_parse(text, at);
+	case SNAP_F_PRECOPY: return snap_precopy_parse(text, at);
+	case SNAP_F_CODEC: return codec_parse(text, at);
+	case SNAP_F_LEVEL: return parse_int(text, f->min, f->max, at) || !*(int *)at ? -EINVAL : 0;
+	case SNAP_F_INT: return parse_int(text, f->min, f->max, at);
+	case SNAP_F_REAL: return parse_real(text, f->min, f->max, at);
+	case SNAP_F_RATE:
+		if (parse_real(text, f->min, f->max, &d))
+			return -EINVAL;
+		*(uint64_t *)at = (uint64_t)(d * 1e6);
+		return 0;
+	case SNAP_F_PATH:
+		*(const char **)at = text;
+		return *text ? 0 : -EINVAL;
+	case SNAP_F_FLAG: break;
+	}
+	return -EINVAL; /* a flag's value came as text */
+}
+
+int snap_field_set(struct snap_request *req, const struct snap_field *f, const char *prefix,
+		   const char *text, char *err, size_t errlen)
+{
+	void *at = (char *)req + f->off;
+	union { int i; double d; uint64_t u; const char *s; } tmp;
+
+	if (f->kind == SNAP_F_FLAG && !text) {
+		*(bool *)at = true;
+		return 0;
+	}
+	if (!text) {
+		snprintf(err, errlen, "--%s%s needs a value: %s", prefix, f->key, f->want);
+		return -EINVAL;
+	}
+	/* Parsed aside first: a bad value leaves the request as it was. */
+	if (field_parse(f, text, &tmp)) {
+		snprintf(err, errlen, "--%s%s %s: %s", prefix, f->key, text, f->want);
+		return -EINVAL;
+	}
+	field_parse(f, text, at);
+	return 0;
+}
+
+static char synopsis[REQ_SYNOPSIS_MAX];
+
+static void synopsis_build(void)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < FIELDS_N && n < sizeof(synopsis); i++)
+		n += (size_t)snprintf(synopsis + n, sizeof(synopsis) - n, "%s[--%s%s%s]",
+				      i ? " " : "", fields[i].key, fields[i].metavar ? " " : "",
+				      fields[i].metavar ? fields[i].metavar : "");
+}
+
+const char *snap_fields_synopsis(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, synopsis_build);
+	return synopsis;
 }

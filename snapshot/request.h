@@ -159,6 +159,38 @@ int snap_policy_parse(const char *name, enum snap_policy *p);
 int snap_order_parse(const char *name, enum snap_order *o);
 int snap_precopy_parse(const char *name, enum snap_precopy *p);
 
+/*
+ * The fields of a request as users write them: `ctl snapshot --KEY VALUE`, and for the
+ * fields periodic snapshots take too, `run --snapshot-KEY VALUE`. One table (request.c)
+ * holds each field's key, kind, bounds and place, so that the command line and the
+ * control socket accept the same values and say the same of a bad one.
+ */
+enum snap_field_kind {
+	SNAP_F_POLICY, SNAP_F_ORDER, SNAP_F_PRECOPY, SNAP_F_CODEC, SNAP_F_LEVEL,
+	SNAP_F_INT, SNAP_F_REAL, SNAP_F_RATE, SNAP_F_PATH, SNAP_F_FLAG
+};
+
+struct snap_field {
+	const char *key;
+	enum snap_field_kind kind;
+	double min, max;         /* SNAP_F_INT, SNAP_F_REAL, SNAP_F_RATE (MB/s) */
+	size_t off;              /* in struct snap_request */
+	bool run;                /* also `run --snapshot-KEY` (periodic snapshots) */
+	const char *metavar;     /* what the synopsis shows after --KEY; NULL for a flag */
+	const char *want;        /* what a value must be, as every message says it */
+};
+
+/* The field named @key (with or without the "snapshot-" prefix), or NULL. */
+const struct snap_field *snap_field_find(const char *key);
+/* The @i-th field, NULL past the last. */
+const struct snap_field *snap_field_at(int i);
+/* @text (NULL: the key given without a value) into @req's field @f. 0, or -EINVAL
+ * with "--@prefix@key TEXT: what it must be" in @err, the same for every caller. */
+int snap_field_set(struct snap_request *req, const struct snap_field *f, const char *prefix,
+		   const char *text, char *err, size_t errlen);
+/* "[--policy ccow|cow|stop|fork] [--threshold T] ...": every field, for usage lines. */
+const char *snap_fields_synopsis(void);
+
 /* A snapshot's figures as the control socket and --snapshot-log give them (figures.c). */
 json_t *snap_figures_json(const struct snap_figures *f);
 

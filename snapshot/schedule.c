@@ -72,10 +72,7 @@ static void sched_lineage(struct snap_engine *e, const struct snap_schedule *s,
 double snap_schedule_tick(struct snap_engine *e, const struct snap_schedule *s, double now_s,
 			  double due_s)
 {
-	struct snap_request req = { .policy = s->policy, .rate = s->rate,
-				    .threshold = s->threshold, .order = s->order,
-				    .precopy = s->precopy, .pause_budget_ms = s->pause_budget_ms,
-				    .codec = s->codec, .level = s->level, .threads = s->threads };
+	struct snap_request req = s->req;
 	struct snap_figures f = { 0 };
 	char file[4096], stamp[32], err[512] = "", parent[4096];
 	struct timespec rt;

@@ -132,57 +132,70 @@ void ctl_deliver_snapshot(struct ctl_server *srv)
 	}
 }
 
-/* --compress, --compress-level and --threads (or --snapshot-threads) of `snapshot`
- * into @sr; a message for the user, or NULL. A codec named without a level gets its
- * own default level, not the level the VM's default codec was given. */
-static const char *ctl_snapshot_storage(const json_t *msg, struct snap_request *sr)
+/* @d as text, as short as reads back the same number (what a message shows). */
+static void ctl_real_text(double d, char *buf, size_t len)
 {
-	json_t *codec = json_object_get(msg, "compress"), *level = json_object_get(msg, "compress-level");
-	json_t *threads = json_object_get(msg, "threads");
-
-	if (!threads)
-		threads = json_object_get(msg, "snapshot-threads");
-	if (codec && (!json_is_string(codec) || codec_parse(json_string_value(codec), &sr->codec)))
-		return "unknown --compress (known: auto, zstd, lz4, none)";
-	if (codec)
-		sr->level = 0;
-	if (level && !json_is_integer(level))
-		return "--compress-level must be an integer (" CODEC_LEVEL_RANGES ")";
-	if (level)
-		sr->level = (int)json_integer_value(level);
-	if (level && !sr->level)
-		return "--compress-level must not be 0 (" CODEC_LEVEL_RANGES ")";
-	if (threads && (!json_is_integer(threads) || json_integer_value(threads) < 1 ||
-			json_integer_value(threads) > SNAP_THREADS_MAX))
-		return "--threads must be an integer from 1 to 16";
-	if (threads)
-		sr->threads = (int)json_integer_value(threads);
-	return NULL;
+	snprintf(buf, len, "%.15g", d);
+	if (strtod(buf, NULL) != d)
+		snprintf(buf, len, "%.17g", d);
 }
 
-/* --parent PARENT and --track of `snapshot`; a message for the user, or NULL. */
-static const char *ctl_snapshot_lineage(const json_t *msg, struct snap_request *sr)
+/* A JSON value of a request as the text the command line would have given: NULL for a
+ * bare flag (true); 0, or -EINVAL for what no command line writes (objects, false). */
+static int ctl_field_text(const json_t *v, char *buf, size_t len, const char **text)
 {
-	json_t *parent = json_object_get(msg, "parent"), *track = json_object_get(msg, "track");
+	*text = buf;
+	if (json_is_true(v))
+		*text = NULL;
+	else if (json_is_string(v))
+		*text = json_string_value(v);
+	else if (json_is_integer(v))
+		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+	else if (json_is_real(v))
+		ctl_real_text(json_real_value(v), buf, len);
+	else
+		return -EINVAL;
+	return 0;
+}
 
-	if (parent && (!json_is_string(parent) || !json_string_value(parent)[0]))
-		return "--parent needs the path of the VM's latest snapshot taken with tracking";
-	if (parent)
-		sr->parent = json_string_value(parent);
-	if (track && !json_is_boolean(track))
-		return "--track takes no value";
-	if (track)
-		sr->track = json_is_true(track);
-	return NULL;
+/* A codec named without a level gets its own default level, not the level the VM's
+ * default codec was given. */
+int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, size_t len)
+{
+	const struct snap_field *f;
+	bool level = false, codec = false;
+
+	for (int i = 0; (f = snap_field_at(i)); i++) {
+		char key[64], num[64];
+		const char *text, *prefix = "";
+		json_t *v = json_object_get(msg, f->key);
+
+		snprintf(key, sizeof(key), "snapshot-%s", f->key);
+		if (!v && (v = json_object_get(msg, key)))
+			prefix = "snapshot-";
+		if (!v)
+			continue;
+		if (f->kind == SNAP_F_FLAG && json_is_false(v)) { /* a client's explicit "off" */
+			*(bool *)((char *)sr + f->off) = false;
+			continue;
+		}
+		if (ctl_field_text(v, num, sizeof(num), &text)) {
+			snprintf(err, len, "--%s%s: %s", prefix, f->key, f->want);
+			return -EINVAL;
+		}
+		if (snap_field_set(sr, f, prefix, text, err, len))
+			return -EINVAL;
+		codec = codec || f->kind == SNAP_F_CODEC;
+		level = level || f->kind == SNAP_F_LEVEL;
+	}
+	if (codec && !level)
+		sr->level = 0;
+	return 0;
 }
 
 static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req)
 {
-	const char *bad;
-	json_t *args = json_object_get(req->msg, "args"), *pol = json_object_get(req->msg, "policy");
-	json_t *rate = json_object_get(req->msg, "rate"), *thr = json_object_get(req->msg, "threshold");
-	json_t *ord = json_object_get(req->msg, "save-order"), *pre = json_object_get(req->msg, "precopy");
-	json_t *budget = json_object_get(req->msg, "pause-budget-ms");
+	json_t *args = json_object_get(req->msg, "args");
 	struct snap_request sr;
 	struct snap_figures f;
 	char err[512];
@@ -196,35 +209,13 @@ static char *ctl_snapshot(struct ctl_server *srv, struct ctl_client *c, const st
 		sr.file = json_string_value(json_object_get(req->msg, "file"));
 	else if (json_is_array(args) && json_is_string(json_array_get(args, 0)))
 		sr.file = json_string_value(json_array_get(args, 0));
-	if (!sr.file || !sr.file[0])
-		return ctl_reply_error("snapshot needs a file: snapshot FILE [--policy ccow|cow|stop|fork] "
-				       "[--threshold T] [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto] "
-				       "[--pause-budget-ms MS] [--wait] [--rate MB/s] "
-				       "[--compress auto|zstd|lz4|none] [--compress-level N] [--threads N] "
-				       "[--parent PARENT] [--track]");
-	if (pol && (!json_is_string(pol) || snap_policy_parse(json_string_value(pol), &sr.policy)))
-		return ctl_reply_error("unknown --policy (known: ccow, cow, stop, fork)");
-	if (thr && (!json_is_number(thr) || !cli_real_ok(json_number_value(thr), 0, 1)))
-		return ctl_reply_error("--threshold must be a number from 0 to 1");
-	if (thr)
-		sr.threshold = json_number_value(thr);
-	if (ord && (!json_is_string(ord) || snap_order_parse(json_string_value(ord), &sr.order)))
-		return ctl_reply_error("unknown --save-order (known: hot-first, linear)");
-	if (pre && (!json_is_string(pre) || snap_precopy_parse(json_string_value(pre), &sr.precopy)))
-		return ctl_reply_error("unknown --precopy (known: lazy, eager, rounds, auto)");
-	if (budget && (!json_is_number(budget) || !cli_real_ok(json_number_value(budget), 0, 10000)))
-		return ctl_reply_error("--pause-budget-ms must be a number of milliseconds, 0 to 10000");
-	if (budget)
-		sr.pause_budget_ms = json_number_value(budget);
-	if (rate && (!json_is_number(rate) || !cli_real_ok(json_number_value(rate), 0, CLI_MAX_RATE_MBS)))
-		return ctl_reply_error("--rate must be a number of MB/s from 0 (unlimited) to 1000000");
-	if (rate)
-		sr.rate = (uint64_t)(json_number_value(rate) * 1e6);
-	bad = ctl_snapshot_storage(req->msg, &sr);
-	if (!bad)
-		bad = ctl_snapshot_lineage(req->msg, &sr);
-	if (bad)
-		return ctl_reply_error(bad);
+	if (!sr.file || !sr.file[0]) {
+		snprintf(err, sizeof(err), "snapshot needs a file: snapshot FILE [--wait] %s",
+			 snap_fields_synopsis());
+		return ctl_reply_error(err);
+	}
+	if (ctl_snapshot_fields(req->msg, &sr, err, sizeof(err)))
+		return ctl_reply_error(err);
 	if (snap_start(srv->engine, &sr, &f, err, sizeof(err)))
 		return ctl_reply_error(err);
 	if (json_is_true(json_object_get(req->msg, "wait")) && !f.done) {

@@ -7,6 +7,7 @@
 
 #include "control.h"
 #include "ctl_proto.h"
+#include "../snapshot/request.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -78,6 +79,10 @@ void ctl_deliver_migration(struct ctl_server *srv);
 
 /* A migration still running is cancelled (the VM resumes here) and waited for. */
 void ctl_migration_stop(struct ctl_server *srv);
+
+/* The snapshot request fields @msg names (snapshot/request.c's table, as --KEY or
+ * --snapshot-KEY) into @sr: 0, or -EINVAL with the command line's message in @err. */
+int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, size_t len);
 
 /* The socket address of @path: 0, or -ENAMETOOLONG. */
 int ctl_sockaddr(const char *path, struct sockaddr_un *sa);

@@ -45,6 +45,9 @@
 #define EXIT_CANNOT_EXEC  126
 #define EXIT_NOT_FOUND    127
 #define MAIN_LOW_PORTS    1024 /* ports below it need CAP_NET_BIND_SERVICE to bind */
+#define USAGE_WIDTH       88   /* help lines wrap before this column */
+#define USAGE_INDENT      14   /* a wrapped command line goes on one column further */
+#define USAGE_SNAPSHOT_COL 31  /* after "          snapshot FILE [--wait]" */
 
 extern char **environ;
 
@@ -67,6 +70,27 @@ static void usage(FILE *out)
 		"'ccvm help run', 'ccvm run --help' and 'man ccvm' say more.\n");
 }
 
+/* ctl snapshot's options, from the request's one table (snapshot/request.c), wrapped. */
+static void usage_snapshot_fields(FILE *out)
+{
+	const struct snap_field *f;
+	int col = USAGE_SNAPSHOT_COL;
+
+	for (int i = 0; (f = snap_field_at(i)); i++) {
+		char item[96];
+		int n = snprintf(item, sizeof(item), " [--%s%s%s]", f->key, f->metavar ? " " : "",
+				 f->metavar ? f->metavar : "");
+
+		if (col + n > USAGE_WIDTH) {
+			fprintf(out, "\n%*s", USAGE_INDENT, "");
+			col = USAGE_INDENT;
+		}
+		fputs(item, out);
+		col += n;
+	}
+	fputc('\n', out);
+}
+
 static void usage_ctl(FILE *out)
 {
 	fprintf(out,
@@ -78,10 +102,8 @@ static void usage_ctl(FILE *out)
 		"               [--bandwidth MB/s] [--order coverage|address]\n"
 		"               [--peer-timeout SECONDS] [--wait]\n"
 		"               [--tls-creds DIR [--tls-authz NAME[,NAME...]] | --insecure]\n"
-		"          snapshot FILE [--policy ccow|cow|stop|fork] [--threshold T]\n"
-		"               [--save-order hot-first|linear] [--precopy lazy|eager|rounds|auto]\n"
-		"               [--pause-budget-ms MS] [--wait] [--rate MB/s]\n"
-		"               [--compress auto|zstd|lz4|none] [--compress-level N] [--threads N]\n");
+		"          snapshot FILE [--wait]");
+	usage_snapshot_fields(out);
 }
 
 /* `ccvm help [COMMAND]`: 0, or EXIT_USAGE for a command that does not exist. */
@@ -282,14 +304,10 @@ static int engine_new(struct vm *vm, const struct cli_opts *o, const struct snap
 	cfg.tune.held_compress = ccow->held_compress;
 	cfg.dirs = dirs;
 	cfg.n_dirs = engine_image_dirs(o, dirs);
-	cfg.def = (struct snap_request){ .policy = sched ? sched->policy : SNAP_CCOW,
-					 .threshold = ccow->threshold, .order = ccow->order,
-					 .precopy = ccow->precopy,
-					 .pause_budget_ms = ccow->pause_budget_ms,
-					 .codec = sched ? sched->codec : IMG_CODEC_NONE,
-					 .level = sched ? sched->level : 0,
-					 .threads = sched ? sched->threads : 0,
-					 .track = sched && sched->incremental };
+	/* run's and restore's command lines alike: restore takes no snapshot option, so
+	 * a restored VM snapshots with the defaults. */
+	cfg.def = o->sched.req;
+	cfg.def.track = sched && sched->incremental;
 	return snap_engine_new(&target, &cfg, out);
 }
 
@@ -360,7 +378,7 @@ static int run_vm(struct vm *vm, const struct cli_opts *o, const struct snap_sch
 		struct tracker_budget budget = { .pct = ccow->budget_pct,
 						 .stall_ms = ccow->stall_ms,
 						 .audit = ccow->audit,
-						 .threshold = o->ccow.threshold };
+						 .threshold = o->sched.req.threshold };
 
 		rc = vm_dirty_log(vm, &log);
 		if (!rc)

@@ -30,7 +30,6 @@
 #define OPT_VAL_BASE 256          /* getopt values: past every character */
 #define OPT_MAX_WINDOW_MS 600000
 #define OPT_MIN_POOL (1ULL << 20)
-#define OPT_MAX_BUDGET_MS 10000
 #define OPT_MAX_STALL_MS 1000
 #define OPT_HELP_COLUMN 20
 #define OPT_STR_(x) #x
@@ -52,8 +51,24 @@ struct opt_def {
 	const char *arg;          /* its argument's name; NULL: none */
 	unsigned cmds;
 	const char *help;
+	/* NULL: a field of the snapshot request (snapshot/request.c), set by opt_snap */
 	int (*set)(struct cli_opts *o, const char *arg);
 };
+
+/* A field of the snapshot request that periodic and ctl snapshots start from, through
+ * the one table the control socket reads too: the same values, the same messages. */
+static int opt_snap(struct cli_opts *o, const char *name, const char *arg)
+{
+	const struct snap_field *f = snap_field_find(name);
+	char err[256];
+
+	if (!f || snap_field_set(&o->sched.req, f, strncmp(name, "snapshot-", 9) ? "" : "snapshot-",
+				 arg, err, sizeof(err))) {
+		log_err("%s", f ? err : "unknown snapshot option");
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static int set_mem(struct cli_opts *o, const char *arg)
 {
@@ -346,62 +361,6 @@ static int set_keep(struct cli_opts *o, const char *arg)
 	return 0;
 }
 
-static int set_policy(struct cli_opts *o, const char *arg)
-{
-	if (snap_policy_parse(arg, &o->sched.policy)) {
-		log_err("--snapshot-policy %s: known policies are ccow, cow, stop and fork", arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int set_rate(struct cli_opts *o, const char *arg)
-{
-	double mbs;
-
-	if (cli_parse_real(arg, 0, CLI_MAX_RATE_MBS, &mbs)) {
-		log_err("--snapshot-rate %s: MB/s, a number from 0 (unlimited) to %.0f", arg,
-			CLI_MAX_RATE_MBS);
-		return -EINVAL;
-	}
-	o->sched.rate = (uint64_t)(mbs * 1e6);
-	return 0;
-}
-
-static int set_compress(struct cli_opts *o, const char *arg)
-{
-	if (codec_parse(arg, &o->sched.codec)) {
-		log_err("--snapshot-compress %s: auto, zstd, lz4 or none", arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int set_compress_level(struct cli_opts *o, const char *arg)
-{
-	long v;
-
-	if (opt_long(arg, INT16_MIN, INT16_MAX, &v) || !v) {
-		log_err("--snapshot-compress-level %s: an integer, not 0 (" CODEC_LEVEL_RANGES ")",
-			arg);
-		return -EINVAL;
-	}
-	o->sched.level = (int)v;
-	return 0;
-}
-
-static int set_snap_threads(struct cli_opts *o, const char *arg)
-{
-	long v;
-
-	if (opt_long(arg, 1, SNAP_THREADS_MAX, &v)) {
-		log_err("--snapshot-threads %s: from 1 to %d", arg, SNAP_THREADS_MAX);
-		return -EINVAL;
-	}
-	o->sched.threads = (int)v;
-	return 0;
-}
-
 static int set_incremental(struct cli_opts *o, const char *arg)
 {
 	(void)arg;
@@ -438,42 +397,6 @@ static int set_region(struct cli_opts *o, const char *arg)
 		return -EINVAL;
 	}
 	o->ccow.region_size = r;
-	return 0;
-}
-
-static int set_threshold(struct cli_opts *o, const char *arg)
-{
-	if (cli_parse_real(arg, 0, 1, &o->ccow.threshold)) {
-		log_err("--threshold %s: a coverage from 0 (CCoW-All) to 1", arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int set_order(struct cli_opts *o, const char *arg)
-{
-	if (snap_order_parse(arg, &o->ccow.order)) {
-		log_err("--save-order %s: hot-first or linear", arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int set_precopy(struct cli_opts *o, const char *arg)
-{
-	if (snap_precopy_parse(arg, &o->ccow.precopy)) {
-		log_err("--precopy %s: lazy, eager, rounds or auto", arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int set_budget(struct cli_opts *o, const char *arg)
-{
-	if (cli_parse_real(arg, 0, OPT_MAX_BUDGET_MS, &o->ccow.pause_budget_ms)) {
-		log_err("--pause-budget-ms %s: milliseconds, 0 to %d", arg, OPT_MAX_BUDGET_MS);
-		return -EINVAL;
-	}
 	return 0;
 }
 
@@ -613,19 +536,19 @@ static const struct opt_def opt_table[] = {
 	  "guest can replace them)", set_dir },
 	{ "snapshot-keep", "N", OPT_RUN, "newest periodic snapshots kept (default 2)", set_keep },
 	{ "snapshot-policy", "ccow|cow|stop|fork", OPT_RUN, "the periodic snapshots' policy, "
-	  "also ctl snapshot's default (default ccow)", set_policy },
+	  "also ctl snapshot's default (default ccow)", NULL },
 	{ "snapshot-rate", "MB/s", OPT_RUN, "the snapshot writer's bandwidth limit (default 0: "
-	  "none)", set_rate },
+	  "none)", NULL },
 	{ "snapshot-compress", "auto|zstd|lz4|none", OPT_RUN, "compress each 2 MiB chunk of "
 	  "snapshots that shrinks; auto: a codec and level per chunk, more while the threads "
 	  "wait on the disk than on compressing (default " OPT_DEFAULT_CODEC_NAME "); ctl snapshot's "
-	  "default too", set_compress },
+	  "default too", NULL },
 	{ "snapshot-compress-level", "N", OPT_RUN, "the codec's level (default: zstd 1, lz4 1; "
 	  "zstd -7..19, lz4 -64..12: 2 and up its high-compression mode, below 0 faster)",
-	  set_compress_level },
+	  NULL },
 	{ "snapshot-threads", "N", OPT_RUN, "threads that compress and write a snapshot "
 	  "(default " OPT_STR(SNAP_DEFAULT_THREADS) ", 1.." OPT_STR(SNAP_THREADS_MAX) ")",
-	  set_snap_threads },
+	  NULL },
 	{ "snapshot-incremental", NULL, OPT_RUN, "track the guest's writes after each snapshot; "
 	  "periodic snapshots are incremental on the last one, ctl snapshots may name it as "
 	  "--parent (needs the cow or ccow policy)", set_incremental },
@@ -636,19 +559,23 @@ static const struct opt_def opt_table[] = {
 	  set_log },
 	{ "region-size", "SIZE", OPT_RUN, "CCoW region (power of two >= 32K, default 2M)",
 	  set_region },
-	{ "threshold", "T", OPT_RUN, "coverage at which a region is hot (default 0.80; 0 = "
-	  "CCoW-All)", set_threshold },
-	{ "save-order", "hot-first|linear", OPT_RUN, "writer order under ccow (default "
-	  "hot-first)", set_order },
-	{ "precopy", "lazy|eager|rounds|auto", OPT_RUN, "ccow: copy hot regions on their "
-	  "first fault (lazy); or in the pause hot regions, then recently written pages, then "
-	  "all if it fits, never protecting them (eager); or write memory to the image before "
-	  "the pause while the guest runs, again for what it rewrites, until the rest fits "
-	  "the pause (rounds: no fault, the image raw); auto, the default: rounds unless "
+	{ "snapshot-threshold", "T", OPT_RUN, "coverage at which a region is hot (default "
+	  "0.80; 0 = CCoW-All)", NULL },
+	{ "threshold", "T", OPT_RUN, "the same as --snapshot-threshold", NULL },
+	{ "snapshot-save-order", "hot-first|linear", OPT_RUN, "writer order under ccow "
+	  "(default hot-first)", NULL },
+	{ "save-order", "hot-first|linear", OPT_RUN, "the same as --snapshot-save-order", NULL },
+	{ "snapshot-precopy", "lazy|eager|rounds|auto", OPT_RUN, "ccow: copy hot regions on "
+	  "their first fault (lazy); or in the pause hot regions, then recently written pages, "
+	  "then all if it fits, never protecting them (eager); or write memory to the image "
+	  "before the pause while the guest runs, again for what it rewrites, until the rest "
+	  "fits the pause (rounds: no fault, the image raw); auto, the default: rounds unless "
 	  "hot regions hold three quarters of the memory in use, or after rounds that did not "
-	  "converge while more than a quarter is hot: then eager", set_precopy },
-	{ "pause-budget-ms", "MS", OPT_RUN, "eager, rounds: the longest the pause may last (default "
-	  OPT_STR(SNAP_DEFAULT_PAUSE_BUDGET_MS_INT) ")", set_budget },
+	  "converge while more than a quarter is hot: then eager", NULL },
+	{ "precopy", "lazy|eager|rounds|auto", OPT_RUN, "the same as --snapshot-precopy", NULL },
+	{ "snapshot-pause-budget-ms", "MS", OPT_RUN, "eager, rounds: the longest the pause may "
+	  "last (default " OPT_STR(SNAP_DEFAULT_PAUSE_BUDGET_MS_INT) ")", NULL },
+	{ "pause-budget-ms", "MS", OPT_RUN, "the same as --snapshot-pause-budget-ms", NULL },
 	{ "coverage-window", "MS|off", OPT_RUN, "track coverage with the KVM dirty log in "
 	  "windows of MS of guest run time (default: the last snapshot's duration); on under "
 	  "ccow when snapshots are possible, off otherwise", set_window },
@@ -730,15 +657,14 @@ static void opt_defaults(enum opt_cmd cmd, struct cli_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->mem = cmd == OPT_RUN ? OPT_DEFAULT_MEM : 0;
-	o->sched = (struct snap_schedule){ .keep = 2, .policy = SNAP_CCOW,
-					   .threshold = SNAP_DEFAULT_THRESHOLD,
-					   .codec = OPT_DEFAULT_CODEC,
-					   .full_every = SNAP_DEFAULT_FULL_EVERY };
+	o->sched = (struct snap_schedule){
+		.keep = 2, .full_every = SNAP_DEFAULT_FULL_EVERY,
+		.req = { .policy = SNAP_CCOW, .threshold = SNAP_DEFAULT_THRESHOLD,
+			 .precopy = SNAP_DEFAULT_PRECOPY,
+			 .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
+			 .codec = OPT_DEFAULT_CODEC } };
 	o->ccow = (struct ccow_opts){ .held_compress = SNAP_DEFAULT_HELD_COMPRESS,
 				      .region_size = 2ULL << 20,
-				      .threshold = SNAP_DEFAULT_THRESHOLD,
-				      .precopy = SNAP_DEFAULT_PRECOPY,
-				      .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
 				      .budget_pct = TRACKER_BUDGET_PCT_DEFAULT,
 				      .stall_ms = TRACKER_STALL_MS_DEFAULT };
 	o->root = "/";
@@ -784,7 +710,8 @@ int opt_parse(enum opt_cmd cmd, int argc, char **argv, struct cli_opts *o)
 	while ((ch = getopt_long(argc, argv, cmd == OPT_RUN ? "+vh" : "vh", lo, NULL)) != -1) {
 		int i = opt_index(ch);
 
-		if (i < 0 || opt_table[i].set(o, optarg))
+		if (i < 0 || (opt_table[i].set ? opt_table[i].set(o, optarg) :
+						  opt_snap(o, opt_table[i].name, optarg)))
 			return -EINVAL;
 		if (o->help)
 			return 0;
@@ -794,15 +721,11 @@ int opt_parse(enum opt_cmd cmd, int argc, char **argv, struct cli_opts *o)
 	return 0;
 }
 
-/* The schedule takes the CCoW knobs, and the tracker runs where coverage is wanted:
- * dirty logging costs the guest a fault per first write after each clear. */
+/* The tracker runs where coverage is wanted: dirty logging costs the guest a fault per
+ * first write after each clear. */
 static void opt_snapshot_defaults(struct cli_opts *o)
 {
-	o->sched.threshold = o->ccow.threshold;
-	o->sched.order = o->ccow.order;
-	o->sched.precopy = o->ccow.precopy;
-	o->sched.pause_budget_ms = o->ccow.pause_budget_ms;
-	if (o->sched.policy == SNAP_CCOW && !o->ccow.window_off)
+	if (o->sched.req.policy == SNAP_CCOW && !o->ccow.window_off)
 		o->ccow.tracker = true;
 }
 
@@ -831,16 +754,17 @@ static int opt_check_run(struct cli_opts *o)
 		log_err("--snapshot-%s needs --snapshot-dir DIR", o->sched.gap_s > 0 ? "gap" : "every");
 		return -EINVAL;
 	}
-	if (o->sched.level && codec_level_check(o->sched.codec, o->sched.level)) {
+	if (o->sched.req.level && codec_level_check(o->sched.req.codec, o->sched.req.level)) {
 		log_err("--snapshot-compress-level %d does not suit %s (" CODEC_LEVEL_RANGES ", "
-			"none and auto take no level)", o->sched.level, codec_name(o->sched.codec));
+			"none and auto take no level)", o->sched.req.level, codec_name(o->sched.req.codec));
 		return -EINVAL;
 	}
 	if (o->full_every_given && !o->sched.incremental) {
 		log_err("--snapshot-full-every needs --snapshot-incremental");
 		return -EINVAL;
 	}
-	if (o->sched.incremental && o->sched.policy != SNAP_COW && o->sched.policy != SNAP_CCOW) {
+	if (o->sched.incremental && o->sched.req.policy != SNAP_COW &&
+	    o->sched.req.policy != SNAP_CCOW) {
 		log_err("--snapshot-incremental needs --snapshot-policy cow or ccow (writes are "
 			"tracked with userfaultfd write protection)");
 		return -EINVAL;

@@ -23,10 +23,6 @@ enum opt_cmd { OPT_RUN = 1u << 0, OPT_RESTORE = 1u << 1 };
 /* How snapshots are taken: CCoW's knobs. */
 struct ccow_opts {
 	uint64_t region_size;
-	double threshold;
-	enum snap_order order;
-	enum snap_precopy precopy;
-	double pause_budget_ms;
 	unsigned window_ms;  /* 0: adaptive */
 	bool tracker;        /* coverage tracking asked for (--coverage-window or ccow) */
 	bool window_off;     /* --coverage-window off */

@@ -43,6 +43,14 @@ snap_live() {
 		"$CCVM" ctl "$SOCK" snapshot "$S/z$i.img" --policy $pol --wait >"$S/z$i.json" 2>&1
 		wait_until 60 more_reports "$(reports)" # the guest writes on between snapshots
 	done
+	# One table checks a request: run and ctl refuse a bad value in the same words.
+	"$CCVM" ctl "$SOCK" snapshot "$S/bad.img" --threads 99 >"$S/bad.json" 2>&1; cst=$?
+	"$CCVM" run --snapshot-threads 99 -- "$G/zipfbench" >/dev/null 2>"$S/bad.err"; rst=$?
+	cwhy=$(grep -o '99: [^"]*' "$S/bad.json"); rwhy=$(grep -o '99: .*' "$S/bad.err")
+	[ $cst = 1 ] && [ $rst = 2 ] && [ -n "$cwhy" ] && [ "$cwhy" = "$rwhy" ] && [ ! -e "$S/bad.img" ] &&
+		pass "ctl snapshot --threads 99 and run --snapshot-threads 99" "both: '$cwhy'" ||
+		fail "ctl snapshot --threads 99 and run --snapshot-threads 99" "ctl $cst '$(cat "$S/bad.json")'" \
+			"run $rst '$(cat "$S/bad.err")'"
 	vm_stop; st=$?
 	why=$(zcheck "$S/vm.out") && [ $st = 0 ] && pass "zipfbench under snapshots" "ran through 3 snapshots, $why" ||
 		fail "zipfbench under snapshots" "status $st" "$why" "$(tail -2 "$S/vm.err")"

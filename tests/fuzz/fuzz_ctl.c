@@ -1,9 +1,11 @@
 /*
  * fuzz_ctl.c - libFuzzer target: the control protocol parser (vmm/ctl_proto.c), one
- * request line as a client may send it, then the reply built for it, and kill's
- * SIGNAL parser on the first argument of any request that has one.
+ * request line as a client may send it, then the reply built for it, kill's SIGNAL
+ * parser on the first argument of any request that has one, and the snapshot request's
+ * fields (snapshot/request.c's table) as `ctl snapshot` reads them.
  */
 #include "../../vmm/ctl_proto.h"
+#include "../../vmm/control_impl.h"
 #include "../../base/log.h"
 
 #include <stdint.h>
@@ -25,6 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (arg && ctl_signal_parse(arg, &sig) == 0 && (sig < 1 || sig > 64))
 			abort(); /* a signal the guest cannot have */
+		struct snap_request sr = { 0 };
+
+		if (ctl_snapshot_fields(req.msg, &sr, err, sizeof(err)) == 0 && sr.threads &&
+		    (sr.threads < 1 || sr.threads > SNAP_THREADS_MAX))
+			abort(); /* a value the table bounds */
 		free(ctl_reply_ok(json_pack("{s:s}", "cmd", ctl_cmd_name(req.cmd))));
 		ctl_request_free(&req);
 	} else {

@@ -101,8 +101,8 @@ START_TEST(test_option_table)
 	ck_assert_int_eq(parse_line(OPT_RUN, "run --mem 64M --threshold 0.5 --snapshot-policy cow "
 				    "--coverage-window off -- /bin/true x", &o), 0);
 	ck_assert_uint_eq(o.mem, 64ULL << 20);
-	ck_assert_double_eq(o.sched.threshold, 0.5);
-	ck_assert_int_eq(o.sched.policy, SNAP_COW);
+	ck_assert_double_eq(o.sched.req.threshold, 0.5);
+	ck_assert_int_eq(o.sched.req.policy, SNAP_COW);
 	ck_assert(!o.ccow.tracker);
 	ck_assert_int_eq(o.argc, 2);
 	ck_assert_str_eq(o.argv[0], "/bin/true");
@@ -155,6 +155,57 @@ static bool man_has(const char *text, const char *name)
 	}
 	return false;
 }
+
+/* The snapshot request's one table: run takes every field periodic snapshots may use as
+ * --snapshot-KEY, the old unprefixed names still work, and a bad value gets the same
+ * words whoever asks (the control socket calls the same snap_field_set). */
+START_TEST(test_request_table)
+{
+	const struct snap_field *f;
+	struct snap_request r = { 0 };
+	char a[256], b[256];
+	struct cli_opts o;
+
+	for (int i = 0; (f = snap_field_at(i)); i++) {
+		char name[64];
+		bool found = false;
+
+		snprintf(name, sizeof(name), "snapshot-%s", f->key);
+		for (int k = 0; opt_name(k, NULL); k++)
+			found = found || strcmp(opt_name(k, NULL), name) == 0;
+		ck_assert_msg(found == f->run, "--%s: %s", name, f->run ? "not in run" : "in run");
+		ck_assert_ptr_eq(snap_field_find(name), f);
+		ck_assert_ptr_eq(snap_field_find(f->key), f);
+	}
+	ck_assert_ptr_null(snap_field_find("snapshot-every"));
+	f = snap_field_find("threads");
+	ck_assert_int_eq(snap_field_set(&r, f, "snapshot-", "99", a, sizeof(a)), -EINVAL);
+	ck_assert_int_eq(snap_field_set(&r, f, "", "99", b, sizeof(b)), -EINVAL);
+	ck_assert_str_eq(a, "--snapshot-threads 99: from 1 to 16, an integer");
+	ck_assert_str_eq(strchr(a, ':'), strchr(b, ':'));
+	ck_assert_int_eq(r.threads, 0); /* a bad value leaves the request as it was */
+	ck_assert_int_eq(snap_field_set(&r, f, "", "3", b, sizeof(b)), 0);
+	ck_assert_int_eq(r.threads, 3);
+	ck_assert_int_eq(snap_field_set(&r, snap_field_find("rate"), "", "2.5", b, sizeof(b)), 0);
+	ck_assert_uint_eq(r.rate, 2500000);
+	ck_assert_int_eq(snap_field_set(&r, snap_field_find("track"), "", NULL, b, sizeof(b)), 0);
+	ck_assert(r.track);
+	ck_assert_int_eq(snap_field_set(&r, snap_field_find("track"), "", "yes", b, sizeof(b)),
+			 -EINVAL);
+	ck_assert_int_eq(snap_field_set(&r, snap_field_find("threshold"), "", NULL, b, sizeof(b)),
+			 -EINVAL);
+	ck_assert_int_eq(snap_field_set(&r, snap_field_find("threshold"), "", "nan", b, sizeof(b)),
+			 -EINVAL);
+	ck_assert_int_eq(snap_field_set(&r, snap_field_find("compress-level"), "", "0", b,
+					sizeof(b)), -EINVAL);
+	ck_assert_int_eq(parse_line(OPT_RUN, "run --snapshot-precopy eager --precopy lazy "
+				    "--snapshot-pause-budget-ms 20 -- /bin/true", &o), 0);
+	ck_assert_int_eq(o.sched.req.precopy, SNAP_PRECOPY_LAZY);
+	ck_assert_double_eq(o.sched.req.pause_budget_ms, 20);
+	ck_assert_int_ne(parse_line(OPT_RUN, "run --snapshot-threads 99 -- /bin/true", &o), 0);
+	ck_assert_ptr_nonnull(strstr(snap_fields_synopsis(), "[--track]"));
+}
+END_TEST
 
 /* ccvm.1 and the option table agree: every option is in the man page's OPTIONS, marked
  * (run) or (restore) when only one command takes it, and the page names no option of
@@ -277,6 +328,7 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, test_bad_sizes);
 	tcase_add_test(tc, test_reals);
 	tcase_add_test(tc, test_option_table);
+	tcase_add_test(tc, test_request_table);
 	tcase_add_test(tc, test_man_page_matches);
 	tcase_add_test(tc, test_migration_channels);
 	suite_add_tcase(s, tc);

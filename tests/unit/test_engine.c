@@ -954,8 +954,8 @@ static int count_images(const char *dir)
  * previous one ended, and none starts while one runs. */
 START_TEST(test_schedule_gap)
 {
-	struct snap_schedule s = { .gap_s = 0.3, .dir = g.dir, .keep = 5, .policy = SNAP_COW,
-				   .rate = ENG_RATE };
+	struct snap_schedule s = { .gap_s = 0.3, .dir = g.dir, .keep = 5,
+				   .req = { .policy = SNAP_COW, .rate = ENG_RATE } };
 	double due = snap_schedule_first(&s, mono_s()), last_end = 0;
 	uint64_t seen = 0;
 
@@ -1142,8 +1142,8 @@ END_TEST
  * period later, a busy engine defers it; pruning keeps the newest. */
 START_TEST(test_schedule)
 {
-	struct snap_schedule s = { .every_s = 0.2, .dir = g.dir, .keep = 2, .policy = SNAP_COW,
-				   .rate = ENG_RATE };
+	struct snap_schedule s = { .every_s = 0.2, .dir = g.dir, .keep = 2,
+				   .req = { .policy = SNAP_COW, .rate = ENG_RATE } };
 	double due = 0, now;
 
 	if (!uffd_usable())
@@ -1175,8 +1175,9 @@ END_TEST
  * chain, and pruning keeps it and the full image it needs. */
 START_TEST(test_schedule_incremental)
 {
-	struct snap_schedule s = { .every_s = 0.2, .dir = g.dir, .keep = 1, .policy = SNAP_COW,
-				   .rate = ENG_RATE, .incremental = true, .full_every = 3 };
+	struct snap_schedule s = { .every_s = 0.2, .dir = g.dir, .keep = 1,
+				   .req = { .policy = SNAP_COW, .rate = ENG_RATE },
+				   .incremental = true, .full_every = 3 };
 	static const bool want[] = { false, true, true, false, true };
 	struct snap_figures f = { 0 };
 	double due = 0, now;
