@@ -65,10 +65,28 @@ static const char *ctl_mig_number(const json_t *msg, const char *key, double lo,
 	return NULL;
 }
 
-/* The options of `migrate` into @m: NULL, or a message for the user. */
-static const char *ctl_mig_options(const json_t *msg, struct migration *m)
+/* migrate's --compress through the snapshot request's table (snapshot/request.c), so
+ * that it takes what `ctl snapshot --compress` takes and says the same of a bad value:
+ * NULL, or the message in @err. */
+static const char *ctl_mig_codec(const json_t *msg, struct migration *m, char *err, size_t len)
 {
-	const char *comp = json_string_value(json_object_get(msg, "compress"));
+	struct snap_request r = { .codec = m->codec };
+	json_t *one = json_pack("{s:O}", "compress", json_object_get(msg, "compress"));
+	int rc;
+
+	if (!one)
+		return "out of memory";
+	rc = ctl_snapshot_fields(one, &r, err, len);
+	json_decref(one);
+	if (rc)
+		return err;
+	m->codec = r.codec;
+	return NULL;
+}
+
+/* The options of `migrate` into @m: NULL, or a message for the user (perhaps in @err). */
+static const char *ctl_mig_options(const json_t *msg, struct migration *m, char *err, size_t len)
+{
 	const char *post = json_string_value(json_object_get(msg, "postcopy"));
 	const char *ord = json_string_value(json_object_get(msg, "order"));
 	double downtime = (double)m->downtime_ms, rounds = -1, bw = 0,
@@ -93,9 +111,8 @@ static const char *ctl_mig_options(const json_t *msg, struct migration *m)
 		return "--peer-timeout must be a whole number of seconds, 1 to 86400";
 	if (rounds >= 0 && rounds != (double)(unsigned)rounds)
 		return "--max-rounds must be an integer from 0 (stop and copy) to 1000";
-	if (json_object_get(msg, "compress") &&
-	    (!comp || codec_parse(comp, &m->codec)))
-		return "--compress: auto, zstd, lz4 or none";
+	if (json_object_get(msg, "compress") && (bad = ctl_mig_codec(msg, m, err, len)))
+		return bad;
 	if (json_object_get(msg, "postcopy") && (!post || (strcmp(post, "never") &&
 							   strcmp(post, "auto") && strcmp(post, "now"))))
 		return "--postcopy: never, auto or now";
@@ -276,7 +293,7 @@ char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl
 	if (!cm)
 		return ctl_reply_error("out of memory");
 	migrate_init(&cm->m);
-	bad = ctl_mig_options(req->msg, &cm->m);
+	bad = ctl_mig_options(req->msg, &cm->m, err, sizeof(err));
 	if (!bad)
 		bad = ctl_mig_tls(req->msg, cm, err, sizeof(err));
 	if (bad) {

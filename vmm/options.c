@@ -32,6 +32,7 @@
 #define OPT_MIN_POOL (1ULL << 20)
 #define OPT_MAX_STALL_MS 1000
 #define OPT_HELP_COLUMN 20
+#define OPT_SNAP_PREFIX "snapshot-" /* run's spelling of a snapshot request's field */
 #define OPT_STR_(x) #x
 #define OPT_STR(x) OPT_STR_(x)
 
@@ -60,10 +61,11 @@ struct opt_def {
 static int opt_snap(struct cli_opts *o, const char *name, const char *arg)
 {
 	const struct snap_field *f = snap_field_find(name);
+	const char *prefix = strncmp(name, OPT_SNAP_PREFIX, strlen(OPT_SNAP_PREFIX)) ? "" :
+			     OPT_SNAP_PREFIX;
 	char err[256];
 
-	if (!f || snap_field_set(&o->sched.req, f, strncmp(name, "snapshot-", 9) ? "" : "snapshot-",
-				 arg, err, sizeof(err))) {
+	if (!f || snap_field_set(&o->sched.req, f, prefix, arg, err, sizeof(err))) {
 		log_err("%s", f ? err : "unknown snapshot option");
 		return -EINVAL;
 	}
