@@ -80,6 +80,7 @@ SYSTEMS = {"ccvm-coverage": ("ccvm", []), "ccvm-address": ("ccvm", ["--order", "
            "ccvm-tls": ("ccvm", ["--tls-creds", "TLS"]),
            "ccvm-tls-psk": ("ccvm", ["--tls-creds", "PSK"]), "qemu-precopy": ("qemu", []),
            "qemu-precopy-prealloc": ("qemu", ["-mem-prealloc"])}
+QMP_TIMES_WAIT_S = 5.0   # the longest to wait for a completed migration's times
 METRICS = ["downtime_ms", "own_downtime_ms", "total_s", "bytes_over_ram", "during", "after",
            "rounds"]
 
@@ -203,6 +204,11 @@ def run_qemu(name, opts, cfg, work, port):
                 raise Failed(f"{name}: did not converge in {MIGRATE_TIMEOUT_S} s")
             time.sleep(peers.POLL_S)
         t1 = time.monotonic()
+        # QEMU reports "completed" a moment before it fills in the times (0 until then).
+        times_due = t1 + QMP_TIMES_WAIT_S
+        while not st.get("total-time") and time.monotonic() < times_due:
+            time.sleep(peers.POLL_S)
+            st = q_src.cmd("query-migrate")
         # The destination's dots count from zero again: they continue the source's.
         wait_ready(dst_prog, dst, name + " destination")
         time.sleep(cfg["after"] + 0.5)
