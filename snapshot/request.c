@@ -4,19 +4,17 @@
  * command line and the control socket alike), and the storage settings it may ask for.
  */
 #include "request.h"
+#include "../base/num.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define REQ_STR_(x) #x
 #define REQ_STR(x) REQ_STR_(x)
 #define REQ_MAX_BUDGET_MS 10000   /* --pause-budget-ms: ten seconds of pause at most */
-#define REQ_MAX_RATE_MBS 1e6      /* MB/s: 1 TB/s; "no limit" is 0 */
 #define REQ_PREFIX "snapshot-"
 #define REQ_SYNOPSIS_MAX 512
 
@@ -119,7 +117,7 @@ static const struct snap_field fields[] = {
 	  "lazy, eager, rounds or auto"),
 	F("pause-budget-ms", SNAP_F_REAL, 0, REQ_MAX_BUDGET_MS, pause_budget_ms, true, "MS",
 	  "milliseconds, 0 to " REQ_STR(REQ_MAX_BUDGET_MS)),
-	F("rate", SNAP_F_RATE, 0, REQ_MAX_RATE_MBS, rate, true, "MB/s",
+	F("rate", SNAP_F_RATE, 0, SNAP_MAX_RATE_MBS, rate, true, "MB/s",
 	  "MB/s, a number from 0 (unlimited) to 1000000"),
 	F("compress", SNAP_F_CODEC, 0, 0, codec, true, "auto|zstd|lz4|none",
 	  "auto, zstd, lz4 or none"),
@@ -150,26 +148,12 @@ const struct snap_field *snap_field_find(const char *key)
 	return NULL;
 }
 
-/* A whole, finite number within [lo, hi]. */
-static int parse_real(const char *text, double lo, double hi, double *v)
+/* An integer field (every one fits an int) within its bounds. */
+static int parse_int(const struct snap_field *f, const char *text, int *v)
 {
-	char *end;
+	long x;
 
-	errno = 0;
-	*v = strtod(text, &end);
-	if (!*text || *end || errno || !isfinite(*v) || *v < lo || *v > hi)
-		return -EINVAL;
-	return 0;
-}
-
-static int parse_int(const char *text, double lo, double hi, int *v)
-{
-	char *end;
-	long long x;
-
-	errno = 0;
-	x = strtoll(text, &end, 10);
-	if (!*text || *end || errno || (double)x < lo || (double)x > hi)
+	if (num_parse_long(text, (long)f->min, (long)f->max, &x))
 		return -EINVAL;
 	*v = (int)x;
 	return 0;
@@ -185,11 +169,11 @@ static int field_parse(const struct snap_field *f, const char *text, void *at)
 	case SNAP_F_ORDER: return snap_order_parse(text, at);
 	case SNAP_F_PRECOPY: return snap_precopy_parse(text, at);
 	case SNAP_F_CODEC: return codec_parse(text, at);
-	case SNAP_F_LEVEL: return parse_int(text, f->min, f->max, at) || !*(int *)at ? -EINVAL : 0;
-	case SNAP_F_INT: return parse_int(text, f->min, f->max, at);
-	case SNAP_F_REAL: return parse_real(text, f->min, f->max, at);
+	case SNAP_F_LEVEL: return parse_int(f, text, at) || !*(int *)at ? -EINVAL : 0;
+	case SNAP_F_INT: return parse_int(f, text, at);
+	case SNAP_F_REAL: return num_parse_real(text, f->min, f->max, at);
 	case SNAP_F_RATE:
-		if (parse_real(text, f->min, f->max, &d))
+		if (num_parse_real(text, f->min, f->max, &d))
 			return -EINVAL;
 		*(uint64_t *)at = (uint64_t)(d * 1e6);
 		return 0;
@@ -226,20 +210,25 @@ int snap_field_set(struct snap_request *req, const struct snap_field *f, const c
 
 static char synopsis[REQ_SYNOPSIS_MAX];
 
+int snap_field_usage(const struct snap_field *f, char *buf, size_t len)
+{
+	return snprintf(buf, len, " [--%s%s%s]", f->key, f->metavar ? " " : "",
+			f->metavar ? f->metavar : "");
+}
+
 static void synopsis_build(void)
 {
 	size_t n = 0;
 
 	for (int i = 0; i < FIELDS_N && n < sizeof(synopsis); i++)
-		n += (size_t)snprintf(synopsis + n, sizeof(synopsis) - n, "%s[--%s%s%s]",
-				      i ? " " : "", fields[i].key, fields[i].metavar ? " " : "",
-				      fields[i].metavar ? fields[i].metavar : "");
+		n += (size_t)snap_field_usage(&fields[i], synopsis + n, sizeof(synopsis) - n);
 }
 
+/* Without the first item's leading space. */
 const char *snap_fields_synopsis(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&once, synopsis_build);
-	return synopsis;
+	return synopsis + 1;
 }

@@ -53,6 +53,9 @@ struct snap_request {
 #define SNAP_DEFAULT_CODEC IMG_CODEC_ZSTD
 #define SNAP_DEFAULT_THREADS 2
 #define SNAP_THREADS_MAX 16 /* the writer's I/O threads (WQ_THREADS_MAX) */
+/* A writer's rate limit at most 1 TB/s in MB/s ("no limit" is 0): the bytes/s derived
+ * from it stay exact. */
+#define SNAP_MAX_RATE_MBS 1e6
 /* With --snapshot-incremental: every 8th periodic snapshot is full, so a restore
  * follows at most 7 parents (and an image may need at most 64). */
 #define SNAP_DEFAULT_FULL_EVERY 8
@@ -188,6 +191,8 @@ const struct snap_field *snap_field_at(int i);
  * with "--@prefix@key TEXT: what it must be" in @err, the same for every caller. */
 int snap_field_set(struct snap_request *req, const struct snap_field *f, const char *prefix,
 		   const char *text, char *err, size_t errlen);
+/* " [--KEY METAVAR]" of field @f into @buf: snprintf's count. */
+int snap_field_usage(const struct snap_field *f, char *buf, size_t len);
 /* "[--policy ccow|cow|stop|fork] [--threshold T] ...": every field, for usage lines. */
 const char *snap_fields_synopsis(void);
 

@@ -5,7 +5,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,25 +44,5 @@ int cli_parse_size(const char *s, uint64_t *bytes)
 	if (shift && v > (UINT64_MAX >> shift))
 		return -EINVAL;
 	*bytes = (uint64_t)v << shift;
-	return 0;
-}
-
-bool cli_real_ok(double v, double lo, double hi)
-{
-	return isfinite(v) && v >= lo && v <= hi;
-}
-
-int cli_parse_real(const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	double v;
-
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (*end || errno == ERANGE || !cli_real_ok(v, lo, hi))
-		return -EINVAL;
-	*out = v;
 	return 0;
 }

@@ -158,6 +158,23 @@ static int ctl_field_text(const json_t *v, char *buf, size_t len, const char **t
 	return 0;
 }
 
+int ctl_snapshot_field(const json_t *v, const struct snap_field *f, const char *prefix,
+		       struct snap_request *sr, char *err, size_t len)
+{
+	char num[64];
+	const char *text;
+
+	if (f->kind == SNAP_F_FLAG && json_is_false(v)) { /* a client's explicit "off" */
+		*(bool *)((char *)sr + f->off) = false;
+		return 0;
+	}
+	if (ctl_field_text(v, num, sizeof(num), &text)) {
+		snprintf(err, len, "--%s%s: %s", prefix, f->key, f->want);
+		return -EINVAL;
+	}
+	return snap_field_set(sr, f, prefix, text, err, len);
+}
+
 /* A codec named without a level gets its own default level, not the level the VM's
  * default codec was given. */
 int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, size_t len)
@@ -166,8 +183,8 @@ int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, s
 	bool level = false, codec = false;
 
 	for (int i = 0; (f = snap_field_at(i)); i++) {
-		char key[64], num[64];
-		const char *text, *prefix = "";
+		char key[64];
+		const char *prefix = "";
 		json_t *v = json_object_get(msg, f->key);
 
 		snprintf(key, sizeof(key), "snapshot-%s", f->key);
@@ -175,15 +192,7 @@ int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, s
 			prefix = "snapshot-";
 		if (!v)
 			continue;
-		if (f->kind == SNAP_F_FLAG && json_is_false(v)) { /* a client's explicit "off" */
-			*(bool *)((char *)sr + f->off) = false;
-			continue;
-		}
-		if (ctl_field_text(v, num, sizeof(num), &text)) {
-			snprintf(err, len, "--%s%s: %s", prefix, f->key, f->want);
-			return -EINVAL;
-		}
-		if (snap_field_set(sr, f, prefix, text, err, len))
+		if (ctl_snapshot_field(v, f, prefix, sr, err, len))
 			return -EINVAL;
 		codec = codec || f->kind == SNAP_F_CODEC;
 		level = level || f->kind == SNAP_F_LEVEL;

@@ -83,6 +83,9 @@ void ctl_migration_stop(struct ctl_server *srv);
 /* The snapshot request fields @msg names (snapshot/request.c's table, as --KEY or
  * --snapshot-KEY) into @sr: 0, or -EINVAL with the command line's message in @err. */
 int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, size_t len);
+/* One of them, the JSON value @v of field @f (named with @prefix), into @sr: the same. */
+int ctl_snapshot_field(const json_t *v, const struct snap_field *f, const char *prefix,
+		       struct snap_request *sr, char *err, size_t len);
 
 /* The socket address of @path: 0, or -ENAMETOOLONG. */
 int ctl_sockaddr(const char *path, struct sockaddr_un *sa);

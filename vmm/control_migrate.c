@@ -68,17 +68,11 @@ static const char *ctl_mig_number(const json_t *msg, const char *key, double lo,
 /* migrate's --compress through the snapshot request's table (snapshot/request.c), so
  * that it takes what `ctl snapshot --compress` takes and says the same of a bad value:
  * NULL, or the message in @err. */
-static const char *ctl_mig_codec(const json_t *msg, struct migration *m, char *err, size_t len)
+static const char *ctl_mig_codec(const json_t *v, struct migration *m, char *err, size_t len)
 {
 	struct snap_request r = { .codec = m->codec };
-	json_t *one = json_pack("{s:O}", "compress", json_object_get(msg, "compress"));
-	int rc;
 
-	if (!one)
-		return "out of memory";
-	rc = ctl_snapshot_fields(one, &r, err, len);
-	json_decref(one);
-	if (rc)
+	if (ctl_snapshot_field(v, snap_field_find("compress"), "", &r, err, len))
 		return err;
 	m->codec = r.codec;
 	return NULL;
@@ -111,7 +105,8 @@ static const char *ctl_mig_options(const json_t *msg, struct migration *m, char 
 		return "--peer-timeout must be a whole number of seconds, 1 to 86400";
 	if (rounds >= 0 && rounds != (double)(unsigned)rounds)
 		return "--max-rounds must be an integer from 0 (stop and copy) to 1000";
-	if (json_object_get(msg, "compress") && (bad = ctl_mig_codec(msg, m, err, len)))
+	if (json_object_get(msg, "compress") &&
+	    (bad = ctl_mig_codec(json_object_get(msg, "compress"), m, err, len)))
 		return bad;
 	if (json_object_get(msg, "postcopy") && (!post || (strcmp(post, "never") &&
 							   strcmp(post, "auto") && strcmp(post, "now"))))

@@ -78,8 +78,7 @@ static void usage_snapshot_fields(FILE *out)
 
 	for (int i = 0; (f = snap_field_at(i)); i++) {
 		char item[96];
-		int n = snprintf(item, sizeof(item), " [--%s%s%s]", f->key, f->metavar ? " " : "",
-				 f->metavar ? f->metavar : "");
+		int n = snap_field_usage(f, item, sizeof(item));
 
 		if (col + n > USAGE_WIDTH) {
 			fprintf(out, "\n%*s", USAGE_INDENT, "");

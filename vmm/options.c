@@ -211,20 +211,11 @@ static int set_allow_unix(struct cli_opts *o, const char *arg)
 }
 
 /* @arg as a whole decimal integer from @lo to @hi into *@v; -EINVAL otherwise. */
-static int opt_long(const char *arg, long lo, long hi, long *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtol(arg, &end, 10);
-	return *end || end == arg || errno || *v < lo || *v > hi ? -EINVAL : 0;
-}
-
 static int set_max_procs(struct cli_opts *o, const char *arg)
 {
 	long v;
 
-	if (opt_long(arg, 1, LX_MAX_PROCS, &v)) {
+	if (num_parse_long(arg, 1, LX_MAX_PROCS, &v)) {
 		log_err("--max-procs %s: the most processes at once, 1 to %d", arg, LX_MAX_PROCS);
 		return -EINVAL;
 	}
@@ -236,7 +227,7 @@ static int set_vcpus(struct cli_opts *o, const char *arg)
 {
 	long v;
 
-	if (opt_long(arg, 1, VM_MAX_VCPUS, &v)) {
+	if (num_parse_long(arg, 1, VM_MAX_VCPUS, &v)) {
 		log_err("--vcpus %s: the most guest threads at once, 1 to %d", arg, VM_MAX_VCPUS);
 		return -EINVAL;
 	}
@@ -302,7 +293,7 @@ static int set_peer_timeout(struct cli_opts *o, const char *arg)
 {
 	long v;
 
-	if (opt_long(arg, 1, MIGRATE_PEER_TIMEOUT_S_MAX, &v)) {
+	if (num_parse_long(arg, 1, MIGRATE_PEER_TIMEOUT_S_MAX, &v)) {
 		log_err("--peer-timeout %s: seconds the source may stay silent, 1 to %d", arg,
 			MIGRATE_PEER_TIMEOUT_S_MAX);
 		return -EINVAL;
@@ -355,7 +346,7 @@ static int set_keep(struct cli_opts *o, const char *arg)
 {
 	long v;
 
-	if (opt_long(arg, 1, INT32_MAX, &v)) {
+	if (num_parse_long(arg, 1, INT32_MAX, &v)) {
 		log_err("--snapshot-keep %s: a count of at least 1", arg);
 		return -EINVAL;
 	}
@@ -374,7 +365,7 @@ static int set_full_every(struct cli_opts *o, const char *arg)
 {
 	long v;
 
-	if (opt_long(arg, 1, IMG_MAX_CHAIN, &v)) {
+	if (num_parse_long(arg, 1, IMG_MAX_CHAIN, &v)) {
 		log_err("--snapshot-full-every %s: from 1 (every snapshot full) to %d", arg,
 			IMG_MAX_CHAIN);
 		return -EINVAL;
