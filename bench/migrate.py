@@ -49,8 +49,10 @@ bench/results/HOST-CLASS (OUT): migrate.csv (a row per run), migrate_summary.csv
 migrate_quick.csv and migrate_redis_quick.csv. Every file records commit and machine. Environment: ROUNDS, QUICK, SIZE (MiB of zipfbench data, default
 1024), ALPHA (0.99), WARMUP (seconds before migrating, default 8), AFTER (seconds of
 destination progress kept, default 3), ACCEL (kvm; tcg runs QEMU under emulation: a
-check of this script, not a measurement; ccvm needs kvm), SYSTEMS, OUT, PORT.
+check of this script, not a measurement; ccvm needs kvm), SYSTEMS, OUT, PORT (the first
+run's port, one up for each next; default: a free one below the ephemeral range).
 """
+import itertools
 import os
 import random
 import subprocess
@@ -67,6 +69,7 @@ import peers  # noqa: E402
 from peers import Failed, Progress, Qmp, read_qemu_progress, read_zipfbench_reports  # noqa: E402
 from peers import stop_process, env_float  # noqa: E402
 import migrate_redis  # noqa: E402
+from redis import free_port  # noqa: E402
 
 CCVM, ZIPFBENCH, PEER_GUEST, QEMU = peers.CCVM, peers.ZIPFBENCH, peers.PEER_GUEST, peers.QEMU
 CHUNK, REPORT_MS = peers.CHUNK, peers.REPORT_MS
@@ -416,7 +419,16 @@ def write_redis(out, header, rows, names, used, quick):
          [("stall_ms", "longest stall (ms)"), ("p999_us", "p99.9 while migrating (us)")])
 
 
-def run_zipfbench(cfg, names, rounds, out, header, port, quick):
+def port_source():
+    """Each run's port: PORT, PORT+1, ... when given; else one nobody holds at the time,
+    below the ephemeral range, where some connection's local end may sit (free_port)."""
+    if os.environ.get("PORT"):
+        given = itertools.count(int(env_float("PORT", 0)))
+        return lambda: next(given)
+    return free_port
+
+
+def run_zipfbench(cfg, names, rounds, out, header, next_port, quick):
     rows = []
     for rnd in range(1, rounds + 1):
         order = list(names)
@@ -427,23 +439,22 @@ def run_zipfbench(cfg, names, rounds, out, header, port, quick):
             # a 9p share that takes no socket (scripts/kvm-in-tcg.sh).
             with tempfile.TemporaryDirectory(prefix="ccvm-migrate.") as work:
                 run = run_ccvm if family == "ccvm" else run_qemu
-                r = run(n, opts, cfg, work, port)
-            port += 1  # a fresh port: the last one may linger in TIME_WAIT
+                r = run(n, opts, cfg, work, next_port())  # fresh: the last may linger
             r.update(round=rnd, system=n)
             rows.append(r)
             print(f"migrate: round {rnd} {n}: " + ", ".join(
                 f"{m} {r[m]:.3g}" for m in METRICS), file=sys.stderr)
     write_outputs(out, header, rows, names, quick)
-    return len(rows), port
+    return len(rows)
 
 
-def run_redis(rounds, out, header, port, quick):
+def run_redis(rounds, out, header, next_port, quick):
     names = [n for n in os.environ.get("REDIS_SYSTEMS", " ".join(migrate_redis.SYSTEMS)).split()]
     for n in names:
         if n not in migrate_redis.SYSTEMS:
             raise Failed(f"REDIS_SYSTEMS: unknown '{n}' (known: "
                          f"{', '.join(migrate_redis.SYSTEMS)})")
-    rows, used = migrate_redis.session(migrate_redis.settings(quick), rounds, names, port,
+    rows, used = migrate_redis.session(migrate_redis.settings(quick), rounds, names, next_port,
                                        lambda line: print(line, file=sys.stderr))
     write_redis(out, header, rows, names, used, quick)
     return len(rows)
@@ -458,7 +469,7 @@ def main():
         names = pick_systems(cfg["accel"]) if "zipfbench" in workloads else []
         out = os.environ.get("OUT") or peers.provenance.host_dir()
         os.makedirs(out, exist_ok=True)
-        port = int(env_float("PORT", 47000 + os.getpid() % 1000))
+        next_port = port_source()
         qemu = peers.provenance.sh(QEMU, "--version").splitlines()[0:1]
         peer = f"{qemu[0] if qemu else 'no QEMU'} accel {cfg['accel']}"
         header = peers.provenance.line(
@@ -467,9 +478,9 @@ def main():
             f"downtime target {DOWNTIME_MS} ms")
         n_runs = 0
         if "zipfbench" in workloads:
-            n_runs, port = run_zipfbench(cfg, names, rounds, out, header, port, quick)
+            n_runs = run_zipfbench(cfg, names, rounds, out, header, next_port, quick)
         if "redis" in workloads:
-            n_runs += run_redis(rounds, out, peers.provenance.line(rounds, peer), port + 1,
+            n_runs += run_redis(rounds, out, peers.provenance.line(rounds, peer), next_port,
                                 quick)
     except (Failed, subprocess.TimeoutExpired, subprocess.CalledProcessError, OSError,
             KeyError) as e:

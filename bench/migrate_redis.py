@@ -157,8 +157,9 @@ def migrate_once(name, cfg, work, src, rp, port, i):
             y.wait()
 
 
-def session(cfg, rounds, names, port, log):
-    """Load once, then every round's migrations in shuffled order: the rows."""
+def session(cfg, rounds, names, next_port, log):
+    """Load once, then every round's migrations in shuffled order, each on a port
+    next_port() gives: the rows."""
     redis = "/usr/bin/redis-server"
     if not os.path.exists(redis):
         raise Failed("no redis-server (apt-get install redis-server)")
@@ -166,7 +167,7 @@ def session(cfg, rounds, names, port, log):
     # TMPDIR or /tmp: control sockets live there (no images), and /var/tmp may be
     # a 9p share that takes no socket (scripts/kvm-in-tcg.sh).
     with tempfile.TemporaryDirectory(prefix="ccvm-migrate-redis.") as work:
-        rp = port + 500
+        rp = next_port()
         sock = os.path.join(work, "ctl.sock")
         src, err = start([peers.CCVM, "run", "--mem", cfg["mem"], "--control", sock,
                           "--publish", f"127.0.0.1:{rp}:6379", "--", redis, "--port", "6379",
@@ -183,7 +184,7 @@ def session(cfg, rounds, names, port, log):
                 random.shuffle(order)
                 for n in order:
                     i += 1
-                    r, (dst, sock) = migrate_once(n, cfg, work, sock, rp, port + i, i)
+                    r, (dst, sock) = migrate_once(n, cfg, work, sock, rp, next_port(), i)
                     procs.append(dst)
                     r.update(round=rnd, system=n)
                     rows.append(r)
