@@ -110,11 +110,6 @@ static bool tracker_wait_unheld(struct tracker *t)
 	return stop;
 }
 
-uint64_t tracker_progress_now(const struct tracker *t)
-{
-	return t->progress.read ? t->progress.read(t->progress.ctx) : 0;
-}
-
 /* xorshift64: which page of a region a sample takes needs no better. */
 static uint64_t tracker_random(struct tracker *t)
 {

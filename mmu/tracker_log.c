@@ -94,6 +94,11 @@ bool tracker_held(struct tracker *t)
 	return held;
 }
 
+uint64_t tracker_progress_now(const struct tracker *t)
+{
+	return t->progress.read ? t->progress.read(t->progress.ctx) : 0;
+}
+
 uint64_t tracker_progress_since(const struct tracker *t, uint64_t c0)
 {
 	uint64_t c = tracker_progress_now(t);

@@ -1,7 +1,7 @@
 /*
  * engine.c - the snapshot protocol: point-in-time images of a memory range that others
  * keep writing (a VM's RAM through vmm/persist_capture.c; host threads' memory in the
- * tests and bench/engine-bench). This file only orchestrates; the stages do the work
+ * tests and bench/engine-bench). Its steps orchestrate; the stages do the work
  * (engine_impl.h lists them).
  *
  * Policy stop (the Firecracker-style baseline): pause, write all of memory, resume.
@@ -15,6 +15,11 @@
  * at the instant of the pause, whatever is written afterwards. Pages not present at
  * that instant are zero and are saved as holes. Anything that would discard memory
  * behind its writers' back during a snapshot calls snap_before_discard() first.
+ *
+ * This file holds the steps (reserve, create, the instant, resume, the writer, finish),
+ * each doing what the snapshot's mode says (struct snap_mode, resolved once by
+ * engine_start.c). The modes call the steps: engine_start.c for stop, fork, cow and
+ * ccow, engine_rounds.c for --precopy rounds; a step never calls a mode.
  */
 #include "engine_impl.h"
 #include "image.h"
@@ -34,7 +39,7 @@
 void snap_finish(struct snap_engine *e, int rc)
 {
 	rc = snap_finish_live(e, rc);
-	if (!rc && e->policy == SNAP_FORK) {
+	if (!rc && e->mode.write == SNAP_WRITE_FORKED) {
 		img_forget(e->img); /* the child finished it */
 		snap_figures_stored(e);
 	} else if (!rc) {
@@ -87,7 +92,7 @@ void engine_release(struct snap_engine *e)
  * copies never written go back to the pool (or it would shrink with every failure).
  * With tracking, protection stays, but no page is left to copy, and the pages this
  * snapshot took as written stay marked. */
-static void snap_unprotect_failed(struct snap_engine *e)
+void snap_unprotect_failed(struct snap_engine *e)
 {
 	if (e->track.tracking || e->track.next)
 		track_failed(&e->track);
@@ -126,17 +131,12 @@ void *snap_writer_thread(void *arg)
 	return NULL;
 }
 
-/* cow and ccow write-protect memory with userfaultfd; stop and fork do not. */
-static bool snap_uses_wp(enum snap_policy p)
-{
-	return p == SNAP_COW || p == SNAP_CCOW;
-}
-
 /* Before the pause (none of it needs the writers stopped): create the image file and,
  * for the first cow or ccow snapshot, the write protection and its threads. */
-static int snap_prepare(struct snap_engine *e, const struct snap_request *req, char *err,
-			size_t errlen)
+int snap_create(struct snap_engine *e, const struct snap_request *req, char *err,
+		size_t errlen)
 {
+	const struct snap_mode *m = &e->mode;
 	struct img_header_info info = { .ram_size = e->size, .policy = req->policy,
 					.codec = req->codec, .level = req->level,
 					.flags = req->parent ? IMG_FLAG_CHILD : 0 };
@@ -165,7 +165,7 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 			snprintf(err, errlen, "cannot create the image %s: %s", req->file,
 				 strerror(-rc));
 	}
-	if (!rc && snap_uses_wp(req->policy)) {
+	if (!rc && m->arm != SNAP_ARM_NONE) {
 		/* The cap less the writer's buffers: copies beyond it are saved by the faults
 		 * themselves, one page at a time, never with more memory. */
 		pool_set_limit(&e->pool, (e->mem_cap > wq_memory(req->threads) ?
@@ -175,15 +175,13 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 		    squeeze_thread_start(&e->sq, e->tune.writer_nice, e->tune.background_idle))
 			log_warn("no thread to compress held copies: a full pool falls back to traps");
 		if (!rc) {
-			plan_make(&e->plan, e->tracker, snap_plan_policy(req), req->threshold,
-				  req->order);
-			plan_hot_pages(&e->plan, snap_copies_in_pause(req) &&
-					!snap_precopies_rounds(req) ? e->tracker : NULL,
-				       pool_cap_pages(&e->pool));
+			plan_make(&e->plan, e->tracker, m->plan, req->threshold, req->order);
+			plan_hot_pages(&e->plan, m->pause_copies && m->arm == SNAP_ARM_PROTECT ?
+					e->tracker : NULL, pool_cap_pages(&e->pool));
 			/* planned again, paused */
-			cow_pool_prepare(&e->cow, e->plan.regions_hot, snap_copies_in_pause(req) ?
+			cow_pool_prepare(&e->cow, e->plan.regions_hot, m->pause_copies ?
 					 (uint64_t)(req->pause_budget_ms * 1e6) : 0);
-			if (snap_precopies_rounds(req))
+			if (m->arm == SNAP_ARM_ROUNDS)
 				cow_pool_fit(&e->cow, rounds_pause_pages(
 						&e->rounds, (uint64_t)(req->pause_budget_ms * 1e6),
 						e->cow.page_ns));
@@ -198,6 +196,24 @@ static int snap_prepare(struct snap_engine *e, const struct snap_request *req, c
 	return rc;
 }
 
+/* The pause of --precopy rounds: the pages its rounds wrote that still stand are
+ * saved; those written since are copied within the budget, and only what is left of
+ * them is write-protected. */
+static int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req)
+{
+	uint64_t redirtied;
+
+	e->plan.n_hot_pages = rounds_instant(&e->rounds, &e->pt, e->img, e->plan.hot_pages,
+					     e->pt.pages);
+	redirtied = e->rounds.pages_redirtied;
+	pthread_mutex_lock(&e->lock);
+	e->cur.pages_redirtied = redirtied;
+	pthread_mutex_unlock(&e->lock);
+	e->cow.unprotected = true;
+	cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
+	return cow_protect_rest(&e->cow);
+}
+
 /* The pause, for cow and ccow: the pool, write protection, eager copies. */
 static int snap_arm(struct snap_engine *e, const struct snap_request *req)
 {
@@ -208,10 +224,10 @@ static int snap_arm(struct snap_engine *e, const struct snap_request *req)
 						     .incremental = e->cur.incremental,
 						     .img = e->img, .write_at = &e->wr.write_at });
 	e->cow.unprotected = false;
-	if (snap_precopies_rounds(req))
+	if (e->mode.arm == SNAP_ARM_ROUNDS)
 		return snap_arm_rounds(e, req);
 	rc = cow_protect(&e->cow);
-	if (!rc && snap_copies_in_pause(req))
+	if (!rc && e->mode.pause_copies)
 		cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
 	return rc;
 }
@@ -240,13 +256,13 @@ static int snap_begin(struct snap_engine *e, const struct snap_request *req, cha
 			      &e->cur.track_faults);
 	}
 	if (!rc)
-		plan_make(&e->plan, e->tracker, snap_plan_policy(req), req->threshold, req->order);
+		plan_make(&e->plan, e->tracker, e->mode.plan, req->threshold, req->order);
 	writer_plan(&e->wr, &(struct writer_job){ .img = e->img, .threads = req->threads,
 						  .rate = req->rate, .t_start_ns = e->t_start_ns,
 						  .keep_protected = e->track.next ||
 								    e->track.tracking });
 	t2 = mono_ns();
-	if (!rc && snap_uses_wp(req->policy))
+	if (!rc && e->mode.arm != SNAP_ARM_NONE)
 		rc = snap_arm(e, req);
 	log_debug("pause parts: pausing %llu us, capture %llu us, mark %llu us, protect %llu us",
 		 (unsigned long long)(t0 - e->t_start_ns) / 1000, (unsigned long long)(t1 - t0) / 1000,
@@ -278,29 +294,9 @@ void engine_join(struct snap_engine *e)
 	e->bg_joinable = false;
 }
 
-/* fork: the child writes; resume at once; a thread waits for the child. */
-static void snap_write_forked(struct snap_engine *e)
-{
-	int rc;
-
-	engine_join(e);
-	rc = forkpol_start(&e->fork);
-	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
-	e->t.ops->resume(e->t.ctx);
-	if (!rc && pthread_create(&e->bg, NULL, forkpol_waiter, &e->fork)) {
-		forkpol_abandon(&e->fork);
-		rc = -EAGAIN;
-	}
-	if (!rc) {
-		e->bg_joinable = true;
-		return;
-	}
-	snap_fork_done(e, rc, "forking the writer");
-}
-
 /* Claim the engine for a new snapshot: -EBUSY with a message when one runs, the
  * target is stopping, or it refuses. */
-static int snap_reserve(struct snap_engine *e, const struct snap_request *req, char *err,
+int snap_reserve(struct snap_engine *e, const struct snap_request *req, char *err,
 			size_t errlen)
 {
 	const char *refusal;
@@ -330,19 +326,6 @@ static int snap_reserve(struct snap_engine *e, const struct snap_request *req, c
 	return 0;
 }
 
-/* stop: all of memory written while paused, then resume. */
-static void snap_write_paused(struct snap_engine *e)
-{
-	int rc = writer_run_paused(&e->wr);
-
-	if (rc)
-		snap_fail(e, rc, rc == -ECANCELED ? "cancelled" : "writing the image");
-	e->cur.pause_us = (mono_ns() - e->t_start_ns) / 1000;
-	e->t.ops->resume(e->t.ctx);
-	snap_finish(e, rc);
-	engine_release(e);
-}
-
 /* cow, ccow: the pause ends; faults and the copier serve this snapshot from now on. */
 void snap_resume_live(struct snap_engine *e)
 {
@@ -351,24 +334,6 @@ void snap_resume_live(struct snap_engine *e)
 	e->t.ops->resume(e->t.ctx);
 	cow_copy_begin(&e->cow);
 	squeeze_begin(&e->sq);
-}
-
-/* cow, ccow: resume at once; the writer thread saves memory in the background. */
-static void snap_write_background(struct snap_engine *e)
-{
-	engine_join(e);
-	snap_resume_live(e);
-	e->bg_joinable = true;
-	if (pthread_create(&e->bg, NULL, snap_writer_thread, e)) {
-		e->bg_joinable = false;
-		cow_copy_end(&e->cow);
-		squeeze_end(&e->sq);
-		__atomic_store_n(&e->threads_live, false, __ATOMIC_RELEASE);
-		snap_unprotect_failed(e);
-		snap_fail(e, -EAGAIN, "starting the writer");
-		snap_finish(e, -EAGAIN);
-		engine_release(e);
-	}
 }
 
 /* The pause and the instant: 0 with the writers paused, or -errno with them running
@@ -393,57 +358,5 @@ int snap_instant(struct snap_engine *e, const struct snap_request *req, char *er
 	}
 	if (e->t.ops->at_instant)
 		e->t.ops->at_instant(e->t.ctx, req->file);
-	return 0;
-}
-
-/* Checked, reserved and prepared: pause, the instant, and the policy's writing. */
-static int snap_run(struct snap_engine *e, const struct snap_request *req, char *err,
-		    size_t errlen)
-{
-	int rc;
-
-	if (e->tracker)
-		tracker_hold(e->tracker, true);
-	rc = snap_instant(e, req, err, errlen);
-	if (rc) {
-		engine_release(e);
-		return rc;
-	}
-	if (req->policy == SNAP_STOP)
-		snap_write_paused(e);
-	else if (req->policy == SNAP_FORK)
-		snap_write_forked(e);
-	else
-		snap_write_background(e);
-	return 0;
-}
-
-int snap_start(struct snap_engine *e, const struct snap_request *request,
-	       struct snap_figures *now, char *err, size_t errlen)
-{
-	struct snap_request copy = *request, *req = &copy;
-	int rc = snap_storage_check(req, err, errlen);
-
-	if (!rc)
-		rc = snap_reserve(e, req, err, errlen);
-	if (rc)
-		return rc;
-	rc = track_check(&e->track, req, err, errlen);
-	if (!rc)
-		snap_precopy_resolve(e, req);
-	if (!rc && req->policy == SNAP_FORK) /* before the pause: it walks every mapping */
-		forkpol_before(&e->fork);
-	if (!rc)
-		rc = snap_prepare(e, req, err, errlen);
-	if (!rc)
-		rc = snap_precopies_rounds(req) ? snap_rounds_start(e, req, err, errlen) :
-						  snap_run(e, req, err, errlen);
-	if (rc) {
-		pthread_mutex_lock(&e->lock);
-		e->busy = false;
-		pthread_mutex_unlock(&e->lock);
-		return rc;
-	}
-	snap_figures_of(e, e->cur.id, now);
 	return 0;
 }

@@ -36,6 +36,7 @@ struct snap_engine {
 	uint64_t region_size;
 	struct snap_tuning tune;  /* set before the first snapshot */
 	struct snap_request def;  /* what a request gets for what it does not name */
+	struct snap_mode mode;    /* the running snapshot's, resolved once (engine_start.c) */
 	struct snap_image_dir image_dirs[SNAP_MAX_IMAGE_DIRS];
 	int n_image_dirs;
 	void (*on_done)(void *ctx);
@@ -91,22 +92,34 @@ void snap_fork_done(void *ctx, int rc, const char *what);
 
 /* The stages' counters of the running snapshot into @f (figures.c). */
 void snap_figures_collect(struct snap_engine *e, struct snap_figures *f);
-/* engine.c's steps that engine_rounds.c runs too. The pause and the instant: 0 with the
- * writers paused, or -errno with them running again, the image given up and a message
- * in @err. The pause's end for cow and ccow. The writer's thread body. Wrap-up:
- * sections, fsync, rename, figures, or the temporary removed. The tracker released,
- * and the last snapshot's thread joined. */
+/* engine.c: the steps every mode takes, in e->mode's way (engine_start.c and
+ * engine_rounds.c call them; they call no mode).
+ * - reserve: claim the engine, -EBUSY with a message when one runs or the target
+ *   refuses;
+ * - create: the image file, and for the first cow or ccow snapshot the write protection
+ *   and its threads (0, or -errno with the image given up and a message);
+ * - instant: the pause, the capture and the arming: 0 with the writers paused, or -errno
+ *   with them running again, the image given up and a message in @err;
+ * - resume: the pause's end for cow and ccow, faults served from now on;
+ * - the writer's thread body; unprotect after a failure;
+ * - finish: sections, fsync, rename, figures, or the temporary removed;
+ * - release the tracker, join the last snapshot's thread. */
+int snap_reserve(struct snap_engine *e, const struct snap_request *req, char *err,
+		 size_t errlen);
+int snap_create(struct snap_engine *e, const struct snap_request *req, char *err,
+		size_t errlen);
 int snap_instant(struct snap_engine *e, const struct snap_request *req, char *err,
 		 size_t errlen);
 void snap_resume_live(struct snap_engine *e);
 void *snap_writer_thread(void *arg);
+void snap_unprotect_failed(struct snap_engine *e);
 void snap_finish(struct snap_engine *e, int rc);
 void engine_release(struct snap_engine *e);
 void engine_join(struct snap_engine *e);
 
 /* engine_rounds.c: the pre-copy a ccow request gets (auto and rounds resolved, the
- * figures told); the rounds' thread started, once the snapshot is prepared; and the
- * pause of a rounds snapshot (what stands, what is copied, what is protected). */
+ * figures told), before its mode is; and the rounds mode's thread started, once the
+ * snapshot is created. */
 void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req);
 /* auto's choice, with @hot of the @present pages that hold data in hot regions, and
  * *@dense set when rounds it chose last did not converge (cleared here once the hot
@@ -114,9 +127,6 @@ void snap_precopy_resolve(struct snap_engine *e, struct snap_request *req);
 const char *snap_auto_choice(uint64_t hot, uint64_t present, bool *dense);
 int snap_rounds_start(struct snap_engine *e, const struct snap_request *req, char *err,
 		      size_t errlen);
-int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req);
-/* What the plan takes @req for: --precopy rounds has no hot region. */
-enum snap_policy snap_plan_policy(const struct snap_request *req);
 
 /* The figures of the snapshot ending now into e->cur (the engine's lock held). */
 void snap_figures_final(struct snap_engine *e);

@@ -1,8 +1,9 @@
 /*
  * engine_rounds.c - the engine's side of --precopy auto and rounds (the rounds
- * themselves are precopy.c): which pre-copy a request gets, the thread that runs the
- * rounds, the pause and then the writer, and what the pause does with the pages the
- * rounds left.
+ * themselves are precopy.c): which pre-copy a request gets, and the rounds mode, whose
+ * thread runs the rounds and then engine.c's steps: the instant, the resume and the
+ * writer. It calls the steps; they never call it (the pause arms what the rounds left
+ * by the mode alone, engine.c).
  */
 #include "engine_impl.h"
 #include "image.h"
@@ -15,31 +16,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-
-/* What the plan takes @req for: --precopy rounds has no hot region (its rounds wrote
- * them, and the pause copies what they rewrote). */
-enum snap_policy snap_plan_policy(const struct snap_request *req)
-{
-	return snap_precopies_rounds(req) ? SNAP_COW : req->policy;
-}
-
-/* The pause of --precopy rounds: the pages its rounds wrote that still stand are
- * saved; those written since are copied within the budget, and only what is left of
- * them is write-protected. */
-int snap_arm_rounds(struct snap_engine *e, const struct snap_request *req)
-{
-	uint64_t redirtied;
-
-	e->plan.n_hot_pages = rounds_instant(&e->rounds, &e->pt, e->img, e->plan.hot_pages,
-					     e->pt.pages);
-	redirtied = e->rounds.pages_redirtied;
-	pthread_mutex_lock(&e->lock);
-	e->cur.pages_redirtied = redirtied;
-	pthread_mutex_unlock(&e->lock);
-	e->cow.unprotected = true;
-	cow_precopy_eager(&e->cow, e->t_start_ns, (uint64_t)(req->pause_budget_ms * 1e6));
-	return cow_protect_rest(&e->cow);
-}
 
 static void snap_count_run(void *ctx, uint64_t first, uint64_t n)
 {

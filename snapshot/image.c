@@ -72,6 +72,14 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+/* One page of zeros, written where a page ends as a hole over bytes a pre-copy left. */
+static const uint8_t img_zeros[PAGE_SIZE];
+
+const void *img_zero_page(void)
+{
+	return img_zeros;
+}
+
 int img_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
 	const uint8_t *p = buf;

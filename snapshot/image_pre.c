@@ -16,13 +16,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static const uint8_t img_zeros[PAGE_SIZE];
-
-const void *img_zero_page(void)
-{
-	return img_zeros;
-}
-
 int img_precopy_begin(struct img_writer *w)
 {
 	uint64_t pages = w->info.ram_size / PAGE_SIZE;

@@ -93,14 +93,24 @@ int snap_storage_check(struct snap_request *req, char *err, size_t errlen)
 	return 0;
 }
 
-bool snap_copies_in_pause(const struct snap_request *req)
+struct snap_mode snap_mode_of(const struct snap_request *req)
 {
-	return req->policy == SNAP_CCOW && req->precopy != SNAP_PRECOPY_LAZY;
-}
+	static const enum snap_write writes[SNAP_NR_POLICIES] = {
+		[SNAP_STOP] = SNAP_WRITE_PAUSED, [SNAP_FORK] = SNAP_WRITE_FORKED,
+		[SNAP_COW] = SNAP_WRITE_BACKGROUND, [SNAP_CCOW] = SNAP_WRITE_BACKGROUND,
+	};
+	bool ccow = req->policy == SNAP_CCOW, wp = ccow || req->policy == SNAP_COW;
+	struct snap_mode m = { .arm = wp ? SNAP_ARM_PROTECT : SNAP_ARM_NONE,
+			       .pause_copies = ccow && req->precopy != SNAP_PRECOPY_LAZY,
+			       .plan = req->policy,
+			       .write = writes[req->policy < SNAP_NR_POLICIES ? req->policy : SNAP_STOP] };
 
-bool snap_precopies_rounds(const struct snap_request *req)
-{
-	return req->policy == SNAP_CCOW && req->precopy == SNAP_PRECOPY_ROUNDS;
+	if (ccow && req->precopy == SNAP_PRECOPY_ROUNDS) {
+		m.arm = SNAP_ARM_ROUNDS;
+		m.plan = SNAP_COW;
+		m.write = SNAP_WRITE_ROUNDS;
+	}
+	return m;
 }
 
 #define F(k, kind, lo, hi, field, run, meta, want) \

@@ -151,10 +151,28 @@ struct snap_tuning {
  * does not take the level or threads is out of range. */
 int snap_storage_check(struct snap_request *req, char *err, size_t errlen);
 
-/* Does @req copy pages in the pause (ccow with --precopy eager or rounds)? */
-bool snap_copies_in_pause(const struct snap_request *req);
-/* Does @req write memory before its pause (ccow with --precopy rounds)? */
-bool snap_precopies_rounds(const struct snap_request *req);
+/* What a request makes the engine do, decided once (snap_mode_of) from its policy and
+ * pre-copy, after --precopy auto is resolved (engine_rounds.c): how the pause arms
+ * memory, whether it copies pages within its budget, what the plan takes it for, and
+ * who writes the image. engine.c's steps read only this, never the request's names. */
+enum snap_arm {
+	SNAP_ARM_NONE,    /* stop, fork: memory is not write-protected */
+	SNAP_ARM_PROTECT, /* cow, ccow: all of it is */
+	SNAP_ARM_ROUNDS,  /* --precopy rounds: only what its rounds left */
+};
+enum snap_write {
+	SNAP_WRITE_PAUSED,     /* stop: in the pause */
+	SNAP_WRITE_FORKED,     /* fork: a child */
+	SNAP_WRITE_BACKGROUND, /* cow, ccow: a thread, after the pause */
+	SNAP_WRITE_ROUNDS,     /* --precopy rounds: a thread, before the pause and after */
+};
+struct snap_mode {
+	enum snap_arm arm;
+	bool pause_copies;      /* ccow eager or rounds: pages copied in the pause */
+	enum snap_policy plan;  /* rounds has no hot region (its rounds wrote them): cow */
+	enum snap_write write;
+};
+struct snap_mode snap_mode_of(const struct snap_request *req);
 const char *snap_precopy_name(enum snap_precopy p);
 
 const char *snap_policy_name(enum snap_policy p);

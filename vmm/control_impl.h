@@ -56,8 +56,10 @@ struct ctl_server {
 };
 
 /* Queue reply @line (taken over, freed here) for client @c: sent as its socket takes
- * it. */
+ * it (control_send.c). */
 void ctl_send(struct ctl_client *c, char *line);
+/* Send what @c has pending, as much as its socket takes now. false: drop the client. */
+bool ctl_flush(struct ctl_client *c);
 
 /* The reply to request @req of client @c, or NULL for none now (a --wait reply comes
  * later); *@stop set to the VM's exit status when the request ends it. */
@@ -79,13 +81,6 @@ void ctl_deliver_migration(struct ctl_server *srv);
 
 /* A migration still running is cancelled (the VM resumes here) and waited for. */
 void ctl_migration_stop(struct ctl_server *srv);
-
-/* The snapshot request fields @msg names (snapshot/request.c's table, as --KEY or
- * --snapshot-KEY) into @sr: 0, or -EINVAL with the command line's message in @err. */
-int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, size_t len);
-/* One of them, the JSON value @v of field @f (named with @prefix), into @sr: the same. */
-int ctl_snapshot_field(const json_t *v, const struct snap_field *f, const char *prefix,
-		       struct snap_request *sr, char *err, size_t len);
 
 /* The socket address of @path: 0, or -ENAMETOOLONG. */
 int ctl_sockaddr(const char *path, struct sockaddr_un *sa);

@@ -219,3 +219,73 @@ int ctl_signal_parse(const char *s, int *sig)
 	}
 	return -EINVAL;
 }
+
+/* @d as text, as short as reads back the same number (what a message shows). */
+static void ctl_real_text(double d, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.15g", d);
+	if (strtod(buf, NULL) != d)
+		snprintf(buf, len, "%.17g", d);
+}
+
+/* A JSON value of a request as the text the command line would have given: NULL for a
+ * bare flag (true); 0, or -EINVAL for what no command line writes (objects, false). */
+static int ctl_field_text(const json_t *v, char *buf, size_t len, const char **text)
+{
+	*text = buf;
+	if (json_is_true(v))
+		*text = NULL;
+	else if (json_is_string(v))
+		*text = json_string_value(v);
+	else if (json_is_integer(v))
+		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+	else if (json_is_real(v))
+		ctl_real_text(json_real_value(v), buf, len);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int ctl_snapshot_field(const json_t *v, const struct snap_field *f, const char *prefix,
+		       struct snap_request *sr, char *err, size_t len)
+{
+	char num[64];
+	const char *text;
+
+	if (f->kind == SNAP_F_FLAG && json_is_false(v)) { /* a client's explicit "off" */
+		*(bool *)((char *)sr + f->off) = false;
+		return 0;
+	}
+	if (ctl_field_text(v, num, sizeof(num), &text)) {
+		snprintf(err, len, "--%s%s: %s", prefix, f->key, f->want);
+		return -EINVAL;
+	}
+	return snap_field_set(sr, f, prefix, text, err, len);
+}
+
+/* A codec named without a level gets its own default level, not the level the VM's
+ * default codec was given. */
+int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, size_t len)
+{
+	const struct snap_field *f;
+	bool level = false, codec = false;
+
+	for (int i = 0; (f = snap_field_at(i)); i++) {
+		char key[64];
+		const char *prefix = "";
+		json_t *v = json_object_get(msg, f->key);
+
+		snprintf(key, sizeof(key), "snapshot-%s", f->key);
+		if (!v && (v = json_object_get(msg, key)))
+			prefix = "snapshot-";
+		if (!v)
+			continue;
+		if (ctl_snapshot_field(v, f, prefix, sr, err, len))
+			return -EINVAL;
+		codec = codec || f->kind == SNAP_F_CODEC;
+		level = level || f->kind == SNAP_F_LEVEL;
+	}
+	if (codec && !level)
+		sr->level = 0;
+	return 0;
+}

@@ -4,6 +4,8 @@
 #ifndef CCVM_CTL_PROTO_H
 #define CCVM_CTL_PROTO_H
 
+#include "../snapshot/request.h"
+
 #include <jansson.h>
 #include <stddef.h>
 
@@ -50,5 +52,12 @@ const char *ctl_cmd_name(enum ctl_cmd cmd);
 /* `kill`'s SIGNAL: a name with or without SIG, in any case (TERM, SIGterm, RTMIN+2),
  * or a number 1..64. 0 with *@sig set, or -EINVAL. */
 int ctl_signal_parse(const char *s, int *sig);
+
+/* The snapshot request fields @msg names (snapshot/request.c's table, as --KEY or
+ * --snapshot-KEY) into @sr: 0, or -EINVAL with the command line's message in @err. */
+int ctl_snapshot_fields(const json_t *msg, struct snap_request *sr, char *err, size_t len);
+/* One of them, the JSON value @v of field @f (named with @prefix), into @sr: the same. */
+int ctl_snapshot_field(const json_t *v, const struct snap_field *f, const char *prefix,
+		       struct snap_request *sr, char *err, size_t len);
 
 #endif

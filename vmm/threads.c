@@ -17,6 +17,7 @@
  */
 #include "vm.h"
 #include "../base/log.h"
+#include "../base/role.h"
 #include "vcpu.h"
 #include "vcpu_loop.h"
 #include "../mmu/layout.h"
@@ -58,11 +59,34 @@ static int vm_thread_vcpu(struct vm *vm, struct vcpu **out)
 	return 0;
 }
 
-int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
+/* A vCPU's host thread: its loop, then the end the loop reported. DONE is its last
+ * use of the VM. */
+static void *vm_vcpu_thread(void *arg)
+{
+	struct vcpu *vcpu = arg;
+
+	role_enter(ROLE_VCPU);
+	vcpu_thread_signals();
+	switch (vcpu_loop(vcpu)) {
+	case VCPU_END_THREAD:
+		vm_thread_exit(vcpu);
+		break;
+	case VCPU_END_PROCESS:
+		vm_process_exit(vcpu);
+		break;
+	case VCPU_END_VM:
+		break;
+	}
+	vcpu_set_state(vcpu, VCPU_DONE);
+	return NULL;
+}
+
+/* Start @vcpu's host thread. Caller holds vm->lock. */
+static int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
 {
 	vcpu->state = VCPU_GUEST;
 	vcpu->quit = false;
-	if (pthread_create(&vcpu->thread, NULL, vcpu_thread, vcpu)) {
+	if (pthread_create(&vcpu->thread, NULL, vm_vcpu_thread, vcpu)) {
 		vcpu->state = VCPU_DONE;
 		return -EAGAIN;
 	}
@@ -72,9 +96,19 @@ int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
 	return 0;
 }
 
-struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p)
+int vm_run(struct vm *vm)
 {
-	return p->vm_space ? p->vm_space : vm->as0;
+	pthread_mutex_lock(&vm->lock);
+	for (int i = 0; i < vm->n_vcpus; i++) {
+		if (vm_thread_start(vm, vm->vcpus[i])) {
+			log_err("cannot start the thread of vCPU %d", i);
+			pthread_mutex_unlock(&vm->lock);
+			vm_stop(vm, 1);
+			pthread_mutex_lock(&vm->lock);
+		}
+	}
+	pthread_mutex_unlock(&vm->lock);
+	return vm_wait_stopped(vm);
 }
 
 int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
@@ -114,14 +148,6 @@ int vm_process_create(void *parent_vcpu, const struct lx_clone *cl, struct lx_pr
 	return vm_thread_create(parent_vcpu, cl);
 }
 
-int vm_window_slot(struct vm *vm, int win, bool on)
-{
-	uint64_t base = (uint64_t)win * vm->spaces.window;
-
-	return kvm_vm_window(vm->kvm, win, base, on ? vm->mem.host + base : NULL,
-			     on ? vm->spaces.window : 0);
-}
-
 /* A space ends: its readers get its blocks and leave its window (aspace_destroy
  * flushes them), and its memory slot goes before the window may serve another space
  * (vm_window_off, called by aspace_destroy with the lock held). */
@@ -130,11 +156,6 @@ static void vm_space_end(struct aspace *as)
 	uint64_t flush = 0;
 
 	aspace_destroy(as, &flush); /* frees @as */
-}
-
-void vm_window_off(void *ctx, int win)
-{
-	vm_window_slot(ctx, win, false);
 }
 
 /* New space @as becomes process @p's memory: its window a memory slot, p->mem its

@@ -22,6 +22,10 @@ enum vcpu_state {
 	VCPU_DONE,
 };
 
+/* How a vCPU's loop ended (vcpu_loop.c), which its thread then acts on (threads.c): the
+ * VM stopped, or the guest thread or its whole process ended. */
+enum vcpu_end { VCPU_END_VM, VCPU_END_THREAD, VCPU_END_PROCESS };
+
 struct vcpu {
 	struct vm *vm;
 	int id;
@@ -40,6 +44,7 @@ struct vcpu {
 	int cow_retries;       /* write faults in a row on a page writable already, */
 	uint64_t cow_page;     /* that page (vcpu_loop.c) */
 	bool quit;             /* its process ended (exit_group in another thread): stop */
+	enum vcpu_end ends;    /* how its run ended, for its thread (threads.c) */
 	struct lx_thread thread_state;
 };
 

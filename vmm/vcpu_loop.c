@@ -6,13 +6,13 @@
  * personality left them when it gave the thread a new context (a signal handler's
  * entry, rt_sigreturn). Exceptions at CPL3 arrive the same way through the IDT stubs:
  * the program's signal handler runs, or the VM ends with a crash report, as a fatal
- * signal ends a process. Between exits the thread honours pauses and stops.
+ * signal ends a process. Between exits the thread honours pauses and stops. The loop
+ * says how it ended; the thread's own end (its process's, the VM's) is threads.c's.
  */
 #include "vcpu_loop.h"
 #include "crash.h"
 #include "vm.h"
 #include "../base/log.h"
-#include "../base/role.h"
 #include "../base/x86.h"
 #include "linux/lx.h"
 #include "../mmu/cpu_tables.h"
@@ -72,7 +72,7 @@ static bool vcpu_check_requests(struct vcpu *vcpu)
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	}
 	stop = vm->stop_req;
-	/* DONE is set only when the thread ends (vcpu_thread), its last use of the VM. */
+	/* DONE is set only when the thread ends (threads.c), its last use of the VM. */
 	if (!stop)
 		vcpu->state = VCPU_GUEST;
 	pthread_cond_broadcast(&vm->cond);
@@ -93,7 +93,7 @@ static bool vcpu_ends_with(struct vcpu *vcpu, int status)
 	}
 	p->exit_status = status;
 	p->term_sig = status > 128 ? status - 128 : SIGKILL;
-	vm_process_exit(vcpu);
+	vcpu->ends = VCPU_END_PROCESS;
 	return true;
 }
 
@@ -158,7 +158,7 @@ static void vcpu_process_ends(struct vcpu *vcpu)
 	if (vcpu->lx->proc == vcpu->vm->proc)
 		vm_stop(vcpu->vm, vcpu->vm->proc->exit_status);
 	else
-		vm_process_exit(vcpu);
+		vcpu->ends = VCPU_END_PROCESS;
 }
 
 /* Resume with the registers exactly as the personality left them (a signal handler's
@@ -181,7 +181,7 @@ static bool vcpu_handle_syscall(struct vcpu *vcpu, struct cpu_view *v)
 	act = lx_syscall(vcpu->lx, &v->regs, &v->segs, &segs_dirty);
 	vcpu->in_syscall = false;
 	if (act == LX_EXIT_THREAD) {
-		vm_thread_exit(vcpu);
+		vcpu->ends = VCPU_END_THREAD;
 		return true;
 	}
 	if (act != LX_RESUME) {
@@ -349,18 +349,16 @@ static bool vcpu_handle_exit(struct vcpu *vcpu, const struct cpu_exit *e)
 	return vcpu_crash(vcpu, e, 0, fatal[e->kind].what);
 }
 
-void *vcpu_thread(void *arg)
+enum vcpu_end vcpu_loop(struct vcpu *vcpu)
 {
-	struct vcpu *vcpu = arg;
 	struct vm *vm = vcpu->vm;
 	struct cpu_exit e;
 	int rc;
 
-	role_enter(ROLE_VCPU);
-	vcpu_thread_signals();
+	vcpu->ends = VCPU_END_VM;
 	while (!vcpu_check_requests(vcpu)) {
 		if (__atomic_load_n(&vcpu->quit, __ATOMIC_ACQUIRE)) {
-			vm_thread_exit(vcpu); /* its process ended in another thread */
+			vcpu->ends = VCPU_END_THREAD; /* its process ended in another thread */
 			break;
 		}
 		vcpu_enter(vcpu);
@@ -381,6 +379,5 @@ void *vcpu_thread(void *arg)
 		if (vcpu_handle_exit(vcpu, &e))
 			break;
 	}
-	vcpu_set_state(vcpu, VCPU_DONE);
-	return NULL;
+	return vcpu->ends;
 }

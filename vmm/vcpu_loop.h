@@ -6,8 +6,9 @@
 
 #include "vcpu.h"
 
-/* Body of a vCPU thread: runs the guest until the VM stops. */
-void *vcpu_thread(void *arg);
+/* Run the guest thread of @vcpu until it, its process or the VM ends, and say which
+ * (also in vcpu->ends). The caller, the vCPU's host thread, then ends it (threads.c). */
+enum vcpu_end vcpu_loop(struct vcpu *vcpu);
 
 /* Record where the vCPU is (for pauses), and wake whoever waits on it. */
 void vcpu_set_state(struct vcpu *vcpu, enum vcpu_state st);

@@ -27,6 +27,20 @@ _Static_assert(VM_MAX_VCPUS <= LAYOUT_MAX_VCPUS, "a TSS and an exception stack f
 /* Windows of guest memory, so processes at most (docs/processes.md). */
 #define VM_WINDOWS GMEM_MAX_WINDOWS
 
+int vm_window_slot(struct vm *vm, int win, bool on)
+{
+	uint64_t base = (uint64_t)win * vm->spaces.window;
+
+	return kvm_vm_window(vm->kvm, win, base, on ? vm->mem.host + base : NULL,
+			     on ? vm->spaces.window : 0);
+}
+
+/* The address spaces' window_off callback: window @win's slot goes. */
+void vm_window_off(void *ctx, int win)
+{
+	vm_window_slot(ctx, win, false);
+}
+
 int vm_system_area(struct vm *vm)
 {
 	int rc = 0;
@@ -173,19 +187,11 @@ static bool vm_all_quiet(struct vm *vm, bool allow_parked)
 	return true;
 }
 
-int vm_run(struct vm *vm)
+int vm_wait_stopped(struct vm *vm)
 {
 	int status;
 
 	pthread_mutex_lock(&vm->lock);
-	for (int i = 0; i < vm->n_vcpus; i++) {
-		if (vm_thread_start(vm, vm->vcpus[i])) {
-			log_err("cannot start the thread of vCPU %d", i);
-			pthread_mutex_unlock(&vm->lock);
-			vm_stop(vm, 1);
-			pthread_mutex_lock(&vm->lock);
-		}
-	}
 	while (!vm->stop_req || !vm_all_quiet(vm, false))
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	status = vm->exit_status;

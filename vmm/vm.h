@@ -67,8 +67,12 @@ void vm_destroy(struct vm *vm);
 /* vm->proc, just created or restored, becomes the first of the VM's processes. */
 int vm_tree(struct vm *vm);
 
-/* Start every vCPU thread and wait until the VM stops. Returns the exit status. */
+/* Start every vCPU thread and wait until the VM stops (threads.c). Returns the exit
+ * status. */
 int vm_run(struct vm *vm);
+/* Wait until the VM stopped and its vCPUs are quiet, join the finished threads, and
+ * return its exit status: vm_run's second half. */
+int vm_wait_stopped(struct vm *vm);
 
 /* True when every vCPU thread has finished (after vm_run returned). */
 bool vm_all_done(struct vm *vm);
@@ -103,14 +107,16 @@ int vm_process_space(void *vcpu, struct lx_proc *p);
 int vm_process_fork(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child);
 int vm_process_reset(void *vcpu, struct lx_proc *p);
 void vm_process_exit(struct vcpu *vcpu);
-struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p);
-/* Window @win of guest memory as a memory slot of its own, or (@on false) taken away
- * (threads.c). 0 or -errno. */
+/* The address space process @p runs over: its own, or the first process's. */
+static inline struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p)
+{
+	return p->vm_space ? p->vm_space : vm->as0;
+}
+/* Window @win of guest memory as a memory slot of its own, or (@on false) taken away.
+ * 0 or -errno. */
 int vm_window_slot(struct vm *vm, int win, bool on);
 /* The address spaces' window_off callback (mmu/aspace.h): window @win's slot goes. */
 void vm_window_off(void *ctx, int win);
-/* Start the host thread of a vCPU that holds a guest thread. Caller holds vm->lock. */
-int vm_thread_start(struct vm *vm, struct vcpu *vcpu);
 
 /* Host resident set size of the whole monitor process, in bytes. */
 uint64_t vm_host_rss(void);

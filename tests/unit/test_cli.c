@@ -159,6 +159,40 @@ static bool man_has(const char *text, const char *name)
 /* The snapshot request's one table: run takes every field periodic snapshots may use as
  * --snapshot-KEY, the old unprefixed names still work, and a bad value gets the same
  * words whoever asks (the control socket calls the same snap_field_set). */
+/* Each policy and pre-copy resolves into the one mode the engine's steps read. */
+START_TEST(test_snapshot_modes)
+{
+	static const struct {
+		enum snap_policy policy;
+		enum snap_precopy precopy;
+		enum snap_arm arm;
+		bool pause_copies;
+		enum snap_policy plan;
+		enum snap_write write;
+	} cases[] = {
+		{ SNAP_STOP, SNAP_PRECOPY_LAZY, SNAP_ARM_NONE, false, SNAP_STOP, SNAP_WRITE_PAUSED },
+		{ SNAP_FORK, SNAP_PRECOPY_ROUNDS, SNAP_ARM_NONE, false, SNAP_FORK, SNAP_WRITE_FORKED },
+		{ SNAP_COW, SNAP_PRECOPY_EAGER, SNAP_ARM_PROTECT, false, SNAP_COW,
+		  SNAP_WRITE_BACKGROUND },
+		{ SNAP_CCOW, SNAP_PRECOPY_LAZY, SNAP_ARM_PROTECT, false, SNAP_CCOW,
+		  SNAP_WRITE_BACKGROUND },
+		{ SNAP_CCOW, SNAP_PRECOPY_EAGER, SNAP_ARM_PROTECT, true, SNAP_CCOW,
+		  SNAP_WRITE_BACKGROUND },
+		{ SNAP_CCOW, SNAP_PRECOPY_ROUNDS, SNAP_ARM_ROUNDS, true, SNAP_COW, SNAP_WRITE_ROUNDS },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct snap_request r = { .policy = cases[i].policy, .precopy = cases[i].precopy };
+		struct snap_mode m = snap_mode_of(&r);
+
+		ck_assert_int_eq(m.arm, cases[i].arm);
+		ck_assert_int_eq(m.pause_copies, cases[i].pause_copies);
+		ck_assert_int_eq(m.plan, cases[i].plan);
+		ck_assert_int_eq(m.write, cases[i].write);
+	}
+}
+END_TEST
+
 START_TEST(test_request_table)
 {
 	const struct snap_field *f;
@@ -329,6 +363,7 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, test_reals);
 	tcase_add_test(tc, test_option_table);
 	tcase_add_test(tc, test_request_table);
+	tcase_add_test(tc, test_snapshot_modes);
 	tcase_add_test(tc, test_man_page_matches);
 	tcase_add_test(tc, test_migration_channels);
 	suite_add_tcase(s, tc);

@@ -30,6 +30,13 @@
 
 _Static_assert(sizeof(struct cpu_regs) == sizeof(struct kvm_regs), "the same registers");
 
+const struct kvm_msr_entry kvm_fixed_msrs[KVM_FIXED_MSRS] = {
+    {.index = MSR_STAR, .data = ((uint64_t)GDT_USER_CS32 << 48) | ((uint64_t)GDT_KERNEL_CS << 32)},
+    {.index = MSR_LSTAR, .data = STUB_SYSCALL},
+    {.index = MSR_CSTAR, .data = STUB_SYSCALL},
+    {.index = MSR_SYSCALL_MASK, .data = RFLAGS_SYSCALL_MASK},
+};
+
 void kvm_regs_from(struct kvm_regs *k, const struct cpu_regs *r)
 {
 	*k = (struct kvm_regs){ .rax = r->rax, .rbx = r->rbx, .rcx = r->rcx, .rdx = r->rdx,

@@ -22,13 +22,6 @@ struct kvm_msr_block {
 	struct kvm_msr_entry e[8];
 };
 
-const struct kvm_msr_entry kvm_fixed_msrs[KVM_FIXED_MSRS] = {
-    {.index = MSR_STAR, .data = ((uint64_t)GDT_USER_CS32 << 48) | ((uint64_t)GDT_KERNEL_CS << 32)},
-    {.index = MSR_LSTAR, .data = STUB_SYSCALL},
-    {.index = MSR_CSTAR, .data = STUB_SYSCALL},
-    {.index = MSR_SYSCALL_MASK, .data = RFLAGS_SYSCALL_MASK},
-};
-
 size_t kvm_saved_size(void)
 {
 	return sizeof(struct kvm_saved);

@@ -51,6 +51,17 @@
 #define PIPE_BUF_DEFAULT 65536     /* a new pipe's size */
 #define FD_LISTEN_BACKLOG SOMAXCONN
 
+/* Numbers in the state record (state.c saves and checks the rest of it). */
+json_t *lx_j_u64(uint64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+uint64_t lx_ju(json_t *o, const char *key)
+{
+	return (uint64_t)json_integer_value(json_object_get(o, key));
+}
+
 static int sockopt_int(int fd, int level, int name)
 {
 	int v = 0;

@@ -34,16 +34,6 @@
 #define STATE_VERSION_OLDEST 2
 #define STATE_SIGINFO_HEX    (2 * sizeof(siginfo_t))
 
-json_t *lx_j_u64(uint64_t v)
-{
-	return json_integer((json_int_t)v);
-}
-
-uint64_t lx_ju(json_t *o, const char *key)
-{
-	return (uint64_t)json_integer_value(json_object_get(o, key));
-}
-
 static json_t *state_mm(struct lx_proc *p)
 {
 	json_t *vmas = json_array(), *files = json_array();
