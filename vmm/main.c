@@ -228,10 +228,13 @@ static int start_clock(struct vm *vm, struct vcpu *vcpu, uint64_t mono_ns)
 		return -EIO;
 	}
 	vm->tsc_khz = khz;
-	if (mono_ns)
+	if (mono_ns) {
 		lx_clock_resume(vm->proc, offset, khz, mono_ns);
-	else
+		/* Timers the restore brought back count on this clock: they run from now. */
+		lx_timer_start(vm->proc);
+	} else {
 		lx_clock_init(vm->proc, offset, khz);
+	}
 	return 0;
 }
 

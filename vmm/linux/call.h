@@ -69,4 +69,11 @@ int lx_upath(struct lx_call *c, uint64_t gva, char path[PATH_MAX]);
 void lx_wait_begin(struct lx_call *c);
 void lx_wait_end(struct lx_call *c);
 
+/* True the first time this system call asks for it: its log line is said once. */
+bool lx_first_time(struct lx_call *c);
+/* A call the personality does not offer: -ENOSYS, logged once by name. */
+int64_t lx_unsupported(struct lx_call *c);
+/* A guest struct timespec as nanoseconds: -EFAULT, -EINVAL when out of range. */
+int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
+
 #endif

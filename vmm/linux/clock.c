@@ -115,8 +115,6 @@ void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, ui
 	k->tsc_base = clock_guest_tsc(k);
 	k->mono_base_ns = mono_ns;
 	lx_clock_publish(p);
-	/* Timers a restore brought back count on this clock: they run from now. */
-	lx_timer_start(p);
 }
 
 /* The guest's view of @clock in nanoseconds; -EINVAL for clocks it does not have. */

@@ -24,7 +24,7 @@
  * ring that does not add up switches the exitless path off (the guest then makes
  * system calls, which still work). Lock order: p->lock, then fio->lock.
  */
-#include "sys.h"
+#include "fastio.h"
 #include "../../base/role.h"
 #include "../../base/mono.h"
 #include "../../base/log.h"

@@ -11,7 +11,8 @@
  * with a "closed meanwhile" bit) make a guest close of a descriptor in use defer the
  * host close to the last user, so the number is never reused under a call.
  */
-#include "sys.h"
+#include "fdtable.h"
+#include "fastio.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -217,10 +218,10 @@ int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
 	return fd;
 }
 
-/* (sys.h) fork's table: every descriptor duplicated on the host, so parent and child
- * share each open file (offset, status flags, locks) as on Linux; a signalfd becomes
- * the child's own, on its signals. The caller holds @parent's lock. */
-int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child)
+/* fork's table (fdtable.h): every descriptor duplicated by @dup, so parent and child
+ * share each open file (offset, status flags, locks) as on Linux. The caller holds
+ * @parent's lock. */
+int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child, lx_fd_dup_fn dup)
 {
 	int rc = lx_fd_grow(child, parent->n_files);
 
@@ -231,12 +232,7 @@ int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child)
 
 		if (f->host_fd < 0)
 			continue;
-		if (lx_sigfd_is_locked(parent, f->host_fd))
-			rc = lx_sigfd_fork(parent, f->host_fd, child, &host);
-		else
-			host = fcntl(f->host_fd, F_DUPFD_CLOEXEC, 3);
-		if (!rc && host < 0)
-			rc = -errno;
+		rc = dup(parent, f->host_fd, child, &host);
 		if (rc)
 			break;
 		*g = *f;
@@ -246,4 +242,98 @@ int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child)
 			rc = -ENOMEM;
 	}
 	return rc;
+}
+
+/* ---- a call's descriptors (fdtable.h) ---- */
+
+/* Remember that @c holds @host (p->lock held). */
+static int lx_call_note(struct lx_call *c, int host)
+{
+	if (!c->held) {
+		c->held = c->held_inline;
+		c->cap_held = LX_CALL_HOLDS;
+	}
+	if (c->n_held == c->cap_held) {
+		int *more = malloc(2 * (size_t)c->cap_held * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		memcpy(more, c->held, (size_t)c->n_held * sizeof(*more));
+		if (c->held != c->held_inline)
+			free(c->held);
+		c->held = more;
+		c->cap_held *= 2;
+	}
+	c->held[c->n_held++] = host;
+	return 0;
+}
+
+/* The host descriptor behind guest fd @fd, or -EBADF; it stays open until the call
+ * returns (fdtable.c, holds). */
+int lx_host_fd(struct lx_call *c, uint64_t fd)
+{
+	int host, rc;
+
+	if (fd > INT_MAX)
+		return -EBADF;
+	pthread_mutex_lock(&c->p->lock);
+	host = lx_fd_host(c->p, (int)fd);
+	if (host >= 0) {
+		rc = lx_fd_hold(c->p, host);
+		if (!rc && (rc = lx_call_note(c, host)))
+			lx_fd_unhold(c->p, host);
+		if (rc)
+			host = rc;
+	}
+	pthread_mutex_unlock(&c->p->lock);
+	return host;
+}
+
+void lx_call_release(struct lx_call *c)
+{
+	if (c->span.listed) /* a block without its end: never left on the list */
+		gmem_wait_end(c->p->mem, &c->span);
+	if (!c->n_held)
+		return;
+	pthread_mutex_lock(&c->p->lock);
+	for (int i = 0; i < c->n_held; i++)
+		lx_fd_unhold(c->p, c->held[i]);
+	pthread_mutex_unlock(&c->p->lock);
+	if (c->held != c->held_inline)
+		free(c->held);
+	c->held = NULL;
+	c->n_held = c->cap_held = 0;
+}
+
+int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec)
+{
+	int fd;
+
+	pthread_mutex_lock(&c->p->lock);
+	fd = lx_fd_install(c->p, host, min_fd, cloexec);
+	pthread_mutex_unlock(&c->p->lock);
+	if (fd < 0)
+		close(host);
+	return fd;
+}
+
+int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds)
+{
+	int g0, g1;
+
+	g0 = lx_install(c, host[0], 0, cloexec);
+	if (g0 < 0) {
+		close(host[1]);
+		return g0;
+	}
+	g1 = lx_install(c, host[1], 0, cloexec);
+	if (g1 < 0) {
+		pthread_mutex_lock(&c->p->lock);
+		lx_fd_close(c->p, g0);
+		pthread_mutex_unlock(&c->p->lock);
+		return g1;
+	}
+	fds[0] = g0;
+	fds[1] = g1;
+	return 0;
 }

@@ -212,6 +212,16 @@ struct lx_proc {
 	struct lx_sigthread sigthr[LX_MAX_THREADS];
 	pthread_cond_t sigcond;  /* with lock: a signal was queued (pause, sigsuspend...) */
 	bool sig_rekick;         /* a blocked thread was kicked: the timer thread checks on it */
+	/* What the signals tell the objects built on them, so signal.c never calls them
+	 * (set by proc.c when it builds the process; each called with lock held): the
+	 * pending signals changed (signalfds' readiness), a POSIX timer's signal was taken
+	 * (its re-arm), a thread blocked in a host call was kicked (the timer thread
+	 * watches that it left). */
+	struct lx_sig_watch {
+		void (*pending)(struct lx_proc *p);
+		void (*timer_taken)(struct lx_proc *p, siginfo_t *info);
+		void (*kicked)(struct lx_proc *p);
+	} sigwatch;
 	struct lx_timers timers;
 	struct lx_sigfd sigfds[LX_MAX_SIGFDS];
 	int n_sigfds;            /* of them used: 0 spares every read a look */
@@ -284,6 +294,7 @@ enum lx_action { LX_RESUME, LX_EXIT_THREAD, LX_EXIT_GROUP };
  */
 int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc **out,
 		   struct lx_entry *entry);
+/* @p out of its tree, if in one, and freed (ptree.c). */
 void lx_proc_destroy(struct lx_proc *p);
 /* Its files, mappings' files and memory map let go of, as an exit does before the
  * parent waits; lx_proc_destroy then frees the rest. */
@@ -445,6 +456,9 @@ int lx_thread_restore(struct lx_proc *p, struct json_t *state, int i, struct lx_
 /* Guest monotonic time now, and restarting the clock where a snapshot left it. */
 uint64_t lx_clock_mono_ns(struct lx_proc *p);
 void lx_clock_resume(struct lx_proc *p, int64_t tsc_offset, uint32_t tsc_khz, uint64_t mono_ns);
+/* The POSIX timers and itimers a restore armed start counting, on the clock as it runs
+ * now: after lx_clock_resume (timer.c). */
+void lx_timer_start(struct lx_proc *p);
 
 /* What the exitless socket path did (`ccvm ctl stats`). */
 struct lx_fastio_stats {
@@ -509,7 +523,7 @@ int lx_fault_info(const struct lx_fault *f, uint64_t rip, uint64_t rflags, sigin
 bool lx_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 	      const struct lx_fault *f);
 
-/* Name of system call @nr ("syscall_N" when unknown); stable storage. */
+/* Name of system call @nr ("syscall_N" when unknown); stable storage (call.c). */
 const char *lx_syscall_name(unsigned nr);
 
 #endif

@@ -457,27 +457,48 @@ int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct
 	return 0;
 }
 
-int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc **out,
-		   struct lx_entry *entry)
+int lx_proc_blank(struct lx_proc **out)
 {
 	struct lx_proc *p = calloc(1, sizeof(*p));
-	int fd = -1, rc;
+	int rc;
 
 	if (!p)
 		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	p->fs.root_fd = -1;
+	rc = lx_sig_init(p);
+	if (rc)
+		goto err_lock;
+	rc = lx_timer_init(p);
+	if (rc)
+		goto err_sig;
+	/* The objects built on the signals hear of them through these alone. */
+	p->sigwatch = (struct lx_sig_watch){ .pending = lx_sigfd_sync,
+					     .timer_taken = lx_timer_taken,
+					     .kicked = lx_timer_poke };
+	*out = p;
+	return 0;
+err_sig:
+	lx_sig_fini(p);
+err_lock:
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+	return rc;
+}
+
+int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc **out,
+		   struct lx_entry *entry)
+{
+	struct lx_proc *p;
+	int fd = -1, rc = lx_proc_blank(&p);
+
+	if (rc)
+		return rc;
 	p->mem = mem;
 	p->hooks = cfg->hooks;
 	p->pid = getpid();
 	p->next_tid = p->pid + 1;
 	p->sigthr[0].tid = p->pid; /* the first thread, known to signal senders */
-	pthread_mutex_init(&p->lock, NULL);
-	rc = lx_sig_init(p);
-	if (rc) {
-		lx_sig_fini(p);
-	pthread_mutex_destroy(&p->lock);
-		free(p);
-		return rc;
-	}
 	proc_rlimits(p);
 	rc = lx_fs_init(&p->fs, cfg->root, cfg->rw, cfg->n_rw);
 	if (rc)
@@ -502,7 +523,7 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	*out = p;
 	return 0;
 err:
-	lx_proc_destroy(p);
+	lx_proc_free(p);
 	return rc;
 }
 
@@ -533,12 +554,13 @@ void lx_proc_release(struct lx_proc *p)
 	lx_fs_fini(&p->fs);
 }
 
-void lx_proc_destroy(struct lx_proc *p)
+void lx_proc_free(struct lx_proc *p)
 {
 	if (!p)
 		return;
-	lx_tree_forget(p);
 	lx_proc_release(p);
+	lx_timer_fini(p);
+	lx_sigfd_fini(p);
 	lx_sig_fini(p);
 	pthread_mutex_destroy(&p->lock);
 	free(p);

@@ -122,7 +122,7 @@ static int ptree_copy(struct lx_proc *parent, struct lx_proc *c)
 	if (!rc)
 		rc = lx_fs_copy(&c->fs, &parent->fs);
 	if (!rc)
-		rc = lx_fd_fork(parent, c);
+		rc = lx_fd_fork(parent, c, lx_sigfd_fork_dup);
 	if (rc || !parent->n_mfiles)
 		return rc;
 	c->mfiles = calloc((size_t)parent->n_mfiles, sizeof(*c->mfiles));
@@ -142,24 +142,12 @@ static int ptree_copy(struct lx_proc *parent, struct lx_proc *c)
 	return 0;
 }
 
-/* A process with nothing in it yet: its lock, signal state and empty tables. */
-static int ptree_blank(struct lx_proc **out)
+void lx_proc_destroy(struct lx_proc *p)
 {
-	struct lx_proc *c = calloc(1, sizeof(*c));
-	int rc;
-
-	if (!c)
-		return -ENOMEM;
-	pthread_mutex_init(&c->lock, NULL);
-	c->fs.root_fd = -1;
-	rc = lx_sig_init(c);
-	if (rc) {
-		pthread_mutex_destroy(&c->lock);
-		free(c);
-		return rc;
-	}
-	*out = c;
-	return 0;
+	if (!p)
+		return;
+	lx_tree_forget(p);
+	lx_proc_free(p);
 }
 
 int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out)
@@ -170,7 +158,7 @@ int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out)
 
 	if (!t)
 		return -ENOSYS;
-	rc = ptree_blank(&c);
+	rc = lx_proc_blank(&c);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&parent->lock);
@@ -613,7 +601,7 @@ int lx_tree_restore_add(struct lx_tree *t, struct lx_proc *q, const struct lx_tr
 int lx_tree_restore_zombie(struct lx_tree *t, const struct lx_tree_place *at, int wstatus)
 {
 	struct lx_proc *z;
-	int rc = ptree_blank(&z);
+	int rc = lx_proc_blank(&z);
 
 	if (rc)
 		return rc;

@@ -1,5 +1,6 @@
 /*
- * sigframe.c - a signal handler's frame on the guest's stack, and rt_sigreturn.
+ * sigframe.c - signals delivered: which one a thread takes as it returns to the
+ * program, a handler's frame on the guest's stack, and rt_sigreturn and sigaltstack.
  *
  * The frame is laid out as the kernel's x86-64 rt_sigframe: the return address (the
  * handler's restorer), a ucontext with the interrupted registers, the FPU and vector
@@ -12,7 +13,13 @@
  * CPL3: the general registers, the flags Linux lets it change, its own mask (never
  * blocking SIGKILL or SIGSTOP) and an FPU area whose header and MXCSR are checked
  * before the CPU sees them. A frame that cannot be written or read ends in SIGSEGV,
- * as in Linux. Which signal gets a frame, and when, is signal.c's.
+ * as in Linux.
+ *
+ * Delivery runs as a system call returns, or an exception or a kick comes back: every
+ * signal the thread does not block is taken from signal.c's queues in Linux's order;
+ * one that is ignored is dropped, one whose default action ends the process ends it,
+ * one with a handler gets a frame. An interrupted call's restart code becomes EINTR or
+ * the call made again, as the handler's SA_RESTART and the call decide.
  */
 #include "sys.h"
 #include "../../base/log.h"
@@ -21,6 +28,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#define LX_SYSCALL_INSN_LEN 2 /* `syscall`: a restarted call runs it again */
 /* The frame: below the interrupted stack pointer, past the ABI's red zone. */
 #define LX_RED_ZONE      128
 #define LX_FPSTATE_ALIGN 64        /* XSAVE needs it */
@@ -321,7 +329,7 @@ static int lx_sig_altstack_set(struct lx_thread *t, const struct lx_stack *ss, u
 	return 0;
 }
 
-int64_t sys_rt_sigreturn(struct lx_call *c)
+int64_t lx_sig_return(struct lx_call *c)
 {
 	struct lx_thread *t = c->t;
 	struct lx_rt_sigframe f;
@@ -354,7 +362,7 @@ bad:
 	return 0;
 }
 
-int64_t sys_sigaltstack(struct lx_call *c)
+int64_t lx_sig_altstack(struct lx_call *c)
 {
 	struct lx_thread *t = c->t;
 	struct lx_stack ss, old = { .sp = t->altstack_sp, .size = t->altstack_size };
@@ -380,4 +388,150 @@ int lx_sig_fpu_words(struct lx_thread *t, uint16_t *fcw, uint16_t *fsw, uint32_t
 	memcpy(fsw, lx_fpbuf + LX_FP_FSW_OFFSET, sizeof(*fsw));
 	memcpy(mxcsr, lx_fpbuf + LX_FP_MXCSR_OFFSET, sizeof(*mxcsr));
 	return 0;
+}
+
+/* ---- delivery ---- */
+
+/* What to do with @sig taken for @t: 1 to run handler *@act, 0 when done with it
+ * (ignored), -1 when it ends the process. */
+static int lx_sig_disposition(struct lx_thread *t, int sig, struct lx_sigaction *act)
+{
+	struct lx_proc *p = t->proc;
+
+	*act = p->sigact[sig];
+	if (sig == SIGKILL)
+		return -1;
+	if (act->handler == (uint64_t)(uintptr_t)SIG_IGN)
+		return 0;
+	if (act->handler == (uint64_t)(uintptr_t)SIG_DFL)
+		return lx_sig_kills(sig) ? -1 : 0;
+	if (act->flags & LX_SA_RESETHAND)
+		p->sigact[sig] = (struct lx_sigaction){ .handler = (uint64_t)(uintptr_t)SIG_DFL };
+	return 1;
+}
+
+/* The interrupted call's restart code @rc meets handler @act (NULL: none ran): the
+ * call's result in the user registers @u becomes EINTR, or the call is made again
+ * (its number back in RAX, RIP back on the `syscall` instruction), as in Linux. */
+static void lx_sig_restart(const struct lx_call *c, int64_t rc, const struct lx_sigaction *act,
+			   struct cpu_regs *u)
+{
+	bool again = rc == -LX_ERESTARTNOINTR;
+
+	if (!act)
+		again = rc != -LX_ERESTART_RESTARTBLOCK; /* a sleep ends early: EINTR */
+	else if (rc == -LX_ERESTARTSYS)
+		again = act->flags & LX_SA_RESTART;
+	if (!again) {
+		u->rax = (uint64_t)-EINTR;
+		return;
+	}
+	u->rax = c->nr;
+	u->rip -= LX_SYSCALL_INSN_LEN;
+}
+
+void lx_sig_deliver(struct lx_call *c)
+{
+	struct lx_thread *t = c->t;
+	struct lx_proc *p = c->p;
+	int64_t rc = (int64_t)c->regs->rax;
+	bool restart = !t->resume_exact && lx_sig_restart_code(rc);
+
+	/* A call that waited with a mask of its own and was not interrupted gives the
+	 * thread its mask back before any signal is taken (Linux's
+	 * restore_saved_sigmask_unless): only an interrupted one leaves it to the frame. */
+	if (t->restore_mask && !restart && rc != -EINTR) {
+		lx_sig_set_mask(t, t->saved_mask);
+		t->restore_mask = false;
+	}
+
+	/* Nothing queued where this thread looks, read without the lock: the common case
+	 * on every system call's return. A signal queued just after kicks the thread,
+	 * which takes it then (at its run's return, or here after its next call). */
+	if (!restart && !t->restore_mask && !__atomic_load_n(&p->sigpend.set, __ATOMIC_RELAXED) &&
+	    !(t->sigslot && __atomic_load_n(&t->sigslot->pend.set, __ATOMIC_RELAXED)))
+		return;
+
+	/* Each round takes one signal; a handler's mask may let the next one in too,
+	 * nesting its frame, as Linux does before it returns to user mode. Every round
+	 * empties a queue slot or resets a handler, so this ends. */
+	for (int round = 0; round < 2 * (LX_NSIG + 2 * LX_SIGQUEUE_MAX); round++) {
+		struct lx_sigaction act;
+		struct cpu_regs u;
+		siginfo_t info;
+		int sig, what;
+
+		pthread_mutex_lock(&p->lock);
+		sig = lx_sig_take(t, lx_sig_allowed(t), &info);
+		what = sig ? lx_sig_disposition(t, sig, &act) : 0;
+		pthread_mutex_unlock(&p->lock);
+		if (!sig)
+			break;
+		if (what < 0) {
+			p->exit_status = 128 + sig;
+			p->term_sig = sig;
+			c->action = LX_EXIT_GROUP;
+			return;
+		}
+		if (what == 0)
+			continue;
+		lx_sig_user_regs(t, c->regs, &u);
+		if (restart)
+			lx_sig_restart(c, rc, &act, &u);
+		restart = false;
+		if (lx_sig_frame(c, &act, &info, &u)) {
+			log_warn("could not write the frame of signal %d on the guest stack at "
+				 "%#llx: SIGSEGV", sig, (unsigned long long)u.rsp);
+			lx_sig_force(c, SIGSEGV, sig == SIGSEGV);
+			if (c->action != LX_RESUME)
+				return;
+		}
+	}
+	/* Interrupted, and no handler ran (another thread ignored the signal meanwhile). */
+	if (restart) {
+		struct cpu_regs u;
+
+		lx_sig_user_regs(t, c->regs, &u);
+		lx_sig_restart(c, rc, NULL, &u);
+		*c->regs = u;
+		t->resume_exact = true;
+	}
+	/* rt_sigsuspend woken by a signal no handler took: its mask goes back now. */
+	if (t->restore_mask) {
+		lx_sig_set_mask(t, t->saved_mask);
+		t->restore_mask = false;
+	}
+}
+
+enum lx_action lx_sig_interrupt(struct lx_thread *t, struct cpu_regs *regs,
+				struct cpu_segs *segs)
+{
+	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
+			     .segs = segs, .action = LX_RESUME };
+
+	if (!lx_sig_on(t->proc))
+		return LX_RESUME;
+	if (!t->sig_bound)
+		lx_sig_bind(t);
+	t->resume_exact = true; /* the registers are the CPU's, not a system call's */
+	lx_sig_deliver(&c);
+	return c.action;
+}
+
+/* An exception's signal (sigfault.c): forced on the thread, then delivered. */
+bool lx_sig_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
+		  const siginfo_t *info, const struct lx_fault *f)
+{
+	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
+			     .segs = segs, .action = LX_RESUME };
+	if (!t->sig_bound)
+		lx_sig_bind(t);
+	if (lx_sig_queue_fault(t, info))
+		return false;
+	/* The registers are the whole user context the CPU left, not a system call's. */
+	t->resume_exact = true;
+	t->trap = f;
+	lx_sig_deliver(&c);
+	t->trap = NULL;
+	return c.action == LX_RESUME;
 }

@@ -1,17 +1,16 @@
 /*
- * signal.c - signals of the Linux personality: sent, queued, and delivered to the
- * guest's handlers as Linux delivers them on x86-64.
+ * signal.c - the signal state of a process and its threads: queues, masks, sending,
+ * taking, and waiting for one, as Linux does on x86-64.
  *
  * A signal is queued on the process (kill, rt_sigqueueinfo, a timer) or on one thread
- * (tgkill, tkill, rt_tgsigqueueinfo, SIGPIPE, a fault). When a thread returns from a
- * system call, every signal it does not block is taken in Linux's order (the
- * synchronous ones first, then the lowest number; the thread's own before the
- * process'): one that is ignored is dropped, one whose default action ends the process
- * ends the VM with status 128 + the signal, and one with a handler gets a frame
- * (sigframe.c) and the thread resumes in the handler. A sender kicks the thread that
- * is to take the signal out of a host call it blocks in; the call ends with Linux's
- * restart codes, turned here into EINTR or the call made again. pause, sigsuspend,
- * sigtimedwait and the masks of ppoll and the like are here too.
+ * (tgkill, tkill, rt_tgsigqueueinfo, SIGPIPE, a fault). A thread takes them in Linux's
+ * order (the synchronous ones first, then the lowest number; the thread's own before
+ * the process'); delivery, which runs as it returns to the program, is sigframe.c's.
+ * A sender kicks the thread that is to take the signal out of a host call it blocks
+ * in; the call ends with Linux's restart codes. The waits of pause, sigsuspend,
+ * sigtimedwait and the masks of ppoll and the like are here; their calls are
+ * sys_signal.c's. The objects built on signals (timers, signalfds) are told of changes
+ * through p->sigwatch, never called from here.
  *
  * Delivery needs the vCPU's FPU state, so it is on only when the VM gives the fpu
  * hooks (lx.h); without them a signal the guest sends itself takes its default
@@ -29,9 +28,7 @@
 #include <unistd.h>
 
 #define LX_SIGEV_THREAD_ID  4
-#define LX_NSEC_PER_SEC     1000000000LL
 #define LX_SIGRTMIN         32
-#define LX_SYSCALL_INSN_LEN 2 /* `syscall`: a restarted call runs it again */
 /* Faults raise these; Linux takes them before any other pending signal. */
 #define LX_SIG_SYNC                                                                        \
 	(LX_SIG_BIT(SIGSEGV) | LX_SIG_BIT(SIGBUS) | LX_SIG_BIT(SIGILL) | LX_SIG_BIT(SIGTRAP) | \
@@ -60,26 +57,24 @@ int lx_cond_init_monotonic(pthread_cond_t *cond)
 
 int lx_sig_init(struct lx_proc *p)
 {
-	int rc = lx_cond_init_monotonic(&p->sigcond);
-
-	if (rc)
-		return rc;
-	rc = lx_timer_init(p);
-	if (rc)
-		pthread_cond_destroy(&p->sigcond);
-	return rc;
+	return lx_cond_init_monotonic(&p->sigcond);
 }
 
 void lx_sig_fini(struct lx_proc *p)
 {
-	lx_timer_fini(p);
-	lx_sigfd_fini(p);
 	pthread_cond_destroy(&p->sigcond);
+}
+
+/* The pending signals changed: whoever watches them is told (p->lock held). */
+static void lx_sig_changed(struct lx_proc *p)
+{
+	if (p->sigwatch.pending)
+		p->sigwatch.pending(p);
 }
 
 /* Default action of @sig ends the process (with or without a core); the others are
  * ignored, and stopping is ignored too: there is nothing to stop a VM for here. */
-static bool lx_sig_kills(int sig)
+bool lx_sig_kills(int sig)
 {
 	switch (sig) {
 	case SIGCHLD:
@@ -126,7 +121,7 @@ void lx_sig_thread_remove(struct lx_proc *p, int tid)
 	s = tid > 0 ? lx_sig_thread(p, tid) : NULL;
 	if (s)
 		*s = (struct lx_sigthread){ 0 };
-	lx_sigfd_sync(p); /* what was sent to it alone went with it */
+	lx_sig_changed(p); /* what was sent to it alone went with it */
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -163,7 +158,7 @@ static int lx_sig_push(struct lx_proc *p, struct lx_sigqueue *q, const siginfo_t
 	int rc = lx_sigq_push(q, info);
 
 	if (!rc)
-		lx_sigfd_sync(p);
+		lx_sig_changed(p);
 	return rc;
 }
 
@@ -196,7 +191,7 @@ static int lx_sig_first(uint64_t set)
 }
 
 /* Signals in @set pending for thread @t (its own or the process'). */
-static uint64_t lx_sig_pending(struct lx_thread *t, uint64_t set)
+uint64_t lx_sig_pending(struct lx_thread *t, uint64_t set)
 {
 	struct lx_sigthread *s = lx_sig_thread(t->proc, t->tid);
 
@@ -204,7 +199,7 @@ static uint64_t lx_sig_pending(struct lx_thread *t, uint64_t set)
 }
 
 /* The signals thread @t takes when it returns to user mode. */
-static uint64_t lx_sig_allowed(const struct lx_thread *t)
+uint64_t lx_sig_allowed(const struct lx_thread *t)
 {
 	return ~t->sigmask | LX_SIG_UNBLOCKABLE;
 }
@@ -221,11 +216,12 @@ int lx_sig_take(struct lx_thread *t, uint64_t allowed, siginfo_t *info)
 		lx_sigq_take(&p->sigpend, sig, info);
 	/* timer_getoverrun tells the overruns of the timer's signal last taken */
 	if (sig && info->si_code == SI_TIMER && (unsigned)info->si_timerid < LX_MAX_TIMERS) {
-		lx_timer_taken(p, info);
+		if (p->sigwatch.timer_taken)
+			p->sigwatch.timer_taken(p, info);
 		p->timers.t[info->si_timerid].overrun = info->si_overrun;
 	}
 	if (sig)
-		lx_sigfd_sync(p);
+		lx_sig_changed(p);
 	return sig;
 }
 
@@ -274,7 +270,8 @@ static void lx_sig_wake(struct lx_proc *p, struct lx_sigthread *s, int sig)
 	if (!__atomic_load_n(&t->in_wait, __ATOMIC_SEQ_CST))
 		return;
 	p->sig_rekick = true;
-	lx_timer_poke(p);
+	if (p->sigwatch.kicked)
+		p->sigwatch.kicked(p);
 }
 
 bool lx_sig_rekick(struct lx_proc *p)
@@ -430,6 +427,23 @@ void lx_sig_force(struct lx_call *c, int sig, bool reset)
 	}
 }
 
+int lx_sig_queue_fault(struct lx_thread *t, const siginfo_t *info)
+{
+	struct lx_proc *p = t->proc;
+	struct lx_sigthread *s;
+	int sig = info->si_signo, rc;
+
+	/* As force_sig_fault: a fault's signal cannot be blocked or ignored away. */
+	pthread_mutex_lock(&p->lock);
+	if (p->sigact[sig].handler == (uint64_t)(uintptr_t)SIG_IGN || (t->sigmask & LX_SIG_BIT(sig)))
+		p->sigact[sig].handler = (uint64_t)(uintptr_t)SIG_DFL;
+	t->sigmask &= ~LX_SIG_BIT(sig);
+	s = lx_sig_thread(p, t->tid);
+	rc = s ? lx_sig_push(p, &s->pend, info) : -ESRCH;
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
 /* The thread's own mask changes under the lock: senders read it (lx_sig_dropped). */
 void lx_sig_set_mask(struct lx_thread *t, uint64_t mask)
 {
@@ -438,142 +452,7 @@ void lx_sig_set_mask(struct lx_thread *t, uint64_t mask)
 	pthread_mutex_unlock(&t->proc->lock);
 }
 
-/* What to do with @sig taken for @t: 1 to run handler *@act, 0 when done with it
- * (ignored), -1 when it ends the process. */
-static int lx_sig_disposition(struct lx_thread *t, int sig, struct lx_sigaction *act)
-{
-	struct lx_proc *p = t->proc;
-
-	*act = p->sigact[sig];
-	if (sig == SIGKILL)
-		return -1;
-	if (act->handler == (uint64_t)(uintptr_t)SIG_IGN)
-		return 0;
-	if (act->handler == (uint64_t)(uintptr_t)SIG_DFL)
-		return lx_sig_kills(sig) ? -1 : 0;
-	if (act->flags & LX_SA_RESETHAND)
-		p->sigact[sig] = (struct lx_sigaction){ .handler = (uint64_t)(uintptr_t)SIG_DFL };
-	return 1;
-}
-
-/* The interrupted call's restart code @rc meets handler @act (NULL: none ran): the
- * call's result in the user registers @u becomes EINTR, or the call is made again
- * (its number back in RAX, RIP back on the `syscall` instruction), as in Linux. */
-static void lx_sig_restart(const struct lx_call *c, int64_t rc, const struct lx_sigaction *act,
-			   struct cpu_regs *u)
-{
-	bool again = rc == -LX_ERESTARTNOINTR;
-
-	if (!act)
-		again = rc != -LX_ERESTART_RESTARTBLOCK; /* a sleep ends early: EINTR */
-	else if (rc == -LX_ERESTARTSYS)
-		again = act->flags & LX_SA_RESTART;
-	if (!again) {
-		u->rax = (uint64_t)-EINTR;
-		return;
-	}
-	u->rax = c->nr;
-	u->rip -= LX_SYSCALL_INSN_LEN;
-}
-
-void lx_sig_deliver(struct lx_call *c)
-{
-	struct lx_thread *t = c->t;
-	struct lx_proc *p = c->p;
-	int64_t rc = (int64_t)c->regs->rax;
-	bool restart = !t->resume_exact && lx_sig_restart_code(rc);
-
-	/* A call that waited with a mask of its own and was not interrupted gives the
-	 * thread its mask back before any signal is taken (Linux's
-	 * restore_saved_sigmask_unless): only an interrupted one leaves it to the frame. */
-	if (t->restore_mask && !restart && rc != -EINTR) {
-		lx_sig_set_mask(t, t->saved_mask);
-		t->restore_mask = false;
-	}
-
-	/* Nothing queued where this thread looks, read without the lock: the common case
-	 * on every system call's return. A signal queued just after kicks the thread,
-	 * which takes it then (at its run's return, or here after its next call). */
-	if (!restart && !t->restore_mask && !__atomic_load_n(&p->sigpend.set, __ATOMIC_RELAXED) &&
-	    !(t->sigslot && __atomic_load_n(&t->sigslot->pend.set, __ATOMIC_RELAXED)))
-		return;
-
-	/* Each round takes one signal; a handler's mask may let the next one in too,
-	 * nesting its frame, as Linux does before it returns to user mode. Every round
-	 * empties a queue slot or resets a handler, so this ends. */
-	for (int round = 0; round < 2 * (LX_NSIG + 2 * LX_SIGQUEUE_MAX); round++) {
-		struct lx_sigaction act;
-		struct cpu_regs u;
-		siginfo_t info;
-		int sig, what;
-
-		pthread_mutex_lock(&p->lock);
-		sig = lx_sig_take(t, lx_sig_allowed(t), &info);
-		what = sig ? lx_sig_disposition(t, sig, &act) : 0;
-		pthread_mutex_unlock(&p->lock);
-		if (!sig)
-			break;
-		if (what < 0) {
-			p->exit_status = 128 + sig;
-			p->term_sig = sig;
-		p->term_sig = sig;
-			c->action = LX_EXIT_GROUP;
-			return;
-		}
-		if (what == 0)
-			continue;
-		lx_sig_user_regs(t, c->regs, &u);
-		if (restart)
-			lx_sig_restart(c, rc, &act, &u);
-		restart = false;
-		if (lx_sig_frame(c, &act, &info, &u)) {
-			log_warn("could not write the frame of signal %d on the guest stack at "
-				 "%#llx: SIGSEGV", sig, (unsigned long long)u.rsp);
-			lx_sig_force(c, SIGSEGV, sig == SIGSEGV);
-			if (c->action != LX_RESUME)
-				return;
-		}
-	}
-	/* Interrupted, and no handler ran (another thread ignored the signal meanwhile). */
-	if (restart) {
-		struct cpu_regs u;
-
-		lx_sig_user_regs(t, c->regs, &u);
-		lx_sig_restart(c, rc, NULL, &u);
-		*c->regs = u;
-		t->resume_exact = true;
-	}
-	/* rt_sigsuspend woken by a signal no handler took: its mask goes back now. */
-	if (t->restore_mask) {
-		lx_sig_set_mask(t, t->saved_mask);
-		t->restore_mask = false;
-	}
-}
-
-/* ---- system calls ---- */
-
-/* Without delivery, a signal the guest sends itself takes its default action: one
- * that is ignored or harmless does nothing, one that is fatal ends the VM as it would
- * end the process. */
-static int64_t lx_sig_default_self(struct lx_call *c, int sig)
-{
-	uint64_t handler;
-
-	pthread_mutex_lock(&c->p->lock);
-	handler = c->p->sigact[sig].handler;
-	pthread_mutex_unlock(&c->p->lock);
-	if (handler == (uint64_t)(uintptr_t)SIG_IGN && sig != SIGKILL)
-		return 0;
-	if (handler != (uint64_t)(uintptr_t)SIG_DFL && sig != SIGKILL)
-		log_warn("guest sent itself signal %d, which has a handler; signal delivery "
-			 "is not supported yet, so the default action is taken", sig);
-	if (!lx_sig_kills(sig))
-		return 0;
-	c->p->exit_status = 128 + sig;
-	c->p->term_sig = sig;
-	c->action = LX_EXIT_GROUP;
-	return 0;
-}
+/* ---- for the calls, delivery and the monitor ---- */
 
 bool lx_sig_thread_known(struct lx_proc *p, int tid)
 {
@@ -583,21 +462,6 @@ bool lx_sig_thread_known(struct lx_proc *p, int tid)
 	found = lx_sig_thread(p, tid) != NULL;
 	pthread_mutex_unlock(&p->lock);
 	return found;
-}
-
-/* Send @info to the process (@tid 0) or thread @tid, from the guest itself. */
-static int64_t lx_sig_send_own(struct lx_call *c, int tid, siginfo_t *info)
-{
-	int sig = info->si_signo;
-	bool on = lx_sig_on(c->p);
-
-	if (sig < 0 || sig > LX_NSIG)
-		return -EINVAL;
-	if (tid && tid != c->t->tid && !(on && lx_sig_thread_known(c->p, tid)))
-		return -ESRCH;
-	if (sig == 0) /* only asks whether the target exists */
-		return 0;
-	return on ? lx_sig_send(c->p, tid, info) : lx_sig_default_self(c, sig);
 }
 
 int lx_sig_from_outside(struct lx_proc *p, int sig)
@@ -638,146 +502,13 @@ uint64_t lx_sig_inherited(void)
 }
 
 /* A kill-style siginfo: sent by the guest's own process. */
-static siginfo_t lx_sig_user_info(struct lx_call *c, int sig, int code)
+siginfo_t lx_sig_user_info(struct lx_call *c, int sig, int code)
 {
 	siginfo_t info = { .si_signo = sig, .si_code = code };
 
 	info.si_pid = c->p->pid;
 	info.si_uid = getuid();
 	return info;
-}
-
-int64_t sys_kill(struct lx_call *c)
-{
-	int pid = (int)c->a[0]; /* a pid_t: the register's low half */
-	siginfo_t info = lx_sig_user_info(c, (int)c->a[1], SI_USER);
-	int64_t rc;
-
-	if (pid == c->p->pid || (!c->p->tree && (pid == 0 || pid == -1)))
-		return lx_sig_send_own(c, 0, &info);
-	if (info.si_signo < 0 || info.si_signo > LX_NSIG)
-		return -EINVAL;
-	/* Another process of the VM, a group, or all of them (ptree.c); itself last, so
-	 * that a signal that ends it does so as the call returns. */
-	rc = lx_tree_kill(c->p, pid, &info);
-	if (rc == 1)
-		return lx_sig_send_own(c, 0, &info);
-	return rc;
-}
-
-int64_t sys_tgkill(struct lx_call *c)
-{
-	siginfo_t info = lx_sig_user_info(c, (int)c->a[2], SI_TKILL);
-
-	if ((int64_t)c->a[0] <= 0 || (int64_t)c->a[1] <= 0 || c->a[1] > INT32_MAX)
-		return -EINVAL;
-	if ((int64_t)c->a[0] != c->p->pid)
-		return -ESRCH;
-	return lx_sig_send_own(c, (int)c->a[1], &info);
-}
-
-int64_t sys_tkill(struct lx_call *c)
-{
-	siginfo_t info = lx_sig_user_info(c, (int)c->a[1], SI_TKILL);
-
-	if ((int64_t)c->a[0] <= 0 || c->a[0] > INT32_MAX)
-		return -EINVAL;
-	return lx_sig_send_own(c, (int)c->a[0], &info);
-}
-
-/* rt_sigqueueinfo and rt_tgsigqueueinfo: the guest's own siginfo, read once. Linux
- * refuses a code that poses as the kernel's or kill's only towards another process,
- * and the guest has none. */
-static int64_t lx_sig_queueinfo(struct lx_call *c, int tid, uint64_t sig, uint64_t uinfo)
-{
-	siginfo_t info;
-
-	if (!lx_sig_on(c->p))
-		return lx_unsupported(c);
-	if (lx_copy_in(c, &info, uinfo, sizeof(info)))
-		return -EFAULT;
-	if (sig > LX_NSIG)
-		return -EINVAL;
-	info.si_signo = (int)sig;
-	return lx_sig_send_own(c, tid, &info);
-}
-
-int64_t sys_rt_sigqueueinfo(struct lx_call *c)
-{
-	if ((int64_t)c->a[0] != c->p->pid)
-		return -ESRCH;
-	return lx_sig_queueinfo(c, 0, c->a[1], c->a[2]);
-}
-
-int64_t sys_rt_tgsigqueueinfo(struct lx_call *c)
-{
-	if ((int64_t)c->a[0] <= 0 || (int64_t)c->a[1] <= 0 || c->a[1] > INT32_MAX)
-		return -EINVAL;
-	if ((int64_t)c->a[0] != c->p->pid)
-		return -ESRCH;
-	return lx_sig_queueinfo(c, (int)c->a[1], c->a[2], c->a[3]);
-}
-
-int64_t sys_rt_sigaction(struct lx_call *c)
-{
-	uint64_t sig = c->a[0];
-	struct lx_sigaction act, old;
-
-	if (c->a[3] != LX_SIGSET_SIZE)
-		return -EINVAL;
-	if (sig < 1 || sig > LX_NSIG)
-		return -EINVAL;
-	if (c->a[1] && lx_copy_in(c, &act, c->a[1], sizeof(act)))
-		return -EFAULT;
-	if (c->a[2] && !gmem_user_range_ok(c->p->mem, c->a[2], sizeof(old)))
-		return -EFAULT;
-	if (c->a[1] && (sig == SIGKILL || sig == SIGSTOP))
-		return -EINVAL;
-	pthread_mutex_lock(&c->p->lock);
-	old = c->p->sigact[sig];
-	if (c->a[1])
-		c->p->sigact[sig] = act;
-	pthread_mutex_unlock(&c->p->lock);
-	return c->a[2] ? lx_copy_out(c, c->a[2], &old, sizeof(old)) : 0;
-}
-
-int64_t sys_rt_sigprocmask(struct lx_call *c)
-{
-	uint64_t set, old = c->t->sigmask, mask;
-
-	if (c->a[3] != LX_SIGSET_SIZE)
-		return -EINVAL;
-	if (c->a[1] && lx_copy_in(c, &set, c->a[1], sizeof(set)))
-		return -EFAULT;
-	if (c->a[1]) {
-		switch (c->a[0]) {
-		case SIG_BLOCK:
-			mask = old | set;
-			break;
-		case SIG_UNBLOCK:
-			mask = old & ~set;
-			break;
-		case SIG_SETMASK:
-			mask = set;
-			break;
-		default:
-			return -EINVAL;
-		}
-		lx_sig_set_mask(c->t, mask);
-	}
-	return c->a[2] ? lx_copy_out(c, c->a[2], &old, sizeof(old)) : 0;
-}
-
-int64_t sys_rt_sigpending(struct lx_call *c)
-{
-	uint64_t set;
-
-	if (c->a[1] > LX_SIGSET_SIZE)
-		return -EINVAL;
-	pthread_mutex_lock(&c->p->lock);
-	set = lx_sig_pending(c->t, c->t->sigmask);
-	pthread_mutex_unlock(&c->p->lock);
-	return lx_copy_out(c, c->a[0], &set, c->a[1]);
 }
 
 /* (sys.h) Every queued signal broadcasts sigcond; a snapshot taken while a thread
@@ -811,90 +542,6 @@ int lx_sig_wait_event(struct lx_call *c, const uint64_t *events, uint64_t seen, 
 	pthread_mutex_unlock(&p->lock);
 	lx_wait_end(c);
 	return taken ? -restart : 0;
-}
-
-int64_t sys_pause(struct lx_call *c)
-{
-	if (!lx_sig_on(c->p)) {
-		/* Nothing can wake it: the thread sleeps until the VM ends, its vCPU
-		 * blocked (pauses and snapshots go ahead; a restored one pauses again). */
-		lx_wait_begin(c);
-		for (;;) {
-			struct timespec hour = { .tv_sec = 3600 };
-
-			nanosleep(&hour, NULL);
-		}
-	}
-	lx_sig_wait(c, lx_sig_allowed(c->t), NULL);
-	return -EINTR; /* the signal is taken as the call returns */
-}
-
-int64_t sys_rt_sigsuspend(struct lx_call *c)
-{
-	struct lx_thread *t = c->t;
-	uint64_t mask;
-	int rc;
-
-	if (!lx_sig_on(c->p))
-		return lx_unsupported(c);
-	rc = lx_sigset_in(c, c->a[0], c->a[1], &mask);
-	if (rc)
-		return rc;
-	t->saved_mask = t->sigmask;
-	t->restore_mask = true;
-	lx_sig_set_mask(t, mask);
-	lx_sig_wait(c, lx_sig_allowed(t), NULL);
-	return -EINTR;
-}
-
-/* A relative timeout as host monotonic time in @until; NULL when there is none. */
-static int lx_sig_deadline(struct lx_call *c, uint64_t uts, struct timespec *until,
-			   struct timespec **out)
-{
-	int64_t ns, now;
-	int rc;
-
-	*out = NULL;
-	if (!uts)
-		return 0;
-	rc = lx_read_timespec(c, uts, &ns);
-	if (rc)
-		return rc;
-	clock_gettime(CLOCK_MONOTONIC, until);
-	now = (int64_t)until->tv_sec * LX_NSEC_PER_SEC + until->tv_nsec;
-	ns = ns > INT64_MAX / 2 - now ? INT64_MAX / 2 : now + ns;
-	until->tv_sec = ns / LX_NSEC_PER_SEC;
-	until->tv_nsec = ns % LX_NSEC_PER_SEC;
-	*out = until;
-	return 0;
-}
-
-int64_t sys_rt_sigtimedwait(struct lx_call *c)
-{
-	struct lx_thread *t = c->t;
-	struct timespec until, *end;
-	uint64_t set;
-	siginfo_t info;
-	int sig, rc;
-
-	if (!lx_sig_on(c->p))
-		return lx_unsupported(c);
-	rc = lx_sigset_in(c, c->a[0], c->a[3], &set);
-	if (!rc)
-		rc = lx_sig_deadline(c, c->a[2], &until, &end);
-	if (rc)
-		return rc;
-	set &= ~LX_SIG_UNBLOCKABLE;
-	/* Woken by a signal of the set, or by one its handler takes (EINTR). */
-	rc = lx_sig_wait(c, set | lx_sig_allowed(t), end);
-	pthread_mutex_lock(&c->p->lock);
-	sig = lx_sig_take(t, set, &info);
-	pthread_mutex_unlock(&c->p->lock);
-	if (!sig)
-		return rc ? -EAGAIN : -EINTR;
-	if (c->a[1] && lx_copy_out(c, c->a[1], &info, sizeof(info)))
-		return -EFAULT;
-	return sig;
 }
 
 void lx_sig_broken_pipe(struct lx_call *c, int64_t rc)
@@ -932,48 +579,3 @@ bool lx_sig_waiting(struct lx_thread *t)
 	return any;
 }
 
-enum lx_action lx_sig_interrupt(struct lx_thread *t, struct cpu_regs *regs,
-				struct cpu_segs *segs)
-{
-	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
-			     .segs = segs, .action = LX_RESUME };
-
-	if (!lx_sig_on(t->proc))
-		return LX_RESUME;
-	if (!t->sig_bound)
-		lx_sig_bind(t);
-	t->resume_exact = true; /* the registers are the CPU's, not a system call's */
-	lx_sig_deliver(&c);
-	return c.action;
-}
-
-/* ---- exceptions (sigfault.c) ---- */
-
-bool lx_sig_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
-		  const siginfo_t *info, const struct lx_fault *f)
-{
-	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
-			     .segs = segs, .action = LX_RESUME };
-	struct lx_proc *p = t->proc;
-	struct lx_sigthread *s;
-	int sig = info->si_signo, rc;
-
-	if (!t->sig_bound)
-		lx_sig_bind(t);
-	/* As force_sig_fault: a fault's signal cannot be blocked or ignored away. */
-	pthread_mutex_lock(&p->lock);
-	if (p->sigact[sig].handler == (uint64_t)(uintptr_t)SIG_IGN || (t->sigmask & LX_SIG_BIT(sig)))
-		p->sigact[sig].handler = (uint64_t)(uintptr_t)SIG_DFL;
-	t->sigmask &= ~LX_SIG_BIT(sig);
-	s = lx_sig_thread(p, t->tid);
-	rc = s ? lx_sig_push(p, &s->pend, info) : -ESRCH;
-	pthread_mutex_unlock(&p->lock);
-	if (rc)
-		return false;
-	/* The registers are the whole user context the CPU left, not a system call's. */
-	t->resume_exact = true;
-	t->trap = f;
-	lx_sig_deliver(&c);
-	t->trap = NULL;
-	return c.action == LX_RESUME;
-}

@@ -316,8 +316,8 @@ static int64_t sigfd_change(struct lx_call *c, int fd, uint64_t mask)
 	return f ? fd : -EINVAL;
 }
 
-static int64_t lx_signalfd(struct lx_call *c, int64_t fd, uint64_t umask, uint64_t size,
-			   uint64_t flags)
+int64_t lx_signalfd(struct lx_call *c, int64_t fd, uint64_t umask, uint64_t size,
+		    uint64_t flags)
 {
 	uint64_t mask;
 	int host, rc;
@@ -342,22 +342,17 @@ static int64_t lx_signalfd(struct lx_call *c, int64_t fd, uint64_t umask, uint64
 	return rc;
 }
 
-int64_t sys_signalfd4(struct lx_call *c)
-{
-	return lx_signalfd(c, (int64_t)c->a[0], c->a[1], c->a[2], c->a[3]);
-}
-
-int64_t sys_signalfd(struct lx_call *c)
-{
-	return lx_signalfd(c, (int64_t)c->a[0], c->a[1], c->a[2], 0);
-}
-
 /* (sys.h) The caller holds @parent's lock. */
-int lx_sigfd_fork(struct lx_proc *parent, int host, struct lx_proc *child, int *out)
+int lx_sigfd_fork_dup(struct lx_proc *parent, int host, struct lx_proc *child, int *out)
 {
 	uint64_t mask, ino;
-	int fl = fcntl(host, F_GETFL);
+	int fl;
 
+	if (!lx_sigfd_is_locked(parent, host)) {
+		*out = fcntl(host, F_DUPFD_CLOEXEC, 3);
+		return *out < 0 ? -errno : 0;
+	}
+	fl = fcntl(host, F_GETFL);
 	if (fl < 0)
 		return -errno;
 	if (lx_sigfd_mask(parent, host, &mask, &ino))

@@ -526,17 +526,11 @@ int lx_proc_restore(struct gmem *mem, json_t *st, const struct lx_restore_policy
 
 	if (rc)
 		return rc;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
+	rc = lx_proc_blank(&p);
+	if (rc)
+		return rc;
 	p->mem = mem;
 	p->hooks = pol->hooks;
-	pthread_mutex_init(&p->lock, NULL);
-	if (lx_sig_init(p)) {
-		pthread_mutex_destroy(&p->lock);
-		free(p);
-		return -ENOMEM;
-	}
 	if (lx_state_threads(st) < 1 || lx_ju(st, "pid") < 1 || lx_ju(st, "next_tid") <= lx_ju(st, "pid") ||
 	    lx_ju(st, "next_tid") > INT_MAX) {
 		rc = rs_fail(&r, "process state: no threads, or a bad pid or thread id");

@@ -9,9 +9,17 @@
 #define CCVM_LX_SYS_H
 
 #include "call.h"
+#include "fastio.h"
+#include "fdtable.h"
 #include "lx.h"
 
 typedef int64_t (*lx_handler)(struct lx_call *c);
+
+/* A process with nothing in it yet (proc.c): its lock, its signal state, its timers and
+ * the watches that tie them, empty tables; 0 or -errno. lx_proc_free frees one that is
+ * in no tree (lx_proc_destroy takes it out of its tree first). */
+int lx_proc_blank(struct lx_proc **out);
+void lx_proc_free(struct lx_proc *p);
 
 /* A program image (proc.c). lx_image_check: would the program behind @fd (and its
  * interpreter) load, as far as can be told without touching memory? 0, -ENOEXEC,
@@ -49,25 +57,6 @@ bool lx_shm_memfd_ino(int host, uint64_t *ino);
 void lx_timer_exec(struct lx_proc *p);
 int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct lx_entry *entry);
 
-/* True the first time this system call asks for it: its log line is said once. */
-bool lx_first_time(struct lx_call *c);
-
-/* File descriptors (fdtable.c). The caller holds p->lock for the table functions. */
-int lx_fd_host(struct lx_proc *p, int fd);       /* host fd, or -EBADF */
-/* A host descriptor in use by a call is closed only when its last user lets go: a
- * guest close (or dup2 over it) meanwhile defers the host close, so the number cannot
- * be reused for another file under the call, as Linux keeps a file open for a call
- * in progress. */
-int lx_fd_hold(struct lx_proc *p, int host);
-void lx_fd_unhold(struct lx_proc *p, int host);
-int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec); /* guest fd or -EMFILE */
-int lx_fd_close(struct lx_proc *p, int fd);
-int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec);
-int lx_fd_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, int std);
-int lx_fd_init(struct lx_proc *p);
-int lx_fd_init_empty(struct lx_proc *p);
-void lx_fd_fini(struct lx_proc *p);
-int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child);
 /* vfork and clone(CLONE_VM | CLONE_VFORK) (ptree.c): the child's pid, once it execs or
  * ends; or -errno. The child runs on @stack (0: the parent's, as vfork), and its pid
  * is stored at @tid_at (CLONE_PARENT_SETTID; 0: nowhere) before it runs. */
@@ -88,12 +77,6 @@ void lx_vfork_release(struct lx_proc *child);
  * sends it its own last), 0, -ESRCH when none matched, -EINVAL. */
 int lx_tree_kill(struct lx_proc *p, int pid, const siginfo_t *info);
 
-/* For handlers (sys_file.c): guest fd -> host fd (-EBADF; -ENOMEM), held open until
- * the system call returns (lx_syscall lets go), and a new host descriptor into the
- * guest's table (closed on failure). */
-int lx_host_fd(struct lx_call *c, uint64_t fd);
-void lx_call_release(struct lx_call *c);
-int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec);
 /* Control messages (scm.c). lx_scm_out: the guest's control data of header @g copied
  * into @buf (room for LX_CMSG_MAX), SCM_RIGHTS descriptors made host ones; *@len its
  * length (0: none); 0 or -errno. lx_scm_in: the control data host header @m received
@@ -104,9 +87,6 @@ struct msghdr;
 int lx_scm_out(struct lx_call *c, const struct msghdr *g, uint8_t *buf, size_t *len);
 int lx_scm_in(struct lx_call *c, struct msghdr *m, uint64_t ucontrol, uint64_t ulen_at,
 	      bool cloexec, int *flags);
-/* Both ends of a pipe or socket pair into the guest's table, their numbers into @fds
- * (guest memory); on failure neither stays open. */
-int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds);
 
 /* Descriptors in snapshots (fdstate.c); the caller holds p->lock to save. Restore
  * fails (-EADDRNOTAVAIL, message in @err) only when a listening socket cannot listen
@@ -156,23 +136,6 @@ int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *l
  * the robust locks it still held (its set_robust_list list) as OWNER_DIED. */
 void lx_futex_clear_tid(struct lx_proc *p, uint64_t gva);
 void lx_futex_exit_robust(struct lx_proc *p, uint64_t head_gva, int tid);
-/* A guest struct timespec as nanoseconds: -EFAULT, -EINVAL when out of range. */
-int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns);
-
-/* The exitless socket path (fastio.c; guest/fastio/fastio_abi.h). All are no-ops for
- * a process without it. */
-struct iovec;
-uint64_t lx_fastio_area_size(void);
-int lx_fastio_init(struct lx_proc *p, uint64_t gva, bool fresh);
-void lx_fastio_fini(struct lx_proc *p);
-int lx_fastio_open_lib(int *host_fd);
-void lx_fastio_accepted(struct lx_proc *p, int fd, int host); /* p->lock held */
-void lx_fastio_forget(struct lx_proc *p, int fd);              /* p->lock held */
-void lx_fastio_flush(struct lx_proc *p);
-void lx_fastio_prefetch(struct lx_proc *p);
-int lx_fastio_before_write(struct lx_call *c, int fd, bool wait);
-int64_t lx_fastio_take(struct lx_proc *p, int fd, const struct iovec *iov, int cnt, bool peek);
-bool lx_fastio_readable(struct lx_proc *p, int fd);
 
 /* Signal numbers, sigaction flags and sigaltstack's, as the guest passes them. */
 #define LX_SIG_BIT(s)      (1ULL << ((s) - 1))
@@ -224,6 +187,21 @@ void lx_timer_taken(struct lx_proc *p, siginfo_t *info);
  * takes them). lx_sig_frame: the frame of @info for handler @act, the thread at user
  * registers @u, and c->regs at the handler; 0 or -EFAULT. */
 void lx_sig_set_mask(struct lx_thread *t, uint64_t mask);
+/* Does @sig's default action end the process? The signals @t lets in now; those of
+ * @set pending for it (p->lock held). A kill-style siginfo from the guest's own
+ * process. An exception's @info forced on @t as force_sig_fault does: 0, or -errno
+ * when no queue takes it. */
+bool lx_sig_kills(int sig);
+uint64_t lx_sig_allowed(const struct lx_thread *t);
+uint64_t lx_sig_pending(struct lx_thread *t, uint64_t set);
+siginfo_t lx_sig_user_info(struct lx_call *c, int sig, int code);
+int lx_sig_queue_fault(struct lx_thread *t, const siginfo_t *info);
+/* rt_sigreturn's and sigaltstack's work (sigframe.c); signalfd's (signalfd.c): @fd -1
+ * for a new one, else the one whose mask changes. */
+int64_t lx_sig_return(struct lx_call *c);
+int64_t lx_sig_altstack(struct lx_call *c);
+int64_t lx_signalfd(struct lx_call *c, int64_t fd, uint64_t umask, uint64_t size,
+		    uint64_t flags);
 void lx_sig_force(struct lx_call *c, int sig, bool reset);
 void lx_sig_user_regs(const struct lx_thread *t, const struct cpu_regs *r, struct cpu_regs *u);
 int lx_sig_frame(struct lx_call *c, const struct lx_sigaction *act, const siginfo_t *info,
@@ -276,9 +254,10 @@ int lx_sig_wait(struct lx_call *c, uint64_t set, const struct timespec *until);
  * -@restart) or *@events, bumped under no lock, differs from @seen (0). Whoever bumps
  * it broadcasts the process' sigcond under its lock afterwards. */
 int lx_sig_wait_event(struct lx_call *c, const uint64_t *events, uint64_t seen, int restart);
-/* Fork's copy of the signalfd of @parent that host descriptor @host is, in @child:
- * its own, on @child's signals; 0 with *@out the new host end, or -errno. */
-int lx_sigfd_fork(struct lx_proc *parent, int host, struct lx_proc *child, int *out);
+/* Fork's copy of host descriptor @host of @parent, for @child (lx_fd_fork's dup): a
+ * duplicate, or for a signalfd one of its own, on @child's signals; 0 with *@out the
+ * new host end, or -errno (@parent's lock held). */
+int lx_sigfd_fork_dup(struct lx_proc *parent, int host, struct lx_proc *child, int *out);
 
 /* Signalfds (signalfd.c). lx_sigfd_sync: after any change to the pending signals,
  * each signalfd's readiness as its mask says (p->lock held). lx_sigfd_is: is host
@@ -300,8 +279,6 @@ void lx_sigfd_fini(struct lx_proc *p);
  * false once there are none (p->lock held). */
 bool lx_sig_rekick(struct lx_proc *p);
 
-/* A call the personality does not offer (here): -ENOSYS, logged once by name. */
-int64_t lx_unsupported(struct lx_call *c);
 
 #define LX_HANDLERS(X)                                                                       \
 	X(read) X(write) X(readv) X(writev) X(pread64) X(pwrite64) X(open) X(openat)         \

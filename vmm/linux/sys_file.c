@@ -33,77 +33,6 @@
 	 O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_SYNC |  \
 	 O_PATH | O_TMPFILE)
 
-/* Remember that @c holds @host (p->lock held). */
-static int lx_call_note(struct lx_call *c, int host)
-{
-	if (!c->held) {
-		c->held = c->held_inline;
-		c->cap_held = LX_CALL_HOLDS;
-	}
-	if (c->n_held == c->cap_held) {
-		int *more = malloc(2 * (size_t)c->cap_held * sizeof(*more));
-
-		if (!more)
-			return -ENOMEM;
-		memcpy(more, c->held, (size_t)c->n_held * sizeof(*more));
-		if (c->held != c->held_inline)
-			free(c->held);
-		c->held = more;
-		c->cap_held *= 2;
-	}
-	c->held[c->n_held++] = host;
-	return 0;
-}
-
-/* The host descriptor behind guest fd @fd, or -EBADF; it stays open until the call
- * returns (fdtable.c, holds). */
-int lx_host_fd(struct lx_call *c, uint64_t fd)
-{
-	int host, rc;
-
-	if (fd > INT_MAX)
-		return -EBADF;
-	pthread_mutex_lock(&c->p->lock);
-	host = lx_fd_host(c->p, (int)fd);
-	if (host >= 0) {
-		rc = lx_fd_hold(c->p, host);
-		if (!rc && (rc = lx_call_note(c, host)))
-			lx_fd_unhold(c->p, host);
-		if (rc)
-			host = rc;
-	}
-	pthread_mutex_unlock(&c->p->lock);
-	return host;
-}
-
-void lx_call_release(struct lx_call *c)
-{
-	if (c->span.listed) /* a block without its end: never left on the list */
-		gmem_wait_end(c->p->mem, &c->span);
-	if (!c->n_held)
-		return;
-	pthread_mutex_lock(&c->p->lock);
-	for (int i = 0; i < c->n_held; i++)
-		lx_fd_unhold(c->p, c->held[i]);
-	pthread_mutex_unlock(&c->p->lock);
-	if (c->held != c->held_inline)
-		free(c->held);
-	c->held = NULL;
-	c->n_held = c->cap_held = 0;
-}
-
-int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec)
-{
-	int fd;
-
-	pthread_mutex_lock(&c->p->lock);
-	fd = lx_fd_install(c->p, host, min_fd, cloexec);
-	pthread_mutex_unlock(&c->p->lock);
-	if (fd < 0)
-		close(host);
-	return fd;
-}
-
 /* Guest buffer for a data transfer of @len bytes; a zero length needs no buffer. */
 static int lx_buf(struct lx_call *c, uint64_t gva, uint64_t *len, void **buf)
 {
@@ -904,27 +833,6 @@ int64_t sys_dup3(struct lx_call *c)
 	if (c->a[0] == c->a[1] || (c->a[2] & ~(uint64_t)O_CLOEXEC))
 		return -EINVAL;
 	return lx_dup3(c, c->a[0], c->a[1], c->a[2] & O_CLOEXEC);
-}
-
-int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds)
-{
-	int g0, g1;
-
-	g0 = lx_install(c, host[0], 0, cloexec);
-	if (g0 < 0) {
-		close(host[1]);
-		return g0;
-	}
-	g1 = lx_install(c, host[1], 0, cloexec);
-	if (g1 < 0) {
-		pthread_mutex_lock(&c->p->lock);
-		lx_fd_close(c->p, g0);
-		pthread_mutex_unlock(&c->p->lock);
-		return g1;
-	}
-	fds[0] = g0;
-	fds[1] = g1;
-	return 0;
 }
 
 static int64_t lx_pipe(struct lx_call *c, uint64_t ufds, uint64_t flags)

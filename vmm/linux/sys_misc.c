@@ -407,21 +407,6 @@ int lx_sleep_until(struct lx_call *c, int clock, int64_t deadline_ns, int64_t *l
 	return rc;
 }
 
-int lx_read_timespec(struct lx_call *c, uint64_t uts, int64_t *ns)
-{
-	struct timespec ts;
-
-	if (lx_copy_in(c, &ts, uts, sizeof(ts)))
-		return -EFAULT;
-	if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= NSEC_PER_SEC)
-		return -EINVAL;
-	if (ts.tv_sec > INT64_MAX / NSEC_PER_SEC - 1)
-		*ns = INT64_MAX / 2;
-	else
-		*ns = (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
-	return 0;
-}
-
 static int64_t lx_nanosleep(struct lx_call *c, int clock, uint64_t flags, uint64_t ureq,
 			    uint64_t urem)
 {

@@ -18,34 +18,6 @@
 
 static const lx_handler lx_table[LX_NR_SYSCALLS] = { LX_HANDLERS(LX_TABLE_ENTRY) };
 
-const char *lx_syscall_name(unsigned nr)
-{
-	static char unnamed[LX_NR_SYSCALLS][16];
-
-	if (nr < sizeof(lx_syscall_names) / sizeof(lx_syscall_names[0]) && lx_syscall_names[nr])
-		return lx_syscall_names[nr];
-	if (nr >= LX_NR_SYSCALLS)
-		return "out_of_range";
-	if (!unnamed[nr][0])
-		snprintf(unnamed[nr], sizeof(unnamed[nr]), "syscall_%u", nr);
-	return unnamed[nr];
-}
-
-bool lx_first_time(struct lx_call *c)
-{
-	unsigned nr = c->nr < LX_NR_SYSCALLS ? (unsigned)c->nr : LX_NR_SYSCALLS - 1;
-
-	return !__atomic_exchange_n(&c->p->sys_unknown_logged[nr], 1, __ATOMIC_RELAXED);
-}
-
-int64_t lx_unsupported(struct lx_call *c)
-{
-	if (lx_first_time(c))
-		log_warn("guest called unsupported system call %s (%llu); returning ENOSYS",
-			 lx_syscall_name((unsigned)c->nr), (unsigned long long)c->nr);
-	return -ENOSYS;
-}
-
 enum lx_action lx_syscall(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 			  bool *segs_dirty)
 {
