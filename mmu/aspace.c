@@ -37,43 +37,18 @@
  * touch is the program's SIGBUS), as the kernel's OOM killer ends a child rather
  * than its parent.
  */
-#include "aspace.h"
-#include "layout.h"
-#include "pagetable.h"
+#include "aspace_impl.h"
 #include "../base/x86.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ASPACE_USER_BLOCK (LAYOUT_USER_BASE / HUGE_SIZE) /* the first user block */
 #define ASPACE_PD_ENTRIES 512                            /* 2 MiB entries per directory */
-#define ASPACE_POOL LAYOUT_PGTABLE_PAGES                 /* page-table pages per window */
-#define ASPACE_HALF (ASPACE_POOL / 2) /* one half of each pool in use, the other forgotten */
-
-static uint64_t as_gpa(const struct aspace_set *s, int w, uint32_t b)
-{
-	return (uint64_t)w * s->window + (uint64_t)b * HUGE_SIZE;
-}
-
-static uint16_t *as_readers(const struct aspace_set *s, int w, uint32_t b)
-{
-	return &s->readers[(size_t)w * s->blocks + b];
-}
-
-static bool as_held(const struct aspace_set *s, int w, uint32_t b)
-{
-	return s->held[(size_t)w * s->blocks + b];
-}
-
-static bool as_backed(const struct aspace_set *s, int w, uint32_t b)
-{
-	return s->backed[(size_t)w * s->blocks + b];
-}
 
 /* Block @b of window @w may hold bytes from now on: charged (the caller checked the
  * budget, or gives back at least as much at once: as_hand_over). */
-static void as_back(struct aspace_set *s, int w, uint32_t b)
+void as_back(struct aspace_set *s, int w, uint32_t b)
 {
 	if (as_backed(s, w, b))
 		return;
@@ -92,13 +67,13 @@ static void as_unback(struct aspace_set *s, int w)
 }
 
 /* @need more blocks may be charged. */
-static bool as_fits(const struct aspace_set *s, uint64_t need)
+bool as_fits(const struct aspace_set *s, uint64_t need)
 {
 	return s->budget == ASPACE_NO_BUDGET || (uint64_t)s->n_backed + need <= s->budget;
 }
 
 /* Block @b of window @w stops being a snapshot's: saved first if it still was. */
-static void as_unhold(struct aspace_set *s, int w, uint32_t b)
+void as_unhold(struct aspace_set *s, int w, uint32_t b)
 {
 	if (!as_held(s, w, b))
 		return;
@@ -115,7 +90,7 @@ static int as_home(const struct aspace *as, uint32_t b)
 
 /* Set @as's entry for block @b from its state (as_commit writes it out): writable only
  * when its own and read by nobody else; not present when its own and never backed. */
-static void as_put(struct aspace *as, uint32_t b)
+void as_put(struct aspace *as, uint32_t b)
 {
 	const struct aspace_set *s = as->set;
 	uint64_t gva = (uint64_t)b * HUGE_SIZE, pde;
@@ -158,7 +133,7 @@ static uint64_t as_pool_page(struct aspace_set *s, int w)
 /* Fresh tables for @as if an entry changed: its changed directories, a PDPT and a
  * PML4, in that window's unused pages; @as's bit into @flush. 0, or -ENOSPC when the
  * pool has too few left. */
-static int as_commit(struct aspace *as, uint64_t *flush)
+int as_commit(struct aspace *as, uint64_t *flush)
 {
 	struct aspace_set *s = as->set;
 	uint64_t links[ASPACE_PD_ENTRIES], pml4, pdpt;
@@ -191,12 +166,6 @@ static int as_commit(struct aspace *as, uint64_t *flush)
 	return 0;
 }
 
-/* The first pool page of window @w's half in use. */
-static uint32_t as_half_start(const struct aspace_set *s)
-{
-	return (uint32_t)s->half * ASPACE_HALF;
-}
-
 /* Every space written afresh in the other half of its pool; then, once no vCPU uses
  * the old half's tables (flush), KVM forgets them (recycle). */
 static void as_flip(struct aspace_set *s, uint64_t *flush)
@@ -222,7 +191,7 @@ static void as_flip(struct aspace_set *s, uint64_t *flush)
 /* Every space's changes written out, and the vCPUs of those whose CR3 moved off their
  * old tables before the change goes on (the flush callback). Called with the lock
  * held, at the end of each change. */
-static void as_commit_all(struct aspace_set *s, uint64_t *flush)
+void as_commit_all(struct aspace_set *s, uint64_t *flush)
 {
 	uint64_t moved = 0;
 	bool full = false;
@@ -443,7 +412,7 @@ uint32_t aspace_set_charged(struct aspace_set *s)
 
 /* A space in window @w (-1: the lowest free one), every block its own, all of them
  * backed when @eager. Called with the lock held. */
-static int as_new_at(struct aspace_set *s, int w, bool eager, struct aspace **out)
+int as_new_at(struct aspace_set *s, int w, bool eager, struct aspace **out)
 {
 	struct aspace *as;
 
@@ -581,80 +550,6 @@ int aspace_fork_copy(struct aspace *parent, const uint64_t *used, const uint64_t
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
-}
-
-int aspace_create_at(struct aspace_set *s, int win, struct aspace **out)
-{
-	int rc;
-
-	if (win <= 0 || win >= s->n)
-		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
-	rc = s->as[win] ? -EEXIST : as_new_at(s, win, false, out);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-int aspace_restore_back(struct aspace_set *s, int w, uint32_t b)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&s->lock);
-	if (w <= 0 || w >= s->n || s->as[w] || b < ASPACE_USER_BLOCK || b >= s->blocks)
-		rc = -EINVAL;
-	else if (as_backed(s, w, b))
-		rc = -EEXIST;
-	else if (!as_fits(s, 1 + (s->as[0] ? 0 : s->blocks - ASPACE_USER_BLOCK)))
-		rc = -ENOMEM;
-	if (!rc)
-		as_back(s, w, b);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-int aspace_restore_fill(struct aspace_set *s, int w, uint32_t b)
-{
-	int rc = -EINVAL;
-
-	pthread_mutex_lock(&s->lock);
-	if (w >= 0 && w < s->n && s->as[w] && b >= ASPACE_USER_BLOCK && b < s->blocks) {
-		rc = as_backed(s, w, b) || as_fits(s, 1) ? 0 : -ENOMEM;
-		if (!rc) {
-			as_back(s, w, b);
-			as_put(s->as[w], b);
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-int aspace_restore_read(struct aspace *as, uint32_t b, int from)
-{
-	struct aspace_set *s = as->set;
-	int rc = -EINVAL;
-
-	pthread_mutex_lock(&s->lock);
-	if (b >= ASPACE_USER_BLOCK && b < s->blocks && from >= 0 && from < s->n &&
-	    from != as->win && s->as[from] && s->as[from]->src[b] == ASPACE_OWN &&
-	    as->src[b] == ASPACE_OWN && !*as_readers(s, as->win, b)) {
-		as->src[b] = (int8_t)from;
-		++*as_readers(s, from, b);
-		as_put(as, b);
-		as_put(s->as[from], b); /* read-only from now on */
-		rc = 0;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-int aspace_source(struct aspace *as, uint32_t b)
-{
-	int src;
-
-	pthread_mutex_lock(&as->set->lock);
-	src = b < as->set->blocks ? as->src[b] : ASPACE_OWN;
-	pthread_mutex_unlock(&as->set->lock);
-	return src;
 }
 
 int aspace_write_fault(struct aspace *as, uint64_t gva, uint64_t *flush)
@@ -796,109 +691,4 @@ void aspace_destroy(struct aspace *as, uint64_t *flush)
 	as_free(as);
 }
 
-/* ---- a snapshot's hold ---- */
-
-int aspace_hold(struct aspace_set *s, uint64_t *const *bits,
-		void (*copy)(void *ctx, int win, uint32_t b), void *ctx, uint64_t *flush)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->hold_copy) {
-		rc = -EBUSY;
-		goto out;
-	}
-	s->hold_copy = copy;
-	s->hold_ctx = ctx;
-	for (int w = 1; w < s->n; w++) {
-		struct aspace *as = s->as[w];
-
-		for (uint32_t b = ASPACE_USER_BLOCK; as && bits[w] && b < s->blocks; b++) {
-			if (!((bits[w][b / 64] >> (b % 64)) & 1) || as->src[b] != ASPACE_OWN ||
-			    !as_backed(s, w, b))
-				continue; /* not its own, or zero: nothing to save */
-			s->held[(size_t)w * s->blocks + b] = 1;
-			s->n_held++;
-			as_put(as, b);
-		}
-	}
-	as_commit_all(s, flush);
-out:
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-void aspace_hold_end(struct aspace_set *s, uint64_t *flush)
-{
-	/* One block under the lock at a time: a write fault waits for one copy at most. */
-	for (size_t i = 0, n = (size_t)s->n * s->blocks; i < n; i++) {
-		if (!__atomic_load_n(&s->held[i], __ATOMIC_RELAXED))
-			continue;
-		pthread_mutex_lock(&s->lock);
-		as_unhold(s, (int)(i / s->blocks), (uint32_t)(i % s->blocks));
-		pthread_mutex_unlock(&s->lock);
-	}
-	pthread_mutex_lock(&s->lock);
-	for (int w = 1; w < s->n; w++)
-		for (uint32_t b = ASPACE_USER_BLOCK; s->as[w] && b < s->blocks; b++)
-			as_put(s->as[w], b);
-	as_commit_all(s, flush);
-	s->hold_copy = NULL;
-	s->hold_ctx = NULL;
-	pthread_mutex_unlock(&s->lock);
-}
-
 /* ---- the view: mmu/gmem.h's side of a space ---- */
-
-static int as_view_own(void *ctx, uint64_t gva, uint64_t len)
-{
-	struct aspace *as = ctx;
-	uint64_t flush = 0; /* flushed before aspace_own returns */
-
-	return aspace_own(as, gva, len, &flush);
-}
-
-static int as_view_drop(void *ctx, uint64_t gva, uint64_t len)
-{
-	uint64_t flush = 0; /* flushed before aspace_drop returns */
-
-	return aspace_drop(ctx, gva, len, &flush);
-}
-
-static int64_t as_view_where(void *ctx, uint64_t gva)
-{
-	return aspace_gpa(ctx, gva);
-}
-
-/* Nothing shared and nothing absent: every user block the space's own, writable. */
-static bool as_view_alone(void *ctx)
-{
-	const struct aspace *as = ctx;
-
-	return !__atomic_load_n(&as->n_shared, __ATOMIC_ACQUIRE) &&
-	       !__atomic_load_n(&as->n_absent, __ATOMIC_ACQUIRE);
-}
-
-struct gmem *aspace_view(struct aspace *as)
-{
-	struct aspace_set *s = as->set;
-
-	as->cow = (struct gmem_cow){ .own = as_view_own, .drop = as_view_drop,
-				     .where = as_view_where,
-				     .alone = as_view_alone, .ctx = as };
-	gmem_view(&as->view, s->mem, as_gpa(s, as->win, 0), s->window, &as->cow);
-	return &as->view;
-}
-
-void aspace_tables(struct aspace *as)
-{
-	struct aspace_set *s = as->set;
-	uint64_t flush = 0;
-
-	pthread_mutex_lock(&s->lock);
-	s->next[as->win] = as_half_start(s); /* no vCPU ran yet: nothing holds a translation */
-	s->canon[as->win] = false;
-	memset(as->dirty, 1, as->n_pd);
-	(void)as_commit(as, &flush);
-	pthread_mutex_unlock(&s->lock);
-}

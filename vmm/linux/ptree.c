@@ -1,6 +1,8 @@
 /*
  * ptree.c - the processes of one VM: fork's copy of a process, who is whose child,
- * and the status an ended child leaves for its parent (wait4, waitid, SIGCHLD).
+ * the status an ended child leaves for its parent (SIGCHLD; wait4 and waitid are
+ * sys_proc.c's), vfork, and kill to other processes. The tree as snapshots and
+ * migrations see it is ptree_persist.c's.
  *
  * The first process has the parent, process group and session ccvm itself has, as it
  * always did; its children and theirs get ids from one counter shared with threads, as
@@ -91,7 +93,7 @@ int lx_tree_count(struct lx_tree *t)
 }
 
 /* A free slot for a new process, or -EAGAIN past --max-procs (tree->lock held). */
-static int ptree_slot(struct lx_tree *t)
+int lx_tree_slot(struct lx_tree *t)
 {
 	int n = 0, free_slot = -1;
 
@@ -167,7 +169,7 @@ int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out)
 	if (rc)
 		goto err;
 	pthread_mutex_lock(&t->lock);
-	slot = ptree_slot(t);
+	slot = lx_tree_slot(t);
 	if (slot < 0) {
 		pthread_mutex_unlock(&t->lock);
 		if (!__atomic_exchange_n(&t->cap_logged, true, __ATOMIC_RELAXED))
@@ -208,7 +210,7 @@ static bool ptree_autoreap(struct lx_proc *parent)
 
 /* The siginfo of SIGCHLD and waitid for a child @pid that ended with @wstatus (0 pid:
  * none yet, all zero). */
-static siginfo_t ptree_info(int pid, int wstatus)
+siginfo_t lx_tree_child_info(int pid, int wstatus)
 {
 	siginfo_t info;
 
@@ -231,13 +233,13 @@ static siginfo_t ptree_info(int pid, int wstatus)
 /* SIGCHLD for @parent about a child @pid, which ended with @wstatus. */
 static void ptree_sigchld(struct lx_proc *parent, int pid, int wstatus)
 {
-	siginfo_t info = ptree_info(pid, wstatus);
+	siginfo_t info = lx_tree_child_info(pid, wstatus);
 
 	(void)lx_sig_send(parent, 0, &info); /* broadcasts its sigcond, queued or not */
 }
 
 /* Remove @p from the tree (tree->lock held). */
-static void ptree_unlink(struct lx_tree *t, struct lx_proc *p)
+void lx_tree_unlink(struct lx_tree *t, struct lx_proc *p)
 {
 	for (int i = 0; i < LX_MAX_PROCS; i++)
 		if (t->procs[i] == p)
@@ -251,7 +253,7 @@ void lx_tree_forget(struct lx_proc *p)
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->lock);
-	ptree_unlink(t, p);
+	lx_tree_unlink(t, p);
 	for (int i = 0; i < LX_MAX_PROCS; i++) /* its children lose their parent */
 		if (t->procs[i] && t->procs[i]->parent == p)
 			t->procs[i]->parent = NULL;
@@ -309,7 +311,7 @@ void lx_proc_ended(struct lx_proc *p, int wstatus)
 	init = t->procs[0];
 	parent = p->parent;
 	if (reap)
-		ptree_unlink(t, p);
+		lx_tree_unlink(t, p);
 	p->ended = true;
 	p->vfork_parent = NULL;
 	pthread_mutex_unlock(&t->lock);
@@ -455,349 +457,6 @@ int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl)
 	return rc ? rc : lx_fastio_fork(child, child->parent);
 }
 
-/* A child's clock page is its own copy (lx_fork_memory), which the first process's
- * refresh does not reach; it is made the process's own again before the write, for a
- * snapshot may hold it (aspace_hold). */
-static void ptree_clock_refresh(struct lx_proc *q)
-{
-	if (q->ended || q->vfork_parent || pthread_mutex_trylock(&q->lock))
-		return;
-	if (q->clock.data &&
-	    gmem_user_ptr(q->mem, q->mm.vdso_base - PAGE_SIZE, PAGE_SIZE) == q->clock.data)
-		lx_clock_refresh(q);
-	pthread_mutex_unlock(&q->lock);
-}
-
-void lx_tree_clock_refresh(struct lx_proc *first)
-{
-	struct lx_tree *t = first->tree;
-
-	lx_clock_refresh(first);
-	if (!t || pthread_mutex_trylock(&t->lock))
-		return;
-	for (int i = 0; i < LX_MAX_PROCS; i++)
-		if (t->procs[i] && t->procs[i] != first)
-			ptree_clock_refresh(t->procs[i]);
-	pthread_mutex_unlock(&t->lock);
-}
-
-/* What a migration's switch does to each host stream socket of the guest's. */
-typedef void ptree_stream_fn(int host, bool listening, void *ctx);
-
-/* @fn on every stream socket of every process of @first's tree (its lock held). */
-static void ptree_streams(struct lx_proc *first, ptree_stream_fn *fn, void *ctx)
-{
-	struct lx_tree *t = first->tree;
-	struct lx_proc *one[1] = { first };
-	struct lx_proc **procs = t ? t->procs : one;
-	int n = t ? LX_MAX_PROCS : 1;
-
-	if (t)
-		pthread_mutex_lock(&t->lock);
-	for (int i = 0; i < n; i++) {
-		for (int fd = 0; procs[i] && fd < procs[i]->n_files; fd++) {
-			int host = procs[i]->files[fd].host_fd, type = 0, on = 0;
-			socklen_t len = sizeof(type);
-
-			if (host < 0 ||
-			    getsockopt(host, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_STREAM)
-				continue;
-			len = sizeof(on);
-			if (getsockopt(host, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0)
-				fn(host, on != 0, ctx);
-		}
-	}
-	if (t)
-		pthread_mutex_unlock(&t->lock);
-}
-
-struct ptree_listeners {
-	int *fds, max, n;
-};
-
-/* A listening socket out of LISTEN, still bound: the port is free for another
- * listener with SO_REUSEADDR (the destination's; the kernel wants it on both), and
- * listen() takes it back. */
-static void ptree_listener_stop(int host, bool listening, void *ctx)
-{
-	struct ptree_listeners *l = ctx;
-
-	if (!listening || l->n == l->max)
-		return;
-	setsockopt(host, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
-	if (shutdown(host, SHUT_RD) == 0)
-		l->fds[l->n++] = host;
-}
-
-int lx_tree_listeners_stop(struct lx_proc *first, int *fds, int max)
-{
-	struct ptree_listeners l = { .fds = fds, .max = max };
-
-	ptree_streams(first, ptree_listener_stop, &l);
-	return l.n;
-}
-
-/* A connected TCP socket shut down both ways; *@ctx counts them. */
-static void ptree_conn_shutdown(int host, bool listening, void *ctx)
-{
-	int domain = 0;
-	socklen_t len = sizeof(domain);
-
-	if (listening || getsockopt(host, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
-	    (domain != AF_INET && domain != AF_INET6))
-		return;
-	if (shutdown(host, SHUT_RDWR) == 0)
-		(*(int *)ctx)++;
-}
-
-int lx_tree_conns_shutdown(struct lx_proc *first)
-{
-	int n = 0;
-
-	ptree_streams(first, ptree_conn_shutdown, &n);
-	return n;
-}
-
-void lx_listeners_resume(const int *fds, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (listen(fds[i], SOMAXCONN) < 0)
-			log_warn("a guest listening socket could not listen again after a failed "
-				 "migration: %s (its port is taken?)", strerror(errno));
-}
-
-/* ---- a restored tree ---- */
-
-/* The pid's process in @t (tree->lock held), or NULL. */
-static struct lx_proc *ptree_by_pid(struct lx_tree *t, int pid)
-{
-	for (int i = 0; i < LX_MAX_PROCS; i++)
-		if (t->procs[i] && t->procs[i]->pid == pid)
-			return t->procs[i];
-	return NULL;
-}
-
-int lx_tree_restore_add(struct lx_tree *t, struct lx_proc *q, const struct lx_tree_place *at)
-{
-	int slot, rc = 0;
-
-	pthread_mutex_lock(&t->lock);
-	slot = ptree_slot(t);
-	if (slot < 0 || at->pid < 1 || ptree_by_pid(t, at->pid))
-		rc = slot < 0 ? slot : -EINVAL;
-	if (!rc) {
-		q->pid = at->pid;
-		q->tree = t;
-		q->ppid = at->ppid;
-		q->pgid = at->pgid;
-		q->sid = at->sid;
-		q->parent = NULL; /* lx_tree_restore_link, once every process is in */
-		t->procs[slot] = q;
-	}
-	pthread_mutex_unlock(&t->lock);
-	return rc;
-}
-
-int lx_tree_restore_zombie(struct lx_tree *t, const struct lx_tree_place *at, int wstatus)
-{
-	struct lx_proc *z;
-	int rc = lx_proc_blank(&z);
-
-	if (rc)
-		return rc;
-	z->ended = z->released = true;
-	z->wstatus = wstatus;
-	z->term_sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
-	z->exit_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + z->term_sig;
-	rc = lx_tree_restore_add(t, z, at);
-	if (rc)
-		lx_proc_destroy(z);
-	return rc;
-}
-
-void lx_tree_restore_link(struct lx_tree *t, int next_id)
-{
-	pthread_mutex_lock(&t->lock);
-	for (int i = 1; i < LX_MAX_PROCS; i++) {
-		struct lx_proc *q = t->procs[i];
-
-		if (!q)
-			continue;
-		/* A parent that is not in the image (it ended first) is the first process,
-		 * which adopts orphans. */
-		q->parent = ptree_by_pid(t, q->ppid);
-		if (!q->parent || q->parent == q) {
-			q->parent = t->procs[0];
-			q->ppid = t->procs[0]->pid;
-		}
-		if (q->pid >= next_id)
-			next_id = q->pid + 1;
-	}
-	if (next_id > t->next_id)
-		t->next_id = next_id;
-	pthread_mutex_unlock(&t->lock);
-}
-
-/* ---- wait4, waitid ---- */
-
-enum ptree_who { PT_PID, PT_PGID, PT_ANY };
-
-struct ptree_want {
-	enum ptree_who who;
-	int id;
-	bool nohang, nowait;
-};
-
-static bool ptree_match(const struct lx_proc *q, const struct ptree_want *w)
-{
-	switch (w->who) {
-	case PT_PID:
-		return q->pid == w->id;
-	case PT_PGID:
-		return q->pgid == w->id;
-	default:
-		return true;
-	}
-}
-
-/* An ended child of @p that @w wants: reaped (taken out of the tree, its pid and
- * status in *@pid, *@wstatus) unless @w->nowait. 1 found, 0 only live ones match,
- * -ECHILD none matches. */
-static int ptree_find(struct lx_proc *p, const struct ptree_want *w, int *pid, int *wstatus)
-{
-	struct lx_tree *t = p->tree;
-	struct lx_proc *found = NULL;
-	bool any = false;
-
-	if (!t)
-		return -ECHILD;
-	pthread_mutex_lock(&t->lock);
-	for (int i = 0; i < LX_MAX_PROCS && !found; i++) {
-		struct lx_proc *q = t->procs[i];
-
-		if (!q || q->parent != p || !ptree_match(q, w))
-			continue;
-		any = true;
-		if (q->ended)
-			found = q;
-	}
-	if (found) {
-		*pid = found->pid;
-		*wstatus = found->wstatus;
-		if (!w->nowait)
-			ptree_unlink(t, found);
-	}
-	pthread_mutex_unlock(&t->lock);
-	if (found && !w->nowait)
-		lx_proc_destroy(found);
-	return found ? 1 : any ? 0 : -ECHILD;
-}
-
-/* Wait as @w says: 0 with *@pid 0 (WNOHANG, none ended yet), 0 with the child's pid
- * and status, or -errno (-ECHILD, a restart code when a signal came first). */
-static int ptree_wait(struct lx_call *c, const struct ptree_want *w, int *pid, int *wstatus)
-{
-	struct lx_proc *p = c->p;
-
-	for (;;) {
-		uint64_t seen = __atomic_load_n(&p->child_events, __ATOMIC_ACQUIRE);
-		int rc = ptree_find(p, w, pid, wstatus);
-
-		if (rc)
-			return rc < 0 ? rc : 0;
-		if (w->nohang) {
-			*pid = 0;
-			return 0;
-		}
-		rc = lx_sig_wait_event(c, &p->child_events, seen, LX_ERESTARTSYS);
-		if (rc)
-			return rc;
-	}
-}
-
-/* A zeroed struct rusage at @uaddr when asked for: ccvm does not account a child's
- * time apart from the VM's. */
-static int ptree_rusage(struct lx_call *c, uint64_t uaddr)
-{
-	struct rusage ru;
-
-	if (!uaddr)
-		return 0;
-	memset(&ru, 0, sizeof(ru));
-	return lx_copy_out(c, uaddr, &ru, sizeof(ru));
-}
-
-#define PTREE_WAIT4_OPTS (WNOHANG | WUNTRACED | WCONTINUED | __WNOTHREAD | __WCLONE | __WALL)
-
-int64_t sys_wait4(struct lx_call *c)
-{
-	int upid = (int)c->a[0]; /* a pid_t: libc leaves the register's upper half as it is */
-	struct ptree_want w = { .nohang = c->a[2] & WNOHANG };
-	int pid = 0, wstatus = 0, rc;
-
-	if ((uint32_t)c->a[2] & ~(uint32_t)PTREE_WAIT4_OPTS || upid == INT32_MIN)
-		return -EINVAL;
-	if (upid > 0)
-		w = (struct ptree_want){ PT_PID, upid, w.nohang, false };
-	else if (upid == 0)
-		w = (struct ptree_want){ PT_PGID, c->p->pgid, w.nohang, false };
-	else if (upid < -1)
-		w = (struct ptree_want){ PT_PGID, -upid, w.nohang, false };
-	else
-		w.who = PT_ANY;
-	rc = ptree_wait(c, &w, &pid, &wstatus);
-	if (rc)
-		return rc;
-	if (pid && c->a[1] && lx_copy_out(c, c->a[1], &wstatus, sizeof(wstatus)))
-		return -EFAULT;
-	if (pid && ptree_rusage(c, c->a[3]))
-		return -EFAULT;
-	return pid;
-}
-
-#define PTREE_WAITID_OPTS (WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT | \
-			   __WNOTHREAD | __WCLONE | __WALL)
-
-int64_t sys_waitid(struct lx_call *c)
-{
-	uint64_t opts = (uint32_t)c->a[3];
-	struct ptree_want w = { .nohang = opts & WNOHANG, .nowait = opts & WNOWAIT };
-	int pid = 0, wstatus = 0, rc;
-	siginfo_t info;
-
-	if (opts & ~(uint64_t)PTREE_WAITID_OPTS || !(opts & (WEXITED | WSTOPPED | WCONTINUED)))
-		return -EINVAL;
-	switch ((int)c->a[0]) {
-	case P_ALL:
-		w.who = PT_ANY;
-		break;
-	case P_PID:
-	case P_PGID:
-		if ((int)c->a[1] < 0 || ((int)c->a[1] == 0 && c->a[0] == P_PID))
-			return -EINVAL;
-		w.who = c->a[0] == P_PID ? PT_PID : PT_PGID;
-		w.id = (int)c->a[1] ? (int)c->a[1] : c->p->pgid;
-		break;
-	default:
-		return -EINVAL; /* P_PIDFD: ccvm offers no pidfds */
-	}
-	/* Only stops or continues asked for: ccvm never stops a process, so there is
-	 * nothing to wait for but whether such a child exists. */
-	if (!(opts & WEXITED))
-		w.nohang = w.nowait = true;
-	rc = ptree_wait(c, &w, &pid, &wstatus);
-	if (!(opts & WEXITED))
-		pid = 0;
-	if (rc)
-		return rc;
-	info = ptree_info(pid, wstatus);
-	if (c->a[2] && lx_copy_out(c, c->a[2], &info, sizeof(info)))
-		return -EFAULT;
-	if (ptree_rusage(c, c->a[4]))
-		return -EFAULT;
-	return 0;
-}
-
 /* ---- kill ---- */
 
 int lx_tree_kill(struct lx_proc *p, int pid, const siginfo_t *info)
@@ -826,136 +485,4 @@ int lx_tree_kill(struct lx_proc *p, int pid, const siginfo_t *info)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return self ? 1 : n ? 0 : -ESRCH;
-}
-
-/* ---- groups and sessions ---- */
-
-/* The process with pid @pid that @p may see (itself, or any in its VM), or NULL
- * (tree->lock held when there is a tree). */
-static struct lx_proc *ptree_find_pid(struct lx_proc *p, int pid)
-{
-	if (!pid || pid == p->pid)
-		return p;
-	for (int i = 0; p->tree && i < LX_MAX_PROCS; i++)
-		if (p->tree->procs[i] && p->tree->procs[i]->pid == pid)
-			return p->tree->procs[i];
-	return NULL;
-}
-
-static void ptree_lock(struct lx_proc *p)
-{
-	if (p->tree)
-		pthread_mutex_lock(&p->tree->lock);
-}
-
-static void ptree_unlock(struct lx_proc *p)
-{
-	if (p->tree)
-		pthread_mutex_unlock(&p->tree->lock);
-}
-
-int64_t sys_getppid(struct lx_call *c)
-{
-	int64_t ppid;
-
-	if (!c->p->tree)
-		return getppid();
-	ptree_lock(c->p);
-	ppid = c->p->ppid;
-	ptree_unlock(c->p);
-	return ppid;
-}
-
-/* The group (or session, @sid) of process @pid in the VM (0: the caller): -ESRCH for
- * any other. */
-static int64_t ptree_ids(struct lx_call *c, uint64_t pid, bool sid)
-{
-	struct lx_proc *q;
-	int64_t id = -ESRCH;
-
-	if (!c->p->tree)
-		return pid && pid != (uint64_t)c->p->pid ? -ESRCH : sid ? getsid(0) : getpgid(0);
-	if (pid > INT32_MAX)
-		return -ESRCH;
-	ptree_lock(c->p);
-	q = ptree_find_pid(c->p, (int)pid);
-	if (q && !q->ended)
-		id = sid ? q->sid : q->pgid;
-	ptree_unlock(c->p);
-	return id;
-}
-
-int64_t sys_getpgid(struct lx_call *c)
-{
-	return ptree_ids(c, (uint32_t)c->a[0], false);
-}
-
-int64_t sys_getsid(struct lx_call *c)
-{
-	return ptree_ids(c, (uint32_t)c->a[0], true);
-}
-
-int64_t sys_getpgrp(struct lx_call *c)
-{
-	return ptree_ids(c, 0, false);
-}
-
-/* setpgid(pid, pgid): the caller or a child of it, in the caller's session, into a
- * group of that session or a new one named after the process. */
-int64_t sys_setpgid(struct lx_call *c)
-{
-	int64_t pid = (int)c->a[0], pgid = (int)c->a[1]; /* pid_t: the registers' low halves */
-	struct lx_proc *q;
-	int64_t rc = 0;
-
-	if (pid < 0 || pgid < 0 || pid > INT32_MAX || pgid > INT32_MAX)
-		return -EINVAL;
-	if (!c->p->tree)
-		return lx_unsupported(c);
-	ptree_lock(c->p);
-	q = ptree_find_pid(c->p, (int)pid);
-	if (!q || q->ended || (q != c->p && q->parent != c->p))
-		rc = -ESRCH;
-	else if (q->sid != c->p->sid || q->sid == q->pid)
-		rc = -EPERM; /* another session's, or a session leader */
-	if (!rc) {
-		int want = pgid ? (int)pgid : q->pid;
-		bool exists = want == q->pid;
-
-		for (int i = 0; !exists && i < LX_MAX_PROCS; i++) {
-			struct lx_proc *o = c->p->tree->procs[i];
-
-			exists = o && !o->ended && o->pgid == want && o->sid == c->p->sid;
-		}
-		if (exists)
-			q->pgid = want;
-		else
-			rc = -EPERM;
-	}
-	ptree_unlock(c->p);
-	return rc;
-}
-
-int64_t sys_setsid(struct lx_call *c)
-{
-	struct lx_proc *p = c->p;
-	int64_t rc;
-	bool leader = false;
-
-	if (!p->tree)
-		return lx_unsupported(c);
-	ptree_lock(p);
-	for (int i = 0; i < LX_MAX_PROCS; i++) {
-		struct lx_proc *o = p->tree->procs[i];
-
-		leader |= o && !o->ended && o->pgid == p->pid;
-	}
-	if (leader) {
-		rc = -EPERM; /* it leads a group already: a session cannot take it */
-	} else {
-		p->sid = p->pgid = p->pid;
-		rc = p->pid;
-	}
-	ptree_unlock(p);
-	return rc;
 }

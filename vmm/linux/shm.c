@@ -1,5 +1,5 @@
 /*
- * shm.c - memory shared between processes: memfd_create, and MAP_SHARED mappings,
+ * shm.c - memory shared between processes: memfds and MAP_SHARED mappings,
  * anonymous or of a memfd, whose bytes every process that maps them holds.
  *
  * Each process's memory is a window of the monitor's host mapping of guest RAM
@@ -44,13 +44,6 @@
 #define SHM_ANON_NAME    "ccvm-shared"    /* the memfd behind MAP_SHARED | MAP_ANONYMOUS */
 #define SHM_MEMFD_PREFIX "/memfd:"        /* what /proc/self/fd says of a memfd */
 #define SHM_DELETED      " (deleted)"
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U           /* Linux 6.3; older headers lack it */
-#endif
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U
-#endif
-#define SHM_MFD_KNOWN (MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL | MFD_EXEC)
 
 static pthread_mutex_t shm_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -62,28 +55,6 @@ void lx_shm_lock(void)
 void lx_shm_unlock(void)
 {
 	pthread_mutex_unlock(&shm_lock);
-}
-
-int64_t sys_memfd_create(struct lx_call *c)
-{
-	char name[SHM_NAME_MAX + 1];
-	uint64_t flags = c->a[1];
-	int rc = gmem_copy_str(c->p->mem, name, c->a[0], sizeof(name), NULL), host;
-
-	if (rc)
-		return rc == -ENAMETOOLONG ? -EINVAL : rc;
-	if (flags & MFD_HUGETLB) {
-		if (lx_first_time(c))
-			log_warn("guest asked for a memfd of huge pages; not supported (returning "
-				 "EINVAL)");
-		return -EINVAL;
-	}
-	if (flags & ~(uint64_t)SHM_MFD_KNOWN)
-		return -EINVAL;
-	host = memfd_create(name, (unsigned)flags | MFD_CLOEXEC);
-	if (host < 0)
-		return -errno;
-	return lx_install(c, host, 0, flags & MFD_CLOEXEC);
 }
 
 /* The name a memfd was made with, from /proc/self/fd: 0, or -EINVAL when @host is not

@@ -20,6 +20,13 @@ typedef int64_t (*lx_handler)(struct lx_call *c);
  * in no tree (lx_proc_destroy takes it out of its tree first). */
 int lx_proc_blank(struct lx_proc **out);
 void lx_proc_free(struct lx_proc *p);
+/* A free slot of tree @t for a new process, or -EAGAIN past --max-procs (tree->lock
+ * held; ptree.c). */
+int lx_tree_slot(struct lx_tree *t);
+/* @p out of tree @t (tree->lock held); the siginfo of SIGCHLD and waitid for child
+ * @pid that ended with @wstatus. */
+void lx_tree_unlink(struct lx_tree *t, struct lx_proc *p);
+siginfo_t lx_tree_child_info(int pid, int wstatus);
 
 /* A program image (proc.c). lx_image_check: would the program behind @fd (and its
  * interpreter) load, as far as can be told without touching memory? 0, -ENOEXEC,

@@ -1,5 +1,6 @@
 /*
- * sys_mm.c - memory system calls: mmap, munmap, mprotect, mremap, madvise, brk.
+ * sys_mm.c - memory system calls: mmap, munmap, mprotect, mremap, madvise, brk, and
+ * memfd_create.
  *
  * Guest RAM is mapped once by the page tables, so these calls only hand out and take
  * back ranges (mmu/vma.c) and manage contents. The invariant that makes anonymous
@@ -24,6 +25,14 @@
 #include <unistd.h>
 
 #define MM_MAP_TYPE 0x0f
+#define MM_MEMFD_NAME_MAX 249 /* memfd_create's limit on a name, as Linux's */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3; older headers lack it */
+#endif
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+#define MM_MFD_KNOWN (MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL | MFD_EXEC)
 #define MM_KNOWN_ADVICE_MASK                                                             \
 	((1ULL << MADV_NORMAL) | (1ULL << MADV_RANDOM) | (1ULL << MADV_SEQUENTIAL) |       \
 	 (1ULL << MADV_WILLNEED) | (1ULL << MADV_FREE) | (1ULL << MADV_DONTFORK) |         \
@@ -550,4 +559,26 @@ int64_t sys_brk(struct lx_call *c)
 out:
 	pthread_mutex_unlock(&c->p->lock);
 	return ret;
+}
+
+int64_t sys_memfd_create(struct lx_call *c)
+{
+	char name[MM_MEMFD_NAME_MAX + 1];
+	uint64_t flags = c->a[1];
+	int rc = gmem_copy_str(c->p->mem, name, c->a[0], sizeof(name), NULL), host;
+
+	if (rc)
+		return rc == -ENAMETOOLONG ? -EINVAL : rc;
+	if (flags & MFD_HUGETLB) {
+		if (lx_first_time(c))
+			log_warn("guest asked for a memfd of huge pages; not supported (returning "
+				 "EINVAL)");
+		return -EINVAL;
+	}
+	if (flags & ~(uint64_t)MM_MFD_KNOWN)
+		return -EINVAL;
+	host = memfd_create(name, (unsigned)flags | MFD_CLOEXEC);
+	if (host < 0)
+		return -errno;
+	return lx_install(c, host, 0, flags & MFD_CLOEXEC);
 }
