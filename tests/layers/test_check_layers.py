@@ -1,7 +1,8 @@
 """test_check_layers.py - scripts/check-layers.py's call check on archives built here:
 two objects that call each other are a cycle and one-way calls are not; a known cycle
-passes only while it stands as listed; a layer that calls a layer its entry does not
-name fails to link alone. Run by `make layers` (in `make test`)."""
+passes only while it stands as listed; a handler outside a sys_*.c file is named; a
+layer that calls a layer its entry does not name fails to link alone. And the list of
+system calls generated from vmm/linux/systab.h. Run by `make layers` (in `make test`)."""
 import importlib.util
 import os
 import subprocess
@@ -34,6 +35,8 @@ CYCLE = {"base": {"a": "void b_f(void); void a_f(void) { b_f(); }",
                   "b": "void a_f(void); void b_f(void) { a_f(); }"}}
 ONE_WAY = {"base": {"a": "void b_f(void); void a_f(void) { b_f(); }",
                     "b": "void b_f(void) {}"}}
+STRAY_HANDLER = {"linux": {"timer": "long sys_alarm(void) { return 0; }",
+                           "sys_misc": "long sys_uname(void) { return 0; }"}}
 UPWARDS = {"mmu": {"m": "void snap_x(void); void m_f(void) { snap_x(); }"},
            "snapshot": {"s": "void snap_x(void) {}"}}
 
@@ -71,10 +74,49 @@ class CallCheck(unittest.TestCase):
         self.assertEqual(len(found), 1)
         self.assertIn("a known call cycle is gone", found[0])
 
+    def test_handler_outside_sys_file_fails(self):
+        found = []
+        build(self.libs, STRAY_HANDLER)
+        layers.check_handlers(self.libs, found)
+        self.assertEqual(len(found), 1)
+        self.assertIn("vmm/linux/timer.c defines system-call handlers outside a sys_*.c "
+                      "file: sys_alarm", found[0])
+
     def test_call_to_undeclared_layer_fails_to_link(self):
         found = self.problems(UPWARDS)
         self.assertEqual(len(found), 1)
         self.assertIn("layer mmu does not link with only base: snap_x", found[0])
+
+
+class SyscallList(unittest.TestCase):
+    """docs/compatibility.md's list is the table's: every entry a row, its note
+    joined from the C string pieces, a malformed entry named."""
+
+    TABLE = ('#define LX_SYSCALLS(X) \\\n'
+             '\tX(read, LX_FULL, "") \\\n'
+             '\tX(ioctl, LX_PARTIAL, "TCGETS; " \\\n\t\t\t"others ENOTTY") \\\n'
+             '\tX(write, LX_FULL, "") \\\n')
+
+    def listing(self, table):
+        real = layers.read
+        layers.read = lambda path: table if path == layers.SYSTAB else real(path)
+        try:
+            found = []
+            return layers.syscall_listing(found), found
+        finally:
+            layers.read = real
+
+    def test_rows_from_the_table(self):
+        text, found = self.listing(self.TABLE)
+        self.assertEqual(found, [])
+        self.assertIn("| `read` | yes |  |", text)
+        self.assertIn("| `ioctl` | partly | TCGETS; others ENOTTY |", text)
+        self.assertIn("3 calls; 2 as on Linux", text)
+
+    def test_malformed_entry_named(self):
+        _, found = self.listing(self.TABLE + '\tX(bad, LX_MAYBE, "") \\\n')
+        self.assertEqual(len(found), 1)
+        self.assertIn("an entry is not X(name", found[0])
 
 
 if __name__ == "__main__":

@@ -286,7 +286,7 @@ static int64_t exec_commit(struct lx_call *c, int fd, const char *full, struct e
 	return 0;
 }
 
-int64_t sys_execve(struct lx_call *c)
+int64_t lx_execve(struct lx_call *c)
 {
 	struct exec_strv argv = { 0 }, envp = { 0 };
 	struct lx_config cfg = { .quiet = true };

@@ -12,6 +12,7 @@
 #include "fastio.h"
 #include "fdtable.h"
 #include "lx.h"
+#include "systab.h"
 
 typedef int64_t (*lx_handler)(struct lx_call *c);
 
@@ -20,6 +21,9 @@ typedef int64_t (*lx_handler)(struct lx_call *c);
  * in no tree (lx_proc_destroy takes it out of its tree first). */
 int lx_proc_blank(struct lx_proc **out);
 void lx_proc_free(struct lx_proc *p);
+/* execve (exec.c): the program and its argument and environment strings read once,
+ * the new image loaded over the calling process; returns only on failure (-errno). */
+int64_t lx_execve(struct lx_call *c);
 /* A free slot of tree @t for a new process, or -EAGAIN past --max-procs (tree->lock
  * held; ptree.c). */
 int lx_tree_slot(struct lx_tree *t);
@@ -287,35 +291,8 @@ void lx_sigfd_fini(struct lx_proc *p);
 bool lx_sig_rekick(struct lx_proc *p);
 
 
-#define LX_HANDLERS(X)                                                                       \
-	X(read) X(write) X(readv) X(writev) X(pread64) X(pwrite64) X(open) X(openat)         \
-	X(close) X(lseek) X(fstat) X(newfstatat) X(stat) X(lstat) X(statx) X(access)         \
-	X(faccessat) X(faccessat2) X(readlink) X(readlinkat) X(getcwd) X(chdir) X(fchdir)    \
-	X(mkdir) X(mkdirat) X(unlink) X(unlinkat) X(rmdir) X(rename) X(renameat)             \
-	X(renameat2) X(symlink) X(symlinkat) X(link) X(linkat) X(chmod) X(fchmod) X(fchmodat) X(ftruncate) X(fsync) X(fdatasync) X(sync_file_range) X(fcntl) X(dup) X(dup2) X(dup3) \
-	X(pipe) X(pipe2) X(ioctl) X(getdents64) X(umask) X(mmap) X(munmap) X(mprotect)       \
-	X(mremap) X(madvise) X(brk) X(arch_prctl) X(set_tid_address) X(set_robust_list)     \
-	X(rseq) X(prlimit64) X(getrlimit) X(setrlimit) X(uname) X(sysinfo) X(getpid)         \
-	X(gettid) X(getppid) X(getuid) X(geteuid) X(getgid) X(getegid) X(getpgrp)           \
-	X(getpgid) X(getsid) X(sched_getaffinity) X(sched_setaffinity) X(sched_yield)        \
-	X(clock_gettime) X(gettimeofday) X(time) X(clock_getres) X(nanosleep)                \
-	X(clock_nanosleep) X(getrandom) X(rt_sigaction) X(rt_sigprocmask) X(sigaltstack)     \
-	X(exit) X(exit_group) X(kill) X(tgkill) X(tkill) X(prctl) X(getcpu) X(times)         \
-	X(getrusage) X(getgroups) X(futex) X(poll) X(ppoll) X(select) X(pselect6)            \
-	X(epoll_create) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait)           \
-	X(eventfd) X(eventfd2) X(socket) X(bind) X(listen) X(accept) X(accept4) X(connect)     \
-	X(shutdown) X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(sendto)      \
-	X(recvfrom) X(sendmsg) X(recvmsg) X(socketpair) X(statfs) X(fstatfs) X(fadvise64)    \
-	X(clone) X(clone3) X(pause) X(fork) X(vfork)    \
-	X(setitimer) X(getitimer) X(get_robust_list) X(rt_sigreturn) X(rt_sigqueueinfo)       \
-	X(rt_tgsigqueueinfo) X(rt_sigpending) X(rt_sigsuspend) X(rt_sigtimedwait)  \
-	X(alarm) X(timer_create) X(timer_settime) X(timer_gettime) X(timer_getoverrun)        \
-	X(timer_delete) X(timerfd_create) X(timerfd_settime) X(timerfd_gettime) X(setuid) X(setgid) X(setresuid) X(setresgid) X(setgroups) \
-	X(signalfd) X(signalfd4) X(wait4) X(waitid) X(setpgid) X(setsid) X(execve) X(close_range) \
-	X(memfd_create)
-
-#define LX_DECLARE(name) int64_t sys_##name(struct lx_call *c);
-LX_HANDLERS(LX_DECLARE)
+#define LX_DECLARE(name, support, note) int64_t sys_##name(struct lx_call *c);
+LX_SYSCALLS(LX_DECLARE)
 #undef LX_DECLARE
 
 #endif

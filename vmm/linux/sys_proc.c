@@ -303,3 +303,8 @@ int64_t sys_setsid(struct lx_call *c)
 	ptree_unlock(p);
 	return rc;
 }
+
+int64_t sys_execve(struct lx_call *c)
+{
+	return lx_execve(c);
+}

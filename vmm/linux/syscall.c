@@ -14,9 +14,10 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-#define LX_TABLE_ENTRY(name) [__NR_##name] = sys_##name,
+#define LX_TABLE_ENTRY(name, support, note) [__NR_##name] = sys_##name,
 
-static const lx_handler lx_table[LX_NR_SYSCALLS] = { LX_HANDLERS(LX_TABLE_ENTRY) };
+/* Dispatch by number, from the one table of calls and their support (systab.h). */
+static const lx_handler lx_table[LX_NR_SYSCALLS] = { LX_SYSCALLS(LX_TABLE_ENTRY) };
 
 enum lx_action lx_syscall(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 			  bool *segs_dirty)
