@@ -13,6 +13,9 @@ Run by `make layers`, which `make test` runs. It fails (exit 1), naming each pro
     outside the personality's sys_*.c files; and when a layer does not link alone,
     whole, with exactly the archives of the layers its entry names;
   - on a function longer than MAX_FUNCTION lines, or a file over its size limit;
+  - on a mutex without its row in docs/architecture.md's Locks table;
+  - when a personality file other than the handlers (sys_*.c, syscall.c) includes
+    their header, sys.h;
   - when the file list of docs/internals.md is not the one generated from each
     file's opening paragraph, or the list of system calls in docs/compatibility.md not
     the one generated from vmm/linux/systab.h (`scripts/check-layers.py --docs` writes
@@ -40,7 +43,11 @@ ABI = {"guest/vdso/vdso_abi.h", "guest/fastio/fastio_abi.h"}
 PLATFORM = "kvm"
 MAX_FUNCTION = 80
 # File: most lines. The engine keeps orchestration only; its stages live beside it.
-FILE_LIMITS = {"snapshot/engine.c": 450}
+FILE_LIMITS = {"snapshot/engine.c": 450, "vmm/linux/sys.h": 120}
+# The handlers' header: what sys_*.c see. The objects below them include each other's
+# headers, never this one (it includes them all: an object that did would close a
+# cycle through it).
+HANDLERS_HEADER = "vmm/linux/sys.h"
 FOLDER_LIMITS = {"snapshot": 700, "vmm/linux": 700, "mmu": 700}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]', re.M)
@@ -126,6 +133,16 @@ def check_includes(path, text, problems):
         yield target
 
 
+def check_handlers_header(path, text, problems):
+    name = os.path.basename(path)
+    if os.path.dirname(path) != os.path.dirname(HANDLERS_HEADER) or name.startswith("sys") \
+            or name == "syscall.c":
+        return
+    if f'#include "{os.path.basename(HANDLERS_HEADER)}"' in text:
+        problems.append(f"{path} includes {HANDLERS_HEADER}, which is the handlers' (sys_*.c): "
+                        "include the headers of the objects it uses")
+
+
 def check_platform(path, text, problems):
     if layer_of(path) != PLATFORM:
         for n, line in enumerate(text.split("\n"), 1):
@@ -176,7 +193,7 @@ def function_spans(text):
 def check_sizes(path, text, problems):
     n = text.count("\n")
     limit = FILE_LIMITS.get(path, FOLDER_LIMITS.get(os.path.dirname(path)))
-    if limit and path.endswith(".c") and n > limit:
+    if limit and (path.endswith(".c") or path in FILE_LIMITS) and n > limit:
         problems.append(f"{path}: {n} lines, more than {limit}")
     for name, first, length in function_spans(text):
         if length > MAX_FUNCTION:
@@ -409,6 +426,22 @@ def write_block(path, begin, end, block, write, what, problems):
         problems.append(f"{path}: its {what} is stale: run scripts/check-layers.py --docs")
 
 
+MUTEX = re.compile(r"\bpthread_mutex_t\s+(\w+)")
+ARCH = "docs/architecture.md"
+
+
+def check_locks(files, problems):
+    """Every mutex the monitor declares has its row in architecture.md's Locks table:
+    a row that names the file it is declared in and the mutex."""
+    text = read(ARCH)
+    table = text.split("## Locks", 1)[-1].split("\n## ", 1)[0] if "## Locks" in text else ""
+    rows = [r for r in table.split("\n") if r.startswith("| `")]
+    for path in files:
+        for name in MUTEX.findall(read(path)):
+            if not any(f"`{path}`" in r and name in r for r in rows):
+                problems.append(f"{path}: mutex {name} has no row in the Locks table of {ARCH}")
+
+
 def check_docs(write, problems):
     write_block(DOC, DOC_BEGIN, DOC_END, doc_listing(problems), write, "file list", problems)
     write_block(COMPAT, COMPAT_BEGIN, COMPAT_END, syscall_listing(problems), write,
@@ -423,9 +456,11 @@ def main():
         deps = {module(t) for t in check_includes(path, text, problems)}
         graph.setdefault(module(path), set()).update(deps - {module(path)})
         check_platform(path, text, problems)
+        check_handlers_header(path, text, problems)
         check_sizes(path, text, problems)
     for c in cycles(graph):
         problems.append("cycle between modules: " + " -> ".join(c))
+    check_locks(files, problems)
     args = sys.argv[1:]
     calls = ""
     if "--libs" in args:

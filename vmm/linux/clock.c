@@ -7,7 +7,7 @@
  * paths can never disagree or make time go backwards. Realtime is monotonic time
  * plus an offset that lx_clock_refresh() re-reads from the host now and then.
  */
-#include "sys.h"
+#include "clock.h"
 #include "../../base/x86.h"
 #include "../../guest/vdso/vdso_abi.h"
 

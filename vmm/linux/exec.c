@@ -18,7 +18,16 @@
  * EAGAIN and says so once), execveat, and the FPU state, which the new program finds
  * as the old one left it (Linux clears it).
  */
-#include "sys.h"
+#include "exec.h"
+#include "call.h"
+#include "clock.h"
+#include "fastio.h"
+#include "fdtable.h"
+#include "mm.h"
+#include "path.h"
+#include "proc.h"
+#include "ptree.h"
+#include "timer.h"
 #include "../../base/log.h"
 #include "../../mmu/layout.h"
 

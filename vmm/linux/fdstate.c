@@ -30,7 +30,13 @@
  *   - anything else stays closed, with a log line.
  * The descriptor's O_NONBLOCK / O_APPEND flags are set again.
  */
-#include "sys.h"
+#include "fdstate.h"
+#include "fdtable.h"
+#include "lx.h"
+#include "net.h"
+#include "path.h"
+#include "signalfd.h"
+#include "timer.h"
 #include "../../base/log.h"
 
 #include <fcntl.h>

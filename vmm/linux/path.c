@@ -11,7 +11,10 @@
  * of /proc are refused because they would show the monitor itself (its memory, its
  * descriptors) rather than the guest.
  */
-#include "sys.h"
+#include "path.h"
+#include "call.h"
+#include "fastio.h"
+#include "fdtable.h"
 #include "../../guest/fastio/fastio_abi.h"
 #include "../../base/log.h"
 

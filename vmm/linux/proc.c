@@ -12,7 +12,14 @@
  *   vDSO counters, data + image  below the stack
  *   stack                 the top of RAM, PROC_STACK_MAX at most
  */
-#include "sys.h"
+#include "proc.h"
+#include "fastio.h"
+#include "fdtable.h"
+#include "lx.h"
+#include "path.h"
+#include "signal.h"
+#include "signalfd.h"
+#include "timer.h"
 #include "elf.h"
 #include "stack.h"
 #include "../../base/log.h"

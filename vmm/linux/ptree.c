@@ -16,7 +16,15 @@
  * Memory is not this file's: a forked process's address space is the VM's to give
  * (docs/processes.md).
  */
-#include "sys.h"
+#include "ptree.h"
+#include "call.h"
+#include "fdtable.h"
+#include "lx.h"
+#include "path.h"
+#include "proc.h"
+#include "shm.h"
+#include "signal.h"
+#include "signalfd.h"
 #include "../../base/log.h"
 
 #include <errno.h>

@@ -7,7 +7,9 @@
  * Locking as in ptree.c: tree->lock guards the relations and is never taken while
  * holding a process's lock.
  */
-#include "sys.h"
+#include "lx.h"
+#include "proc.h"
+#include "ptree.h"
 #include "../../base/log.h"
 
 #include <errno.h>

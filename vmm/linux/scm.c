@@ -12,7 +12,8 @@
  * coming in besides SCM_RIGHTS (timestamps, credentials asked for with SO_PASSCRED)
  * pass as the host gives them.
  */
-#include "sys.h"
+#include "scm.h"
+#include "fdtable.h"
 
 #include <string.h>
 #include <sys/socket.h>

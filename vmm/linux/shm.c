@@ -26,7 +26,7 @@
  * makes them again before the processes (lx_shm_restore_src), reading the section the
  * same way, and maps them where they were.
  */
-#include "sys.h"
+#include "shm.h"
 #include "../../base/log.h"
 #include "../../mmu/layout.h"
 #include "../../base/x86.h"

@@ -11,7 +11,8 @@
  * status it exits with is 128 + lx_fault_signal(vector), the signal that killed the
  * program.
  */
-#include "sys.h"
+#include "sigframe.h"
+#include "signal.h"
 #include "../../base/x86.h"
 
 #include <string.h>

@@ -21,7 +21,9 @@
  * one with a handler gets a frame. An interrupted call's restart code becomes EINTR or
  * the call made again, as the handler's SA_RESTART and the call decide.
  */
-#include "sys.h"
+#include "sigframe.h"
+#include "call.h"
+#include "signal.h"
 #include "../../base/log.h"
 #include "../../base/x86.h"
 

@@ -16,7 +16,8 @@
  * hooks (lx.h); without them a signal the guest sends itself takes its default
  * action, as before signals were delivered.
  */
-#include "sys.h"
+#include "signal.h"
+#include "call.h"
 #include "../../base/log.h"
 #include "../../base/x86.h"
 

@@ -17,7 +17,10 @@
  * A signalfd is found from a guest descriptor by the pipe's inode; the entry goes
  * when no guest descriptor has that pipe any more, noticed when a new one is made.
  */
-#include "sys.h"
+#include "signalfd.h"
+#include "call.h"
+#include "fdtable.h"
+#include "signal.h"
 
 #include <fcntl.h>
 #include <string.h>

@@ -11,7 +11,9 @@
  * host.
  */
 #include "sockaddr.h"
-#include "sys.h"
+#include "call.h"
+#include "net.h"
+#include "path.h"
 #include "../../base/log.h"
 
 #include <fcntl.h>

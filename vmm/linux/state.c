@@ -16,7 +16,17 @@
  * lx_state_check refuses what ccvm could not have written (layout outside user RAM,
  * sockets a guest may not have) before anything is rebuilt.
  */
-#include "sys.h"
+#include "fastio.h"
+#include "fdstate.h"
+#include "fdtable.h"
+#include "lx.h"
+#include "net.h"
+#include "path.h"
+#include "proc.h"
+#include "shm.h"
+#include "signal.h"
+#include "signalfd.h"
+#include "timer.h"
 #include "../../base/log.h"
 #include "../../mmu/layout.h"
 #include "../../base/x86.h"

@@ -6,7 +6,9 @@
 #ifndef CCVM_LX_TIMER_IMPL_H
 #define CCVM_LX_TIMER_IMPL_H
 
-#include "sys.h"
+#include "clock.h"
+#include "signal.h"
+#include "timer.h"
 
 #include <sys/time.h>
 
