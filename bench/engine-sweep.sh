@@ -16,7 +16,10 @@
 # default a temporary directory), TRAP_US (engine-bench --trap-cost-us: the model of a
 # VM host's dearer write faults and dirty-log faults; default 0, none), CONFIGS (the
 # configurations, space separated, each name:policy:threshold[:precopy], threshold -
-# for the default and precopy one of engine-bench's --precopy; default below), OUT.
+# for the default and precopy one of engine-bench's --precopy; default below), OUT,
+# PARENT (a built tree of another commit: a configuration whose name ends in @parent
+# runs PARENT's engine-bench, and the summary adds each configuration's per-round ratio
+# to its @parent twin: the same experiment, old build against new).
 #
 # The writers run flat out (closed loop): max_stall_ms and p999_batch_ms are how long
 # a writer's batch of 64 updates took, the snapshot's pause and traps included, not a
@@ -40,7 +43,12 @@ trap 'rm -rf "$IMGDIR"' EXIT
 # name:policy:threshold[:precopy] (threshold - for none, stop and cow)
 CONFIGS=${CONFIGS:-"none:none:- stop:stop:- cow:cow:- ccow:ccow:0.8 ccow-all:ccow:0 fork:fork:-"}
 TRAP_US=${TRAP_US:-0}
-prov=$(python3 "$TOP/bench/provenance.py" line "$ROUNDS" "mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER trap-cost-us $TRAP_US configs $CONFIGS" -- "$0" "$@")
+parent=
+if [ -n "${PARENT:-}" ]; then
+	[ -x "$PARENT/bench/engine-bench" ] || { echo "engine-sweep: PARENT=$PARENT has no built bench/engine-bench" >&2; exit 1; }
+	parent=" parent $(git -C "$PARENT" rev-parse --short HEAD)"
+fi
+prov=$(python3 "$TOP/bench/provenance.py" line "$ROUNDS" "mem $MEM threads $THREADS alpha $ALPHA gap ${GAP}s (end to start) duration ${DURATION}s scatter $SCATTER trap-cost-us $TRAP_US configs $CONFIGS$parent" -- "$0" "$@")
 commit=${prov#commit }
 commit=${commit%%;*}
 raw=$OUT/engine_sweep.csv
@@ -63,7 +71,9 @@ for round in $(seq 1 "$ROUNDS"); do
 		[ -n "$scatter" ] && args+=("$scatter")
 		order=$((order + 1))
 		echo "engine-sweep: round $round/$ROUNDS, $name" >&2
-		line=$("$EB" "${args[@]}")
+		eb=$EB
+		case $name in *@parent) eb=${PARENT:?a configuration @parent needs PARENT}/bench/engine-bench ;; esac
+		line=$("$eb" "${args[@]}")
 		python3 - "$round" "$order" "$name" "$thr" "$line" >>"$raw" <<'PY'
 import json, sys
 r, order, name, thr, line = sys.argv[1:6]
@@ -124,6 +134,25 @@ with open(out + "/engine_sweep.md", "w") as f:
             rec["config"], rec["n"], pm("updates_per_s", "%.3g"), rel, pm("during", "%.2f"),
             pm("max_stall_ms", "%.1f"), pm("p999_batch_ms", "%.2f"), pm("traps", "%.0f"),
             pm("pause_us_max", "%.0f"), pm("regions_hot", "%.1f")))
+# Old build against new: each configuration's per-round ratio to its @parent twin.
+pairs = [(c, c + "@parent") for c in order if c + "@parent" in order]
+if pairs:
+    with open(out + "/engine_sweep.md", "a") as f:
+        f.write("\nThis build over PARENT's, per round (mean ± 95% CI of the ratio; 1 inside "
+                "the CI: they match):\n\n| config | updates/s | during | p99.9 batch | "
+                "pause max |\n|---|---|---|---|---|\n")
+        for new, old in pairs:
+            cells = []
+            for k in ["updates_per_s", "during", "p999_batch_ms", "pause_us_max"]:
+                ratios = []
+                for r in sorted({x["round"] for x in rows}):
+                    a = [num(x[k]) for x in rows if x["round"] == r and x["config"] == new]
+                    b = [num(x[k]) for x in rows if x["round"] == r and x["config"] == old]
+                    if a and b and a[0] is not None and b[0]:
+                        ratios.append(a[0] / b[0])
+                n, m, ci = mean_ci(ratios)
+                cells.append("-" if math.isnan(m) else "%.3f ± %.3f" % (m, ci))
+            f.write("| %s | %s |\n" % (new, " | ".join(cells)))
 with open(out + "/engine_sweep.dat", "w") as f:
     for i, rec in enumerate(summary):
         m, ci = rec["updates_per_s"]

@@ -47,7 +47,9 @@ Environment: ROUNDS, RECORDS (default 250000), DURATION (run phase seconds, 30),
 TARGET, CLIENTS (8), WORKLOADS ("ycsb-a ycsb-b"), SYSTEMS (subset of native
 native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork ccvm-ccow-lazy
 ccvm-rounds ccvm-eager-N ccvm-auto-100 ccvm-none-untracked ccvm-bgsave), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
-snapshot's figures appended as JSON lines). Without /dev/kvm the ccvm systems are left
+snapshot's figures appended as JSON lines), PARENT (a built tree of another commit:
+each ccvm system NAME gets a twin NAME@parent that runs PARENT's ccvm in the same
+rounds; the summary then adds each system's per-round p99.9 ratio to its twin). Without /dev/kvm the ccvm systems are left
 out.
 """
 import csv
@@ -91,6 +93,14 @@ for _ms in EAGER_BUDGETS_MS:
 SYSTEMS["ccvm-auto-100"] = ("ccvm", "ccow")
 EXTRA_ARGS["ccvm-auto-100"] = ["--pause-budget-ms", "100"]
 BASELINE = {"native": "native", "ccvm": "ccvm-none"}
+# PARENT, a built tree of another commit: each ccvm system NAME has a twin NAME@parent
+# run with PARENT's ccvm, so old build and new run in the same shuffled rounds.
+PARENT = os.environ.get("PARENT")
+if PARENT:
+    for _name in [n for n in SYSTEMS if SYSTEMS[n][0] == "ccvm"]:
+        SYSTEMS[_name + "@parent"] = SYSTEMS[_name]
+        if _name in EXTRA_ARGS:
+            EXTRA_ARGS[_name + "@parent"] = EXTRA_ARGS[_name]
 METRICS = ["ops_per_s", "during", "lost_s", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
            "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots",
            "tracker_stall_ms", "tracker_lost_ms"]
@@ -130,6 +140,8 @@ class Server:
     def __init__(self, name, cfg, work):
         self.name, self.cfg, self.work = name, cfg, work
         self.family, self.mode = SYSTEMS[name]
+        self.ccvm = (os.path.join(PARENT, "ccvm") if PARENT and name.endswith("@parent")
+                     else peers.CCVM)
         self.port = 0
         self.windows, self.durations, self.images = [], [], []
 
@@ -151,7 +163,7 @@ class Server:
                     "--appendonly", "no", "--dir", self.work]
         else:
             self.sock = peers.socket_path(f"{self.name}-ctl")
-            args = [peers.CCVM, "run", "--mem", self.cfg["mem"], "--control", self.sock,
+            args = [self.ccvm, "run", "--mem", self.cfg["mem"], "--control", self.sock,
                     "--image-dir", self.work, "--publish", f"127.0.0.1:{self.port}:6379"]
             if self.mode == "bgsave":   # Redis' own fork, inside the VM, onto --rw
                 args += ["--rw", self.work]
@@ -231,7 +243,7 @@ class Server:
         none = {"tracker_stall_ms": 0.0, "tracker_lost_ms": 0.0}
         if self.family != "ccvm":
             return none
-        r = subprocess.run([peers.CCVM, "ctl", self.sock, "stats", "regions"],
+        r = subprocess.run([self.ccvm, "ctl", self.sock, "stats", "regions"],
                            capture_output=True, text=True, timeout=60)
         if r.returncode and "not tracked" in r.stdout + r.stderr:
             return none   # a policy other than ccow, or --coverage-window off
@@ -437,7 +449,35 @@ def write_outputs(out, header, rows, target):
                     f"{ci(s['extra_mb'], '%.0f', snap)} | {ci(s['image_mb'], '%.0f', snap)} | "
                     f"{ci(s['huge_mib'], '%.0f')} | {ci(s['tracker_stall_ms'], '%.1f')} | "
                     f"{ci(s['tracker_lost_ms'], '%.0f')} |\n")
+        twins(f, rows)
     plot(out, summary, header)
+
+
+def twins(f, rows):
+    """Old build against new: each system's per-round ratio to its @parent twin (the
+    same round, workload and load), mean and 95% CI; 1 inside the CI: they match."""
+    pairs = sorted({(r["workload"], r["system"]) for r in rows
+                    if any(q["system"] == r["system"] + "@parent" for q in rows)})
+    if not pairs:
+        return
+    keys = ["p999_us", "p99_us", "during", "run_p999_us", "duration_s"]
+    f.write("\nThis build over PARENT's, per round (mean ± 95% CI of the ratio; 1 inside "
+            "the CI: they match):\n\n| workload | system | " + " | ".join(keys) + " |\n" +
+            "|---" * (2 + len(keys)) + "|\n")
+    for wl, name in pairs:
+        cells = []
+        for k in keys:
+            ratios = []
+            for rnd in sorted({r["round"] for r in rows}):
+                a = [r[k] for r in rows if (r["round"], r["workload"], r["system"]) ==
+                     (rnd, wl, name)]
+                b = [r[k] for r in rows if (r["round"], r["workload"], r["system"]) ==
+                     (rnd, wl, name + "@parent")]
+                if a and b and b[0]:
+                    ratios.append(a[0] / b[0])
+            _, m, c = peers.mean_ci(ratios)
+            cells.append(peers.fmt_ci((m, c), "%.2f"))
+        f.write(f"| {wl} | {name} | " + " | ".join(cells) + " |\n")
 
 
 def plot(out, summary, header):
@@ -473,7 +513,9 @@ def main():
         names = peers.pick_names(os.environ.get("SYSTEMS", " ".join(SYSTEMS)), list(SYSTEMS),
                                  "SYSTEMS")
         names = peers.runnable(names, SYSTEMS, BASELINE, "redis")
-        for f in [YCSB] + ([peers.CCVM] if any(SYSTEMS[n][0] == "ccvm" for n in names) else []):
+        for f in [YCSB] + ([peers.CCVM] if any(SYSTEMS[n][0] == "ccvm" for n in names) else []) \
+                + ([os.path.join(PARENT, "ccvm")] if any(n.endswith("@parent") for n in names)
+                   else []):
             if not os.path.exists(f):
                 raise Failed(f"{f} is missing: build first (make bench-redis does)")
         out = os.environ.get("OUT") or peers.provenance.host_dir()
@@ -482,9 +524,12 @@ def main():
         rows = []
         try:
             target = int(env_float("TARGET", 0)) or calibrate(names, cfg, work)
+            parent = (" parent " + subprocess.run(
+                ["git", "-C", PARENT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                text=True).stdout.strip()) if PARENT else ""
             header = peers.provenance.line(
                 rounds, f"records {cfg['records']} duration {cfg['duration']}s gap "
-                f"{cfg['gap']}s (end to start) clients {cfg['clients']}")
+                f"{cfg['gap']}s (end to start) clients {cfg['clients']}{parent}")
             for rnd in range(1, rounds + 1):
                 for wl in wls:
                     order = list(names)

@@ -526,6 +526,7 @@ bool lx_sig_fault(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *s
 {
 	struct lx_call c = { .t = t, .p = t->proc, .nr = UINT64_MAX, .regs = regs,
 			     .segs = segs, .action = LX_RESUME };
+
 	if (!t->sig_bound)
 		lx_sig_bind(t);
 	if (lx_sig_queue_fault(t, info))
