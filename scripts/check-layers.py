@@ -437,9 +437,12 @@ def check_locks(files, problems):
     table = text.split("## Locks", 1)[-1].split("\n## ", 1)[0] if "## Locks" in text else ""
     rows = [r for r in table.split("\n") if r.startswith("| `")]
     for path in files:
-        for name in MUTEX.findall(read(path)):
-            if not any(f"`{path}`" in r and name in r for r in rows):
-                problems.append(f"{path}: mutex {name} has no row in the Locks table of {ARCH}")
+        names = MUTEX.findall(read(path))
+        for name in sorted(set(names)):
+            have = sum(1 for r in rows if f"`{path}`" in r and name in r)
+            if have < names.count(name):
+                problems.append(f"{path}: {names.count(name)} mutexes named {name}, "
+                                f"{have} rows for them in the Locks table of {ARCH}")
 
 
 def check_docs(write, problems):

@@ -157,6 +157,41 @@ static void p_teardown(void)
 	strcpy(pdir, "/tmp/ccvm-persona-XXXXXX");
 }
 
+/* The paths object's own state, under its own lock: the working directory and umask
+ * set and read back, a path too long refused with nothing changed, and fork's copy
+ * its own (a change in it leaves the parent's). */
+START_TEST(test_paths_cwd_umask)
+{
+	struct lx_fs fs, copy;
+	char cwd[PATH_MAX], longpath[PATH_MAX + 8];
+	mode_t saved = umask(0);
+
+	umask(saved);
+	ck_assert_int_eq(lx_fs_init(&fs, "/", NULL, 0), 0);
+	ck_assert_int_eq(lx_fs_set_cwd(&fs, "/tmp"), 0);
+	memset(longpath, 'a', sizeof(longpath) - 1);
+	longpath[0] = '/';
+	longpath[sizeof(longpath) - 1] = 0;
+	ck_assert_int_eq(lx_fs_set_cwd(&fs, longpath), -ENAMETOOLONG);
+	lx_fs_cwd(&fs, cwd);
+	ck_assert_str_eq(cwd, "/tmp");
+	lx_fs_set_umask(&fs, 022);
+	ck_assert_int_eq(lx_fs_set_umask(&fs, 077), 022);
+	ck_assert_int_eq(lx_fs_umask(&fs), 077);
+	ck_assert_int_eq(lx_fs_copy(&copy, &fs), 0);
+	ck_assert_int_eq(lx_fs_set_cwd(&copy, "/"), 0);
+	lx_fs_set_umask(&copy, 0);
+	lx_fs_cwd(&fs, cwd);
+	ck_assert_str_eq(cwd, "/tmp");
+	ck_assert_int_eq(lx_fs_umask(&fs), 077);
+	lx_fs_cwd(&copy, cwd);
+	ck_assert_str_eq(cwd, "/");
+	lx_fs_fini(&copy);
+	lx_fs_fini(&fs);
+	umask(saved); /* lx_fs_init set the monitor's own to 0, as a run does */
+}
+END_TEST
+
 /* The process as lx_proc_create left it: its name, a program break, a stack. */
 START_TEST(test_process_created)
 {
@@ -2271,6 +2306,7 @@ Suite *personality_suite(void)
 	tcase_add_checked_fixture(tc, p_setup, p_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_process_created);
+	tcase_add_test(tc, test_paths_cwd_umask);
 	tcase_add_test(tc, test_memory_calls);
 	tcase_add_test(tc, test_file_calls);
 	tcase_add_test(tc, test_shared_calls);

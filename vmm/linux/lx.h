@@ -98,13 +98,19 @@ struct lx_file {
 	char *path;              /* guest path it was opened by, NULL for pipes and std */
 };
 
+/* A process's paths (path.c). The root and the writable directories are set when it
+ * is made and never change; the working directory and the umask change while other
+ * threads' calls read them, under the object's own lock (a leaf), through path.h's
+ * lx_fs_cwd and lx_fs_umask and their setters. */
 struct lx_fs {
 	int root_fd;             /* O_PATH descriptor of the root directory */
 	char root_real[PATH_MAX];
 	char **rw_real;          /* canonical host paths of the writable directories */
 	int n_rw;
-	char cwd[PATH_MAX];      /* guest path of the working directory */
-	mode_t umask;
+	pthread_mutex_t lock;    /* cwd and umask */
+	bool lock_ready;         /* lock initialized (lx_fs_init, lx_fs_copy) */
+	char cwd[PATH_MAX];      /* guest path of the working directory (lock) */
+	mode_t umask;            /* (lock) */
 };
 
 struct lx_mm {

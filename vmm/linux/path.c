@@ -166,6 +166,8 @@ int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_
 
 	memset(fs, 0, sizeof(*fs));
 	fs->root_fd = -1;
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->lock_ready = true;
 	if (!realpath(root, fs->root_real)) {
 		rc = -errno;
 		log_err("--root %s: %s", root, strerror(errno));
@@ -212,12 +214,55 @@ void lx_fs_fini(struct lx_fs *fs)
 	fs->rw_real = NULL;
 	fs->n_rw = 0;
 	fs->root_fd = -1;
+	if (fs->lock_ready)
+		pthread_mutex_destroy(&fs->lock);
+	fs->lock_ready = false;
+}
+
+void lx_fs_cwd(struct lx_fs *fs, char out[PATH_MAX])
+{
+	pthread_mutex_lock(&fs->lock);
+	memcpy(out, fs->cwd, strlen(fs->cwd) + 1);
+	pthread_mutex_unlock(&fs->lock);
+}
+
+int lx_fs_set_cwd(struct lx_fs *fs, const char *gpath)
+{
+	size_t n = strlen(gpath) + 1;
+
+	if (n > sizeof(fs->cwd))
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&fs->lock);
+	memcpy(fs->cwd, gpath, n);
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+mode_t lx_fs_umask(struct lx_fs *fs)
+{
+	mode_t m;
+
+	pthread_mutex_lock(&fs->lock);
+	m = fs->umask;
+	pthread_mutex_unlock(&fs->lock);
+	return m;
+}
+
+mode_t lx_fs_set_umask(struct lx_fs *fs, mode_t m)
+{
+	mode_t old;
+
+	pthread_mutex_lock(&fs->lock);
+	old = fs->umask;
+	fs->umask = m & 0777;
+	pthread_mutex_unlock(&fs->lock);
+	return old;
 }
 
 int lx_path_join(struct lx_proc *p, int dirfd, const char *path, char out[PATH_MAX])
 {
 	char base[PATH_MAX];
-	const char *b = p->fs.cwd;
+	const char *b = base;
 	int n;
 
 	if (!path[0])
@@ -242,7 +287,8 @@ int lx_path_join(struct lx_proc *p, int dirfd, const char *path, char out[PATH_M
 		rc = lx_fs_guest_path(&p->fs, host, base);
 		if (rc)
 			return rc;
-		b = base;
+	} else {
+		lx_fs_cwd(&p->fs, base);
 	}
 	n = snprintf(out, PATH_MAX, "%s%s%s", b, b[strlen(b) - 1] == '/' ? "" : "/", path);
 	return n >= PATH_MAX ? -ENAMETOOLONG : 0;
@@ -372,7 +418,7 @@ static int fs_open_for_write(struct lx_call *c, struct lx_fs *fs, const char *gp
 		return rc;
 	/* The name does not exist (or is a dangling symlink, which we refuse to follow
 	 * out of the writable tree): create it right there. */
-	fd = fs_openat2(pfd, base, (uint64_t)flags | O_NOCTTY, mode & ~fs->umask & 07777,
+	fd = fs_openat2(pfd, base, (uint64_t)flags | O_NOCTTY, mode & ~lx_fs_umask(fs) & 07777,
 			RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 	close(pfd);
 	return fd;
@@ -406,11 +452,16 @@ int lx_fs_open(struct lx_call *c, struct lx_fs *fs, const char *gpath, int flags
 	return 0;
 }
 
-int lx_fs_copy(struct lx_fs *dst, const struct lx_fs *src)
+int lx_fs_copy(struct lx_fs *dst, struct lx_fs *src)
 {
-	*dst = *src;
-	dst->rw_real = NULL;
-	dst->n_rw = 0;
+	memset(dst, 0, sizeof(*dst));
+	pthread_mutex_init(&dst->lock, NULL);
+	dst->lock_ready = true;
+	memcpy(dst->root_real, src->root_real, sizeof(dst->root_real));
+	pthread_mutex_lock(&src->lock);
+	memcpy(dst->cwd, src->cwd, sizeof(dst->cwd));
+	dst->umask = src->umask;
+	pthread_mutex_unlock(&src->lock);
 	dst->root_fd = fcntl(src->root_fd, F_DUPFD_CLOEXEC, 3);
 	if (dst->root_fd < 0)
 		return -errno;

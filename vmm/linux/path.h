@@ -11,7 +11,13 @@ int lx_fs_init(struct lx_fs *fs, const char *root, const char *const *rw, int n_
 void lx_fs_fini(struct lx_fs *fs);
 /* fork's copy: the same root, writable directories, working directory and umask. 0 or
  * -errno (@dst then holds what lx_fs_fini frees). */
-int lx_fs_copy(struct lx_fs *dst, const struct lx_fs *src);
+int lx_fs_copy(struct lx_fs *dst, struct lx_fs *src);
+/* The working directory (a guest path) copied out, and set (-ENAMETOOLONG past
+ * PATH_MAX); the umask, and set (returning the old one): under fs->lock. */
+void lx_fs_cwd(struct lx_fs *fs, char out[PATH_MAX]);
+int lx_fs_set_cwd(struct lx_fs *fs, const char *gpath);
+mode_t lx_fs_umask(struct lx_fs *fs);
+mode_t lx_fs_set_umask(struct lx_fs *fs, mode_t m);
 int lx_path_join(struct lx_proc *p, int dirfd, const char *path, char out[PATH_MAX]);
 /* Open a guest path: checked on an O_PATH descriptor first, then opened for real, never
  * as a controlling tty. @c: the calling system call (a FIFO waits for its peer inside

@@ -162,7 +162,9 @@ static json_t *state_net(const struct lx_net *net)
 json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n)
 {
 	json_t *rw = json_array(), *th = json_array(), *limits, *sig, *st;
+	char cwd[PATH_MAX];
 
+	lx_fs_cwd(&p->fs, cwd);
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < p->fs.n_rw; i++)
 		json_array_append_new(rw, json_string(p->fs.rw_real[i]));
@@ -172,7 +174,7 @@ json_t *lx_state_save(struct lx_proc *p, struct lx_thread *const *threads, int n
 	st = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:i, "
 		       "s:o, s:o}",
 		       "version", STATE_VERSION, "exe", p->exe, "comm", p->comm, "root",
-		       p->fs.root_real, "cwd", p->fs.cwd, "rw", rw, "umask", (int)p->fs.umask,
+		       p->fs.root_real, "cwd", cwd, "rw", rw, "umask", (int)lx_fs_umask(&p->fs),
 		       "fds", lx_fdstate_save(p), "mm", state_mm(p), "rlimits", limits, "sigactions",
 		       sig, "mono_ns", lx_j_u64(lx_clock_mono_ns(p)), "pid", p->pid, "next_tid",
 		       p->next_tid, "threads", th, "net", state_net(&p->net));
@@ -357,9 +359,9 @@ static int restore_fs(struct lx_proc *p, json_t *st, const struct lx_restore_pol
 		return rs_fail(r, "root: the image was taken with --root %s, this restore has "
 			       "--root %s (restore with --root %s to accept it)", saved ?: "?",
 			       p->fs.root_real, saved ?: "?");
-	snprintf(p->fs.cwd, sizeof(p->fs.cwd), "%s",
-		 json_string_value(json_object_get(st, "cwd")) ?: "/");
-	p->fs.umask = (mode_t)lx_ju(st, "umask") & 0777;
+	if (lx_fs_set_cwd(&p->fs, json_string_value(json_object_get(st, "cwd")) ?: "/"))
+		return rs_fail(r, "cwd: longer than PATH_MAX");
+	lx_fs_set_umask(&p->fs, (mode_t)lx_ju(st, "umask"));
 	return 0;
 }
 

@@ -91,7 +91,7 @@ int64_t sys_bind(struct lx_call *c)
 		/* The monitor's umask is 0 while the guest runs (path.c): the guest's own
 		 * goes on the socket's inode, whose mode bind gives the file, as Linux does
 		 * for a process with that umask. Never a moment at 0777. */
-		if (!rc && fchmod((int)host, LX_SOCK_FILE_MODE & ~c->p->fs.umask) < 0)
+		if (!rc && fchmod((int)host, LX_SOCK_FILE_MODE & ~lx_fs_umask(&c->p->fs)) < 0)
 			rc = -errno;
 		if (!rc)
 			rc = (int)host_ret(bind((int)host, (struct sockaddr *)&sa, len));

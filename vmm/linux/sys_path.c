@@ -93,8 +93,10 @@ static int lx_lookup(struct lx_call *c, int dirfd, uint64_t upath, uint64_t flag
 			return rc;
 		return lx_fs_open_path(&c->p->fs, gpath, !(flags & AT_SYMLINK_NOFOLLOW), host);
 	}
-	if (dirfd == LX_AT_FDCWD)
-		return lx_fs_open_path(&c->p->fs, c->p->fs.cwd, true, host);
+	if (dirfd == LX_AT_FDCWD) {
+		lx_fs_cwd(&c->p->fs, gpath);
+		return lx_fs_open_path(&c->p->fs, gpath, true, host);
+	}
 	rc = lx_host_fd(c, (uint64_t)(unsigned)dirfd);
 	if (rc < 0)
 		return rc;
@@ -268,20 +270,14 @@ int64_t sys_readlinkat(struct lx_call *c)
 
 int64_t sys_getcwd(struct lx_call *c)
 {
+	char cwd[PATH_MAX];
 	size_t len;
-	char *buf;
 
-	pthread_mutex_lock(&c->p->lock);
-	len = strlen(c->p->fs.cwd) + 1;
-	if (c->a[1] < len) {
-		pthread_mutex_unlock(&c->p->lock);
+	lx_fs_cwd(&c->p->fs, cwd);
+	len = strlen(cwd) + 1;
+	if (c->a[1] < len)
 		return -ERANGE;
-	}
-	buf = lx_uptr(c, c->a[0], len);
-	if (buf)
-		memcpy(buf, c->p->fs.cwd, len);
-	pthread_mutex_unlock(&c->p->lock);
-	return buf ? (int64_t)len : -EFAULT;
+	return lx_copy_out(c, c->a[0], cwd, len) ? -EFAULT : (int64_t)len;
 }
 
 static int lx_set_cwd(struct lx_call *c, int host)
@@ -297,12 +293,7 @@ static int lx_set_cwd(struct lx_call *c, int host)
 	if (syscall(SYS_faccessat2, host, "", X_OK, AT_EMPTY_PATH) < 0)
 		return -errno;
 	rc = lx_fs_guest_path(&c->p->fs, host, gpath);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&c->p->lock);
-	strcpy(c->p->fs.cwd, gpath);
-	pthread_mutex_unlock(&c->p->lock);
-	return 0;
+	return rc ? rc : lx_fs_set_cwd(&c->p->fs, gpath);
 }
 
 int64_t sys_chdir(struct lx_call *c)
@@ -332,7 +323,7 @@ static int64_t lx_mkdir(struct lx_call *c, int dirfd, uint64_t upath, uint64_t m
 	rc = lx_parent(c, dirfd, upath, true, &pfd, base, gpath);
 	if (rc)
 		return rc;
-	rc = (int)host_ret(mkdirat(pfd, base, (mode_t)(mode & 07777 & ~c->p->fs.umask)));
+	rc = (int)host_ret(mkdirat(pfd, base, (mode_t)(mode & 07777 & ~lx_fs_umask(&c->p->fs))));
 	close(pfd);
 	return rc;
 }
@@ -425,13 +416,7 @@ int64_t sys_renameat2(struct lx_call *c)
 
 int64_t sys_umask(struct lx_call *c)
 {
-	mode_t old;
-
-	pthread_mutex_lock(&c->p->lock);
-	old = c->p->fs.umask;
-	c->p->fs.umask = (mode_t)(c->a[0] & 0777);
-	pthread_mutex_unlock(&c->p->lock);
-	return old;
+	return lx_fs_set_umask(&c->p->fs, (mode_t)(c->a[0] & 0777));
 }
 
 static int64_t lx_symlink(struct lx_call *c, uint64_t utarget, int dirfd, uint64_t upath)
