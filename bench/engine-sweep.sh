@@ -162,7 +162,7 @@ with open(out + "/engine_sweep.dat", "w") as f:
 PY
 
 gnuplot <<EOF
-set terminal pngcairo size 900,420 font ",10"
+set terminal pngcairo noenhanced size 900,420 font ",10"
 set output "$OUT/engine_sweep.png"
 set multiplot layout 1,2 title "engine-bench: $MEM, $THREADS writers, alpha $ALPHA, ${GAP}s between snapshots, trap cost ${TRAP_US} us ($commit; mean, 95% CI)"
 set style fill solid 0.5

@@ -490,11 +490,12 @@ def plot(out, summary, header):
             m, c = s["p999_us"]
             f.write(f"{i} {s['workload']}:{s['system']} {m / 1000:g} "
                     f"{0 if math.isnan(c) else c / 1000:g}\n")
-    script = f"""set terminal pngcairo size 1000,450 font ",9"
+    script = f"""set terminal pngcairo noenhanced size 1000,450 font ",9"
 set output "{out}/redis_peers.png"
 set title "Redis, open loop: p99.9 latency in the seconds a snapshot ran (mean, 95% CI)\\n{header[:110]}"
 set style fill solid 0.5
 set boxwidth 0.6
+set xrange [-0.6:{len(snaps) - 0.4}]
 set xtics rotate by -45
 set logscale y
 set ylabel "p99.9 (ms, from intended start)"
