@@ -367,7 +367,7 @@ START_TEST(test_shared_calls)
 	ck_assert_ptr_nonnull(strstr(err, "twice"));
 	free(twice);
 	ck_assert_int_eq(lx_shm_restore(sec, len, &reg), 0);
-	ck_assert(lx_shm_memfd_ino(pp->files[fd].host_fd, &ino));
+	ck_assert(lx_shm_memfd_ino(pp->fdt.files[fd].host_fd, &ino));
 	back = lx_shm_restored(reg, ino);
 	ck_assert_int_ge(back, 0);
 	ck_assert_int_eq(lseek(back, 0, SEEK_END), 16384);
@@ -645,6 +645,55 @@ END_TEST
 /* clone of a thread hands the VM a new thread's registers and TLS; exit ends it. */
 /* close_range marks a range close-on-exec, or closes it; bad ranges and flags are
  * EINVAL, as on Linux. */
+/* The descriptor table under its own lock: one thread installs and closes descriptors
+ * high enough to make the table grow (a realloc), while another resolves a descriptor
+ * of its own, without the process's lock, as a read or write does. The other one's
+ * answer never changes, and nothing reads a freed table (ASan in make test). */
+struct fdt_racer {
+	int host, go, stop;
+};
+
+static void *fdt_churn(void *arg)
+{
+	struct fdt_racer *r = arg;
+
+	while (!__atomic_load_n(&r->go, __ATOMIC_ACQUIRE)) /* the reader is at work first */
+		;
+	for (int i = 0; i < 2000; i++) {
+		int nh = fcntl(r->host, F_DUPFD_CLOEXEC, 3);
+		int fd = lx_fd_install(pp, nh, 64 + (i * 37) % 900, false);
+
+		if (fd < 0) {
+			close(nh);
+			continue;
+		}
+		lx_fd_close(pp, fd);
+	}
+	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+START_TEST(test_fd_table_own_lock)
+{
+	int64_t a = S4(SYS_openat, AT_FDCWD, gpath(0, "fdt"), O_RDWR | O_CREAT, 0600);
+	struct fdt_racer r = { .host = lx_fd_host(pp, (int)a) };
+	pthread_t th;
+	long checks = 0;
+
+	ck_assert_int_ge(r.host, 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, fdt_churn, &r), 0);
+	while (checks < 20000 || !__atomic_load_n(&r.stop, __ATOMIC_ACQUIRE)) {
+		if (checks == 100)
+			__atomic_store_n(&r.go, 1, __ATOMIC_RELEASE);
+		ck_assert_int_eq(lx_fd_host(pp, (int)a), r.host);
+		ck_assert_int_eq(lx_fd_cloexec(pp, (int)a, -1), 0);
+		checks++;
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(S1(SYS_close, a), 0);
+}
+END_TEST
+
 START_TEST(test_close_range)
 {
 	int64_t a = S4(SYS_openat, AT_FDCWD, gpath(0, "cr"), O_RDWR | O_CREAT, 0600);
@@ -2315,6 +2364,7 @@ Suite *personality_suite(void)
 	tcase_add_test(tc, test_futex_calls);
 	tcase_add_test(tc, test_clone_and_exit);
 	tcase_add_test(tc, test_close_range);
+	tcase_add_test(tc, test_fd_table_own_lock);
 	tcase_add_test(tc, test_state_round_trip);
 	tcase_add_test(tc, test_signal_off);
 	tcase_add_test(tc, test_signal_inherited);

@@ -242,9 +242,7 @@ static int exec_let_go(struct lx_call *c)
 		rc = lx_mm_discard(p, LAYOUT_USER_BASE, p->mem->size);
 	vma_map_free(&p->mm.map);
 	lx_mfiles_close(p);
-	for (int fd = 0; fd < p->n_files; fd++)
-		if (p->files[fd].host_fd >= 0 && p->files[fd].cloexec)
-			lx_fd_close(p, fd);
+	lx_fd_close_on_exec(p);
 	for (int sig = 1; sig <= LX_NSIG; sig++) {
 		struct lx_sigaction *a = &p->sigact[sig];
 

@@ -134,11 +134,11 @@ static void save_socket(struct lx_proc *p, int host, json_t *f)
 		json_object_set_new(f, "v6only", json_integer(sockopt_int(host, IPPROTO_IPV6, IPV6_V6ONLY)));
 }
 
-/* The guest descriptor holding host descriptor @host, or -1. */
+/* The guest descriptor holding host descriptor @host, or -1 (the table held). */
 static int guest_fd_of(struct lx_proc *p, int host)
 {
-	for (int fd = 0; fd < p->n_files; fd++)
-		if (p->files[fd].host_fd == host)
+	for (int fd = 0; fd < p->fdt.n_files; fd++)
+		if (p->fdt.files[fd].host_fd == host)
 			return fd;
 	return -1;
 }
@@ -290,8 +290,9 @@ json_t *lx_fdstate_save(struct lx_proc *p)
 {
 	json_t *fds = json_array();
 
-	for (int fd = 0; fd < p->n_files; fd++) {
-		const struct lx_file *lf = &p->files[fd];
+	lx_fd_lock(p);
+	for (int fd = 0; fd < p->fdt.n_files; fd++) {
+		const struct lx_file *lf = &p->fdt.files[fd];
 		json_t *f;
 
 		if (lf->host_fd < 0)
@@ -304,6 +305,7 @@ json_t *lx_fdstate_save(struct lx_proc *p)
 		save_kind(p, lf, f);
 		json_array_append_new(fds, f);
 	}
+	lx_fd_unlock(p);
 	return fds;
 }
 

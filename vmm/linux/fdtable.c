@@ -10,6 +10,10 @@
  * lock is dropped, while other guest threads run: holds (per host descriptor, a count
  * with a "closed meanwhile" bit) make a guest close of a descriptor in use defer the
  * host close to the last user, so the number is never reused under a call.
+ *
+ * The table is an object with its own lock (p->fdt.lock), which every function here
+ * takes itself: a read or write resolves its descriptor without the process's lock.
+ * Where a caller holds p->lock too, it took that first.
  */
 #include "fdtable.h"
 #include "fastio.h"
@@ -24,7 +28,7 @@
 
 static int lx_fd_grow(struct lx_proc *p, int need)
 {
-	int n = p->n_files ? p->n_files : FD_INITIAL_SLOTS;
+	int n = p->fdt.n_files ? p->fdt.n_files : FD_INITIAL_SLOTS;
 	struct lx_file *nf;
 
 	while (n < need)
@@ -33,50 +37,50 @@ static int lx_fd_grow(struct lx_proc *p, int need)
 		n = LX_MAX_FDS;
 	if (n < need)
 		return -EMFILE;
-	nf = realloc(p->files, (size_t)n * sizeof(*nf));
+	nf = realloc(p->fdt.files, (size_t)n * sizeof(*nf));
 	if (!nf)
 		return -ENOMEM;
-	for (int i = p->n_files; i < n; i++)
+	for (int i = p->fdt.n_files; i < n; i++)
 		nf[i] = (struct lx_file){ .host_fd = -1, .std = -1 };
-	p->files = nf;
-	p->n_files = n;
+	p->fdt.files = nf;
+	p->fdt.n_files = n;
 	return 0;
 }
 
-/* Room in p->holds for host descriptor @host. */
+/* Room in p->fdt.holds for host descriptor @host. */
 static int lx_hold_room(struct lx_proc *p, int host)
 {
-	int n = p->n_holds ? p->n_holds : FD_INITIAL_SLOTS;
+	int n = p->fdt.n_holds ? p->fdt.n_holds : FD_INITIAL_SLOTS;
 	uint32_t *nh;
 
-	if (host < p->n_holds)
+	if (host < p->fdt.n_holds)
 		return 0;
 	while (n <= host)
 		n *= 2;
-	nh = realloc(p->holds, (size_t)n * sizeof(*nh));
+	nh = realloc(p->fdt.holds, (size_t)n * sizeof(*nh));
 	if (!nh)
 		return -ENOMEM;
-	memset(nh + p->n_holds, 0, (size_t)(n - p->n_holds) * sizeof(*nh));
-	p->holds = nh;
-	p->n_holds = n;
+	memset(nh + p->fdt.n_holds, 0, (size_t)(n - p->fdt.n_holds) * sizeof(*nh));
+	p->fdt.holds = nh;
+	p->fdt.n_holds = n;
 	return 0;
 }
 
-int lx_fd_hold(struct lx_proc *p, int host)
+static int fdt_hold(struct lx_proc *p, int host)
 {
 	int rc = lx_hold_room(p, host);
 
 	if (!rc)
-		p->holds[host]++;
+		p->fdt.holds[host]++;
 	return rc;
 }
 
-void lx_fd_unhold(struct lx_proc *p, int host)
+static void fdt_unhold(struct lx_proc *p, int host)
 {
-	if (host < 0 || host >= p->n_holds || !(p->holds[host] & ~FD_HOLD_CLOSED))
+	if (host < 0 || host >= p->fdt.n_holds || !(p->fdt.holds[host] & ~FD_HOLD_CLOSED))
 		return;
-	if (--p->holds[host] == FD_HOLD_CLOSED) {
-		p->holds[host] = 0;
+	if (--p->fdt.holds[host] == FD_HOLD_CLOSED) {
+		p->fdt.holds[host] = 0;
 		close(host);
 	}
 }
@@ -84,8 +88,8 @@ void lx_fd_unhold(struct lx_proc *p, int host)
 /* The table lets go of @host: closed now, or by the last call that holds it. */
 static int lx_fd_drop_host(struct lx_proc *p, int host)
 {
-	if (host < p->n_holds && p->holds[host]) {
-		p->holds[host] |= FD_HOLD_CLOSED;
+	if (host < p->fdt.n_holds && p->fdt.holds[host]) {
+		p->fdt.holds[host] |= FD_HOLD_CLOSED;
 		return 0;
 	}
 	/* Linux's close releases the descriptor even when the flush reports an error;
@@ -95,43 +99,44 @@ static int lx_fd_drop_host(struct lx_proc *p, int host)
 	return 0;
 }
 
-int lx_fd_host(struct lx_proc *p, int fd)
+static int fdt_host(struct lx_proc *p, int fd)
 {
-	if (fd < 0 || fd >= p->n_files || p->files[fd].host_fd < 0)
+	if (fd < 0 || fd >= p->fdt.n_files || p->fdt.files[fd].host_fd < 0)
 		return -EBADF;
-	return p->files[fd].host_fd;
+	return p->fdt.files[fd].host_fd;
 }
 
 /**
- * lx_fd_install - give host descriptor @host_fd the lowest free guest number >= @min_fd.
+ * fdt_install - give host descriptor @host_fd the lowest free guest number >= @min_fd.
  * On success the table owns @host_fd; on failure the caller still does.
  * Returns the guest fd, -EMFILE past RLIMIT_NOFILE, or -ENOMEM.
  */
-int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec)
+static int fdt_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec)
 {
 	uint64_t limit = p->rlim[RLIMIT_NOFILE].rlim_cur;
 	int fd, rc;
 
 	if (limit > LX_MAX_FDS)
 		limit = LX_MAX_FDS;
-	for (fd = min_fd; fd < p->n_files; fd++)
-		if (p->files[fd].host_fd < 0)
+	for (fd = min_fd; fd < p->fdt.n_files; fd++)
+		if (p->fdt.files[fd].host_fd < 0)
 			break;
 	if ((uint64_t)fd >= limit)
 		return -EMFILE;
-	if (fd >= p->n_files) {
+	if (fd >= p->fdt.n_files) {
 		rc = lx_fd_grow(p, fd + 1);
 		if (rc)
 			return rc;
 	}
-	p->files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
+	p->fdt.files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
 	return fd;
 }
 
-/* Remember how guest fd @fd was opened, so a restored VM can open it again. */
-int lx_fd_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, int std)
+/* Remember how guest fd @fd was opened, so a restored VM can open it again (@fd is
+ * in the table). */
+static int fdt_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, int std)
 {
-	struct lx_file *f = &p->files[fd];
+	struct lx_file *f = &p->fdt.files[fd];
 
 	free(f->path);
 	f->path = path ? strdup(path) : NULL;
@@ -140,15 +145,15 @@ int lx_fd_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, in
 	return path && !f->path ? -ENOMEM : 0;
 }
 
-int lx_fd_close(struct lx_proc *p, int fd)
+static int fdt_close(struct lx_proc *p, int fd)
 {
-	int host = lx_fd_host(p, fd);
+	int host = fdt_host(p, fd);
 
 	if (host < 0)
 		return host;
 	lx_fastio_forget(p, fd);
-	free(p->files[fd].path);
-	p->files[fd] = (struct lx_file){ .host_fd = -1, .std = -1 };
+	free(p->fdt.files[fd].path);
+	p->fdt.files[fd] = (struct lx_file){ .host_fd = -1, .std = -1 };
 	return lx_fd_drop_host(p, host);
 }
 
@@ -168,8 +173,8 @@ int lx_fd_init(struct lx_proc *p)
 		int host = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 
 		if (host >= 0) {
-			p->files[fd].host_fd = host;
-			p->files[fd].std = fd;
+			p->fdt.files[fd].host_fd = host;
+			p->fdt.files[fd].std = fd;
 		}
 	}
 	return 0;
@@ -177,57 +182,60 @@ int lx_fd_init(struct lx_proc *p)
 
 void lx_fd_fini(struct lx_proc *p)
 {
-	for (int fd = 0; fd < p->n_files; fd++) {
-		if (p->files[fd].host_fd >= 0)
-			close(p->files[fd].host_fd);
-		free(p->files[fd].path);
+	for (int fd = 0; fd < p->fdt.n_files; fd++) {
+		if (p->fdt.files[fd].host_fd >= 0)
+			close(p->fdt.files[fd].host_fd);
+		free(p->fdt.files[fd].path);
 	}
 	/* No call runs any more: what a call still held after the table let go. */
-	for (int h = 0; h < p->n_holds; h++)
-		if (p->holds[h] & FD_HOLD_CLOSED)
+	for (int h = 0; h < p->fdt.n_holds; h++)
+		if (p->fdt.holds[h] & FD_HOLD_CLOSED)
 			close(h);
-	free(p->files);
-	free(p->holds);
-	p->files = NULL;
-	p->holds = NULL;
-	p->n_files = p->n_holds = 0;
+	free(p->fdt.files);
+	free(p->fdt.holds);
+	p->fdt.files = NULL;
+	p->fdt.holds = NULL;
+	p->fdt.n_files = p->fdt.n_holds = 0;
 }
 
 /**
- * lx_fd_install_at - put @host_fd at guest number @fd, closing what was there
+ * fdt_install_at - put @host_fd at guest number @fd, closing what was there
  * (dup2 semantics). Returns @fd, -EBADF past RLIMIT_NOFILE, or -ENOMEM.
  */
-int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
+static int fdt_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
 {
 	uint64_t limit = p->rlim[RLIMIT_NOFILE].rlim_cur;
 	int rc;
 
 	if (fd < 0 || (uint64_t)fd >= limit || fd >= LX_MAX_FDS)
 		return -EBADF;
-	if (fd >= p->n_files) {
+	if (fd >= p->fdt.n_files) {
 		rc = lx_fd_grow(p, fd + 1);
 		if (rc)
 			return rc;
 	}
-	if (p->files[fd].host_fd >= 0) {
+	if (p->fdt.files[fd].host_fd >= 0) {
 		lx_fastio_forget(p, fd);
-		lx_fd_drop_host(p, p->files[fd].host_fd);
+		lx_fd_drop_host(p, p->fdt.files[fd].host_fd);
 	}
-	free(p->files[fd].path);
-	p->files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
+	free(p->fdt.files[fd].path);
+	p->fdt.files[fd] = (struct lx_file){ .host_fd = host_fd, .cloexec = cloexec, .std = -1 };
 	return fd;
 }
 
 /* fork's table (fdtable.h): every descriptor duplicated by @dup, so parent and child
  * share each open file (offset, status flags, locks) as on Linux. The caller holds
- * @parent's lock. */
+ * @parent's lock; the child is not running yet, so its table needs no lock. */
 int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child, lx_fd_dup_fn dup)
 {
-	int rc = lx_fd_grow(child, parent->n_files);
+	int rc;
 
-	for (int fd = 0; !rc && fd < parent->n_files; fd++) {
-		const struct lx_file *f = &parent->files[fd];
-		struct lx_file *g = &child->files[fd];
+	pthread_mutex_lock(&parent->fdt.lock);
+	rc = lx_fd_grow(child, parent->fdt.n_files);
+
+	for (int fd = 0; !rc && fd < parent->fdt.n_files; fd++) {
+		const struct lx_file *f = &parent->fdt.files[fd];
+		struct lx_file *g = &child->fdt.files[fd];
 		int host;
 
 		if (f->host_fd < 0)
@@ -241,12 +249,124 @@ int lx_fd_fork(struct lx_proc *parent, struct lx_proc *child, lx_fd_dup_fn dup)
 		if (f->path && !g->path)
 			rc = -ENOMEM;
 	}
+	pthread_mutex_unlock(&parent->fdt.lock);
 	return rc;
+}
+
+/* ---- the table's functions: each under the table's own lock ---- */
+
+int lx_fd_host(struct lx_proc *p, int fd)
+{
+	int host;
+
+	pthread_mutex_lock(&p->fdt.lock);
+	host = fdt_host(p, fd);
+	pthread_mutex_unlock(&p->fdt.lock);
+	return host;
+}
+
+int lx_fd_install(struct lx_proc *p, int host_fd, int min_fd, bool cloexec)
+{
+	int fd;
+
+	pthread_mutex_lock(&p->fdt.lock);
+	fd = fdt_install(p, host_fd, min_fd, cloexec);
+	pthread_mutex_unlock(&p->fdt.lock);
+	return fd;
+}
+
+int lx_fd_install_at(struct lx_proc *p, int host_fd, int fd, bool cloexec)
+{
+	int rc;
+
+	pthread_mutex_lock(&p->fdt.lock);
+	rc = fdt_install_at(p, host_fd, fd, cloexec);
+	pthread_mutex_unlock(&p->fdt.lock);
+	return rc;
+}
+
+int lx_fd_close(struct lx_proc *p, int fd)
+{
+	int rc;
+
+	pthread_mutex_lock(&p->fdt.lock);
+	rc = fdt_close(p, fd);
+	pthread_mutex_unlock(&p->fdt.lock);
+	return rc;
+}
+
+int lx_fd_set_origin(struct lx_proc *p, int fd, const char *path, int oflags, int std)
+{
+	int rc = -EBADF;
+
+	pthread_mutex_lock(&p->fdt.lock);
+	if (fd >= 0 && fd < p->fdt.n_files)
+		rc = fdt_set_origin(p, fd, path, oflags, std);
+	pthread_mutex_unlock(&p->fdt.lock);
+	return rc;
+}
+
+void lx_fd_copy_origin(struct lx_proc *p, int from, int to)
+{
+	pthread_mutex_lock(&p->fdt.lock);
+	if (from >= 0 && from < p->fdt.n_files && to >= 0 && to < p->fdt.n_files) {
+		const struct lx_file *f = &p->fdt.files[from];
+
+		fdt_set_origin(p, to, f->path, f->oflags, f->std);
+	}
+	pthread_mutex_unlock(&p->fdt.lock);
+}
+
+int lx_fd_cloexec(struct lx_proc *p, int fd, int set)
+{
+	int rc = -EBADF;
+
+	pthread_mutex_lock(&p->fdt.lock);
+	if (fdt_host(p, fd) >= 0) {
+		if (set >= 0)
+			p->fdt.files[fd].cloexec = set;
+		rc = p->fdt.files[fd].cloexec;
+	}
+	pthread_mutex_unlock(&p->fdt.lock);
+	return rc;
+}
+
+void lx_fd_close_range(struct lx_proc *p, int first, int last, bool cloexec_only)
+{
+	pthread_mutex_lock(&p->fdt.lock);
+	for (int fd = first; fd >= 0 && fd <= last && fd < p->fdt.n_files; fd++) {
+		if (p->fdt.files[fd].host_fd < 0)
+			continue;
+		if (cloexec_only)
+			p->fdt.files[fd].cloexec = true;
+		else
+			fdt_close(p, fd);
+	}
+	pthread_mutex_unlock(&p->fdt.lock);
+}
+
+void lx_fd_close_on_exec(struct lx_proc *p)
+{
+	pthread_mutex_lock(&p->fdt.lock);
+	for (int fd = 0; fd < p->fdt.n_files; fd++)
+		if (p->fdt.files[fd].host_fd >= 0 && p->fdt.files[fd].cloexec)
+			fdt_close(p, fd);
+	pthread_mutex_unlock(&p->fdt.lock);
+}
+
+void lx_fd_lock(struct lx_proc *p)
+{
+	pthread_mutex_lock(&p->fdt.lock);
+}
+
+void lx_fd_unlock(struct lx_proc *p)
+{
+	pthread_mutex_unlock(&p->fdt.lock);
 }
 
 /* ---- a call's descriptors (fdtable.h) ---- */
 
-/* Remember that @c holds @host (p->lock held). */
+/* Remember that @c holds @host (the table's lock held). */
 static int lx_call_note(struct lx_call *c, int host)
 {
 	if (!c->held) {
@@ -276,16 +396,16 @@ int lx_host_fd(struct lx_call *c, uint64_t fd)
 
 	if (fd > INT_MAX)
 		return -EBADF;
-	pthread_mutex_lock(&c->p->lock);
-	host = lx_fd_host(c->p, (int)fd);
+	pthread_mutex_lock(&c->p->fdt.lock);
+	host = fdt_host(c->p, (int)fd);
 	if (host >= 0) {
-		rc = lx_fd_hold(c->p, host);
+		rc = fdt_hold(c->p, host);
 		if (!rc && (rc = lx_call_note(c, host)))
-			lx_fd_unhold(c->p, host);
+			fdt_unhold(c->p, host);
 		if (rc)
 			host = rc;
 	}
-	pthread_mutex_unlock(&c->p->lock);
+	pthread_mutex_unlock(&c->p->fdt.lock);
 	return host;
 }
 
@@ -295,10 +415,10 @@ void lx_call_release(struct lx_call *c)
 		gmem_wait_end(c->p->mem, &c->span);
 	if (!c->n_held)
 		return;
-	pthread_mutex_lock(&c->p->lock);
+	pthread_mutex_lock(&c->p->fdt.lock);
 	for (int i = 0; i < c->n_held; i++)
-		lx_fd_unhold(c->p, c->held[i]);
-	pthread_mutex_unlock(&c->p->lock);
+		fdt_unhold(c->p, c->held[i]);
+	pthread_mutex_unlock(&c->p->fdt.lock);
 	if (c->held != c->held_inline)
 		free(c->held);
 	c->held = NULL;
@@ -309,9 +429,7 @@ int lx_install(struct lx_call *c, int host, int min_fd, bool cloexec)
 {
 	int fd;
 
-	pthread_mutex_lock(&c->p->lock);
 	fd = lx_fd_install(c->p, host, min_fd, cloexec);
-	pthread_mutex_unlock(&c->p->lock);
 	if (fd < 0)
 		close(host);
 	return fd;
@@ -328,9 +446,7 @@ int lx_install_pair(struct lx_call *c, int host[2], bool cloexec, int *fds)
 	}
 	g1 = lx_install(c, host[1], 0, cloexec);
 	if (g1 < 0) {
-		pthread_mutex_lock(&c->p->lock);
 		lx_fd_close(c->p, g0);
-		pthread_mutex_unlock(&c->p->lock);
 		return g1;
 	}
 	fds[0] = g0;

@@ -200,10 +200,15 @@ struct lx_proc {
 	pthread_mutex_t lock;    /* guards fds, mm, fs and signal state */
 	struct lx_fs fs;
 	struct lx_net net;       /* what the guest's sockets may do (net.c) */
-	struct lx_file *files;
-	int n_files;             /* slots allocated */
-	uint32_t *holds;         /* per host fd: system calls using it (fdtable.c) */
-	int n_holds;             /* entries allocated */
+	/* The descriptor table (fdtable.c), under its own lock (fdt.lock): taken after
+	 * p->lock where both are, never before it. */
+	struct lx_fdtab {
+		pthread_mutex_t lock;
+		struct lx_file *files;
+		int n_files;     /* slots allocated */
+		uint32_t *holds; /* per host fd: system calls using it */
+		int n_holds;     /* entries allocated */
+	} fdt;
 	struct lx_mm mm;
 	int *mfiles;             /* host fds of files mapped with mmap (VMA_FILE file_id) */
 	char **mfile_paths;      /* their guest paths (NULL if unknown), for restore */

@@ -472,6 +472,7 @@ int lx_proc_blank(struct lx_proc **out)
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->fdt.lock, NULL);
 	p->fs.root_fd = -1;
 	rc = lx_sig_init(p);
 	if (rc)
@@ -488,6 +489,7 @@ int lx_proc_blank(struct lx_proc **out)
 err_sig:
 	lx_sig_fini(p);
 err_lock:
+	pthread_mutex_destroy(&p->fdt.lock);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 	return rc;
@@ -569,6 +571,7 @@ void lx_proc_free(struct lx_proc *p)
 	lx_timer_fini(p);
 	lx_sigfd_fini(p);
 	lx_sig_fini(p);
+	pthread_mutex_destroy(&p->fdt.lock);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }

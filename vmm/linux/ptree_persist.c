@@ -7,6 +7,7 @@
  * Locking as in ptree.c: tree->lock guards the relations and is never taken while
  * holding a process's lock.
  */
+#include "fdtable.h"
 #include "lx.h"
 #include "proc.h"
 #include "ptree.h"
@@ -63,8 +64,10 @@ static void ptree_streams(struct lx_proc *first, ptree_stream_fn *fn, void *ctx)
 	if (t)
 		pthread_mutex_lock(&t->lock);
 	for (int i = 0; i < n; i++) {
-		for (int fd = 0; procs[i] && fd < procs[i]->n_files; fd++) {
-			int host = procs[i]->files[fd].host_fd, type = 0, on = 0;
+		if (procs[i])
+			lx_fd_lock(procs[i]);
+		for (int fd = 0; procs[i] && fd < procs[i]->fdt.n_files; fd++) {
+			int host = procs[i]->fdt.files[fd].host_fd, type = 0, on = 0;
 			socklen_t len = sizeof(type);
 
 			if (host < 0 ||
@@ -74,6 +77,8 @@ static void ptree_streams(struct lx_proc *first, ptree_stream_fn *fn, void *ctx)
 			if (getsockopt(host, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0)
 				fn(host, on != 0, ctx);
 		}
+		if (procs[i])
+			lx_fd_unlock(procs[i]);
 	}
 	if (t)
 		pthread_mutex_unlock(&t->lock);

@@ -27,6 +27,7 @@
  * same way, and maps them where they were.
  */
 #include "shm.h"
+#include "fdtable.h"
 #include "../../base/log.h"
 #include "../../mmu/layout.h"
 #include "../../base/x86.h"
@@ -288,8 +289,10 @@ static int shm_save_proc(struct lx_proc *q, json_t *seen, struct shm_out *o)
 
 	for (int i = 0; i < q->n_mfiles && !rc; i++)
 		rc = shm_save_one(q->mfiles[i], seen, o);
-	for (int fd = 0; fd < q->n_files && !rc; fd++)
-		rc = shm_save_one(q->files[fd].host_fd, seen, o);
+	lx_fd_lock(q);
+	for (int fd = 0; fd < q->fdt.n_files && !rc; fd++)
+		rc = shm_save_one(q->fdt.files[fd].host_fd, seen, o);
+	lx_fd_unlock(q);
 	return rc;
 }
 

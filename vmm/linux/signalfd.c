@@ -68,15 +68,17 @@ static void sigfd_free(struct lx_proc *p, struct lx_sigfd *f)
  * gone and ends with EBADF, as if the descriptor had closed first). */
 static void sigfd_collect(struct lx_proc *p)
 {
+	lx_fd_lock(p);
 	for (int i = 0; i < LX_MAX_SIGFDS; i++) {
 		struct lx_sigfd *f = &p->sigfds[i];
 		bool held = false;
 
-		for (int fd = 0; f->used && !held && fd < p->n_files; fd++)
-			held = p->files[fd].host_fd >= 0 && sigfd_same_pipe(p->files[fd].host_fd, f);
+		for (int fd = 0; f->used && !held && fd < p->fdt.n_files; fd++)
+			held = p->fdt.files[fd].host_fd >= 0 && sigfd_same_pipe(p->fdt.files[fd].host_fd, f);
 		if (f->used && !held)
 			sigfd_free(p, f);
 	}
+	lx_fd_unlock(p);
 }
 
 /* Signals pending anywhere in the process, for the readiness byte. */

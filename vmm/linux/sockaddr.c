@@ -11,6 +11,7 @@
  * host.
  */
 #include "sockaddr.h"
+#include "fdtable.h"
 #include "call.h"
 #include "net.h"
 #include "path.h"
@@ -77,17 +78,17 @@ static bool lx_own_port(struct lx_call *c, uint16_t port)
 {
 	bool own = false;
 
-	pthread_mutex_lock(&c->p->lock);
-	for (int fd = 0; fd < c->p->n_files && !own; fd++) {
+	lx_fd_lock(c->p);
+	for (int fd = 0; fd < c->p->fdt.n_files && !own; fd++) {
 		struct sockaddr_storage sa;
 		socklen_t len = sizeof(sa);
-		int host = c->p->files[fd].host_fd;
+		int host = c->p->fdt.files[fd].host_fd;
 
 		own = host >= 0 && getsockname(host, (struct sockaddr *)&sa, &len) == 0 &&
 		      (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) &&
 		      lx_net_port((struct sockaddr *)&sa) == port;
 	}
-	pthread_mutex_unlock(&c->p->lock);
+	lx_fd_unlock(c->p);
 	return own;
 }
 

@@ -154,18 +154,6 @@ int64_t sys_writev(struct lx_call *c)
 	return lx_rwv(c, true);
 }
 
-/* A duplicate describes the same open file: it inherits where that came from. */
-static void lx_copy_origin(struct lx_call *c, int from, int to)
-{
-	pthread_mutex_lock(&c->p->lock);
-	if (from >= 0 && from < c->p->n_files && to >= 0 && to < c->p->n_files) {
-		const struct lx_file *f = &c->p->files[from];
-
-		lx_fd_set_origin(c->p, to, f->path, f->oflags, f->std);
-	}
-	pthread_mutex_unlock(&c->p->lock);
-}
-
 int64_t sys_close(struct lx_call *c)
 {
 	int rc;
@@ -190,14 +178,8 @@ int64_t sys_close_range(struct lx_call *c)
 	if (flags & ~(uint64_t)(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) || first > last)
 		return -EINVAL;
 	pthread_mutex_lock(&p->lock);
-	for (uint64_t fd = first; fd <= last && fd < (uint64_t)p->n_files; fd++) {
-		if (p->files[fd].host_fd < 0)
-			continue;
-		if (flags & CLOSE_RANGE_CLOEXEC)
-			p->files[fd].cloexec = true;
-		else
-			lx_fd_close(p, (int)fd);
-	}
+	lx_fd_close_range(p, (int)first, last > INT_MAX ? INT_MAX : (int)last,
+			  flags & CLOSE_RANGE_CLOEXEC);
 	pthread_mutex_unlock(&p->lock);
 	return 0;
 }
@@ -313,7 +295,7 @@ static int64_t lx_dup_at_least(struct lx_call *c, int oldfd, int host, int min_f
 		return -errno;
 	fd = lx_install(c, nh, min_fd, cloexec);
 	if (fd >= 0)
-		lx_copy_origin(c, oldfd, fd);
+		lx_fd_copy_origin(c->p, oldfd, fd);
 	return fd;
 }
 
@@ -352,15 +334,10 @@ int64_t sys_fcntl(struct lx_call *c)
 		return lx_dup_at_least(c, fd, host, (int)c->a[2], cmd == F_DUPFD_CLOEXEC);
 	case F_GETFD:
 	case F_SETFD:
-		pthread_mutex_lock(&c->p->lock);
-		if (cmd == F_GETFD) {
-			rc = c->p->files[fd].cloexec ? FD_CLOEXEC : 0;
-		} else {
-			c->p->files[fd].cloexec = c->a[2] & FD_CLOEXEC;
-			rc = 0;
-		}
-		pthread_mutex_unlock(&c->p->lock);
-		return rc;
+		rc = lx_fd_cloexec(c->p, fd, cmd == F_GETFD ? -1 : !!(c->a[2] & FD_CLOEXEC));
+		if (rc < 0)
+			return rc;
+		return cmd == F_GETFD && rc ? FD_CLOEXEC : 0;
 	case F_GETFL:
 	case F_GETPIPE_SZ:
 	case F_GET_SEALS:
@@ -412,7 +389,7 @@ static int64_t lx_dup3(struct lx_call *c, uint64_t oldfd, uint64_t newfd, bool c
 	if (rc < 0)
 		close(nh);
 	else
-		lx_copy_origin(c, (int)oldfd, rc);
+		lx_fd_copy_origin(c->p, (int)oldfd, rc);
 	return rc;
 }
 
@@ -485,10 +462,8 @@ int64_t sys_ioctl(struct lx_call *c)
 		break;
 	case FIOCLEX:
 	case FIONCLEX:
-		pthread_mutex_lock(&c->p->lock);
-		c->p->files[c->a[0]].cloexec = req == FIOCLEX;
-		pthread_mutex_unlock(&c->p->lock);
-		return 0;
+		rc = lx_fd_cloexec(c->p, (int)c->a[0], req == FIOCLEX);
+		return rc < 0 ? rc : 0;
 	case FIOASYNC:
 		return 0; /* accepted, but no SIGIO comes (docs/compatibility.md): fcntl's F_SETOWN */
 	default:
