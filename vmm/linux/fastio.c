@@ -93,7 +93,7 @@ uint64_t lx_fastio_area_size(void)
 	return (sizeof(struct fastio_area) + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
 }
 
-void fio_sock_reset(struct fio_sock *s)
+static void fio_sock_reset(struct fio_sock *s)
 {
 	free(s->pend);
 	*s = (struct fio_sock){.host = -1, .slot = -1};

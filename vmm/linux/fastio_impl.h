@@ -64,17 +64,10 @@ static inline bool fio_is_fast(const struct lx_fastio *f, int fd)
 	       __atomic_load_n(&f->socks[fd].host, __ATOMIC_RELAXED) >= 0;
 }
 
-/* fastio.c: a socket's slot back to not fast. */
-void fio_sock_reset(struct fio_sock *s);
-
-/* fastio_ring.c (fio->lock held unless said): the backlogs of every socket and of the
- * lingering ones sent as far as they go; what is left sent before the area goes (no
- * lock); the path switched off, with why; the flusher thread's body; a closed socket's
- * backlog kept to send (fio_linger). */
-void fio_drain_all(struct lx_fastio *f);
-void fio_drain_lingering(struct lx_fastio *f);
+/* fastio_ring.c, for fastio.c (fio->lock held unless said): what is left sent before
+ * the area goes (no lock); the flusher thread's body; a closed socket's backlog kept to
+ * send; a socket taken off the list of those with a backlog. */
 void fio_send_remaining(struct lx_fastio *f);
-void fio_disable(struct lx_fastio *f, const char *why);
 void *fio_flusher(void *arg);
 void fio_linger(struct lx_fastio *f, struct fio_sock *s);
 void fio_unpend(struct lx_fastio *f, int fd);

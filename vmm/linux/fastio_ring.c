@@ -143,7 +143,7 @@ static void fio_deliver(struct lx_fastio *f, uint32_t fd, const uint8_t *data, s
 }
 
 /* The guest broke the ring's rules: it gets the system calls back. */
-void fio_disable(struct lx_fastio *f, const char *why)
+static void fio_disable(struct lx_fastio *f, const char *why)
 {
 	log_warn("fastio: %s; the guest's socket calls exit to the monitor from now on", why);
 	__atomic_store_n(&f->area->enabled, 0, __ATOMIC_RELEASE);
@@ -187,14 +187,14 @@ static void fio_flush_locked(struct lx_fastio *f)
 	__atomic_store_n(&f->area->ring_head, head, __ATOMIC_RELEASE);
 }
 
-void fio_drain_all(struct lx_fastio *f)
+static void fio_drain_all(struct lx_fastio *f)
 {
 	/* Backwards: a drained socket leaves the list by swapping with the last. */
 	for (int i = f->n_pending - 1; i >= 0; i--)
 		fio_drain(f, f->pending[i], &f->socks[f->pending[i]]);
 }
 
-void fio_drain_lingering(struct lx_fastio *f)
+static void fio_drain_lingering(struct lx_fastio *f)
 {
 	int64_t now = (int64_t)mono_ns();
 

@@ -416,7 +416,7 @@ int64_t sys_renameat2(struct lx_call *c)
 
 int64_t sys_umask(struct lx_call *c)
 {
-	return lx_fs_set_umask(&c->p->fs, (mode_t)(c->a[0] & 0777));
+	return lx_fs_set_umask(&c->p->fs, (mode_t)c->a[0]); /* it keeps the 0777 bits */
 }
 
 static int64_t lx_symlink(struct lx_call *c, uint64_t utarget, int dirfd, uint64_t upath)
