@@ -6,7 +6,8 @@
 #                   (scripts/test.sh); the VM checks run on /dev/kvm, or where there
 #                   is none in a KVM nested under QEMU's TCG (tests/e2e/suite.sh)
 #   make demo       install missing packages, build, run the demo
-#   make install    ccvm and its man page into $(DESTDIR)$(PREFIX) (default /usr/local)
+#   make install    ccvm, the ccvm-oci link (the OCI runtime) and the man page into
+#                   $(DESTDIR)$(PREFIX) (default /usr/local)
 #   make coverage   the unit tests built with gcov: the share of the monitor's lines run
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (default 60); make test
 #                   runs each for 10 s
@@ -30,7 +31,7 @@ LDLIBS    = -lgnutls -ljansson -lxxhash -lzstd -llz4 -lseccomp -lcap -lm -pthrea
 SAN       = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 B         = build
-SRCS      = $(wildcard vmm/*.c base/*.c vmm/kvm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
+SRCS      = $(wildcard oci/*.c vmm/*.c base/*.c vmm/kvm/*.c vmm/linux/*.c mmu/*.c snapshot/*.c)
 LIB_SRCS  = $(filter-out vmm/main.c,$(SRCS))
 OBJS      = $(SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 ASAN_OBJS = $(SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
@@ -45,13 +46,14 @@ GUEST_BINS  = $(B)/guest/zipfbench $(B)/guest/zipfbench.musl $(B)/guest/zipfbenc
 # layers after it (docs/architecture.md): ccvm is linked from them in this order, and
 # `make layers` links each layer alone with the ones its entry names, so a call to any
 # other layer is a link error.
-LAYER_NAMES    = vmm linux kvm snapshot mmu base
+LAYER_NAMES    = oci vmm linux kvm snapshot mmu base
 LAYER_base     = $(wildcard base/*.c)
 LAYER_mmu      = $(wildcard mmu/*.c)
 LAYER_snapshot = $(wildcard snapshot/*.c)
 LAYER_kvm      = $(wildcard vmm/kvm/*.c)
 LAYER_linux    = $(wildcard vmm/linux/*.c)
 LAYER_vmm      = $(filter-out vmm/main.c,$(wildcard vmm/*.c))
+LAYER_oci      = $(wildcard oci/*.c)
 LAYER_BLOBS_linux = $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 LAYER_LIBS     = $(LAYER_NAMES:%=$(B)/lib/libccvm-%.a)
 
@@ -359,10 +361,12 @@ PREFIX ?= /usr/local
 install: ccvm
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 ccvm $(DESTDIR)$(PREFIX)/bin/ccvm
+	ln -sf ccvm $(DESTDIR)$(PREFIX)/bin/ccvm-oci
 	install -m 0644 ccvm.1 $(DESTDIR)$(PREFIX)/share/man/man1/ccvm.1
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/ccvm $(DESTDIR)$(PREFIX)/share/man/man1/ccvm.1
+	rm -f $(DESTDIR)$(PREFIX)/bin/ccvm $(DESTDIR)$(PREFIX)/bin/ccvm-oci \
+	  $(DESTDIR)$(PREFIX)/share/man/man1/ccvm.1
 
 format:
 	clang-format -i $(SRCS) $(wildcard vmm/*.h base/*.h vmm/kvm/*.h vmm/linux/*.h mmu/*.h snapshot/*.h guest/*.c guest/vdso/*.[ch] guest/fastio/*.[ch] guest/tests/*.c tests/unit/*.[ch])

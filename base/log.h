@@ -7,11 +7,17 @@
 #ifndef CCVM_LOG_H
 #define CCVM_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum log_level { LOG_ERR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 void log_set_level(enum log_level level);
+/* The prefix of every message ("ccvm" unless set; ccvm-oci sets its own). */
+void log_set_name(const char *name);
+/* Every message also to @fd (-1: none), as plain lines or, @json, as runc's JSON lines
+ * ({"level", "msg", "time"}). */
+void log_set_sink(int fd, bool json);
 enum log_level log_get_level(void);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -20,6 +20,10 @@ PKGS=(
 	qemu-system-x86                            # the peer: QEMU's live snapshots (bench/peers)
 	clang libclang-rt-14-dev                   # libFuzzer targets (tests/fuzz)
 	memcached nginx-light sqlite3 xz-utils     # Debian programs run in ccvm (docs/compatibility.md)
+	podman conmon crun runc containerd criu    # ccvm-oci's real clients and peers (docs/oci.md)
+	netavark aardvark-dns iptables containernetworking-plugins catatonit uidmap slirp4netns
+	busybox-static                             # the e2e containers' root
+	python3-jsonschema golang-github-opencontainers-specs-dev  # OCI state and config schemas
 )
 
 missing=()

@@ -44,6 +44,11 @@ void ctl_stop(struct ctl_server *srv);
 /* Client: send `COMMAND [ARGS...]` to the socket at @path, print the reply line.
  * Returns 0 when the reply says ok, 1 otherwise (errors reported). */
 int ctl_client(const char *path, const char *cmd, int argc, char *const *argv);
+/* The same without printing: the reply line in @reply (CTL_MAX_LINE bytes); with @keep
+ * non-NULL the connection is left open there (-1 when none was made). 0 when the reply
+ * says ok, 1 when it does not or none came, 2 for a request that cannot be made. */
+int ctl_call(const char *path, const char *cmd, int argc, char *const *argv, char *reply,
+	     int *keep);
 
 /* @path removed if it is a Unix socket nobody listens on any more (left by a ccvm
  * that was killed): 0, also when nothing is there; -EEXIST for a file that is not a

@@ -83,14 +83,58 @@ static void ctl_follow(int fd)
 			return;
 }
 
-int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
+/* Connect to @path and send @line; the connection, or -1 (reported). */
+static int ctl_connect_send(const char *path, const char *line)
 {
-	char err[256], reply[CTL_MAX_LINE];
 	struct sockaddr_un sa;
-	json_t *req, *msg;
+	int fd;
+
+	if (ctl_sockaddr(path, &sa))
+		return -1;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		log_err("ctl: cannot connect to %s: %s (is a VM running with --control %s?)", path,
+			strerror(errno), path);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (dprintf(fd, "%s\n", line) < 0) {
+		log_err("ctl: sending to %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The reply line into @reply (CTL_MAX_LINE bytes): its length, 0 when none came. */
+static size_t ctl_read_reply(int fd, char *reply)
+{
 	size_t len = 0;
+
+	while (len < CTL_MAX_LINE - 1) {
+		ssize_t n = read(fd, reply + len, CTL_MAX_LINE - 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (memchr(reply, '\n', len))
+			break;
+	}
+	reply[len] = '\0';
+	return len;
+}
+
+int ctl_call(const char *path, const char *cmd, int argc, char *const *argv, char *reply,
+	     int *keep)
+{
+	char err[256];
+	json_t *req, *msg;
 	char *line;
-	int fd, ok = 0;
+	size_t len;
+	int fd, ok;
 
 	req = ctl_request_from_argv(cmd, argc, argv, err, sizeof(err));
 	if (!req) {
@@ -104,47 +148,38 @@ int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
 	}
 	line = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	if (!line || ctl_sockaddr(path, &sa)) {
-		free(line);
+	fd = line ? ctl_connect_send(path, line) : -1;
+	free(line);
+	if (fd < 0)
 		return 1;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		log_err("ctl: cannot connect to %s: %s (is a VM running with --control %s?)", path,
-			strerror(errno), path);
-		free(line);
-		if (fd >= 0)
-			close(fd);
-		return 1;
-	}
-	if (dprintf(fd, "%s\n", line) < 0) {
-		log_err("ctl: sending to %s: %s", path, strerror(errno));
-		goto out;
-	}
-	while (len < sizeof(reply) - 1) {
-		ssize_t n = read(fd, reply + len, sizeof(reply) - 1 - len);
-
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		if (memchr(reply, '\n', len))
-			break;
-	}
-	reply[len] = '\0';
+	len = ctl_read_reply(fd, reply);
 	if (!len) {
 		log_err("ctl: %s closed the connection without a reply", path);
-		goto out;
+		close(fd);
+		return 1;
 	}
-	fputs(reply, stdout);
-	if (reply[len - 1] != '\n')
-		fputc('\n', stdout);
 	msg = json_loads(reply, JSON_DISABLE_EOF_CHECK, NULL);
 	ok = json_is_true(json_object_get(msg, "ok"));
 	json_decref(msg);
-	if (ok && strcmp(cmd, "events") == 0)
-		ctl_follow(fd); /* (what came with the reply is printed) */
-out:
-	free(line);
-	close(fd);
+	if (keep)
+		*keep = fd;
+	else
+		close(fd);
 	return ok ? 0 : 1;
+}
+
+int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
+{
+	char reply[CTL_MAX_LINE];
+	int fd = -1, rc = ctl_call(path, cmd, argc, argv, reply, &fd);
+
+	if (fd < 0)
+		return rc;
+	fputs(reply, stdout);
+	if (reply[strlen(reply) - 1] != '\n')
+		fputc('\n', stdout);
+	if (rc == 0 && strcmp(cmd, "events") == 0)
+		ctl_follow(fd); /* (what came with the reply is printed) */
+	close(fd);
+	return rc;
 }

@@ -7,6 +7,7 @@
  * conventions: 127 when the program does not exist, 126 when it cannot be run, 2 for
  * a usage error, 1 when the VM cannot be built.
  */
+#include "../oci/oci.h"
 #include "cli.h"
 #include "confine.h"
 #include "control.h"
@@ -26,6 +27,7 @@
 #include "tls.h"
 #include "migrate.h"
 #include "linux/lx.h"
+#include "linux/sysfilter.h"
 #include "../mmu/layout.h"
 #include "../mmu/uffd.h"
 
@@ -160,6 +162,27 @@ static void warn_snapshot_dir(const char *dir, const char *const *rw, int n_rw)
 	free(real);
 }
 
+/* --seccomp-profile, read and checked with the options: for the VM's whole life. */
+static struct lx_filter main_filter;
+static bool main_filter_set;
+
+static int load_filter(const char *path)
+{
+	char err[512];
+
+	if (!path)
+		return 0;
+	if (lx_filter_load(path, &main_filter, err, sizeof(err))) {
+		log_err("--seccomp-profile %s: %s", path, err);
+		return -EINVAL;
+	}
+	main_filter_set = true;
+	if (main_filter.n_unknown)
+		log_debug("--seccomp-profile: %u call names x86-64 has not, skipped",
+			  main_filter.n_unknown);
+	return 0;
+}
+
 /* Options of @cmd; EXIT_USAGE, 0 to go on, or -1 after --help (exit 0). */
 static int parse_cmd(enum opt_cmd cmd, int argc, char **argv, struct cli_opts *o)
 {
@@ -176,7 +199,7 @@ static int parse_cmd(enum opt_cmd cmd, int argc, char **argv, struct cli_opts *o
 		return -1;
 	}
 	log_set_level(o->verbose >= 2 ? LOG_DEBUG : o->verbose ? LOG_INFO : LOG_WARN);
-	if (opt_finish(cmd, o)) {
+	if (opt_finish(cmd, o) || load_filter(o->seccomp_profile)) {
 		fprintf(stderr, "%s\n", hint);
 		return EXIT_USAGE;
 	}
@@ -450,6 +473,7 @@ static int cmd_run(int argc, char **argv)
 	struct lx_config cfg = { .program = o.argv[0], .argc = o.argc, .argv = o.argv,
 				 .envp = environ, .root = o.root, .rw = o.rw, .n_rw = o.n_rw,
 				 .net = &o.net, .hooks = &run_hooks, .fastio = o.fastio,
+				 .rlimits = &o.rlimits, .filter = main_filter_set ? &main_filter : NULL,
 				 .ignored_signals = main_ignored_signals };
 	rc = lx_proc_create(vm_first_view(&vm), &cfg, &vm.proc, &entry);
 	if (rc) {
@@ -527,6 +551,7 @@ static int cmd_restore(int argc, char **argv)
 				    .publish_given = o.publish_given || o.incoming,
 				    .tls = o.tls_creds ? &tls : NULL, .tls_authz = o.tls_authz,
 				    .hooks = &run_hooks,
+				    .filter = main_filter_set ? &main_filter : NULL,
 				    .confine = restore_confine, .confine_ctx = &o };
 	if ((o.incoming ? restore_vm_incoming(o.incoming, &ro, &vm, &mono_ns, &conn) :
 			  restore_vm(o.argv[0], &ro, &vm, &mono_ns)) ||
@@ -601,6 +626,9 @@ static int cmd_merge(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* The same binary is the OCI runtime under that name (make install's link). */
+	if (argc > 0 && oci_invoked(argv[0]))
+		return oci_main(argc, argv);
 	main_ignored_signals = lx_sig_inherited();
 	/* A control client that went away must not kill the monitor with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);

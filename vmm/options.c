@@ -15,6 +15,7 @@
 #include "migrate.h"
 #include "tls.h"
 #include "vm.h"
+#include "linux/rlimit.h"
 #include "../mmu/layout.h"
 #include "../mmu/tracker.h"
 #include "../snapshot/image.h"
@@ -139,6 +140,23 @@ static int set_confine(struct cli_opts *o, const char *arg)
 static int set_user(struct cli_opts *o, const char *arg)
 {
 	o->user = arg;
+	return 0;
+}
+
+static int set_rlimit(struct cli_opts *o, const char *arg)
+{
+	char err[128];
+
+	if (lx_rlimit_parse(arg, &o->rlimits, err, sizeof(err))) {
+		log_err("--rlimit %s: %s", arg, err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_seccomp_profile(struct cli_opts *o, const char *arg)
+{
+	o->seccomp_profile = arg;
 	return 0;
 }
 
@@ -499,6 +517,14 @@ static const struct opt_def opt_table[] = {
 	{ "max-procs", "N", OPT_BOTH, "most processes at once, those not yet waited for "
 	  "included; fork and vfork fail with EAGAIN beyond (default and most "
 	  OPT_STR(LX_MAX_PROCS) ")", set_max_procs },
+	{ "rlimit", "NAME=SOFT[:HARD]", OPT_RUN, "a resource limit the guest starts with "
+	  "instead of ccvm's own (repeatable; NAME as nofile or RLIMIT_NOFILE; a number or "
+	  "unlimited): the guest's alone, ccvm's own are never raised; descriptors stay "
+	  "within the personality's table", set_rlimit },
+	{ "seccomp-profile", "FILE", OPT_BOTH, "a seccomp profile for the guest's own system "
+	  "calls, applied by ccvm before each call (the JSON of an OCI config's linux.seccomp: "
+	  "defaultAction, syscalls with names, action, errnoRet and args); restore: the "
+	  "image never brings one", set_seccomp_profile },
 	{ "fastio", "on|off", OPT_RUN, "exitless socket reads and writes for dynamic glibc "
 	  "programs (default on; off: every system call exits to the monitor)", set_fastio },
 	{ "incoming", "unix:PATH|tcp:ADDR:PORT", OPT_RESTORE, "no FILE: listen there for one "

@@ -6,6 +6,7 @@
 #define CCVM_OPTIONS_H
 
 #include "confine.h"
+#include "linux/lx.h"
 #include "linux/net.h"
 #include "../snapshot/engine.h"
 
@@ -61,6 +62,8 @@ struct cli_opts {
 	int max_procs;              /* --max-procs: processes at once, zombies included */
 	bool full_every_given;      /* --snapshot-full-every was given */
 	bool fastio;
+	struct lx_rlimits rlimits;  /* --rlimit: the guest's limits at start */
+	const char *seccomp_profile; /* --seccomp-profile FILE, or NULL */
 	bool lazy;                  /* restore: memory on first touch */
 	int verbose;
 	bool help;                  /* --help: print opt_usage and stop */

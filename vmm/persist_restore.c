@@ -82,7 +82,7 @@ static int restore_state(const char *file, const struct restore_saved *st,
 {
 	struct lx_restore_policy pol = { .root = o->root, .rw = o->rw, .n_rw = o->n_rw,
 					 .net = o->net, .publish_given = o->publish_given,
-					 .hooks = o->hooks };
+					 .hooks = o->hooks, .filter = o->filter };
 	char err[512];
 	int rc;
 

@@ -33,6 +33,7 @@ struct restore_opts {
 	const struct lx_net *net;   /* --net host and --publish rules given */
 	bool publish_given;         /* else the saved loopback rules are reused */
 	const struct lx_hooks *hooks;
+	const struct lx_filter *filter; /* --seccomp-profile; NULL: none */
 	/* Called once the image is open and the VM made, before memory is loaded or any
 	 * thread started: the monitor confines itself (vmm/confine.c). 0 to go on. */
 	int (*confine)(void *ctx);

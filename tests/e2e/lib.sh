@@ -80,6 +80,9 @@ tmo() { # SECONDS COMMAND...: the command, killed (status 124) past the hang bou
 	timeout "$(bound "$s")" "$@"
 }
 
+json_str() { # NAME: the first string after "NAME": in the JSON on stdin
+	sed -n "s/.*\"$1\": *\"\([^\"]*\)\".*/\1/p" | head -1
+}
 json_num() { # NAME: the first number after "NAME": in the JSON on stdin
 	grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'
 }

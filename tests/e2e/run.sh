@@ -7,9 +7,11 @@
 #                 exists, the snapshot engine on plain memory, the benchmark drivers
 #   --part vm     the checks that run VMs: guest programs natively and in ccvm (same
 #                 output and status), sandbox, sockets, the control socket, signals
-#                 (guest.sh), isolation.sh, snapshot.sh, redis.sh, compat.sh
+#                 (guest.sh), isolation.sh, snapshot.sh, redis.sh, compat.sh, and
+#                 ccvm-oci under podman (oci-podman.sh)
 #   --part all    both (the default)
-#   --only SCRIPT one of them alone: host, guest, isolation, snapshot, redis or compat
+#   --only SCRIPT one of them alone: host, guest, isolation, snapshot, redis, compat or
+#                 oci-podman
 #   --only parsing  of the VM checks, those that drive the monitor's parsing of what a
 #                 guest or an image hands it: guest pointers and structures (the
 #                 hostile, files, events, signals and sockio programs, the sandbox
@@ -25,7 +27,7 @@
 # check's outcome is appended to).
 set -u
 PART=all ONLY=
-VM_SCRIPTS="guest isolation confine snapshot migrate redis compat"
+VM_SCRIPTS="guest isolation confine snapshot migrate redis compat oci-podman"
 while [ $# -gt 1 ]; do
 	case $1 in
 	--part) PART=$2; shift 2 ;;
@@ -36,7 +38,7 @@ done
 case $PART in all | host | vm) ;; *) echo "run.sh: --part all, host or vm, not '$PART'" >&2; exit 2 ;; esac
 case " host parsing $VM_SCRIPTS " in
 *" ${ONLY:-host} "*) ;;
-*) echo "run.sh: --only host, guest, isolation, snapshot, migrate, redis, compat or parsing, not '$ONLY'" >&2; exit 2 ;;
+*) echo "run.sh: --only host, guest, isolation, snapshot, migrate, redis, compat, oci-podman or parsing, not '$ONLY'" >&2; exit 2 ;;
 esac
 [ $# = 1 ] || { echo "usage: tests/e2e/run.sh [--part all|host|vm] [--only SCRIPT|parsing] CCVM_BINARY" >&2; exit 2; }
 # The scripts to run, in order; parsing runs guest.sh and snapshot.sh, each cut to

@@ -27,6 +27,7 @@ int main(void)
 	srunner_add_suite(sr, hostile_suite());
 	srunner_add_suite(sr, control_suite());
 	srunner_add_suite(sr, restore_policy_suite());
+	srunner_add_suite(sr, oci_suite());
 	srunner_add_suite(sr, confine_suite());
 	srunner_add_suite(sr, engine_suite());
 	srunner_add_suite(sr, personality_suite());

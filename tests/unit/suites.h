@@ -28,6 +28,7 @@ Suite *fastio_suite(void);
 Suite *hostile_suite(void);
 Suite *control_suite(void);
 Suite *restore_policy_suite(void);
+Suite *oci_suite(void);
 Suite *confine_suite(void);
 Suite *engine_suite(void);
 Suite *personality_suite(void);

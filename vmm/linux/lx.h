@@ -72,6 +72,15 @@ struct lx_hooks {
 	void *ctx;
 };
 
+struct lx_filter;
+
+/* Resource limits a VM's first process starts with instead of the monitor's own (bit r
+ * of @set: rlim[r] given). They are the guest's alone: the monitor's are never set. */
+struct lx_rlimits {
+	struct rlimit rlim[RLIM_NLIMITS];
+	uint32_t set;
+};
+
 struct lx_config {
 	const char *program;     /* as the user named it: resolved in the guest's root */
 	int argc;
@@ -82,7 +91,9 @@ struct lx_config {
 	int n_rw;
 	const struct lx_net *net;  /* published ports and outgoing policy; NULL: none */
 	const struct lx_hooks *hooks;
+	const struct lx_filter *filter; /* a seccomp profile for the guest's calls; NULL: none */
 	bool fastio;             /* preload the exitless socket path into dynamic glibc programs */
+	const struct lx_rlimits *rlimits; /* NULL: the monitor's own */
 	/* Signals ignored from the start (bit sig - 1), as exec leaves those its caller
 	 * ignored: lx_sig_inherited() read before ccvm changed any for itself. */
 	uint64_t ignored_signals;
@@ -238,6 +249,7 @@ struct lx_proc {
 	int n_sigfds;            /* of them used: 0 spares every read a look */
 	struct rlimit rlim[RLIM_NLIMITS];
 	const struct lx_hooks *hooks;
+	const struct lx_filter *filter; /* a seccomp profile for the guest's calls; NULL: none */
 	int exit_status;
 	uint64_t sys_count[LX_NR_SYSCALLS];
 	uint8_t sys_unknown_logged[LX_NR_SYSCALLS];
@@ -400,6 +412,7 @@ struct lx_restore_policy {
 	const struct lx_net *net;
 	bool publish_given;
 	const struct lx_hooks *hooks;
+	const struct lx_filter *filter; /* a seccomp profile for the guest's calls; NULL: none */
 	/* A tree's restore: the pipes made so far, by the inode they had ("ino" -> [read
 	 * end, write end] host descriptors), so that the processes that shared one share
 	 * the new one; NULL for one process. lx_restore_pipes_close closes them after. */

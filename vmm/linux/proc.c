@@ -14,6 +14,7 @@
  */
 #include "proc.h"
 #include "fastio.h"
+#include "sysfilter.h"
 #include "fdtable.h"
 #include "lx.h"
 #include "path.h"
@@ -314,6 +315,20 @@ static int proc_fastio(struct lx_proc *p, const char *interp)
 	return rc;
 }
 
+/* The exitless path serves read, write, writev, recv and send with no exit for a
+ * seccomp profile to see: it is used only where the profile allows those whatever
+ * their arguments. */
+static bool proc_fastio_filtered_ok(const struct lx_filter *f)
+{
+	static const int calls[] = { __NR_read, __NR_write, __NR_writev, __NR_recvfrom,
+				     __NR_sendto };
+
+	for (size_t i = 0; f && i < sizeof(calls) / sizeof(calls[0]); i++)
+		if (!lx_filter_allows_all(f, (uint64_t)calls[i]))
+			return false;
+	return true;
+}
+
 /* The program's environment, with the fastio library first in LD_PRELOAD when the
  * process has the exitless path (the library removes itself from it again). The
  * strings stay the caller's but for that one, stored in *own. NULL on allocation
@@ -400,10 +415,16 @@ out:
 	return rc;
 }
 
-static void proc_rlimits(struct lx_proc *p)
+/* The monitor's limits, or those the command line gave; descriptors never past the
+ * personality's table, whatever was asked. */
+static void proc_rlimits(struct lx_proc *p, const struct lx_rlimits *given)
 {
-	for (int r = 0; r < RLIM_NLIMITS; r++)
-		getrlimit(r, &p->rlim[r]);
+	for (int r = 0; r < RLIM_NLIMITS; r++) {
+		if (given && (given->set & (1u << r)))
+			p->rlim[r] = given->rlim[r];
+		else
+			getrlimit(r, &p->rlim[r]);
+	}
 	if (p->rlim[RLIMIT_NOFILE].rlim_max > LX_MAX_FDS)
 		p->rlim[RLIMIT_NOFILE].rlim_max = LX_MAX_FDS;
 	if (p->rlim[RLIMIT_NOFILE].rlim_cur > LX_MAX_FDS)
@@ -446,7 +467,7 @@ int lx_image_load(struct lx_proc *p, const struct lx_config *cfg, int fd, struct
 		rc = proc_load_elf(p, cfg, fd, &e, &base);
 	if (!rc && e.interp[0])
 		rc = proc_load_interp(p, cfg, e.interp, &ibase, &ientry);
-	if (!rc && e.interp[0] && cfg->fastio)
+	if (!rc && e.interp[0] && cfg->fastio && proc_fastio_filtered_ok(p->filter))
 		rc = proc_fastio(p, e.interp);
 	if (rc)
 		return rc;
@@ -505,10 +526,11 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 		return rc;
 	p->mem = mem;
 	p->hooks = cfg->hooks;
+	p->filter = cfg->filter;
 	p->pid = getpid();
 	p->next_tid = p->pid + 1;
 	p->sigthr[0].tid = p->pid; /* the first thread, known to signal senders */
-	proc_rlimits(p);
+	proc_rlimits(p, cfg->rlimits);
 	rc = lx_fs_init(&p->fs, cfg->root, cfg->rw, cfg->n_rw);
 	if (rc)
 		goto err;

@@ -121,6 +121,7 @@ static int ptree_copy(struct lx_proc *parent, struct lx_proc *c)
 
 	c->mem = parent->mem;
 	c->hooks = parent->hooks;
+	c->filter = parent->filter;
 	c->net = parent->net;
 	c->clock = parent->clock;
 	memcpy(c->rlim, parent->rlim, sizeof(c->rlim));

@@ -217,6 +217,7 @@ static int restore_net(struct lx_proc *p, json_t *st, const struct lx_restore_po
 	size_t i;
 
 	memset(&p->net, 0, sizeof(p->net));
+	p->filter = pol->filter; /* the restore's command line's, never the image's */
 	if (pol->net)
 		p->net = *pol->net;
 	if (pol->publish_given)

@@ -9,6 +9,7 @@
 #include "sys.h"
 #include "../../base/log.h"
 #include "syscall_names.h"
+#include "sysfilter.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,29 @@
 
 /* Dispatch by number, from the one table of calls and their support (systab.h). */
 static const lx_handler lx_table[LX_NR_SYSCALLS] = { LX_SYSCALLS(LX_TABLE_ENTRY) };
+
+/* A seccomp profile's verdict other than allow: the call's result, or 1 when the
+ * handler runs after all (LOG). */
+static int64_t lx_filtered(struct lx_call *c, struct lx_filter_verdict v, bool *run)
+{
+	*run = false;
+	switch (v.act) {
+	case LX_FA_LOG:
+		log_info("seccomp profile: the guest called %s", lx_syscall_name((unsigned)c->nr));
+		*run = true;
+		return 0;
+	case LX_FA_ERRNO:
+		return -v.err;
+	case LX_FA_TRAP:
+	case LX_FA_KILL:
+		/* as the kernel: SIGSYS forced on the thread, and under KILL it cannot be
+		 * caught; the call itself is not made */
+		lx_sig_force(c, SIGSYS, v.act == LX_FA_KILL);
+		return -ENOSYS;
+	default:
+		return -ENOSYS; /* TRACE with no tracer */
+	}
+}
 
 enum lx_action lx_syscall(struct lx_thread *t, struct cpu_regs *regs, struct cpu_segs *segs,
 			  bool *segs_dirty)
@@ -41,7 +65,16 @@ enum lx_action lx_syscall(struct lx_thread *t, struct cpu_regs *regs, struct cpu
 	lx_fastio_flush(t->proc);
 	__atomic_fetch_add(&t->proc->sys_count[c.nr < LX_NR_SYSCALLS ? c.nr : LX_NR_SYSCALLS - 1],
 			   1, __ATOMIC_RELAXED);
-	regs->rax = (uint64_t)(h ? h(&c) : lx_unsupported(&c));
+	bool run = true;
+
+	if (c.p->filter) {
+		struct lx_filter_verdict v = lx_filter_check(c.p->filter, c.nr, c.a);
+
+		if (v.act != LX_FA_ALLOW)
+			regs->rax = (uint64_t)lx_filtered(&c, v, &run);
+	}
+	if (run)
+		regs->rax = (uint64_t)(h ? h(&c) : lx_unsupported(&c));
 	lx_call_release(&c);
 	if (c.action == LX_RESUME && lx_sig_on(t->proc)) {
 		lx_sig_broken_pipe(&c, (int64_t)regs->rax);

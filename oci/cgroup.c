@@ -1,0 +1,272 @@
+/*
+ * cgroup.c - the container's cgroup, joined by the monitor.
+ *
+ * podman (cgroupfs manager) and containerd name a cgroup in linux.cgroupsPath and
+ * expect the runtime to make it, set its limits and put the container in it. Here
+ * the container is the whole VM: the monitor joins before it builds anything, so its
+ * vCPU threads, its copies in a snapshot and the guest's RAM are all charged there.
+ * The hierarchies are read from /proc/self/mountinfo: v1 (one per controller, plus
+ * name=systemd), v2, or both (the hybrid layout of our machines). systemd's
+ * slice:prefix:name paths would need systemd's D-Bus API and are refused.
+ */
+#include "cgroup.h"
+
+#include "../base/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CG_MAX_HIER 32
+
+struct cg_hier {
+	char mnt[PATH_MAX];
+	bool v2;
+	char opts[256];          /* v1: its controllers, among other options */
+};
+
+bool oci_cgroup_is_systemd(const char *path)
+{
+	return path[0] != '/' && strchr(path, ':') != NULL;
+}
+
+/* Every cgroup hierarchy mounted, from mountinfo; how many. */
+static int cg_hierarchies(struct cg_hier *h, int max)
+{
+	char line[4096];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (n < max && fgets(line, sizeof(line), f)) {
+		char mnt[PATH_MAX], fstype[32], super[256];
+		char *dash = strstr(line, " - ");
+
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+		    sscanf(dash + 3, "%31s %*s %255s", fstype, super) != 2)
+			continue;
+		if (strcmp(fstype, "cgroup") != 0 && strcmp(fstype, "cgroup2") != 0)
+			continue;
+		snprintf(h[n].mnt, sizeof(h[n].mnt), "%s", mnt);
+		h[n].v2 = strcmp(fstype, "cgroup2") == 0;
+		if (snprintf(h[n].opts, sizeof(h[n].opts), ",%s,", super) >= (int)sizeof(h[n].opts))
+			continue;
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static bool cg_has(const struct cg_hier *h, const char *controller)
+{
+	char want[40];
+
+	snprintf(want, sizeof(want), ",%s,", controller);
+	return strstr(h->opts, want) != NULL;
+}
+
+/* @value into @dir/@file; -errno. */
+static int cg_write(const char *dir, const char *file, const char *value)
+{
+	char path[PATH_MAX + 64];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, value, strlen(value)) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* mkdir -p of @path, whose components were checked not to hold "..". */
+static int cg_mkdirs(char *path, size_t skip)
+{
+	for (char *p = path + skip + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		int rc = mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
+
+		*p = '/';
+		if (rc)
+			return rc;
+	}
+	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
+}
+
+/* cpuset's cpus and mems of a new v1 cgroup are empty, and a process cannot join it so:
+ * the config's, or the parent's. */
+static int cg_cpuset_v1(const char *dir, const struct oci_config *c)
+{
+	static const char *const files[] = { "cpuset.cpus", "cpuset.mems" };
+	const char *given[] = { c->cpus, c->mems };
+
+	for (int i = 0; i < 2; i++) {
+		char parent[PATH_MAX + 64], val[256] = "";
+		ssize_t n;
+		int fd;
+
+		if (!given[i]) {
+			if (snprintf(parent, sizeof(parent), "%s/../%s", dir, files[i]) >= (int)sizeof(parent))
+				return -ENAMETOOLONG;
+			fd = open(parent, O_RDONLY | O_CLOEXEC);
+			n = fd < 0 ? -1 : read(fd, val, sizeof(val) - 1);
+			if (fd >= 0)
+				close(fd);
+			if (n <= 0)
+				continue;
+			val[n] = '\0';
+		}
+		int rc = cg_write(dir, files[i], given[i] ? given[i] : val);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+#define CG_SET(dir, name, file, ...)                                           \
+	do {                                                                   \
+		char v_[64];                                                   \
+		int rc_;                                                       \
+		snprintf(v_, sizeof(v_), __VA_ARGS__);                         \
+		*(file) = (name);                                              \
+		if ((rc_ = cg_write(dir, name, v_)))                           \
+			return rc_;                                            \
+	} while (0)
+
+/* v1: each controller's own files, where this hierarchy has the controller. */
+static int cg_limits_v1(const struct cg_hier *h, const char *dir, const struct oci_config *c,
+			const char **file)
+{
+	if (c->mem_limit && cg_has(h, "memory"))
+		CG_SET(dir, "memory.limit_in_bytes", file, "%lld", (long long)c->mem_limit);
+	if (c->pids_limit && cg_has(h, "pids"))
+		CG_SET(dir, "pids.max", file, "%lld", (long long)c->pids_limit);
+	if (cg_has(h, "cpu")) {
+		if (c->cpu_shares)
+			CG_SET(dir, "cpu.shares", file, "%llu", (unsigned long long)c->cpu_shares);
+		if (c->cpu_period)
+			CG_SET(dir, "cpu.cfs_period_us", file, "%llu", (unsigned long long)c->cpu_period);
+		if (c->cpu_quota)
+			CG_SET(dir, "cpu.cfs_quota_us", file, "%lld", (long long)c->cpu_quota);
+	}
+	if (cg_has(h, "cpuset")) {
+		*file = "cpuset.cpus";
+		return cg_cpuset_v1(dir, c);
+	}
+	return 0;
+}
+
+/* v2: the controllers enabled down to the cgroup (best effort: a parent may have them
+ * already), then its files; cpu.shares as cpu.weight, the conversion runc and crun use. */
+static int cg_limits_v2(const char *mnt, const char *dir, const struct oci_config *c,
+			const char **file)
+{
+	char anc[PATH_MAX + PATH_MAX];
+
+	snprintf(anc, sizeof(anc), "%s", dir);
+	for (char *p = anc + strlen(mnt); (p = strchr(p + 1, '/'));) {
+		*p = '\0';
+		cg_write(anc, "cgroup.subtree_control", "+memory +pids +cpu +cpuset");
+		*p = '/';
+	}
+	cg_write(mnt, "cgroup.subtree_control", "+memory +pids +cpu +cpuset");
+	if (c->mem_limit)
+		CG_SET(dir, "memory.max", file, "%lld", (long long)c->mem_limit);
+	if (c->pids_limit)
+		CG_SET(dir, "pids.max", file, "%lld", (long long)c->pids_limit);
+	if (c->cpu_shares)
+		CG_SET(dir, "cpu.weight", file, "%llu",
+		       1 + (unsigned long long)(c->cpu_shares < 2 ? 0 : c->cpu_shares - 2) * 9999 / 262142);
+	if (c->cpu_quota)
+		CG_SET(dir, "cpu.max", file, "%lld %llu", (long long)c->cpu_quota,
+		       (unsigned long long)(c->cpu_period ? c->cpu_period : 100000));
+	if (c->cpus)
+		CG_SET(dir, "cpuset.cpus", file, "%s", c->cpus);
+	if (c->mems)
+		CG_SET(dir, "cpuset.mems", file, "%s", c->mems);
+	return 0;
+}
+
+/* Join one hierarchy's @rel (from cgroupsPath). A v2 hierarchy beside v1 ones (the
+ * hybrid layout) has no controllers: it is only joined. */
+static int cg_join_one(const struct cg_hier *h, const char *rel, const struct oci_config *c,
+		       bool hybrid, char *err, size_t len)
+{
+	char dir[PATH_MAX + PATH_MAX], pid[24];
+	const char *file = "cgroup.procs";
+	int rc;
+
+	if (snprintf(dir, sizeof(dir), "%s%s%s", h->mnt, rel[0] == '/' ? "" : "/", rel) >=
+	    (int)sizeof(dir))
+		return log_set_err(-ENAMETOOLONG, err, len, "linux.cgroupsPath: too long");
+	rc = cg_mkdirs(dir, strlen(h->mnt));
+	if (!rc && !h->v2)
+		rc = cg_limits_v1(h, dir, c, &file);
+	else if (!rc && !hybrid)
+		rc = cg_limits_v2(h->mnt, dir, c, &file);
+	if (!rc) {
+		file = "cgroup.procs";
+		snprintf(pid, sizeof(pid), "%d", (int)getpid());
+		rc = cg_write(dir, file, pid);
+	}
+	if (rc)
+		return log_set_err(rc, err, len, "linux.cgroupsPath %s: %s/%s: %s", rel, dir, file,
+				   strerror(-rc));
+	return 0;
+}
+
+int oci_cgroup_join(const struct oci_config *c, bool systemd, char *err, size_t len)
+{
+	struct cg_hier h[CG_MAX_HIER];
+	const char *rel = c->cgroups_path;
+	bool hybrid = false;
+	int n, rc;
+
+	if (!rel || !rel[0])
+		return 0;
+	if (oci_cgroup_is_systemd(rel) || systemd)
+		return log_set_err(-ENOTSUP, err, len, "linux.cgroupsPath %s: systemd cgroups need "
+				   "systemd, which ccvm-oci does not drive; run podman with "
+				   "--cgroup-manager cgroupfs (or containerd without SystemdCgroup)", rel);
+	if (strstr(rel, ".."))
+		return log_set_err(-EINVAL, err, len, "linux.cgroupsPath %s: holds '..'", rel);
+	n = cg_hierarchies(h, CG_MAX_HIER);
+	if (n == 0)
+		return log_set_err(-ENOENT, err, len, "linux.cgroupsPath %s: no cgroup hierarchy is "
+				   "mounted", rel);
+	for (int i = 0; i < n; i++)
+		hybrid |= !h[i].v2;
+	for (int i = 0; i < n; i++)
+		if ((rc = cg_join_one(&h[i], rel, c, hybrid, err, len)))
+			return rc;
+	return 0;
+}
+
+void oci_cgroup_remove(const char *path)
+{
+	struct cg_hier h[CG_MAX_HIER];
+	int n;
+
+	if (!path || !path[0] || oci_cgroup_is_systemd(path) || strstr(path, ".."))
+		return;
+	n = cg_hierarchies(h, CG_MAX_HIER);
+	for (int i = 0; i < n; i++) {
+		char dir[PATH_MAX + PATH_MAX];
+
+		if (snprintf(dir, sizeof(dir), "%s%s%s", h[i].mnt, path[0] == '/' ? "" : "/", path) >=
+		    (int)sizeof(dir))
+			return;
+		if (rmdir(dir) && errno != ENOENT)
+			log_debug("cannot remove cgroup %s: %s", dir, strerror(errno));
+	}
+}

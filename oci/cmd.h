@@ -1,0 +1,58 @@
+/*
+ * cmd.h - ccvm-oci's commands and what they share (flags.c, cmd_*.c).
+ */
+#ifndef CCVM_OCI_CMD_H
+#define CCVM_OCI_CMD_H
+
+#include "state.h"
+
+#include <stdbool.h>
+
+/* The flags before the command, as runc takes them. */
+struct oci_global {
+	const char *root;     /* --root (default /run/ccvm-oci) */
+	bool debug;           /* --debug */
+	bool systemd_cgroup;  /* --systemd-cgroup */
+};
+
+/* One flag of a command: --NAME VALUE, --NAME=VALUE or, runc's Go flags, -NAME. A
+ * flag without a value sets *@on; one with a value sets *@val. A repeated flag keeps
+ * the last value. */
+struct oci_flag {
+	const char *name;
+	const char *alias;    /* a short form ("f"), or NULL */
+	const char **val;
+	bool *on;
+};
+
+#define OCI_MAX_POS 8
+
+/*
+ * oci_flags_parse - @argv (the command's own, after its name) into @flags and the
+ * positional arguments, in order, in @pos. Returns how many positional arguments, or
+ * -EINVAL with the flag named in a message logged.
+ */
+int oci_flags_parse(const char *cmd, int argc, char **argv, const struct oci_flag *flags,
+		    const char **pos);
+
+/* The flags at the start of @argv, up to the first word that is none (runc's global
+ * flags, before the command): its index, or -EINVAL. */
+int oci_flags_prefix(const char *cmd, int argc, char **argv, const struct oci_flag *flags);
+
+/* A container's record, with "does not exist" said the way runc says it. 0 or 1. */
+int oci_load(const struct oci_global *g, const char *id, struct oci_state *st);
+/* The record and the whole directory of a container that is gone. */
+void oci_remove(struct oci_state *st);
+
+int oci_cmd_create(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_start(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_state(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_kill(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_delete(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_pause(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_resume(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_list(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_ps(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_features(const struct oci_global *g, int argc, char **argv);
+
+#endif
