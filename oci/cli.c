@@ -36,6 +36,10 @@ static const struct {
 	{ "list", oci_cmd_list, "list [--format table|json] [--quiet]" },
 	{ "ps", oci_cmd_ps, "ps [--format table|json] ID" },
 	{ "features", oci_cmd_features, "features" },
+	{ "checkpoint", oci_cmd_checkpoint, "checkpoint --image-path DIR [--work-path DIR] "
+	  "[--leave-running] [--parent-path DIR] ID" },
+	{ "restore", oci_cmd_restore, "restore --image-path DIR --bundle DIR [--pid-file F] "
+	  "[--detach] [--console-socket S] ID" },
 };
 
 bool oci_invoked(const char *argv0)
@@ -135,7 +139,8 @@ int oci_main(int argc, char **argv)
 		}
 		return oci_cmds[k].run(&g, argc - i - 1, argv + i + 1);
 	}
-	log_err("unknown command '%s'; checkpoint, restore and exec are not built yet", argv[i]);
+	log_err("unknown command '%s'%s", argv[i], strcmp(argv[i], "exec") == 0 ?
+		": exec is not built yet" : "");
 	oci_usage(stderr);
 	return 1;
 }

@@ -41,8 +41,24 @@ int oci_flags_prefix(const char *cmd, int argc, char **argv, const struct oci_fl
 
 /* A container's record, with "does not exist" said the way runc says it. 0 or 1. */
 int oci_load(const struct oci_global *g, const char *id, struct oci_state *st);
+/* SIGKILL to a container's monitor, then wait until it has ended (a zombie counts):
+ * 0, or 1 said. */
+int oci_kill_wait(struct oci_state *st);
 /* The record and the whole directory of a container that is gone. */
 void oci_remove(struct oci_state *st);
+
+/* What create and restore take. */
+struct oci_create_args {
+	const char *bundle, *pid_file, *console, *preserve;
+	bool no_pivot, no_keyring;
+	const char *image;          /* restore: the checkpoint's image; NULL: create */
+};
+
+/* A container made from @a's bundle: checked, recorded, its process left behind
+ * (waiting for start, or for restore already restoring @a->image), its pid in @pid.
+ * 0, or 1 with everything undone and the reason said. */
+int oci_create_from(const struct oci_global *g, const char *id, const struct oci_create_args *a,
+		    pid_t *pid);
 
 int oci_cmd_create(const struct oci_global *g, int argc, char **argv);
 int oci_cmd_start(const struct oci_global *g, int argc, char **argv);
@@ -54,5 +70,7 @@ int oci_cmd_resume(const struct oci_global *g, int argc, char **argv);
 int oci_cmd_list(const struct oci_global *g, int argc, char **argv);
 int oci_cmd_ps(const struct oci_global *g, int argc, char **argv);
 int oci_cmd_features(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_restore(const struct oci_global *g, int argc, char **argv);
 
 #endif

@@ -27,13 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-struct create_args {
-	const char *bundle, *pid_file, *console, *preserve;
-	bool no_pivot, no_keyring, detach;
-};
-
 /* The config checked whole, and the command line built once, before anything is made. */
-static int create_check(const struct oci_global *g, const struct create_args *a,
+static int create_check(const struct oci_global *g, const struct oci_create_args *a,
 			struct oci_config *c)
 {
 	char err[PATH_MAX + 256];
@@ -53,7 +48,7 @@ static int create_check(const struct oci_global *g, const struct create_args *a,
 		}
 		lx_filter_free(&f);
 	}
-	if (oci_run_argv(c, &none, "-", false, &argv, err, sizeof(err))) {
+	if (oci_run_argv(c, &none, "-", NULL, false, &argv, err, sizeof(err))) {
 		log_err("%s", err);
 		goto fail;
 	}
@@ -96,9 +91,10 @@ static int write_pid_file(const char *path, pid_t pid)
 	return rc;
 }
 
-/* The record: ROOT/ID made (it must not exist), the start FIFO, state.json. */
+/* The record: ROOT/ID made (it must not exist), the start FIFO (@fifo_too), the
+ * seccomp profile, state.json. */
 static int create_record(const struct oci_global *g, const char *id, const struct oci_config *c,
-			 struct oci_state *st)
+			 bool fifo_too, struct oci_state *st)
 {
 	char fifo[PATH_MAX + 16];
 	time_t now = time(NULL);
@@ -135,7 +131,7 @@ static int create_record(const struct oci_global *g, const char *id, const struc
 			return 1;
 		}
 	}
-	if (mkfifo(fifo, 0600) || oci_state_save(st)) {
+	if ((fifo_too && mkfifo(fifo, 0600)) || oci_state_save(st)) {
 		log_err("%s: %s", st->dir, strerror(errno));
 		oci_remove(st);
 		return 1;
@@ -156,8 +152,8 @@ static void read_ready(int fd, char *msg, size_t len)
 }
 
 /* Fork the container's process and wait until it is set up or has said why not. */
-static int create_spawn(const struct oci_global *g, const struct create_args *a,
-			const struct oci_config *c, struct oci_state *st)
+static int create_spawn(const struct oci_global *g, const struct oci_create_args *a,
+			const struct oci_config *c, struct oci_state *st, pid_t *out)
 {
 	char msg[1024];
 	int ready[2], rc;
@@ -170,9 +166,9 @@ static int create_spawn(const struct oci_global *g, const struct create_args *a,
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {
-		struct oci_init in = { .c = c, .state_dir = st->dir, .console_socket = a->console,
+		struct oci_init in = { .c = c, .oci_root = g->root, .state_dir = st->dir, .console_socket = a->console,
 				       .systemd_cgroup = g->systemd_cgroup, .debug = g->debug,
-				       .ready_fd = ready[1] };
+				       .ready_fd = ready[1], .image = a->image };
 
 		close(ready[0]);
 		_exit(oci_init_run(&in)); /* only on failure: on success it became ccvm run */
@@ -192,6 +188,7 @@ static int create_spawn(const struct oci_global *g, const struct create_args *a,
 	}
 	st->pid = pid;
 	st->start = oci_proc_start(pid);
+	*out = pid;
 	rc = oci_state_save(st);
 	if (!rc && a->pid_file)
 		rc = write_pid_file(a->pid_file, pid);
@@ -204,20 +201,48 @@ static int create_spawn(const struct oci_global *g, const struct create_args *a,
 	return 0;
 }
 
+int oci_create_from(const struct oci_global *g, const char *id, const struct oci_create_args *a,
+		    pid_t *pid)
+{
+	struct oci_config c;
+	struct oci_state st;
+	int rc;
+
+	if (!oci_id_ok(id)) {
+		log_err("container ID \"%s\": letters, digits, '_', '-' and '.', at most %d", id,
+			OCI_MAX_ID);
+		return 1;
+	}
+	if (a->preserve && strcmp(a->preserve, "0") != 0) {
+		log_err("--preserve-fds %s: a guest gets only its standard streams", a->preserve);
+		return 1;
+	}
+	if (create_check(g, a, &c))
+		return 1;
+	rc = create_record(g, id, &c, !a->image, &st);
+	if (!rc && (rc = create_spawn(g, a, &c, &st, pid))) {
+		oci_cgroup_remove(st.cgroups_path);
+		oci_remove(&st);
+	}
+	oci_state_free(&st);
+	oci_config_free(&c);
+	return rc;
+}
+
 int oci_cmd_create(const struct oci_global *g, int argc, char **argv)
 {
-	struct create_args a = { .bundle = "." };
+	struct oci_create_args a = { .bundle = "." };
+	bool detach = false; /* what go-runc may pass; create always returns at once */
 	const struct oci_flag flags[] = {
 		{ "bundle", "b", &a.bundle, NULL },     { "pid-file", NULL, &a.pid_file, NULL },
 		{ "console-socket", NULL, &a.console, NULL },
 		{ "preserve-fds", NULL, &a.preserve, NULL },
 		{ "no-pivot", NULL, NULL, &a.no_pivot }, { "no-new-keyring", NULL, NULL, &a.no_keyring },
-		{ "detach", "d", NULL, &a.detach },     { NULL, NULL, NULL, NULL },
+		{ "detach", "d", NULL, &detach },       { NULL, NULL, NULL, NULL },
 	};
 	const char *pos[OCI_MAX_POS];
-	struct oci_config c;
-	struct oci_state st;
-	int n = oci_flags_parse("create", argc, argv, flags, pos), rc;
+	int n = oci_flags_parse("create", argc, argv, flags, pos);
+	pid_t pid;
 
 	if (n != 1) {
 		if (n >= 0)
@@ -225,23 +250,5 @@ int oci_cmd_create(const struct oci_global *g, int argc, char **argv)
 				"[--console-socket SOCK] ID");
 		return 1;
 	}
-	if (!oci_id_ok(pos[0])) {
-		log_err("container ID \"%s\": letters, digits, '_', '-' and '.', at most %d", pos[0],
-			OCI_MAX_ID);
-		return 1;
-	}
-	if (a.preserve && strcmp(a.preserve, "0") != 0) {
-		log_err("--preserve-fds %s: a guest gets only its standard streams", a.preserve);
-		return 1;
-	}
-	if (create_check(g, &a, &c))
-		return 1;
-	rc = create_record(g, pos[0], &c, &st);
-	if (!rc && (rc = create_spawn(g, &a, &c, &st))) {
-		oci_cgroup_remove(st.cgroups_path);
-		oci_remove(&st);
-	}
-	oci_state_free(&st);
-	oci_config_free(&c);
-	return rc;
+	return oci_create_from(g, pos[0], &a, &pid);
 }

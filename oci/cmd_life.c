@@ -159,8 +159,7 @@ int oci_cmd_kill(const struct oci_global *g, int argc, char **argv)
 	return rc;
 }
 
-/* SIGKILL, then wait until the process has ended (a zombie counts). */
-static int kill_and_wait(struct oci_state *st)
+int oci_kill_wait(struct oci_state *st)
 {
 	if (oci_state_status(st) == OCI_STOPPED)
 		return 0;
@@ -196,7 +195,7 @@ int oci_cmd_delete(const struct oci_global *g, int argc, char **argv)
 			oci_status_name(s));
 		rc = 1;
 	} else if (s != OCI_STOPPED) {
-		rc = kill_and_wait(&st);
+		rc = oci_kill_wait(&st);
 	}
 	if (!rc) {
 		oci_cgroup_remove(st.cgroups_path);

@@ -11,6 +11,7 @@
 #include "config_impl.h"
 
 #include "../base/log.h"
+#include "../snapshot/request.h"
 #include "../vmm/linux/rlimit.h"
 
 #include <errno.h>
@@ -162,10 +163,34 @@ static int cfg_root(json_t *r, struct oci_config *c, char *err, size_t len)
 }
 
 /* annotations: strings; io.ccvm.* are ccvm's own options, every one of them known. */
+/* One io.ccvm.snapshot-KEY annotation: a field of the snapshot request table that
+ * periodic snapshots take (`run --snapshot-KEY`), its value checked by the same table. */
+static int cfg_ccvm_option(const char *key, const char *value, struct oci_config *c, char *err,
+			   size_t len)
+{
+	const char *name = key + strlen(OCI_ANNOTATION_PREFIX);
+	const struct snap_field *f = strncmp(name, "snapshot-", 9) == 0 ? snap_field_find(name) : NULL;
+	struct snap_request scratch = { .file = NULL };
+	char why[256];
+
+	if (!f || !f->run || f->kind == SNAP_F_PATH || f->kind == SNAP_F_FLAG)
+		return cfg_refuse(err, len, "annotations", "'%s' is no ccvm option (io.ccvm.snapshot-"
+				  "policy, -compress, -rate, -precopy, -threads...: docs/oci.md)", key);
+	if (snap_field_set(&scratch, f, "io.ccvm.snapshot-", value, why, sizeof(why)))
+		return cfg_refuse(err, len, "annotations", "%s", why);
+	if (c->n_ccvm_opts >= OCI_MAX_CCVM_OPTS)
+		return cfg_refuse(err, len, "annotations", "too many io.ccvm.* options");
+	c->ccvm_opts[c->n_ccvm_opts].name = name;
+	c->ccvm_opts[c->n_ccvm_opts++].value = value;
+	return 0;
+}
+
+/* annotations: strings; io.ccvm.* are ccvm's own options, every one of them known. */
 static int cfg_annotations(json_t *a, struct oci_config *c, char *err, size_t len)
 {
 	const char *key;
 	json_t *v;
+	int rc;
 
 	if (!a || json_is_null(a))
 		return 0;
@@ -175,15 +200,9 @@ static int cfg_annotations(json_t *a, struct oci_config *c, char *err, size_t le
 	json_object_foreach(a, key, v) {
 		if (!json_is_string(v))
 			return cfg_refuse(err, len, "annotations", "'%s' is not a string", key);
-		if (strncmp(key, OCI_ANNOTATION_PREFIX, strlen(OCI_ANNOTATION_PREFIX)) != 0)
-			continue;
-		if (strcmp(key, "io.ccvm.snapshot-policy") == 0)
-			c->snap_policy = json_string_value(v);
-		else if (strcmp(key, "io.ccvm.snapshot-compress") == 0)
-			c->snap_compress = json_string_value(v);
-		else
-			return cfg_refuse(err, len, "annotations", "'%s' is no ccvm option "
-					  "(io.ccvm.snapshot-policy, io.ccvm.snapshot-compress)", key);
+		if (strncmp(key, OCI_ANNOTATION_PREFIX, strlen(OCI_ANNOTATION_PREFIX)) == 0 &&
+		    (rc = cfg_ccvm_option(key, json_string_value(v), c, err, len)))
+			return rc;
 	}
 	return 0;
 }

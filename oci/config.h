@@ -20,6 +20,7 @@
 #define OCI_MAX_CONFIG_BYTES (4u << 20) /* far above any real one (podman's: ~10 KiB) */
 #define OCI_MAX_LIST         4096       /* args, env, mounts, paths: entries at most */
 #define OCI_MAX_STR          PATH_MAX   /* any one string */
+#define OCI_MAX_CCVM_OPTS    32         /* io.ccvm.* annotations */
 
 enum oci_mount_kind {
 	OCI_MOUNT_BIND,    /* bind or rbind: made in the container's mount namespace */
@@ -81,8 +82,10 @@ struct oci_config {
 	size_t n_ro_paths;
 	json_t *seccomp;         /* linux.seccomp, borrowed from doc; NULL: none */
 	json_t *annotations;     /* borrowed from doc; NULL: none */
-	const char *snap_policy; /* io.ccvm.snapshot-policy, borrowed */
-	const char *snap_compress; /* io.ccvm.snapshot-compress, borrowed */
+	struct {                 /* io.ccvm.snapshot-KEY: run's --snapshot-KEY, checked */
+		const char *name, *value; /* "snapshot-rate", "20"; borrowed from doc */
+	} ccvm_opts[OCI_MAX_CCVM_OPTS];
+	size_t n_ccvm_opts;
 };
 
 /*

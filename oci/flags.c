@@ -9,6 +9,7 @@
 
 #include "../base/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -112,15 +113,19 @@ int oci_load(const struct oci_global *g, const char *id, struct oci_state *st)
 
 void oci_remove(struct oci_state *st)
 {
-	static const char *const files[] = { OCI_STATE_FILE, OCI_STATE_FILE ".tmp", OCI_FIFO_FILE,
-					     OCI_CTL_FILE, OCI_SECCOMP_FILE };
-	char path[PATH_MAX + 32];
+	DIR *d = opendir(st->dir);
+	struct dirent *e;
 
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", st->dir, files[i]);
-		if (unlink(path) && errno != ENOENT)
-			log_warn("cannot remove %s: %s", path, strerror(errno));
+	/* everything in it is ccvm's: the record, the FIFO, the socket, the profile, and
+	 * what a monitor killed while writing a checkpoint left under a temporary name */
+	while (d && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) && errno != ENOENT)
+			log_warn("cannot remove %s/%s: %s", st->dir, e->d_name, strerror(errno));
 	}
+	if (d)
+		closedir(d);
 	if (rmdir(st->dir) && errno != ENOENT)
 		log_warn("cannot remove %s: %s", st->dir, strerror(errno));
 }

@@ -134,12 +134,12 @@ out:
 
 /* process.cwd made if the image lacks it (runc does the same) and entered: the
  * personality starts the guest where the monitor is, inside the root. */
-static int init_cwd(const struct oci_config *c, char *err, size_t len)
+static int init_cwd(const struct oci_config *c, const char *root_path, char *err, size_t len)
 {
-	int root = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC), fd, rc = 0;
+	int root = open(root_path, O_PATH | O_DIRECTORY | O_CLOEXEC), fd, rc = 0;
 
 	if (root < 0)
-		return log_set_err(-errno, err, len, "root %s: %s", c->root, strerror(errno));
+		return log_set_err(-errno, err, len, "root %s: %s", root_path, strerror(errno));
 	fd = oci_make_in_root(root, c->cwd, false);
 	close(root);
 	if (fd < 0)
@@ -148,6 +148,19 @@ static int init_cwd(const struct oci_config *c, char *err, size_t len)
 		rc = log_set_err(-errno, err, len, "process.cwd %s: %s", c->cwd, strerror(errno));
 	close(fd);
 	return rc;
+}
+
+/* restore: the image opened now and held open across the exec (ccvm restore reads it
+ * as /proc/self/fd/N), so that it is this file that is restored even when the caller
+ * removes its checkpoint as soon as restore returns, as podman does. */
+static int init_hold_image(const char *image, char *held, size_t n, char *err, size_t len)
+{
+	int fd = open(image, O_RDONLY | O_NOFOLLOW);
+
+	if (fd < 0)
+		return log_set_err(-errno, err, len, "restore: %s: %s", image, strerror(errno));
+	snprintf(held, n, "/proc/self/fd/%d", fd);
+	return 0;
 }
 
 /* Block until `start` opens the FIFO, then tell it the process goes on. */
@@ -174,7 +187,7 @@ static int init_wait_start(const char *dir)
 static int init_setup(const struct oci_init *in, char ***argv, char *err, size_t len)
 {
 	const struct oci_config *c = in->c;
-	char oom[16];
+	char oom[16], held[32];
 	struct oci_rw rw = { 0 };
 	int rc;
 
@@ -193,13 +206,16 @@ static int init_setup(const struct oci_init *in, char ***argv, char *err, size_t
 			return log_set_err(rc, err, len, "process.oomScoreAdj %s: %s", oom, strerror(-rc));
 	}
 	if ((rc = init_namespaces(c, err, len)) || (rc = init_sysctls(c, err, len)) ||
-	    (rc = oci_mounts_setup(c, &rw, err, len)) || (rc = init_cwd(c, err, len)))
+	    (rc = oci_mounts_setup(c, in->oci_root, &rw, err, len)) ||
+	    (rc = init_cwd(c, rw.root, err, len)))
 		goto out;
 	if (c->terminal && (rc = init_terminal(in->console_socket, err, len)))
 		goto out;
 	if (c->umask_set)
 		umask(c->umask);
-	rc = oci_run_argv(c, &rw, in->state_dir, in->debug, argv, err, len);
+	if (in->image && (rc = init_hold_image(in->image, held, sizeof(held), err, len)))
+		goto out;
+	rc = oci_run_argv(c, &rw, in->state_dir, in->image ? held : NULL, in->debug, argv, err, len);
 out:
 	oci_rw_free(&rw);
 	return rc;
@@ -217,7 +233,7 @@ int oci_init_run(const struct oci_init *in)
 		return 1;
 	}
 	close(in->ready_fd); /* create: set up, write the pid file, return */
-	rc = init_wait_start(in->state_dir);
+	rc = in->image ? 0 : init_wait_start(in->state_dir);
 	if (rc) {
 		log_err("container %s: the start FIFO: %s", in->c->args[0], strerror(-rc));
 		oci_argv_free(argv);

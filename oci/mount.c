@@ -207,16 +207,22 @@ static int mnt_hide(int root_fd, const char *path, bool mask)
 }
 
 /* The root itself: private propagation for everything (nothing the container mounts
- * reaches the host), and the root read-only when the config says so. */
-static int mnt_root(const struct oci_config *c, struct oci_rw *rw)
+ * reaches the host), the root bound at the same path for every container, read-only
+ * when the config says so. */
+static int mnt_root(const struct oci_config *c, const char *oci_root, struct oci_rw *rw)
 {
+	if (snprintf(rw->root, sizeof(rw->root), "%s/%s", oci_root, OCI_ROOT_MOUNT) >=
+	    (int)sizeof(rw->root))
+		return -ENAMETOOLONG;
+	if (mkdir(rw->root, 0700) && errno != EEXIST)
+		return -errno;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
 		return -errno;
-	if (mount(c->root, c->root, NULL, MS_BIND | MS_REC, NULL))
+	if (mount(c->root, rw->root, NULL, MS_BIND | MS_REC, NULL))
 		return -errno;
 	if (c->readonly)
-		return mount(NULL, c->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) ? -errno : 0;
-	if (rw->n >= OCI_MAX_RW || !(rw->dirs[rw->n] = strdup(c->root)))
+		return mount(NULL, rw->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) ? -errno : 0;
+	if (rw->n >= OCI_MAX_RW || !(rw->dirs[rw->n] = strdup(rw->root)))
 		return -ENOMEM;
 	rw->n++;
 	return 0;
@@ -249,15 +255,16 @@ static int mnt_all(const struct oci_config *c, int root_fd, struct oci_rw *rw, c
 	return 0;
 }
 
-int oci_mounts_setup(const struct oci_config *c, struct oci_rw *rw, char *err, size_t len)
+int oci_mounts_setup(const struct oci_config *c, const char *oci_root, struct oci_rw *rw,
+		     char *err, size_t len)
 {
 	int root_fd, rc;
 
 	memset(rw, 0, sizeof(*rw));
-	if ((rc = mnt_root(c, rw)))
-		return log_set_err(rc, err, len, "root %s in the container's mount namespace: %s",
-				   c->root, strerror(-rc));
-	root_fd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if ((rc = mnt_root(c, oci_root, rw)))
+		return log_set_err(rc, err, len, "root %s at %s in the container's mount "
+				   "namespace: %s", c->root, rw->root, strerror(-rc));
+	root_fd = open(rw->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
 		return log_set_err(-errno, err, len, "root %s: %s", c->root, strerror(errno));
 	rc = mnt_all(c, root_fd, rw, err, len);

@@ -99,45 +99,69 @@ static void run_rlimits(const struct oci_config *c, struct argv_b *b)
 	}
 }
 
-int oci_run_argv(const struct oci_config *c, const struct oci_rw *rw, const char *state_dir,
-		 bool debug, char ***out, char *err, size_t len)
+/* What run and restore take alike: root, writable directories, the control socket,
+ * where its snapshots may go, the seccomp profile, the network, the user. */
+static void run_common(const struct oci_config *c, const struct oci_rw *rw, const char *state_dir,
+		       struct argv_b *b)
 {
-	struct argv_b b = { 0 };
 	char v[64], path[PATH_MAX + 32];
-	int rc;
 
-	push(&b, "ccvm");
-	push(&b, "run");
-	push2(&b, "--root", c->root);
+	push2(b, "--root", rw->root[0] ? rw->root : c->root);
 	if (!rw->n)
-		push2(&b, "--rw", "none");
+		push2(b, "--rw", "none");
 	for (int i = 0; i < rw->n; i++)
-		push2(&b, "--rw", rw->dirs[i]);
+		push2(b, "--rw", rw->dirs[i]);
 	snprintf(path, sizeof(path), "%s/%s", state_dir, OCI_CTL_FILE);
-	push2(&b, "--control", path);
+	push2(b, "--control", path);
+	/* checkpoint's images are written here first, then moved where it is asked */
+	push2(b, "--image-dir", state_dir);
 	if (c->seccomp) {
 		snprintf(path, sizeof(path), "%s/%s", state_dir, OCI_SECCOMP_FILE);
-		push2(&b, "--seccomp-profile", path);
+		push2(b, "--seccomp-profile", path);
 	}
 	/* The container's network is its namespace's (or the host's, when the config
 	 * asks for no namespace): ccvm's loopback-only default would be a second policy. */
-	push2(&b, "--net", "host");
+	push2(b, "--net", "host");
+	if (c->uid || c->gid) {
+		snprintf(v, sizeof(v), "%u:%u", c->uid, c->gid);
+		push2(b, "--user", v);
+	}
+}
+
+int oci_run_argv(const struct oci_config *c, const struct oci_rw *rw, const char *state_dir,
+		 const char *image, bool debug, char ***out, char *err, size_t len)
+{
+	struct argv_b b = { 0 };
+	int rc;
+
+	push(&b, "ccvm");
+	if (image) {
+		/* the image brings the guest's RAM size, limits and program; the memory is
+		 * loaded as the guest touches it */
+		push2(&b, "restore", image);
+		run_common(c, rw, state_dir, &b);
+		push(&b, "--lazy");
+		if (debug)
+			push(&b, "--verbose");
+		goto done;
+	}
+	push(&b, "run");
+	run_common(c, rw, state_dir, &b);
 	if ((rc = run_memory(c, &b, err, len)))
 		goto fail;
 	run_rlimits(c, &b);
-	if (c->uid || c->gid) {
-		snprintf(v, sizeof(v), "%u:%u", c->uid, c->gid);
-		push2(&b, "--user", v);
+	for (size_t i = 0; i < c->n_ccvm_opts; i++) {
+		char opt[64];
+
+		snprintf(opt, sizeof(opt), "--%s", c->ccvm_opts[i].name);
+		push2(&b, opt, c->ccvm_opts[i].value);
 	}
-	if (c->snap_policy)
-		push2(&b, "--snapshot-policy", c->snap_policy);
-	if (c->snap_compress)
-		push2(&b, "--snapshot-compress", c->snap_compress);
 	if (debug)
 		push(&b, "--verbose");
 	push(&b, "--");
 	for (size_t i = 0; i < c->n_args; i++)
 		push(&b, c->args[i]);
+done:
 	if ((rc = b.rc))
 		goto fail;
 	*out = b.v;

@@ -36,13 +36,14 @@ oci_counts_up() {
 	awk -v min="$2" '$1 == "count" { if ($2 != n) bad = 1; n++ } END { exit (bad || n < min) }' "$1"
 }
 
-# oci_bundle DIR ARGS_JSON: a bundle of ours over the test root, no namespaces.
+# oci_bundle DIR ARGS_JSON [ANNOTATIONS_JSON]: a bundle of ours over the test root, no
+# namespaces.
 oci_bundle() {
 	mkdir -p "$1"
-	/usr/bin/python3 - "$1" "$OCI_DIR/rootfs" "$2" <<'PY'
+	/usr/bin/python3 - "$1" "$OCI_DIR/rootfs" "$2" "${3:-{\}}" <<'PY'
 import json, sys
-b, root, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-cfg = {"ociVersion": "1.0.2", "root": {"path": root},
+b, root, args, ann = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+cfg = {"ociVersion": "1.0.2", "root": {"path": root}, "annotations": ann,
        "process": {"args": args, "cwd": "/", "env": ["PATH=/bin"], "user": {"uid": 0, "gid": 0}},
        "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}]}
 json.dump(cfg, open(b + "/config.json", "w"))
@@ -174,6 +175,52 @@ if [ -n "$PODMAN_OK" ]; then
 		fail "oci: podman run -d counter, podman logs shows it counting" "$(tail -3 "$OCI_DIR/2.err")" \
 			"$("${P[@]}" logs oci-count 2>&1 | tail -3)"
 	fi
+	# 3. checkpoint -R: still running, the same process, the count never held up for
+	# longer than a pause (the log's longest gap is the figure; the bound only catches
+	# a container that stopped).
+	pid1=$("${P[@]}" inspect --format '{{.State.Pid}}' oci-count 2>/dev/null)
+	n0=$("${P[@]}" logs oci-count 2>/dev/null | grep -c '^count ')
+	tmo 120 "${P[@]}" container checkpoint -R oci-count >/dev/null 2>"$OCI_DIR/3.err"; st=$?
+	wait_until 60 sh -c "[ \$(\"\$@\" logs oci-count 2>/dev/null | grep -c '^count ') -ge $((n0 + 20)) ]" sh "${P[@]}"
+	pid2=$("${P[@]}" inspect --format '{{.State.Pid}}' oci-count 2>/dev/null)
+	state=$("${P[@]}" inspect --format '{{.State.Status}}' oci-count 2>/dev/null)
+	"${P[@]}" logs oci-count >"$OCI_DIR/3.log" 2>/dev/null
+	gap=$(awk '$1 == "count" { if (t && $3 - t > g) g = $3 - t; t = $3 } END { print g + 0 }' "$OCI_DIR/3.log")
+	if [ "$st" = 0 ] && [ "$state" = running ] && [ -n "$pid1" ] && [ "$pid1" = "$pid2" ] &&
+		oci_counts_up "$OCI_DIR/3.log" "$((n0 + 20))" && [ "$gap" -lt $(($(bound 5) * 1000)) ]; then
+		pass "oci: checkpoint -R leaves it running, same pid, counting" "longest gap ${gap} ms (period 100)"
+	else
+		fail "oci: checkpoint -R leaves it running, same pid, counting" \
+			"status $st, state $state, pid $pid1 then $pid2, longest gap $gap ms" "$(tail -2 "$OCI_DIR/3.err")"
+	fi
+	# 4. checkpoint (it stops), then restore: the count goes on from where it stopped,
+	# nothing counted twice.
+	tmo 120 "${P[@]}" container checkpoint oci-count >/dev/null 2>"$OCI_DIR/4.err"; st=$?
+	state=$("${P[@]}" inspect --format '{{.State.Status}}' oci-count 2>/dev/null)
+	n1=$("${P[@]}" logs oci-count 2>/dev/null | grep -c '^count ')
+	tmo 120 "${P[@]}" container restore oci-count >/dev/null 2>>"$OCI_DIR/4.err"; st2=$?
+	wait_until 60 sh -c "[ \$(\"\$@\" logs oci-count 2>/dev/null | grep -c '^count ') -ge $((n1 + 20)) ]" sh "${P[@]}"
+	"${P[@]}" logs oci-count >"$OCI_DIR/4.log" 2>/dev/null
+	if [ "$st" = 0 ] && [ "$st2" = 0 ] && [ "$state" = exited ] && oci_counts_up "$OCI_DIR/4.log" "$((n1 + 20))"; then
+		pass "oci: checkpoint then restore, the counter continues" "$n1 counted before, on from there"
+	else
+		fail "oci: checkpoint then restore, the counter continues" "status $st then $st2, state after checkpoint $state" \
+			"$(grep -v '^count ' "$OCI_DIR/4.log" | tail -2)" "$(tail -2 "$OCI_DIR/4.err")"
+	fi
+	# 5. exported, removed, imported under another name: it resumes.
+	tmo 120 "${P[@]}" container checkpoint -e "$OCI_DIR/c.tar.gz" oci-count >/dev/null 2>"$OCI_DIR/5.err"; st=$?
+	n2=$("${P[@]}" logs oci-count 2>/dev/null | grep -c '^count ')
+	tmo 60 "${P[@]}" rm -f oci-count >/dev/null 2>&1
+	tmo 120 "${P[@]}" container restore -i "$OCI_DIR/c.tar.gz" --name oci-d >/dev/null 2>>"$OCI_DIR/5.err"; st2=$?
+	wait_until 60 sh -c "[ \$(\"\$@\" logs oci-d 2>/dev/null | grep -c '^count ') -ge $((n2 + 20)) ]" sh "${P[@]}"
+	"${P[@]}" logs oci-d >"$OCI_DIR/5.log" 2>/dev/null
+	if [ "$st" = 0 ] && [ "$st2" = 0 ] && oci_counts_up "$OCI_DIR/5.log" "$((n2 + 20))"; then
+		pass "oci: checkpoint -e, rm, restore -i --name: it resumes" "$n2 counted before"
+	else
+		fail "oci: checkpoint -e, rm, restore -i --name: it resumes" "status $st then $st2" \
+			"$(tail -2 "$OCI_DIR/5.err")" "$(tail -2 "$OCI_DIR/5.log")"
+	fi
+	tmo 60 "${P[@]}" rename oci-d oci-count >/dev/null 2>&1
 	# 6. stop -t 2 and rm: nothing of ccvm's is left.
 	cid=$("${P[@]}" inspect --format '{{.Id}}' oci-count 2>/dev/null)
 	tmo 60 "${P[@]}" stop -t 2 oci-count >/dev/null 2>&1
@@ -220,5 +267,44 @@ PY
 		pass "oci: an unknown mount type refused by name, nothing left"
 	else
 		fail "oci: an unknown mount type refused by name, nothing left" "status $st: $out"
+	fi
+fi
+
+# The monitor killed with SIGKILL while a checkpoint is being written: the previous
+# checkpoint is still whole, the record still reads (stopped), delete --force cleans up.
+if [ -n "$PODMAN_OK" ]; then
+	B=$OCI_DIR/bundle-big
+	# written at 20 MB/s (the io.ccvm.snapshot-rate annotation): seconds to catch it in
+	oci_bundle "$B" "[\"/bin/counter\", \"100\", \"$(scaled 128 32)\"]" '{"io.ccvm.snapshot-rate": "20"}'
+	O=("$OCI_BIN" --root "$OCI_DIR/state")
+	K=$OCI_DIR/ckpt-kill
+	bad=
+	# (the container's output is create's: it counts once its memory is filled)
+	tmo 30 "${O[@]}" create --bundle "$B" oci-kill >"$OCI_DIR/k.out" 2>"$OCI_DIR/k.err" &&
+		tmo 30 "${O[@]}" start oci-kill 2>>"$OCI_DIR/k.err" || bad="$bad create or start failed;"
+	wait_until 120 has_line "^count 1 " "$OCI_DIR/k.out" || bad="$bad it never counted;"
+	tmo 300 "${O[@]}" checkpoint --leave-running --image-path "$K" oci-kill 2>>"$OCI_DIR/k.err" ||
+		bad="$bad the first checkpoint failed;"
+	sum1=$(md5sum <"$K/ccvm.img" 2>/dev/null)
+	pid=$(json_num pid <"$OCI_DIR/state/oci-kill/state.json")
+	tmo 300 "${O[@]}" checkpoint --leave-running --image-path "$K" oci-kill >/dev/null 2>&1 &
+	ck=$!
+	# (the monitor writes under a temporary name, renamed when the image is whole)
+	wait_until 60 sh -c 'ls "$1"/.checkpoint.img.tmp.* >/dev/null 2>&1' sh "$OCI_DIR/state/oci-kill" ||
+		bad="$bad the second never began;"
+	kill -9 "$pid" 2>/dev/null
+	wait "$ck"; st=$?
+	sum2=$(md5sum <"$K/ccvm.img" 2>/dev/null)
+	status=$("${O[@]}" state oci-kill 2>/dev/null | json_str status)
+	[ "$st" != 0 ] || bad="$bad the killed checkpoint said it succeeded;"
+	[ -n "$sum1" ] && [ "$sum1" = "$sum2" ] || bad="$bad the previous image changed;"
+	[ "$status" = stopped ] || bad="$bad state says '$status';"
+	tmo 30 "${O[@]}" delete --force oci-kill 2>>"$OCI_DIR/k.err" || bad="$bad delete --force failed;"
+	[ -e "$OCI_DIR/state/oci-kill" ] && bad="$bad its record left;"
+	if [ -z "$bad" ]; then
+		pass "oci: kill -9 mid-checkpoint keeps the previous checkpoint, delete --force cleans up"
+	else
+		fail "oci: kill -9 mid-checkpoint keeps the previous checkpoint, delete --force cleans up" "$bad" \
+			"$(tail -2 "$OCI_DIR/k.err")"
 	fi
 fi

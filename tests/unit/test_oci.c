@@ -97,7 +97,9 @@ START_TEST(test_config_podman)
 	ck_assert_int_eq(c.pids_limit, 2048);
 	ck_assert_uint_eq(c.n_sysctls, 1);
 	ck_assert_ptr_nonnull(c.seccomp);
-	ck_assert_str_eq(c.snap_policy, "ccow");
+	ck_assert_uint_eq(c.n_ccvm_opts, 1);
+	ck_assert_str_eq(c.ccvm_opts[0].name, "snapshot-policy");
+	ck_assert_str_eq(c.ccvm_opts[0].value, "ccow");
 	ck_assert_str_eq(c.hostname, "c1");
 	oci_config_free(&c);
 }
@@ -126,6 +128,8 @@ START_TEST(test_config_refusals)
 		{ "linux.resources.blockIO", "{\"weight\":10}", "linux.resources.blockIO" },
 		{ "ociVersion", "\"2.0.0\"", "ociVersion" },
 		{ "annotations", "{\"io.ccvm.bogus\":\"1\"}", "annotations" },
+		{ "annotations", "{\"io.ccvm.snapshot-threads\":\"99\"}", "io.ccvm.snapshot-threads 99" },
+		{ "annotations", "{\"io.ccvm.snapshot-dir\":\"/tmp\"}", "annotations" },
 		{ "root", "{\"path\":\"/nonexistent-root-dir\"}", "root.path" },
 	};
 

@@ -1,0 +1,303 @@
+/*
+ * cmd_ckpt.c - `ccvm-oci checkpoint` and `restore`, as podman and containerd call
+ * them: a checkpoint is a live ccvm snapshot, a restore a ccvm restore of it.
+ *
+ * CRIU freezes a container's whole process tree while it dumps it; ccvm snapshots
+ * the VM live (ccow: a pause of milliseconds), so `checkpoint --leave-running` costs
+ * the container next to nothing. The image is written by the monitor under the
+ * container's record (the only place its confinement lets it write, decided before
+ * --image-path was known) and then moved into --image-path, under a temporary name
+ * renamed last, so that a checkpoint killed half-way leaves the previous one whole.
+ * Beside it: the container's config (an image is restored under another name or
+ * bundle) and inventory.img, a marker, because podman looks for CRIU's file of that
+ * name before it restores (docs/oci.md).
+ */
+#include "cmd.h"
+
+#include "../base/log.h"
+#include "../vmm/control.h"
+#include "../vmm/ctl_proto.h"
+#include "../vmm/version.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CKPT_IMAGE     "ccvm.img"      /* in --image-path: the snapshot image */
+#define CKPT_RECORD    "ccvm-oci.json" /* in --image-path: what the checkpoint holds */
+#define CKPT_INVENTORY "inventory.img" /* in --image-path: podman's marker */
+#define CKPT_STAGING   "checkpoint.img" /* under the record: where the monitor writes */
+#define CKPT_STATS     "stats-dump"    /* in --work-path: CRIU's statistics, for podman */
+#define CKPT_LOADING   "still loading its memory" /* the control socket's reply, then */
+#define CKPT_RETRY_MS  100
+#define CKPT_RETRY_S   600 /* a lazy restore's load may take this long (a large VM) */
+
+static const char ckpt_marker[] =
+	"ccvm-oci checkpoint: not a CRIU image. podman looks for CRIU's inventory.img "
+	"before it restores; the checkpoint is " CKPT_IMAGE ", a ccvm snapshot image, and "
+	CKPT_RECORD " says what it holds.\n";
+
+/* @src moved to @dst: renamed where they share a file system, else copied, synced,
+ * and the source removed. */
+static int move_file(const char *src, const char *dst)
+{
+	int in, out, rc = 0;
+	ssize_t n;
+
+	if (rename(src, dst) == 0)
+		return 0;
+	if (errno != EXDEV)
+		return -errno;
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0) {
+		rc = -errno;
+		close(in);
+		return rc;
+	}
+	while ((n = copy_file_range(in, NULL, out, NULL, 1u << 30, 0)) > 0)
+		;
+	if (n < 0 || fsync(out))
+		rc = -errno;
+	close(in);
+	close(out);
+	if (!rc)
+		unlink(src);
+	return rc;
+}
+
+/* @text into @dir/@name, whole (temporary name, fsync, rename). */
+static int write_whole(const char *dir, const char *name, const char *text, size_t n)
+{
+	char tmp[PATH_MAX + 64], path[PATH_MAX + 64];
+	int fd, rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n || fsync(fd))
+		rc = -EIO;
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* What the checkpoint holds, beside the image: the container's config as its bundle
+ * had it, and the marker. */
+static int ckpt_record(const struct oci_state *st, const char *dir)
+{
+	char cfg_path[PATH_MAX + 16], *text;
+	json_t *cfg, *rec;
+	int rc;
+
+	snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", st->bundle);
+	cfg = json_load_file(cfg_path, JSON_REJECT_DUPLICATES, NULL);
+	rec = json_pack("{s:s, s:s, s:s, s:s, s:o?}", "ccvm", CCVM_VERSION, "id", st->id,
+			"image", CKPT_IMAGE, "bundle", st->bundle, "config", cfg);
+	text = rec ? json_dumps(rec, JSON_INDENT(1)) : NULL;
+	json_decref(rec);
+	if (!text)
+		return -ENOMEM;
+	rc = write_whole(dir, CKPT_RECORD, text, strlen(text));
+	free(text);
+	if (!rc)
+		rc = write_whole(dir, CKPT_INVENTORY, ckpt_marker, sizeof(ckpt_marker) - 1);
+	return rc;
+}
+
+/* @cmd to the VM's control socket: 0, or 1 with the reply said. A VM restored lazily
+ * takes no snapshot until its memory is loaded: then the request is made again, for
+ * as long as the load may take. */
+static int ckpt_ctl(const struct oci_state *st, const char *cmd, int argc, char **argv)
+{
+	char ctl[PATH_MAX + 16], *reply = malloc(CTL_MAX_LINE);
+	int rc, tries = 0;
+
+	if (!reply)
+		return 1;
+	snprintf(ctl, sizeof(ctl), "%s/%s", st->dir, OCI_CTL_FILE);
+	do {
+		if (tries)
+			poll(NULL, 0, CKPT_RETRY_MS);
+		reply[0] = '\0';
+		rc = ctl_call(ctl, cmd, argc, argv, reply, NULL);
+	} while (rc && strstr(reply, CKPT_LOADING) && ++tries < CKPT_RETRY_S * 1000 / CKPT_RETRY_MS);
+	if (rc)
+		log_err("checkpoint of %s: %s failed: %s", st->id, cmd, reply[0] ? reply : "no reply");
+	else
+		log_debug("checkpoint of %s: %s: %s", st->id, cmd, reply);
+	free(reply);
+	return rc ? 1 : 0;
+}
+
+/* The live snapshot into the staging file, which must not be there. */
+static int ckpt_snapshot(const struct oci_state *st, const char *staging)
+{
+	char *args[] = { (char *)staging, "--wait", NULL };
+
+	unlink(staging);
+	return ckpt_ctl(st, "snapshot", 2, args);
+}
+
+struct ckpt_args {
+	const char *image_path, *work_path, *parent, *cgroups_mode, *empty_ns;
+	bool leave, tcp, locks, ext_unix, shell, pre_dump, lazy, auto_dedup;
+	const char *page_server, *status_fd;
+};
+
+/* CRIU's flags: accepted where they change nothing for a VM snapshot, refused where
+ * they ask for something ccvm does not do. */
+static int ckpt_refused(const struct ckpt_args *a)
+{
+	if (a->page_server)
+		log_err("checkpoint --page-server: CRIU's page server; ccvm migrates a live VM "
+			"with `ccvm ctl SOCK migrate` instead");
+	else if (a->lazy)
+		log_err("checkpoint --lazy-pages: CRIU's lazy migration; a ccvm restore is lazy "
+			"by itself");
+	else if (a->status_fd)
+		log_err("checkpoint --status-fd: not supported");
+	else
+		return 0;
+	return 1;
+}
+
+/* Into --image-path: the image under a temporary name, renamed last. */
+static int ckpt_place(const struct oci_state *st, const char *staging, const char *dir)
+{
+	char tmp[PATH_MAX + 32], dst[PATH_MAX + 32];
+	int rc;
+
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		log_err("checkpoint --image-path %s: %s", dir, strerror(errno));
+		return 1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s/." CKPT_IMAGE ".tmp", dir);
+	snprintf(dst, sizeof(dst), "%s/" CKPT_IMAGE, dir);
+	rc = move_file(staging, tmp);
+	if (!rc)
+		rc = ckpt_record(st, dir);
+	if (!rc && rename(tmp, dst))
+		rc = -errno;
+	if (rc) {
+		unlink(tmp);
+		log_err("checkpoint of %s into %s: %s", st->id, dir, strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
+int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv)
+{
+	struct ckpt_args a = { 0 };
+	const struct oci_flag flags[] = {
+		{ "image-path", NULL, &a.image_path, NULL }, { "work-path", NULL, &a.work_path, NULL },
+		{ "parent-path", NULL, &a.parent, NULL },   { "leave-running", NULL, NULL, &a.leave },
+		{ "tcp-established", NULL, NULL, &a.tcp },  { "file-locks", NULL, NULL, &a.locks },
+		{ "ext-unix-sk", NULL, NULL, &a.ext_unix }, { "shell-job", NULL, NULL, &a.shell },
+		{ "pre-dump", NULL, NULL, &a.pre_dump },    { "lazy-pages", NULL, NULL, &a.lazy },
+		{ "auto-dedup", NULL, NULL, &a.auto_dedup },
+		{ "manage-cgroups-mode", NULL, &a.cgroups_mode, NULL },
+		{ "empty-ns", NULL, &a.empty_ns, NULL },    { "page-server", NULL, &a.page_server, NULL },
+		{ "status-fd", NULL, &a.status_fd, NULL },  { NULL, NULL, NULL, NULL },
+	};
+	char staging[PATH_MAX + 32];
+	const char *pos[OCI_MAX_POS];
+	int n = oci_flags_parse("checkpoint", argc, argv, flags, pos), rc = 1;
+	struct oci_state st;
+	enum oci_status s;
+	bool paused;
+
+	if (n != 1 || !a.image_path) {
+		if (n >= 0)
+			log_err("usage: ccvm-oci checkpoint --image-path DIR [--work-path DIR] "
+				"[--leave-running] [--parent-path DIR] ID");
+		return 1;
+	}
+	if (ckpt_refused(&a) || oci_load(g, pos[0], &st))
+		return 1;
+	s = oci_state_status(&st);
+	if (s != OCI_RUNNING && s != OCI_PAUSED) {
+		log_err("cannot checkpoint container %s: it is %s", st.id, oci_status_name(s));
+		goto out;
+	}
+	snprintf(staging, sizeof(staging), "%s/%s", st.dir, CKPT_STAGING);
+	/* A container that stops after it is checkpointed is paused first, as CRIU
+	 * freezes it: nothing it does after the snapshot's instant is lost, or done twice
+	 * when the image is restored. */
+	paused = !a.leave && !a.pre_dump && s == OCI_RUNNING;
+	if (paused && ckpt_ctl(&st, "pause", 0, NULL))
+		goto out;
+	if (ckpt_snapshot(&st, staging) || ckpt_place(&st, staging, a.image_path)) {
+		if (paused) /* the container goes on as it was */
+			ckpt_ctl(&st, "resume", 0, NULL);
+		goto out;
+	}
+	/* podman exports CRIU's statistics from the work path with a checkpoint: an empty
+	 * file is an empty record, which it reads as no figures */
+	if (a.work_path)
+		write_whole(a.work_path, CKPT_STATS, "", 0);
+	/* a pre-dump leaves it running, as --leave-running does */
+	rc = a.leave || a.pre_dump ? 0 : oci_kill_wait(&st);
+out:
+	unlink(staging);
+	oci_state_free(&st);
+	return rc;
+}
+
+int oci_cmd_restore(const struct oci_global *g, int argc, char **argv)
+{
+	struct oci_create_args a = { .bundle = "." };
+	const char *image_path = NULL, *work = NULL, *cg = NULL, *ns = NULL;
+	bool detach = false, tcp = false, locks = false, ext = false, shell = false, lazy = false;
+	const struct oci_flag flags[] = {
+		{ "bundle", "b", &a.bundle, NULL },        { "pid-file", NULL, &a.pid_file, NULL },
+		{ "console-socket", NULL, &a.console, NULL }, { "image-path", NULL, &image_path, NULL },
+		{ "work-path", NULL, &work, NULL },        { "detach", "d", NULL, &detach },
+		{ "tcp-established", NULL, NULL, &tcp },   { "file-locks", NULL, NULL, &locks },
+		{ "ext-unix-sk", NULL, NULL, &ext },       { "shell-job", NULL, NULL, &shell },
+		{ "lazy-pages", NULL, NULL, &lazy },       { "manage-cgroups-mode", NULL, &cg, NULL },
+		{ "empty-ns", NULL, &ns, NULL },           { "no-pivot", NULL, NULL, &a.no_pivot },
+		{ "no-new-keyring", NULL, NULL, &a.no_keyring }, { NULL, NULL, NULL, NULL },
+	};
+	char image[PATH_MAX + 32];
+	const char *pos[OCI_MAX_POS];
+	int n = oci_flags_parse("restore", argc, argv, flags, pos), status;
+	pid_t pid;
+
+	if (n != 1 || !image_path) {
+		if (n >= 0)
+			log_err("usage: ccvm-oci restore --image-path DIR --bundle DIR [--pid-file F] "
+				"[--detach] ID");
+		return 1;
+	}
+	snprintf(image, sizeof(image), "%s/" CKPT_IMAGE, image_path);
+	if (access(image, R_OK)) {
+		log_err("restore --image-path %s: no ccvm checkpoint there (%s: %s); a CRIU "
+			"checkpoint is not one", image_path, image, strerror(errno));
+		return 1;
+	}
+	a.image = image;
+	if (oci_create_from(g, pos[0], &a, &pid))
+		return 1;
+	if (detach)
+		return 0;
+	/* runc's restore without --detach stays until the container ends */
+	if (waitpid(pid, &status, 0) < 0)
+		return 1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
