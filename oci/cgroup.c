@@ -102,34 +102,56 @@ static int cg_mkdirs(char *path, size_t skip)
 	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
 }
 
-/* cpuset's cpus and mems of a new v1 cgroup are empty, and a process cannot join it so:
- * the config's, or the parent's. */
-static int cg_cpuset_v1(const char *dir, const struct oci_config *c)
+/* @dir's @file (cpuset.cpus or .mems) into @val, without its newline: its length, or
+ * 0 when it is empty or unreadable. */
+static size_t cg_read(const char *dir, const char *file, char *val, size_t n)
+{
+	char path[PATH_MAX + PATH_MAX + 64];
+	ssize_t got;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	got = fd < 0 ? -1 : read(fd, val, n - 1);
+	if (fd >= 0)
+		close(fd);
+	if (got <= 0)
+		return 0;
+	val[got] = '\0';
+	val[strcspn(val, "\n")] = '\0';
+	return strlen(val);
+}
+
+/* cpuset's cpus and mems of a new v1 cgroup are empty, and no process can join it so:
+ * each level from the hierarchy's root down to @dir that is empty takes its parent's,
+ * and @dir then the config's where given. */
+static int cg_cpuset_v1(const char *mnt, const char *dir, const struct oci_config *c)
 {
 	static const char *const files[] = { "cpuset.cpus", "cpuset.mems" };
 	const char *given[] = { c->cpus, c->mems };
+	char level[PATH_MAX + PATH_MAX], val[4096];
+	int rc;
 
-	for (int i = 0; i < 2; i++) {
-		char parent[PATH_MAX + 64], val[256] = "";
-		ssize_t n;
-		int fd;
+	snprintf(level, sizeof(level), "%s", dir);
+	for (char *p = level + strlen(mnt); p; p = strchr(p + 1, '/')) {
+		char *next = strchr(p + 1, '/'), parent[PATH_MAX + PATH_MAX];
 
-		if (!given[i]) {
-			if (snprintf(parent, sizeof(parent), "%s/../%s", dir, files[i]) >= (int)sizeof(parent))
-				return -ENAMETOOLONG;
-			fd = open(parent, O_RDONLY | O_CLOEXEC);
-			n = fd < 0 ? -1 : read(fd, val, sizeof(val) - 1);
-			if (fd >= 0)
-				close(fd);
-			if (n <= 0)
+		if (next)
+			*next = '\0';
+		snprintf(parent, sizeof(parent), "%.*s", (int)(strrchr(level, '/') - level), level);
+		for (int i = 0; i < 2 && strlen(level) > strlen(mnt); i++) {
+			if (cg_read(level, files[i], val, sizeof(val)) || !cg_read(parent, files[i], val, sizeof(val)))
 				continue;
-			val[n] = '\0';
+			if ((rc = cg_write(level, files[i], val)))
+				return rc;
 		}
-		int rc = cg_write(dir, files[i], given[i] ? given[i] : val);
-
-		if (rc)
-			return rc;
+		if (next)
+			*next = '/';
 	}
+	for (int i = 0; i < 2; i++)
+		if (given[i] && (rc = cg_write(dir, files[i], given[i])))
+			return rc;
 	return 0;
 }
 
@@ -161,7 +183,7 @@ static int cg_limits_v1(const struct cg_hier *h, const char *dir, const struct o
 	}
 	if (cg_has(h, "cpuset")) {
 		*file = "cpuset.cpus";
-		return cg_cpuset_v1(dir, c);
+		return cg_cpuset_v1(h->mnt, dir, c);
 	}
 	return 0;
 }

@@ -91,6 +91,26 @@ static int write_pid_file(const char *path, pid_t pid)
 	return rc;
 }
 
+/* mkdir -p, as runc makes its --root (containerd's /run/containerd/runc/NAMESPACE). */
+static int mkdirs(const char *path)
+{
+	char p[PATH_MAX];
+
+	if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0711) && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	return mkdir(p, 0711) && errno != EEXIST ? -1 : 0;
+}
+
 /* The record: ROOT/ID made (it must not exist), the start FIFO (@fifo_too), the
  * seccomp profile, state.json. */
 static int create_record(const struct oci_global *g, const char *id, const struct oci_config *c,
@@ -101,7 +121,7 @@ static int create_record(const struct oci_global *g, const char *id, const struc
 	struct tm tm;
 
 	memset(st, 0, sizeof(*st));
-	if (mkdir(g->root, 0711) && errno != EEXIST) {
+	if (mkdirs(g->root)) {
 		log_err("--root %s: %s", g->root, strerror(errno));
 		return 1;
 	}

@@ -1,76 +1,17 @@
 # ccvm-oci driven by Debian's podman and conmon, as a user runs it (docs/oci.md):
 # podman's own defaults (its seccomp profile, its rlimits, its cgroup) with the flags a
-# machine without systemd needs; the root built here from busybox-static and a static
-# counter program, given to podman with `podman import`. Sourced by run.sh (uses its
-# CCVM, WORK, TOP and lib.sh); oci_* helpers are shared with oci-containerd.sh.
+# machine without systemd needs; the root built from busybox-static and a static
+# counter program (oci/lib.sh), given to podman with `podman import`. Sourced by
+# run.sh (uses its CCVM, WORK, TOP and lib.sh).
 
 echo "== ccvm-oci under podman"
-OCI_SCHEMA="/usr/bin/python3 $TOP/tests/e2e/oci/schema.py"
-OCI_DIR=$WORK/oci
-OCI_BIN=$OCI_DIR/bin/ccvm-oci
-OCI_ROOT=/run/ccvm-oci # podman passes no --root: ccvm-oci's default
-mkdir -p "$OCI_DIR/bin"
-ln -sf "$CCVM" "$OCI_BIN"
-
-# oci_rootfs DIR: busybox-static and the counter, the container's whole root.
-oci_rootfs() {
-	local d=$1 a
-	mkdir -p "$d/bin" "$d/etc" "$d/tmp" "$d/proc" "$d/dev" "$d/sys" "$d/run" || return 1
-	cp /bin/busybox "$d/bin/busybox" || return 1
-	for a in sh echo cat sleep ls mkdir true false hostname id wc; do ln -sf busybox "$d/bin/$a"; done
-	cc -static -O2 -o "$d/bin/counter" "$TOP/tests/e2e/oci/counter.c" || return 1
-	echo "root:x:0:0:root:/:/bin/sh" >"$d/etc/passwd"
-	echo "root:x:0:" >"$d/etc/group"
-}
-
-# oci_left ID: what a container left behind: its record, a monitor still running.
-oci_left() {
-	local left=
-	[ -e "$OCI_ROOT/$1" ] && left="$left record $OCI_ROOT/$1;"
-	pgrep -f "ccvm run .*$OCI_ROOT/$1/" >/dev/null && left="$left a monitor;"
-	echo "$left"
-}
-
-# oci_counts_up FILE MIN: the counter's lines in FILE reach MIN, in order from 0.
-oci_counts_up() {
-	awk -v min="$2" '$1 == "count" { if ($2 != n) bad = 1; n++ } END { exit (bad || n < min) }' "$1"
-}
-
-# oci_bundle DIR ARGS_JSON [ANNOTATIONS_JSON]: a bundle of ours over the test root, no
-# namespaces.
-oci_bundle() {
-	mkdir -p "$1"
-	/usr/bin/python3 - "$1" "$OCI_DIR/rootfs" "$2" "${3:-{\}}" <<'PY'
-import json, sys
-b, root, args, ann = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
-cfg = {"ociVersion": "1.0.2", "root": {"path": root}, "annotations": ann,
-       "process": {"args": args, "cwd": "/", "env": ["PATH=/bin"], "user": {"uid": 0, "gid": 0}},
-       "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}]}
-json.dump(cfg, open(b + "/config.json", "w"))
-PY
-}
-
-# oci_state_check "RUNTIME [FLAGS]" ID STATUS: its state has STATUS and matches the
-# schema, else a reason is added to $bad. runtime-spec's schema has no paused (runc's
-# status, which podman reads): that state is checked with its status as the schema has
-# it.
-oci_state_check() {
-	local f=$OCI_DIR/state-$3.json got
-	# shellcheck disable=SC2086
-	$1 state "$2" >"$f" 2>>"$OCI_DIR/st.err"
-	got=$(json_str status <"$f")
-	[ "$got" = "$3" ] || bad="$bad $3: status '$got';"
-	if [ "$3" = paused ]; then
-		sed 's/"paused"/"running"/' "$f" | $OCI_SCHEMA state - 2>>"$OCI_DIR/st.err" || bad="$bad $3: schema;"
-	else
-		$OCI_SCHEMA state "$f" 2>>"$OCI_DIR/st.err" || bad="$bad $3: schema;"
-	fi
-}
+# shellcheck source=tests/e2e/oci/lib.sh
+. "$TOP/tests/e2e/oci/lib.sh"
 
 PODMAN_OK=
 if ! command -v podman >/dev/null || ! command -v conmon >/dev/null; then
 	skip "oci: podman" "podman or conmon is not installed (scripts/install-deps.sh)"
-elif ! oci_rootfs "$OCI_DIR/rootfs"; then
+elif ! oci_rootfs_once; then
 	fail "oci: the test root" "busybox-static or cc missing"
 else
 	PODMAN_OK=1

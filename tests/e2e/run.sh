@@ -27,7 +27,7 @@
 # check's outcome is appended to).
 set -u
 PART=all ONLY=
-VM_SCRIPTS="guest isolation confine snapshot migrate redis compat oci-podman"
+VM_SCRIPTS="guest isolation confine snapshot migrate redis compat oci-podman oci-containerd"
 while [ $# -gt 1 ]; do
 	case $1 in
 	--part) PART=$2; shift 2 ;;
@@ -38,7 +38,7 @@ done
 case $PART in all | host | vm) ;; *) echo "run.sh: --part all, host or vm, not '$PART'" >&2; exit 2 ;; esac
 case " host parsing $VM_SCRIPTS " in
 *" ${ONLY:-host} "*) ;;
-*) echo "run.sh: --only host, guest, isolation, snapshot, migrate, redis, compat, oci-podman or parsing, not '$ONLY'" >&2; exit 2 ;;
+*) echo "run.sh: --only host, guest, isolation, snapshot, migrate, redis, compat, oci-podman, oci-containerd or parsing, not '$ONLY'" >&2; exit 2 ;;
 esac
 [ $# = 1 ] || { echo "usage: tests/e2e/run.sh [--part all|host|vm] [--only SCRIPT|parsing] CCVM_BINARY" >&2; exit 2; }
 # The scripts to run, in order; parsing runs guest.sh and snapshot.sh, each cut to

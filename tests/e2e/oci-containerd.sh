@@ -1,0 +1,102 @@
+# ccvm-oci driven by Debian's containerd through its runc shim (io.containerd.runc.v2
+# with ccvm-oci as the runc binary, docs/oci.md), with ctr as the client: a daemon of
+# the suite's own (its root, state and socket under WORK). Sourced by run.sh (uses its
+# CCVM, WORK, TOP and lib.sh).
+
+echo "== ccvm-oci under containerd"
+# shellcheck source=tests/e2e/oci/lib.sh
+. "$TOP/tests/e2e/oci/lib.sh"
+CTD=$OCI_DIR/containerd
+CTD_OK=
+CTD_PID=
+if ! command -v containerd >/dev/null || ! command -v ctr >/dev/null; then
+	skip "oci: containerd" "containerd or ctr is not installed (scripts/install-deps.sh)"
+elif ! oci_rootfs_once; then
+	fail "oci: the test root" "busybox-static or cc missing"
+else
+	mkdir -p "$CTD"
+	cat >"$CTD/config.toml" <<EOF
+version = 2
+root = "$CTD/root"
+state = "$CTD/state"
+[grpc]
+  address = "$CTD/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  disable_tcp_service = true
+EOF
+	containerd --config "$CTD/config.toml" >"$CTD/daemon.log" 2>&1 &
+	CTD_PID=$!
+	if wait_until 60 ctr --address "$CTD/containerd.sock" version >/dev/null 2>&1; then
+		CTD_OK=1
+	else
+		skip "oci: containerd" "the daemon did not start: $(tail -1 "$CTD/daemon.log")"
+	fi
+fi
+C=(ctr --address "$CTD/containerd.sock")
+R=(--runtime io.containerd.runc.v2 --runc-binary "$OCI_BIN" --rootfs "$OCI_DIR/rootfs")
+CTD_ROOT=/run/containerd/runc/default # the shim's --root for the default namespace
+
+if [ -n "$CTD_OK" ]; then
+	out=$(tmo 120 "${C[@]}" run --rm "${R[@]}" ctd-echo /bin/echo hello 2>"$CTD/1.err"); st=$?
+	if [ "$st" = 0 ] && [ "$out" = hello ]; then
+		pass "oci: ctr run echo prints hello"
+	else
+		fail "oci: ctr run echo prints hello" "status $st, output '$out'" "$(tail -2 "$CTD/1.err")"
+	fi
+	tmo 120 "${C[@]}" run --rm "${R[@]}" ctd-exit /bin/sh -c 'exit 7' >/dev/null 2>"$CTD/1b.err"; st=$?
+	if [ "$st" = 7 ]; then
+		pass "oci: ctr run exit status" "7"
+	else
+		fail "oci: ctr run exit status" "status $st, not 7" "$(tail -2 "$CTD/1b.err")"
+	fi
+
+	# A detached counter (its output is the shim's, into a log file we name), then
+	# ctr task checkpoint: containerd pauses the task, has ccvm-oci checkpoint it with
+	# --leave-running and resumes it; the checkpoint is an image in its content store.
+	tmo 60 "${C[@]}" run -d --log-uri "file://$CTD/count.log" "${R[@]}" ctd-count /bin/counter \
+		>/dev/null 2>"$CTD/2.err"
+	if wait_until 60 has_line "^count 10 " "$CTD/count.log"; then
+		pass "oci: ctr run -d counter counts"
+	else
+		fail "oci: ctr run -d counter counts" "$(tail -2 "$CTD/2.err")" "$(tail -2 "$CTD/count.log")"
+	fi
+	pid1=$("${C[@]}" task ls 2>/dev/null | awk '$1 == "ctd-count" { print $2 }')
+	n0=$(grep -c '^count ' "$CTD/count.log")
+	tmo 300 "${C[@]}" task checkpoint ctd-count >"$CTD/3.out" 2>"$CTD/3.err"; st=$?
+	wait_until 60 sh -c "[ \$(grep -c '^count ' '$CTD/count.log') -ge $((n0 + 20)) ]"
+	pid2=$("${C[@]}" task ls 2>/dev/null | awk '$1 == "ctd-count" { print $2, $3 }')
+	ref=$("${C[@]}" image ls -q 2>/dev/null | grep '^containerd.io/checkpoint/ctd-count')
+	if [ "$st" = 0 ] && [ "$pid2" = "$pid1 RUNNING" ] && [ -n "$ref" ] && oci_counts_up "$CTD/count.log" "$((n0 + 20))"; then
+		pass "oci: ctr task checkpoint, the task runs on, an image holds it"
+	else
+		fail "oci: ctr task checkpoint, the task runs on, an image holds it" \
+			"status $st, task '$pid1' then '$pid2', image '$ref'" "$(tail -2 "$CTD/3.err")"
+	fi
+	# pause and resume through the shim; then kill and delete leave nothing of ccvm's
+	tmo 60 "${C[@]}" task pause ctd-count 2>"$CTD/4.err"
+	s1=$("${C[@]}" task ls 2>/dev/null | awk '$1 == "ctd-count" { print $3 }')
+	tmo 60 "${C[@]}" task resume ctd-count 2>>"$CTD/4.err"
+	s2=$("${C[@]}" task ls 2>/dev/null | awk '$1 == "ctd-count" { print $3 }')
+	if [ "$s1" = PAUSED ] && [ "$s2" = RUNNING ]; then
+		pass "oci: ctr task pause and resume"
+	else
+		fail "oci: ctr task pause and resume" "'$s1' then '$s2'" "$(tail -2 "$CTD/4.err")"
+	fi
+	tmo 60 "${C[@]}" task kill -s KILL ctd-count >/dev/null 2>&1
+	wait_until 60 sh -c '! "$@" task ls 2>/dev/null | grep -q "^ctd-count .*RUNNING"' sh "${C[@]}"
+	tmo 60 "${C[@]}" task rm ctd-count >/dev/null 2>&1
+	tmo 60 "${C[@]}" container rm ctd-count >/dev/null 2>&1
+	left=
+	[ -e "$CTD_ROOT/ctd-count" ] && left="$left record;"
+	pgrep -f "ccvm run .*$CTD_ROOT/ctd-count/" >/dev/null && left="$left a monitor;"
+	if [ -z "$left" ]; then
+		pass "oci: ctr task kill and rm leave nothing"
+	else
+		fail "oci: ctr task kill and rm leave nothing" "$left"
+	fi
+	[ -n "$ref" ] && "${C[@]}" image rm "$ref" >/dev/null 2>&1
+fi
+if [ -n "$CTD_PID" ]; then
+	kill "$CTD_PID" 2>/dev/null
+	wait "$CTD_PID" 2>/dev/null
+fi
