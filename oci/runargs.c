@@ -119,9 +119,10 @@ static void run_common(const struct oci_config *c, const struct oci_rw *rw, cons
 		snprintf(path, sizeof(path), "%s/%s", state_dir, OCI_SECCOMP_FILE);
 		push2(b, "--seccomp-profile", path);
 	}
-	/* The container's network is its namespace's (or the host's, when the config
-	 * asks for no namespace): ccvm's loopback-only default would be a second policy. */
-	push2(b, "--net", "host");
+	/* The container's network is its namespace's: there the guest binds and connects
+	 * as it asks. Without one (the host's network, as the config asks) binds stay
+	 * ccvm's published ports only, and connections go anywhere. */
+	push2(b, "--net", c->ns_net ? "container" : "host");
 	if (c->uid || c->gid) {
 		snprintf(v, sizeof(v), "%u:%u", c->uid, c->gid);
 		push2(b, "--user", v);

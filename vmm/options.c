@@ -180,11 +180,37 @@ static int set_publish(struct cli_opts *o, const char *arg)
 	return rc;
 }
 
+/* The inode number of the initial network namespace on kernels that fix it (6.x);
+ * others number it as any. */
+#define NET_INIT_INO 0xEFFFFFF9u
+
+/* Is ccvm in a network namespace other than the host's: that of process 1, or where
+ * process 1 may not be looked at (a container manager's init), the initial one? */
+static bool net_namespaced(void)
+{
+	struct stat self, init;
+
+	if (stat("/proc/self/ns/net", &self))
+		return false;
+	if (stat("/proc/1/ns/net", &init) == 0)
+		return self.st_ino != init.st_ino || self.st_dev != init.st_dev;
+	return self.st_ino != NET_INIT_INO;
+}
+
 static int set_net(struct cli_opts *o, const char *arg)
 {
+	if (strcmp(arg, "container") == 0) {
+		if (!net_namespaced()) {
+			log_err("--net container: ccvm is in the host's network namespace, which "
+				"would be the guest's (give it one: ip netns exec NAME ccvm ...)");
+			return -EINVAL;
+		}
+		o->net.host = o->net.own_ns = true;
+		return 0;
+	}
 	if (strcmp(arg, "host") != 0) {
-		log_err("--net %s: the only network mode is 'host' (connections beyond loopback)",
-			arg);
+		log_err("--net %s: 'host' (connections beyond loopback) or 'container' (the "
+			"network namespace ccvm runs in is the guest's own)", arg);
 		return -EINVAL;
 	}
 	o->net.host = true;
@@ -505,8 +531,9 @@ static const struct opt_def opt_table[] = {
 	  "HOSTIP:HOSTPORT (default HOSTIP 127.0.0.1; repeatable); binds to other ports are "
 	  "refused. restore: replaces the saved rules, of which only loopback ones are reused "
 	  "without it", set_publish },
-	{ "net", "host", OPT_BOTH, "guest connections may go beyond loopback, to any port",
-	  set_net },
+	{ "net", "host|container", OPT_BOTH, "host: guest connections may go beyond loopback, "
+	  "to any port; container: the network namespace ccvm runs in (not the host's) is the "
+	  "guest's own, where it binds, listens and connects as it asks (ccvm-oci)", set_net },
 	{ "allow-port", "PORT", OPT_BOTH, "a host loopback port the guest may connect or send to "
 	  "(TCP and UDP; repeatable; its own ports are always allowed)", set_allow_port },
 	{ "allow-unix", "PATH", OPT_BOTH, "a host Unix socket the guest may connect to outside "

@@ -187,6 +187,42 @@ if [ -n "$PODMAN_OK" ]; then
 		fi
 		tmo 60 "${P[@]}" rm -f oci-refused >/dev/null 2>&1
 	done
+	# 8. Redis in a container, reached from the host through podman's -p; a live
+	# checkpoint under a YCSB-A-like load (half checked reads): no wrong answer, no
+	# request lost.
+	RP=$((20000 + RANDOM % 20000))
+	if ! command -v redis-server >/dev/null; then
+		skip "oci: Redis under checkpoint -R" "redis-server is not installed"
+	elif ! oci_redis_rootfs "$OCI_DIR/redisfs" ||
+		! tar -C "$OCI_DIR/redisfs" -c . | tmo 120 "${P[@]}" import - localhost/ccvm-e2e-redis:1 >/dev/null 2>&1; then
+		fail "oci: Redis under checkpoint -R" "cannot build or import the Redis root"
+	else
+		tmo 60 "${P[@]}" run -d --name oci-redis -p "127.0.0.1:$RP:6379" localhost/ccvm-e2e-redis:1 \
+			/bin/redis-server --save "" --appendonly no --protected-mode no --bind 0.0.0.0 \
+			>/dev/null 2>"$OCI_DIR/8.err"
+		wait_until 60 sh -c "redis-cli -p $RP ping 2>/dev/null | grep -q PONG"
+		rm -f "$OCI_DIR/8.stop"
+		/usr/bin/python3 "$TOP/tests/e2e/redis_load.py" survive "$RP" "$(bound 120)" oci "$OCI_DIR/8.stop" \
+			>"$OCI_DIR/8.load" 2>&1 &
+		lp=$!
+		wait_until 30 sh -c "redis-cli -p $RP get oci:last 2>/dev/null | grep -q '[0-9]'"
+		tmo 120 "${P[@]}" container checkpoint -R oci-redis >/dev/null 2>>"$OCI_DIR/8.err"; st=$?
+		sleep 1 # (the load runs on after the checkpoint: requests then are checked too)
+		touch "$OCI_DIR/8.stop"
+		wait "$lp"
+		res=$(tail -1 "$OCI_DIR/8.load")
+		wrong=$(echo "$res" | json_num wrong) reads=$(echo "$res" | json_num reads)
+		acked=$(echo "$res" | json_num acked)
+		if [ "$st" = 0 ] && [ "${wrong:-1}" = 0 ] && [ "${reads:-0}" -gt 0 ] && [ "${acked:-0}" -gt 0 ] &&
+			[ "$("${P[@]}" inspect --format '{{.State.Status}}' oci-redis 2>/dev/null)" = running ]; then
+			pass "oci: Redis in a container, checkpoint -R under load, no wrong answer" \
+				"$acked writes, $reads reads checked"
+		else
+			fail "oci: Redis in a container, checkpoint -R under load, no wrong answer" \
+				"checkpoint status $st, load: $res" "$(tail -2 "$OCI_DIR/8.err")"
+		fi
+		tmo 60 "${P[@]}" rm -f oci-redis >/dev/null 2>&1
+	fi
 	"${P[@]}" rm -af >/dev/null 2>&1
 fi
 

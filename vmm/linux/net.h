@@ -29,6 +29,9 @@ struct lx_net {
 	struct lx_publish rules[LX_MAX_PUBLISH];
 	int n_rules;
 	bool host;   /* --net host: outgoing connections anywhere, not only to loopback */
+	/* --net container: the network namespace ccvm runs in is the guest's own (a
+	 * container's, ccvm-oci): binds, listens and connections as the guest asks */
+	bool own_ns;
 	/* --allow-port: loopback ports (TCP and UDP) the guest may reach besides its own */
 	uint16_t allow_ports[LX_MAX_ALLOW];
 	int n_allow_ports;

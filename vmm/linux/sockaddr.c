@@ -207,6 +207,8 @@ static int lx_dest(struct lx_call *c, struct sockaddr_storage *sa, socklen_t *le
 		return lx_unix_path(c, sa, len, false, dirfd);
 	if (sa->ss_family != AF_INET && sa->ss_family != AF_INET6)
 		return sa->ss_family == AF_UNSPEC ? 0 : -EAFNOSUPPORT;
+	if (c->p->net.own_ns) /* its loopback and its network are its own */
+		return 0;
 	if (!lx_net_is_loopback((struct sockaddr *)sa)) {
 		if (c->p->net.host)
 			return 0;

@@ -104,7 +104,9 @@ int64_t sys_bind(struct lx_call *c)
 	if (sa.ss_family != AF_INET && sa.ss_family != AF_INET6)
 		return -EAFNOSUPPORT;
 	port = lx_net_port((struct sockaddr *)&sa);
-	if (port == 0) /* an ephemeral port, for an outgoing connection: on loopback */
+	/* an ephemeral port, for an outgoing connection; or any, in a namespace of the
+	 * guest's own */
+	if (port == 0 || c->p->net.own_ns)
 		return host_ret(bind((int)host, (struct sockaddr *)&sa, len));
 	rule = lx_net_rule_for_guest(&c->p->net, port);
 	if (!rule) {
@@ -133,7 +135,7 @@ int64_t sys_listen(struct lx_call *c)
 		return host;
 	if (getsockname((int)host, (struct sockaddr *)&sa, &len) < 0)
 		return -errno;
-	if (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) {
+	if ((sa.ss_family == AF_INET || sa.ss_family == AF_INET6) && !c->p->net.own_ns) {
 		port = lx_net_port((struct sockaddr *)&sa);
 		if (!port || !lx_net_rule_for_host(&c->p->net, port)) {
 			log_warn("guest listen refused: the socket is not bound to a published port");

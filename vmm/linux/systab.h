@@ -182,12 +182,13 @@ enum lx_support { LX_FULL, LX_PARTIAL };
 	X(eventfd2, LX_FULL, "") \
 	X(socket, LX_PARTIAL, "AF_INET, AF_INET6 and AF_UNIX; TCP, UDP and Unix sockets") \
 	X(socketpair, LX_FULL, "") \
-	X(bind, LX_FULL, "IP: published ports only; Unix: under --rw, no abstract names") \
+	X(bind, LX_FULL, "IP: published ports only (any with --net container); Unix: under " \
+			 "--rw, no abstract names") \
 	X(listen, LX_FULL, "") \
 	X(accept, LX_FULL, "") \
 	X(accept4, LX_FULL, "") \
-	X(connect, LX_FULL, "loopback unless --net host; a Unix socket under --rw or named by " \
-			    "--allow-unix, never another ccvm's") \
+	X(connect, LX_FULL, "loopback unless --net host or container; a Unix socket under " \
+			    "--rw or named by --allow-unix, never another ccvm's") \
 	X(shutdown, LX_FULL, "") \
 	X(getsockname, LX_FULL, "ports as the guest knows them") \
 	X(getpeername, LX_FULL, "as getsockname") \

@@ -65,3 +65,14 @@ oci_state_check() {
 	fi
 }
 
+
+# oci_redis_rootfs DIR: Debian's redis-server with the libraries it loads, and busybox.
+oci_redis_rootfs() {
+	local d=$1 l
+	mkdir -p "$d/bin" "$d/etc" "$d/tmp" "$d/data" || return 1
+	cp /bin/busybox "$d/bin/busybox" && ln -sf busybox "$d/bin/sh" || return 1
+	cp /usr/bin/redis-server "$d/bin/redis-server" || return 1
+	for l in $(ldd /usr/bin/redis-server | grep -o '/[^ ]*'); do
+		mkdir -p "$d$(dirname "$l")" && cp -L "$l" "$d$l" || return 1
+	done
+}
