@@ -18,6 +18,7 @@
 #                   snapshot storage: codecs, threads, restore (CSV + PNG)
 #   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
 #   make bench-migrate         live migration on loopback, ccvm beside QEMU (~35 minutes)
+#   make bench-oci             ccvm-oci beside runc/crun/CRIU through podman (~15 minutes)
 #   make bench-headline        every figure README states, at HEAD, 5 shuffled rounds, into
 #                              bench/results/HOST-CLASS (60 minutes; QUICK=1: 15)
 
@@ -69,7 +70,7 @@ FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_OBJS    = $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test results-check docs-check layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate bench-headline
+.PHONY: all deps test results-check docs-check layers unit coverage install uninstall e2e asan asan-unit asan-e2e asan-e2e-start fuzz fuzz-build fuzz-quick bench bench-core bench-snapshots bench-ccow bench-redis bench-engine bench-datapath bench-storage bench-costs demo clean format guests bench-peers peer-guest bench-threshold bench-latency bench-migrate bench-headline bench-oci
 all: ccvm bench/ycsb bench/engine-bench bench/cost-bench bench/codec-bench bench/tls-bench
 
 ccvm: $(B)/obj/vmm/main.o $(LAYER_LIBS)
@@ -341,6 +342,13 @@ bench-peers: deps
 # Live migration on loopback: ccvm's pre-copy (coverage and address order, stop and
 # copy) beside QEMU's on zipfbench, and Redis under YCSB A (bench/migrate.py); QUICK=1: one
 # round, small.
+# ccvm-oci beside runc (and crun, runc with CRIU, where they run here) through podman:
+# start-up, and Redis under YCSB-A through a live `podman container checkpoint -R`
+# (bench/peers/oci.py; ~15 minutes).
+bench-oci: deps
+	$(MAKE) ccvm bench/ycsb
+	bench/peers/oci.py
+
 # Every figure README states, re-measured at HEAD on this machine in one run (60 min on
 # a KVM host of ours; QUICK=1: a subset in 15), into bench/results/HOST-CLASS/.
 bench-headline: deps

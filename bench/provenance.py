@@ -32,7 +32,7 @@ KNOBS = ["ROUNDS", "QUICK", "WORKLOADS", "SYSTEMS", "REDIS_SYSTEMS", "CONFIGS", 
          "SIZES", "SIZE_MIB", "RAM_MIB", "MEM", "REDIS_MEM", "ZERO", "ALPHA", "THREADS",
          "SCATTER", "GAP", "DURATION", "WARMUP", "AFTER", "REDIS_SECONDS", "REDIS_WARMUP",
          "RECORDS", "CLIENTS", "TARGET", "TRACKER_S", "TRAP_US", "SECTIONS", "ACCEL",
-         "IMGDIR", "SNAPLOG", "PORT", "OUT"]
+         "IMGDIR", "SNAPLOG", "PORT", "OUT", "PARTS", "START_RUNS"]
 
 # Every results file's first line carries these (FIELDS[k] matches k's value).
 FIELDS = {"commit": r"commit [0-9a-f]{7,40}(\+dirty)?(;|$)", "cpu": r"; cpu [^;]+",

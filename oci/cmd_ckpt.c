@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,7 +99,7 @@ static int write_whole(const char *dir, const char *name, const char *text, size
 
 /* What the checkpoint holds, beside the image: the container's config as its bundle
  * had it, and the marker. */
-static int ckpt_record(const struct oci_state *st, const char *dir)
+static int ckpt_record(const struct oci_state *st, const char *dir, json_t *figures)
 {
 	char cfg_path[PATH_MAX + 16], *text;
 	json_t *cfg, *rec;
@@ -106,8 +107,8 @@ static int ckpt_record(const struct oci_state *st, const char *dir)
 
 	snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", st->bundle);
 	cfg = json_load_file(cfg_path, JSON_REJECT_DUPLICATES, NULL);
-	rec = json_pack("{s:s, s:s, s:s, s:s, s:o?}", "ccvm", CCVM_VERSION, "id", st->id,
-			"image", CKPT_IMAGE, "bundle", st->bundle, "config", cfg);
+	rec = json_pack("{s:s, s:s, s:s, s:s, s:o?, s:O?}", "ccvm", CCVM_VERSION, "id", st->id,
+			"image", CKPT_IMAGE, "bundle", st->bundle, "config", cfg, "snapshot", figures);
 	text = rec ? json_dumps(rec, JSON_INDENT(1)) : NULL;
 	json_decref(rec);
 	if (!text)
@@ -122,7 +123,8 @@ static int ckpt_record(const struct oci_state *st, const char *dir)
 /* @cmd to the VM's control socket: 0, or 1 with the reply said. A VM restored lazily
  * takes no snapshot until its memory is loaded: then the request is made again, for
  * as long as the load may take. */
-static int ckpt_ctl(const struct oci_state *st, const char *cmd, int argc, char **argv)
+static int ckpt_ctl(const struct oci_state *st, const char *cmd, int argc, char **argv,
+		    json_t **out)
 {
 	char ctl[PATH_MAX + 16], *reply = malloc(CTL_MAX_LINE);
 	int rc, tries = 0;
@@ -140,17 +142,20 @@ static int ckpt_ctl(const struct oci_state *st, const char *cmd, int argc, char 
 		log_err("checkpoint of %s: %s failed: %s", st->id, cmd, reply[0] ? reply : "no reply");
 	else
 		log_debug("checkpoint of %s: %s: %s", st->id, cmd, reply);
+	if (!rc && out)
+		*out = json_loads(reply, JSON_DISABLE_EOF_CHECK, NULL);
 	free(reply);
 	return rc ? 1 : 0;
 }
 
-/* The live snapshot into the staging file, which must not be there. */
-static int ckpt_snapshot(const struct oci_state *st, const char *staging)
+/* The live snapshot into the staging file, which must not be there; *@figures its
+ * reply (the pause, the duration, the bytes...), kept in the checkpoint's record. */
+static int ckpt_snapshot(const struct oci_state *st, const char *staging, json_t **figures)
 {
 	char *args[] = { (char *)staging, "--wait", NULL };
 
 	unlink(staging);
-	return ckpt_ctl(st, "snapshot", 2, args);
+	return ckpt_ctl(st, "snapshot", 2, args, figures);
 }
 
 struct ckpt_args {
@@ -177,7 +182,8 @@ static int ckpt_refused(const struct ckpt_args *a)
 }
 
 /* Into --image-path: the image under a temporary name, renamed last. */
-static int ckpt_place(const struct oci_state *st, const char *staging, const char *dir)
+static int ckpt_place(const struct oci_state *st, const char *staging, const char *dir,
+		      json_t *figures)
 {
 	char tmp[PATH_MAX + 32], dst[PATH_MAX + 32];
 	int rc;
@@ -190,7 +196,7 @@ static int ckpt_place(const struct oci_state *st, const char *staging, const cha
 	snprintf(dst, sizeof(dst), "%s/" CKPT_IMAGE, dir);
 	rc = move_file(staging, tmp);
 	if (!rc)
-		rc = ckpt_record(st, dir);
+		rc = ckpt_record(st, dir, figures);
 	if (!rc && rename(tmp, dst))
 		rc = -errno;
 	if (rc) {
@@ -220,6 +226,8 @@ int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv)
 	int n = oci_flags_parse("checkpoint", argc, argv, flags, pos), rc = 1;
 	struct oci_state st;
 	enum oci_status s;
+	json_t *figures = NULL;
+	int lock = -1;
 	bool paused;
 
 	if (n != 1 || !a.image_path) {
@@ -230,21 +238,30 @@ int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv)
 	}
 	if (ckpt_refused(&a) || oci_load(g, pos[0], &st))
 		return 1;
+	snprintf(staging, sizeof(staging), "%s/%s", st.dir, CKPT_STAGING);
+	/* one checkpoint at a time: they share the staging file */
+	lock = open(st.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB)) {
+		log_err("cannot checkpoint container %s: %s", st.id, lock < 0 ? strerror(errno) :
+			"another checkpoint of it is under way");
+		staging[0] = '\0';
+		goto out;
+	}
 	s = oci_state_status(&st);
 	if (s != OCI_RUNNING && s != OCI_PAUSED) {
 		log_err("cannot checkpoint container %s: it is %s", st.id, oci_status_name(s));
 		goto out;
 	}
-	snprintf(staging, sizeof(staging), "%s/%s", st.dir, CKPT_STAGING);
 	/* A container that stops after it is checkpointed is paused first, as CRIU
 	 * freezes it: nothing it does after the snapshot's instant is lost, or done twice
 	 * when the image is restored. */
 	paused = !a.leave && !a.pre_dump && s == OCI_RUNNING;
-	if (paused && ckpt_ctl(&st, "pause", 0, NULL))
+	if (paused && ckpt_ctl(&st, "pause", 0, NULL, NULL))
 		goto out;
-	if (ckpt_snapshot(&st, staging) || ckpt_place(&st, staging, a.image_path)) {
+	if (ckpt_snapshot(&st, staging, &figures) ||
+	    ckpt_place(&st, staging, a.image_path, figures)) {
 		if (paused) /* the container goes on as it was */
-			ckpt_ctl(&st, "resume", 0, NULL);
+			ckpt_ctl(&st, "resume", 0, NULL, NULL);
 		goto out;
 	}
 	/* podman exports CRIU's statistics from the work path with a checkpoint: an empty
@@ -254,7 +271,11 @@ int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv)
 	/* a pre-dump leaves it running, as --leave-running does */
 	rc = a.leave || a.pre_dump ? 0 : oci_kill_wait(&st);
 out:
-	unlink(staging);
+	if (staging[0])
+		unlink(staging);
+	if (lock >= 0)
+		close(lock);
+	json_decref(figures);
 	oci_state_free(&st);
 	return rc;
 }
