@@ -163,8 +163,9 @@ $(B)/guest/tests/%.musl: guest/tests/%.c guest/tests/report.h
 $(B)/unit: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
 # The e2e suite's reader of an image's memory (tests/e2e/imgmem.c), and its sender of an
-# image as a migration stream (tests/e2e/imgstream.c).
-$(B)/imgmem $(B)/imgstream: $(B)/%: tests/e2e/%.c $(B)/lib/libccvm-snapshot.a $(B)/lib/libccvm-mmu.a $(B)/lib/libccvm-base.a
+# image as a migration stream (tests/e2e/imgstream.c), and its forger of an image that
+# asks for every CPU feature (tests/e2e/imgcpu.c).
+$(B)/imgmem $(B)/imgstream $(B)/imgcpu: $(B)/%: tests/e2e/%.c $(B)/lib/libccvm-snapshot.a $(B)/lib/libccvm-mmu.a $(B)/lib/libccvm-base.a
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS)
 $(B)/unit-asan: $(UNIT_SRCS) $(LIB_SRCS:%.c=$(B)/asan/%.o) $(B)/obj/vdso_blob.o $(B)/obj/fastio_blob.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(CHECK_LIBS)
@@ -199,13 +200,13 @@ unit: $(B)/unit
 	$(B)/unit
 
 # The end-to-end suite on /dev/kvm, or nested under TCG where there is none.
-e2e: ccvm guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem $(B)/imgstream
+e2e: ccvm guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem $(B)/imgstream $(B)/imgcpu
 	tests/e2e/suite.sh ./ccvm
 
 asan: asan-unit asan-e2e
 asan-unit: $(B)/unit-asan
 	ASAN_OPTIONS=detect_leaks=1 $(B)/unit-asan
-asan-e2e: $(B)/ccvm-asan guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem $(B)/imgstream
+asan-e2e: $(B)/ccvm-asan guests bench/ycsb bench/engine-bench peer-guest $(B)/imgmem $(B)/imgstream $(B)/imgcpu
 	ASAN_OPTIONS=detect_leaks=1 tests/e2e/suite.sh --asan $(B)/ccvm-asan
 # (make test, where the VMs run nested: asan-e2e's VM part starts in the background
 # now, beside the plain pass, and asan-e2e awaits it; nothing on /dev/kvm.)

@@ -49,8 +49,10 @@ enum img_section_type {
 	IMG_SEC_TREE = 8,     /* version 3: the processes besides the first (JSON) */
 	IMG_SEC_WINDOWS = 9,  /* version 3: their own memory, 2 MiB blocks with their place */
 	IMG_SEC_SHM = 10,     /* version 3: memfds and shared anonymous memory, each once */
+	IMG_SEC_CPU = 11,     /* the CPU features the saved state may depend on (vmm/cpufeat.h);
+			       * an image without it (older ccvm) is restored unchecked */
 };
-#define IMG_SEC_LAST IMG_SEC_SHM
+#define IMG_SEC_LAST IMG_SEC_CPU
 
 /* The longest a section of @type may be in an image of @ram_size bytes of RAM: the
  * tables derived from the RAM size exactly, the others their own bound (a migration

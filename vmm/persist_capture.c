@@ -8,6 +8,7 @@
  * process state (lx_state_save) as image sections while the VM stands still, and the
  * other processes of its tree with their own memory (persist_tree.c).
  */
+#include "persist_cpu.h"
 #include "persist_capture.h"
 #include "persist_tree.h"
 #include "../snapshot/image.h"
@@ -142,6 +143,8 @@ static int capture_common(struct vm *vm, struct img_writer *img, bool later)
 		rc = capture_vcpus(vm, &tp, saved, &n);
 	if (!rc)
 		rc = img_add_section(img, IMG_SEC_VCPUS, saved, (size_t)n * kvm_saved_size());
+	if (!rc)
+		rc = persist_cpu_capture(vm, img);
 	if (!rc && !(proc = lx_state_save(vm->proc, tp.lx, tp.threads[0])))
 		rc = -ENOMEM;
 	if (!rc && !(text = json_dumps(proc, JSON_COMPACT)))

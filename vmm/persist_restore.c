@@ -13,6 +13,7 @@
  * inspect uses too), and the confinement and network policy come from the restoring
  * command line.
  */
+#include "persist_cpu.h"
 #include "persist_restore.h"
 #include "persist_tree.h"
 #include "../base/role.h"
@@ -86,6 +87,12 @@ static int restore_state(const char *file, const struct restore_saved *st,
 	char err[512];
 	int rc;
 
+	/* The saved guest may use what this host's guests are given, or nothing runs. */
+	rc = persist_cpu_check(vm, st->cpu, st->cpu_len, err, sizeof(err));
+	if (rc) {
+		log_err("cannot restore '%s': %s", file, err);
+		return rc;
+	}
 	/* Processes of a tree share pipes: each made once, for all of them. */
 	if (st->tree && !(pol.pipes = json_object()))
 		return -ENOMEM;
@@ -394,6 +401,18 @@ static int read_tree(const struct restore_src *src, struct restore_saved *st, ch
 			  lx_state_threads(st->proc), src->ram_size, err, errlen);
 }
 
+/* The CPU features the state may depend on, when the image records them (checked
+ * against this host once the VM exists: restore_state). */
+static int read_cpu(const struct restore_src *src, struct restore_saved *st, char *err,
+		    size_t errlen)
+{
+	int rc = src_get(src, IMG_SEC_CPU, &st->cpu, &st->cpu_len);
+
+	if (rc == -ENOENT)
+		return 0;
+	return rc ? log_set_err(-EINVAL, err, errlen, "cpu section: unreadable") : 0;
+}
+
 /* The processes' shared memory (vmm/linux/shm.c), when an image has any: left in the
  * file and read a MiB at a time (up to 4x RAM, more than the monitor should hold). A
  * stream's needs nothing here: its memfds were made as it came (restore_saved). */
@@ -422,6 +441,8 @@ int restore_read_sections(const struct restore_src *src, struct restore_saved *s
 	memset(st, 0, sizeof(*st));
 	rc = read_vcpus(src, st, err, errlen);
 	if (!rc)
+		rc = read_cpu(src, st, err, errlen);
+	if (!rc)
 		rc = read_process(src, st, err, errlen);
 	if (!rc)
 		rc = read_tree(src, st, err, errlen);
@@ -445,6 +466,7 @@ int restore_read_state(const struct img_reader *r, struct restore_saved *st, cha
 void restore_saved_free(struct restore_saved *st)
 {
 	free(st->vcpus);
+	free(st->cpu);
 	json_decref(st->proc);
 	json_decref(st->tree);
 	free(st->windows_buf);
@@ -473,6 +495,7 @@ static const char *section_name(uint32_t type)
 	case IMG_SEC_PARENT: return "parent";
 	case IMG_SEC_PAGEMASK: return "page mask";
 	case IMG_SEC_TREE: return "process tree";
+	case IMG_SEC_CPU: return "cpu features";
 	case IMG_SEC_WINDOWS: return "processes' memory";
 	case IMG_SEC_SHM: return "shared memory";
 	default: return "unknown";

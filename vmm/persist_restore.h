@@ -80,6 +80,8 @@ struct restore_saved {
 	 * registry, freed with the rest). */
 	struct lx_shm_src shm_file;
 	json_t *shm_made;
+	void *cpu;               /* the CPU features section (persist_cpu.c); NULL: none */
+	size_t cpu_len;
 };
 
 /* Read and check @r's state into @st (free it with restore_saved_free): 0, or -EINVAL

@@ -299,6 +299,16 @@ snap_compress() {
 		fail "inspect of a compressed image" "$(cat "$S/insp.out")"
 	damaged_frame "$S/c5.img" lz4
 	damaged_frame "$S/c6.img" zstd
+	# The image records the CPU features its guest was given; one forged to ask for
+	# every feature (its checksums made to match: they authenticate nothing) is refused
+	# by the first feature this host lacks.
+	cp "$S/c1.img" "$S/cpu.img" && "$TOP/build/imgcpu" "$S/cpu.img" 2>"$S/r.err"
+	tmo 60 "$CCVM" restore "$S/cpu.img" </dev/null >/dev/null 2>>"$S/r.err"; st=$?
+	"$CCVM" inspect "$S/c1.img" 2>/dev/null | grep -q ': cpu features, 196 bytes, checksum ok' &&
+		[ $st = 1 ] && grep -q 'lack what the saved guest may use' "$S/r.err" &&
+		pass "an image asking for CPU features this host lacks is refused" \
+			"$(grep -o 'feature [a-z0-9_.]* is not available' "$S/r.err" | head -1)" ||
+		fail "an image asking for CPU features this host lacks is refused" "status $st" "$(tail -2 "$S/r.err")"
 }
 
 damaged_frame() { # IMAGE NAME: a byte flipped in IMAGE's first chunk stored as a frame

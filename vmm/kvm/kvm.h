@@ -23,6 +23,11 @@ struct kvm_cpu;
 /* Open /dev/kvm, check what ccvm needs, and create a VM whose guest-physical 0..@size
  * is the host mapping @ram (one memory slot). 0 or -errno, with the reason logged. */
 int kvm_vm_create(uint8_t *ram, uint64_t size, struct kvm_vm **out);
+#define CPU_TABLE_MAX_LEAVES 256 /* leaves a VM's CPUID table has at most */
+
+/* The CPUID table every vCPU of @k is given, as neutral leaves (at most @max), and the
+ * XCR0 its guests may enable: how many leaves were written. */
+unsigned kvm_vm_cpuid(const struct kvm_vm *k, struct cpuid_leaf *out, unsigned max, uint64_t *xcr0);
 void kvm_vm_destroy(struct kvm_vm *k);
 
 /*

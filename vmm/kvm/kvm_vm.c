@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #define KVM_API_VERSION_EXPECTED 12
-#define CPUID_MAX_ENTRIES 256
+#define CPUID_MAX_ENTRIES CPU_TABLE_MAX_LEAVES
 #define CPUID_LEAF_XSAVE 0xD
 /* State components the guest may enable: x87, SSE, AVX and the three AVX-512 ones.
  * Not AMX (needs per-process permission) nor PKRU (needs CR4.PKE). */
@@ -80,6 +80,21 @@ static void kvm_guest_xcr0(struct kvm_vm *k)
 	/* AVX-512 state is all or nothing. */
 	if ((k->xcr0 & XCR0_AVX512) != XCR0_AVX512)
 		k->xcr0 &= ~XCR0_AVX512;
+}
+
+unsigned kvm_vm_cpuid(const struct kvm_vm *k, struct cpuid_leaf *out, unsigned max, uint64_t *xcr0)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < k->cpuid->nent && n < max; i++, n++) {
+		const struct kvm_cpuid_entry2 *e = &k->cpuid->entries[i];
+
+		out[n] = (struct cpuid_leaf){ .function = e->function, .index = e->index,
+					      .eax = e->eax, .ebx = e->ebx, .ecx = e->ecx,
+					      .edx = e->edx };
+	}
+	*xcr0 = k->xcr0;
+	return n;
 }
 
 static int kvm_get_cpuid(struct kvm_vm *k)
