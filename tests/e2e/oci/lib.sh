@@ -2,6 +2,7 @@
 # each: the runtime's link, the test root, and checks of what a container left.
 
 OCI_SCHEMA="/usr/bin/python3 $TOP/tests/e2e/oci/schema.py"
+OCI_NESTED=${OCI_NESTED:-}
 OCI_DIR=$WORK/oci
 OCI_BIN=$OCI_DIR/bin/ccvm-oci
 OCI_ROOT=/run/ccvm-oci # podman passes no --root: ccvm-oci's default
@@ -76,3 +77,26 @@ oci_redis_rootfs() {
 		mkdir -p "$d$(dirname "$l")" && cp -L "$l" "$d$l" || return 1
 	done
 }
+
+# Nested under QEMU's TCG (scripts/kvm-in-tcg.sh), the VM's /run is the host's over 9p,
+# where podman's and containerd's databases (mmap) and sockets do not work, no cgroup
+# is mounted, and its kernel has no bridge or netfilter modules loaded for podman's
+# networks. The VM's mounts are its own: it gets a tmpfs /run and a cgroup2, and
+# podman's containers get no network (CONTAINERS_CONF); the checks that need one say
+# so. Nothing of this happens on a machine with /dev/kvm.
+oci_nested_prep() {
+	[ -n "$OCI_NESTED" ] && return 0
+	if [ "$(stat -f -c %T /run 2>/dev/null)" = v9fs ]; then
+		mount -t tmpfs tmpfs /run || return 1
+		OCI_NESTED=1
+	fi
+	if ! grep -q ' cgroup2* ' /proc/self/mounts; then
+		mount -t cgroup2 none /sys/fs/cgroup || return 1
+		OCI_NESTED=1
+	fi
+	if [ -n "$OCI_NESTED" ]; then
+		printf '[containers]\nnetns = "none"\n' >"$OCI_DIR/containers.conf"
+		export CONTAINERS_CONF=$OCI_DIR/containers.conf
+	fi
+}
+oci_nested_prep || echo "oci: cannot prepare the nested VM's /run and cgroups" >&2
