@@ -45,12 +45,58 @@ static const char ckpt_marker[] =
 	"before it restores; the checkpoint is " CKPT_IMAGE ", a ccvm snapshot image, and "
 	CKPT_RECORD " says what it holds.\n";
 
-/* @src moved to @dst: renamed where they share a file system, else copied, synced,
- * and the source removed. */
+/* [@off, @end) of @in to the same place of @out: copy_file_range, or where the two
+ * file systems cannot (tmpfs to tmpfs, on older kernels), read and write. */
+static int copy_range(int in, int out, off_t off, off_t end)
+{
+	static char buf[1 << 16];
+
+	while (off < end) {
+		off_t o_in = off, o_out = off;
+		ssize_t n = copy_file_range(in, &o_in, out, &o_out, (size_t)(end - off), 0);
+
+		if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+			      errno == EOPNOTSUPP)) {
+			size_t want = (size_t)(end - off) < sizeof(buf) ? (size_t)(end - off) : sizeof(buf);
+
+			n = pread(in, buf, want, off);
+			if (n > 0 && pwrite(out, buf, (size_t)n, off) != n)
+				return -EIO;
+		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		off += n;
+	}
+	return 0;
+}
+
+/* @in's data into @out, its holes kept (an image is mostly holes: guest RAM never
+ * touched): extent by extent (SEEK_DATA, SEEK_HOLE), then the size. */
+static int copy_sparse(int in, int out)
+{
+	off_t size = lseek(in, 0, SEEK_END), off = 0, end;
+	int rc;
+
+	if (size < 0)
+		return -errno;
+	while (off < size && (off = lseek(in, off, SEEK_DATA)) >= 0) {
+		end = lseek(in, off, SEEK_HOLE);
+		if (end < 0)
+			return -errno;
+		if ((rc = copy_range(in, out, off, end)))
+			return rc;
+		off = end;
+	}
+	if (off < 0 && errno != ENXIO) /* ENXIO: no data past off */
+		return -errno;
+	return ftruncate(out, size) ? -errno : 0;
+}
+
+/* @src moved to @dst: renamed where they share a file system, else copied (sparse),
+ * synced, and the source removed. */
 static int move_file(const char *src, const char *dst)
 {
-	int in, out, rc = 0;
-	ssize_t n;
+	int in, out, rc;
 
 	if (rename(src, dst) == 0)
 		return 0;
@@ -65,9 +111,8 @@ static int move_file(const char *src, const char *dst)
 		close(in);
 		return rc;
 	}
-	while ((n = copy_file_range(in, NULL, out, NULL, 1u << 30, 0)) > 0)
-		;
-	if (n < 0 || fsync(out))
+	rc = copy_sparse(in, out);
+	if (!rc && fsync(out))
 		rc = -errno;
 	close(in);
 	close(out);

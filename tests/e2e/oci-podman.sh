@@ -187,7 +187,7 @@ if [ -n "$PODMAN_OK" ]; then
 	fi
 
 	# Refusals name the field, exit nonzero, and leave nothing behind.
-	for c in "linux.devices|--device /dev/fuse" "linux.uidMappings|--uidmap 0:100000:65536"; do
+	for c in "linux.devices|--device /dev/kvm" "linux.uidMappings|--uidmap 0:100000:65536"; do
 		field=${c%%|*}
 		# shellcheck disable=SC2086
 		out=$(tmo 60 "${P[@]}" run --name oci-refused ${c#*|} "$IMG" true 2>&1); st=$?
