@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #define CG_MAX_HIER 32
+#define CG_DEFAULT_SHARES 1024 /* cgroup v1's default cpu.shares: v2's default weight */
 
 struct cg_hier {
 	char mnt[PATH_MAX];
@@ -188,25 +189,36 @@ static int cg_limits_v1(const struct cg_hier *h, const char *dir, const struct o
 	return 0;
 }
 
-/* v2: the controllers enabled down to the cgroup (best effort: a parent may have them
- * already), then its files; cpu.shares as cpu.weight, the conversion runc and crun use. */
+/* v2: @dir's controllers enabled in its parent, one by one (a host may lack one, and a
+ * write naming it would enable none), best effort: a parent may have them already. */
+static void cg_enable_v2(const char *dir)
+{
+	static const char *const ctrl[] = { "+memory", "+pids", "+cpu", "+cpuset" };
+
+	for (size_t i = 0; i < sizeof(ctrl) / sizeof(ctrl[0]); i++)
+		cg_write(dir, "cgroup.subtree_control", ctrl[i]);
+}
+
+/* v2: the controllers enabled down to the cgroup, then its files; cpu.shares as
+ * cpu.weight, the conversion runc and crun use (1024, the default, is weight 100 and
+ * needs no cpu controller). */
 static int cg_limits_v2(const char *mnt, const char *dir, const struct oci_config *c,
 			const char **file)
 {
 	char anc[PATH_MAX + PATH_MAX];
 
 	snprintf(anc, sizeof(anc), "%s", dir);
+	cg_enable_v2(mnt);
 	for (char *p = anc + strlen(mnt); (p = strchr(p + 1, '/'));) {
 		*p = '\0';
-		cg_write(anc, "cgroup.subtree_control", "+memory +pids +cpu +cpuset");
+		cg_enable_v2(anc);
 		*p = '/';
 	}
-	cg_write(mnt, "cgroup.subtree_control", "+memory +pids +cpu +cpuset");
 	if (c->mem_limit)
 		CG_SET(dir, "memory.max", file, "%lld", (long long)c->mem_limit);
 	if (c->pids_limit)
 		CG_SET(dir, "pids.max", file, "%lld", (long long)c->pids_limit);
-	if (c->cpu_shares)
+	if (c->cpu_shares && c->cpu_shares != CG_DEFAULT_SHARES)
 		CG_SET(dir, "cpu.weight", file, "%llu",
 		       1 + (unsigned long long)(c->cpu_shares < 2 ? 0 : c->cpu_shares - 2) * 9999 / 262142);
 	if (c->cpu_quota)
