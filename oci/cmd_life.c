@@ -151,6 +151,8 @@ int oci_cmd_kill(const struct oci_global *g, int argc, char **argv)
 	/* the guest's processes all live in the monitor: --all is the same one process */
 	if (oci_state_status(&st) == OCI_STOPPED)
 		log_err("container %s is not running", st.id);
+	else if (st.pid <= 0)
+		log_err("container %s has no process yet", st.id);
 	else if (kill(st.pid, sig))
 		log_err("kill %s (pid %d): %s", st.id, (int)st.pid, strerror(errno));
 	else
@@ -161,7 +163,9 @@ int oci_cmd_kill(const struct oci_global *g, int argc, char **argv)
 
 int oci_kill_wait(struct oci_state *st)
 {
-	if (oci_state_status(st) == OCI_STOPPED)
+	/* no process yet (a create that died before it had one): nothing to kill, and
+	 * kill(0) would signal this process's own group */
+	if (st->pid <= 0 || oci_state_status(st) == OCI_STOPPED)
 		return 0;
 	if (kill(st->pid, SIGKILL) && errno != ESRCH) {
 		log_err("kill %s (pid %d): %s", st->id, (int)st->pid, strerror(errno));

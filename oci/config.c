@@ -234,9 +234,13 @@ static int cfg_top(json_t *doc, struct oci_config *c, char *err, size_t len)
 	if (json_object_get(doc, "domainname") &&
 	    (rc = cfg_string(json_object_get(doc, "domainname"), "domainname", &c->domainname, err, len)))
 		return rc;
-	if ((rc = cfg_mounts(json_object_get(doc, "mounts"), c, err, len)))
+	if ((rc = cfg_mounts(json_object_get(doc, "mounts"), c, err, len)) ||
+	    (rc = cfg_linux(json_object_get(doc, "linux"), c, err, len)))
 		return rc;
-	return cfg_linux(json_object_get(doc, "linux"), c, err, len);
+	if ((c->hostname || c->domainname) && !c->ns_uts)
+		return cfg_refuse(err, len, c->hostname ? "hostname" : "domainname", "the container "
+				  "has no UTS namespace of its own to set it in");
+	return 0;
 }
 
 int oci_config_parse(const char *text, size_t n, const char *bundle, struct oci_config *c,

@@ -3,6 +3,7 @@
  * field, the guest's seccomp profile, resource limits by name, container records.
  */
 #include "suites.h"
+#include "../../oci/cmd.h"
 #include "../../oci/config.h"
 #include "../../oci/state.h"
 #include "../../vmm/linux/rlimit.h"
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -131,6 +133,7 @@ START_TEST(test_config_refusals)
 		{ "annotations", "{\"io.ccvm.snapshot-threads\":\"99\"}", "io.ccvm.snapshot-threads 99" },
 		{ "annotations", "{\"io.ccvm.snapshot-dir\":\"/tmp\"}", "annotations" },
 		{ "root", "{\"path\":\"/nonexistent-root-dir\"}", "root.path" },
+		{ "linux.namespaces", "[{\"type\":\"mount\"},{\"type\":\"network\"}]", "hostname" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -294,6 +297,32 @@ START_TEST(test_state_ids_and_status)
 }
 END_TEST
 
+/* A record whose create died before it had a process (pid 0, "creating"): kill says
+ * so, and delete --force removes it, neither signalling pid 0, which is this process's
+ * own group. */
+START_TEST(test_creating_record)
+{
+	char root[] = "/tmp/ccvm-oci-unit.XXXXXX", dir[PATH_MAX], path[PATH_MAX + 16];
+	struct oci_global g = { .root = root };
+	char *kill_args[] = { "c1", "KILL", NULL }, *del_args[] = { "--force", "c1", NULL };
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(dir, sizeof(dir), "%s/c1", root);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/state.json", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"id\":\"c1\",\"pid\":0,\"start\":0,\"bundle\":\"/\",\"rootfs\":\"/\","
+	      "\"created\":\"2026-12-06T00:00:00Z\",\"paused\":false}", f);
+	fclose(f);
+	ck_assert_int_eq(oci_cmd_kill(&g, 2, kill_args), 1);
+	ck_assert_int_eq(oci_cmd_delete(&g, 2, del_args), 0);
+	ck_assert_int_eq(access(dir, F_OK), -1);
+	rmdir(root);
+}
+END_TEST
+
 Suite *oci_suite(void)
 {
 	Suite *s = suite_create("oci");
@@ -306,6 +335,7 @@ Suite *oci_suite(void)
 	tcase_add_test(tc, test_filter_refusals);
 	tcase_add_test(tc, test_rlimit_names);
 	tcase_add_test(tc, test_state_ids_and_status);
+	tcase_add_test(tc, test_creating_record);
 	suite_add_tcase(s, tc);
 	return s;
 }
