@@ -330,6 +330,7 @@ int oci_cmd_restore(const struct oci_global *g, int argc, char **argv)
 	struct oci_create_args a = { .bundle = "." };
 	const char *image_path = NULL, *work = NULL, *cg = NULL, *ns = NULL;
 	bool detach = false, tcp = false, locks = false, ext = false, shell = false, lazy = false;
+	bool no_subreaper = false;
 	const struct oci_flag flags[] = {
 		{ "bundle", "b", &a.bundle, NULL },        { "pid-file", NULL, &a.pid_file, NULL },
 		{ "console-socket", NULL, &a.console, NULL }, { "image-path", NULL, &image_path, NULL },
@@ -338,7 +339,9 @@ int oci_cmd_restore(const struct oci_global *g, int argc, char **argv)
 		{ "ext-unix-sk", NULL, NULL, &ext },       { "shell-job", NULL, NULL, &shell },
 		{ "lazy-pages", NULL, NULL, &lazy },       { "manage-cgroups-mode", NULL, &cg, NULL },
 		{ "empty-ns", NULL, &ns, NULL },           { "no-pivot", NULL, NULL, &a.no_pivot },
-		{ "no-new-keyring", NULL, NULL, &a.no_keyring }, { NULL, NULL, NULL, NULL },
+		{ "no-new-keyring", NULL, NULL, &a.no_keyring },
+		/* runc's own reaper for a restored tree; a VM's processes are its own */
+		{ "no-subreaper", NULL, NULL, &no_subreaper }, { NULL, NULL, NULL, NULL },
 	};
 	char image[PATH_MAX + 32];
 	const char *pos[OCI_MAX_POS];
