@@ -301,7 +301,7 @@ guest_sockets() {
 		expect_fail "--publish $spec" 2 "expected \[HOSTIP:\]HOSTPORT:GUESTPORT" -- "$CCVM" run --publish "$spec" -- "$G/tests/hello.glibc"
 	done
 	expect_fail "--publish twice for one guest port" 2 "already published" -- "$CCVM" run --publish 8080:80 --publish 8081:80 -- "$G/tests/hello.glibc"
-	expect_fail "--net bogus" 2 "the only network mode is 'host'" -- "$CCVM" run --net bogus -- "$G/tests/hello.glibc"
+	expect_fail "--net bogus" 2 "'host' (connections beyond loopback) or 'container'" -- "$CCVM" run --net bogus -- "$G/tests/hello.glibc"
 }
 
 guest_sockio() {
