@@ -108,7 +108,8 @@ int oci_cmd_ps(const struct oci_global *g, int argc, char **argv)
 	return 0;
 }
 
-/* runtime-spec's features.md: what this runtime honours, for callers that ask. */
+/* runtime-spec's features.md: what this runtime honours, for callers that ask; the
+ * seccomp actions and operators are the personality's (vmm/linux/sysfilter.c). */
 int oci_cmd_features(const struct oci_global *g, int argc, char **argv)
 {
 	const struct oci_flag flags[] = { { NULL, NULL, NULL, NULL } };
@@ -119,7 +120,8 @@ int oci_cmd_features(const struct oci_global *g, int argc, char **argv)
 	if (oci_flags_parse("features", argc, argv, flags, pos) != 0)
 		return 1;
 	j = json_pack("{s:s, s:s, s:[], s:[sssssssssssssssss],"
-		      " s:{s:[ssssss], s:[], s:{s:b, s:b, s:b, s:b}, s:{s:b}, s:{s:b}, s:{s:b}},"
+		      " s:{s:[ssssss], s:[], s:{s:b, s:b, s:b, s:b}, s:{s:b, s:[ssssssss],"
+		      " s:[sssssss], s:[s]}, s:{s:b}, s:{s:b}},"
 		      " s:{s:s}}",
 		      "ociVersionMin", "1.0.0", "ociVersionMax", OCI_SPEC_VERSION, "hooks",
 		      "mountOptions", "bind", "rbind", "ro", "rw", "nosuid", "suid", "nodev", "dev",
@@ -127,7 +129,11 @@ int oci_cmd_features(const struct oci_global *g, int argc, char **argv)
 		      "nodiratime", "private",
 		      "linux", "namespaces", "mount", "network", "uts", "ipc", "cgroup", "pid",
 		      "capabilities", "cgroup", "v1", 1, "v2", 1, "systemd", 0, "systemdUser", 0,
-		      "seccomp", "enabled", 0, "apparmor", "enabled", 0, "selinux", "enabled", 0,
+		      "seccomp", "enabled", 1, "actions", "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO",
+		      "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG",
+		      "SCMP_ACT_TRACE", "SCMP_ACT_TRAP", "operators", "SCMP_CMP_EQ", "SCMP_CMP_GE",
+		      "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE",
+		      "archs", "SCMP_ARCH_X86_64", "apparmor", "enabled", 0, "selinux", "enabled", 0,
 		      "annotations", "io.ccvm.version", CCVM_VERSION);
 	if (!j)
 		return 1;
