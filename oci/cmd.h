@@ -7,6 +7,8 @@
 #include "state.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 /* The flags before the command, as runc takes them. */
 struct oci_global {
@@ -44,6 +46,9 @@ int oci_load(const struct oci_global *g, const char *id, struct oci_state *st);
 /* SIGKILL to a container's monitor, then wait until it has ended (a zombie counts):
  * 0, or 1 said. */
 int oci_kill_wait(struct oci_state *st);
+/* @n bytes of @text into @path whole: a temporary name beside it, fsync, rename (a
+ * reader never sees half of it). 0 or -errno. */
+int oci_write_file(const char *path, const char *text, size_t n, mode_t mode);
 /* The record and the whole directory of a container that is gone. */
 void oci_remove(struct oci_state *st);
 

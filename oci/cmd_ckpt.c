@@ -121,25 +121,13 @@ static int move_file(const char *src, const char *dst)
 	return rc;
 }
 
-/* @text into @dir/@name, whole (temporary name, fsync, rename). */
+/* @text into @dir/@name, whole (oci_write_file). */
 static int write_whole(const char *dir, const char *name, const char *text, size_t n)
 {
-	char tmp[PATH_MAX + 64], path[PATH_MAX + 64];
-	int fd, rc = 0;
+	char path[PATH_MAX + 64];
 
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, n) != (ssize_t)n || fsync(fd))
-		rc = -EIO;
-	close(fd);
-	if (!rc && rename(tmp, path))
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	return oci_write_file(path, text, n, 0600);
 }
 
 /* What the checkpoint holds, beside the image: the container's config as its bundle

@@ -69,26 +69,13 @@ fail:
 	return 1;
 }
 
-/* @path written whole with @pid (a temporary file renamed), as conmon reads it. */
+/* @path written whole with @pid, as conmon reads it. */
 static int write_pid_file(const char *path, pid_t pid)
 {
-	char tmp[PATH_MAX + 16], text[24];
-	int fd, rc = 0;
+	char text[24];
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
 	snprintf(text, sizeof(text), "%d", (int)pid);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text) || fsync(fd))
-		rc = -EIO;
-	close(fd);
-	if (!rc && rename(tmp, path))
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	return oci_write_file(path, text, strlen(text), 0644);
 }
 
 /* mkdir -p, as runc makes its --root (containerd's /run/containerd/runc/NAMESPACE). */

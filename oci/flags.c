@@ -10,6 +10,7 @@
 #include "../base/log.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,4 +129,24 @@ void oci_remove(struct oci_state *st)
 		closedir(d);
 	if (rmdir(st->dir) && errno != ENOENT)
 		log_warn("cannot remove %s: %s", st->dir, strerror(errno));
+}
+
+int oci_write_file(const char *path, const char *text, size_t n, mode_t mode)
+{
+	char tmp[PATH_MAX + 16];
+	int fd, rc = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n || fsync(fd))
+		rc = -EIO;
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
 }
