@@ -38,6 +38,8 @@ static const struct {
 	{ "features", oci_cmd_features, "features" },
 	{ "checkpoint", oci_cmd_checkpoint, "checkpoint --image-path DIR [--work-path DIR] "
 	  "[--leave-running] [--parent-path DIR] ID" },
+	{ "exec", oci_cmd_exec, "exec [--process FILE | --env N=V... --cwd DIR --tty] [--detach] "
+	  "[--pid-file F] [--console-socket S] ID [COMMAND [ARG...]]" },
 	{ "restore", oci_cmd_restore, "restore --image-path DIR --bundle DIR [--pid-file F] "
 	  "[--detach] [--console-socket S] ID" },
 };
@@ -139,8 +141,7 @@ int oci_main(int argc, char **argv)
 		}
 		return oci_cmds[k].run(&g, argc - i - 1, argv + i + 1);
 	}
-	log_err("unknown command '%s'%s", argv[i], strcmp(argv[i], "exec") == 0 ?
-		": exec is not built yet" : "");
+	log_err("unknown command '%s'", argv[i]);
 	oci_usage(stderr);
 	return 1;
 }

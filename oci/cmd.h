@@ -77,5 +77,6 @@ int oci_cmd_ps(const struct oci_global *g, int argc, char **argv);
 int oci_cmd_features(const struct oci_global *g, int argc, char **argv);
 int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv);
 int oci_cmd_restore(const struct oci_global *g, int argc, char **argv);
+int oci_cmd_exec(const struct oci_global *g, int argc, char **argv);
 
 #endif

@@ -261,18 +261,15 @@ int oci_config_parse(const char *text, size_t n, const char *bundle, struct oci_
 	return rc;
 }
 
-int oci_config_load(const char *bundle, struct oci_config *c, char *err, size_t len)
+/* @path (a regular file, at most OCI_MAX_CONFIG_BYTES) read whole into *@text
+ * (malloc'd, NUL-ended), its size in *@n: 0 or -errno with @err. */
+static int cfg_read_file(const char *path, char **text, size_t *n, char *err, size_t len)
 {
-	char path[PATH_MAX], real[PATH_MAX], *text = NULL;
 	struct stat st;
 	ssize_t got = -1;
-	int fd = -1, rc;
+	int fd, rc = 0;
 
-	memset(c, 0, sizeof(*c));
-	if (!realpath(bundle, real))
-		return log_set_err(-errno, err, len, "bundle %s: %s", bundle, strerror(errno));
-	if (snprintf(path, sizeof(path), "%s/config.json", real) >= (int)sizeof(path))
-		return log_set_err(-ENAMETOOLONG, err, len, "bundle %s: path too long", real);
+	*text = NULL;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		rc = log_set_err(fd < 0 ? -errno : -EINVAL, err, len, "%s: %s", path,
@@ -283,18 +280,74 @@ int oci_config_load(const char *bundle, struct oci_config *c, char *err, size_t 
 		rc = log_set_err(-EFBIG, err, len, "%s: larger than %u bytes", path, OCI_MAX_CONFIG_BYTES);
 		goto out;
 	}
-	text = malloc((size_t)st.st_size + 1);
-	if (text)
-		got = pread(fd, text, (size_t)st.st_size, 0);
+	*text = malloc((size_t)st.st_size + 1);
+	if (*text)
+		got = pread(fd, *text, (size_t)st.st_size, 0);
 	if (got != st.st_size) {
-		rc = log_set_err(text ? -EIO : -ENOMEM, err, len, "%s: cannot read it whole", path);
+		rc = log_set_err(*text ? -EIO : -ENOMEM, err, len, "%s: cannot read it whole", path);
+		free(*text);
+		*text = NULL;
 		goto out;
 	}
-	rc = oci_config_parse(text, (size_t)got, real, c, err, len);
+	(*text)[got] = '\0';
+	*n = (size_t)got;
 out:
-	free(text);
 	if (fd >= 0)
 		close(fd);
+	return rc;
+}
+
+int oci_config_load(const char *bundle, struct oci_config *c, char *err, size_t len)
+{
+	char path[PATH_MAX], real[PATH_MAX], *text = NULL;
+	size_t n = 0;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (!realpath(bundle, real))
+		return log_set_err(-errno, err, len, "bundle %s: %s", bundle, strerror(errno));
+	if (snprintf(path, sizeof(path), "%s/config.json", real) >= (int)sizeof(path))
+		return log_set_err(-ENAMETOOLONG, err, len, "bundle %s: path too long", real);
+	rc = cfg_read_file(path, &text, &n, err, len);
+	if (!rc)
+		rc = oci_config_parse(text, n, real, c, err, len);
+	free(text);
+	return rc;
+}
+
+int oci_process_parse(const char *text, size_t n, struct oci_config *c, char *err, size_t len)
+{
+	json_error_t jerr;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->doc = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+	if (!c->doc)
+		return log_set_err(-EINVAL, err, len, "process: line %d: %s", jerr.line, jerr.text);
+	rc = cfg_process(c->doc, c, err, len);
+	if (rc) {
+		static const char cfg_prefix[] = "config.json: ";
+		size_t n = sizeof(cfg_prefix) - 1;
+
+		/* the fields are named as in config.json, but this is not that file */
+		if (strncmp(err, cfg_prefix, n) == 0)
+			memmove(err, err + n, strlen(err + n) + 1);
+		oci_config_free(c);
+	}
+	return rc;
+}
+
+int oci_process_load(const char *path, struct oci_config *c, char *err, size_t len)
+{
+	char *text = NULL;
+	size_t n = 0;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	rc = cfg_read_file(path, &text, &n, err, len);
+	if (!rc)
+		rc = oci_process_parse(text, n, c, err, len);
+	free(text);
 	return rc;
 }
 

@@ -99,6 +99,11 @@ int oci_config_load(const char *bundle, struct oci_config *c, char *err, size_t 
  * relative paths start. */
 int oci_config_parse(const char *text, size_t n, const char *bundle, struct oci_config *c,
 		     char *err, size_t len);
+/* An exec's process description (runc exec --process FILE: config.json's process
+ * object alone) into @c's process fields, checked as config.json's are: 0, or -errno
+ * with a message naming the field. And the same from text in memory. */
+int oci_process_load(const char *path, struct oci_config *c, char *err, size_t len);
+int oci_process_parse(const char *text, size_t n, struct oci_config *c, char *err, size_t len);
 void oci_config_free(struct oci_config *c);
 
 #endif

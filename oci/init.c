@@ -82,10 +82,8 @@ static int init_sysctls(const struct oci_config *c, char *err, size_t len)
 	return 0;
 }
 
-/* process.terminal: a pseudo-terminal whose master goes to the console socket (with
- * SCM_RIGHTS, its name as the message, as runc sends it), whose slave becomes this
- * process's controlling terminal and standard streams. */
-static int init_terminal(const char *sock, char *err, size_t len)
+/* (init.h) */
+int oci_terminal(const char *sock, char *err, size_t len)
 {
 	char name[64], cbuf[CMSG_SPACE(sizeof(int))];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -206,7 +204,7 @@ static int init_setup(const struct oci_init *in, char ***argv, char *err, size_t
 	    (rc = oci_mounts_setup(c, in->oci_root, &rw, err, len)) ||
 	    (rc = init_cwd(c, rw.root, err, len)))
 		goto out;
-	if (c->terminal && (rc = init_terminal(in->console_socket, err, len)))
+	if (c->terminal && (rc = oci_terminal(in->console_socket, err, len)))
 		goto out;
 	if (c->umask_set)
 		umask(c->umask);

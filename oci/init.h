@@ -31,6 +31,12 @@ struct oci_init {
  */
 int oci_init_run(const struct oci_init *in);
 
+/* process.terminal (init.c): a pseudo-terminal whose master goes to console socket
+ * @sock (SCM_RIGHTS, its name as the message, as runc sends it) and whose slave
+ * becomes the calling process's controlling terminal and fds 0, 1 and 2; the caller
+ * leads a session of its own. 0 or -errno with @err. */
+int oci_terminal(const char *sock, char *err, size_t len);
+
 /* ccvm run's arguments for @c (NULL-terminated, in @out, to free with oci_argv_free):
  * root and writable directories, the control socket and seccomp profile in
  * @state_dir, memory, limits, network, user, the io.ccvm.* options, then the program;

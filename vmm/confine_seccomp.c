@@ -127,6 +127,8 @@ static const int calls_control[] = {
 	__NR_sysinfo, /* glibc's qsort sizes its buffer by the RAM (schedule.c) */
 	__NR_connect, /* ctl migrate: to the destination (migrate.c) */
 	__NR_listen, /* and the guest's listeners again after it failed (ptree.c) */
+	/* ctl exec: the program found in the guest's root, its auxv's ids */
+	__NR_openat2, __NR_faccessat2, __NR_getgid, __NR_getegid,
 };
 
 /* Writing a snapshot: the writer, its I/O threads, copy-on-write faults and copies,

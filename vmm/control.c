@@ -143,6 +143,7 @@ static void ctl_handle_line(struct ctl_server *srv, struct ctl_client *c, const 
 
 static void ctl_drop(struct ctl_server *srv, int i)
 {
+	ctl_exec_drop(srv, srv->clients[i]);
 	if (srv->clients[i]->fd >= 0)
 		close(srv->clients[i]->fd);
 	free(srv->clients[i]->out);
@@ -169,8 +170,16 @@ static bool ctl_rate_ok(struct ctl_client *c)
  * client is to be dropped. */
 static bool ctl_serve_client(struct ctl_server *srv, struct ctl_client *c)
 {
-	ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+	/* Descriptors come with exec's request (SCM_RIGHTS), close-on-exec at once. */
+	char ctrl[CMSG_SPACE(sizeof(int) * CTL_MAX_FDS)];
+	struct iovec iov = { .iov_base = c->buf + c->len, .iov_len = sizeof(c->buf) - c->len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
+			     .msg_controllen = sizeof(ctrl) };
+	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
 	char *nl;
+
+	if (n >= 0)
+		ctl_exec_take_fds(c, &mh);
 
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 		return false;
@@ -298,6 +307,10 @@ static void *ctl_thread(void *arg)
 				ctl_deliver_migration(srv);
 				continue;
 			}
+			if (why == 'x') {
+				ctl_deliver_exits(srv);
+				continue;
+			}
 			break;
 		}
 		for (int k = 1; k < n; k++) {
@@ -395,6 +408,7 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	srv->janitor = prep->janitor;
 	srv->listen_fd = prep->listen_fd;
 	*prep = (struct ctl_prep)CTL_PREP_NONE; /* the server's now */
+	pthread_mutex_init(&srv->exits_lock, NULL);
 	if (engine) {
 		snap_engine_on_done(engine, ctl_snapshot_done, srv);
 	}
@@ -421,12 +435,15 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 		rc = -EAGAIN;
 		goto err;
 	}
+	vm->spawn_ctx = srv;
+	vm->spawn_ended = ctl_exec_ended;
 	*out = srv;
 	return 0;
 err:
 	if (engine)
 		snap_engine_on_done(engine, NULL, NULL);
 	ctl_close_all(srv);
+	pthread_mutex_destroy(&srv->exits_lock);
 	free(srv);
 	return rc;
 }
@@ -455,6 +472,7 @@ void ctl_stop(struct ctl_server *srv)
 {
 	if (!srv)
 		return;
+	srv->vm->spawn_ended = NULL;
 	if (srv->engine)
 		snap_engine_on_done(srv->engine, NULL, NULL);
 	if (write(srv->wake[1], "q", 1) == 1)
@@ -464,5 +482,10 @@ void ctl_stop(struct ctl_server *srv)
 		if (srv->clients[i])
 			ctl_drop(srv, i);
 	ctl_close_all(srv);
+	for (struct ctl_exit *e = srv->exits, *next; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+	pthread_mutex_destroy(&srv->exits_lock);
 	free(srv);
 }

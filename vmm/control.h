@@ -4,6 +4,7 @@
 #ifndef CCVM_CONTROL_H
 #define CCVM_CONTROL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 struct vm;
@@ -49,6 +50,16 @@ int ctl_client(const char *path, const char *cmd, int argc, char *const *argv);
  * says ok, 1 when it does not or none came, 2 for a request that cannot be made. */
 int ctl_call(const char *path, const char *cmd, int argc, char *const *argv, char *reply,
 	     int *keep);
+
+/* Client of exec (control_client.c): @req (an exec request object, not taken) sent
+ * to @path with descriptors @fds as the process's stdin, stdout and stderr. 0 with
+ * *@pid the guest pid and *@conn the connection its end comes on; 1 with the
+ * monitor's refusal, or why nothing could be asked, in @err. ctl_exec_wait reads
+ * that end: 0 with *@status as a shell reports it (128 + the signal for a process
+ * killed), or -EPIPE when the monitor went first (the VM ended under it). */
+int ctl_exec_start(const char *path, json_t *req, const int fds[3], int *pid, int *conn,
+		   char *err, size_t len);
+int ctl_exec_wait(int conn, int *status);
 
 /* @path removed if it is a Unix socket nobody listens on any more (left by a ccvm
  * that was killed): 0, also when nothing is there; -EEXIST for a file that is not a

@@ -183,3 +183,117 @@ int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
 	close(fd);
 	return rc;
 }
+
+/* ---- exec's client (ccvm-oci exec) ---- */
+
+/* One line from @fd into @buf (@cap bytes), read a byte at a time so that nothing
+ * after it is taken: its length, 0 at the end of the stream, -errno. */
+static ssize_t ctl_read_line(int fd, char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	while (len + 1 < cap) {
+		ssize_t n = read(fd, buf + len, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0 || buf[len] == '\n')
+			break;
+		len++;
+	}
+	buf[len] = '\0';
+	return (ssize_t)len;
+}
+
+/* @line and descriptors @fds in one message, as the server takes them together. */
+static int ctl_send_fds(int fd, const char *line, const int fds[3])
+{
+	char ctrl[CMSG_SPACE(sizeof(int) * CTL_MAX_FDS)];
+	struct iovec iov = { .iov_base = (void *)line, .iov_len = strlen(line) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
+			     .msg_controllen = sizeof(ctrl) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	memset(ctrl, 0, sizeof(ctrl));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * CTL_MAX_FDS);
+	memcpy(CMSG_DATA(cm), fds, sizeof(int) * CTL_MAX_FDS);
+	while (iov.iov_len) {
+		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		iov.iov_base = (char *)iov.iov_base + n;
+		iov.iov_len -= (size_t)n;
+		mh.msg_control = NULL; /* the descriptors went with the first bytes */
+		mh.msg_controllen = 0;
+	}
+	return 0;
+}
+
+int ctl_exec_start(const char *path, json_t *req, const int fds[3], int *pid, int *conn,
+		   char *err, size_t len)
+{
+	char *text = json_dumps(req, JSON_COMPACT), *line = NULL, reply[CTL_MAX_LINE];
+	struct sockaddr_un sa;
+	json_t *msg = NULL;
+	int fd = -1, rc = 1;
+
+	if (!text || asprintf(&line, "%s\n", text) < 0)
+		line = NULL;
+	free(text);
+	if (!line || ctl_sockaddr(path, &sa) ||
+	    (fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		snprintf(err, len, "cannot reach the VM at %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (ctl_send_fds(fd, line, fds) || ctl_read_line(fd, reply, sizeof(reply)) <= 0) {
+		snprintf(err, len, "the VM at %s did not answer", path);
+		goto out;
+	}
+	msg = json_loads(reply, 0, NULL);
+	if (!json_is_true(json_object_get(msg, "ok"))) {
+		const char *why = json_string_value(json_object_get(msg, "error"));
+
+		snprintf(err, len, "%s", why ? why : reply);
+		goto out;
+	}
+	*pid = (int)json_integer_value(json_object_get(msg, "pid"));
+	*conn = fd;
+	fd = -1;
+	rc = 0;
+out:
+	json_decref(msg);
+	free(line);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int ctl_exec_wait(int conn, int *status)
+{
+	char line[CTL_MAX_LINE];
+
+	for (;;) {
+		ssize_t n = ctl_read_line(conn, line, sizeof(line));
+		json_t *msg;
+		const char *ev;
+
+		if (n <= 0)
+			return -EPIPE;
+		msg = json_loads(line, 0, NULL);
+		ev = json_string_value(json_object_get(msg, "event"));
+		if (ev && strcmp(ev, "exit") == 0) {
+			*status = (int)json_integer_value(json_object_get(msg, "status"));
+			json_decref(msg);
+			return 0;
+		}
+		json_decref(msg); /* any other line is not this connection's business */
+	}
+}

@@ -222,11 +222,31 @@ static json_t *ctl_stats_regions(struct ctl_server *srv)
 	return o;
 }
 
+/* `kill SIGNAL --pid N`: the signal for a process exec started (ccvm-oci forwards
+ * what its exec process is sent). */
+static char *ctl_kill_spawned(struct ctl_server *srv, const json_t *jpid, int sig)
+{
+	json_int_t pid = json_integer_value(jpid);
+	int rc;
+
+	if (!json_is_integer(jpid) || pid < 1 || pid > INT32_MAX)
+		return ctl_reply_error("kill: \"pid\" must be a guest pid");
+	rc = vm_spawn_signal(srv->vm, (int)pid, sig);
+	if (rc == -EPERM)
+		return ctl_reply_error("kill: that pid is the VM's first process (kill without "
+				       "--pid signals it)");
+	if (rc)
+		return ctl_reply_error("kill: no such guest process");
+	return ctl_reply_ok(json_pack("{s:i, s:I, s:s}", "signal", sig, "pid", pid, "action",
+				      "sent"));
+}
+
 /* `kill SIGNAL`: the signal for the guest process, as if sent to it from outside.
  * Sets *@stop to the VM's exit status when it ends the guest. */
 static char *ctl_kill(struct ctl_server *srv, const struct ctl_request *req, int *stop)
 {
 	const char *arg = json_string_value(json_array_get(json_object_get(req->msg, "args"), 0));
+	const json_t *jpid = json_object_get(req->msg, "pid");
 	const char *abbrev;
 	char name[16];
 	int sig, rc;
@@ -234,6 +254,8 @@ static char *ctl_kill(struct ctl_server *srv, const struct ctl_request *req, int
 	if (!arg || ctl_signal_parse(arg, &sig))
 		return ctl_reply_error("kill needs a SIGNAL: a name with or without SIG (TERM, "
 				       "SIGINT, RTMIN+1) or a number from 1 to 64");
+	if (jpid)
+		return ctl_kill_spawned(srv, jpid, sig);
 	if (!srv->vm->proc)
 		return ctl_reply_error("the VM has no guest process to signal");
 	rc = lx_sig_from_outside(srv->vm->proc, sig);
@@ -296,6 +318,8 @@ char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ct
 		return ctl_kill(srv, req, stop);
 	case CTL_MIGRATE:
 		return ctl_migrate(srv, c, req);
+	case CTL_EXEC:
+		return ctl_exec(srv, c, req);
 	default:
 		return ctl_reply_error("unknown command");
 	}

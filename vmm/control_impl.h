@@ -21,6 +21,7 @@
 #define CTL_RATE        50.0      /* requests per second a connection may make ... */
 #define CTL_BURST       100.0     /* ... after a burst of this many */
 #define CTL_FILE_MODE   0600 /* files ccvm creates for its user (the snapshot log) */
+#define CTL_MAX_FDS     3    /* descriptors a request may bring: exec's stdin, stdout, stderr */
 
 struct ctl_client {
 	int fd;
@@ -35,6 +36,17 @@ struct ctl_client {
 	size_t out_len;
 	double tokens;     /* requests it may still make now (CTL_RATE, CTL_BURST) */
 	double refilled_s; /* when the tokens were last counted */
+	int fds[CTL_MAX_FDS]; /* descriptors it sent (SCM_RIGHTS), for its next exec */
+	int n_fds;
+	bool fds_bad;      /* it sent more than CTL_MAX_FDS, or they were cut short */
+	int exec_pid;      /* the guest process its exec started, until it ends (0: none) */
+};
+
+/* A process started by exec ended: queued by the vCPU thread it ended on, delivered
+ * by the control thread (control_exec.c). */
+struct ctl_exit {
+	int pid, wstatus;
+	struct ctl_exit *next;
 };
 
 struct ctl_server {
@@ -53,6 +65,8 @@ struct ctl_server {
 	struct timespec started;
 	struct ctl_client *clients[CTL_MAX_CLIENTS];
 	struct ctl_migration *mig; /* the running migration (control_migrate.c), or NULL */
+	pthread_mutex_t exits_lock;
+	struct ctl_exit *exits;  /* exec's processes that ended, not yet delivered */
 };
 
 /* Queue reply @line (taken over, freed here) for client @c: sent as its socket takes
@@ -81,6 +95,19 @@ void ctl_deliver_migration(struct ctl_server *srv);
 
 /* A migration still running is cancelled (the VM resumes here) and waited for. */
 void ctl_migration_stop(struct ctl_server *srv);
+
+/* `exec` (control_exec.c): a program started in the VM with the descriptors @c sent;
+ * the reply (the pid, or why not). ctl_exec_ended is the VM's spawn_ended: queued,
+ * and the control thread woken ('x'); ctl_deliver_exits sends each queued end to the
+ * client that waits for it. ctl_exec_drop: client @c goes; the process it started,
+ * still running, is killed, and descriptors it sent are closed. */
+char *ctl_exec(struct ctl_server *srv, struct ctl_client *c, const struct ctl_request *req);
+void ctl_exec_ended(void *srv, int pid, int wstatus);
+void ctl_deliver_exits(struct ctl_server *srv);
+void ctl_exec_drop(struct ctl_server *srv, struct ctl_client *c);
+/* SCM_RIGHTS descriptors of message @mh kept for @c's next exec (control_exec.c). */
+struct msghdr;
+void ctl_exec_take_fds(struct ctl_client *c, struct msghdr *mh);
 
 /* The socket address of @path: 0, or -ENAMETOOLONG. */
 int ctl_sockaddr(const char *path, struct sockaddr_un *sa);

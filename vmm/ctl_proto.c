@@ -19,6 +19,7 @@ static const char *const ctl_names[CTL_NR_CMDS] = {
 	[CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
 	[CTL_STATS] = "stats",   [CTL_QUIT] = "quit",     [CTL_SNAPSHOT] = "snapshot",
 	[CTL_EVENTS] = "events", [CTL_KILL] = "kill",     [CTL_MIGRATE] = "migrate",
+	[CTL_EXEC] = "exec",
 };
 
 const char *ctl_cmd_name(enum ctl_cmd cmd)
@@ -60,7 +61,7 @@ int ctl_parse(const char *line, size_t len, struct ctl_request *req, char *err, 
 			req->msg = msg;
 			return 0;
 		}
-	snprintf(err, errlen, "unknown command '%.64s' (known: status, pause, resume, stats, quit, snapshot, events, kill)",
+	snprintf(err, errlen, "unknown command '%.64s' (known: status, pause, resume, stats, quit, snapshot, events, kill, migrate, exec)",
 		 name);
 fail:
 	json_decref(msg);

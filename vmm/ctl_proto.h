@@ -21,6 +21,7 @@ enum ctl_cmd {
 	CTL_EVENTS,
 	CTL_KILL,
 	CTL_MIGRATE,
+	CTL_EXEC,
 	CTL_NR_CMDS
 };
 

@@ -20,10 +20,12 @@
 #include "../base/role.h"
 #include "vcpu.h"
 #include "vcpu_loop.h"
+#include "linux/ptree.h"
 #include "../mmu/layout.h"
 #include "../mmu/vma.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +98,37 @@ static int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
 	return 0;
 }
 
+/* The host thread vm->start_req asks for, started (vm->lock held). */
+static void vm_serve_start(struct vm *vm)
+{
+	vm->start_rc = vm_thread_start(vm, vm->start_req);
+	vm->start_req = NULL;
+	pthread_cond_broadcast(&vm->cond);
+}
+
+int vm_wait_stopped(struct vm *vm)
+{
+	int status;
+
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->stop_req || !vm_all_quiet(vm, false)) {
+		if (vm->start_req) {
+			vm_serve_start(vm);
+			continue;
+		}
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	}
+	status = vm->exit_status;
+	pthread_mutex_unlock(&vm->lock);
+	/* Threads still blocked in a host call are left to the process's exit. */
+	for (int i = 0; i < vm->n_vcpus; i++)
+		if (vm->vcpus[i]->joinable && vm->vcpus[i]->state == VCPU_DONE) {
+			pthread_join(vm->vcpus[i]->thread, NULL);
+			vm->vcpus[i]->joinable = false;
+		}
+	return status;
+}
+
 int vm_run(struct vm *vm)
 {
 	pthread_mutex_lock(&vm->lock);
@@ -111,33 +144,56 @@ int vm_run(struct vm *vm)
 	return vm_wait_stopped(vm);
 }
 
-int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
+/* @v's host thread started by the main thread (vm_serve_start), for a caller whose
+ * seccomp filter a guest thread must not inherit. Caller holds vm->lock. */
+static int vm_thread_start_by_main(struct vm *vm, struct vcpu *v)
 {
-	struct vcpu *parent = parent_vcpu, *v = NULL;
-	struct vm *vm = parent->vm;
-	struct cpu_regs regs = cl->regs;
+	while (vm->start_req) /* another's request first */
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	vm->start_req = v;
+	pthread_cond_broadcast(&vm->cond);
+	while (vm->start_req == v)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	return vm->start_rc;
+}
+
+/* Thread @cl on a vCPU of its own, starting with registers @regs (as it resumes), the
+ * FPU and vector state of @fpu_of (NULL: what the vCPU holds; and its host thread
+ * started by the main thread: the caller is not a vCPU). 0 or -errno. */
+static int vm_thread_begin(struct vm *vm, const struct lx_clone *cl, const struct cpu_regs *regs,
+			   struct kvm_cpu *fpu_of)
+{
+	struct vcpu *v = NULL;
 	int rc;
 
-	x86_sysret_regs(&regs);
 	pthread_mutex_lock(&vm->lock);
 	rc = vm->stop_req ? -EAGAIN : vm_thread_vcpu(vm, &v);
 	if (!rc) {
 		v->cr3 = vm_space_of(vm, cl->thread.proc)->cr3;
-		rc = kvm_cpu_start_thread(v->cpu, &regs,
+		rc = kvm_cpu_start_thread(v->cpu, regs,
 					  &(struct cpu_entry){ .fs_base = cl->fs_base,
 							       .gs_base = cl->gs_base, .cr3 = v->cr3 },
-					  parent->cpu);
+					  fpu_of);
 	}
 	if (!rc) {
 		v->thread_state = cl->thread;
 		v->thread_state.vcpu = v;
-		rc = vm_thread_start(vm, v);
+		rc = fpu_of ? vm_thread_start(vm, v) : vm_thread_start_by_main(vm, v);
 	}
 	pthread_cond_broadcast(&vm->cond);
 	pthread_mutex_unlock(&vm->lock);
 	if (rc && rc != -EAGAIN)
 		log_warn("cannot start a vCPU for a new guest thread: %s", strerror(-rc));
 	return rc;
+}
+
+int vm_thread_create(void *parent_vcpu, const struct lx_clone *cl)
+{
+	struct vcpu *parent = parent_vcpu;
+	struct cpu_regs regs = cl->regs;
+
+	x86_sysret_regs(&regs);
+	return vm_thread_begin(parent->vm, cl, &regs, parent->cpu);
 }
 
 int vm_process_create(void *parent_vcpu, const struct lx_clone *cl, struct lx_proc *child)
@@ -244,12 +300,15 @@ int vm_process_reset(void *vcpu_arg, struct lx_proc *p)
 }
 
 /* A process other than the first ended with its last thread: its parent learns of
- * it, and its window, if it had one, is given back. */
-static void vm_process_end(struct lx_proc *p)
+ * it (or, for one started from outside, whoever started it), and its window, if it
+ * had one, is given back. */
+static void vm_process_end(struct vm *vm, struct lx_proc *p)
 {
 	struct aspace *own = p->vm_space && !p->vfork_parent ? p->vm_space : NULL;
 	int wstatus = p->term_sig ? p->term_sig : (p->exit_status & 0xff) << 8;
 
+	if (p->spawned && vm->spawn_ended)
+		vm->spawn_ended(vm->spawn_ctx, p->pid, wstatus);
 	lx_proc_ended(p, wstatus); /* @p may be gone from here on */
 	if (own)
 		vm_space_end(own);
@@ -288,5 +347,96 @@ void vm_thread_exit(struct vcpu *vcpu)
 	if (p == vm->proc)
 		vm_stop(vm, vm->proc->exit_status); /* the VM ends with its first process */
 	else
-		vm_process_end(p);
+		vm_process_end(vm, p);
+}
+
+/* ---- processes started from outside (ccvm-oci exec) ---- */
+
+/* The spawn may begin: the VM runs and no pause is under way (one that begins later
+ * waits for the spawn, as it waits for a vCPU in the monitor). -ESRCH once stopped. */
+static int vm_spawn_enter(struct vm *vm)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&vm->lock);
+	while (vm->pause_req && !vm->stop_req)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	if (vm->stop_req || !vm->proc)
+		rc = -ESRCH;
+	else
+		vm->n_spawning++;
+	pthread_mutex_unlock(&vm->lock);
+	return rc;
+}
+
+static void vm_spawn_leave(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->n_spawning--;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+/* @p's program loaded into an address space of its own, and its first thread started
+ * at the program's entry. On failure @p is as lx_spawn_new left it. */
+static int vm_spawn_run(struct vm *vm, struct lx_proc *p, const struct vm_spawn *s)
+{
+	struct lx_config cfg = { .program = s->argv[0], .argc = s->argc, .argv = s->argv,
+				 .envp = s->envp, .hooks = p->hooks, .fastio = p->fastio_wanted,
+				 .quiet = true };
+	struct lx_clone cl = { .fs_base = 0 };
+	struct gmem *init_mem = p->mem;
+	struct lx_entry entry;
+	struct aspace *as;
+	int rc = aspace_create_lazy(&vm->spaces, &as);
+
+	if (!rc)
+		rc = vm_space_give(vm, as, p);
+	if (rc)
+		return rc;
+	rc = lx_spawn_load(p, &cfg, &entry);
+	if (!rc) {
+		lx_thread_init(p, &cl.thread, NULL);
+		cl.regs.rip = entry.rip;
+		cl.regs.rsp = entry.rsp;
+		cl.regs.rflags = x86_user_rflags(0);
+		rc = vm_thread_begin(vm, &cl, &cl.regs, NULL);
+	}
+	if (rc) {
+		p->mem = init_mem; /* for what lx_proc_destroy releases */
+		p->vm_space = NULL;
+		vm_space_end(as);
+	}
+	return rc;
+}
+
+int vm_spawn(struct vm *vm, const struct vm_spawn *s, int *pid)
+{
+	struct lx_proc *p = NULL;
+	int rc = s->argc > 0 ? vm_spawn_enter(vm) : -EINVAL;
+
+	if (rc)
+		return rc;
+	rc = lx_spawn_new(vm->proc, s->cwd, s->fds, &p);
+	if (rc == -ENOENT)
+		rc = -ENOTDIR; /* the working directory's: no program was looked for yet */
+	if (!rc) {
+		*pid = p->pid; /* read before it runs: it may end at once */
+		rc = vm_spawn_run(vm, p, s);
+		if (rc)
+			lx_proc_destroy(p);
+	}
+	vm_spawn_leave(vm);
+	return rc;
+}
+
+int vm_spawn_signal(struct vm *vm, int pid, int sig)
+{
+	siginfo_t info = { .si_signo = sig, .si_code = SI_USER };
+	int rc;
+
+	if (pid <= 0 || !vm->proc)
+		return -ESRCH;
+	rc = lx_tree_kill(vm->proc, pid, &info);
+	return rc == 1 ? -EPERM : rc; /* the first process is the container, not an exec */
 }

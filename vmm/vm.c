@@ -172,10 +172,11 @@ void vm_destroy(struct vm *vm)
 	gmem_unmap(&vm->mem);
 }
 
-/* Every vCPU is out of guest code for good, or blocked in a host call that will
- * never matter again (the process exits under it). Caller holds vm->lock. */
-static bool vm_all_quiet(struct vm *vm, bool allow_parked)
+/* (vm.h) */
+bool vm_all_quiet(struct vm *vm, bool allow_parked)
 {
+	if (vm->n_spawning) /* a process being started from outside: as a vCPU in the monitor */
+		return false;
 	for (int i = 0; i < vm->n_vcpus; i++) {
 		enum vcpu_state st = __atomic_load_n(&vm->vcpus[i]->state, __ATOMIC_ACQUIRE);
 
@@ -185,24 +186,6 @@ static bool vm_all_quiet(struct vm *vm, bool allow_parked)
 			return false;
 	}
 	return true;
-}
-
-int vm_wait_stopped(struct vm *vm)
-{
-	int status;
-
-	pthread_mutex_lock(&vm->lock);
-	while (!vm->stop_req || !vm_all_quiet(vm, false))
-		pthread_cond_wait(&vm->cond, &vm->lock);
-	status = vm->exit_status;
-	pthread_mutex_unlock(&vm->lock);
-	/* Threads still blocked in a host call are left to the process's exit. */
-	for (int i = 0; i < vm->n_vcpus; i++)
-		if (vm->vcpus[i]->joinable && vm->vcpus[i]->state == VCPU_DONE) {
-			pthread_join(vm->vcpus[i]->thread, NULL);
-			vm->vcpus[i]->joinable = false;
-		}
-	return status;
 }
 
 bool vm_all_done(struct vm *vm)

@@ -45,6 +45,12 @@ struct vm {
 	bool pause_req;
 	int pause_count;       /* nested pauses: vCPUs run again when it drops to 0 */
 	bool stop_req;
+	int n_spawning;        /* vm_spawn under way: a pause or stop waits for it */
+	/* A vCPU whose host thread the main thread is asked to start (vm_spawn's): a
+	 * thread inherits its maker's seccomp filter, and the control thread's would not
+	 * let a guest thread run. start_rc: how that went. */
+	struct vcpu *start_req;
+	int start_rc;
 	enum vm_state state;
 	int exit_status;       /* what ccvm exits with once the VM stops */
 
@@ -55,6 +61,11 @@ struct vm {
 	struct tree_hold *hold; /* a snapshot's hold on the children's memory (persist_tree.c),
 				 * from its pause until its image is finished; or NULL */
 	struct vm_stats stats;
+	/* A process started from outside (vm_spawn) ended with wait status @wstatus:
+	 * called on the vCPU thread of its last thread, before the process is freed; set
+	 * by whoever starts them (the control socket) before the VM runs. */
+	void (*spawn_ended)(void *ctx, int pid, int wstatus);
+	void *spawn_ctx;
 };
 
 int vm_create(struct vm *vm, uint64_t mem_bytes, uint64_t mem_total);
@@ -71,8 +82,13 @@ int vm_tree(struct vm *vm);
  * status. */
 int vm_run(struct vm *vm);
 /* Wait until the VM stopped and its vCPUs are quiet, join the finished threads, and
- * return its exit status: vm_run's second half. */
+ * return its exit status: vm_run's second half (threads.c), on the main thread, which
+ * meanwhile starts the host threads vm->start_req asks for. */
 int vm_wait_stopped(struct vm *vm);
+/* Every vCPU is out of guest code for good, or blocked in a host call that will never
+ * matter again (the process exits under it), or with @allow_parked parked; and no
+ * process is being started from outside. Caller holds vm->lock. */
+bool vm_all_quiet(struct vm *vm, bool allow_parked);
 
 /* True when every vCPU thread has finished (after vm_run returned). */
 bool vm_all_done(struct vm *vm);
@@ -112,6 +128,23 @@ static inline struct aspace *vm_space_of(struct vm *vm, const struct lx_proc *p)
 {
 	return p->vm_space ? p->vm_space : vm->as0;
 }
+/* A process started in the running VM from outside it (threads.c), as a container
+ * runtime's exec asks: program @argv[0] (a path, or a name looked up in @envp's PATH)
+ * in the first process's root, with @argv, @envp, working directory @cwd and host
+ * descriptors @fds as its 0, 1 and 2 (copied). Waits for a pause under way to end.
+ * 0 with *@pid its guest pid; -ESRCH once the VM stops, -EAGAIN past --max-procs or
+ * --vcpus, -ENOENT, -EACCES, -ENOEXEC, -ENOTDIR as the program or @cwd warrant. Its
+ * end goes to vm->spawn_ended. And a signal for it, as if sent from outside:
+ * 0, -ESRCH (no such process), -EPERM (the first process: not one of these). */
+struct vm_spawn {
+	char *const *argv;
+	int argc;
+	char *const *envp;
+	const char *cwd;
+	int fds[3];
+};
+int vm_spawn(struct vm *vm, const struct vm_spawn *s, int *pid);
+int vm_spawn_signal(struct vm *vm, int pid, int sig);
 /* Window @win of guest memory as a memory slot of its own, or (@on false) taken away.
  * 0 or -errno. */
 int vm_window_slot(struct vm *vm, int win, bool on);

@@ -82,6 +82,16 @@ if [ -n "$CTD_OK" ]; then
 	else
 		fail "oci: ctr task pause and resume" "'$s1' then '$s2'" "$(tail -2 "$CTD/4.err")"
 	fi
+	# ctr task exec: the shim runs `ccvm-oci exec --process P --detach --pid-file F`
+	# and waits for the process standing for the guest's; its output and status.
+	out=$(tmo 60 "${C[@]}" task exec --exec-id e1 ctd-count sh -c 'echo exec-out; exit 4' \
+		2>"$CTD/5.err"); st=$?
+	if [ "$st" = 4 ] && [ "$out" = exec-out ]; then
+		pass "oci: ctr task exec runs a process in the container" "exit 4"
+	else
+		fail "oci: ctr task exec runs a process in the container" "status $st, output '$out'" \
+			"$(tail -2 "$CTD/5.err")"
+	fi
 	tmo 60 "${C[@]}" task kill -s KILL ctd-count >/dev/null 2>&1
 	wait_until 60 sh -c '! "$@" task ls 2>/dev/null | grep -q "^ctd-count .*RUNNING"' sh "${C[@]}"
 	tmo 60 "${C[@]}" task rm ctd-count >/dev/null 2>&1

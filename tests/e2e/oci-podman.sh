@@ -129,6 +129,28 @@ if [ -n "$PODMAN_OK" ]; then
 		fail "oci: podman run -d counter, podman logs shows it counting" "$(tail -3 "$OCI_DIR/2.err")" \
 			"$("${P[@]}" logs oci-count 2>&1 | tail -3)"
 	fi
+	# exec: a process started in the running VM (conmon runs `ccvm-oci exec --process
+	# P --detach --pid-file F` and waits for the process standing for the guest's).
+	out=$(tmo 60 "${P[@]}" exec oci-count sh -c 'echo exec-out; echo ppid=$PPID; exit 5' \
+		2>"$OCI_DIR/ex.err" | tr '\n' ' '); st=$?
+	out2=$(echo piped | tmo 60 "${P[@]}" exec -i -w /tmp -e EX=1 oci-count sh -c 'cat; pwd; echo $EX' \
+		2>>"$OCI_DIR/ex.err" | tr '\n' ' ')
+	# (the status of a pipeline is its last command's: take exec's own)
+	tmo 60 "${P[@]}" exec oci-count sh -c 'exit 5' >/dev/null 2>>"$OCI_DIR/ex.err"; st=$?
+	if [ "$st" = 5 ] && [ "$out" = "exec-out ppid=0 " ] && [ "$out2" = "piped /tmp 1 " ]; then
+		pass "oci: podman exec runs a process in the running VM" "output, exit 5, stdin, -w, -e"
+	else
+		fail "oci: podman exec runs a process in the running VM" "status $st, '$out', '$out2'" \
+			"$(tail -2 "$OCI_DIR/ex.err")"
+	fi
+	out=$(tmo 60 "${P[@]}" exec -u 1000 oci-count id 2>&1); st=$?
+	if [ "$st" != 0 ] && echo "$out" | grep -q "process.user"; then
+		pass "oci: exec as another user refused by name"
+	else
+		fail "oci: exec as another user refused by name" "status $st" "$out"
+	fi
+	# a process left running in the VM: the checkpoints below take it along
+	tmo 60 "${P[@]}" exec -d oci-count sleep 3600 >/dev/null 2>>"$OCI_DIR/ex.err"
 	# 3. checkpoint -R: still running, the same process, the count never held up for
 	# longer than a pause (the log's longest gap is the figure; the bound only catches
 	# a container that stopped).
@@ -155,10 +177,12 @@ if [ -n "$PODMAN_OK" ]; then
 	tmo 120 "${P[@]}" container restore oci-count >/dev/null 2>>"$OCI_DIR/4.err"; st2=$?
 	wait_until 60 sh -c "[ \$(\"\$@\" logs oci-count 2>/dev/null | grep -c '^count ') -ge $((n1 + 20)) ]" sh "${P[@]}"
 	"${P[@]}" logs oci-count >"$OCI_DIR/4.log" 2>/dev/null
-	if [ "$st" = 0 ] && [ "$st2" = 0 ] && [ "$state" = exited ] && oci_counts_up "$OCI_DIR/4.log" "$((n1 + 20))"; then
+	out=$(tmo 60 "${P[@]}" exec oci-count echo after-restore 2>>"$OCI_DIR/4.err")
+	if [ "$st" = 0 ] && [ "$st2" = 0 ] && [ "$state" = exited ] && [ "$out" = after-restore ] &&
+		oci_counts_up "$OCI_DIR/4.log" "$((n1 + 20))"; then
 		pass "oci: checkpoint then restore, the counter continues" "$n1 counted before, on from there"
 	else
-		fail "oci: checkpoint then restore, the counter continues" "status $st then $st2, state after checkpoint $state" \
+		fail "oci: checkpoint then restore, the counter continues" "status $st then $st2, state after checkpoint $state, exec '$out'" \
 			"$(grep -v '^count ' "$OCI_DIR/4.log" | tail -2)" "$(tail -2 "$OCI_DIR/4.err")"
 	fi
 	# 5. exported, removed, imported under another name: it resumes.

@@ -1,7 +1,8 @@
 /*
  * fuzz_oci.c - libFuzzer target: an OCI bundle's config.json as podman, containerd or
- * anyone may write it (oci/config.c and its parts), and its seccomp profile as the
- * personality reads it (vmm/linux/sysfilter.c), with a verdict asked of the result.
+ * anyone may write it (oci/config.c and its parts), an exec's process file, and a
+ * seccomp profile as the personality reads it (vmm/linux/sysfilter.c), with a verdict
+ * asked of the result.
  */
 #include "../../oci/config.h"
 #include "../../vmm/linux/sysfilter.h"
@@ -26,6 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (oci_config_parse((const char *)data, size, "/", &c, err, sizeof(err)) == 0) {
 		if (!c.n_args || !c.args[0] || c.args[c.n_args])
 			abort(); /* args are checked present and NULL-terminated */
+		oci_config_free(&c);
+	}
+	/* the same bytes as an exec's process file */
+	if (oci_process_parse((const char *)data, size, &c, err, sizeof(err)) == 0) {
+		if (!c.n_args || !c.args[0] || c.args[c.n_args] || !c.cwd || c.cwd[0] != '/')
+			abort();
 		oci_config_free(&c);
 	}
 	/* the same bytes as a profile alone */

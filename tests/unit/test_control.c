@@ -283,6 +283,64 @@ START_TEST(test_kill)
 }
 END_TEST
 
+/* @line sent with @n copies of descriptor @fd (SCM_RIGHTS), as exec's client sends. */
+static void say_fds(int sock, const char *line, int fd, int n)
+{
+	char ctrl[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = { .iov_base = (void *)line, .iov_len = strlen(line) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
+			     .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	memset(ctrl, 0, sizeof(ctrl));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+	for (int i = 0; i < n; i++)
+		memcpy(CMSG_DATA(cm) + (size_t)i * sizeof(int), &fd, sizeof(int));
+	ck_assert_int_eq(sendmsg(sock, &mh, 0), (ssize_t)strlen(line));
+}
+
+/* exec refuses what it cannot run with a reply that says why, and lets go of the
+ * descriptors that came with the request (a pipe's reader then sees its end). */
+START_TEST(test_exec_refusals)
+{
+	static const struct {
+		const char *line, *says;
+		int fds;
+	} cases[] = {
+		{ "{\"cmd\":\"exec\",\"args\":[\"sh\"]}\n", "exactly 3 descriptors", 0 },
+		{ "{\"cmd\":\"exec\",\"args\":[\"sh\"]}\n", "too many", 4 },
+		{ "{\"cmd\":\"exec\",\"args\":[\"sh\"],\"cwd\":\"rel\"}\n", "absolute path", 3 },
+		{ "{\"cmd\":\"exec\",\"args\":[]}\n", "name the program", 3 },
+		{ "{\"cmd\":\"exec\",\"args\":\"sh\"}\n", "array of strings", 3 },
+		{ "{\"cmd\":\"exec\",\"args\":[\"sh\",7]}\n", "args[1]", 3 },
+		{ "{\"cmd\":\"exec\",\"args\":[\"sh\"],\"env\":[\"NOEQ\"]}\n", "NAME=VALUE", 3 },
+		{ "{\"cmd\":\"exec\",\"args\":[\"sh\"]}\n", "has stopped", 3 },
+		{ "{\"cmd\":\"kill\",\"args\":[\"TERM\"],\"pid\":12}\n", "no such guest process", 0 },
+		{ "{\"cmd\":\"kill\",\"args\":[\"TERM\"],\"pid\":\"x\"}\n", "guest pid", 0 },
+	};
+	char reply[4096], b;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int fd = dial(), p[2];
+
+		ck_assert_int_eq(pipe(p), 0);
+		if (cases[i].fds)
+			say_fds(fd, cases[i].line, p[1], cases[i].fds);
+		else
+			say(fd, cases[i].line);
+		hear(fd, reply, sizeof(reply));
+		ck_assert_msg(strstr(reply, "\"ok\":false") && strstr(reply, cases[i].says),
+			      "case %zu: reply: %s", i, reply);
+		close(p[1]);
+		ck_assert_msg(read(p[0], &b, 1) == 0, "case %zu: the server kept a descriptor", i);
+		close(p[0]);
+		close(fd);
+	}
+}
+END_TEST
+
 /* Issue 54 finding 6: the control socket is bound (0600) and the snapshot log opened
  * (0600, appending) before confinement; when the monitor's end of the janitor's pipe
  * closes, the janitor removes the socket file, but never a file put in its place; a
@@ -339,6 +397,7 @@ Suite *control_suite(void)
 	tcase_add_test(tc, test_long_request);
 	tcase_add_test(tc, test_other_user_refused);
 	tcase_add_test(tc, test_kill);
+	tcase_add_test(tc, test_exec_refusals);
 	tcase_add_test(tc, test_prepare_and_janitor);
 	suite_add_tcase(s, tc);
 	return s;

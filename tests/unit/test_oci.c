@@ -163,6 +163,46 @@ START_TEST(test_config_garbage)
 }
 END_TEST
 
+/* An exec's process file (runc exec --process: config.json's process object, as
+ * conmon writes it) is read with the same checks; what is wrong is named. */
+START_TEST(test_exec_process)
+{
+	static const char good[] =
+		"{\"terminal\":false,\"user\":{\"uid\":0,\"gid\":0},\"args\":[\"sh\",\"-c\","
+		"\"exit 5\"],\"env\":[\"PATH=/bin\",\"TERM=xterm\"],\"cwd\":\"/tmp\","
+		"\"capabilities\":{\"bounding\":[\"CAP_CHOWN\"]},\"noNewPrivileges\":false}";
+	static const struct {
+		const char *text, *names;
+	} bad[] = {
+		{ "{\"args\":[],\"cwd\":\"/\"}", "process.args" },
+		{ "{\"args\":[\"sh\"],\"env\":[\"NOEQ\"]}", "process.env" },
+		{ "{\"args\":[\"sh\"]}", "process.cwd" },
+		{ "{\"args\":[\"sh\"],\"cwd\":\"tmp\"}", "process.cwd" },
+		{ "{\"args\":[\"sh\"],\"cwd\":\"/\",\"user\":{\"uid\":-1,\"gid\":0}}", "process.user.uid" },
+		{ "{\"args\":[\"sh\"],\"cwd\":\"/\",\"ioPriority\":{\"class\":\"IOPRIO_CLASS_RT\"}}", "ioPriority" },
+		{ "[]", "process" },
+		{ "{", "line 1" },
+	};
+	struct oci_config c;
+	char err[512] = "";
+
+	ck_assert_int_eq(oci_process_parse(good, strlen(good), &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.n_args, 3);
+	ck_assert_str_eq(c.args[2], "exit 5");
+	ck_assert_uint_eq(c.n_env, 2);
+	ck_assert_str_eq(c.cwd, "/tmp");
+	ck_assert(!c.terminal);
+	oci_config_free(&c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		ck_assert_msg(oci_process_parse(bad[i].text, strlen(bad[i].text), &c, err, sizeof(err)) < 0,
+			      "'%s' accepted", bad[i].text);
+		ck_assert_msg(strstr(err, bad[i].names) != NULL, "'%s': message '%s' does not name '%s'",
+			      bad[i].text, err, bad[i].names);
+	}
+}
+END_TEST
+
 static int load_filter(const char *text, struct lx_filter *f)
 {
 	char err[256] = "";
@@ -331,6 +371,7 @@ Suite *oci_suite(void)
 	tcase_add_test(tc, test_config_podman);
 	tcase_add_test(tc, test_config_refusals);
 	tcase_add_test(tc, test_config_garbage);
+	tcase_add_test(tc, test_exec_process);
 	tcase_add_test(tc, test_filter_verdicts);
 	tcase_add_test(tc, test_filter_refusals);
 	tcase_add_test(tc, test_rlimit_names);

@@ -65,7 +65,7 @@ int kvm_cpu_create(struct kvm_vm *k, int id, const struct cpu_entry *e, struct k
 void kvm_cpu_destroy(struct kvm_cpu *c);
 
 /* Give the vCPU a new thread: registers @r, segment bases from @e, and the FPU, SSE and
- * AVX state of vCPU @fpu_of (the thread that made it, out of its run). */
+ * AVX state of vCPU @fpu_of (the thread that made it, out of its run; NULL: its own). */
 int kvm_cpu_start_thread(struct kvm_cpu *c, const struct cpu_regs *r, const struct cpu_entry *e,
 			 struct kvm_cpu *fpu_of);
 

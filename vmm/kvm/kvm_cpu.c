@@ -202,13 +202,15 @@ int kvm_cpu_start_thread(struct kvm_cpu *c, const struct cpu_regs *r, const stru
 	if (!xsave)
 		return -ENOMEM;
 	kvm_regs_from(&kr, r);
-	/* The parent is out of its run (it is the caller's own vCPU): its state is stable. */
-	if (ioctl(fpu_of->fd, KVM_GET_XSAVE, xsave) < 0) {
+	/* The parent is out of its run (it is the caller's own vCPU): its state is stable.
+	 * Without one (a program started from outside), the vCPU keeps its own. */
+	if (fpu_of && ioctl(fpu_of->fd, KVM_GET_XSAVE, xsave) < 0) {
 		rc = -errno;
 		goto out;
 	}
 	rc = kvm_setup_sregs(c, e);
-	if (!rc && (ioctl(c->fd, KVM_SET_REGS, &kr) < 0 || ioctl(c->fd, KVM_SET_XSAVE, xsave) < 0))
+	if (!rc && (ioctl(c->fd, KVM_SET_REGS, &kr) < 0 ||
+		    (fpu_of && ioctl(c->fd, KVM_SET_XSAVE, xsave) < 0)))
 		rc = -errno;
 	/* Registers a finished thread left in the sync area must not overwrite these. */
 	c->run->kvm_dirty_regs = 0;

@@ -260,6 +260,10 @@ struct lx_proc {
 	struct lx_proc *parent;  /* NULL for the first process */
 	int ppid, pgid, sid;
 	bool ended, released;    /* it exited (a zombie until waited for); its files closed */
+	/* Started from outside the guest (ccvm-oci exec, lx_spawn_new): no parent in the
+	 * VM, so nobody waits for it; it is reaped as it ends, its status the monitor's to
+	 * report to whoever started it. */
+	bool spawned;
 	int wstatus;             /* once ended: the status wait4 reports */
 	uint64_t child_events;   /* bumped when a child ends (atomic): wait4 wakes on it */
 	/* vfork (ptree.c): the parent whose memory this process runs in until it execs or
@@ -346,6 +350,17 @@ int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out);
  * off (its ring is the parent's). 0 or -EFAULT. */
 int lx_fork_memory(struct lx_proc *child, const struct lx_clone *cl);
 void lx_proc_ended(struct lx_proc *p, int wstatus);
+/* A process started from outside the guest (ptree.c), as a container runtime's exec
+ * starts one: what it gets from @init (the first process): root, writable
+ * directories, network rules, limits, seccomp profile, clock; working directory @cwd
+ * (a guest path, which must be a directory), descriptors 0, 1 and 2 copies of host
+ * descriptors @fds, nothing else open; signal dispositions at their defaults; a new
+ * pid in its own session and group, parent pid 0 as a process entering a container
+ * from outside sees. Its memory is still @init's until the VM gives it an address
+ * space, and lx_spawn_load (proc.c) then loads @cfg's program into it. 0, -EAGAIN
+ * past --max-procs, -ENOENT or -ENOTDIR for @cwd, -ENOMEM, -EBADF. */
+int lx_spawn_new(struct lx_proc *init, const char *cwd, const int fds[3], struct lx_proc **out);
+int lx_spawn_load(struct lx_proc *p, const struct lx_config *cfg, struct lx_entry *entry);
 /* @p leaves its tree (lx_proc_destroy does it). */
 void lx_tree_forget(struct lx_proc *p);
 /* A restored tree (ptree.c): process @q (lx_proc_restore's) joins @t where @at says,

@@ -13,6 +13,7 @@
  *   stack                 the top of RAM, PROC_STACK_MAX at most
  */
 #include "proc.h"
+#include "clock.h"
 #include "fastio.h"
 #include "sysfilter.h"
 #include "fdtable.h"
@@ -555,6 +556,19 @@ int lx_proc_create(struct gmem *mem, const struct lx_config *cfg, struct lx_proc
 	return 0;
 err:
 	lx_proc_free(p);
+	return rc;
+}
+
+int lx_spawn_load(struct lx_proc *p, const struct lx_config *cfg, struct lx_entry *entry)
+{
+	int fd, rc = proc_open_program(p, cfg, &fd);
+
+	if (rc)
+		return rc;
+	rc = lx_image_load(p, cfg, fd, entry);
+	close(fd);
+	if (!rc)
+		lx_clock_publish(p); /* its vDSO reads the clock the others read */
 	return rc;
 }
 

@@ -6,7 +6,9 @@
  *
  * The first process has the parent, process group and session ccvm itself has, as it
  * always did; its children and theirs get ids from one counter shared with threads, as
- * Linux's pids and tids share one space. A process that ends stays, a zombie with its
+ * Linux's pids and tids share one space. A process started from outside (a container
+ * runtime's exec) joins the tree with no parent and a session of its own, and is
+ * reaped as it ends. A process that ends stays, a zombie with its
  * files closed, until its parent waits for it, unless the parent ignores SIGCHLD; its
  * own children go to the first process, which is what a container's init is to them.
  *
@@ -161,11 +163,41 @@ void lx_proc_destroy(struct lx_proc *p)
 	lx_proc_free(p);
 }
 
+/* @c into tree @t with a new pid, its first thread's id the same, as @parent's child
+ * (NULL: a process from outside, in a session of its own); tree->lock not held. 0, or
+ * -EAGAIN past --max-procs, said once. */
+static int ptree_insert(struct lx_tree *t, struct lx_proc *c, struct lx_proc *parent)
+{
+	int slot;
+
+	pthread_mutex_lock(&t->lock);
+	slot = lx_tree_slot(t);
+	if (slot < 0) {
+		pthread_mutex_unlock(&t->lock);
+		if (!__atomic_exchange_n(&t->cap_logged, true, __ATOMIC_RELAXED))
+			log_warn("process refused: the guest already has %d processes (those not "
+				 "yet waited for included), the most --max-procs %d allows (fork "
+				 "returns EAGAIN)", t->max, t->max);
+		return slot;
+	}
+	c->pid = t->next_id++;
+	c->next_tid = c->pid + 1;
+	c->sigthr[0].tid = c->pid;
+	c->tree = t;
+	c->parent = parent;
+	c->ppid = parent ? parent->pid : 0;
+	c->pgid = parent ? parent->pgid : c->pid;
+	c->sid = parent ? parent->sid : c->pid;
+	t->procs[slot] = c;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
 int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out)
 {
 	struct lx_tree *t = parent->tree;
 	struct lx_proc *c;
-	int rc, slot;
+	int rc;
 
 	if (!t)
 		return -ENOSYS;
@@ -175,34 +207,82 @@ int lx_proc_fork(struct lx_proc *parent, struct lx_proc **out)
 	pthread_mutex_lock(&parent->lock);
 	rc = ptree_copy(parent, c);
 	pthread_mutex_unlock(&parent->lock);
+	if (!rc)
+		rc = ptree_insert(t, c, parent);
 	if (rc)
 		goto err;
-	pthread_mutex_lock(&t->lock);
-	slot = lx_tree_slot(t);
-	if (slot < 0) {
-		pthread_mutex_unlock(&t->lock);
-		if (!__atomic_exchange_n(&t->cap_logged, true, __ATOMIC_RELAXED))
-			log_warn("process refused: the guest already has %d processes (those not "
-				 "yet waited for included), the most --max-procs %d allows (fork "
-				 "returns EAGAIN)", t->max, t->max);
-		rc = slot;
-		goto err;
-	}
-	c->pid = t->next_id++;
-	c->next_tid = c->pid + 1;
-	c->sigthr[0].tid = c->pid;
-	c->tree = t;
-	c->parent = parent;
-	c->ppid = parent->pid;
-	c->pgid = parent->pgid;
-	c->sid = parent->sid;
-	t->procs[slot] = c;
-	pthread_mutex_unlock(&t->lock);
 	*out = c;
 	return 0;
 err:
 	lx_proc_destroy(c);
 	return rc;
+}
+
+/* What a process started from outside takes from the first process @init
+ * (init->lock held). Its memory map is empty: the program it runs is loaded later. */
+static int ptree_spawn_copy(struct lx_proc *init, struct lx_proc *c)
+{
+	c->mem = init->mem;
+	c->hooks = init->hooks;
+	c->filter = init->filter;
+	c->net = init->net;
+	c->clock = init->clock;
+	c->fastio_wanted = init->fastio_wanted;
+	memcpy(c->rlim, init->rlim, sizeof(c->rlim));
+	return lx_fs_copy(&c->fs, &init->fs);
+}
+
+/* Descriptors 0, 1 and 2 of @c: copies of host descriptors @fds. */
+static int ptree_spawn_fds(struct lx_proc *c, const int fds[3])
+{
+	int rc = lx_fd_init_empty(c);
+
+	for (int fd = 0; !rc && fd < 3; fd++) {
+		int host = fcntl(fds[fd], F_DUPFD_CLOEXEC, 3);
+
+		if (host < 0)
+			return -errno;
+		rc = lx_fd_install_at(c, host, fd, false);
+		if (rc < 0)
+			close(host);
+		else
+			rc = 0;
+	}
+	return rc;
+}
+
+int lx_spawn_new(struct lx_proc *init, const char *cwd, const int fds[3], struct lx_proc **out)
+{
+	struct lx_tree *t = init->tree;
+	struct lx_proc *c;
+	int rc, dir;
+
+	if (!t)
+		return -ENOSYS;
+	rc = lx_proc_blank(&c);
+	if (rc)
+		return rc;
+	c->spawned = true;
+	pthread_mutex_lock(&init->lock);
+	rc = ptree_spawn_copy(init, c);
+	pthread_mutex_unlock(&init->lock);
+	/* The directory is looked up as the guest would chdir to it: in its root. */
+	if (!rc)
+		rc = lx_fs_open(NULL, &c->fs, cwd, O_RDONLY | O_DIRECTORY, 0, &dir);
+	if (!rc) {
+		close(dir);
+		rc = lx_fs_set_cwd(&c->fs, cwd);
+	}
+	if (!rc)
+		rc = ptree_spawn_fds(c, fds);
+	if (!rc)
+		rc = ptree_insert(t, c, NULL);
+	if (rc) {
+		lx_proc_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
 }
 
 /* Does @parent want no zombies: SIGCHLD ignored, or SA_NOCLDWAIT? */
@@ -311,7 +391,8 @@ void lx_proc_ended(struct lx_proc *p, int wstatus)
 	pthread_mutex_lock(&t->lock);
 	parent = p->parent;
 	pthread_mutex_unlock(&t->lock);
-	reap = parent && ptree_autoreap(parent);
+	/* One started from outside has nobody here to wait for it. */
+	reap = parent ? ptree_autoreap(parent) : p->spawned;
 	/* Once a zombie, @p is its parent's to reap at any moment: nothing here touches it
 	 * after this, but for freeing it when nobody will wait. */
 	pthread_mutex_lock(&t->lock);

@@ -27,6 +27,7 @@ oci_left() {
 	local left=
 	[ -e "$OCI_ROOT/$1" ] && left="$left record $OCI_ROOT/$1;"
 	pgrep -f "ccvm run .*$OCI_ROOT/$1/" >/dev/null && left="$left a monitor;"
+	pgrep -f "ccvm-oci .*exec .*$1\$" >/dev/null && left="$left an exec's process;"
 	echo "$left"
 }
 
