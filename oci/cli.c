@@ -37,7 +37,7 @@ static const struct {
 	{ "ps", oci_cmd_ps, "ps [--format table|json] ID" },
 	{ "features", oci_cmd_features, "features" },
 	{ "checkpoint", oci_cmd_checkpoint, "checkpoint --image-path DIR [--work-path DIR] "
-	  "[--leave-running] [--parent-path DIR] ID" },
+	  "[--leave-running] [--pre-dump] [--parent-path DIR] ID" },
 	{ "exec", oci_cmd_exec, "exec [--process FILE | --env N=V... --cwd DIR --tty] [--detach] "
 	  "[--pid-file F] [--console-socket S] ID [COMMAND [ARG...]]" },
 	{ "restore", oci_cmd_restore, "restore --image-path DIR --bundle DIR [--pid-file F] "

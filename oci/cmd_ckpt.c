@@ -11,16 +11,29 @@
  * Beside it: the container's config (an image is restored under another name or
  * bundle) and inventory.img, a marker, because podman looks for CRIU's file of that
  * name before it restores (docs/oci.md).
+ *
+ * Incremental checkpoints, as podman's pre-checkpoint (--pre-dump, then
+ * --parent-path): a pre-dump is a full snapshot taken with write tracking on, and the
+ * monitor's image of it stays under the record as the anchor of a chain (track-N.img:
+ * the VM's latest tracked snapshot, which an incremental one must name). A checkpoint
+ * whose --parent-path holds that anchor's checkpoint is an incremental ccvm snapshot,
+ * of the pages written since, into track-N+1.img; what goes to --image-path is the
+ * chain merged into one full image, so a checkpoint restores, exports and imports
+ * alone. A parent that is not this container's latest pre-dump (another container's,
+ * or one from before a restore) gets a full checkpoint, as CRIU does without one.
  */
 #include "cmd.h"
 
 #include "../base/log.h"
+#include "../snapshot/merge.h"
 #include "../vmm/control.h"
 #include "../vmm/ctl_proto.h"
 #include "../vmm/version.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +49,8 @@
 #define CKPT_INVENTORY "inventory.img" /* in --image-path: podman's marker */
 #define CKPT_STAGING   "checkpoint.img" /* under the record: where the monitor writes */
 #define CKPT_STATS     "stats-dump"    /* in --work-path: CRIU's statistics, for podman */
+#define CKPT_TRACK     "track-%d.img"  /* under the record: a tracked chain's images */
+#define CKPT_MAX_CHAIN 60              /* a chain's images at most (the reader's cap: 64) */
 #define CKPT_LOADING   "still loading its memory" /* the control socket's reply, then */
 #define CKPT_RETRY_MS  100
 #define CKPT_RETRY_S   600 /* a lazy restore's load may take this long (a large VM) */
@@ -131,8 +146,10 @@ static int write_whole(const char *dir, const char *name, const char *text, size
 }
 
 /* What the checkpoint holds, beside the image: the container's config as its bundle
- * had it, and the marker. */
-static int ckpt_record(const struct oci_state *st, const char *dir, json_t *figures)
+ * had it, the snapshot's figures, and, for a tracked one, its anchor (and whether it
+ * was incremental); then the marker. */
+static int ckpt_record(const struct oci_state *st, const char *dir, json_t *figures,
+		       int anchor, bool incremental)
 {
 	char cfg_path[PATH_MAX + 16], *text;
 	json_t *cfg, *rec;
@@ -140,8 +157,11 @@ static int ckpt_record(const struct oci_state *st, const char *dir, json_t *figu
 
 	snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", st->bundle);
 	cfg = json_load_file(cfg_path, JSON_REJECT_DUPLICATES, NULL);
-	rec = json_pack("{s:s, s:s, s:s, s:s, s:o?, s:O?}", "ccvm", CCVM_VERSION, "id", st->id,
-			"image", CKPT_IMAGE, "bundle", st->bundle, "config", cfg, "snapshot", figures);
+	rec = json_pack("{s:s, s:s, s:s, s:s, s:o?, s:O?, s:b}", "ccvm", CCVM_VERSION, "id",
+			st->id, "image", CKPT_IMAGE, "bundle", st->bundle, "config", cfg,
+			"snapshot", figures, "incremental", incremental);
+	if (rec && anchor >= 0)
+		json_object_set_new(rec, "anchor", json_integer(anchor));
 	text = rec ? json_dumps(rec, JSON_INDENT(1)) : NULL;
 	json_decref(rec);
 	if (!text)
@@ -181,14 +201,24 @@ static int ckpt_ctl(const struct oci_state *st, const char *cmd, int argc, char 
 	return rc ? 1 : 0;
 }
 
-/* The live snapshot into the staging file, which must not be there; *@figures its
- * reply (the pause, the duration, the bytes...), kept in the checkpoint's record. */
-static int ckpt_snapshot(const struct oci_state *st, const char *staging, json_t **figures)
+/* The live snapshot into @file, which must not be there; with @track, writes tracked
+ * after it; with @parent, only the pages written since that image (the VM's latest
+ * tracked one). *@figures its reply (the pause, the duration, the bytes...), kept in
+ * the checkpoint's record. */
+static int ckpt_snapshot(const struct oci_state *st, const char *file, bool track,
+			 const char *parent, json_t **figures)
 {
-	char *args[] = { (char *)staging, "--wait", NULL };
+	char *args[5] = { (char *)file, "--wait" };
+	int n = 2;
 
-	unlink(staging);
-	return ckpt_ctl(st, "snapshot", 2, args, figures);
+	if (parent) {
+		args[n++] = "--parent";
+		args[n++] = (char *)parent;
+	} else if (track) {
+		args[n++] = "--track";
+	}
+	unlink(file);
+	return ckpt_ctl(st, "snapshot", n, args, figures);
 }
 
 struct ckpt_args {
@@ -214,9 +244,52 @@ static int ckpt_refused(const struct ckpt_args *a)
 	return 1;
 }
 
+/* What --image-path gets from the monitor's image: the image itself (moved), a copy
+ * of a tracked full one (which stays as the chain's anchor), or a tracked incremental
+ * one's chain merged into a full image. */
+enum ckpt_how { CKPT_MOVE, CKPT_COPY, CKPT_MERGE };
+
+/* @src copied to @dst, holes kept, synced: a hard link where one file system holds
+ * both (an image is never written again once complete). 0 or -errno. */
+static int copy_file(const char *src, const char *dst)
+{
+	int in, out, rc;
+
+	unlink(dst);
+	if (link(src, dst) == 0)
+		return 0;
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	rc = out < 0 ? -errno : copy_sparse(in, out);
+	if (!rc && fsync(out))
+		rc = -errno;
+	close(in);
+	if (out >= 0)
+		close(out);
+	return rc;
+}
+
+/* The monitor's image @src into @tmp as @how says: 0 or -errno (said for a merge). */
+static int ckpt_fill(const char *src, const char *tmp, enum ckpt_how how)
+{
+	char err[IMG_ERR_LEN];
+	int rc;
+
+	if (how == CKPT_MOVE)
+		return move_file(src, tmp);
+	if (how == CKPT_COPY)
+		return copy_file(src, tmp);
+	rc = img_merge(src, tmp, err);
+	if (rc)
+		log_err("checkpoint: merging the incremental snapshot with its parents: %s", err);
+	return rc;
+}
+
 /* Into --image-path: the image under a temporary name, renamed last. */
 static int ckpt_place(const struct oci_state *st, const char *staging, const char *dir,
-		      json_t *figures)
+		      json_t *figures, enum ckpt_how how, int anchor)
 {
 	char tmp[PATH_MAX + 32], dst[PATH_MAX + 32];
 	int rc;
@@ -227,15 +300,118 @@ static int ckpt_place(const struct oci_state *st, const char *staging, const cha
 	}
 	snprintf(tmp, sizeof(tmp), "%s/." CKPT_IMAGE ".tmp", dir);
 	snprintf(dst, sizeof(dst), "%s/" CKPT_IMAGE, dir);
-	rc = move_file(staging, tmp);
+	rc = ckpt_fill(staging, tmp, how);
 	if (!rc)
-		rc = ckpt_record(st, dir, figures);
+		rc = ckpt_record(st, dir, figures, anchor, how == CKPT_MERGE);
 	if (!rc && rename(tmp, dst))
 		rc = -errno;
 	if (rc) {
 		unlink(tmp);
 		log_err("checkpoint of %s into %s: %s", st->id, dir, strerror(-rc));
 		return 1;
+	}
+	return 0;
+}
+
+/* The anchor of --parent-path @parent (relative to @image_path, as CRIU takes it):
+ * N of ROOT/ID/track-N.img when that checkpoint is this container's tracked one, its
+ * image still the VM's latest tracked snapshot; else -1, said: the checkpoint is full. */
+static int ckpt_parent_anchor(const struct oci_state *st, const char *image_path,
+			      const char *parent)
+{
+	char rec[2 * PATH_MAX + 32], file[PATH_MAX + 32], real[PATH_MAX], *tracked = NULL;
+	json_t *j, *stats = NULL;
+	const char *id, *why = NULL;
+	json_int_t n = -1;
+
+	snprintf(rec, sizeof(rec), "%s%s%s/" CKPT_RECORD, parent[0] == '/' ? "" : image_path,
+		 parent[0] == '/' ? "" : "/", parent);
+	j = json_load_file(rec, JSON_REJECT_DUPLICATES, NULL);
+	id = json_string_value(json_object_get(j, "id"));
+	if (json_is_integer(json_object_get(j, "anchor")))
+		n = json_integer_value(json_object_get(j, "anchor"));
+	if (!id || strcmp(id, st->id) != 0 || n < 0 || n > INT32_MAX)
+		why = "it holds no tracked checkpoint of this container";
+	else if (snprintf(file, sizeof(file), "%s/" CKPT_TRACK, st->dir, (int)n) < 0 ||
+		 !realpath(file, real))
+		why = "its snapshot is not this VM's (restored since?)";
+	else if (ckpt_ctl(st, "stats", 0, NULL, &stats) ||
+		 !(tracked = (char *)json_string_value(json_object_get(
+			   json_object_get(stats, "snapshots"), "parent"))) ||
+		 strcmp(tracked, real) != 0)
+		why = "a later checkpoint was taken since";
+	json_decref(j);
+	json_decref(stats);
+	if (!why)
+		return (int)n;
+	log_warn("checkpoint --parent-path %s: %s; a full checkpoint", parent, why);
+	return -1;
+}
+
+/* The tracked images under the record: the highest N of track-N.img (-1: none) and
+ * how many there are. */
+static int ckpt_chain(const struct oci_state *st, int *count)
+{
+	DIR *d = opendir(st->dir);
+	struct dirent *e;
+	int top = -1, n;
+	char end;
+
+	*count = 0;
+	while (d && (e = readdir(d)))
+		if (sscanf(e->d_name, "track-%d.im%c", &n, &end) == 2 && end == 'g' && n >= 0) {
+			++*count;
+			top = n > top ? n : top;
+		}
+	if (d)
+		closedir(d);
+	return top;
+}
+
+/* A new chain begins at @from: the tracked images before it go. */
+static void ckpt_prune(const struct oci_state *st, int from)
+{
+	char file[PATH_MAX + 32];
+	int count;
+
+	for (int n = ckpt_chain(st, &count); n >= 0; n--)
+		if (n < from && snprintf(file, sizeof(file), "%s/" CKPT_TRACK, st->dir, n) > 0)
+			unlink(file);
+}
+
+/* The snapshot and its place in --image-path. A pre-dump, or a checkpoint on this
+ * container's latest pre-dump, is tracked: its image, named in @staging, stays under
+ * the record as the chain's anchor (@staging is emptied then, so that it is kept).
+ * 0, or 1 said. */
+static int ckpt_take(const struct oci_state *st, const struct ckpt_args *a, char *staging,
+		     size_t len, json_t **figures)
+{
+	char parent[PATH_MAX + 32];
+	int count, top = ckpt_chain(st, &count), from = -1, anchor = -1;
+	bool tracked;
+
+	/* CRIU's --parent-path is relative to the image directory, which may be new */
+	if (a->parent && (mkdir(a->image_path, 0700) == 0 || errno == EEXIST))
+		from = ckpt_parent_anchor(st, a->image_path, a->parent);
+	if (from >= 0 && count >= CKPT_MAX_CHAIN) {
+		log_warn("checkpoint of %s: %d incremental checkpoints in a row; a full one", st->id,
+			 count);
+		from = -1;
+	}
+	tracked = a->pre_dump || from >= 0;
+	if (tracked) {
+		anchor = top + 1;
+		snprintf(staging, len, "%s/" CKPT_TRACK, st->dir, anchor);
+		snprintf(parent, sizeof(parent), "%s/" CKPT_TRACK, st->dir, from);
+	}
+	if (ckpt_snapshot(st, staging, tracked, from >= 0 ? parent : NULL, figures) ||
+	    ckpt_place(st, staging, a->image_path, *figures,
+		       !tracked ? CKPT_MOVE : from >= 0 ? CKPT_MERGE : CKPT_COPY, anchor))
+		return 1;
+	if (tracked) {
+		if (from < 0)
+			ckpt_prune(st, anchor); /* the VM's tracking moved to the new chain */
+		staging[0] = '\0';
 	}
 	return 0;
 }
@@ -266,7 +442,7 @@ int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv)
 	if (n != 1 || !a.image_path) {
 		if (n >= 0)
 			log_err("usage: ccvm-oci checkpoint --image-path DIR [--work-path DIR] "
-				"[--leave-running] [--parent-path DIR] ID");
+				"[--leave-running] [--pre-dump] [--parent-path DIR] ID");
 		return 1;
 	}
 	if (ckpt_refused(&a) || oci_load(g, pos[0], &st))
@@ -291,8 +467,7 @@ int oci_cmd_checkpoint(const struct oci_global *g, int argc, char **argv)
 	paused = !a.leave && !a.pre_dump && s == OCI_RUNNING;
 	if (paused && ckpt_ctl(&st, "pause", 0, NULL, NULL))
 		goto out;
-	if (ckpt_snapshot(&st, staging, &figures) ||
-	    ckpt_place(&st, staging, a.image_path, figures)) {
+	if (ckpt_take(&st, &a, staging, sizeof(staging), &figures)) {
 		if (paused) /* the container goes on as it was */
 			ckpt_ctl(&st, "resume", 0, NULL, NULL);
 		goto out;
