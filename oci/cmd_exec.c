@@ -119,6 +119,26 @@ static int exec_refusals(const struct exec_args *a)
 	return what ? 1 : 0;
 }
 
+/* --user UID[:GID] (numbers, as runc takes them without a passwd lookup) into @p:
+ * 0, or 1 said. */
+static int exec_user(const char *user, struct oci_config *p)
+{
+	unsigned long uid, gid = p->gid;
+	char *end;
+
+	errno = 0;
+	uid = strtoul(user, &end, 10);
+	if (*end == ':')
+		gid = strtoul(end + 1, &end, 10);
+	if (errno || *end || end == user || uid >= UINT32_MAX || gid >= UINT32_MAX) {
+		log_err("exec: --user %s: give UID[:GID] as numbers", user);
+		return 1;
+	}
+	p->uid = (uint32_t)uid;
+	p->gid = (uint32_t)gid;
+	return 0;
+}
+
 /* @p: the process from --process, or from the container's own with the command line's
  * changes. 0, or 1 said. */
 static int exec_process(const struct exec_args *a, const struct oci_config *ctr, int argc,
@@ -144,6 +164,8 @@ static int exec_process(const struct exec_args *a, const struct oci_config *ctr,
 	p->gid = ctr->gid;
 	p->terminal = a->tty;
 	p->rlimits = ctr->rlimits;
+	if (a->user && exec_user(a->user, p))
+		return 1;
 	return 0;
 }
 

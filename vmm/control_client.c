@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,10 +169,16 @@ int ctl_call(const char *path, const char *cmd, int argc, char *const *argv, cha
 	return ok ? 0 : 1;
 }
 
+static int ctl_exec_client(const char *path, int argc, char *const *argv);
+
 int ctl_client(const char *path, const char *cmd, int argc, char *const *argv)
 {
 	char reply[CTL_MAX_LINE];
-	int fd = -1, rc = ctl_call(path, cmd, argc, argv, reply, &fd);
+	int fd = -1, rc;
+
+	if (strcmp(cmd, "exec") == 0)
+		return ctl_exec_client(path, argc, argv);
+	rc = ctl_call(path, cmd, argc, argv, reply, &fd);
 
 	if (fd < 0)
 		return rc;
@@ -296,4 +303,64 @@ int ctl_exec_wait(int conn, int *status)
 		}
 		json_decref(msg); /* any other line is not this connection's business */
 	}
+}
+
+/* `ccvm ctl PATH exec [--cwd DIR] [--env NAME=VALUE]... [--] PROGRAM [ARG...]`: the
+ * request built from the words (the program's own may start with dashes after the
+ * first word that is not an option), or NULL said. */
+static json_t *ctl_exec_request(int argc, char *const *argv)
+{
+	json_t *req = json_pack("{s:s, s:[], s:[]}", "cmd", "exec", "args", "env");
+	int i = 0;
+
+	for (; req && i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		}
+		if (strcmp(argv[i], "--cwd") != 0 && strcmp(argv[i], "--env") != 0)
+			break;
+		if (i + 1 == argc) {
+			log_err("ctl exec: %s needs a value", argv[i]);
+			json_decref(req);
+			return NULL;
+		}
+		if (strcmp(argv[i], "--cwd") == 0)
+			json_object_set_new(req, "cwd", json_string(argv[++i]));
+		else
+			json_array_append_new(json_object_get(req, "env"), json_string(argv[++i]));
+	}
+	for (; req && i < argc; i++)
+		json_array_append_new(json_object_get(req, "args"), json_string(argv[i]));
+	if (req && !json_array_size(json_object_get(req, "args"))) {
+		log_err("usage: ccvm ctl PATH exec [--cwd DIR] [--env NAME=VALUE]... [--] PROGRAM "
+			"[ARG...]");
+		json_decref(req);
+		return NULL;
+	}
+	return req;
+}
+
+/* The program run in the VM with this command's stdin, stdout and stderr; its exit
+ * status is this command's (128 + the signal that ended it). */
+static int ctl_exec_client(const char *path, int argc, char *const *argv)
+{
+	json_t *req = ctl_exec_request(argc, argv);
+	int fds[3] = { 0, 1, 2 }, pid, conn, status;
+	char err[CTL_MAX_LINE];
+
+	if (!req)
+		return 2;
+	if (ctl_exec_start(path, req, fds, &pid, &conn, err, sizeof(err))) {
+		log_err("ctl: %s", err);
+		json_decref(req);
+		return 1;
+	}
+	json_decref(req);
+	if (ctl_exec_wait(conn, &status)) {
+		log_err("ctl exec: the VM ended before process %d did", pid);
+		status = 128 + SIGKILL;
+	}
+	close(conn);
+	return status;
 }

@@ -61,11 +61,11 @@ static void exec_why(int rc, const char *prog, const char *cwd, char *err, size_
 {
 	switch (rc) {
 	case -ENOENT:
-		snprintf(err, len, "exec: cannot run '%s': no such file in the container's root "
+		snprintf(err, len, "exec: cannot run '%s': no such file in the guest's root "
 			 "(a bare name is looked up in PATH)", prog);
 		break;
 	case -ENOTDIR:
-		snprintf(err, len, "exec: cwd %s: no such directory in the container", cwd);
+		snprintf(err, len, "exec: cwd %s: no such directory in the guest's root", cwd);
 		break;
 	case -EAGAIN:
 		snprintf(err, len, "exec: the VM already runs as many processes (--max-procs) "

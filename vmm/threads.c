@@ -148,6 +148,8 @@ int vm_run(struct vm *vm)
  * seccomp filter a guest thread must not inherit. Caller holds vm->lock. */
 static int vm_thread_start_by_main(struct vm *vm, struct vcpu *v)
 {
+	/* Taken while the lock is let go below: no clone may pick it meanwhile. */
+	v->state = VCPU_GUEST;
 	while (vm->start_req) /* another's request first */
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	vm->start_req = v;
@@ -363,6 +365,8 @@ static int vm_spawn_enter(struct vm *vm)
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	if (vm->stop_req || !vm->proc)
 		rc = -ESRCH;
+	else if (!vm->n_threads) /* vm_run has not started the first thread yet */
+		rc = -EAGAIN;
 	else
 		vm->n_spawning++;
 	pthread_mutex_unlock(&vm->lock);
@@ -381,8 +385,10 @@ static void vm_spawn_leave(struct vm *vm)
  * at the program's entry. On failure @p is as lx_spawn_new left it. */
 static int vm_spawn_run(struct vm *vm, struct lx_proc *p, const struct vm_spawn *s)
 {
+	/* No exitless socket path for the program itself: its setup is a vCPU's to make
+	 * (the control thread's filter has none of it); what it execs gets the path. */
 	struct lx_config cfg = { .program = s->argv[0], .argc = s->argc, .argv = s->argv,
-				 .envp = s->envp, .hooks = p->hooks, .fastio = p->fastio_wanted,
+				 .envp = s->envp, .hooks = p->hooks, .fastio = false,
 				 .quiet = true };
 	struct lx_clone cl = { .fs_base = 0 };
 	struct gmem *init_mem = p->mem;

@@ -358,6 +358,15 @@ guest_control_socket() {
 	"$CCVM" ctl "$SOCK" status | grep -q '"state":"running"' && pass "status running" || fail "status running"
 	"$CCVM" ctl "$SOCK" pause | grep -q '"state":"paused"' && "$CCVM" ctl "$SOCK" status | grep -q '"state":"paused"' && pass "pause" || fail "pause"
 	"$CCVM" ctl "$SOCK" resume | grep -q '"state":"running"' && pass "resume" || fail "resume"
+	# exec: a new process in the running VM with ctl's stdin, stdout and stderr, its
+	# status ctl's; a program that is not there is refused by name.
+	out=$(echo in | tmo 60 "$CCVM" ctl "$SOCK" exec --cwd /tmp --env X=1 -- /bin/sh -c 'cat; pwd; echo $X $PPID; exit 3' 2>&1 | tr '\n' ' ')
+	st=$(echo in | tmo 60 "$CCVM" ctl "$SOCK" exec /bin/sh -c 'exit 3' >/dev/null 2>&1; echo $?)
+	[ "$out" = "in /tmp 1 0 " ] && [ "$st" = 3 ] && pass "ctl exec runs a process in the VM" "stdin, cwd, env, parent pid 0, status 3" ||
+		fail "ctl exec runs a process in the VM" "status $st" "$out"
+	out=$(tmo 60 "$CCVM" ctl "$SOCK" exec /no/such 2>&1); st=$?
+	[ $st = 1 ] && echo "$out" | grep -q "cannot run '/no/such'" && pass "ctl exec of a missing program" "refused, exit 1" ||
+		fail "ctl exec of a missing program" "status $st" "$out"
 	out=$("$CCVM" ctl "$SOCK" frobnicate); st=$?
 	[ $st = 1 ] && echo "$out" | grep -q '"ok":false' && pass "unknown ctl command" "ok=false, exit 1" || fail "unknown ctl command" "$out"
 	reply=$(python3 - "$SOCK" "$(bound 5)" <<-'PY'
