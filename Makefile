@@ -18,7 +18,7 @@
 #                   snapshot storage: codecs, threads, restore (CSV + PNG)
 #   QUICK=1 make bench-peers   one round of the peers on one workload (< 5 minutes)
 #   make bench-migrate         live migration on loopback, ccvm beside QEMU (~35 minutes)
-#   make bench-oci             ccvm-oci beside runc/crun/CRIU through podman (~15 minutes)
+#   make bench-oci             ccvm-oci beside runc/crun/CRIU through podman (start, exec, checkpoint; ~15 minutes)
 #   make bench-headline        every figure README states, at HEAD, 5 shuffled rounds, into
 #                              bench/results/HOST-CLASS (60 minutes; QUICK=1: 15)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """oci.py - ccvm-oci beside runc and crun, all through Debian's podman (issue 57).
 
-Two parts, ROUNDS rounds each (default 5), the systems in a new shuffled order every
+Three parts, ROUNDS rounds each (default 5), the systems in a new shuffled order every
 round, every system through the same podman (cgroupfs, file events, vfs storage: the
 flags a machine without systemd needs) with the same --ulimit nofile=1024:1024
 --ulimit nproc=4096:4096. That last is for runc and crun: podman's default limits
@@ -11,6 +11,10 @@ do the same work.
 
 start       `podman run --rm IMAGE /bin/true` START_RUNS times (default 5) per system
             and round, each timed whole (wall clock): ccvm-oci, runc, crun.
+exec        `podman exec C /bin/true` START_RUNS times per system and round into a
+            container C (`sleep`) started for the round, each timed whole: a process
+            started in the running container (for ccvm-oci, a new guest process in
+            the VM through its control socket).
 checkpoint  Debian's redis-server in a container (its root built from the binary and
             the libraries it loads), reached through podman's -p; RECORDS records
             loaded (default 100000), then YCSB-A (bench/ycsb, open loop from intended
@@ -31,12 +35,13 @@ checkpoint  Debian's redis-server in a container (its root built from the binary
             A system that cannot checkpoint here is left out and named with the
             reason (`criu check` is run first).
 
-Writes (OUT, default bench/results/HOST-CLASS/oci) oci_start.csv, oci_checkpoint.csv
+Writes (OUT, default bench/results/HOST-CLASS/oci) oci_start.csv, oci_exec.csv,
+oci_checkpoint.csv
 (a row per run), their _summary.csv (mean and 95% CI), oci.md and oci.png; each
 records commit, machine, rounds and the command.
 
 Environment: ROUNDS, START_RUNS, RECORDS, TARGET, DURATION, GAP, SYSTEMS (subset of
-the names above), PARTS ("start checkpoint"), OUT.
+the names above), PARTS ("start exec checkpoint"), OUT.
 """
 import csv
 import importlib.util
@@ -104,7 +109,7 @@ def build_roots(work):
     for d in ("bin", "etc", "tmp", "proc", "dev", "sys"):
         os.makedirs(os.path.join(bb, d))
     shutil.copy("/bin/busybox", os.path.join(bb, "bin", "busybox"))
-    for a in ("sh", "true", "echo"):
+    for a in ("sh", "true", "echo", "sleep"):
         os.symlink("busybox", os.path.join(bb, "bin", a))
     rd = os.path.join(work, "redis-root")
     for d in ("bin", "etc", "tmp", "data"):
@@ -138,6 +143,22 @@ def start_run(pm, name, runs):
            "/bin/true", timeout=120)
         times.append(time.monotonic() - t0)
     return {"start_ms": 1000 * sum(times) / len(times), "start_min_ms": 1000 * min(times)}
+
+
+def exec_run(pm, name, runs, rnd):
+    """podman exec of /bin/true into a running container of runtime @name."""
+    c = f"oci-bench-exec-{name}-{rnd}"
+    pm("run", "-d", "--name", c, "--runtime", pm.runtime(name), *ULIMITS,
+       "localhost/oci-bench-bb:1", "/bin/sleep", "3600", timeout=120)
+    try:
+        times = []
+        for _ in range(runs):
+            t0 = time.monotonic()
+            pm("exec", c, "/bin/true", timeout=120)
+            times.append(time.monotonic() - t0)
+    finally:
+        pm("rm", "-f", c, check=False)
+    return {"exec_ms": 1000 * sum(times) / len(times), "exec_min_ms": 1000 * min(times)}
 
 
 def ckpt_dir(pm, name):
@@ -265,7 +286,20 @@ def verdict(pair, lower_better=True):
     return "beats" if (hi < 1) == lower_better else "loses"
 
 
-def write_md(out, header, start, ckpt, start_rows, ckpt_rows, notes):
+def write_md_exec(f, ex, exec_rows):
+    f.write("\n`podman exec C /bin/true` into a running container, wall clock:\n\n"
+            "| system | n | ms | min ms |\n|---|---|---|---|\n")
+    for s in ex:
+        f.write(f"| {s['system']} | {s['n']} | {peers.fmt_ci(s['exec_ms'], '%.0f')} | "
+                f"{peers.fmt_ci(s['exec_min_ms'], '%.0f')} |\n")
+    for base in ("runc", "crun"):
+        if any(s["system"] == base for s in ex):
+            r = ratio(exec_rows, "exec_ms", "ccvm-oci", base)
+            f.write(f"\nccvm-oci over {base}, per round: {peers.fmt_ci(r, '%.2f')} "
+                    f"({verdict(r)}).\n")
+
+
+def write_md(out, header, start, ckpt, start_rows, ckpt_rows, notes, ex=(), exec_rows=()):
     with open(os.path.join(out, "oci.md"), "w") as f:
         f.write(f"ccvm-oci beside runc and crun through podman (bench/peers/oci.py): {header}\n\n"
                 "Mean ± 95% CI over the rounds.\n")
@@ -282,6 +316,8 @@ def write_md(out, header, start, ckpt, start_rows, ckpt_rows, notes):
                     r = ratio(start_rows, "start_ms", "ccvm-oci", base)
                     f.write(f"\nccvm-oci over {base}, per round: {peers.fmt_ci(r, '%.2f')} "
                             f"({verdict(r)}).\n")
+        if ex:
+            write_md_exec(f, ex, exec_rows)
         if ckpt:
             f.write("\nRedis under YCSB-A, open loop; `podman container checkpoint -R` in the run "
                     "(-none: no checkpoint, the same seconds). p99, p99.9, max over the seconds "
@@ -303,11 +339,13 @@ def write_md(out, header, start, ckpt, start_rows, ckpt_rows, notes):
                             f"({verdict(r)}).\n")
 
 
-def plot(out, start, ckpt, header):
+def plot(out, start, ckpt, header, ex=()):
     dat = os.path.join(out, "oci.dat")
     with open(dat, "w") as f:
         for i, s in enumerate(start):
             f.write(f"{i} start:{s['system']} {s['start_ms'][0]:g} {s['start_ms'][1] if s['start_ms'][1] == s['start_ms'][1] else 0:g}\n")
+        for i, s in enumerate(ex):
+            f.write(f"{len(start) + i} exec:{s['system']} {s['exec_ms'][0]:g} {s['exec_ms'][1] if s['exec_ms'][1] == s['exec_ms'][1] else 0:g}\n")
         f.write("\n\n")
         for i, s in enumerate(ckpt):
             m, c = s["p999_us"]
@@ -317,8 +355,8 @@ set output "{out}/oci.png"
 set multiplot layout 1,2 title "{header[:120]}"
 set style fill solid 0.5
 set boxwidth 0.6
-set title "podman run --rm /bin/true (ms, mean and 95% CI)"
-set xrange [-0.6:{max(len(start), 1) - 0.4}]
+set title "podman run --rm /bin/true, podman exec /bin/true (ms, mean and 95% CI)"
+set xrange [-0.6:{max(len(start) + len(ex), 1) - 0.4}]
 plot "{dat}" index 0 using 1:3:4:xtic(2) with boxerrorbars notitle
 set title "Redis p99.9 during checkpoint -R (ms)"
 set xrange [-0.6:{max(len(ckpt), 1) - 0.4}]
@@ -341,11 +379,11 @@ def settings():
 
 
 def main():
-    notes, start_rows, ckpt_rows = [], [], []
+    notes, start_rows, exec_rows, ckpt_rows = [], [], [], []
     try:
         cfg, rounds = settings(), int(env_float("ROUNDS", 5))
-        parts = peers.pick_names(os.environ.get("PARTS", "start checkpoint"),
-                                 ["start", "checkpoint"], "PARTS")
+        parts = peers.pick_names(os.environ.get("PARTS", "start exec checkpoint"),
+                                 ["start", "exec", "checkpoint"], "PARTS")
         names = peers.pick_names(os.environ.get("SYSTEMS", " ".join(START_SYSTEMS + list(CKPT_SYSTEMS))),
                                  list(dict.fromkeys(START_SYSTEMS + list(CKPT_SYSTEMS))), "SYSTEMS")
         for tool in ("podman", "redis-server", "redis-cli"):
@@ -382,6 +420,9 @@ def main():
             if "start" in parts:
                 rounds_of([n for n in names if n in START_SYSTEMS], rounds, "start",
                           lambda n, r: start_run(pm, n, cfg["start_runs"]), start_rows)
+            if "exec" in parts:
+                rounds_of([n for n in names if n in START_SYSTEMS], rounds, "exec",
+                          lambda n, r: exec_run(pm, n, cfg["start_runs"], r), exec_rows)
             if "checkpoint" in parts:
                 ck = [n for n in names if n in CKPT_SYSTEMS]
                 rounds_of(ck, rounds, "checkpoint", lambda n, r: ckpt_in(pm, n, r, cfg, work),
@@ -392,14 +433,17 @@ def main():
             subprocess.run(["rm", "-rf", work], check=False)
         start = write_part(out, "oci_start", header, start_rows, START_SYSTEMS,
                            ["start_ms", "start_min_ms"]) if start_rows else []
+        ex = write_part(out, "oci_exec", header, exec_rows, START_SYSTEMS,
+                        ["exec_ms", "exec_min_ms"]) if exec_rows else []
         ckpt = write_part(out, "oci_checkpoint", header, ckpt_rows, CKPT_SYSTEMS,
                           CKPT_METRICS) if ckpt_rows else []
-        write_md(out, header, start, ckpt, start_rows, ckpt_rows, notes)
-        plot(out, start, ckpt, header)
+        write_md(out, header, start, ckpt, start_rows, ckpt_rows, notes, ex, exec_rows)
+        plot(out, start, ckpt, header, ex)
     except (Failed, subprocess.TimeoutExpired, OSError) as e:
         print(f"oci: {e}", file=sys.stderr)
         return 1
-    print(f"oci: {len(start_rows)} start and {len(ckpt_rows)} checkpoint runs; results in {out}",
+    print(f"oci: {len(start_rows)} start, {len(exec_rows)} exec and {len(ckpt_rows)} checkpoint "
+          f"runs; results in {out}",
           file=sys.stderr)
     return 0
 
