@@ -178,7 +178,8 @@ static int exec_check(const struct oci_config *p, const struct oci_config *ctr,
 			"monitor's user, here %u:%u", p->uid, p->gid, ctr->uid, ctr->gid);
 		return 1;
 	}
-	if (a->process && memcmp(&p->rlimits, &ctr->rlimits, sizeof(p->rlimits)) != 0) {
+	/* none asked: the container's apply, as they do anyway */
+	if (a->process && p->rlimits.set && memcmp(&p->rlimits, &ctr->rlimits, sizeof(p->rlimits))) {
 		log_err("exec: process.rlimits: the container's processes share its limits "
 			"(config.json's process.rlimits); an exec cannot ask others");
 		return 1;
