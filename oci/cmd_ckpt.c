@@ -107,30 +107,34 @@ static int copy_sparse(int in, int out)
 	return ftruncate(out, size) ? -errno : 0;
 }
 
-/* @src moved to @dst: renamed where they share a file system, else copied (sparse),
- * synced, and the source removed. */
+/* @src's bytes into a new @dst, holes kept, synced. 0 or -errno. */
+static int copy_whole(const char *src, const char *dst)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC), out, rc;
+
+	if (in < 0)
+		return -errno;
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	rc = out < 0 ? -errno : copy_sparse(in, out);
+	if (!rc && fsync(out))
+		rc = -errno;
+	close(in);
+	if (out >= 0)
+		close(out);
+	return rc;
+}
+
+/* @src moved to @dst: renamed where they share a file system, else copied and the
+ * source removed. */
 static int move_file(const char *src, const char *dst)
 {
-	int in, out, rc;
+	int rc;
 
 	if (rename(src, dst) == 0)
 		return 0;
 	if (errno != EXDEV)
 		return -errno;
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (out < 0) {
-		rc = -errno;
-		close(in);
-		return rc;
-	}
-	rc = copy_sparse(in, out);
-	if (!rc && fsync(out))
-		rc = -errno;
-	close(in);
-	close(out);
+	rc = copy_whole(src, dst);
 	if (!rc)
 		unlink(src);
 	return rc;
@@ -249,26 +253,12 @@ static int ckpt_refused(const struct ckpt_args *a)
  * one's chain merged into a full image. */
 enum ckpt_how { CKPT_MOVE, CKPT_COPY, CKPT_MERGE };
 
-/* @src copied to @dst, holes kept, synced: a hard link where one file system holds
- * both (an image is never written again once complete). 0 or -errno. */
+/* @src copied to @dst: a hard link where one file system holds both (an image is
+ * never written again once complete), else its bytes. 0 or -errno. */
 static int copy_file(const char *src, const char *dst)
 {
-	int in, out, rc;
-
 	unlink(dst);
-	if (link(src, dst) == 0)
-		return 0;
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	rc = out < 0 ? -errno : copy_sparse(in, out);
-	if (!rc && fsync(out))
-		rc = -errno;
-	close(in);
-	if (out >= 0)
-		close(out);
-	return rc;
+	return link(src, dst) == 0 ? 0 : copy_whole(src, dst);
 }
 
 /* The monitor's image @src into @tmp as @how says: 0 or -errno (said for a merge). */

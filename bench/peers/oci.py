@@ -286,15 +286,15 @@ def verdict(pair, lower_better=True):
     return "beats" if (hi < 1) == lower_better else "loses"
 
 
-def write_md_exec(f, ex, exec_rows):
-    f.write("\n`podman exec C /bin/true` into a running container, wall clock:\n\n"
-            "| system | n | ms | min ms |\n|---|---|---|---|\n")
-    for s in ex:
-        f.write(f"| {s['system']} | {s['n']} | {peers.fmt_ci(s['exec_ms'], '%.0f')} | "
-                f"{peers.fmt_ci(s['exec_min_ms'], '%.0f')} |\n")
+def write_md_times(f, title, summary, rows, metric):
+    """A wall-clock table of @metric (and its _min twin) and ccvm-oci's ratio to each peer."""
+    f.write(f"\n{title}, wall clock:\n\n| system | n | ms | min ms |\n|---|---|---|---|\n")
+    for s in summary:
+        f.write(f"| {s['system']} | {s['n']} | {peers.fmt_ci(s[metric + '_ms'], '%.0f')} | "
+                f"{peers.fmt_ci(s[metric + '_min_ms'], '%.0f')} |\n")
     for base in ("runc", "crun"):
-        if any(s["system"] == base for s in ex):
-            r = ratio(exec_rows, "exec_ms", "ccvm-oci", base)
+        if any(s["system"] == base for s in summary):
+            r = ratio(rows, metric + "_ms", "ccvm-oci", base)
             f.write(f"\nccvm-oci over {base}, per round: {peers.fmt_ci(r, '%.2f')} "
                     f"({verdict(r)}).\n")
 
@@ -306,18 +306,10 @@ def write_md(out, header, start, ckpt, start_rows, ckpt_rows, notes, ex=(), exec
         for n in notes:
             f.write(f"\n**{n}**\n")
         if start:
-            f.write("\n`podman run --rm` of /bin/true, wall clock:\n\n| system | n | ms | min ms |\n"
-                    "|---|---|---|---|\n")
-            for s in start:
-                f.write(f"| {s['system']} | {s['n']} | {peers.fmt_ci(s['start_ms'], '%.0f')} | "
-                        f"{peers.fmt_ci(s['start_min_ms'], '%.0f')} |\n")
-            for base in ("runc", "crun"):
-                if any(s["system"] == base for s in start):
-                    r = ratio(start_rows, "start_ms", "ccvm-oci", base)
-                    f.write(f"\nccvm-oci over {base}, per round: {peers.fmt_ci(r, '%.2f')} "
-                            f"({verdict(r)}).\n")
+            write_md_times(f, "`podman run --rm` of /bin/true", start, start_rows, "start")
         if ex:
-            write_md_exec(f, ex, exec_rows)
+            write_md_times(f, "`podman exec C /bin/true` into a running container", ex,
+                           exec_rows, "exec")
         if ckpt:
             f.write("\nRedis under YCSB-A, open loop; `podman container checkpoint -R` in the run "
                     "(-none: no checkpoint, the same seconds). p99, p99.9, max over the seconds "

@@ -116,17 +116,25 @@ int lx_tree_slot(struct lx_tree *t)
 	return n >= t->max || free_slot < 0 ? -EAGAIN : free_slot;
 }
 
+/* What every new process takes from the one it comes from, @from (from->lock held):
+ * its memory until it gets its own, hooks, seccomp profile, network rules, clock,
+ * limits. */
+static void ptree_inherit(struct lx_proc *from, struct lx_proc *c)
+{
+	c->mem = from->mem;
+	c->hooks = from->hooks;
+	c->filter = from->filter;
+	c->net = from->net;
+	c->clock = from->clock;
+	memcpy(c->rlim, from->rlim, sizeof(c->rlim));
+}
+
 /* The parts of @parent a child inherits, copied into @c (parent->lock held). */
 static int ptree_copy(struct lx_proc *parent, struct lx_proc *c)
 {
 	int rc;
 
-	c->mem = parent->mem;
-	c->hooks = parent->hooks;
-	c->filter = parent->filter;
-	c->net = parent->net;
-	c->clock = parent->clock;
-	memcpy(c->rlim, parent->rlim, sizeof(c->rlim));
+	ptree_inherit(parent, c);
 	memcpy(c->exe, parent->exe, sizeof(c->exe));
 	memcpy(c->comm, parent->comm, sizeof(c->comm));
 	memcpy(c->sigact, parent->sigact, sizeof(c->sigact));
@@ -222,13 +230,8 @@ err:
  * (init->lock held). Its memory map is empty: the program it runs is loaded later. */
 static int ptree_spawn_copy(struct lx_proc *init, struct lx_proc *c)
 {
-	c->mem = init->mem;
-	c->hooks = init->hooks;
-	c->filter = init->filter;
-	c->net = init->net;
-	c->clock = init->clock;
+	ptree_inherit(init, c);
 	c->fastio_wanted = init->fastio_wanted;
-	memcpy(c->rlim, init->rlim, sizeof(c->rlim));
 	return lx_fs_copy(&c->fs, &init->fs);
 }
 
