@@ -49,6 +49,14 @@
  *                   the writer, as a vCPU waits for KVM), a model of a VM host's dearer
  *                   traps; --background-idle 1 runs the copier,
  *                   writer and compressors SCHED_IDLE
+ *   compaction      with --compact idle: each image is compacted in idle time once
+ *                   its snapshot ended (snapshot/compactor.c), kept until the end, and
+ *                   the run goes on until the compactor is done (or EB_COMPACT_WAIT_S
+ *                   more): its figures (images, bytes_in, bytes_out on disk...),
+ *                   compact_s (seconds it compacted, not held by a snapshot) and
+ *                   during_compaction (the writers' rate then, over their rate with
+ *                   neither a snapshot nor a compaction running)
+ *   presave_ms_mean pre-copy rounds: the mean time from a request to its pause
  *   exact           with --verify: every image equals the memory at its instant
  *                   (the reference is copied inside the pause, which makes pauses
  *                   and stalls longer: measure without --verify)
@@ -91,6 +99,7 @@
 #define EB_MIN_POOL (16ULL << 20)
 #define EB_EXIT_USAGE 2
 #define EB_MAX_PAUSES 1024
+#define EB_COMPACT_WAIT_S 300 /* --compact idle: the most the run waits on past D */
 
 struct eb_opts {
 	uint64_t mem;
@@ -119,6 +128,7 @@ struct eb_opts {
 	enum snap_precopy precopy;  /* --precopy */
 	double pause_budget_ms;  /* --pause-budget-ms */
 	double latency_rate;     /* --latency RATE: open loop, updates/s; 0: closed loop */
+	enum snap_compact compact; /* --compact */
 	struct tracker_budget budget; /* --coverage-budget, --coverage-stall-ms, --coverage-audit */
 };
 
@@ -146,9 +156,15 @@ struct eb {
 	uint8_t *dump;           /* --data-file */
 	uint64_t dump_len;
 	bool exact;
-	uint64_t busy_updates, idle_updates;
-	double busy_s, idle_s;
+	uint64_t busy_updates, idle_updates, compact_updates;
+	double busy_s, idle_s, compact_s;
+	uint64_t presave_ms_sum;
+	json_t *compaction;      /* --compact idle: the compactor's figures at the end */
 };
+
+/* What the writers' time is counted as: a snapshot runs, a compaction (not held), or
+ * neither. */
+enum eb_account { EB_IDLE, EB_SNAPSHOT, EB_COMPACTING };
 
 static void eb_sleep_ms(long ms)
 {
@@ -173,7 +189,7 @@ static void eb_usage(FILE *f)
 		"                    [--precopy lazy|eager|rounds|auto] [--pause-budget-ms MS]\n"
 		"                    [--trap-cost-us N] [--latency UPDATES_PER_S]\n"
 		"                    [--background-idle 0|1] [--coverage-budget PCT]\n"
-		"                    [--coverage-stall-ms MS] [--coverage-audit]\n"
+		"                    [--coverage-stall-ms MS] [--coverage-audit] [--compact idle|off]\n"
 		"       engine-bench --incremental-pct P --mem SIZE --dir DIR [--policy ...] ...\n"
 		"Snapshots plain memory written by N host threads with the real engine; prints\n"
 		"one JSON line of figures (see the top of bench/engine-bench.c).\n");
@@ -275,6 +291,11 @@ static int eb_parse_one(int c, const char *arg, struct eb_opts *o)
 		return cli_parse_real(arg, 0, 1000, &o->budget.stall_ms) ?
 			       eb_bad("coverage-stall-ms", arg) : 0;
 	case 'A': o->budget.audit = true; return 0;
+	case 'K':
+		if (strcmp(arg, "idle") && strcmp(arg, "off"))
+			return eb_bad("compact", arg);
+		o->compact = strcmp(arg, "idle") ? SNAP_COMPACT_OFF : SNAP_COMPACT_IDLE;
+		return 0;
 	case 'P':
 		if (eb_int(arg, 0, 1, &rt, "fault-rt"))
 			return -EINVAL;
@@ -302,6 +323,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 		{ "trap-cost-us", 1, 0, 'k' }, { "latency", 1, 0, 'l' },
 		{ "background-idle", 1, 0, 'b' }, { "coverage-budget", 1, 0, 'U' },
 		{ "coverage-stall-ms", 1, 0, 'V' }, { "coverage-audit", 0, 0, 'A' },
+		{ "compact", 1, 0, 'K' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -387,6 +409,7 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 		b->durations_ms[b->snapshots - 1] = f->duration_ms;
 	}
 	b->duration_ms_sum += f->duration_ms;
+	b->presave_ms_sum += f->presave_ms;
 	b->pages_copied += f->pages_copied;
 	b->regions_hot += f->regions_hot;
 	b->regions_precopied += f->regions_precopied;
@@ -419,6 +442,8 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	}
 	if (b->o.verify && (!f->ok || !eb_image_exact(b, f->file)))
 		b->exact = false;
+	if (b->o.compact == SNAP_COMPACT_IDLE && f->ok)
+		return; /* the compactor's: removed at the end (eb_remove_images) */
 	if (!b->o.restore || !f->ok) {
 		unlink(f->file);
 		return;
@@ -428,21 +453,70 @@ static void eb_account(struct eb *b, const struct snap_figures *f)
 	snprintf(b->last_file, sizeof(b->last_file), "%s", f->file);
 }
 
-/* The updates made since the last sample go to the snapshot or the idle account. */
+/* The account of the time since the last sample when no snapshot ran in it. */
+static enum eb_account eb_between(struct eb *b)
+{
+	struct compactor_figures cf;
+
+	if (b->o.compact != SNAP_COMPACT_IDLE)
+		return EB_IDLE;
+	snap_compaction_figures(b->e, &cf);
+	return cf.running && !cf.held ? EB_COMPACTING : EB_IDLE;
+}
+
+/* The updates made since the last sample go to the snapshot's account (@busy), or to
+ * the compaction's or the idle one. */
 static void eb_sample(struct eb *b, bool busy, uint64_t *last_u, double *last_t)
 {
 	uint64_t u = load_updates(&b->load);
 	double t = mono_s();
+	enum eb_account a = busy ? EB_SNAPSHOT : eb_between(b);
 
-	if (busy) {
+	if (a == EB_SNAPSHOT) {
 		b->busy_updates += u - *last_u;
 		b->busy_s += t - *last_t;
+	} else if (a == EB_COMPACTING) {
+		b->compact_updates += u - *last_u;
+		b->compact_s += t - *last_t;
 	} else {
 		b->idle_updates += u - *last_u;
 		b->idle_s += t - *last_t;
 	}
 	*last_u = u;
 	*last_t = t;
+}
+
+/* --compact idle, the snapshots over: the writers go on until the compactor has no
+ * image left (or EB_COMPACT_WAIT_S). */
+static void eb_compaction_wait(struct eb *b, uint64_t *last_u, double *last_t)
+{
+	double t0 = mono_s();
+	struct compactor_figures cf;
+
+	if (b->o.compact != SNAP_COMPACT_IDLE)
+		return;
+	for (;;) {
+		snap_compaction_figures(b->e, &cf);
+		if ((!cf.running && !cf.waiting) || mono_s() - t0 > EB_COMPACT_WAIT_S)
+			break;
+		eb_sleep_ms(EB_SAMPLE_MS);
+		eb_sample(b, false, last_u, last_t);
+	}
+}
+
+/* --compact idle: the images kept for the compactor, removed. */
+static void eb_remove_images(struct eb *b)
+{
+	char file[4200];
+
+	if (b->o.compact != SNAP_COMPACT_IDLE)
+		return;
+	for (uint64_t i = 1; i <= b->snapshots + b->failed; i++) {
+		snprintf(file, sizeof(file), "%s/engine-bench-%d-%llu.img", b->o.dir, (int)getpid(),
+			 (unsigned long long)i);
+		if (strcmp(file, b->last_file))
+			unlink(file);
+	}
 }
 
 /* Start a snapshot; its id, or 0 when it could not start. */
@@ -455,6 +529,7 @@ static uint64_t eb_start(struct eb *b)
 	snprintf(file, sizeof(file), "%s/engine-bench-%d-%llu.img", b->o.dir, (int)getpid(),
 		 (unsigned long long)b->snapshots + b->failed + 1);
 	req.file = file;
+	req.compact = b->o.compact;
 	if (snap_start(b->e, &req, &now, err, sizeof(err))) {
 		fprintf(stderr, "engine-bench: %s\n", err);
 		return 0;
@@ -570,6 +645,7 @@ static int eb_loop(struct eb *b)
 		eb_sleep_ms(EB_SAMPLE_MS);
 		eb_sample(b, id != 0, &last_u, &last_t);
 	}
+	eb_compaction_wait(b, &last_u, &last_t);
 	return 0;
 }
 
@@ -688,6 +764,7 @@ static void eb_stop(struct eb *b)
 
 static void eb_free(struct eb *b)
 {
+	json_decref(b->compaction); /* (when not printed) */
 	free(b->cov);
 	free(b->dump);
 	load_fini(&b->load);
@@ -796,6 +873,17 @@ static void eb_print(struct eb *b, double seconds)
 	json_object_set_new(o, "during", b->o.none || !b->snapshots || idle_rate <= 0 ?
 				json_null() : json_real(busy_rate / idle_rate));
 	json_object_set_new(o, "snapshot_seconds", json_real(b->busy_s));
+	json_object_set_new(o, "presave_ms_mean", b->snapshots ?
+				json_real((double)b->presave_ms_sum / (double)b->snapshots) :
+				json_null());
+	if (b->compaction) {
+		json_object_set_new(o, "compaction", b->compaction);
+		b->compaction = NULL;
+		json_object_set_new(o, "compact_s", json_real(b->compact_s));
+		json_object_set_new(o, "during_compaction", b->compact_s > 0 && idle_rate > 0 ?
+					json_real((double)b->compact_updates / b->compact_s / idle_rate) :
+					json_null());
+	}
 	json_object_set_new(o, "max_stall_ms", json_real((double)load_max_batch_ns(&b->load) / 1e6));
 	json_object_set_new(o, "p999_batch_ms",
 			    json_real((double)load_batch_quantile_ns(&b->load, 0.999) / 1e6));
@@ -898,12 +986,15 @@ int main(int argc, char **argv)
 	t0 = mono_s();
 	rc = eb_loop(&b);
 	seconds = mono_s() - t0;
+	if (b.o.compact == SNAP_COMPACT_IDLE)
+		b.compaction = snap_compaction_json(b.e);
 	eb_take_coverage(&b);
 	eb_stop(&b);
 	if (!rc && eb_time_restore(&b))
 		rc = -EIO;
 	if (!rc)
 		eb_print(&b, seconds);
+	eb_remove_images(&b);
 	eb_free(&b);
 	if (rc)
 		return 1;

@@ -208,12 +208,13 @@ static int ckpt_ctl(const struct oci_state *st, const char *cmd, int argc, char 
 /* The live snapshot into @file, which must not be there; with @track, writes tracked
  * after it; with @parent, only the pages written since that image (the VM's latest
  * tracked one). *@figures its reply (the pause, the duration, the bytes...), kept in
- * the checkpoint's record. */
+ * the checkpoint's record. Never compacted in idle time: the image is moved, merged
+ * or archived by the checkpoint's caller at once, and a rewrite under it would race. */
 static int ckpt_snapshot(const struct oci_state *st, const char *file, bool track,
 			 const char *parent, json_t **figures)
 {
-	char *args[5] = { (char *)file, "--wait" };
-	int n = 2;
+	char *args[7] = { (char *)file, "--wait", "--compact", "off" };
+	int n = 4;
 
 	if (parent) {
 		args[n++] = "--parent";

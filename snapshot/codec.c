@@ -10,6 +10,7 @@
  * exactly one chunk, so a damaged or forged frame is an error, never an overrun.
  */
 #include "codec.h"
+#include "../base/pages.h"
 
 #include <errno.h>
 #include <lz4.h>
@@ -200,9 +201,12 @@ void *codec_thread_buffer(enum codec_buf which, size_t len)
 	if (t->buf_len[which] < len) {
 		free(t->buf[which]);
 		t->buf_len[which] = 0;
-		t->buf[which] = malloc(len);
-		if (!t->buf[which])
+		/* Page aligned: a frame may be read into it with O_DIRECT (img_reader_direct). */
+		len = (len + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
+		if (posix_memalign(&t->buf[which], PAGE_SIZE, len)) {
+			t->buf[which] = NULL;
 			return NULL;
+		}
 		t->buf_len[which] = len;
 	}
 	return t->buf[which];

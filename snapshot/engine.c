@@ -74,6 +74,10 @@ void snap_finish(struct snap_engine *e, int rc)
 	e->busy = false;
 	e->last_end_s = mono_s();
 	pthread_mutex_unlock(&e->lock);
+	compactor_hold(&e->compactor, false);
+	if (!rc && e->compact_due && compactor_add(&e->compactor, e->cur.file))
+		log_warn("snapshot %llu: %s will not be compacted (no thread for it)",
+			 (unsigned long long)e->cur.id, e->cur.file);
 	if (rc)
 		log_warn("snapshot %llu to %s failed: %s", (unsigned long long)e->cur.id,
 			 e->cur.file, e->cur.error);
@@ -322,7 +326,11 @@ int snap_reserve(struct snap_engine *e, const struct snap_request *req, char *er
 					.level = req->level, .threads = req->threads };
 	e->policy = req->policy;
 	snprintf(e->cur.file, sizeof(e->cur.file), "%s", req->file);
+	/* A child, or a chain's anchor, names (or is named by) an identity a rewrite
+	 * would change: never compacted. */
+	e->compact_due = req->compact == SNAP_COMPACT_IDLE && !req->parent && !req->track;
 	pthread_mutex_unlock(&e->lock);
+	compactor_hold(&e->compactor, true);
 	return 0;
 }
 
@@ -349,6 +357,15 @@ int snap_instant(struct snap_engine *e, const struct snap_request *req, char *er
 		snprintf(err, errlen, "the VM has stopped");
 		img_abort(e->img);
 		e->img = NULL;
+		return rc;
+	}
+	/* Rounds: the log's last word, and the image's slots for what the instant leaves,
+	 * before the capture streams a section where they would go. */
+	if (e->mode.arm == SNAP_ARM_ROUNDS && (rc = rounds_settle(&e->rounds, e->img))) {
+		snprintf(err, errlen, "cannot start the snapshot: %s", strerror(-rc));
+		img_abort(e->img);
+		e->img = NULL;
+		e->t.ops->resume(e->t.ctx);
 		return rc;
 	}
 	rc = snap_begin(e, req, err, errlen);

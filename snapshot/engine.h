@@ -9,6 +9,7 @@
 #ifndef CCVM_ENGINE_H
 #define CCVM_ENGINE_H
 
+#include "compactor.h"
 #include "imgdir.h"
 #include "request.h"
 #include "../mmu/gmem.h"
@@ -81,6 +82,17 @@ void snap_engine_free(struct snap_engine *e);
 
 /* Called from the engine's thread when a snapshot ends (NULL: nobody). */
 void snap_engine_on_done(struct snap_engine *e, void (*fn)(void *ctx), void *ctx);
+
+/* Compaction in idle time (a request's compact idle): called from the compactor's
+ * thread when it finished with an image (snap_compaction_last says how); held while
+ * a migration runs, as it is while a snapshot does. */
+void snap_compaction_figures(struct snap_engine *e, struct compactor_figures *out);
+void snap_engine_on_compacted(struct snap_engine *e, void (*fn)(void *ctx), void *ctx);
+void snap_engine_compaction_hold(struct snap_engine *e, bool on);
+bool snap_compaction_last(struct snap_engine *e, struct compactor_result *out);
+/* {images, failed, bytes_in, bytes_out, running, held, waiting, dropped}, for `ccvm
+ * ctl stats`. */
+json_t *snap_compaction_json(struct snap_engine *e);
 const struct snap_request *snap_engine_defaults(const struct snap_engine *e);
 struct tracker *snap_engine_tracker(const struct snap_engine *e);
 

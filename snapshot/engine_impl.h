@@ -12,6 +12,7 @@
 #ifndef CCVM_ENGINE_IMPL_H
 #define CCVM_ENGINE_IMPL_H
 
+#include "compactor.h"
 #include "cow.h"
 #include "engine.h"
 #include "forkpol.h"
@@ -41,6 +42,10 @@ struct snap_engine {
 	int n_image_dirs;
 	void (*on_done)(void *ctx);
 	void *on_done_ctx;
+	void (*on_compacted)(void *ctx); /* under lock */
+	void *on_compacted_ctx;
+	struct compactor compactor; /* images compacted in idle time, after their snapshot */
+	bool compact_due;         /* the running snapshot's image is the compactor's after */
 
 	pthread_mutex_t lock;     /* guards the fields up to the stages */
 	bool busy;                /* one snapshot at a time */

@@ -3,6 +3,7 @@
  * other, lowest first (engine_impl.h), and the settings callers may read and change.
  */
 #include "engine_impl.h"
+#include "compact.h"
 #include "../base/log.h"
 #include "../base/pages.h"
 
@@ -74,6 +75,21 @@ static int engine_stages(struct snap_engine *e, size_t pool_bytes)
 	return rounds_init(&e->rounds, e->t.mem, e->tracker);
 }
 
+/* The compactor's thread finished with an image: whoever listens is told. */
+static void engine_compacted(void *ctx)
+{
+	struct snap_engine *e = ctx;
+	void (*fn)(void *);
+	void *arg;
+
+	pthread_mutex_lock(&e->lock);
+	fn = e->on_compacted;
+	arg = e->on_compacted_ctx;
+	pthread_mutex_unlock(&e->lock);
+	if (fn)
+		fn(arg);
+}
+
 int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
 		     const struct snap_config *cfg)
 {
@@ -91,6 +107,7 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
 		e->image_dirs[e->n_image_dirs++] = cfg->dirs[i];
 	pthread_mutex_init(&e->lock, NULL);
 	cauto_init(&e->cauto);
+	compactor_init(&e->compactor, COMPACT_LEVEL, e->tune.writer_nice, true, engine_compacted, e);
 	return engine_stages(e, cfg->pool_bytes);
 }
 
@@ -120,6 +137,29 @@ void snap_engine_on_done(struct snap_engine *e, void (*fn)(void *ctx), void *ctx
 	pthread_mutex_unlock(&e->lock);
 }
 
+void snap_engine_on_compacted(struct snap_engine *e, void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&e->lock);
+	e->on_compacted = fn;
+	e->on_compacted_ctx = ctx;
+	pthread_mutex_unlock(&e->lock);
+}
+
+void snap_compaction_figures(struct snap_engine *e, struct compactor_figures *out)
+{
+	compactor_figures(&e->compactor, out);
+}
+
+void snap_engine_compaction_hold(struct snap_engine *e, bool on)
+{
+	compactor_hold(&e->compactor, on);
+}
+
+bool snap_compaction_last(struct snap_engine *e, struct compactor_result *out)
+{
+	return compactor_last(&e->compactor, out);
+}
+
 const struct snap_request *snap_engine_defaults(const struct snap_engine *e)
 {
 	return &e->def;
@@ -142,6 +182,7 @@ void snap_engine_stop(struct snap_engine *e)
 	e->bg_joinable = false;
 	cow_threads_stop(&e->cow);
 	squeeze_thread_stop(&e->sq);
+	compactor_stop(&e->compactor);
 }
 
 void snap_engine_fini(struct snap_engine *e)
@@ -156,6 +197,7 @@ void snap_engine_fini(struct snap_engine *e)
 	plan_fini(&e->plan);
 	ptab_fini(&e->pt);
 	cauto_fini(&e->cauto);
+	compactor_fini(&e->compactor);
 	pthread_mutex_destroy(&e->lock);
 }
 

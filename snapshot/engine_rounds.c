@@ -88,6 +88,11 @@ static int snap_rounds_sink(void *ctx, uint64_t pfn, const void *data, uint64_t 
 	return img_precopy_pages(ctx, pfn, data, n);
 }
 
+static int snap_rounds_first_done(void *ctx)
+{
+	return img_precopy_first_done(ctx);
+}
+
 /* --precopy rounds, on the engine's thread: the rounds, the pause, then the writer for
  * what the pause left. A failure ends the snapshot here, as the writer's would. */
 static void *snap_rounds_thread(void *arg)
@@ -105,7 +110,9 @@ static void *snap_rounds_thread(void *arg)
 	tracker_hold(e->tracker, true);
 	e->rounds.page_ns = e->cow.page_ns;
 	e->rounds.rate = req->rate;
-	rc = rounds_run(&e->rounds, &(struct rounds_sink){ .pages = snap_rounds_sink, .ctx = e->img },
+	rc = rounds_run(&e->rounds, &(struct rounds_sink){ .pages = snap_rounds_sink,
+							   .first_done = snap_rounds_first_done,
+							   .ctx = e->img },
 			&(struct rounds_writers){ .pause = e->t.ops->pause, .resume = e->t.ops->resume,
 						  .ctx = e->t.ctx },
 			(uint64_t)(req->pause_budget_ms * 1e6), &e->stopping);
@@ -141,6 +148,9 @@ int snap_rounds_start(struct snap_engine *e, const struct snap_request *req, cha
 {
 	int rc = img_precopy_begin(e->img);
 
+	/* Round 0 compresses and writes on this one thread: nothing overlaps, so auto
+	 * compresses when the write time it saves exceeds its own (codec_auto.c). */
+	cauto_begin(&e->cauto, 1);
 	e->rounds_req = *req;
 	e->rounds_req.file = e->cur.file;
 	engine_join(e);

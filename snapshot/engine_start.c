@@ -114,6 +114,7 @@ int snap_start(struct snap_engine *e, const struct snap_request *request,
 		pthread_mutex_lock(&e->lock);
 		e->busy = false;
 		pthread_mutex_unlock(&e->lock);
+		compactor_hold(&e->compactor, false);
 		return rc;
 	}
 	snap_figures_of(e, e->cur.id, now);

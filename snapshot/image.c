@@ -313,6 +313,7 @@ uint64_t img_section_max(uint32_t type, uint64_t ram_size)
 	case IMG_SEC_TREE: return IMG_MAX_PROCESS_LEN;
 	case IMG_SEC_WINDOWS: return ram_size * IMG_WINDOWS_RAM_TIMES;
 	case IMG_SEC_SHM: return ram_size * IMG_SHM_RAM_TIMES;
+	case IMG_SEC_PATCHES: return IMG_PATCH_HEAD + ram_size / PAGE_SIZE * IMG_PATCH_ENT;
 	default: return IMG_MAX_OTHER_LEN;
 	}
 }

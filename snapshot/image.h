@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define IMG_VERSION     3 /* written (3: trees of processes); 1 (no compression) and 2 are read */
 #define IMG_VERSION_OLDEST 1
@@ -35,7 +36,8 @@
 /* Header flags. A reader refuses any it does not know: a child read as a full image
  * would restore silently wrong. */
 #define IMG_FLAG_CHILD  1u /* incremental: only the pages written since its parent */
-#define IMG_FLAGS_KNOWN IMG_FLAG_CHILD
+#define IMG_FLAG_PATCHED 2u /* pages of framed chunks stand in the patch area (section 12) */
+#define IMG_FLAGS_KNOWN (IMG_FLAG_CHILD | IMG_FLAG_PATCHED)
 #define IMG_ERR_LEN     512
 
 enum img_section_type {
@@ -51,7 +53,10 @@ enum img_section_type {
 	IMG_SEC_SHM = 10,     /* version 3: memfds and shared anonymous memory, each once */
 	IMG_SEC_CPU = 11,     /* the CPU features the saved state may depend on (vmm/cpufeat.h);
 			       * an image without it (older ccvm) is restored unchecked */
+	IMG_SEC_PATCHES = 12, /* pages written after their chunk's frame: where each stands
+			       * (written by img_finish; IMG_FLAG_PATCHED) */
 };
+/* The last kind a migration stream carries (the patches are a file's layout, never sent). */
 #define IMG_SEC_LAST IMG_SEC_CPU
 
 /* The longest a section of @type may be in an image of @ram_size bytes of RAM: the
@@ -138,14 +143,26 @@ int img_write_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64
 /*
  * A pre-copy (image_pre.c): pages written before the instant, perhaps several times.
  * img_precopy_begin once (-EINVAL for a child, -ENOMEM); img_precopy_pages writes
- * @n pages from @data (bytes that hold still: a copy) at their places, zero ones left
- * as holes unless earlier bytes lie there, from one thread; at the instant,
+ * @n pages from @data (bytes that hold still: a copy), from one thread; at the instant,
  * img_precopy_keep for each page whose last pre-copied bytes still stand, which then
  * must not be recorded again (IMG_PAGE_DONE). Every other page is recorded as usual.
- * Every chunk of such an image is raw.
+ * With a codec, the first pass over memory (round 0, up to img_precopy_first_done) is
+ * gathered chunk by chunk and each chunk stored as one frame when that saves a page;
+ * what is written into a framed chunk afterwards (later rounds, the pages recorded
+ * after the instant) goes to a slot of the patch area, after the memory, one per page
+ * (section 12). Other chunks are raw, their pages at their places, zero ones left as
+ * holes unless earlier bytes lie there.
  */
 int img_precopy_begin(struct img_writer *w);
 int img_precopy_pages(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n);
+int img_precopy_first_done(struct img_writer *w);
+/* In the pause, before any section is streamed: which pages may still need a slot
+ * (img_patch_needed: in a framed chunk, without one), and the slots set aside for
+ * @n of them, after the memory and what the rounds wrote there. Pages recorded after
+ * the instant take their slots from these (streamed sections go after them); past
+ * them, -ENOSPC. 0 or -errno. */
+bool img_patch_needed(const struct img_writer *w, uint64_t pfn);
+int img_precopy_reserve(struct img_writer *w, uint64_t n);
 bool img_precopied(const struct img_writer *w, uint64_t pfn);
 void img_precopy_keep(struct img_writer *w, uint64_t pfn);
 
@@ -231,6 +248,11 @@ int img_stream_record(struct img_writer *w, const void *head, size_t head_len,
 		      const void *data, size_t len);
 int img_stream_end(struct img_writer *w);
 
+/* At img_finish, rename into place only if the final name is still the file (@dev,
+ * @ino), else -ESTALE: an image rewritten in place (compact.c) never replaces a newer
+ * one that took its name meanwhile. */
+void img_replaces(struct img_writer *w, dev_t dev, ino_t ino);
+
 /* Write the chunk checksums, sections and trailer, fsync, rename into place, fsync
  * the directory. Frees @w. On error the temporary file is removed. */
 int img_finish(struct img_writer *w);
@@ -271,6 +293,14 @@ struct img_reader {
 	char *parent_path;
 	uint8_t *mask;
 	struct img_reader *parent;
+	/* A patched image (section 12): the pages written after their chunk's frame, in
+	 * page order, each with the file offset of its 4 KiB; patch_first[c] is chunk c's
+	 * first entry (n_chunks + 1 of them). */
+	uint64_t n_patches;
+	uint64_t *patch_pfn, *patch_off;
+	uint32_t *patch_first;
+	bool direct;           /* img_reader_direct: memory read through dfd */
+	int dfd;
 };
 
 /*
@@ -282,6 +312,15 @@ struct img_reader {
  */
 int img_open(const char *path, struct img_reader *r, char err[IMG_ERR_LEN]);
 void img_close(struct img_reader *r);
+
+/* Read @r's memory with O_DIRECT from now on, where the file system takes it and the
+ * buffer is aligned: for a reader that must leave the page cache to others (idle
+ * compaction). 0 or -errno (reads stay buffered then). */
+int img_reader_direct(struct img_reader *r);
+
+/* img_read_chunk, and for a chunk stored as a frame the frame's bytes as read and
+ * checked: *frame (this thread's buffer, until it reads another chunk), or NULL. */
+int img_read_chunk_frame(const struct img_reader *r, uint64_t c, void *dst, const void **frame);
 
 /* The section of @type, or NULL. *data is malloc'd; the caller frees it. */
 const struct img_section *img_find(const struct img_reader *r, uint32_t type);
@@ -308,7 +347,8 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst);
  */
 int img_load_chunk(const struct img_reader *r, uint64_t c, void *dst, bool *has_data);
 
-/* Data bytes and stored bytes of the whole image, from its encoding table. */
+/* Data bytes and stored bytes of the whole image, from its encoding table (and the
+ * patch area's pages). */
 void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *stored);
 
 /* Chunks holding data, by the codec each is stored with (IMG_CODEC_NONE: raw). */

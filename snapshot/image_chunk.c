@@ -183,30 +183,13 @@ static bool img_worth_compressing(const struct img_writer *w, const uint8_t *dat
 	return (double)out < IMG_SAMPLE_WORTH * IMG_SAMPLES * IMG_SAMPLE_LEN;
 }
 
-/*
- * Chunk @c as one frame: compressed, when the image has a codec, a sample says it is
- * worth it and the frame saves at least one page on disk; or a child's held pages packed, without one. Never when a
- * page of the chunk was recorded on its own. Returns 1 when the chunk is to be stored
- * raw instead, 0 when written, or -errno.
- */
-static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data,
-			      const uint8_t *what, uint64_t pages, uint8_t *scratch)
+int img_chunk_frame(struct img_writer *w, uint64_t c, const void *data, uint64_t pages,
+		    uint64_t count, uint8_t *scratch)
 {
 	struct cauto_choice ch;
 	ssize_t n;
 
-	if (!pages || !scratch || w->pre_bits) /* a pre-copy's bytes may lie anywhere */
-		return 1;
-	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
-		if (what[i] == IMG_PAGE_DONE)
-			return 1;
-	if (w->held) {
-		int rc = img_chunk_pack(w, c, data, what, pages, scratch);
-
-		if (rc != 1 || w->info.codec == IMG_CODEC_NONE)
-			return rc; /* else it holds all: compressed as a full image's chunk */
-	}
-	if (w->info.codec == IMG_CODEC_NONE)
+	if (!pages || w->info.codec == IMG_CODEC_NONE)
 		return 1;
 	if (w->info.codec != IMG_CODEC_AUTO && !img_worth_compressing(w, data, scratch))
 		return 1; /* (auto probes for itself) */
@@ -218,7 +201,31 @@ static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data
 		return 1;
 	if (n < 0)
 		return (int)n;
-	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)ch.codec, pages);
+	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)ch.codec, count);
+}
+
+/*
+ * Chunk @c as one frame: compressed, when the image has a codec, a sample says it is
+ * worth it and the frame saves at least one page on disk; or a child's held pages packed, without one. Never when a
+ * page of the chunk was recorded on its own, nor in a pre-copy (round 0 framed what it
+ * could: image_pre.c). Returns 1 when the chunk is to be stored
+ * raw instead, 0 when written, or -errno.
+ */
+static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data,
+			      const uint8_t *what, uint64_t pages, uint8_t *scratch)
+{
+	if (!pages || !scratch || w->pre_bits) /* a pre-copy's bytes may lie anywhere */
+		return 1;
+	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
+		if (what[i] == IMG_PAGE_DONE)
+			return 1;
+	if (w->held) {
+		int rc = img_chunk_pack(w, c, data, what, pages, scratch);
+
+		if (rc != 1 || w->info.codec == IMG_CODEC_NONE)
+			return rc; /* else it holds all: compressed as a full image's chunk */
+	}
+	return img_chunk_frame(w, c, data, pages, pages, scratch);
 }
 
 /* The data pages of chunk @c as @what says, or -EINVAL when a frame cannot hold it. */
@@ -280,6 +287,10 @@ int img_chunk_write(struct img_writer *w, uint64_t c, const void *data, const ui
 		return -EINVAL;
 	for (uint64_t i = 0; i < per; i++)
 		pages += what[i] == IMG_PAGE_DATA;
+	if (img_pre_framed(w, c)) { /* round 0's frame stands: the pages go to slots */
+		__atomic_fetch_add(&w->chunk_pages[c], (uint32_t)pages, __ATOMIC_RELAXED);
+		return img_patch_runs(w, c * per, data, per, img_chunk_takes, what);
+	}
 	rc = img_chunk_compress(w, c, data, what, pages, scratch);
 	if (rc <= 0)
 		return rc;
@@ -332,6 +343,23 @@ static int img_unpack(const struct img_reader *r, uint64_t c, const uint8_t *fra
 	return k * PAGE_SIZE == len ? 0 : -EBADMSG;
 }
 
+/* @len bytes of memory at @off (a chunk's place) into @buf: with O_DIRECT, whole pages
+ * (a frame is padded to them; @buf has room), where the reader asks for it and the
+ * buffer is aligned; buffered otherwise, and from then on where the file system
+ * refuses. */
+static int img_read_mem(const struct img_reader *r, void *buf, size_t len, uint64_t off)
+{
+	size_t whole = (len + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
+
+	if (r->direct && (uintptr_t)buf % PAGE_SIZE == 0 && off % PAGE_SIZE == 0) {
+		int rc = img_pread_all(r->dfd, buf, whole, off);
+
+		if (rc != -EINVAL)
+			return rc;
+	}
+	return img_pread_all(r->fd, buf, len, off);
+}
+
 /* A compressed chunk's frame, read into this thread's buffer, checked, decompressed. */
 static int img_read_frame(const struct img_reader *r, uint64_t c, void *dst)
 {
@@ -341,7 +369,7 @@ static int img_read_frame(const struct img_reader *r, uint64_t c, void *dst)
 
 	if (!frame)
 		return -ENOMEM;
-	rc = img_pread_all(r->fd, frame, e->stored_len, IMG_MEM_OFFSET + c * IMG_CHUNK);
+	rc = img_read_mem(r, frame, e->stored_len, IMG_MEM_OFFSET + c * IMG_CHUNK);
 	if (rc)
 		return rc;
 	if (XXH3_64bits(frame, e->stored_len) != e->stored_hash)
@@ -349,6 +377,26 @@ static int img_read_frame(const struct img_reader *r, uint64_t c, void *dst)
 	if (e->codec & IMG_ENC_PACKED)
 		return img_unpack(r, c, frame, e->stored_len, dst);
 	return codec_decompress((enum img_codec)e->codec, frame, e->stored_len, dst, IMG_CHUNK);
+}
+
+/* A patched image's pages written after chunk @c's frame, laid over it (in @dst):
+ * neighbouring pages whose slots are neighbours too in one read. */
+static int img_apply_patches(const struct img_reader *r, uint64_t c, uint8_t *dst)
+{
+	uint64_t end, first = c * IMG_PAGES_PER_CHUNK;
+	int rc = 0;
+
+	if (!r->patch_first)
+		return 0;
+	end = r->patch_first[c + 1];
+	for (uint64_t i = r->patch_first[c], k; i < end && !rc; i = k) {
+		for (k = i + 1; k < end && r->patch_pfn[k] == r->patch_pfn[k - 1] + 1 &&
+				r->patch_off[k] == r->patch_off[k - 1] + PAGE_SIZE; k++)
+			;
+		rc = img_pread_all(r->fd, dst + (r->patch_pfn[i] - first) * PAGE_SIZE,
+				   (k - i) * PAGE_SIZE, r->patch_off[i]);
+	}
+	return rc;
 }
 
 int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
@@ -360,11 +408,23 @@ int img_read_chunk(const struct img_reader *r, uint64_t c, void *dst)
 	if (r->enc[c].codec != IMG_CODEC_NONE)
 		rc = img_read_frame(r, c, dst);
 	else
-		rc = img_pread_all(r->fd, dst, IMG_CHUNK, IMG_MEM_OFFSET + c * IMG_CHUNK);
+		rc = img_read_mem(r, dst, IMG_CHUNK, IMG_MEM_OFFSET + c * IMG_CHUNK);
+	if (!rc)
+		rc = img_apply_patches(r, c, dst);
 	if (rc)
 		return rc;
 	return img_chunk_hash(c * (IMG_CHUNK / PAGE_SIZE), dst, r->mask) == r->chunk_hash[c] ?
 		       0 : -EBADMSG;
+}
+
+int img_read_chunk_frame(const struct img_reader *r, uint64_t c, void *dst, const void **frame)
+{
+	int rc = img_read_chunk(r, c, dst);
+
+	*frame = NULL;
+	if (!rc && r->enc[c].codec != IMG_CODEC_NONE)
+		*frame = codec_thread_buffer(CODEC_BUF_FRAME, r->enc[c].stored_len); /* (as read) */
+	return rc;
 }
 
 /* False when chunk @c is entirely a hole of the sparse file. */

@@ -25,6 +25,8 @@
 #define IMG_ENC_HEAD  16  /* encoding section: u32 codec, i32 level, 8 reserved */
 #define IMG_ENC_ENT   16  /* then per chunk: u8 codec, u8 0, u16 pages, u32 len, u64 hash */
 #define IMG_PAGES_PER_CHUNK (IMG_CHUNK / PAGE_SIZE)
+#define IMG_PATCH_HEAD 16 /* patches section: u64 entries, u64 0 */
+#define IMG_PATCH_ENT  16 /* then per page, in page order: u64 page, u64 file offset */
 #define IMG_FILE_MODE 0600 /* images are their user's alone, whatever the umask */
 
 
@@ -50,6 +52,21 @@ struct img_writer {
 	 * written before the instant, and IMG_PRE_* bits. NULL without one. */
 	uint64_t *pre_hash;
 	uint8_t *pre_bits;
+	/* Rounds that compress (image_pre.c): round 0 gathers each chunk and stores it as
+	 * a frame when that saves a page; a framed chunk's pages written afterwards each
+	 * get a slot of 4 KiB after the memory, kept for that page. */
+	struct {
+		bool gathering;    /* round 0: pages are gathered into their chunk */
+		uint64_t cur;      /* the chunk being gathered, or UINT64_MAX */
+		uint8_t *buf;      /* its bytes, pages not gathered zero */
+		uint8_t *scratch;  /* compressing's */
+		uint64_t got[IMG_PAGES_PER_CHUNK / 64]; /* its pages gathered */
+		uint8_t *chunk;    /* per chunk: IMG_PRE_CHUNK_* */
+		uint64_t *slot;    /* per page: its slot's file offset, 0 for none */
+		uint64_t n;        /* pages with a slot (atomic) */
+		bool reserved;     /* the instant's slots are set aside: taken from here */
+		uint64_t res_next, res_end; /* (res_next atomic) */
+	} pre;
 	struct codec_auto own_auto; /* the rates measured, when nobody lends its own */
 	struct codec_auto *autoc;
 	int n_sections;
@@ -69,9 +86,16 @@ struct img_writer {
 		uint64_t start, len;
 		XXH3_state_t *xxh;
 	} stream;
-	uint64_t streamed_end;     /* where the next streamed section starts (0: none yet) */
+	/* Where the next patch slot or streamed section goes: the memory's end at first,
+	 * then past each slot (taken atomically) and each streamed section. A section is
+	 * never streamed while pages are being written (img_stream_begin: the pause, or
+	 * after the memory writer). */
+	uint64_t tail;
 	img_record_sink *sink;
 	void *sink_ctx;
+	bool replace_only;         /* img_replaces: the final name must still be this file */
+	dev_t replace_dev;
+	ino_t replace_ino;
 };
 
 static inline void img_put32(uint8_t *p, uint32_t v)
@@ -143,8 +167,25 @@ void img_count_raw(struct img_writer *w, uint64_t c, uint64_t n);
 #define IMG_PRE_BYTES 4 /* the file holds bytes there (zeros too): not a hole */
 #define IMG_PRE_KEPT  8 /* those bytes stand for the instant */
 
+/* What round 0 made of a chunk (img_writer's pre.chunk). */
+#define IMG_PRE_CHUNK_NONE   0 /* not reached: raw */
+#define IMG_PRE_CHUNK_RAW    1 /* its pages at their places */
+#define IMG_PRE_CHUNK_FRAMED 2 /* one frame: pages written since go to patch slots */
+
 /* A 4 KiB page of zeros. */
 const void *img_zero_page(void);
+
+/* A temporary name for the image @final_name (image_tmp.c), or NULL; and the
+ * temporaries of @w's name that writers which died left, removed. */
+char *img_tmp_name_for(const char *final_name);
+void img_sweep_stale(const struct img_writer *w);
+
+/* Chunk @c is a round 0 frame: a page written into it goes to its patch slot. */
+static inline bool img_pre_framed(const struct img_writer *w, uint64_t c)
+{
+	return w->pre.chunk && w->pre.chunk[c] == IMG_PRE_CHUNK_FRAMED;
+}
+
 
 /* Must page @pfn, saved as a hole, be written as zeros (a pre-copy left bytes there)? */
 static inline bool img_pre_stale(const struct img_writer *w, uint64_t pfn)
@@ -167,5 +208,22 @@ typedef bool (*img_take_fn)(struct img_writer *w, uint64_t pfn, const uint8_t *p
  * neighbours in one write at its place. 0 or -errno. */
 int img_write_runs(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n,
 		   img_take_fn take, const void *ctx);
+
+/* Pages @pfn.. of @data (@n, in one chunk that is framed) that @take accepts, each
+ * into its patch slot (taken the first time), neighbouring slots in one write. 0 or
+ * -errno. */
+int img_patch_runs(struct img_writer *w, uint64_t pfn, const void *data, uint64_t n,
+		   img_take_fn take, const void *ctx);
+
+/* The patches section of a writer whose framed chunks took slots (none: 0 and no
+ * section), and the header flag that makes older readers refuse the image. */
+int img_patch_section(struct img_writer *w, uint8_t **buf, size_t *len);
+
+/* Chunk @c as a frame of @data (IMG_CHUNK bytes, @pages data pages, holes zero):
+ * compressed with the image's codec (auto's choice) into @scratch, kept only when it
+ * saves a page, @count pages added to the chunk's data pages. 1 when it is to be
+ * stored raw, 0 when written, or -errno. */
+int img_chunk_frame(struct img_writer *w, uint64_t c, const void *data, uint64_t pages,
+		    uint64_t count, uint8_t *scratch);
 
 #endif

@@ -215,7 +215,7 @@ const struct img_section *img_find(const struct img_reader *r, uint32_t type)
 }
 
 /* One chunk's encoding from entry @e; false when no writer could have made it. */
-static bool img_enc_decode(const uint8_t *e, bool child, struct img_chunk_enc *out)
+static bool img_enc_decode(const uint8_t *e, bool child, bool patched, struct img_chunk_enc *out)
 {
 	out->codec = e[0];
 	out->data_pages = (uint16_t)(e[2] | e[3] << 8);
@@ -229,9 +229,10 @@ static bool img_enc_decode(const uint8_t *e, bool child, struct img_chunk_enc *o
 		return out->stored_len == 0 && out->stored_hash == 0;
 	if (out->codec == IMG_ENC_PACKED && out->stored_len % PAGE_SIZE)
 		return false;
-	/* A frame is kept only when it saves a page, so it is never a whole chunk. */
+	/* A frame is kept only when it saves a page, so it is never a whole chunk; in a
+	 * patched image its pages may all have been zeroed since. */
 	return out->stored_len > 0 && out->stored_len <= IMG_CHUNK - PAGE_SIZE &&
-	       out->data_pages > 0;
+	       (out->data_pages > 0 || patched);
 }
 
 /* Version 2's encoding section (@payload, already checked against its checksum);
@@ -255,7 +256,8 @@ static int img_parse_encoding(struct img_reader *r, const uint8_t *payload,
 		return img_fail(err, -EINVAL, "the image names an unknown codec (%u)", r->codec);
 	for (uint64_t c = 0; c < r->n_chunks; c++)
 		if (!img_enc_decode(payload + IMG_ENC_HEAD + c * IMG_ENC_ENT,
-				    r->info.flags & IMG_FLAG_CHILD, &r->enc[c]))
+				    r->info.flags & IMG_FLAG_CHILD,
+				    r->info.flags & IMG_FLAG_PATCHED, &r->enc[c]))
 			return img_fail(err, -EINVAL, "memory chunk %llu has an impossible encoding "
 					"(damaged)", (unsigned long long)c);
 	return 0;
@@ -286,17 +288,71 @@ static int img_parse_lineage(struct img_reader *r, const uint8_t *parent, uint8_
 	return 0;
 }
 
-static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
+/* One patch entry: its page, in a framed chunk, after the last entry's; its 4 KiB
+ * between the memory's end and the section table. */
+static bool img_patch_ok(const struct img_reader *r, uint64_t pfn, uint64_t off, uint64_t prev,
+			 uint64_t table_off)
+{
+	uint64_t c = pfn / IMG_PAGES_PER_CHUNK;
+
+	return pfn < r->info.ram_size / PAGE_SIZE && (prev == UINT64_MAX || pfn > prev) &&
+	       r->enc[c].codec != IMG_CODEC_NONE && !(r->enc[c].codec & IMG_ENC_PACKED) &&
+	       off >= IMG_MEM_OFFSET + r->info.ram_size && off <= table_off &&
+	       table_off - off >= PAGE_SIZE;
+}
+
+/* The patches section (@b, checked against its checksum), which a patched image, and
+ * only one, has: its entries and each chunk's first. */
+static int img_parse_patches(struct img_reader *r, const uint8_t *b, uint64_t table_off,
+			     char err[IMG_ERR_LEN])
+{
+	const struct img_section *s = img_find(r, IMG_SEC_PATCHES);
+	uint64_t n, prev = UINT64_MAX;
+
+	if (!(r->info.flags & IMG_FLAG_PATCHED))
+		return s ? img_fail(err, -EINVAL, "an image with a patches section but not the "
+				    "flag that says so") : 0;
+	if (!s || !b || s->length < IMG_PATCH_HEAD)
+		return img_fail(err, -EINVAL, "a patched image without its patches section");
+	n = img_get64(b);
+	if (img_get64(b + 8) || n > r->info.ram_size / PAGE_SIZE ||
+	    s->length != IMG_PATCH_HEAD + n * IMG_PATCH_ENT)
+		return img_fail(err, -EINVAL, "the patches section has the wrong size");
+	r->patch_pfn = malloc((n ? n : 1) * sizeof(uint64_t));
+	r->patch_off = malloc((n ? n : 1) * sizeof(uint64_t));
+	r->patch_first = calloc(r->n_chunks + 1, sizeof(uint32_t));
+	if (!r->patch_pfn || !r->patch_off || !r->patch_first)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *e = b + IMG_PATCH_HEAD + i * IMG_PATCH_ENT;
+
+		r->patch_pfn[i] = img_get64(e);
+		r->patch_off[i] = img_get64(e + 8);
+		if (!img_patch_ok(r, r->patch_pfn[i], r->patch_off[i], prev, table_off))
+			return img_fail(err, -EINVAL, "patch %llu is impossible (damaged)",
+					(unsigned long long)i);
+		prev = r->patch_pfn[i];
+	}
+	r->n_patches = n;
+	for (uint64_t c = 0, i = 0; c <= r->n_chunks; c++) {
+		while (i < n && r->patch_pfn[i] / IMG_PAGES_PER_CHUNK < c)
+			i++;
+		r->patch_first[c] = (uint32_t)i;
+	}
+	return 0;
+}
+
+static int img_check_sections(struct img_reader *r, uint64_t table_off, char err[IMG_ERR_LEN])
 {
 	const struct img_section *chunks;
-	uint8_t *encoding = NULL, *parent = NULL, *mask = NULL;
+	uint8_t *encoding = NULL, *parent = NULL, *mask = NULL, *patches = NULL;
 	void *data;
 	int rc;
 
 	for (int i = 0; i < r->n_sections; i++) {
 		uint32_t t = r->sec[i].type;
 		bool keep = t == IMG_SEC_CHUNKS || t == IMG_SEC_ENCODING || t == IMG_SEC_PARENT ||
-			    t == IMG_SEC_PAGEMASK;
+			    t == IMG_SEC_PAGEMASK || t == IMG_SEC_PATCHES;
 
 		data = NULL;
 		rc = keep ? img_read_section(r, &r->sec[i], &data) : img_section_verify(r, &r->sec[i]);
@@ -313,6 +369,8 @@ static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
 			parent = data;
 		else if (r->sec[i].type == IMG_SEC_PAGEMASK && !mask)
 			mask = data;
+		else if (r->sec[i].type == IMG_SEC_PATCHES && !patches)
+			patches = data;
 		else
 			free(data); /* NULL for one only verified */
 	}
@@ -325,9 +383,12 @@ static int img_check_sections(struct img_reader *r, char err[IMG_ERR_LEN])
 		rc = img_parse_encoding(r, encoding, err);
 	if (!rc)
 		rc = img_parse_lineage(r, parent, &mask, err);
+	if (!rc)
+		rc = img_parse_patches(r, patches, table_off, err);
 	free(encoding);
 	free(parent);
 	free(mask);
+	free(patches);
 	return rc;
 }
 
@@ -438,7 +499,7 @@ static int img_open_at(int at, const char *path, bool parent, struct img_reader 
 {
 	const char *base;
 	struct stat st;
-	uint64_t table_off;
+	uint64_t table_off = 0;
 	int dir, rc;
 
 	memset(r, 0, sizeof(*r));
@@ -460,7 +521,7 @@ static int img_open_at(int at, const char *path, bool parent, struct img_reader 
 	if (!rc)
 		rc = img_check_trailer(r, err, &table_off);
 	if (!rc)
-		rc = img_check_sections(r, err);
+		rc = img_check_sections(r, table_off, err);
 	if (!rc && r->parent_path)
 		rc = img_open_parent(dir, path, r, err, depth);
 	if (!rc) {
@@ -481,6 +542,15 @@ void img_close(struct img_reader *r)
 	free(r->enc);
 	free(r->parent_path);
 	free(r->mask);
+	free(r->patch_pfn);
+	free(r->patch_off);
+	free(r->patch_first);
+	if (r->direct)
+		close(r->dfd);
+	r->direct = false;
+	r->patch_pfn = r->patch_off = NULL;
+	r->patch_first = NULL;
+	r->n_patches = 0;
 	if (r->parent) {
 		img_close(r->parent);
 		free(r->parent);
@@ -493,6 +563,20 @@ void img_close(struct img_reader *r)
 	r->fd = -1;
 }
 
+int img_reader_direct(struct img_reader *r)
+{
+	int fd;
+
+	if (r->direct)
+		return 0;
+	fd = img_reopen(r->fd, O_RDONLY | O_DIRECT);
+	if (fd < 0)
+		return fd;
+	r->dfd = fd;
+	r->direct = true;
+	return 0;
+}
+
 void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *stored)
 {
 	*raw = *stored = 0;
@@ -501,6 +585,7 @@ void img_reader_bytes(const struct img_reader *r, uint64_t *raw, uint64_t *store
 		*stored += r->enc[c].codec == IMG_CODEC_NONE ?
 				   (uint64_t)r->enc[c].data_pages * PAGE_SIZE : r->enc[c].stored_len;
 	}
+	*stored += r->n_patches * PAGE_SIZE;
 }
 
 void img_reader_mix(const struct img_reader *r, uint64_t chunks[IMG_CODEC_AUTO])

@@ -22,94 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define IMG_TMP_RAND_DIGITS 16 /* hex digits of 64 random bits */
 #define IMG_TMP_TRIES       8  /* names tried before a snapshot gives up */
-#define IMG_PID_DIGITS_MAX  9
-
-/* "." BASE ".tmp." PID "." RANDOM: the pid tells a dead writer's leftover
- * (img_sweep_stale), the random part makes the name one nobody can know in advance,
- * so nothing a guest puts in the directory can stand in the writer's way. */
-static char *img_tmp_name_for(const char *final_name)
-{
-	uint64_t r;
-	char *out = NULL;
-
-	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-		return NULL;
-	if (asprintf(&out, ".%s.tmp.%d.%0*llx", final_name, (int)getpid(), IMG_TMP_RAND_DIGITS,
-		     (unsigned long long)r) < 0)
-		out = NULL;
-	return out;
-}
-
-/* @name is "." BASE ".tmp." PID, then "." and 16 hex digits (older writers had
- * none), with PID all digits; returns the pid or 0. */
-static pid_t img_tmp_name_pid(const char *name, const char *base)
-{
-	size_t blen = strlen(base), n;
-	long pid = 0;
-	const char *d;
-
-	if (name[0] != '.' || strncmp(name + 1, base, blen) || strncmp(name + 1 + blen, ".tmp.", 5))
-		return 0;
-	d = name + 1 + blen + 5;
-	n = strspn(d, "0123456789");
-	if (!n || n > IMG_PID_DIGITS_MAX)
-		return 0;
-	if (d[n] && (d[n] != '.' || strlen(d + n + 1) != IMG_TMP_RAND_DIGITS ||
-		     strspn(d + n + 1, "0123456789abcdef") != IMG_TMP_RAND_DIGITS))
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		pid = pid * 10 + (d[i] - '0');
-	return (pid_t)pid;
-}
-
-/* Remove @name in @dfd if it is a regular file nobody holds the writer's lock on. */
-static void img_remove_if_unlocked(int dfd, const char *name)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
-		unlinkat(dfd, name, 0);
-	close(fd);
-}
-
-/*
- * Temporaries of this image's name left by writers that died (kill -9, a crash): each
- * is as large as the image and would stay forever, and enough of them fill the disk the
- * next snapshot needs. One is stale when its pid no longer exists (or is ours) and
- * nobody holds its lock; the lock keeps a live writer's file even when its pid is in another pid
- * namespace. Best effort: a directory that cannot be read is left as it is.
- */
-static void img_sweep_stale(const struct img_writer *w)
-{
-	int fd = openat(w->dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct dirent *de;
-	DIR *d;
-
-	if (fd < 0)
-		return;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return;
-	}
-	while ((de = readdir(d))) {
-		pid_t pid = img_tmp_name_pid(de->d_name, w->final_name);
-
-		if (pid <= 0 || (w->tmp_name && !strcmp(de->d_name, w->tmp_name)))
-			continue;
-		/* One of this pid's is a leftover of a process that had it before, or another
-		 * snapshot of this one, which holds its lock. */
-		if (pid != getpid() && (kill(pid, 0) == 0 || errno != ESRCH))
-			continue;
-		img_remove_if_unlocked(dirfd(d), de->d_name);
-	}
-	closedir(d);
-}
 
 /* Create the temporary in w->dir: exclusively and never through a symbolic link, so
  * whatever a guest put under that name is neither followed nor written. A name that
@@ -169,6 +82,8 @@ int img_create_at(int dir, const char *final_path, const struct img_header_info 
 	w->dfd = -1;
 	w->dir = fcntl(dir, F_DUPFD_CLOEXEC, 0);
 	w->info = *info;
+	w->tail = IMG_MEM_OFFSET + info->ram_size;
+	w->pre.cur = UINT64_MAX;
 	w->n_chunks = info->ram_size / IMG_CHUNK;
 	w->chunk_hash = calloc(w->n_chunks, sizeof(uint64_t));
 	w->chunk_pages = calloc(w->n_chunks, sizeof(uint32_t));
@@ -221,6 +136,15 @@ void img_count_raw(struct img_writer *w, uint64_t c, uint64_t n)
 	__atomic_fetch_add(&w->stored, n * PAGE_SIZE, __ATOMIC_RELAXED);
 }
 
+/* A page recorded on its own into a framed chunk goes to its slot: its data (@ctx
+ * set), or zeros where its last bytes there were not. */
+static bool img_page_takes(struct img_writer *w, uint64_t pfn, const uint8_t *page,
+			   const void *ctx)
+{
+	(void)page;
+	return ctx || img_pre_stale(w, pfn);
+}
+
 int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 {
 	if (pfn >= w->info.ram_size / PAGE_SIZE)
@@ -228,6 +152,13 @@ int img_write_page(struct img_writer *w, uint64_t pfn, const void *data)
 	__atomic_fetch_add(&w->chunk_hash[pfn / (IMG_CHUNK / PAGE_SIZE)], img_page_hash(pfn, data),
 			   __ATOMIC_RELAXED);
 	img_hold(w, pfn);
+	if (img_pre_framed(w, pfn / IMG_PAGES_PER_CHUNK)) {
+		if (data)
+			__atomic_fetch_add(&w->chunk_pages[pfn / IMG_PAGES_PER_CHUNK], 1,
+					   __ATOMIC_RELAXED);
+		return img_patch_runs(w, pfn, data ? data : img_zero_page(), 1, img_page_takes,
+				      data);
+	}
 	if (!data && img_pre_stale(w, pfn))
 		return img_pwrite_all(w->fd, img_zero_page(), PAGE_SIZE,
 				      IMG_MEM_OFFSET + pfn * PAGE_SIZE);
@@ -328,10 +259,10 @@ void img_sections_sink(struct img_writer *w, img_record_sink *fn, void *ctx)
 	w->sink_ctx = ctx;
 }
 
-/* Where sections go: after the memory, and after those streamed there. */
+/* Where sections go: after the memory, the patch slots and those streamed there. */
 static uint64_t img_sections_start(const struct img_writer *w)
 {
-	return w->streamed_end ? w->streamed_end : IMG_MEM_OFFSET + w->info.ram_size;
+	return (__atomic_load_n(&w->tail, __ATOMIC_ACQUIRE) + 7) & ~7ULL;
 }
 
 int img_stream_begin(struct img_writer *w, uint32_t type)
@@ -392,7 +323,8 @@ int img_stream_end(struct img_writer *w)
 		w->sec[i].off = w->stream.start;
 		w->sec[i].hash = XXH3_64bits_digest(w->stream.xxh);
 		w->n_sections++;
-		w->streamed_end = (w->stream.start + w->stream.len + 7) & ~7ULL;
+		__atomic_store_n(&w->tail, (w->stream.start + w->stream.len + 7) & ~7ULL,
+				 __ATOMIC_RELEASE);
 	}
 	XXH3_freeState(w->stream.xxh);
 	w->stream.xxh = NULL;
@@ -537,13 +469,55 @@ static bool img_name_is_ours(const struct img_writer *w, const char *name)
 	       st.st_dev == w->dev && st.st_ino == w->ino;
 }
 
+/* The patches section, and the header again with the flag that says it is there. */
+static int img_add_patches(struct img_writer *w)
+{
+	uint8_t *buf = NULL, hdr[IMG_HDR_SIZE];
+	size_t len = 0;
+	int rc = img_patch_section(w, &buf, &len);
+
+	if (rc || !buf)
+		return rc;
+	rc = img_add(w, IMG_SEC_PATCHES, buf, len, 0);
+	free(buf);
+	if (rc)
+		return rc;
+	w->info.flags |= IMG_FLAG_PATCHED;
+	img_header_encode(hdr, &w->info);
+	return img_pwrite_all(w->fd, hdr, sizeof(hdr), 0);
+}
+
+void img_replaces(struct img_writer *w, dev_t dev, ino_t ino)
+{
+	w->replace_only = true;
+	w->replace_dev = dev;
+	w->replace_ino = ino;
+}
+
+/* img_replaces: the final name still holds the file that was read. */
+static bool img_replace_ok(const struct img_writer *w)
+{
+	struct stat st;
+
+	if (!w->replace_only)
+		return true;
+	return fstatat(w->dir, w->final_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       st.st_dev == w->replace_dev && st.st_ino == w->replace_ino;
+}
+
 int img_finish(struct img_writer *w)
 {
 	int rc;
 
-	rc = img_add(w, IMG_SEC_CHUNKS, w->chunk_hash, w->n_chunks * sizeof(uint64_t), 0);
+	/* A chunk round 0 gathered and never stored: its pages are nowhere (a caller that
+	 * skipped img_precopy_first_done). */
+	rc = w->pre.gathering && w->pre.cur != UINT64_MAX ? -EINVAL : 0;
+	if (!rc)
+		rc = img_add(w, IMG_SEC_CHUNKS, w->chunk_hash, w->n_chunks * sizeof(uint64_t), 0);
 	if (!rc)
 		rc = img_add_encoding(w);
+	if (!rc)
+		rc = img_add_patches(w);
 	if (!rc)
 		rc = img_add_lineage(w);
 	if (!rc)
@@ -555,7 +529,7 @@ int img_finish(struct img_writer *w)
 	w->dfd = -1;
 	/* w->fd stays open until the name is checked: while it is, no other file can
 	 * take the temporary's inode number. */
-	if (!rc && !img_name_is_ours(w, w->tmp_name))
+	if (!rc && (!img_name_is_ours(w, w->tmp_name) || !img_replace_ok(w)))
 		rc = -ESTALE;
 	if (!rc && renameat(w->dir, w->tmp_name, w->dir, w->final_name) < 0)
 		rc = -errno;
@@ -613,6 +587,10 @@ void img_forget(struct img_writer *w)
 	free(w->parent_path);
 	free(w->pre_hash);
 	free(w->pre_bits);
+	free(w->pre.buf);
+	free(w->pre.scratch);
+	free(w->pre.chunk);
+	free(w->pre.slot);
 	cauto_fini(&w->own_auto);
 	if (w->dir >= 0)
 		close(w->dir);

@@ -9,33 +9,13 @@
  * state) are the newest image's: they describe the instant the chain restores to.
  */
 #include "merge.h"
+#include "compact.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* The newest image's state sections (not those img_finish writes itself). */
-static int merge_sections(const struct img_reader *r, struct img_writer *w)
-{
-	for (int i = 0; i < r->n_sections; i++) {
-		uint32_t t = r->sec[i].type;
-		void *data;
-		int rc;
-
-		if (t == IMG_SEC_CHUNKS || t == IMG_SEC_ENCODING || t == IMG_SEC_PARENT ||
-		    t == IMG_SEC_PAGEMASK)
-			continue;
-		rc = img_read_section(r, &r->sec[i], &data);
-		if (!rc)
-			rc = img_add_section(w, t, data, r->sec[i].length);
-		free(data);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
 
 /* Every chunk of the chain into @w. */
 static int merge_chunks(const struct img_reader *r, struct img_writer *w, char err[IMG_ERR_LEN])
@@ -100,7 +80,7 @@ int img_merge(const char *child, const char *out, char err[IMG_ERR_LEN])
 		return -EINVAL;
 	}
 	info = r.info;
-	info.flags &= ~IMG_FLAG_CHILD;
+	info.flags &= ~(IMG_FLAG_CHILD | IMG_FLAG_PATCHED); /* (patches are folded in) */
 	info.codec = r.codec;
 	info.level = r.codec == IMG_CODEC_NONE ? 0 : r.level;
 	rc = img_create(out, &info, &w);
@@ -108,7 +88,7 @@ int img_merge(const char *child, const char *out, char err[IMG_ERR_LEN])
 		snprintf(err, IMG_ERR_LEN, "cannot create %s: %s", out, strerror(-rc));
 	if (!rc)
 		rc = merge_chunks(&r, w, err);
-	if (!rc && (rc = merge_sections(&r, w)))
+	if (!rc && (rc = img_copy_sections(&r, w)))
 		snprintf(err, IMG_ERR_LEN, "copying the state sections: %s", strerror(-rc));
 	if (!rc && (rc = img_finish(w)))
 		snprintf(err, IMG_ERR_LEN, "finishing %s: %s", out, strerror(-rc));

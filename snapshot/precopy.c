@@ -329,6 +329,8 @@ static int rounds_first(struct snap_rounds *r, struct rounds_copy *k, uint64_t *
 			    resident_scan(r->mem->host, r->mem->size, rounds_copy_run, k);
 
 	rc = rc ? rc : k->rc;
+	if (!rc && k->sink->first_done)
+		rc = k->sink->first_done(k->sink->ctx);
 	if (!rc && r->learn_page_ns && r->pages_sent)
 		*page_ns = r->page_ns = (mono_ns() - t0) / r->pages_sent + 1;
 	return rc;
@@ -431,25 +433,56 @@ int64_t rounds_left(struct snap_rounds *r, uint64_t *out)
 	return n;
 }
 
-uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_writer *img,
-			uint32_t *out, uint64_t max)
+/* The log's last word before the instant: what it says was written since, into dirty
+ * and seen; the marks of calls blocked in host calls too. */
+static void rounds_last_harvest(struct snap_rounds *r)
 {
-	uint64_t n = 0;
-
 	/* Unreadable, the log says every page was written: none is kept, none is lost. */
 	if (r->log.ops->get(r->log.ctx, r->dirty))
 		memset(r->dirty, 0xff, r->words * sizeof(uint64_t));
 	for (uint64_t i = 0; i < r->words; i++)
 		r->seen[i] |= r->dirty[i] & r->watched[i];
 	gmem_mark_held(r->mem);
+}
+
+/* Page @p may have been written since its last round (a page never watched reads as
+ * written: held, or present only since). */
+static bool rounds_written(const struct snap_rounds *r, uint64_t p)
+{
+	return bits_test(r->dirty, p) || !bits_test(r->watched, p) ||
+	       (__atomic_load_n(&r->marks[p / 64], __ATOMIC_ACQUIRE) >> (p % 64) & 1);
+}
+
+/* Pages a monitor's thread may still mark while paused (a host call that ends): room
+ * for them beyond what the marks say at the settle. */
+#define ROUNDS_SLOT_SLACK 64
+
+int rounds_settle(struct snap_rounds *r, struct img_writer *img)
+{
+	uint64_t n = ROUNDS_SLOT_SLACK;
+
+	rounds_last_harvest(r);
+	r->settled = true;
+	for (uint64_t p = 0; p < r->pages; p++)
+		if (img_patch_needed(img, p) && (rounds_written(r, p) || !img_precopied(img, p)))
+			n++;
+	return img_precopy_reserve(img, n);
+}
+
+uint64_t rounds_instant(struct snap_rounds *r, struct snap_ptab *pt, struct img_writer *img,
+			uint32_t *out, uint64_t max)
+{
+	uint64_t n = 0;
+
+	if (!r->settled)
+		rounds_last_harvest(r);
+	r->settled = false;
 	for (uint64_t p = 0; p < r->pages; p++) {
 		bool written;
 
 		if (ps_get(&pt->state[p]) != PS_PROTECTED)
 			continue;
-		/* (a page never watched reads as written: held, or present only since) */
-		written = bits_test(r->dirty, p) || !bits_test(r->watched, p) ||
-			  (__atomic_load_n(&r->marks[p / 64], __ATOMIC_ACQUIRE) >> (p % 64) & 1);
+		written = rounds_written(r, p);
 		if (!written && img_precopied(img, p)) {
 			img_precopy_keep(img, p);
 			ps_set(&pt->state[p], PS_SAVED);

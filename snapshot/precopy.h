@@ -26,9 +26,11 @@ struct rounds_writers {
 };
 
 /* Where the rounds' pages go: an image (img_precopy_pages), or a migration stream.
- * 0 or -errno. */
+ * first_done, when set, is told when round 0 has passed over all of memory (an image
+ * stores the chunk it gathered last). 0 or -errno. */
 struct rounds_sink {
 	int (*pages)(void *ctx, uint64_t pfn, const void *data, uint64_t n);
+	int (*first_done)(void *ctx);
 	void *ctx;
 };
 
@@ -56,6 +58,7 @@ struct snap_rounds {
 	uint32_t *hot;           /* the heat's ranking, for held */
 	uint8_t *buf;            /* runs are copied here, then written */
 	bool logging, marking;
+	bool settled;            /* rounds_settle read the log for this instant */
 	/* Figures of the running snapshot. */
 	uint64_t rounds, pages_sent, pages_redirtied, n_held;
 	bool converged;          /* the last rounds ended with what is left under budget */
@@ -115,6 +118,14 @@ int64_t rounds_left(struct snap_rounds *r, uint64_t *out);
  * page). 0 when no instant has told yet.
  */
 uint64_t rounds_pause_pages(const struct snap_rounds *r, uint64_t budget_ns, uint64_t page_ns);
+
+/*
+ * rounds_settle - first thing in the pause, before the capture streams anything into
+ * @img: the log read for the last time, and the slots set aside in @img's patch area
+ * for every page that may be recorded after the instant into a framed chunk (written
+ * since its last round, never watched, or marked). 0 or -errno.
+ */
+int rounds_settle(struct snap_rounds *r, struct img_writer *img);
 
 /*
  * rounds_instant - in the pause, once ptab_mark said which pages hold data: each such

@@ -138,6 +138,7 @@ static const struct snap_field fields[] = {
 	F("parent", SNAP_F_PATH, 0, 0, parent, false, "PARENT",
 	  "the path of the VM's latest snapshot taken with tracking"),
 	F("track", SNAP_F_FLAG, 0, 0, track, false, NULL, "takes no value"),
+	F("compact", SNAP_F_COMPACT, 0, 0, compact, true, "idle|off", "idle or off"),
 };
 #undef F
 
@@ -190,6 +191,11 @@ static int field_parse(const struct snap_field *f, const char *text, void *at)
 	case SNAP_F_PATH:
 		*(const char **)at = text;
 		return *text ? 0 : -EINVAL;
+	case SNAP_F_COMPACT:
+		if (strcmp(text, "idle") && strcmp(text, "off"))
+			return -EINVAL;
+		*(enum snap_compact *)at = strcmp(text, "idle") ? SNAP_COMPACT_OFF : SNAP_COMPACT_IDLE;
+		return 0;
 	case SNAP_F_FLAG: break;
 	}
 	return -EINVAL; /* a flag's value came as text */

@@ -25,6 +25,9 @@ enum snap_order { SNAP_HOT_FIRST = 0, SNAP_LINEAR = 1 };
  * and more than a quarter is hot (engine_rounds.c, snap_auto_choice). */
 enum snap_precopy { SNAP_PRECOPY_LAZY = 0, SNAP_PRECOPY_EAGER = 1, SNAP_PRECOPY_ROUNDS = 2,
 		    SNAP_PRECOPY_AUTO = 3 };
+/* off: the image stays as the snapshot stored it; idle: once the snapshot has ended,
+ * the engine's compactor rewrites it smaller in idle time (compactor.c). */
+enum snap_compact { SNAP_COMPACT_OFF = 0, SNAP_COMPACT_IDLE = 1 };
 
 #define SNAP_DEFAULT_THRESHOLD 0.80
 /* auto within 10 ms: on Redis in VMs rounds gave a p99.9 during snapshots 2.5x lower
@@ -47,6 +50,7 @@ struct snap_request {
 	int threads;             /* compressing and writing the image; 0: SNAP_DEFAULT_THREADS */
 	const char *parent;      /* incremental on this image (the last one tracked), or NULL */
 	bool track;              /* keep tracking writes after this snapshot */
+	enum snap_compact compact; /* a full image that is no chain's anchor: compacted after */
 };
 
 /* Snapshot storage defaults, measured in docs/evaluation.md, "Snapshot storage". */
@@ -188,7 +192,7 @@ int snap_precopy_parse(const char *name, enum snap_precopy *p);
  */
 enum snap_field_kind {
 	SNAP_F_POLICY, SNAP_F_ORDER, SNAP_F_PRECOPY, SNAP_F_CODEC, SNAP_F_LEVEL,
-	SNAP_F_INT, SNAP_F_REAL, SNAP_F_RATE, SNAP_F_PATH, SNAP_F_FLAG
+	SNAP_F_INT, SNAP_F_REAL, SNAP_F_RATE, SNAP_F_PATH, SNAP_F_FLAG, SNAP_F_COMPACT
 };
 
 struct snap_field {

@@ -110,6 +110,15 @@ static int ctl_listen(const char *path)
 	return fd;
 }
 
+/* The engine's compactor calls this from its thread when it finished with an image. */
+static void ctl_compaction_done(void *arg)
+{
+	struct ctl_server *srv = arg;
+
+	if (write(srv->wake[1], "c", 1) < 0)
+		log_warn("control: cannot signal the end of a compaction");
+}
+
 /* The engine calls this from its writer thread when a snapshot ends. */
 static void ctl_snapshot_done(void *arg)
 {
@@ -311,6 +320,10 @@ static void *ctl_thread(void *arg)
 				ctl_deliver_exits(srv);
 				continue;
 			}
+			if (why == 'c') {
+				ctl_deliver_compaction(srv);
+				continue;
+			}
 			break;
 		}
 		for (int k = 1; k < n; k++) {
@@ -411,6 +424,7 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	pthread_mutex_init(&srv->exits_lock, NULL);
 	if (engine) {
 		snap_engine_on_done(engine, ctl_snapshot_done, srv);
+		snap_engine_on_compacted(engine, ctl_compaction_done, srv);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &srv->started);
 	if (srv->sched)
@@ -440,8 +454,10 @@ int ctl_start(struct vm *vm, const char *path, struct snap_engine *engine,
 	*out = srv;
 	return 0;
 err:
-	if (engine)
+	if (engine) {
 		snap_engine_on_done(engine, NULL, NULL);
+		snap_engine_on_compacted(engine, NULL, NULL);
+	}
 	ctl_close_all(srv);
 	pthread_mutex_destroy(&srv->exits_lock);
 	free(srv);
@@ -473,8 +489,10 @@ void ctl_stop(struct ctl_server *srv)
 	if (!srv)
 		return;
 	srv->vm->spawn_ended = NULL;
-	if (srv->engine)
+	if (srv->engine) {
 		snap_engine_on_done(srv->engine, NULL, NULL);
+		snap_engine_on_compacted(srv->engine, NULL, NULL);
+	}
 	if (write(srv->wake[1], "q", 1) == 1)
 		pthread_join(srv->thread, NULL);
 	ctl_migration_stop(srv);

@@ -10,6 +10,7 @@
 #include "../base/mono.h"
 #include "vm.h"
 #include "linux/lx.h"
+#include "../snapshot/compactor.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
 
@@ -89,8 +90,10 @@ static json_t *ctl_stats(struct ctl_server *srv)
 			      (json_int_t)vm_host_rss(), "fastio", ctl_fastio_stats(vm),
 			      "processes", procs);
 
-	if (o && srv->engine)
+	if (o && srv->engine) {
 		json_object_set_new(o, "snapshots", snap_engine_stats_json(srv->engine));
+		json_object_set_new(o, "compaction", snap_compaction_json(srv->engine));
+	}
 	return o;
 }
 
@@ -129,6 +132,28 @@ void ctl_deliver_snapshot(struct ctl_server *srv)
 			json_object_update_new(ev, snap_figures_json(&f));
 			ctl_send(c, ctl_line(ev));
 		}
+	}
+}
+
+/* An image compacted in idle time (or given up): event listeners are told. */
+void ctl_deliver_compaction(struct ctl_server *srv)
+{
+	struct compactor_result r;
+	json_t *ev;
+
+	if (!srv->engine || !snap_compaction_last(srv->engine, &r))
+		return;
+	for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
+		struct ctl_client *c = srv->clients[i];
+
+		if (!c || !c->events)
+			continue;
+		ev = r.ok ? json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "compacted", "file",
+				      r.file, "bytes_in", (json_int_t)r.bytes_in, "bytes_out",
+				      (json_int_t)r.bytes_out, "ms", (json_int_t)r.ms) :
+			    json_pack("{s:s, s:s, s:s}", "event", "compaction-failed", "file", r.file,
+				      "error", r.error);
+		ctl_send(c, ctl_line(ev));
 	}
 }
 

@@ -83,6 +83,8 @@ char *ctl_dispatch(struct ctl_server *srv, struct ctl_client *c, const struct ct
 /* A snapshot ended: its figures to the clients that wait for it, its event to those
  * that asked for events, its line to the snapshot log. */
 void ctl_deliver_snapshot(struct ctl_server *srv);
+/* An image compacted in idle time, or given up: told to event listeners. */
+void ctl_deliver_compaction(struct ctl_server *srv);
 
 /* `migrate` (control_migrate.c): started on its own thread; the reply now, or NULL
  * for --wait. */

@@ -313,6 +313,8 @@ char *ctl_migrate(struct ctl_server *srv, struct ctl_client *c, const struct ctl
 		return ctl_reply_error("cannot start the migration's thread");
 	}
 	srv->mig = cm;
+	if (srv->engine) /* the stream wants the cores and the disk's reads */
+		snap_engine_compaction_hold(srv->engine, true);
 	log_info("migrating to %s", where);
 	if (json_is_true(json_object_get(req->msg, "wait"))) {
 		c->wait_mig = true; /* the reply comes when the migration ends */
@@ -389,6 +391,8 @@ void ctl_deliver_migration(struct ctl_server *srv)
 		return;
 	pthread_join(cm->thread, NULL);
 	srv->mig = NULL;
+	if (srv->engine)
+		snap_engine_compaction_hold(srv->engine, false);
 	ctl_mig_end(srv, cm);
 	if (!cm->rc)
 		vm_stop(srv->vm, 0); /* it runs on the destination now */
@@ -406,5 +410,7 @@ void ctl_migration_stop(struct ctl_server *srv)
 	migrate_cancel(&cm->m);
 	pthread_join(cm->thread, NULL);
 	srv->mig = NULL;
+	if (srv->engine)
+		snap_engine_compaction_hold(srv->engine, false);
 	ctl_mig_free(cm);
 }

@@ -19,6 +19,8 @@
 #include "vcpu_loop.h"
 #include "vm.h"
 #include "../snapshot/merge.h"
+#include "../snapshot/compact.h"
+#include "../base/num.h"
 #include "persist_capture.h"
 #include "../snapshot/engine.h"
 #include "../snapshot/image.h"
@@ -65,6 +67,7 @@ static void usage(FILE *out)
 		"       ccvm restore --incoming WHERE [OPTIONS]     run a VM a live migration brings\n"
 		"       ccvm inspect FILE                           check an image, show what it holds\n"
 		"       ccvm merge CHILD OUT                        one full image from a chain\n"
+		"       ccvm compact IMAGE [--level N]              rewrite an image smaller, in place\n"
 		"       ccvm ctl PATH COMMAND [ARGS...]             talk to a VM's control socket\n"
 		"       ccvm help [COMMAND]                         a command's options (or this)\n"
 		"       ccvm --version\n"
@@ -125,10 +128,15 @@ static int cmd_help(const char *cmd, FILE *out)
 		fprintf(out, "usage: ccvm merge CHILD OUT\n"
 			"Write OUT, a full image equal to the incremental image CHILD and its "
 			"parents.\n");
+	else if (strcmp(cmd, "compact") == 0)
+		fprintf(out, "usage: ccvm compact IMAGE [--level N]\n"
+			"Rewrite IMAGE in place: its raw and LZ4 chunks as zstd frames (level N, "
+			"default %d;\nwith --level, its zstd frames too), its patch area folded in. "
+			"The old image stands\nuntil the new one is whole.\n", COMPACT_LEVEL);
 	else if (strcmp(cmd, "ctl") == 0)
 		usage_ctl(out);
 	else {
-		log_err("help: no command '%s' (run, restore, inspect, merge, ctl)", cmd);
+		log_err("help: no command '%s' (run, restore, inspect, merge, compact, ctl)", cmd);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -627,6 +635,61 @@ static int cmd_merge(int argc, char **argv)
 	return 0;
 }
 
+/* `ccvm compact IMAGE [--level N]`, its arguments into @job: 0, or EXIT_USAGE. */
+static int compact_args(int argc, char **argv, const char **image, struct compact_job *job)
+{
+	long level;
+
+	*job = (struct compact_job){ .level = COMPACT_LEVEL };
+	*image = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--level") == 0 && i + 1 < argc) {
+			if (num_parse_long(argv[++i], INT_MIN, INT_MAX, &level) ||
+			    codec_level_check(IMG_CODEC_ZSTD, (int)level)) {
+				log_err("compact: --level takes a zstd level (%s; not 0), not '%s'",
+					CODEC_LEVEL_RANGES, argv[i]);
+				return EXIT_USAGE;
+			}
+			job->level = (int)level;
+			job->relevel = true;
+		} else if (argv[i][0] == '-' || *image) {
+			log_err("usage: ccvm compact IMAGE [--level N]");
+			return EXIT_USAGE;
+		} else {
+			*image = argv[i];
+		}
+	}
+	if (!*image) {
+		log_err("usage: ccvm compact IMAGE [--level N]");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int cmd_compact(int argc, char **argv)
+{
+	struct compact_job job;
+	char err[IMG_ERR_LEN] = "";
+	const char *image;
+	int rc;
+
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+		return cmd_help("compact", stdout);
+	rc = compact_args(argc, argv, &image, &job);
+	if (rc)
+		return rc;
+	if (main_confine_tool(image, image))
+		return 1;
+	if (img_compact(image, &job, err)) {
+		log_err("cannot compact %s: %s", image, err);
+		return 1;
+	}
+	printf("compacted %s: %llu bytes on disk, %llu before (%.2fx)\n", image,
+	       (unsigned long long)job.bytes_out, (unsigned long long)job.bytes_in,
+	       job.bytes_in ? (double)job.bytes_out / (double)job.bytes_in : 1.0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* The same binary is the OCI runtime under that name (make install's link). */
@@ -651,6 +714,8 @@ int main(int argc, char **argv)
 		return cmd_inspect(argc - 1, argv + 1);
 	if (strcmp(argv[1], "merge") == 0)
 		return cmd_merge(argc - 1, argv + 1);
+	if (strcmp(argv[1], "compact") == 0)
+		return cmd_compact(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ctl") == 0) {
 		if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
 			return cmd_help("ctl", stdout);

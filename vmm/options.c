@@ -592,6 +592,10 @@ static const struct opt_def opt_table[] = {
 	{ "snapshot-compress-level", "N", OPT_RUN, "the codec's level (default: zstd 1, lz4 1; "
 	  "zstd -7..19, lz4 -64..12: 2 and up its high-compression mode, below 0 faster)",
 	  NULL },
+	{ "snapshot-compact", "idle|off", OPT_RUN, "idle: once a snapshot ended, rewrite its "
+	  "image smaller (zstd, patches folded in) in a SCHED_IDLE thread that holds still "
+	  "while a snapshot or migration runs (default idle; not for --parent or --track "
+	  "images); ctl snapshot's default too", NULL },
 	{ "snapshot-threads", "N", OPT_RUN, "threads that compress and write a snapshot "
 	  "(default " OPT_STR(SNAP_DEFAULT_THREADS) ", 1.." OPT_STR(SNAP_THREADS_MAX) ")",
 	  NULL },
@@ -708,7 +712,7 @@ static void opt_defaults(enum opt_cmd cmd, struct cli_opts *o)
 		.req = { .policy = SNAP_CCOW, .threshold = SNAP_DEFAULT_THRESHOLD,
 			 .precopy = SNAP_DEFAULT_PRECOPY,
 			 .pause_budget_ms = SNAP_DEFAULT_PAUSE_BUDGET_MS,
-			 .codec = OPT_DEFAULT_CODEC } };
+			 .codec = OPT_DEFAULT_CODEC, .compact = SNAP_COMPACT_IDLE } };
 	o->ccow = (struct ccow_opts){ .held_compress = SNAP_DEFAULT_HELD_COMPRESS,
 				      .region_size = 2ULL << 20,
 				      .budget_pct = TRACKER_BUDGET_PCT_DEFAULT,

@@ -496,6 +496,7 @@ static const char *section_name(uint32_t type)
 	case IMG_SEC_PAGEMASK: return "page mask";
 	case IMG_SEC_TREE: return "process tree";
 	case IMG_SEC_CPU: return "cpu features";
+	case IMG_SEC_PATCHES: return "patches";
 	case IMG_SEC_WINDOWS: return "processes' memory";
 	case IMG_SEC_SHM: return "shared memory";
 	default: return "unknown";
@@ -613,6 +614,10 @@ static void inspect_compression(const struct img_reader *r, FILE *out)
 		fprintf(out, "incremental: holds %llu of %llu pages, the rest are its parents'\n",
 			(unsigned long long)held, (unsigned long long)pages);
 	}
+	if (r->info.flags & IMG_FLAG_PATCHED)
+		fprintf(out, "patches: %llu pages written after their chunk's frame, raw in the "
+			"patch area ('ccvm compact' folds them in)\n",
+			(unsigned long long)r->n_patches);
 }
 
 int inspect_image(const char *file, FILE *out)

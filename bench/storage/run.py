@@ -22,7 +22,13 @@ shuffled order. Sections:
            1%, 10% or 50% of the pages rewritten by one thread (each first write traps
            once: the tracking cost), then an incremental snapshot; its blocks on disk
            and duration over the full one's.
-  held     on the redis dataset, ccow (zstd images) with a copy pool of 1, 0.6 and 0.4
+  default  the default path (--precopy auto: rounds for these writers) on each dataset
+           and disk: none, auto, and auto with compaction in idle time (--compact idle):
+           the snapshot's duration and its time from the request (pre-copy rounds
+           included), the image on disk right after the snapshot and after compaction, the
+           compaction's seconds per image (not counting the time snapshots held it), and
+           the writers' rate while it ran over their rate with neither running.
+  held     on the redis dataset, ccow (zstd images) with a copy pool of 1, 0.5 and 0.4
            of MEM, held-copy compression off and on, one writer thread, HELD_DURATION
            seconds: write faults per snapshot once the tracker has learnt the hot regions
            (the first one or two have none, and fault page by page in every
@@ -36,7 +42,7 @@ compressible as Redis'); text, records of words and numbers; zipf, zipfbench's w
 (incompressible).
 
 Writes (OUT, default bench/results/HOST-CLASS)
-storage_{codecs,threads,incremental,held}.csv (a row per run),
+storage_{codecs,default,threads,incremental,held}.csv (a row per run),
 storage.md (means and 95% CIs) and storage.png, each with commit and machine.
 Environment: ROUNDS, SECTIONS ("codecs threads incremental held"), DATASETS ("redis text
 zipf"), CODECS ("none lz4 zstd auto"), DISKS ("fast slow"), SLOW_MBS (200), PRECOPY
@@ -66,8 +72,9 @@ EB = os.path.join(TOP, "bench", "engine-bench")
 YCSB = os.path.join(TOP, "bench", "ycsb")
 ENV = os.environ.get
 ROUNDS = int(ENV("ROUNDS", "5"))
-SECTIONS = ENV("SECTIONS", "codecs threads incremental held").split()
-HELD_POOLS = [1.0, 0.6, 0.4]   # of MEM
+SECTIONS = ENV("SECTIONS", "codecs default threads incremental held").split()
+HELD_POOLS = [1.0, 0.5, 0.4]   # of MEM
+DEFAULT_CONFIGS = ["none", "auto", "auto+compact"]
 HELD_MODES = ["off", "on"]
 HELD_DURATION = ENV("HELD_DURATION", "16")
 INC_PCTS = [1, 10, 50]
@@ -86,6 +93,9 @@ NPROC = os.cpu_count() or 1
 KEYS = ["snapshots", "duration_ms_mean", "bytes_disk", "bytes_raw", "bytes_stored",
         "updates_per_s", "during", "max_stall_ms", "restore_ms", "writer_mb_per_s"]
 MIX_KEYS = ["mix_raw", "mix_lz4", "mix_zstd"]
+DEFAULT_KEYS = ["snapshots", "duration_ms_mean", "presave_ms_mean", "total_ms", "disk_per_image",
+                "compacted_per_image", "compact_s_per_image", "during", "during_compaction",
+                "max_stall_ms", "images_compacted"]
 
 
 class Failed(Exception):
@@ -232,6 +242,30 @@ def codec_run(ds, codec, disk, dump, imgdir):
     return row
 
 
+def default_run(ds, config, disk, dump, imgdir):
+    """The engine's default pre-copy (auto) with @config: none, auto, auto+compact."""
+    d = engine(["--mem", MEM, "--threads", "1", "--alpha", "0.99", "--scatter", "--policy",
+                "ccow", "--snapshot-gap", GAP, "--duration", DURATION, "--dir", imgdir,
+                "--compress", "none" if config == "none" else "auto",
+                "--compact", "idle" if config == "auto+compact" else "off"] +
+               data_args(ds, dump), slow=disk == "slow")
+    row = {k: d.get(k) for k in ("snapshots", "duration_ms_mean", "presave_ms_mean", "during",
+                                 "max_stall_ms")}
+    row["total_ms"] = d["duration_ms_mean"] + (d.get("presave_ms_mean") or 0)
+    row["disk_per_image"] = d["bytes_disk"] / d["snapshots"]
+    for k in MIX_KEYS:
+        row[k] = d.get("codec_mix", {}).get(k[4:])
+    c = d.get("compaction")
+    if c is not None:
+        if not c["images"]:
+            raise Failed("%s %s %s: no image was compacted: %s" % (ds, config, disk, c))
+        row["images_compacted"] = c["images"]
+        row["compacted_per_image"] = c["bytes_out"] / c["images"]
+        row["compact_s_per_image"] = d["compact_s"] / c["images"]
+        row["during_compaction"] = d.get("during_compaction")
+    return row
+
+
 def threads_run(mode, n, dump, imgdir):
     d = engine(["--mem", MEM, "--threads", "0" if mode == "idle" else "1", "--alpha", "0.99",
                 "--scatter", "--policy", "ccow", "--snapshot-gap", "0.1" if mode == "idle" else GAP,
@@ -285,7 +319,7 @@ INC_KEYS = ["pages_rewritten", "pages_held", "full_bytes", "inc_bytes", "full_ms
 def read_section(sec):
     """An earlier run's section: (provenance line, rows), counts back to ints."""
     head, rows = read_csv(os.path.join(OUT, "storage_%s.csv" % sec),
-                          text=("dataset", "codec", "mode", "disk"))
+                          text=("dataset", "codec", "mode", "disk", "config"))
     for r in rows:
         if sec == "codecs" and not r.get("disk"):
             r["disk"] = "fast"  # (written before the slow disk was)
@@ -298,6 +332,58 @@ def read_section(sec):
 def per(rows, key, **match):
     return [r[key] for r in rows if all(r.get(k) == v for k, v in match.items())
             and r.get(key) is not None]
+
+
+def add_default_ratios(rows):
+    """Each configuration's figures over none's, same dataset, disk and round."""
+    for r in rows:
+        base = [b for b in rows if b["dataset"] == r["dataset"] and b["round"] == r["round"]
+                and b["config"] == "none" and b["disk"] == r["disk"]]
+        if not base:
+            continue
+        b = base[0]
+        r["duration_vs_none"] = r["duration_ms_mean"] / b["duration_ms_mean"]
+        r["total_vs_none"] = r["total_ms"] / b["total_ms"]
+        r["disk_vs_none"] = r["disk_per_image"] / b["disk_per_image"]
+        if r.get("compacted_per_image") is not None:
+            r["compacted_vs_none"] = r["compacted_per_image"] / b["disk_per_image"]
+
+
+def default_report(head, rows):
+    if not rows:
+        return []
+    out = ["## The default path: pre-copy rounds, compression, compaction in idle time "
+           "(%s, one writer thread, ccow, --precopy auto, %s s between snapshots)" % (MEM, GAP),
+           "", head, "",
+           "Ratios are per round against `none` on the same dataset and disk. *snapshot s*: "
+           "from the pause to the end (the engine's duration); *from request*: with the "
+           "pre-copy rounds before the pause. *compacted*: the image on disk after its "
+           "compaction in idle time; *compaction s*: per image, not counting the time "
+           "snapshots held it; *during compaction*: the writers' rate while it ran over "
+           "their rate with neither a snapshot nor a compaction running.", "",
+           "| dataset | disk | config | snapshot s | vs none | from request s | vs none | "
+           "MiB on disk | vs none | compacted MiB | vs none | compaction s | during "
+           "compaction | raw / lz4 / zstd chunks |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for ds in DATASETS:
+        for dk in ("fast", "slow"):
+            for co in DEFAULT_CONFIGS:
+                m = dict(dataset=ds, config=co, disk=dk)
+                if not per(rows, "disk_per_image", **m):
+                    continue
+                out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    ds, dk, co, fmt([x / 1e3 for x in per(rows, "duration_ms_mean", **m)], "%.2f"),
+                    fmt(per(rows, "duration_vs_none", **m), "%.2f"),
+                    fmt([x / 1e3 for x in per(rows, "total_ms", **m)], "%.2f"),
+                    fmt(per(rows, "total_vs_none", **m), "%.2f"),
+                    fmt([x / 2**20 for x in per(rows, "disk_per_image", **m)], "%.0f"),
+                    fmt(per(rows, "disk_vs_none", **m), "%.3f"),
+                    fmt([x / 2**20 for x in per(rows, "compacted_per_image", **m)], "%.0f"),
+                    fmt(per(rows, "compacted_vs_none", **m), "%.3f"),
+                    fmt(per(rows, "compact_s_per_image", **m), "%.2f"),
+                    fmt(per(rows, "during_compaction", **m), "%.2f"),
+                    " / ".join(fmt(per(rows, k, **m), "%.2f") for k in MIX_KEYS)))
+    return out + [""]
 
 
 def add_ratios(rows):
@@ -365,6 +451,7 @@ def report(head, heads, rows):
                         fmt([x / 1e3 for x in per(i, "inc_ms", codec=co, pct=p)], "%.2f"),
                         fmt(per(i, "us_per_track_fault", codec=co, pct=p), "%.0f")))
         out.append("")
+    out += default_report(heads.get("default"), rows["default"])
     out += held_report(heads.get("held"), rows["held"])
     with open(os.path.join(OUT, "storage.md"), "w") as f:
         f.write("\n".join(out))
@@ -432,6 +519,17 @@ def plot(heads, rows, head):
     if bars:
         plot_bars(os.path.join(OUT, "storage_held.png"), "held-copy compression, engine-bench: " +
                   heads.get("held", head), bars, "write faults per snapshot", "copies held at most (guest MiB)")
+    d = rows["default"]
+    bars = [("%s/%s/%s" % (ds, dk[0], co),
+             [x / 2**20 for x in per(d, "compacted_per_image" if co == "auto+compact" else "disk_per_image",
+                                     dataset=ds, config=co, disk=dk)],
+             [x / 1e3 for x in per(d, "total_ms", dataset=ds, config=co, disk=dk)])
+            for ds in DATASETS for dk in ("fast", "slow") for co in DEFAULT_CONFIGS
+            if per(d, "disk_per_image", dataset=ds, config=co, disk=dk)]
+    if bars:
+        plot_bars(os.path.join(OUT, "storage_default.png"), "the default path, engine-bench: " +
+                  heads.get("default", head), bars, "MiB on disk per image (compacted: after)",
+                  "snapshot from request (s)")
 
 
 def codecs_head(head, disks):
@@ -444,12 +542,13 @@ def main():
     head = provenance.line(ROUNDS)
     os.makedirs(OUT, exist_ok=True)
     imgdir = ENV("IMGDIR") or tempfile.mkdtemp(prefix="ccvm-storage.", dir="/var/tmp")
-    needs = ("codecs" in SECTIONS and "redis" in DATASETS) or "threads" in SECTIONS or \
+    needs = (("codecs" in SECTIONS or "default" in SECTIONS) and "redis" in DATASETS) or \
+        "threads" in SECTIONS or \
         "incremental" in SECTIONS or "held" in SECTIONS
     dump = make_redis_dump(imgdir) if needs else None
-    rows = {"codecs": [], "threads": [], "incremental": [], "held": []}
+    rows = {"codecs": [], "default": [], "threads": [], "incremental": [], "held": []}
     disks = [d for d in DISKS if d in ("fast", "slow")]
-    if "slow" in disks and "codecs" in SECTIONS:
+    if "slow" in disks and ("codecs" in SECTIONS or "default" in SECTIONS):
         SLOW["procs"], SLOW["how"] = slow_disk(imgdir)
         if not SLOW["procs"]:
             print("storage: no slow disk, fast only: %s" % SLOW["how"], file=sys.stderr)
@@ -458,6 +557,9 @@ def main():
         jobs = []
         if "codecs" in SECTIONS:
             jobs += [("codecs", ds, (co, dk)) for ds in DATASETS for co in CODECS for dk in disks]
+        if "default" in SECTIONS:
+            jobs += [("default", ds, (co, dk)) for ds in DATASETS for co in DEFAULT_CONFIGS
+                     for dk in disks]
         if "threads" in SECTIONS:
             jobs += [("threads", mode, n) for mode in ("idle", "busy") for n in range(1, NPROC + 1)]
         if "incremental" in SECTIONS:
@@ -472,6 +574,9 @@ def main():
             if sec == "codecs":
                 row.update({"dataset": a, "codec": b[0], "disk": b[1]},
                            **codec_run(a, b[0], b[1], dump, imgdir))
+            elif sec == "default":
+                row.update({"dataset": a, "config": b[0], "disk": b[1]},
+                           **default_run(a, b[0], b[1], dump, imgdir))
             elif sec == "incremental":
                 row.update({"codec": a, "pct": b}, **incremental_run(a, b, dump, imgdir))
             elif sec == "held":
@@ -484,6 +589,13 @@ def main():
         write_csv(os.path.join(OUT, "storage_codecs.csv"), codecs_head(head, disks),
                   ["round", "order", "dataset", "codec", "disk", "disk_per_image", "disk_vs_none",
                    "duration_vs_none"] + KEYS + MIX_KEYS, rows["codecs"])
+    add_default_ratios(rows["default"])
+    if rows["default"]:
+        write_csv(os.path.join(OUT, "storage_default.csv"), codecs_head(head, disks).replace(
+                      "; --precopy %s" % PRECOPY, "") + "; --precopy auto (the default)",
+                  ["round", "order", "dataset", "config", "disk", "duration_vs_none",
+                   "total_vs_none", "disk_vs_none", "compacted_vs_none"] + DEFAULT_KEYS + MIX_KEYS,
+                  rows["default"])
     if rows["threads"]:
         write_csv(os.path.join(OUT, "storage_threads.csv"), head,
                   ["round", "order", "mode", "threads"] + KEYS, rows["threads"])
@@ -497,6 +609,9 @@ def main():
     heads = {sec: head for sec in rows if rows[sec]}
     if rows["codecs"]:
         heads["codecs"] = codecs_head(head, disks)
+    if rows["default"]:
+        heads["default"] = codecs_head(head, disks).replace("; --precopy %s" % PRECOPY, "") + \
+            "; --precopy auto (the default)"
     for sec in rows:  # a section not run this time: its last results stay in the report
         if not rows[sec]:
             heads[sec], rows[sec] = read_section(sec)

@@ -269,7 +269,7 @@ snap_pool_cap() {
 snap_compress() {
 	local targs=("${ZARGS[@]}" --text) want=(auto auto auto auto lz4 zstd) mix got i
 	rm -f "$STOP"
-	"$CCVM" run --mem "$SMEM" --control "$SOCK" --snapshot-compress auto -- "$G/zipfbench" "${targs[@]}" \
+	"$CCVM" run --mem "$SMEM" --control "$SOCK" --snapshot-compress auto --snapshot-compact off -- "$G/zipfbench" "${targs[@]}" \
 		--report-ms 20 --stop-file "$STOP" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
 	VMPID=$!
 	wait_until 10 test -S "$SOCK"
@@ -309,6 +309,107 @@ snap_compress() {
 		pass "an image asking for CPU features this host lacks is refused" \
 			"$(grep -o 'feature [a-z0-9_.]* is not available' "$S/r.err" | head -1)" ||
 		fail "an image asking for CPU features this host lacks is refused" "status $st" "$(tail -2 "$S/r.err")"
+}
+
+# 1f. Pre-copy rounds that compress (the default path, with zstd): round 0 stores frames
+#     and the pages written after it stand in the patch area; the image restores to a
+#     native run's result, eagerly and lazily; a byte flipped in a patch is found by
+#     inspect and refused by restore; `ccvm compact` folds the patches in and the image
+#     restores the same; a compaction killed with -9 midway leaves the old image whole
+#     and a temporary, which the next compaction of that image sweeps.
+snap_rounds_compact() {
+	local targs=("${ZARGS[@]}" --text) got st rst off pid before
+	rm -f "$STOP"
+	"$CCVM" run --mem "$SMEM" --control "$SOCK" -- "$G/zipfbench" "${targs[@]}" \
+		--report-ms 20 --stop-file "$STOP" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
+	VMPID=$!
+	wait_until 10 test -S "$SOCK"
+	wait_until 60 more_reports 2
+	snap_each p "--policy ccow --precopy rounds --compress zstd --compact off"
+	tmo 120 "$CCVM" restore "$S/p1.img" </dev/null >"$S/r.out" 2>/dev/null && got=$(zcheck "$S/r.out" "${targs[@]}") &&
+		tmo 120 "$CCVM" restore "$S/p1.img" --lazy </dev/null >"$S/r2.out" 2>/dev/null &&
+		[ "$(zcheck "$S/r2.out" "${targs[@]}")" = "$got" ] &&
+		"$CCVM" inspect "$S/p1.img" >"$S/insp.out" 2>&1 && grep -q '^patches: ' "$S/insp.out" &&
+		pass "pre-copy rounds with zstd: frames and a patch area" "$(field rounds <"$S/p1.json") rounds, $(grep -o '^patches: [0-9]*' "$S/insp.out"), $(grep '^codecs' "$S/insp.out"); restores (eager, lazy) to $got" ||
+		fail "pre-copy rounds with zstd: frames and a patch area" "$(head -c 300 "$S/p1.json")" "got '${got:-}'" "$(grep -E '^(patches|codecs)' "$S/insp.out")"
+	off=$(python3 - "$S/p1.img" <<-'PY'
+	import os, struct, sys
+	fd = os.open(sys.argv[1], os.O_RDONLY)
+	end = os.fstat(fd).st_size
+	table, n = struct.unpack("<QI", os.pread(fd, 12, end - 40))
+	for i in range(n):
+	    t, _, o, ln, _ = struct.unpack("<IIQQQ", os.pread(fd, 32, table + 32 * i))
+	    if t == 12 and ln >= 32:
+	        print(struct.unpack("<Q", os.pread(fd, 8, o + 24))[0] + 100)
+	PY
+	)
+	if [ -n "$off" ]; then
+		cp "$S/p1.img" "$S/pbad.img" && flip_byte "$S/pbad.img" "$off"
+		"$CCVM" inspect "$S/pbad.img" >"$S/insp.out" 2>&1; st=$?
+		tmo 20 "$CCVM" restore "$S/pbad.img" >/dev/null 2>"$S/r.err" </dev/null; rst=$?
+		[ $st = 1 ] && [ $rst = 1 ] && grep -q 'DAMAGED: memory chunk' "$S/insp.out" && grep -q 'fails its checksum' "$S/r.err" &&
+			pass "a flipped byte in a patch" "found by inspect ($(grep -o 'DAMAGED: memory chunk [0-9]*' "$S/insp.out" | head -1)), refused by restore" ||
+			fail "a flipped byte in a patch" "inspect status $st, restore $rst" "$(tail -2 "$S/insp.out")" "$(cat "$S/r.err")"
+		rm -f "$S/pbad.img"
+	else
+		fail "a flipped byte in a patch" "the image has no patches section"
+	fi
+	before=$("$TOP/build/imgmem" "$S/p1.img" | md5sum)
+	"$CCVM" compact "$S/p1.img" >"$S/compact.out" 2>&1 &&
+		[ "$("$TOP/build/imgmem" "$S/p1.img" | md5sum)" = "$before" ] &&
+		! "$CCVM" inspect "$S/p1.img" | grep -q '^patches' &&
+		tmo 120 "$CCVM" restore "$S/p1.img" </dev/null >"$S/r.out" 2>/dev/null &&
+		[ "$(zcheck "$S/r.out" "${targs[@]}")" = "$got" ] &&
+		pass "ccvm compact folds the patches in" "$(cat "$S/compact.out"); the same memory, restores to $got" ||
+		fail "ccvm compact folds the patches in" "$(cat "$S/compact.out")"
+	# Killed midway (zstd 19 is slow enough to be caught at work): the old image stands.
+	"$CCVM" compact "$S/p1.img" --level 19 >/dev/null 2>&1 &
+	pid=$!
+	sleep 0.3
+	kill -9 "$pid" 2>/dev/null; st=$?
+	wait "$pid" 2>/dev/null
+	if [ $st = 0 ] && ls -A "$S" | grep -q '^\.p1\.img\.tmp\.' && "$CCVM" inspect "$S/p1.img" >/dev/null 2>&1 &&
+		[ "$("$TOP/build/imgmem" "$S/p1.img" | md5sum)" = "$before" ] &&
+		"$CCVM" compact "$S/p1.img" >/dev/null 2>&1 && ! ls -A "$S" | grep -q '^\.p1\.img\.tmp\.'; then
+		pass "a compaction killed with -9" "the old image stands whole; the next compaction swept the temporary"
+	else
+		fail "a compaction killed with -9" "kill status $st" "$(ls -A "$S" | grep tmp)"
+	fi
+	rm -f "$S/p1.img"
+	snap_idle_compaction
+}
+
+# 1g. Compaction in idle time (the default --snapshot-compact idle): after a snapshot
+#     of the default path, the monitor compacts its image, tells event listeners
+#     ("compacted") and counts it in stats; the image restores to a native run's result.
+snap_idle_compaction() {
+	local targs=("${ZARGS[@]}" --text) got st ev
+	rm -f "$STOP"
+	"$CCVM" run --mem "$SMEM" --control "$SOCK" -- "$G/zipfbench" "${targs[@]}" \
+		--report-ms 20 --stop-file "$STOP" >"$S/vm.out" 2>"$S/vm.err" </dev/null &
+	VMPID=$!
+	wait_until 10 test -S "$SOCK"
+	"$CCVM" ctl "$SOCK" events >"$S/events.out" 2>&1 &
+	ev=$!
+	wait_until 60 more_reports 2
+	"$CCVM" ctl "$SOCK" snapshot "$S/idle.img" --wait >"$S/idle.json" 2>&1
+	compacted() { "$CCVM" ctl "$SOCK" stats 2>/dev/null | python3 -c 'import json, sys
+sys.exit(json.load(sys.stdin)["compaction"]["images"] < 1)'; }
+	wait_until 120 compacted
+	st=$("$CCVM" ctl "$SOCK" stats 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["compaction"])')
+	touch "$STOP"
+	wait "$VMPID"
+	kill "$ev" 2>/dev/null; wait "$ev" 2>/dev/null
+	if [ "$(field ok <"$S/idle.json")" = true ] && grep -q "\"event\":\"compacted\",\"file\":\"$S/idle.img\"" "$S/events.out" &&
+		"$CCVM" inspect "$S/idle.img" >"$S/insp.out" 2>&1 && grep -q '^compression: zstd level 3' "$S/insp.out" &&
+		! grep -q '^patches' "$S/insp.out" &&
+		tmo 120 "$CCVM" restore "$S/idle.img" </dev/null >"$S/r.out" 2>/dev/null && got=$(zcheck "$S/r.out" "${targs[@]}"); then
+		pass "compaction in idle time" "stats: $st; $(grep -o '"event":"compacted"[^}]*' "$S/events.out" | head -1); restores to $got"
+	else
+		fail "compaction in idle time" "stats: $st" "$(head -c 300 "$S/idle.json")" "$(grep -v snapshot-done "$S/events.out" | head -3)" \
+			"$(head -8 "$S/insp.out")"
+	fi
+	rm -f "$S/idle.img"
 }
 
 damaged_frame() { # IMAGE NAME: a byte flipped in IMAGE's first chunk stored as a frame
@@ -676,6 +777,7 @@ if full_suite; then
 	snap_ccow
 	snap_pool_cap
 	snap_compress
+	snap_rounds_compact
 	snap_periodic
 	snap_restored_again
 	snap_lazy

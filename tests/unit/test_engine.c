@@ -142,6 +142,13 @@ static void eng_setup_logged(void)
 	eng_logged = false;
 }
 
+static void eng_setup_logged_text(void)
+{
+	eng_logged = true;
+	eng_setup_pool(ENG_MEM, true);
+	eng_logged = false;
+}
+
 static void eng_setup_text(void)
 {
 	eng_setup_pool(ENG_MEM, true);
@@ -427,6 +434,39 @@ START_TEST(test_rounds_exact)
 		ck_assert_uint_ge((f.presave_ms + 1) * (ENG_RATE / 1000),
 				  (f.pages_presaved - 512) * 4096);
 	}
+}
+END_TEST
+
+/* Rounds that compress: on compressible memory round 0 stores frames, what the writers
+ * rewrite afterwards goes to the patch area, and the image is exact (eng_snapshot),
+ * restored lazily too. */
+static void eng_lazy_exact(void);
+
+START_TEST(test_rounds_patched)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0.8,
+				    .rate = ENG_RATE, .precopy = SNAP_PRECOPY_ROUNDS,
+				    .codec = IMG_CODEC_ZSTD, .level = 1, .pause_budget_ms = 10 };
+	uint64_t patches = 0, frames = 0;
+
+	if (!uffd_usable())
+		return;
+	for (int i = 0; i < 5 && !patches; i++) {
+		struct img_reader r;
+
+		eng_snapshot(&req);
+		eng_open(&r);
+		frames = 0;
+		for (uint64_t c = 0; c < r.n_chunks; c++)
+			frames += r.enc[c].codec == IMG_CODEC_ZSTD;
+		patches = r.n_patches;
+		ck_assert_int_eq(!!(r.info.flags & IMG_FLAG_PATCHED), patches > 0);
+		img_close(&r);
+		ck_assert_uint_gt(frames, 0);
+	}
+	ck_assert_uint_gt(patches, 0);
+	load_stop(&g.load);
+	eng_lazy_exact();
 }
 END_TEST
 
@@ -1104,6 +1144,26 @@ static void count_bad(void *ctx)
 	__atomic_fetch_add((int *)ctx, 1, __ATOMIC_RELAXED);
 }
 
+/* The image at g.file restored lazily into fresh memory equals the instant's. */
+static void eng_lazy_exact(void)
+{
+	struct img_reader r;
+	struct gmem fresh;
+	struct lazy *l;
+	int bad = 0;
+
+	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
+	eng_open(&r);
+	ck_assert_int_eq(lazy_start(&r, &(struct lazy_target){ .mem = &fresh, .on_bad = count_bad,
+							      .ctx = &bad }, g.file, &l), 0);
+	for (uint64_t c = ENG_MEM / IMG_CHUNK; c-- > 0;) /* backwards: ahead of the prefetcher */
+		ck_assert_msg(memcmp(fresh.host + c * IMG_CHUNK, g.load.ref + c * IMG_CHUNK, IMG_CHUNK) == 0,
+			      "chunk %llu", (unsigned long long)c);
+	ck_assert_int_eq(lazy_finish(l), 0);
+	ck_assert_int_eq(bad, 0);
+	gmem_unmap(&fresh);
+}
+
 /* Lazily: this thread's reads fault each chunk in while the prefetcher loads the rest;
  * a damaged chunk is reported once and lazy_finish says so. */
 START_TEST(test_restore_lazy)
@@ -1116,16 +1176,7 @@ START_TEST(test_restore_lazy)
 	if (!uffd_usable())
 		return;
 	eng_image_for_restore();
-	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
-	eng_open(&r);
-	ck_assert_int_eq(lazy_start(&r, &(struct lazy_target){ .mem = &fresh, .on_bad = count_bad,
-							      .ctx = &bad }, g.file, &l), 0);
-	for (uint64_t c = ENG_MEM / IMG_CHUNK; c-- > 0;) /* backwards: ahead of the prefetcher */
-		ck_assert_msg(memcmp(fresh.host + c * IMG_CHUNK, g.load.ref + c * IMG_CHUNK, IMG_CHUNK) == 0,
-			      "chunk %llu", (unsigned long long)c);
-	ck_assert_int_eq(lazy_finish(l), 0);
-	ck_assert_int_eq(bad, 0);
-	gmem_unmap(&fresh);
+	eng_lazy_exact();
 
 	eng_damage_chunk(6);
 	ck_assert_int_eq(gmem_map(&fresh, ENG_MEM), 0);
@@ -1264,6 +1315,7 @@ Suite *engine_suite(void)
 	TCase *child = tcase_create("failures");
 	TCase *restore = tcase_create("restore");
 	TCase *rounds = tcase_create("pre-copy rounds");
+	TCase *rounds_z = tcase_create("pre-copy rounds, compressed");
 
 	tcase_add_checked_fixture(tc, eng_setup, eng_teardown);
 	tcase_set_timeout(tc, ENG_TIMEOUT_S);
@@ -1312,6 +1364,10 @@ Suite *engine_suite(void)
 	tcase_set_timeout(rounds, ENG_TIMEOUT_S);
 	tcase_add_test(rounds, test_rounds_exact);
 	suite_add_tcase(s, rounds);
+	tcase_add_checked_fixture(rounds_z, eng_setup_logged_text, eng_teardown);
+	tcase_set_timeout(rounds_z, ENG_TIMEOUT_S);
+	tcase_add_test(rounds_z, test_rounds_patched);
+	suite_add_tcase(s, rounds_z);
 
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);

@@ -6,6 +6,8 @@
 #include "../../snapshot/codec.h"
 #include "../../snapshot/image.h"
 #include "../../snapshot/merge.h"
+#include "../../snapshot/compact.h"
+#include "../../snapshot/compactor.h"
 #include "../../vmm/persist_restore.h"
 #include "../../mmu/layout.h"
 
@@ -753,7 +755,7 @@ START_TEST(test_chain_refused)
 
 	ck_assert_int_eq(img_create(child, &info, &w), 0);
 	ck_assert_int_eq(img_finish(w), -EINVAL); /* no parent named */
-	info.flags = 2;
+	info.flags = 4;
 	ck_assert_int_eq(img_create(child, &info, &w), -EINVAL);
 	free(m1);
 	free(chunk);
@@ -1165,14 +1167,109 @@ END_TEST
 
 /* A pre-copy (image_pre.c): pages written ahead of the instant, some of them again;
  * the ones kept stand, a rewritten one is recorded anew, one that ends as a hole reads
- * as zero although bytes were written there, and the checksums hold. Every chunk is
- * raw, whatever the codec asked. */
-START_TEST(test_precopy_rewrites)
+ * as zero although bytes were written there, and the checksums hold. Without a codec
+ * every chunk is raw; with one, round 0 framed chunk 0 and what was written into it
+ * afterwards stands in the patch area, where a flipped byte fails the chunk. */
+/* @src's bytes into a new @dst. */
+static void copy_file(const char *src, const char *dst)
 {
-	struct img_header_info info = { .ram_size = RAM, .codec = IMG_CODEC_ZSTD, .level = 1 };
+	int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	char buf[65536];
+	ssize_t n;
+
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(out, 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		ck_assert_int_eq(write(out, buf, (size_t)n), n);
+	ck_assert_int_eq(n, 0);
+	close(in);
+	close(out);
+}
+
+/* @file compacted: it reads as @want, with no patch left and every chunk that holds
+ * data a zstd frame or raw. */
+static void expect_compacts(const char *file, const uint8_t *want)
+{
+	struct compact_job job = { .level = COMPACT_LEVEL };
+	char err[IMG_ERR_LEN] = "";
+	struct img_reader r;
+
+	ck_assert_msg(img_compact(file, &job, err) == 0, "%s", err);
+	ck_assert_uint_gt(job.bytes_in, 0);
+	ck_assert_uint_gt(job.bytes_out, 0);
+	expect_image_is_mem_at(file, want);
+	ck_assert_msg(img_open(file, &r, err) == 0, "%s", err);
+	ck_assert_uint_eq(r.n_patches, 0);
+	ck_assert_uint_eq(r.info.flags & IMG_FLAG_PATCHED, 0);
+	ck_assert_int_eq(r.codec, IMG_CODEC_ZSTD);
+	for (uint64_t c = 0; c < r.n_chunks; c++)
+		ck_assert(r.enc[c].codec == IMG_CODEC_ZSTD || r.enc[c].codec == IMG_CODEC_NONE);
+	img_close(&r);
+}
+
+/* A patched image (at path, equal to @want) as a parent: a child over it, a page of
+ * its framed chunk and one of a raw chunk changed, reads as the chain; merged, the
+ * child and the patched image alone are full images without patches. */
+static void precopy_descendants(const uint8_t *want)
+{
+	char child[160], merged[160], err[IMG_ERR_LEN];
+	uint8_t *now = malloc(RAM);
+	struct img_reader r;
+
+	ck_assert_ptr_nonnull(now);
+	memcpy(now, want, RAM);
+	memset(now + 2 * PAGE_SIZE, 0x99, PAGE_SIZE);
+	memset(now + RAM - PAGE_SIZE, 0x98, PAGE_SIZE);
+	snprintf(child, sizeof(child), "%s/child.img", dir);
+	snprintf(merged, sizeof(merged), "%s/merged.img", dir);
+	write_child(child, path, strrchr(path, '/') + 1, want, now, IMG_CODEC_ZSTD);
+	expect_chain_is(child, now);
+	ck_assert_msg(img_merge(child, merged, err) == 0, "%s", err);
+	expect_image_is_mem_at(merged, now);
+	ck_assert_msg(img_merge(path, merged, err) == 0, "%s", err);
+	expect_image_is_mem_at(merged, want);
+	ck_assert_msg(img_open(merged, &r, err) == 0, "%s", err);
+	ck_assert_uint_eq(r.n_patches, 0);
+	ck_assert_uint_eq(r.info.flags, 0);
+	img_close(&r);
+	/* Compacted (a copy): the patches folded in; a child is refused. */
+	copy_file(path, merged);
+	expect_compacts(merged, want);
+	{
+		struct compact_job job = { .level = COMPACT_LEVEL };
+
+		ck_assert_int_eq(img_compact(child, &job, err), -EINVAL);
+		ck_assert_msg(strstr(err, "incremental"), "%s", err);
+	}
+	unlink(child);
+	unlink(merged);
+	free(now);
+}
+
+/* The image at path is damaged: compacting it fails naming the chunk, and leaves it
+ * as it was (the same file), with no temporary beside it. */
+static void expect_compact_refuses_damage(void)
+{
+	struct compact_job job = { .level = COMPACT_LEVEL };
+	char err[IMG_ERR_LEN] = "";
+	struct stat a, b;
+
+	ck_assert_int_eq(stat(path, &a), 0);
+	ck_assert_int_eq(img_compact(path, &job, err), -EBADMSG);
+	ck_assert_msg(strstr(err, "chunk 0") && strstr(err, "damaged"), "%s", err);
+	ck_assert_int_eq(stat(path, &b), 0);
+	ck_assert(a.st_ino == b.st_ino && a.st_mtime == b.st_mtime);
+	ck_assert_int_eq(entries_in_dir(), 1);
+}
+
+static void precopy_rewrites(enum img_codec codec)
+{
+	struct img_header_info info = { .ram_size = RAM, .codec = codec,
+					.level = codec == IMG_CODEC_NONE ? 0 : 1 };
 	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
 	uint8_t what[IMG_CHUNK / PAGE_SIZE], *scratch = aligned_alloc(PAGE_SIZE, IMG_SCRATCH_SIZE);
 	uint8_t *early = aligned_alloc(PAGE_SIZE, 4 * PAGE_SIZE), *want = calloc(1, RAM);
+	uint8_t *chunk = aligned_alloc(PAGE_SIZE, IMG_CHUNK);
 	struct img_writer *w;
 	struct img_reader r;
 	char err[IMG_ERR_LEN];
@@ -1180,13 +1277,15 @@ START_TEST(test_precopy_rewrites)
 	ck_assert_ptr_nonnull(scratch);
 	ck_assert_ptr_nonnull(early);
 	ck_assert_ptr_nonnull(want);
+	ck_assert_ptr_nonnull(chunk);
 	for (int i = 0; i < 4; i++)
 		memset(early + i * PAGE_SIZE, 0x40 + i, PAGE_SIZE);
 	ck_assert_int_eq(img_create(path, &info, &w), 0);
 	ck_assert_int_eq(img_precopy_begin(w), 0);
 	ck_assert_int_eq(img_precopy_pages(w, 0, early, 4), 0);
-	ck_assert_int_eq(img_precopy_pages(w, 3, early, 1), 0); /* page 3 again: 0x40 */
 	ck_assert_int_eq(img_precopy_pages(w, PAGES - 1, early + PAGE_SIZE, 1), 0);
+	ck_assert_int_eq(img_precopy_first_done(w), 0);
+	ck_assert_int_eq(img_precopy_pages(w, 3, early, 1), 0); /* page 3 again: 0x40 */
 	ck_assert_int_eq(img_precopy_pages(w, PAGES - 1, early, 2), -EINVAL);
 	ck_assert(img_precopied(w, 0) && img_precopied(w, 3) && !img_precopied(w, 4));
 	/* The instant: pages 0 and 3 stand; 1 was rewritten; 2 became zero; the last page
@@ -1211,12 +1310,150 @@ START_TEST(test_precopy_rewrites)
 	ck_assert_int_eq(img_finish(w), 0);
 	expect_image_is_mem_at(path, want);
 	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
-	ck_assert_int_eq(r.enc[0].codec, IMG_CODEC_NONE);
+	ck_assert_int_eq(r.enc[0].codec, codec);
 	ck_assert_uint_eq(r.enc[0].data_pages, 3);
+	ck_assert_int_eq(r.enc[RAM / IMG_CHUNK - 1].codec, IMG_CODEC_NONE); /* 1 page: raw */
+	/* Patches: page 1's new bytes, page 2's zeros (page 3's rewrite went before the
+	 * instant, into the slot it kept). */
+	ck_assert_uint_eq(r.n_patches, codec == IMG_CODEC_NONE ? 0 : 3);
+	ck_assert_int_eq(!!(r.info.flags & IMG_FLAG_PATCHED), codec != IMG_CODEC_NONE);
+	if (codec != IMG_CODEC_NONE) {
+		precopy_descendants(want);
+		ck_assert_uint_eq(r.patch_pfn[0], 1);
+		ck_assert_int_eq(img_read_chunk(&r, 0, chunk), 0);
+		flip_byte(r.patch_off[0] + 100);
+		ck_assert_int_eq(img_read_chunk(&r, 0, chunk), -EBADMSG);
+		expect_compact_refuses_damage();
+	}
 	img_close(&r);
+	free(chunk);
 	free(scratch);
 	free(early);
 	free(want);
+}
+
+/* The yield of test_compact: the image replaced by another before its first chunk. */
+static int compact_replace(void *ctx)
+{
+	const char *other = ctx;
+
+	if (access(other, F_OK) == 0)
+		ck_assert_int_eq(rename(other, path), 0);
+	return 0;
+}
+
+/* ccvm compact on a raw image with a section longer than a piece (streamed over): the
+ * same memory and sections, smaller; an image replaced while it is compacted stays the
+ * one that replaced it; a yield that gives up leaves the image as it was. */
+START_TEST(test_compact)
+{
+	static uint8_t big[3 << 20];
+	struct compact_job job = { .level = 1, .yield = compact_replace };
+	char err[IMG_ERR_LEN] = "", other[160];
+	struct img_header_info info = { .ram_size = RAM, .policy = 1, .created_ns = 123 };
+	struct img_writer *w;
+	struct img_reader r;
+	struct stat st;
+	void *data;
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 / 4096);
+	ck_assert_int_eq(img_create(path, &info, &w), 0);
+	for (uint64_t p = 0; p < PAGES; p++)
+		ck_assert_int_eq(img_write_page(w, p, page_zero(mem + p * PAGE_SIZE) ? NULL :
+						mem + p * PAGE_SIZE), 0);
+	ck_assert_int_eq(img_stream_begin(w, IMG_SEC_SHM), 0);
+	ck_assert_int_eq(img_stream_record(w, NULL, 0, big, sizeof(big)), 0);
+	ck_assert_int_eq(img_stream_end(w), 0);
+	ck_assert_int_eq(img_add_section(w, IMG_SEC_VCPUS, "vcpu-state", 10), 0);
+	ck_assert_int_eq(img_finish(w), 0);
+	expect_compacts(path, mem);
+	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
+	ck_assert_int_eq(img_read_section(&r, img_find(&r, IMG_SEC_SHM), &data), 0);
+	ck_assert_uint_eq(img_find(&r, IMG_SEC_SHM)->length, sizeof(big));
+	ck_assert(memcmp(data, big, sizeof(big)) == 0);
+	free(data);
+	img_close(&r);
+
+	snprintf(other, sizeof(other), "%s/other.img", dir);
+	copy_file(path, other);
+	ck_assert_int_eq(stat(other, &st), 0);
+	job.ctx = other;
+	ck_assert_int_eq(img_compact(path, &job, err), -ESTALE);
+	ck_assert_msg(strstr(err, "replaced"), "%s", err);
+	{
+		struct stat now;
+
+		ck_assert_int_eq(stat(path, &now), 0);
+		ck_assert_uint_eq(now.st_ino, st.st_ino); /* the other, under the name */
+	}
+	ck_assert_int_eq(entries_in_dir(), 1); /* and no temporary */
+}
+END_TEST
+
+static void count_done(void *ctx)
+{
+	__atomic_fetch_add((int *)ctx, 1, __ATOMIC_RELAXED);
+}
+
+/* The image at path holds still as the file @ino, @n entries in its directory (a
+ * compaction under way has its temporary there). */
+static void expect_untouched(ino_t ino, int n)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_ino, ino);
+	ck_assert_int_eq(entries_in_dir(), n);
+}
+
+/* Compaction in idle time (compactor.c): an image queued while a snapshot holds the
+ * compactor waits (running, held, the file as it was) and is compacted once the hold
+ * ends, told through the callback and the figures; one held when the compactor stops
+ * is left as it was, its temporary removed. */
+START_TEST(test_compactor)
+{
+	struct compactor c;
+	struct compactor_figures f;
+	struct compactor_result res;
+	struct stat st;
+	int done = 0;
+
+	write_image();
+	ck_assert_int_eq(stat(path, &st), 0);
+	compactor_init(&c, COMPACT_LEVEL, 0, false, count_done, &done);
+	ck_assert(!compactor_last(&c, &res));
+	compactor_hold(&c, true);
+	ck_assert_int_eq(compactor_add(&c, path), 0);
+	for (int i = 0; i < 1000 && (compactor_figures(&c, &f), !f.held); i++)
+		usleep(1000);
+	ck_assert(f.running && f.held);
+	expect_untouched(st.st_ino, 2);
+	compactor_hold(&c, false);
+	for (int i = 0; i < 10000 && !__atomic_load_n(&done, __ATOMIC_RELAXED); i++)
+		usleep(1000);
+	ck_assert_int_eq(done, 1);
+	compactor_figures(&c, &f);
+	ck_assert_uint_eq(f.images, 1);
+	ck_assert(!f.running && f.bytes_in > 0 && f.bytes_out > 0);
+	ck_assert(compactor_last(&c, &res) && res.ok && strcmp(res.file, path) == 0);
+	expect_image_is_mem();
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	compactor_hold(&c, true);
+	ck_assert_int_eq(compactor_add(&c, path), 0);
+	for (int i = 0; i < 1000 && (compactor_figures(&c, &f), !f.held); i++)
+		usleep(1000);
+	compactor_fini(&c);
+	expect_untouched(st.st_ino, 1);
+	ck_assert_int_eq(done, 1);
+}
+END_TEST
+
+START_TEST(test_precopy_rewrites)
+{
+	precopy_rewrites(IMG_CODEC_NONE);
+	precopy_rewrites(IMG_CODEC_ZSTD);
 }
 END_TEST
 
@@ -1254,6 +1491,8 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_links_never_followed);
 	tcase_add_test(tc, test_section_lengths_bounded);
 	tcase_add_test(tc, test_precopy_rewrites);
+	tcase_add_test(tc, test_compact);
+	tcase_add_test(tc, test_compactor);
 	suite_add_tcase(s, tc);
 	return s;
 }

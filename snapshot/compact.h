@@ -1,0 +1,45 @@
+/*
+ * compact.h - an image rewritten smaller in place: its raw and LZ4 chunks as zstd
+ * frames, its patch area folded into its chunks (snapshot/compact.c); and the section
+ * copy it shares with merge.c.
+ */
+#ifndef CCVM_COMPACT_H
+#define CCVM_COMPACT_H
+
+#include "image.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define COMPACT_LEVEL 3 /* zstd's own default: ~0.45x of Redis' memory (docs/snapshots.md) */
+
+struct compact_job {
+	int level;           /* zstd level of the frames it makes */
+	bool relevel;        /* zstd frames made again at @level too (else kept as they are) */
+	bool direct;         /* reads with O_DIRECT (the monitor's idle compaction) */
+	/* Called before each chunk: a nonzero return gives the compaction up with it, the
+	 * image as it was; it may block (a snapshot running), which holds the compaction. */
+	int (*yield)(void *ctx);
+	void *ctx;
+	/* Out: the image's bytes on disk before and after. */
+	uint64_t bytes_in, bytes_out;
+};
+
+/*
+ * img_compact - rewrite the full image @path: every chunk read and checked, stored as
+ * a zstd frame where that saves a page (a zstd frame without patches is kept as it
+ * is unless @job->relevel), the patches folded in, every section copied (a long one a
+ * MiB at a time). Written under a temporary name beside it and renamed over it only
+ * when whole and only if @path is still the file that was read, so the name always
+ * holds a valid image and a kill leaves the old one (its temporary is swept by the
+ * next writer of that name). An incremental image is refused (merge it first).
+ * Returns 0 or -errno with a message in @err.
+ */
+int img_compact(const char *path, struct compact_job *job, char err[IMG_ERR_LEN]);
+
+/* Every section of @r into @w but the ones img_finish makes (checksums, encoding,
+ * patches) and a child's lineage; a section longer than a MiB streamed a MiB at a time
+ * and checked against its checksum as it goes. 0 or -errno. */
+int img_copy_sections(const struct img_reader *r, struct img_writer *w);
+
+#endif
