@@ -356,11 +356,13 @@ static int img_check_sections(struct img_reader *r, uint64_t table_off, char err
 
 		data = NULL;
 		rc = keep ? img_read_section(r, &r->sec[i], &data) : img_section_verify(r, &r->sec[i]);
-		if (rc)
-			return img_fail(err, -EINVAL, "section %d (type %u, %llu bytes) %s", i,
-					r->sec[i].type, (unsigned long long)r->sec[i].length,
-					rc == -EBADMSG ? "fails its checksum (damaged)" :
-							 "cannot be read");
+		if (rc) {
+			rc = img_fail(err, -EINVAL, "section %d (type %u, %llu bytes) %s", i,
+				      r->sec[i].type, (unsigned long long)r->sec[i].length,
+				      rc == -EBADMSG ? "fails its checksum (damaged)" :
+						       "cannot be read");
+			goto out; /* (the sections kept so far are freed there) */
+		}
 		if (r->sec[i].type == IMG_SEC_CHUNKS && !r->chunk_hash)
 			r->chunk_hash = data;
 		else if (r->sec[i].type == IMG_SEC_ENCODING && !encoding)
@@ -385,6 +387,7 @@ static int img_check_sections(struct img_reader *r, uint64_t table_off, char err
 		rc = img_parse_lineage(r, parent, &mask, err);
 	if (!rc)
 		rc = img_parse_patches(r, patches, table_off, err);
+out:
 	free(encoding);
 	free(parent);
 	free(mask);

@@ -37,6 +37,15 @@ bench/results/HOST-CLASS) redis_peers.csv
 (a row per run), redis_peers_summary.csv and redis_peers.md (mean and 95% CI) and
 redis_peers.png; each records commit, machine, THP mode and the servers' huge pages.
 
+ccvm-compact is ccvm-ccow with compaction in idle time (--snapshot-compact idle, the
+default of `ccvm run`): its images are kept until the compactor is done with them, the
+driver follows its `compacted` events, and the seconds a compaction overlapped and no
+snapshot did give p999_compact_us (ops-weighted, as above), compact_s the seconds
+compactions took (wall, from request to rename, with the time a snapshot held them) and
+compactions their count; compact_vs_none is, per round, p999_compact_us over ccvm-none's
+run_p999_us. Every other ccvm system runs with --snapshot-compact off and removes each
+image at once, as before compaction existed: their figures are the snapshot's alone.
+
 Each run starts once the machine is idle (the last run's server may still be giving
 its memory back). Besides the policies, ccvm-ccow-lazy, ccvm-rounds and ccvm-eager-N (N in
 10, 20, 50, 100) run ccow with --precopy lazy, rounds, or eager with --pause-budget-ms N;
@@ -92,6 +101,9 @@ for _ms in EAGER_BUDGETS_MS:
 # The default pre-copy (auto) with a pause budget of 100 ms: the budget's bound.
 SYSTEMS["ccvm-auto-100"] = ("ccvm", "ccow")
 EXTRA_ARGS["ccvm-auto-100"] = ["--pause-budget-ms", "100"]
+# The default path with compaction in idle time after each snapshot.
+SYSTEMS["ccvm-compact"] = ("ccvm", "ccow")
+EXTRA_ARGS["ccvm-compact"] = ["--snapshot-compact", "idle"]
 BASELINE = {"native": "native", "ccvm": "ccvm-none"}
 # PARENT, a built tree of another commit: each ccvm system NAME has a twin NAME@parent
 # run with PARENT's ccvm, so old build and new run in the same shuffled rounds.
@@ -103,7 +115,7 @@ if PARENT:
             EXTRA_ARGS[_name + "@parent"] = EXTRA_ARGS[_name]
 METRICS = ["ops_per_s", "during", "lost_s", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
            "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots",
-           "tracker_stall_ms", "tracker_lost_ms"]
+           "tracker_stall_ms", "tracker_lost_ms", "p999_compact_us", "compact_s", "compactions"]
 
 
 def free_port():
@@ -144,6 +156,9 @@ class Server:
                      else peers.CCVM)
         self.port = 0
         self.windows, self.durations, self.images = [], [], []
+        self.compact = "--snapshot-compact" in EXTRA_ARGS.get(name, [])
+        self.compactions = []      # (start, end) wall clock, from the compacted events
+        self.events = None
 
     def start(self):
         """Start on a free port below the kernel's ephemeral range (client sockets of
@@ -169,6 +184,8 @@ class Server:
                 args += ["--rw", self.work]
             elif self.mode:
                 args += ["--snapshot-policy", self.mode]
+            if not self.compact:
+                args += ["--snapshot-compact", "off"]
             args += EXTRA_ARGS.get(self.name, [])
             args += ["--", shutil.which(redis) or redis, "--port", "6379", "--save", "", "--appendonly", "no",
                      "--dir", self.work]
@@ -213,7 +230,31 @@ class Server:
                 f.write(json.dumps(dict(fig, system=self.name)) + "\n")
         self.durations.append(fig["duration_ms"] / 1000)
         self.images.append(peers.allocated_bytes(path))
-        os.unlink(path)
+        if not self.compact:   # (else the events' reader removes it once compacted)
+            os.unlink(path)
+
+    def follow_compactions(self):
+        """ccvm-compact: the monitor's events, read in a thread: each compaction's window
+        (its end less its milliseconds) and its image removed once done with."""
+        self.events = subprocess.Popen([self.ccvm, "ctl", self.sock, "events"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       stdin=subprocess.DEVNULL, text=True)
+
+        def reader():
+            for line in self.events.stdout:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("event") == "compacted":
+                    end = time.time()
+                    self.compactions.append((end - ev["ms"] / 1000, end))
+                if ev.get("event") in ("compacted", "compaction-failed"):
+                    try:
+                        os.unlink(ev["file"])
+                    except OSError:
+                        pass
+        threading.Thread(target=reader, daemon=True).start()
 
     def bgsave(self):
         """BGSAVE and wait for its end: rdb_saves (Redis 7) counts finished saves."""
@@ -256,6 +297,8 @@ class Server:
     def stop(self):
         redis_cli(self.port, "shutdown", "nosave")
         peers.stop_process(self.proc)
+        if self.events:
+            peers.stop_process(self.events)
         self.log.close()
 
 
@@ -315,6 +358,8 @@ def one_run(name, wl, cfg, work, target):
         ycsb(srv.port, "--phase", "load", "--records", str(cfg["records"]), "--clients", "8",
              "--pipeline", "16", timeout=1800)
         huge = srv.huge_kib()
+        if srv.compact:
+            srv.follow_compactions()
         sampler = peers.PssSampler(srv.proc.pid)
         sampler.start()
         tl, hist = os.path.join(work, "tl.csv"), os.path.join(work, "hist.csv")
@@ -368,6 +413,10 @@ def measure(srv, summary, tl_path, hist_path, pss, huge):
                  for r in csv.DictReader(l for l in open(hist_path) if not l.startswith("#"))]
     # Second s covers [t0 + s - 1, t0 + s): those a snapshot window overlapped.
     inside = {s for s in per_sec for a, b in srv.windows if t0 + s - 1 < b and t0 + s > a}
+    # Those a compaction overlapped and no snapshot did.
+    compacting = {s for s in per_sec for a, b in srv.compactions
+                  if t0 + s - 1 < b and t0 + s > a} - inside
+    p999_compact = merged_quantiles(hist_rows, compacting)[1] if compacting else 0.0
     n_in = len(inside)
     ops_in = sum(int(per_sec[s]["ops_per_s"]) for s in inside)
     p99, p999 = merged_quantiles(hist_rows, inside) if inside else (0.0, 0.0)
@@ -388,6 +437,8 @@ def measure(srv, summary, tl_path, hist_path, pss, huge):
         "extra_mb": max(0, max(during, default=pss0) - pss0) / 1024,
         "image_mb": sum(srv.images) / len(srv.images) / (1 << 20) if srv.images else 0.0,
         "snapshots": len(srv.windows), "huge_mib": huge / 1024,
+        "p999_compact_us": p999_compact, "compactions": len(srv.compactions),
+        "compact_s": sum(b - a for a, b in srv.compactions),
     }
 
 
@@ -450,7 +501,33 @@ def write_outputs(out, header, rows, target):
                     f"{ci(s['huge_mib'], '%.0f')} | {ci(s['tracker_stall_ms'], '%.1f')} | "
                     f"{ci(s['tracker_lost_ms'], '%.0f')} |\n")
         twins(f, rows)
+        compaction(f, rows)
     plot(out, summary, header)
+
+
+def compaction(f, rows):
+    """ccvm-compact: p99.9 in the seconds a compaction ran over ccvm-none's whole run,
+    per round; 1 inside the CI: they match."""
+    got = [r for r in rows if r["system"] == "ccvm-compact"]
+    if not got:
+        return
+    f.write("\nCompaction in idle time (ccvm-compact): p99.9 in the seconds a compaction "
+            "overlapped and no snapshot did, over ccvm-none's run p99.9 in the same round "
+            "(mean ± 95% CI of the per-round ratio; 1 inside the CI: they match).\n\n"
+            "| workload | n | p99.9 compacting ms | ccvm-none run p99.9 ms | ratio | "
+            "compactions per run | compaction s each |\n|---|---|---|---|---|---|---|\n")
+    for wl in sorted({r["workload"] for r in got}):
+        mine = [r for r in got if r["workload"] == wl and r["compactions"]]
+        base = {r["round"]: r for r in rows if r["workload"] == wl and r["system"] == "ccvm-none"}
+        ratios = [r["p999_compact_us"] / base[r["round"]]["run_p999_us"] for r in mine
+                  if r["round"] in base and base[r["round"]]["run_p999_us"] and r["p999_compact_us"]]
+        each = [r["compact_s"] / r["compactions"] for r in mine]
+        f.write(f"| {wl} | {len(ratios)} | "
+                f"{peers.fmt_ci(peers.mean_ci([r['p999_compact_us'] / 1000 for r in mine])[1:], '%.1f')} | "
+                f"{peers.fmt_ci(peers.mean_ci([b['run_p999_us'] / 1000 for b in base.values()])[1:], '%.1f')} | "
+                f"{peers.fmt_ci(peers.mean_ci(ratios)[1:], '%.2f')} | "
+                f"{peers.fmt_ci(peers.mean_ci([r['compactions'] for r in mine])[1:], '%.1f')} | "
+                f"{peers.fmt_ci(peers.mean_ci(each)[1:], '%.2f')} |\n")
 
 
 def twins(f, rows):
