@@ -497,7 +497,10 @@ static void eb_compaction_wait(struct eb *b, uint64_t *last_u, double *last_t)
 		return;
 	for (;;) {
 		snap_compaction_figures(b->e, &cf);
-		if ((!cf.running && !cf.waiting) || mono_s() - t0 > EB_COMPACT_WAIT_S)
+		/* Every image the snapshots handed over accounted for (the last one is handed
+		 * over just after its snapshot says it is done). */
+		if ((cf.images + cf.failed + cf.dropped >= b->snapshots - b->failed && !cf.running &&
+		     !cf.waiting) || mono_s() - t0 > EB_COMPACT_WAIT_S)
 			break;
 		eb_sleep_ms(EB_SAMPLE_MS);
 		eb_sample(b, false, last_u, last_t);
