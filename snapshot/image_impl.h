@@ -63,9 +63,7 @@ struct img_writer {
 		uint64_t got[IMG_PAGES_PER_CHUNK / 64]; /* its pages gathered */
 		uint8_t *chunk;    /* per chunk: IMG_PRE_CHUNK_* */
 		uint64_t *slot;    /* per page: its slot's file offset, 0 for none */
-		uint16_t *slots;   /* per chunk: its pages with a slot (atomic) */
 		uint64_t n;        /* pages with a slot (atomic) */
-		int rfd;           /* the image read back, to frame a chunk again (or -1) */
 		bool reserved;     /* the instant's slots are set aside: taken from here */
 		uint64_t res_next, res_end; /* (res_next atomic) */
 	} pre;

@@ -44,7 +44,6 @@ static uint64_t img_patch_slot(struct img_writer *w, uint64_t pfn)
 		off = __atomic_fetch_add(&w->tail, PAGE_SIZE, __ATOMIC_ACQ_REL);
 	}
 	w->pre.slot[pfn] = off;
-	__atomic_fetch_add(&w->pre.slots[pfn / IMG_PAGES_PER_CHUNK], 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&w->pre.n, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&w->stored, PAGE_SIZE, __ATOMIC_RELAXED);
 	return off;

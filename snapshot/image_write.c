@@ -84,7 +84,6 @@ int img_create_at(int dir, const char *final_path, const struct img_header_info 
 	w->info = *info;
 	w->tail = IMG_MEM_OFFSET + info->ram_size;
 	w->pre.cur = UINT64_MAX;
-	w->pre.rfd = -1;
 	w->n_chunks = info->ram_size / IMG_CHUNK;
 	w->chunk_hash = calloc(w->n_chunks, sizeof(uint64_t));
 	w->chunk_pages = calloc(w->n_chunks, sizeof(uint32_t));
@@ -592,9 +591,6 @@ void img_forget(struct img_writer *w)
 	free(w->pre.scratch);
 	free(w->pre.chunk);
 	free(w->pre.slot);
-	free(w->pre.slots);
-	if (w->pre.rfd >= 0)
-		close(w->pre.rfd);
 	cauto_fini(&w->own_auto);
 	if (w->dir >= 0)
 		close(w->dir);

@@ -1450,74 +1450,6 @@ START_TEST(test_compactor)
 }
 END_TEST
 
-/* A page of text-like bytes (compresses ~4x) for @seed. */
-static void text_page(uint8_t *p, unsigned seed)
-{
-	for (unsigned i = 0; i < PAGE_SIZE; i++)
-		p[i] = (uint8_t)("the quick brown fox jumps "[(i + seed) % 26] + (i % 97 == 0 ? seed : 0));
-}
-
-/* Rounds that reach new pages of a framed chunk, round after round: past what its
- * frame is worth in slots, the chunk is framed again from its bytes read back (the
- * slots given up), so the patch area stays small; then a zero page and one written
- * after the instant. The image reads as the instant. */
-START_TEST(test_precopy_reframes)
-{
-	struct img_header_info info = { .ram_size = RAM, .codec = IMG_CODEC_ZSTD, .level = 1 };
-	const uint64_t per = IMG_CHUNK / PAGE_SIZE;
-	uint8_t *want = calloc(1, RAM), *scratch = aligned_alloc(PAGE_SIZE, IMG_SCRATCH_SIZE);
-	uint8_t what[IMG_CHUNK / PAGE_SIZE];
-	struct img_writer *w;
-	struct img_reader r;
-	char err[IMG_ERR_LEN];
-
-	ck_assert_ptr_nonnull(want);
-	ck_assert_ptr_nonnull(scratch);
-	for (uint64_t p = 0; p < per; p++)
-		text_page(want + p * PAGE_SIZE, (unsigned)p);
-	ck_assert_int_eq(img_create(path, &info, &w), 0);
-	ck_assert_int_eq(img_precopy_begin(w), 0);
-	ck_assert_int_eq(img_precopy_pages(w, 0, want, per), 0);
-	ck_assert_int_eq(img_precopy_first_done(w), 0);
-	/* Later rounds: 40 new pages each, 8 rounds: 320 pages, far past 32 slots. */
-	for (int round = 1; round <= 8; round++) {
-		for (uint64_t p = (uint64_t)(round - 1) * 40; p < (uint64_t)round * 40; p++)
-			text_page(want + p * PAGE_SIZE, (unsigned)(p + 1000 * round));
-		ck_assert_int_eq(img_precopy_pages(w, (uint64_t)(round - 1) * 40,
-						   want + (uint64_t)(round - 1) * 40 * PAGE_SIZE, 40), 0);
-	}
-	/* The instant: all kept but page 400 (now zero) and 401 (written since). */
-	for (uint64_t p = 0; p < per; p++)
-		if (p != 400 && p != 401)
-			img_precopy_keep(w, p);
-	memset(want + 400 * PAGE_SIZE, 0, PAGE_SIZE);
-	text_page(want + 401 * PAGE_SIZE, 77777);
-	memset(what, IMG_PAGE_DONE, sizeof(what));
-	what[400] = IMG_PAGE_HOLE;
-	what[401] = IMG_PAGE_DATA;
-	{
-		uint64_t zero;
-
-		ck_assert_int_eq(img_chunk_prepare(w, 0, want, what, &zero), 0);
-		ck_assert_int_eq(img_chunk_write(w, 0, want, what, scratch), 0);
-		for (uint64_t c = 1; c < RAM / IMG_CHUNK; c++) {
-			memset(what, IMG_PAGE_HOLE, sizeof(what));
-			ck_assert_int_eq(img_chunk_prepare(w, c, want + c * IMG_CHUNK, what, &zero), 0);
-			ck_assert_int_eq(img_chunk_write(w, c, want + c * IMG_CHUNK, what, scratch), 0);
-		}
-	}
-	ck_assert_int_eq(img_finish(w), 0);
-	expect_image_is_mem_at(path, want);
-	ck_assert_msg(img_open(path, &r, err) == 0, "%s", err);
-	ck_assert_int_eq(r.enc[0].codec, IMG_CODEC_ZSTD);
-	ck_assert_uint_lt(r.n_patches, 80); /* not 322: framed again on the way */
-	ck_assert_uint_eq(r.enc[0].data_pages, per - 1);
-	img_close(&r);
-	free(want);
-	free(scratch);
-}
-END_TEST
-
 START_TEST(test_precopy_rewrites)
 {
 	precopy_rewrites(IMG_CODEC_NONE);
@@ -1560,7 +1492,6 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_section_lengths_bounded);
 	tcase_add_test(tc, test_precopy_rewrites);
 	tcase_add_test(tc, test_compact);
-	tcase_add_test(tc, test_precopy_reframes);
 	tcase_add_test(tc, test_compactor);
 	suite_add_tcase(s, tc);
 	return s;
