@@ -334,14 +334,19 @@ def per(rows, key, **match):
             and r.get(key) is not None]
 
 
+def none_of(rows, r, key):
+    """The row of `none` (under @key) in @r's dataset, disk and round, or None."""
+    base = [b for b in rows if b["dataset"] == r["dataset"] and b["round"] == r["round"]
+            and b[key] == "none" and b.get("disk") == r.get("disk")]
+    return base[0] if base else None
+
+
 def add_default_ratios(rows):
     """Each configuration's figures over none's, same dataset, disk and round."""
     for r in rows:
-        base = [b for b in rows if b["dataset"] == r["dataset"] and b["round"] == r["round"]
-                and b["config"] == "none" and b["disk"] == r["disk"]]
-        if not base:
+        b = none_of(rows, r, "config")
+        if not b:
             continue
-        b = base[0]
         r["duration_vs_none"] = r["duration_ms_mean"] / b["duration_ms_mean"]
         r["total_vs_none"] = r["total_ms"] / b["total_ms"]
         r["disk_vs_none"] = r["disk_per_image"] / b["disk_per_image"]
@@ -389,11 +394,10 @@ def default_report(head, rows):
 def add_ratios(rows):
     """Each codec's disk blocks and duration over none's, same dataset and round."""
     for r in rows:
-        base = [b for b in rows if b["dataset"] == r["dataset"] and b["round"] == r["round"]
-                and b["codec"] == "none" and b.get("disk") == r.get("disk")]
-        if base:
-            r["disk_vs_none"] = r["disk_per_image"] / base[0]["disk_per_image"]
-            r["duration_vs_none"] = r["duration_ms_mean"] / base[0]["duration_ms_mean"]
+        b = none_of(rows, r, "codec")
+        if b:
+            r["disk_vs_none"] = r["disk_per_image"] / b["disk_per_image"]
+            r["duration_vs_none"] = r["duration_ms_mean"] / b["duration_ms_mean"]
 
 
 def report(head, heads, rows):
