@@ -17,7 +17,9 @@
  * LZ4 -4, LZ4 1, zstd -1, 1, 3) and moves it by the difference of the two over their
  * sum, smoothed over the last chunks. A fractional place mixes the two rungs around
  * it, chunk by chunk, and the mix settles where the compressors just keep up with the
- * disk: the fastest point, and on a slow disk or with idle cores the smallest too. A
+ * disk: the fastest point, and on a slow disk or with idle cores the smallest too. The
+ * place stays an eighth of a rung above raw at least (CAUTO_STEP_MIN): at raw alone
+ * nothing would be compressed, so nothing seen could move it back up. A
  * throttled disk that banked credit takes writes fast for a while, so auto steps down,
  * and climbs back as the credit drains. With one thread nothing overlaps: compressing
  * pays when the write time it saves, at the disk's measured rate, exceeds its own.
@@ -130,7 +132,7 @@ static void cauto_steer(struct codec_auto *a)
 	if (a->gain + a->cost <= 0)
 		return; /* nothing seen yet */
 	a->step += CAUTO_MOVE * (a->gain - a->cost) / (a->gain + a->cost);
-	a->step = fmax(0.0, fmin((double)(CAUTO_RUNGS - 1), a->step));
+	a->step = fmax(CAUTO_STEP_MIN, fmin((double)(CAUTO_RUNGS - 1), a->step));
 }
 
 /* The rung for the next chunk: the one below the place, or above it for the place's

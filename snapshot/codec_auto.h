@@ -16,6 +16,12 @@
 /* The ladder auto climbs, from the cheapest to the smallest: raw, LZ4 -4, LZ4 1,
  * zstd -1, 1, 3. */
 #define CAUTO_RUNGS 6
+/* The lowest place: one chunk in eight still goes at the first rung above raw. At raw
+ * alone nothing is compressed, so nothing is seen that could move the place back up:
+ * one writer thread on a throttled disk whose banked credit made its first chunks'
+ * writes look fast sank to raw and stored 70% of a snapshot raw, where the disk then
+ * took 250 MB/s (LZ4 -4 costs little where raw is right). */
+#define CAUTO_STEP_MIN 0.125 /* (a place on the ladder, in rungs) */
 
 /* A chunk whose first CAUTO_PROBE bytes do not shrink by CAUTO_PROBE_GAIN under LZ4
  * is stored raw (as ZFS's early abort): ~20 us of LZ4 spares a 2 MiB chunk's ~4 ms of

@@ -185,7 +185,8 @@ int snap_create(struct snap_engine *e, const struct snap_request *req, char *err
 			/* planned again, paused */
 			cow_pool_prepare(&e->cow, e->plan.regions_hot, m->pause_copies ?
 					 (uint64_t)(req->pause_budget_ms * 1e6) : 0);
-			if (m->arm == SNAP_ARM_ROUNDS)
+			/* (rounds that gave up leave the pause what eager leaves it) */
+			if (m->arm == SNAP_ARM_ROUNDS && !e->rounds.gave_up)
 				cow_pool_fit(&e->cow, rounds_pause_pages(
 						&e->rounds, (uint64_t)(req->pause_budget_ms * 1e6),
 						e->cow.page_ns));

@@ -110,6 +110,7 @@ static void *snap_rounds_thread(void *arg)
 	tracker_hold(e->tracker, true);
 	e->rounds.page_ns = e->cow.page_ns;
 	e->rounds.rate = req->rate;
+	e->rounds.may_give_up = e->auto_rounds; /* (asked for by name, rounds run whole) */
 	rc = rounds_run(&e->rounds, &(struct rounds_sink){ .pages = snap_rounds_sink,
 							   .first_done = snap_rounds_first_done,
 							   .ctx = e->img },
@@ -120,12 +121,19 @@ static void *snap_rounds_thread(void *arg)
 	e->cur.rounds = e->rounds.rounds;
 	e->cur.pages_presaved = e->rounds.pages_sent;
 	e->cur.presave_ms = (mono_ns() - t0) / 1000000ULL;
+	e->cur.rounds_gave_up = e->rounds.gave_up;
 	pthread_mutex_unlock(&e->lock);
+	if (!rc && e->rounds.gave_up)
+		log_debug("snapshot %llu: the guest wrote again most of what round 0 sent: "
+			 "no more rounds, the pause takes the rest", (unsigned long long)e->cur.id);
 	if (!rc && e->auto_rounds && !e->rounds.converged) {
 		log_debug("snapshot %llu: its rounds did not converge: auto takes eager next",
 			  (unsigned long long)e->cur.id);
 		e->auto_dense = true;
 	}
+	/* From the instant the snapshot's I/O threads write what is left (all of it past
+	 * where round 0 gave up): auto weighs their overlap again. */
+	cauto_begin(&e->cauto, req->threads);
 	if (rc)
 		snprintf(err, sizeof(err), "%s", rc == -ECANCELED ? "cancelled" : "pre-copy rounds");
 	else

@@ -60,11 +60,12 @@ json_t *snap_figures_json(const struct snap_figures *f)
 		json_object_set_new(o, "regions_background",
 				    json_integer((json_int_t)f->regions_background));
 	if (f->policy == SNAP_CCOW && f->precopy == SNAP_PRECOPY_ROUNDS)
-		json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I}", "rounds",
+		json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:b}", "rounds",
 						    (json_int_t)f->rounds, "pages_presaved",
 						    (json_int_t)f->pages_presaved, "presave_ms",
 						    (json_int_t)f->presave_ms, "pages_redirtied",
-						    (json_int_t)f->pages_redirtied));
+						    (json_int_t)f->pages_redirtied, "rounds_gave_up",
+						    f->rounds_gave_up));
 	if (f->policy == SNAP_COW || f->policy == SNAP_CCOW) {
 		json_object_set_new(o, "faults_parallel_max",
 				    json_integer((json_int_t)f->faults_parallel_max));

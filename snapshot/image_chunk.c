@@ -204,17 +204,32 @@ int img_chunk_frame(struct img_writer *w, uint64_t c, const void *data, uint64_t
 	return img_chunk_store(w, c, scratch, (uint64_t)n, (uint8_t)ch.codec, count);
 }
 
+/* No pre-copy wrote into chunk @c (none ran, or round 0 stopped before it): a frame
+ * may stand at its place. Where one did, its bytes may lie anywhere in the chunk's
+ * place (or its frame there, image_pre.c). */
+static bool img_pre_untouched(const struct img_writer *w, uint64_t c)
+{
+	if (!w->pre_bits)
+		return true;
+	if (w->pre.chunk && w->pre.chunk[c] != IMG_PRE_CHUNK_NONE)
+		return false;
+	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
+		if (w->pre_bits[c * IMG_PAGES_PER_CHUNK + i])
+			return false;
+	return true;
+}
+
 /*
  * Chunk @c as one frame: compressed, when the image has a codec, a sample says it is
  * worth it and the frame saves at least one page on disk; or a child's held pages packed, without one. Never when a
- * page of the chunk was recorded on its own, nor in a pre-copy (round 0 framed what it
- * could: image_pre.c). Returns 1 when the chunk is to be stored
+ * page of the chunk was recorded on its own, nor where a pre-copy wrote (round 0
+ * framed what it could: image_pre.c). Returns 1 when the chunk is to be stored
  * raw instead, 0 when written, or -errno.
  */
 static int img_chunk_compress(struct img_writer *w, uint64_t c, const void *data,
 			      const uint8_t *what, uint64_t pages, uint8_t *scratch)
 {
-	if (!pages || !scratch || w->pre_bits) /* a pre-copy's bytes may lie anywhere */
+	if (!pages || !scratch || !img_pre_untouched(w, c))
 		return 1;
 	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++)
 		if (what[i] == IMG_PAGE_DONE)
@@ -234,7 +249,8 @@ static int64_t img_frame_pages(const struct img_writer *w, uint64_t c, uint64_t 
 {
 	uint64_t pages = 0;
 
-	if (c >= w->n_chunks || w->held || w->pre_bits || w->info.codec == IMG_CODEC_NONE ||
+	if (c >= w->n_chunks || w->held || !img_pre_untouched(w, c) ||
+	    w->info.codec == IMG_CODEC_NONE ||
 	    w->info.codec == IMG_CODEC_AUTO) /* (a frame's codec is the image's) */
 		return -EINVAL;
 	for (uint64_t i = 0; i < IMG_PAGES_PER_CHUNK; i++) {

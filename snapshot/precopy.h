@@ -54,7 +54,8 @@ struct snap_rounds {
 	uint64_t *seen;          /* watched pages the log saw written before the instant */
 	uint64_t *prev;          /* defer_hot: what the last harvest found written */
 	uint64_t *deferred;      /* defer_hot: written in two harvests running: to the pause */
-	uint64_t *pending;       /* defer_hot: hot by the heat, left out of round 0 */
+	uint64_t *pending;       /* defer_hot: hot by the heat, left out of round 0; else
+				  * what round 0's look at the log found written again */
 	uint32_t *hot;           /* the heat's ranking, for held */
 	uint8_t *buf;            /* runs are copied here, then written */
 	bool logging, marking;
@@ -62,6 +63,8 @@ struct snap_rounds {
 	/* Figures of the running snapshot. */
 	uint64_t rounds, pages_sent, pages_redirtied, n_held;
 	bool converged;          /* the last rounds ended with what is left under budget */
+	bool gave_up;            /* round 0 was cut short (may_give_up) */
+	bool peeked;             /* round 0 has looked at the log (may_give_up) */
 	uint64_t pages_left;     /* what the last instant left the pause to copy (kept) */
 	uint64_t page_ns;        /* a page copied in the pause, as the last one measured */
 	uint64_t rate;           /* bytes/s the rounds may write (the request's; 0: any) */
@@ -72,6 +75,8 @@ struct snap_rounds {
 	uint64_t n_order, region_pages; /* ... of this many regions of this many pages */
 	unsigned max_rounds;     /* at most this many rounds (0: ROUNDS_MAX) */
 	bool learn_page_ns;      /* page_ns as round 0 went (a stream's pace, not memcpy's) */
+	bool may_give_up;        /* round 0 stops where the writer has already written
+				  * again most of what it sent (rounds_hopeless) */
 	bool defer_hot;          /* held pages skip round 0, and a page written in two
 				  * harvests running waits for the pause (each round's copy
 				  * of it would be stale by the next) */
@@ -96,6 +101,9 @@ const char *rounds_refusal(const struct snap_rounds *r);
  * as a quarter of the budget copies, are never watched: a watched page costs the guest a
  * fault at its next write (~30 us in our VMs), and those would be written again
  * anyway; the pause copies them. Paced at @r->rate bytes/s when set (--rate).
+ * With @r->may_give_up, round 0 looks at the log once, and where the writer has
+ * already written again most of what it sent, stops there (gave_up, not converged):
+ * the pause then takes the rest as a snapshot without rounds does.
  * 0, -ECANCELED when *@stop turns true, or -errno;
  * rounds_end in any case afterwards.
  */

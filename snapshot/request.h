@@ -108,8 +108,9 @@ struct snap_figures {
 	uint64_t pause_protect_us; /* and write-protecting the rest (cow, ccow) */
 	/* --precopy rounds: rounds written before the pause, the pages they wrote, the
 	 * time from the request to the pause, and the pages the pause found rewritten
-	 * since their last round. */
+	 * since their last round; whether auto's rounds gave up in round 0. */
 	uint64_t rounds, pages_presaved, presave_ms, pages_redirtied;
+	bool rounds_gave_up;
 };
 
 /* Threads of the copy-on-write data path, and their priorities: fault threads first

@@ -136,15 +136,19 @@ START_TEST(test_steps_down_when_compressing_is_slower)
 {
 	struct codec_auto a;
 	struct cauto_choice ch;
+	int raw = 0;
 
 	ca_text_at(&a, 2, CAUTO_RUNGS - 1);
 	for (int i = 0; i < 200; i++) {
 		ca_choose(&a, &ch);
 		ca_through(&a, 5000, 1000);
 	}
-	ca_choose(&a, &ch);
-	ck_assert_msg(a.step == 0, "step %.2f", a.step);
-	ck_assert_int_eq(ch.codec, IMG_CODEC_NONE);
+	ck_assert_msg(a.step == CAUTO_STEP_MIN, "step %.2f", a.step);
+	for (int i = 0; i < 8; i++) { /* at the floor: raw but one chunk in eight */
+		ca_choose(&a, &ch);
+		raw += ch.codec == IMG_CODEC_NONE;
+	}
+	ck_assert_int_eq(raw, 7);
 	ck_assert(ch.probe < 0.7); /* not the early abort */
 	cauto_fini(&a);
 }
@@ -208,10 +212,30 @@ START_TEST(test_one_thread_weighs_saved_writes)
 			ca_choose(&a, &ch);
 			ca_through(&a, 1000, 0);
 		}
-		ck_assert_msg(a.step == (fast ? 0 : CAUTO_RUNGS - 1), "disk %s: step %.2f",
+		ck_assert_msg(a.step == (fast ? CAUTO_STEP_MIN : CAUTO_RUNGS - 1), "disk %s: step %.2f",
 			      fast ? "fast" : "slow", a.step);
 		cauto_fini(&a);
 	}
+}
+END_TEST
+
+/* One thread, at the floor, on a slow disk: the chunk in eight still compressed shows
+ * what it saves, and auto climbs back (at raw alone it would never see it). Only the
+ * chunks auto compresses go through the compressor here, as in a snapshot. */
+START_TEST(test_one_thread_climbs_back_from_the_floor)
+{
+	struct codec_auto a;
+	struct cauto_choice ch;
+
+	ca_text_at(&a, 1, CAUTO_STEP_MIN);
+	a.disk_rate = 50e6;
+	for (int i = 0; i < 300; i++) {
+		ca_choose(&a, &ch);
+		if (ch.codec != IMG_CODEC_NONE)
+			ca_through(&a, 1000, 0);
+	}
+	ck_assert_msg(a.step == CAUTO_RUNGS - 1, "step %.2f", a.step);
+	cauto_fini(&a);
 }
 END_TEST
 
@@ -270,6 +294,7 @@ Suite *codec_auto_suite(void)
 	tcase_add_test(tc, test_settles_where_compressing_meets_writing);
 	tcase_add_test(tc, test_place_mixes_rungs);
 	tcase_add_test(tc, test_one_thread_weighs_saved_writes);
+	tcase_add_test(tc, test_one_thread_climbs_back_from_the_floor);
 	tcase_add_test(tc, test_disk_busy_union);
 	suite_add_tcase(s, tc);
 	return s;

@@ -101,7 +101,7 @@ static int eng_init(const struct snap_target *t, size_t pool_bytes)
 /* With the writers' dirty log given to the tracker (--precopy rounds needs one), and
  * writers at a rate a VM's guest might write at: flat out, they would rewrite every
  * page of this small memory in each round. */
-static bool eng_logged;
+static bool eng_logged, eng_flat;
 #define ENG_LOGGED_RATE 20000.0
 
 static void eng_setup_pool(size_t pool_bytes, bool text)
@@ -127,7 +127,8 @@ static void eng_setup_pool(size_t pool_bytes, bool text)
 	ck_assert_int_eq(load_start(&g.load, &g.mem, &(struct load_opts){ .threads = 2, .alpha = 0.6,
 									  .seed = 7, .reference = true,
 									  .data = eng_data,
-									  .rate = eng_logged ? ENG_LOGGED_RATE : 0 }), 0);
+									  .rate = eng_logged && !eng_flat ?
+										  ENG_LOGGED_RATE : 0 }), 0);
 }
 
 static void eng_setup(void)
@@ -147,6 +148,14 @@ static void eng_setup_logged_text(void)
 	eng_logged = true;
 	eng_setup_pool(ENG_MEM, true);
 	eng_logged = false;
+}
+
+/* Logged, and the writers flat out: they rewrite this memory faster than rounds copy. */
+static void eng_setup_logged_flat_text(void)
+{
+	eng_logged = eng_flat = true;
+	eng_setup_pool(ENG_MEM, true);
+	eng_logged = eng_flat = false;
 }
 
 static void eng_setup_text(void)
@@ -467,6 +476,64 @@ START_TEST(test_rounds_patched)
 	ck_assert_uint_gt(patches, 0);
 	load_stop(&g.load);
 	eng_lazy_exact();
+}
+END_TEST
+
+/* auto's rounds give up in round 0 when the writers have already rewritten most of
+ * what it sent (flat out, they rewrite all of this memory within milliseconds; the
+ * rounds paced at ENG_GIVE_UP_RATE watch the first piece for a quarter of a second
+ * before the look at the log): the rest is saved as a snapshot without rounds saves
+ * it, compressed, and the image is exact (eng_snapshot), eagerly and lazily. Whether a
+ * given snapshot gives up depends on how the threads ran, so up to a few are taken,
+ * auto sent back to rounds between them (one that gives up makes it take eager next). */
+#define ENG_GIVE_UP_RATE (8ULL << 20)
+
+START_TEST(test_rounds_give_up)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0.8,
+				    .rate = ENG_GIVE_UP_RATE, .precopy = SNAP_PRECOPY_AUTO,
+				    .codec = IMG_CODEC_ZSTD, .level = 1, .pause_budget_ms = 10 };
+	struct snap_figures f = { 0 };
+
+	if (!uffd_usable())
+		return;
+	for (int i = 0; i < 8 && !f.rounds_gave_up; i++) {
+		g.e.auto_dense = false;
+		f = eng_snapshot(&req);
+	}
+	ck_assert_msg(f.rounds_gave_up, "no snapshot of 8 gave up");
+	ck_assert_int_eq(f.precopy, SNAP_PRECOPY_ROUNDS);
+	ck_assert_uint_eq(f.rounds, 1);
+	ck_assert_uint_lt(f.pages_presaved, ENG_MEM / 4096);
+	load_stop(&g.load);
+	eng_lazy_exact();
+}
+END_TEST
+
+/* Chunks past where round 0 gave up are stored as frames: the image of a snapshot that
+ * gave up is mostly zstd (the writers' text compresses ~4x). */
+START_TEST(test_rounds_give_up_frames)
+{
+	struct snap_request req = { .file = g.file, .policy = SNAP_CCOW, .threshold = 0.8,
+				    .rate = ENG_GIVE_UP_RATE, .precopy = SNAP_PRECOPY_AUTO,
+				    .codec = IMG_CODEC_ZSTD, .level = 1, .pause_budget_ms = 10 };
+	struct snap_figures f = { 0 };
+	struct img_reader r;
+	uint64_t frames = 0;
+
+	if (!uffd_usable())
+		return;
+	for (int i = 0; i < 8 && !f.rounds_gave_up; i++) {
+		g.e.auto_dense = false;
+		f = eng_snapshot(&req);
+	}
+	ck_assert(f.rounds_gave_up);
+	eng_open(&r);
+	for (uint64_t c = 0; c < r.n_chunks; c++)
+		frames += r.enc[c].codec == IMG_CODEC_ZSTD;
+	ck_assert_msg(frames * 2 > r.n_chunks, "%llu frames of %llu chunks",
+		      (unsigned long long)frames, (unsigned long long)r.n_chunks);
+	img_close(&r);
 }
 END_TEST
 
@@ -1316,6 +1383,7 @@ Suite *engine_suite(void)
 	TCase *restore = tcase_create("restore");
 	TCase *rounds = tcase_create("pre-copy rounds");
 	TCase *rounds_z = tcase_create("pre-copy rounds, compressed");
+	TCase *rounds_flat = tcase_create("pre-copy rounds, writers flat out");
 
 	tcase_add_checked_fixture(tc, eng_setup, eng_teardown);
 	tcase_set_timeout(tc, ENG_TIMEOUT_S);
@@ -1368,6 +1436,11 @@ Suite *engine_suite(void)
 	tcase_set_timeout(rounds_z, ENG_TIMEOUT_S);
 	tcase_add_test(rounds_z, test_rounds_patched);
 	suite_add_tcase(s, rounds_z);
+	tcase_add_checked_fixture(rounds_flat, eng_setup_logged_flat_text, eng_teardown);
+	tcase_set_timeout(rounds_flat, ENG_TIMEOUT_S);
+	tcase_add_test(rounds_flat, test_rounds_give_up);
+	tcase_add_test(rounds_flat, test_rounds_give_up_frames);
+	suite_add_tcase(s, rounds_flat);
 
 	tcase_add_checked_fixture(restore, eng_setup, eng_teardown);
 	tcase_set_timeout(restore, ENG_TIMEOUT_S);
