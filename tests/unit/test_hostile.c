@@ -87,9 +87,8 @@ static void setup(void)
 	char f[PATH_MAX];
 	int fd;
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(f, sizeof(f), "%s/f", dir);
-	fd = open(f, O_CREAT | O_WRONLY, 0600);
+	fd = open(f, O_CREAT | O_WRONLY | O_TRUNC, 0600);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	ck_assert_int_eq(gmem_map(&mem, RAM), 0);
@@ -122,6 +121,25 @@ static void teardown(void)
 	free(p);
 	gmem_unmap(&mem);
 	close(sv[1]);
+	snprintf(f, sizeof(f), "%s/f", dir);
+	unlink(f);
+}
+
+/* The directory, made and removed by Check's own process around all the tests: a
+ * test that confines its process (test_personality_confined) ends with _exit, and
+ * could not remove it anyway (Landlock grants it the inside, not /tmp). */
+static void dir_make(void)
+{
+	if (!mkdtemp(dir)) {
+		perror("hostile: mkdtemp");
+		abort();
+	}
+}
+
+static void dir_remove(void)
+{
+	char f[PATH_MAX];
+
 	snprintf(f, sizeof(f), "%s/f", dir);
 	unlink(f);
 	rmdir(dir);
@@ -630,6 +648,7 @@ Suite *hostile_suite(void)
 	Suite *s = suite_create("hostile");
 	TCase *tc = tcase_create("flips");
 
+	tcase_add_unchecked_fixture(tc, dir_make, dir_remove);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_path_flips);
