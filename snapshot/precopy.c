@@ -53,9 +53,10 @@
  * hottest pages are held back for the pause. */
 #define ROUNDS_LEFT_SHARE 4
 #define ROUNDS_PACE_STEP_NS 50000000ULL /* a paced copy looks at the stop flag this often */
-/* may_give_up: round 0 looks at the log once it has sent this many pages (32 MiB), or
- * an eighth of a smaller memory ... */
-#define ROUNDS_PEEK_PAGES 8192
+/* may_give_up: round 0 looks at the log once it has sent this many pages (16 MiB: a
+ * share measured to a percent, and what round 0 sent before it gives up is written
+ * twice), or an eighth of a smaller memory ... */
+#define ROUNDS_PEEK_PAGES 4096
 #define ROUNDS_PEEK_DEN 8
 /* ... and stops when the writer has written again more than this share of the pages
  * it watched. Such a writer rewrites memory about as fast as a round writes it out:
