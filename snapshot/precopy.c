@@ -53,10 +53,12 @@
  * hottest pages are held back for the pause. */
 #define ROUNDS_LEFT_SHARE 4
 #define ROUNDS_PACE_STEP_NS 50000000ULL /* a paced copy looks at the stop flag this often */
-/* may_give_up: round 0 looks at the log once it has sent this many pages (16 MiB: a
- * share measured to a percent, and what round 0 sent before it gives up is written
- * twice), or an eighth of a smaller memory ... */
-#define ROUNDS_PEEK_PAGES 4096
+/* may_give_up: round 0 looks at the log once it has sent this many pages (32 MiB), or
+ * an eighth of a smaller memory ... (A count, not a time, so what the look sees
+ * depends on how long round 0 took to get there: at 16 MiB the zipf writer below had
+ * rewritten under a quarter of it on a 200 MB/s disk, the rounds ran whole and the
+ * image was 1.13x none's; at 32 MiB it gave up, 0.60x.) */
+#define ROUNDS_PEEK_PAGES 8192
 #define ROUNDS_PEEK_DEN 8
 /* ... and stops when the writer has written again more than this share of the pages
  * it watched. Such a writer rewrites memory about as fast as a round writes it out:
