@@ -7,8 +7,7 @@
  * only when there is CPU to spare), reads and writes with O_DIRECT (the page cache is
  * the guest's), and holds a chunk's buffers at a time. A snapshot or a migration wants
  * the disk and the cores: while one runs the thread holds still between two chunks, and
- * goes on after. It works a quarter of the time at most (compactor_rest). Stopping
- * gives the image being compacted up, as it was.
+ * goes on after. Stopping gives the image being compacted up, as it was.
  */
 #include "compactor.h"
 #include "compact.h"
@@ -33,47 +32,20 @@ void compactor_init(struct compactor *c, int level, int nice, bool idle,
 	c->ctx = ctx;
 }
 
-/* An idle compactor works a quarter of the time at most: after a chunk it rests three
- * times as long as the chunk took (at most COMPACTOR_REST_MAX_NS). SCHED_IDLE keeps it
- * off a core something else wants, but not out of what it shares with the guest's
- * core (caches, the disk's interrupts, on a nested host the sibling it runs on): in a
- * VM, Redis' p99.9 while compacting flat out was 1.3-1.5x its p99.9 between snapshots
- * without compaction in most rounds. */
-#define COMPACTOR_DUTY_DEN 4
-#define COMPACTOR_REST_MAX_NS 250000000ULL
-
-/* The rest after the chunk that started at @c->work_ns, waited under the lock; cut
- * short when the compactor stops. */
-static void compactor_rest(struct compactor *c)
-{
-	uint64_t now = mono_ns(), rest = (now - c->work_ns) * (COMPACTOR_DUTY_DEN - 1);
-	struct timespec until;
-
-	if (!c->idle || !c->work_ns || now <= c->work_ns)
-		return;
-	if (rest > COMPACTOR_REST_MAX_NS)
-		rest = COMPACTOR_REST_MAX_NS;
-	worker_deadline((double)rest / 1e9, &until);
-	while (!c->w.stop && worker_wait_until(&c->w, &until) == 0)
-		; /* (woken by a new image or a hold: rest on) */
-}
-
-/* Between two chunks: rest, then wait while a snapshot or a migration runs;
- * -ECANCELED once the compactor stops. */
+/* Between two chunks: wait while a snapshot or a migration runs; -ECANCELED once the
+ * compactor stops. */
 static int compactor_yield(void *ctx)
 {
 	struct compactor *c = ctx;
 	int rc;
 
 	pthread_mutex_lock(&c->w.lock);
-	compactor_rest(c);
 	c->fig.held = c->holds > 0;
 	while (c->holds > 0 && !c->w.stop)
 		worker_wait(&c->w);
 	c->fig.held = false;
 	rc = c->w.stop ? -ECANCELED : 0;
 	pthread_mutex_unlock(&c->w.lock);
-	c->work_ns = mono_ns();
 	return rc;
 }
 
@@ -83,7 +55,7 @@ static void compactor_one(struct compactor *c, char *path)
 	struct compact_job job = { .level = c->level, .direct = true, .yield = compactor_yield,
 				   .ctx = c };
 	struct compactor_result res = { .ok = true };
-	uint64_t t0 = c->work_ns = mono_ns();
+	uint64_t t0 = mono_ns();
 	int rc = img_compact(path, &job, res.error);
 
 	snprintf(res.file, sizeof(res.file), "%s", path);

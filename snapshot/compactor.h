@@ -40,15 +40,14 @@ struct compactor {
 	struct compactor_figures fig; /* under w.lock */
 	struct compactor_result last; /* under w.lock */
 	int level, nice;
-	bool idle;                  /* SCHED_IDLE, and a rest after each chunk */
-	uint64_t work_ns;           /* its thread's: when the chunk being done began */
+	bool idle;
 	void (*done)(void *ctx);    /* called from its thread after each image */
 	void *ctx;
 };
 
 /* A compactor making zstd frames at @level, its thread @nice levels down and, with
- * @idle, under SCHED_IDLE and at work a quarter of the time at most; @done (may be
- * NULL) told after each image. Its thread starts with the first image. */
+ * @idle, under SCHED_IDLE; @done (may be NULL) told after each image. Its thread
+ * starts with the first image. */
 void compactor_init(struct compactor *c, int level, int nice, bool idle,
 		    void (*done)(void *ctx), void *ctx);
 /* Give up the image being compacted (left as it was), drop the queue, join; its
