@@ -123,21 +123,24 @@ static void *snap_rounds_thread(void *arg)
 	e->cur.presave_ms = (mono_ns() - t0) / 1000000ULL;
 	e->cur.rounds_gave_up = e->rounds.gave_up;
 	pthread_mutex_unlock(&e->lock);
-	if (!rc && e->rounds.gave_up)
-		log_debug("snapshot %llu: the guest wrote again most of what round 0 sent: "
-			 "no more rounds, the pause takes the rest", (unsigned long long)e->cur.id);
 	if (!rc && e->auto_rounds && !e->rounds.converged) {
-		log_debug("snapshot %llu: its rounds did not converge: auto takes eager next",
-			  (unsigned long long)e->cur.id);
+		if (e->rounds.gave_up)
+			log_debug("snapshot %llu: the guest wrote again more than a quarter of what "
+				  "round 0 watched: no more rounds, the pause takes the rest, and "
+				  "auto takes eager next", (unsigned long long)e->cur.id);
+		else
+			log_debug("snapshot %llu: its rounds did not converge: auto takes eager next",
+				  (unsigned long long)e->cur.id);
 		e->auto_dense = true;
 	}
-	/* From the instant the snapshot's I/O threads write what is left (all of it past
-	 * where round 0 gave up): auto weighs their overlap again. */
-	cauto_begin(&e->cauto, req->threads);
-	if (rc)
+	if (rc) {
 		snprintf(err, sizeof(err), "%s", rc == -ECANCELED ? "cancelled" : "pre-copy rounds");
-	else
+	} else {
+		/* From the instant the snapshot's I/O threads write what is left (all of it
+		 * past where round 0 gave up): auto weighs their overlap again. */
+		cauto_begin(&e->cauto, req->threads);
 		rc = snap_instant(e, req, err, sizeof(err));
+	}
 	if (!rc)
 		snap_resume_live(e);
 	rounds_end(&e->rounds);
