@@ -54,11 +54,13 @@ its memory back). Besides the policies, ccvm-ccow-lazy, ccvm-rounds and ccvm-eag
 10, 20, 50, 100) run ccow with --precopy lazy, rounds, or eager with --pause-budget-ms N;
 ccvm-none-untracked runs without snapshots and without the coverage tracker
 (--coverage-window off), whose dirty-log windows are what ccvm-none pays besides.
+ccvm-none+idle is ccvm-none with a host busy loop under SCHED_IDLE (chrt -i 0) for the
+run phase: a compaction's CPU alone, without its disk or its locks.
 
 Environment: ROUNDS, RECORDS (default 250000), DURATION (run phase seconds, 30), GAP (2),
 TARGET, CLIENTS (8), WORKLOADS ("ycsb-a ycsb-b"), SYSTEMS (subset of native
 native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork ccvm-ccow-lazy
-ccvm-rounds ccvm-eager-N ccvm-auto-100 ccvm-none-untracked ccvm-bgsave), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
+ccvm-rounds ccvm-eager-N ccvm-auto-100 ccvm-none-untracked ccvm-none+idle ccvm-bgsave), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
 snapshot's figures appended as JSON lines), PARENT (a built tree of another commit:
 each ccvm system NAME gets a twin NAME@parent that runs PARENT's ccvm in the same
 rounds; the summary then adds each system's per-round p99.9 ratio to its twin). Without /dev/kvm the ccvm systems are left
@@ -107,6 +109,11 @@ EXTRA_ARGS["ccvm-auto-100"] = ["--pause-budget-ms", "100"]
 # The default path with compaction in idle time after each snapshot.
 SYSTEMS["ccvm-compact"] = ("ccvm", "ccow")
 EXTRA_ARGS["ccvm-compact"] = ["--snapshot-compact", "idle"]
+# ccvm-none with a busy loop under SCHED_IDLE beside it on the host for the run phase:
+# the CPU a compaction in idle time takes and nothing else (no disk, no lock, no
+# snapshot), so what idle-priority work alone costs the guest's latency on this host.
+SYSTEMS["ccvm-none+idle"] = ("ccvm", None)
+IDLE_SPIN = {"ccvm-none+idle"}
 BASELINE = {"native": "native", "ccvm": "ccvm-none"}
 # PARENT, a built tree of another commit: each ccvm system NAME has a twin NAME@parent
 # run with PARENT's ccvm, so old build and new run in the same shuffled rounds.
@@ -368,7 +375,9 @@ def one_run(name, wl, cfg, work, target):
         sampler.start()
         tl, hist = os.path.join(work, "tl.csv"), os.path.join(work, "hist.csv")
         stop, errors = threading.Event(), []
-        snap = None
+        snap = spin = None
+        if name.split("@")[0] in IDLE_SPIN:
+            spin = subprocess.Popen(["chrt", "-i", "0", "sh", "-c", "while :; do :; done"])
         if srv.mode:
             snap = threading.Thread(target=snapshot_loop, daemon=True, args=(
                 srv, cfg, time.time() + cfg["duration"], stop, errors))
@@ -380,6 +389,9 @@ def one_run(name, wl, cfg, work, target):
                        "--histograms", hist, "--json", timeout=cfg["duration"] + 900)
         finally:
             stop.set()
+            if spin:
+                spin.kill()
+                spin.wait()
             if snap:
                 snap.join()
             sampler.stop.set()
