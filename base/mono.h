@@ -18,6 +18,16 @@ static inline uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The CPU time the calling thread has run, in nanoseconds: what a piece of work took
+ * on a core, without the time it waited for one. */
+static inline uint64_t mono_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /* The same in seconds. */
 static inline double mono_s(void)
 {

@@ -116,14 +116,16 @@ static void img_codec_for(struct img_writer *w, const void *data, size_t len, ui
 static ssize_t img_compress(struct img_writer *w, const struct cauto_choice *ch, const void *src,
 			    size_t len, void *dst, size_t cap)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = mono_ns(), cpu0 = mono_thread_cpu_ns();
 	ssize_t n;
+	bool timed;
 
 	cauto_compress_begin(w->autoc);
 	n = codec_compress(ch->codec, ch->level, src, len, dst, cap);
 	/* (-ENOSPC: it did not shrink enough, after all the work; other errors: not timed) */
-	cauto_compressed(w->autoc, len, n > 0 ? (uint64_t)n : len,
-			 n > 0 || n == -ENOSPC ? mono_ns() - t0 : 0);
+	timed = n > 0 || n == -ENOSPC;
+	cauto_compressed(w->autoc, len, n > 0 ? (uint64_t)n : len, timed ? mono_ns() - t0 : 0,
+			 timed ? mono_thread_cpu_ns() - cpu0 : 0);
 	return n;
 }
 

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "confine.h"
 #include "control.h"
+#include "../base/hostcpu.h"
 #include "../base/log.h"
 #include "sigfwd.h"
 #include "options.h"
@@ -383,6 +384,10 @@ static int main_confine(const struct cli_opts *o)
 	/* While still root: snapshots' userfaultfds then need no capability. Without the
 	 * device (before Linux 6.1, or not root) the system call is used. */
 	(void)uffd_dev_open();
+	/* And /proc/stat, which Landlock would deny: `--compress auto` reads the host's
+	 * idle CPU from it (codec_auto.c; without it auto weighs its threads alone). */
+	if (hostcpu_open())
+		log_debug("cannot open /proc/stat: --compress auto will not see the host's idle CPU");
 	rc = confine_monitor(&p, err);
 	if (rc) {
 		log_err("%s", err);

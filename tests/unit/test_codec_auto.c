@@ -2,11 +2,12 @@
  * test_codec_auto.c - `--compress auto`'s choice (snapshot/codec_auto.c): raw for data
  * that does not shrink, a climb up the ladder while the disk is the bottleneck, a step
  * down when the compressors are, two rungs mixed between, one thread's trade of CPU
- * for writes, and the disk's and the compressors' busy time counted once when they
- * overlap.
+ * for writes, the disk's and the compressors' busy time counted once when they
+ * overlap, and raw while the host has no CPU to spare.
  */
 #include "suites.h"
 #include "../../snapshot/codec_auto.h"
+#include "../../base/hostcpu.h"
 #include "../../base/mono.h"
 
 #include <check.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CA_LEN (2u << 20)  /* a chunk */
 
@@ -92,6 +94,7 @@ static void ca_nap_ms(long ms)
 static void ca_text_at(struct codec_auto *a, int threads, double step)
 {
 	cauto_init(a);
+	a->idle_ns = NULL; /* the host's idle CPU not read: the rule alone */
 	ca_text();
 	cauto_begin(a, threads);
 	a->step = step;
@@ -102,7 +105,7 @@ static void ca_text_at(struct codec_auto *a, int threads, double step)
 static void ca_through(struct codec_auto *a, double comp_us, double write_us)
 {
 	cauto_compress_begin(a);
-	cauto_compressed(a, CA_LEN, CA_LEN / 2, (uint64_t)(comp_us * 1e3));
+	cauto_compressed(a, CA_LEN, CA_LEN / 2, (uint64_t)(comp_us * 1e3), (uint64_t)(comp_us * 1e3));
 	if (!write_us)
 		return;
 	cauto_io_begin(a);
@@ -271,14 +274,136 @@ START_TEST(test_disk_busy_union)
 	cauto_compress_begin(&a);
 	ca_nap_ms(20);
 	t1 = mono_ns();
-	cauto_compressed(&a, 1000000, 500000, t1 - t0);
-	cauto_compressed(&a, 1000000, 500000, t1 - t0);
+	cauto_compressed(&a, 1000000, 500000, t1 - t0, t1 - t0);
+	cauto_compressed(&a, 1000000, 500000, t1 - t0, t1 - t0);
 	ck_assert_uint_ge(a.comp_busy_ns, t1 - t0);
 	ck_assert_uint_le(a.comp_busy_ns, mono_ns() - t0);
 	cauto_rates(&a, &comp, &disk);
 	ck_assert_msg(fabs(comp - 2e6 * 1e3 / (double)a.comp_busy_ns) < 1e-6, "compress %.0f MB/s",
 		      comp);
 	cauto_fini(&a);
+}
+END_TEST
+
+/* The host's idle time as a test sets it (ns, all cores). */
+static uint64_t ca_idle;
+
+static int ca_idle_ns(uint64_t *out)
+{
+	*out = ca_idle;
+	return 0;
+}
+
+/* A window later: @cores of the host idle through it, @cpu_ms compressing on a core. */
+static void ca_window(struct codec_auto *a, double cores, double cpu_ms)
+{
+	uint64_t t0 = mono_ns();
+
+	if (cpu_ms) {
+		cauto_compress_begin(a);
+		cauto_compressed(a, CA_LEN, CA_LEN / 2, (uint64_t)(cpu_ms * 1e6),
+				 (uint64_t)(cpu_ms * 1e6));
+	}
+	ca_nap_ms(CAUTO_WINDOW_NS / 1000000 + 10);
+	ca_idle += (uint64_t)(cores * (double)(mono_ns() - t0));
+}
+
+/* No core idle and nothing compressing, two windows in a row: the next chunks go raw,
+ * without a probe, even at the top of the ladder where the writes wait; one window
+ * with a core idle, and they are compressed again. The answer is carried to the next
+ * snapshot. */
+START_TEST(test_raw_without_spare_cpu)
+{
+	struct codec_auto a;
+	struct cauto_choice ch;
+
+	ca_text_at(&a, 2, CAUTO_RUNGS - 1);
+	a.idle_ns = ca_idle_ns;
+	ca_choose(&a, &ch); /* the window starts */
+	ck_assert_int_eq(ch.codec, IMG_CODEC_ZSTD);
+	ca_window(&a, 0, 0);
+	ca_choose(&a, &ch);
+	ck_assert_msg(!a.raw, "one window is not enough"); /* (a throttle's credit) */
+	ca_window(&a, 0, 0);
+	ca_choose(&a, &ch);
+	ck_assert_msg(a.raw, "spare %.2f cores", a.spare);
+	ck_assert_int_eq(ch.codec, IMG_CODEC_NONE);
+	ck_assert(ch.probe == 1.0);
+	ck_assert(a.step == CAUTO_RUNGS - 1); /* (not moved while raw) */
+	cauto_end(&a);
+	cauto_begin(&a, 2);
+	ca_choose(&a, &ch);
+	ck_assert_int_eq(ch.codec, IMG_CODEC_NONE);
+	ca_window(&a, 1.0, 0);
+	ca_choose(&a, &ch);
+	ck_assert_msg(!a.raw && a.spare > 0.9, "spare %.2f cores", a.spare);
+	ck_assert_int_eq(ch.codec, IMG_CODEC_ZSTD);
+	cauto_fini(&a);
+}
+END_TEST
+
+/* A window with a core spare says the disk held the writes back: auto climbs a rung.
+ * And windows short of CPU (a throttle's banked credit making the first writes fast)
+ * do not turn auto raw for the rest of that snapshot and the next; after a snapshot
+ * with no such window, they do. */
+START_TEST(test_spare_window_keeps_compressing)
+{
+	struct codec_auto a;
+	struct cauto_choice ch;
+
+	ca_text_at(&a, 2, 2.0);
+	a.idle_ns = ca_idle_ns;
+	ca_choose(&a, &ch);
+	ca_window(&a, CAUTO_SPARE_HIGH + 0.1, 0);
+	ca_choose(&a, &ch);
+	ck_assert_msg(a.step == 2.0 + CAUTO_SPARE_CLIMB, "step %.2f", a.step); /* (a core idle) */
+	cauto_end(&a);
+	for (int snap = 0; snap < 2; snap++) {
+		cauto_begin(&a, 2);
+		ca_choose(&a, &ch);
+		for (int w = 0; w < CAUTO_WINDOWS_AGAINST + 1; w++) {
+			ca_window(&a, 0.1, 0);
+			ca_choose(&a, &ch);
+		}
+		ck_assert_msg(a.raw == (snap == 1), "snapshot %d: raw %d", snap, a.raw);
+		cauto_end(&a);
+	}
+	cauto_fini(&a);
+}
+END_TEST
+
+/* What the compressions took on a core counts as spare: they would leave it idle.
+ * Nothing idle besides, but compressing most of the window: still compressing. */
+START_TEST(test_compressing_counts_as_spare)
+{
+	struct codec_auto a;
+	struct cauto_choice ch;
+
+	ca_text_at(&a, 2, CAUTO_RUNGS - 1);
+	a.idle_ns = ca_idle_ns;
+	ca_choose(&a, &ch);
+	ca_window(&a, 0, CAUTO_WINDOW_NS / 1e6 * (CAUTO_SPARE_MIN + 0.2));
+	ca_choose(&a, &ch);
+	ck_assert_msg(!a.raw, "spare %.2f cores", a.spare);
+	ck_assert_int_ne(ch.codec, IMG_CODEC_NONE);
+	cauto_fini(&a);
+}
+END_TEST
+
+/* The host's idle time from /proc/stat: it never goes back, and grows no faster than
+ * every core idle. */
+START_TEST(test_host_idle_read)
+{
+	uint64_t i0, i1, t0 = mono_ns(), t1;
+	long cores = sysconf(_SC_NPROCESSORS_CONF);
+
+	ck_assert_int_eq(hostcpu_idle_ns(&i0), 0);
+	ca_nap_ms(50);
+	ck_assert_int_eq(hostcpu_idle_ns(&i1), 0);
+	t1 = mono_ns();
+	ck_assert_uint_ge(i1, i0);
+	/* (the kernel counts ticks: one more per core at most at either end) */
+	ck_assert_uint_le(i1 - i0, (uint64_t)cores * (t1 - t0 + 2 * 10000000ull));
 }
 END_TEST
 
@@ -296,6 +421,10 @@ Suite *codec_auto_suite(void)
 	tcase_add_test(tc, test_one_thread_weighs_saved_writes);
 	tcase_add_test(tc, test_one_thread_climbs_back_from_the_floor);
 	tcase_add_test(tc, test_disk_busy_union);
+	tcase_add_test(tc, test_raw_without_spare_cpu);
+	tcase_add_test(tc, test_spare_window_keeps_compressing);
+	tcase_add_test(tc, test_host_idle_read);
+	tcase_add_test(tc, test_compressing_counts_as_spare);
 	suite_add_tcase(s, tc);
 	return s;
 }
