@@ -37,12 +37,16 @@
  * the CPU compressing may use without slowing the guest or the writes. When two
  * windows in a row had less than CAUTO_SPARE_MIN of a core, chunks go raw, without a
  * probe, and the image is compacted in idle time after the snapshot instead
- * (compact.c). A window with CAUTO_SPARE_HIGH of a core, and auto compresses again
- * and climbs a rung: there is a core the compressors could use and do not. Such a
- * window in this snapshot or the last also keeps windows short of CPU from turning
- * auto raw: behind the throttle, the first windows of a snapshot, while the disk spends
- * its banked credit, had 0.2-0.35 of a core spare, the next ones 0.6-0.9. The answer
- * carries to the next snapshot.
+ * (compact.c). One raw window with CAUTO_SPARE_BACK idle, and auto compresses again
+ * (writing raw, the throttled disk left 0.6-0.9 of a core idle, the fast one
+ * 0.15-0.41); one window with CAUTO_SPARE_HIGH, and it climbs a rung: there is a core
+ * the compressors could use and do not. Such a window in this snapshot or the last
+ * also keeps windows short of CPU from turning auto raw: behind the throttle, the
+ * first windows of a snapshot, while the disk spends its banked credit, had 0.2-0.35
+ * of a core spare. The answer carries to the next snapshot. (Windows that compress
+ * count what their compressing took as spare, yet on the fast disk that CPU would
+ * have gone to writing: such windows reached 0.45-0.69 there, so they do not end the
+ * raw state; only raw windows, idle alone, do.)
  */
 #include "codec_auto.h"
 #include "../base/hostcpu.h"
@@ -93,9 +97,9 @@ static void cauto_window_start(struct codec_auto *a, uint64_t now)
 /* When a window has passed: the cores spare in it. Raw once CAUTO_WINDOWS_AGAINST
  * windows in a row had less than CAUTO_SPARE_MIN, unless a window of this snapshot or
  * the last had CAUTO_SPARE_HIGH (the disk, not the CPU, held the writes back then: a
- * throttle's banked credit that runs out); compressing again at once when a window
- * has that much, and a rung higher: that CPU compresses for free. Called with the
- * lock held. */
+ * throttle's banked credit that runs out); compressing again at once when a raw
+ * window has CAUTO_SPARE_BACK idle, and a rung higher after one with CAUTO_SPARE_HIGH:
+ * that CPU compresses for free. Called with the lock held. */
 static void cauto_window(struct codec_auto *a)
 {
 	uint64_t now = mono_ns(), idle;
@@ -112,13 +116,13 @@ static void cauto_window(struct codec_auto *a)
 	if (a->threads > 1) /* (one thread's own pauses between writes are not the disk's) */
 		a->peak = fmax(a->peak, a->spare);
 	a->against = a->spare < CAUTO_SPARE_MIN ? a->against + 1 : 0;
-	if (a->spare >= CAUTO_SPARE_HIGH) {
+	if (a->raw && a->spare >= CAUTO_SPARE_BACK)
 		a->raw = false;
-		a->step = fmin((double)(CAUTO_RUNGS - 1), a->step + CAUTO_SPARE_CLIMB);
-	} else if (a->against >= CAUTO_WINDOWS_AGAINST && a->peak < CAUTO_SPARE_HIGH &&
-		   a->last_peak < CAUTO_SPARE_HIGH) {
+	else if (a->against >= CAUTO_WINDOWS_AGAINST && a->peak < CAUTO_SPARE_HIGH &&
+		 a->last_peak < CAUTO_SPARE_HIGH)
 		a->raw = true;
-	}
+	if (a->spare >= CAUTO_SPARE_HIGH)
+		a->step = fmin((double)(CAUTO_RUNGS - 1), a->step + CAUTO_SPARE_CLIMB);
 	cauto_window_start(a, now);
 }
 

@@ -36,6 +36,7 @@
  * (docs/snapshots.md). */
 #define CAUTO_WINDOW_NS 200000000ull
 #define CAUTO_SPARE_MIN 0.45 /* (cores) */
+#define CAUTO_SPARE_BACK 0.5 /* (cores) idle in a raw window: compress again */
 #define CAUTO_SPARE_HIGH 0.6 /* (cores) a window that the disk held back */
 #define CAUTO_SPARE_CLIMB 1.0 /* rungs climbed after such a window */
 #define CAUTO_WINDOWS_AGAINST 2 /* windows in a row short of spare CPU for raw */
