@@ -31,10 +31,9 @@
  * wait for a core: on our 2-core hosts, with the guest on one, the fast disk's writes
  * waited on the run queue 17-43% of their time (3-12% behind a 200 MB/s throttle), so
  * the rule climbed and compressing made snapshots 1.34x slower than raw. What tells
- * the two apart is idle CPU: a core had nothing to run 0.6 of the time behind the
- * throttle, 0.1-0.25 on the fast disk, while writing raw. So every CAUTO_WINDOW_NS
- * auto adds the host's idle time (/proc/stat) to what its compressions took on a core:
- * the CPU compressing may use without slowing the guest or the writes. When two
+ * the two apart is idle CPU. So every CAUTO_WINDOW_NS auto adds the host's idle time
+ * (/proc/stat) to what its compressions took on a core: the CPU compressing may use
+ * without slowing the guest or the writes. When two
  * windows in a row had less than CAUTO_SPARE_MIN of a core, chunks go raw, without a
  * probe, and the image is compacted in idle time after the snapshot instead
  * (compact.c). One raw window with CAUTO_SPARE_BACK idle, and auto compresses again
@@ -112,7 +111,9 @@ static void cauto_window(struct codec_auto *a)
 	}
 	if (now - a->win_ns < CAUTO_WINDOW_NS || a->idle_ns(&idle))
 		return;
-	a->spare = (double)(idle - a->win_idle_ns + a->win_cpu_ns) / (double)(now - a->win_ns);
+	/* (iowait may go back in /proc/stat when a task moves between cores) */
+	idle = idle > a->win_idle_ns ? idle - a->win_idle_ns : 0;
+	a->spare = (double)(idle + a->win_cpu_ns) / (double)(now - a->win_ns);
 	if (a->threads > 1) /* (one thread's own pauses between writes are not the disk's) */
 		a->peak = fmax(a->peak, a->spare);
 	a->against = a->spare < CAUTO_SPARE_MIN ? a->against + 1 : 0;
