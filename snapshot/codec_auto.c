@@ -183,6 +183,14 @@ static double cauto_probe(const void *data, size_t len, void *scratch, size_t ca
 	return out > 0 && (size_t)out < n ? (double)out / (double)n : 1.0;
 }
 
+/* The threads' time so far marked as weighed. Called with the lock held. */
+static void cauto_seen(struct codec_auto *a)
+{
+	a->seen_comp_ns = a->comp_ns;
+	a->seen_write_ns = a->write_ns;
+	a->seen_saved_ns = a->saved_ns;
+}
+
 /* The threads' time since the last choice into the smoothed gain and cost, and the
  * place on the ladder moved by their difference over their sum. Called with the lock
  * held. */
@@ -192,9 +200,7 @@ static void cauto_steer(struct codec_auto *a)
 	uint64_t saved = a->saved_ns - a->seen_saved_ns;
 	double gain = a->threads > 1 ? (double)(a->threads - 1) * (double)write : (double)saved;
 
-	a->seen_comp_ns = a->comp_ns;
-	a->seen_write_ns = a->write_ns;
-	a->seen_saved_ns = a->saved_ns;
+	cauto_seen(a);
 	a->gain += CAUTO_EWMA * (gain - a->gain);
 	a->cost += CAUTO_EWMA * ((double)comp - a->cost);
 	if (a->gain + a->cost <= 0)
@@ -225,9 +231,7 @@ static bool cauto_raw(struct codec_auto *a)
 	cauto_window(a);
 	if (!a->raw)
 		return false;
-	a->seen_comp_ns = a->comp_ns;
-	a->seen_write_ns = a->write_ns;
-	a->seen_saved_ns = a->saved_ns;
+	cauto_seen(a);
 	return true;
 }
 
