@@ -50,12 +50,15 @@
  *                   traps; --background-idle 1 runs the copier,
  *                   writer and compressors SCHED_IDLE
  *   compaction      with --compact idle: each image is compacted in idle time once
- *                   its snapshot ended (snapshot/compactor.c), kept until the end, and
- *                   the run goes on until the compactor is done (or EB_COMPACT_WAIT_S
- *                   more): its figures (images, bytes_in, bytes_out on disk...),
- *                   compact_s (seconds it compacted, not held by a snapshot) and
- *                   during_compaction (the writers' rate then, over their rate with
- *                   neither a snapshot nor a compaction running)
+ *                   its snapshot ended (snapshot/compactor.c), kept until the end;
+ *                   the compactor waits while the writers work (as it does while a
+ *                   VM's vCPUs do), so after D the writers stop and the run waits
+ *                   until the compactor is done (or EB_COMPACT_WAIT_S): its figures
+ *                   (images, bytes_in, bytes_out on disk...), compact_s (seconds it
+ *                   compacted, held neither by a snapshot nor by the writers' work) and
+ *                   during_compaction (the writers' rate in those of them the writers
+ *                   ran, over their rate with neither a snapshot nor a compaction
+ *                   running; null when none)
  *   presave_ms_mean pre-copy rounds: the mean time from a request to its pause
  *   exact           with --verify: every image equals the memory at its instant
  *                   (the reference is copied inside the pause, which makes pauses
@@ -157,7 +160,7 @@ struct eb {
 	uint64_t dump_len;
 	bool exact;
 	uint64_t busy_updates, idle_updates, compact_updates;
-	double busy_s, idle_s, compact_s;
+	double busy_s, idle_s, compact_s, compact_live_s; /* live: the writers ran */
 	uint64_t presave_ms_sum;
 	json_t *compaction;      /* --compact idle: the compactor's figures at the end */
 };
@@ -461,7 +464,7 @@ static enum eb_account eb_between(struct eb *b)
 	if (b->o.compact != SNAP_COMPACT_IDLE)
 		return EB_IDLE;
 	snap_compaction_figures(b->e, &cf);
-	return cf.running && !cf.held ? EB_COMPACTING : EB_IDLE;
+	return cf.running && !cf.held && !cf.guest_busy ? EB_COMPACTING : EB_IDLE;
 }
 
 /* The updates made since the last sample go to the snapshot's account (@busy), or to
@@ -478,6 +481,7 @@ static void eb_sample(struct eb *b, bool busy, uint64_t *last_u, double *last_t)
 	} else if (a == EB_COMPACTING) {
 		b->compact_updates += u - *last_u;
 		b->compact_s += t - *last_t;
+		b->compact_live_s += t - *last_t;
 	} else {
 		b->idle_updates += u - *last_u;
 		b->idle_s += t - *last_t;
@@ -486,15 +490,17 @@ static void eb_sample(struct eb *b, bool busy, uint64_t *last_u, double *last_t)
 	*last_t = t;
 }
 
-/* --compact idle, the snapshots over: the writers go on until the compactor has no
- * image left (or EB_COMPACT_WAIT_S). */
-static void eb_compaction_wait(struct eb *b, uint64_t *last_u, double *last_t)
+/* --compact idle, the snapshots over: the writers stop (the compactor waits while they
+ * work) and the run waits until the compactor has no image left (or EB_COMPACT_WAIT_S),
+ * counting the seconds it compacted. */
+static void eb_compaction_wait(struct eb *b)
 {
-	double t0 = mono_s();
+	double t0 = mono_s(), last = t0;
 	struct compactor_figures cf;
 
 	if (b->o.compact != SNAP_COMPACT_IDLE)
 		return;
+	load_stop(&b->load);
 	for (;;) {
 		snap_compaction_figures(b->e, &cf);
 		/* Every image the snapshots handed over accounted for (the last one is handed
@@ -503,7 +509,9 @@ static void eb_compaction_wait(struct eb *b, uint64_t *last_u, double *last_t)
 		     !cf.waiting) || mono_s() - t0 > EB_COMPACT_WAIT_S)
 			break;
 		eb_sleep_ms(EB_SAMPLE_MS);
-		eb_sample(b, false, last_u, last_t);
+		if (cf.running && !cf.held && !cf.guest_busy)
+			b->compact_s += mono_s() - last;
+		last = mono_s();
 	}
 }
 
@@ -648,7 +656,6 @@ static int eb_loop(struct eb *b)
 		eb_sleep_ms(EB_SAMPLE_MS);
 		eb_sample(b, id != 0, &last_u, &last_t);
 	}
-	eb_compaction_wait(b, &last_u, &last_t);
 	return 0;
 }
 
@@ -883,8 +890,9 @@ static void eb_print(struct eb *b, double seconds)
 		json_object_set_new(o, "compaction", b->compaction);
 		b->compaction = NULL;
 		json_object_set_new(o, "compact_s", json_real(b->compact_s));
-		json_object_set_new(o, "during_compaction", b->compact_s > 0 && idle_rate > 0 ?
-					json_real((double)b->compact_updates / b->compact_s / idle_rate) :
+		json_object_set_new(o, "during_compaction", b->compact_live_s > 0 && idle_rate > 0 ?
+					json_real((double)b->compact_updates / b->compact_live_s /
+						  idle_rate) :
 					json_null());
 	}
 	json_object_set_new(o, "max_stall_ms", json_real((double)load_max_batch_ns(&b->load) / 1e6));
@@ -989,6 +997,8 @@ int main(int argc, char **argv)
 	t0 = mono_s();
 	rc = eb_loop(&b);
 	seconds = mono_s() - t0;
+	if (!rc)
+		eb_compaction_wait(&b);
 	if (b.o.compact == SNAP_COMPACT_IDLE)
 		b.compaction = snap_compaction_json(b.e);
 	eb_take_coverage(&b);

@@ -24,6 +24,9 @@
  * STOP_EVERY updates, and the summary's updates=N and checksum are those of a run
  * with --write-total N KiB: the reference for the memory a restored guest ends with.
  *
+ * --rest-file PATH: after the summary, rest (sleep, looking every REST_LOOK_MS) until PATH
+ * exists before exiting: a guest alive and idle, for compaction in idle time to run.
+ *
  * Output: "report t=SECONDS updates_per_s=N updates=TOTAL" every --report-ms (TOTAL: all
  * threads' updates so far, counted in steps of CLOCK_EVERY, 1024, per thread), then one line
  * "summary updates=N seconds=S updates_per_s=N bytes_written=N checksum=HEX".
@@ -52,6 +55,7 @@
 #define CLOCK_EVERY  1024 /* updates between clock reads: often enough (100 a second even
 			   * 50x slower than native) for ccvm's coverage tracker, which
 			   * times its windows by the guest's clock reads */
+#define REST_LOOK_MS 200   /* --rest-file: between two looks (an idle guest's only work) */
 #define STOP_EVERY   65536 /* updates between looks for --stop-file: a stat each ~10 ms */
 
 struct opts {
@@ -64,6 +68,7 @@ struct opts {
 	uint64_t seed;
 	long report_ms;
 	const char *stop_file;
+	const char *rest_file;
 };
 
 static uint64_t rng_state;
@@ -99,7 +104,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: zipfbench [--size BYTES] [--alpha A] [--scatter] [--write-total BYTES]\n"
 			"                 [--duration SECONDS] [--seed N] [--report-ms MS] [--hugepages]\n"
-			"                 [--threads N] [--stop-file PATH] [--text]\n");
+			"                 [--threads N] [--stop-file PATH] [--rest-file PATH] [--text]\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -109,6 +114,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "write-total", 1, 0, 'w' }, { "duration", 1, 0, 'd' }, { "seed", 1, 0, 'r' },
 		{ "report-ms", 1, 0, 'p' }, { "hugepages", 0, 0, 'H' }, { "help", 0, 0, 'h' },
 		{ "threads", 1, 0, 't' }, { "stop-file", 1, 0, 'f' }, { "text", 0, 0, 'T' },
+		{ "rest-file", 1, 0, 'R' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -127,6 +133,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'p': o->report_ms = atol(optarg); break;
 		case 't': o->threads = atoi(optarg); break;
 		case 'f': o->stop_file = optarg; break;
+		case 'R': o->rest_file = optarg; break;
 		default: return -1;
 		}
 	}
@@ -270,5 +277,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)updates, elapsed, updates / (elapsed > 0 ? elapsed : 1e-9),
 	       (unsigned long long)updates * BLOCK_SIZE,
 	       (unsigned long long)zipf_checksum(mem, nblocks * BLOCK_WORDS));
+	fflush(stdout);
+	while (o.rest_file && access(o.rest_file, F_OK) != 0)
+		nanosleep(&(struct timespec){ .tv_nsec = REST_LOOK_MS * 1000000L }, NULL);
 	return 0;
 }

@@ -7,7 +7,12 @@
  * only when there is CPU to spare), reads and writes with O_DIRECT (the page cache is
  * the guest's), and holds a chunk's buffers at a time. A snapshot or a migration wants
  * the disk and the cores: while one runs the thread holds still between two chunks, and
- * goes on after. Stopping gives the image being compacted up, as it was.
+ * goes on after. So does it while the guest works (its threads' CPU time, looked at
+ * every COMPACTOR_LOOK_NS, grew by more than COMPACTOR_GUEST_BUSY of a core), and it
+ * starts an image only after COMPACTOR_REST_NS of rest: on our nested hosts the CPU
+ * an idle-priority thread takes still costs a busy guest's tail (compactor.h), so
+ * idle time is the guest's, not only the scheduler's. Stopping gives the image being
+ * compacted up, as it was.
  */
 #include "compactor.h"
 #include "compact.h"
@@ -32,18 +37,65 @@ void compactor_init(struct compactor *c, int level, int nice, bool idle,
 	c->ctx = ctx;
 }
 
-/* Between two chunks: wait while a snapshot or a migration runs; -ECANCELED once the
- * compactor stops. */
+void compactor_watch(struct compactor *c, uint64_t (*cpu_ns)(void *ctx), void *ctx)
+{
+	c->guest_cpu_ns = cpu_ns;
+	c->guest_ctx = ctx;
+}
+
+/* Unlocked: whether the guest's threads took more than COMPACTOR_GUEST_BUSY of a core
+ * since the last look; this look is the next one's start. */
+static bool compactor_look(struct compactor *c)
+{
+	uint64_t now = mono_ns(), cpu = c->guest_cpu_ns(c->guest_ctx);
+	uint64_t took = cpu > c->look_cpu ? cpu - c->look_cpu : 0;
+	uint64_t span = now - c->look_ns;
+
+	c->look_ns = now;
+	c->look_cpu = cpu;
+	return span && (double)took > COMPACTOR_GUEST_BUSY * (double)span;
+}
+
+/* Under the lock: whether the compactor may go on as far as the guest is concerned;
+ * false once it has waited a while (on the clock, a hold or a stop: look again). */
+static bool compactor_guest_lets(struct compactor *c)
+{
+	uint64_t since = mono_ns() - c->look_ns;
+	struct timespec until;
+	bool busy;
+
+	if (!c->guest_cpu_ns || (!c->resting && since < COMPACTOR_LOOK_NS))
+		return true;
+	if (c->resting && since < COMPACTOR_REST_NS) {
+		worker_deadline((double)(COMPACTOR_REST_NS - since) / 1e9, &until);
+		worker_wait_until(&c->w, &until);
+		return false;
+	}
+	pthread_mutex_unlock(&c->w.lock); /* the source may take the VM's lock */
+	busy = compactor_look(c);
+	pthread_mutex_lock(&c->w.lock);
+	c->resting = busy;
+	c->fig.guest_busy = busy;
+	return !busy;
+}
+
+/* Between two chunks: wait while a snapshot or a migration runs, or the guest works;
+ * -ECANCELED once the compactor stops. */
 static int compactor_yield(void *ctx)
 {
 	struct compactor *c = ctx;
 	int rc;
 
 	pthread_mutex_lock(&c->w.lock);
-	c->fig.held = c->holds > 0;
-	while (c->holds > 0 && !c->w.stop)
-		worker_wait(&c->w);
-	c->fig.held = false;
+	for (;;) {
+		c->fig.held = c->holds > 0;
+		while (c->holds > 0 && !c->w.stop)
+			worker_wait(&c->w);
+		c->fig.held = false;
+		if (c->w.stop || compactor_guest_lets(c))
+			break;
+	}
+	c->fig.guest_busy = false;
 	rc = c->w.stop ? -ECANCELED : 0;
 	pthread_mutex_unlock(&c->w.lock);
 	return rc;
@@ -56,7 +108,17 @@ static void compactor_one(struct compactor *c, char *path)
 				   .ctx = c };
 	struct compactor_result res = { .ok = true };
 	uint64_t t0 = mono_ns();
-	int rc = img_compact(path, &job, res.error);
+	int rc;
+
+	if (c->guest_cpu_ns) { /* the image's first chunk after a span of rest */
+		c->resting = true;
+		c->look_ns = t0;
+		c->look_cpu = c->guest_cpu_ns(c->guest_ctx);
+		pthread_mutex_lock(&c->w.lock);
+		c->fig.guest_busy = true; /* (until a look says otherwise) */
+		pthread_mutex_unlock(&c->w.lock);
+	}
+	rc = img_compact(path, &job, res.error);
 
 	snprintf(res.file, sizeof(res.file), "%s", path);
 	res.ok = !rc;

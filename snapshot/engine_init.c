@@ -108,6 +108,8 @@ int snap_engine_init(struct snap_engine *e, const struct snap_target *t,
 	pthread_mutex_init(&e->lock, NULL);
 	cauto_init(&e->cauto);
 	compactor_init(&e->compactor, COMPACT_LEVEL, e->tune.writer_nice, true, engine_compacted, e);
+	if (t->ops->guest_cpu_ns)
+		compactor_watch(&e->compactor, t->ops->guest_cpu_ns, t->ctx);
 	return engine_stages(e, cfg->pool_bytes);
 }
 

@@ -229,6 +229,7 @@ static const struct snap_ops capture_vm_ops = {
 	.finish = capture_finish,
 	.refuse = capture_refuse,
 	.at_instant = capture_test_reference,
+	.guest_cpu_ns = vm_guest_cpu_ns,
 };
 
 void capture_vm_target(struct vm *vm, struct snap_target *t)

@@ -17,6 +17,7 @@
  */
 #include "vm.h"
 #include "../base/log.h"
+#include "../base/mono.h"
 #include "../base/role.h"
 #include "vcpu.h"
 #include "vcpu_loop.h"
@@ -79,6 +80,10 @@ static void *vm_vcpu_thread(void *arg)
 	case VCPU_END_VM:
 		break;
 	}
+	pthread_mutex_lock(&vcpu->vm->lock);
+	vcpu->clocked = false; /* the clock ends with the thread: its time is kept */
+	vcpu->vm->cpu_done_ns += mono_thread_cpu_ns();
+	pthread_mutex_unlock(&vcpu->vm->lock);
 	vcpu_set_state(vcpu, VCPU_DONE);
 	return NULL;
 }
@@ -93,6 +98,7 @@ static int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
 		return -EAGAIN;
 	}
 	vcpu->joinable = true;
+	vcpu->clocked = !pthread_getcpuclockid(vcpu->thread, &vcpu->clock);
 	vm->n_threads++;
 	vcpu->lx->proc->vm_threads++;
 	return 0;
@@ -104,6 +110,21 @@ static void vm_serve_start(struct vm *vm)
 	vm->start_rc = vm_thread_start(vm, vm->start_req);
 	vm->start_req = NULL;
 	pthread_cond_broadcast(&vm->cond);
+}
+
+uint64_t vm_guest_cpu_ns(void *arg)
+{
+	struct vm *vm = arg;
+	struct timespec ts;
+	uint64_t ns;
+
+	pthread_mutex_lock(&vm->lock);
+	ns = vm->cpu_done_ns;
+	for (int i = 0; i < vm->n_vcpus; i++)
+		if (vm->vcpus[i]->clocked && !clock_gettime(vm->vcpus[i]->clock, &ts))
+			ns += (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	pthread_mutex_unlock(&vm->lock);
+	return ns;
 }
 
 int vm_wait_stopped(struct vm *vm)

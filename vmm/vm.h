@@ -53,6 +53,7 @@ struct vm {
 	int start_rc;
 	enum vm_state state;
 	int exit_status;       /* what ccvm exits with once the VM stops */
+	uint64_t cpu_done_ns;  /* the CPU time of vCPU threads that have finished */
 
 	struct lx_proc *proc;  /* the Linux personality of the guest program */
 	struct lx_tree tree;   /* its processes: proc is the first (vm_tree) */
@@ -85,6 +86,10 @@ int vm_run(struct vm *vm);
  * return its exit status: vm_run's second half (threads.c), on the main thread, which
  * meanwhile starts the host threads vm->start_req asks for. */
 int vm_wait_stopped(struct vm *vm);
+
+/* The CPU time the guest's vCPU threads took so far (finished ones included), never
+ * going back: how busy the guest is, for compaction in idle time (struct snap_ops). */
+uint64_t vm_guest_cpu_ns(void *vm);
 /* Every vCPU is out of guest code for good, or blocked in a host call that will never
  * matter again (the process exits under it), or with @allow_parked parked; and no
  * process is being started from outside. Caller holds vm->lock. */

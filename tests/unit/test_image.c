@@ -8,6 +8,7 @@
 #include "../../snapshot/merge.h"
 #include "../../snapshot/compact.h"
 #include "../../snapshot/compactor.h"
+#include "../../base/mono.h"
 #include "../../vmm/persist_restore.h"
 #include "../../mmu/layout.h"
 
@@ -1450,6 +1451,56 @@ START_TEST(test_compactor)
 }
 END_TEST
 
+/* A guest for the compactor to watch: while @busy, its threads take a whole core (the
+ * clock's own time), else none. Called from the compactor's thread only. */
+static bool fake_guest_busy;
+static uint64_t fake_guest_cpu, fake_guest_last;
+
+static uint64_t fake_guest_cpu_ns(void *ctx)
+{
+	uint64_t now = mono_ns();
+
+	(void)ctx;
+	if (__atomic_load_n(&fake_guest_busy, __ATOMIC_RELAXED))
+		fake_guest_cpu += now - fake_guest_last;
+	fake_guest_last = now;
+	return fake_guest_cpu;
+}
+
+/* Compaction in idle time waits while the guest works: an image queued while the
+ * watched guest takes a core stays as it was (running, guest_busy) for many of the
+ * compactor's looks, and is compacted once the guest rests. */
+START_TEST(test_compactor_waits_for_guest)
+{
+	struct compactor c;
+	struct compactor_figures f;
+	struct stat st;
+	int done = 0;
+
+	write_image();
+	ck_assert_int_eq(stat(path, &st), 0);
+	fake_guest_last = mono_ns();
+	__atomic_store_n(&fake_guest_busy, true, __ATOMIC_RELAXED);
+	compactor_init(&c, COMPACT_LEVEL, 0, false, count_done, &done);
+	compactor_watch(&c, fake_guest_cpu_ns, NULL);
+	ck_assert_int_eq(compactor_add(&c, path), 0);
+	usleep(5 * COMPACTOR_REST_NS / 1000);
+	compactor_figures(&c, &f);
+	ck_assert(f.running && f.guest_busy && !f.held);
+	ck_assert_int_eq(done, 0);
+	ck_assert_uint_eq(f.images, 0);
+	expect_untouched(st.st_ino, 2);
+	__atomic_store_n(&fake_guest_busy, false, __ATOMIC_RELAXED);
+	for (int i = 0; i < 10000 && !__atomic_load_n(&done, __ATOMIC_RELAXED); i++)
+		usleep(1000);
+	ck_assert_int_eq(done, 1);
+	compactor_figures(&c, &f);
+	ck_assert(!f.running && !f.guest_busy && f.images == 1);
+	compactor_fini(&c);
+	expect_image_is_mem();
+}
+END_TEST
+
 START_TEST(test_precopy_rewrites)
 {
 	precopy_rewrites(IMG_CODEC_NONE);
@@ -1493,6 +1544,7 @@ Suite *image_suite(void)
 	tcase_add_test(tc, test_precopy_rewrites);
 	tcase_add_test(tc, test_compact);
 	tcase_add_test(tc, test_compactor);
+	tcase_add_test(tc, test_compactor_waits_for_guest);
 	suite_add_tcase(s, tc);
 	return s;
 }
