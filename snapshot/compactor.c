@@ -87,6 +87,7 @@ static int compactor_yield(void *ctx)
 	int rc;
 
 	pthread_mutex_lock(&c->w.lock);
+	c->fig.cpu_ns = mono_thread_cpu_ns();
 	for (;;) {
 		c->fig.held = c->holds > 0;
 		while (c->holds > 0 && !c->w.stop)
@@ -129,6 +130,7 @@ static void compactor_one(struct compactor *c, char *path)
 		log_warn("compacting %s: %s", path, res.error);
 	pthread_mutex_lock(&c->w.lock);
 	c->fig.running = false;
+	c->fig.cpu_ns = mono_thread_cpu_ns();
 	if (!rc) {
 		c->fig.images++;
 		c->fig.bytes_in += job.bytes_in;

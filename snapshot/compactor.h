@@ -32,6 +32,7 @@ struct compactor_figures {
 	bool guest_busy;            /* or it waits for a span of the guest's rest */
 	uint64_t waiting;           /* images queued behind it */
 	uint64_t dropped;           /* left uncompacted: the queue was full */
+	uint64_t cpu_ns;            /* the CPU time its thread took, waits and looks included */
 };
 
 /* The last image it finished with: for the event that tells it. */

@@ -93,8 +93,8 @@ void snap_compaction_figures(struct snap_engine *e, struct compactor_figures *ou
 void snap_engine_on_compacted(struct snap_engine *e, void (*fn)(void *ctx), void *ctx);
 void snap_engine_compaction_hold(struct snap_engine *e, bool on);
 bool snap_compaction_last(struct snap_engine *e, struct compactor_result *out);
-/* {images, failed, bytes_in, bytes_out, running, held, guest_busy, waiting, dropped},
- * for `ccvm ctl stats`. */
+/* {images, failed, bytes_in, bytes_out, running, held, guest_busy, waiting, dropped,
+ * cpu_ms}, for `ccvm ctl stats`. */
 json_t *snap_compaction_json(struct snap_engine *e);
 const struct snap_request *snap_engine_defaults(const struct snap_engine *e);
 struct tracker *snap_engine_tracker(const struct snap_engine *e);

@@ -170,11 +170,12 @@ json_t *snap_compaction_json(struct snap_engine *e)
 	struct compactor_figures f;
 
 	compactor_figures(&e->compactor, &f);
-	return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I}", "images",
+	return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:f}", "images",
 			 (json_int_t)f.images, "failed", (json_int_t)f.failed, "bytes_in",
 			 (json_int_t)f.bytes_in, "bytes_out", (json_int_t)f.bytes_out, "running",
 			 f.running, "held", f.held, "guest_busy", f.guest_busy, "waiting",
-			 (json_int_t)f.waiting, "dropped", (json_int_t)f.dropped);
+			 (json_int_t)f.waiting, "dropped", (json_int_t)f.dropped, "cpu_ms",
+			 (double)f.cpu_ns / 1e6);
 }
 
 json_t *snap_engine_stats_json(struct snap_engine *e)

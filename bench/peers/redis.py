@@ -45,7 +45,10 @@ compactions took (wall, from the compactor taking the image up to its rename, wi
 time a snapshot held it and the time it waited for the guest to rest) and compactions
 their count. The compactor waits while the guest works, so after the run phase the
 driver waits for it to finish the images queued (at most COMPACT_WAIT_S): compact_after_s
-is that wait, compactions_in_run the compactions that ended within the run phase. Every system with snapshots has p999_between_us, over the
+is that wait, compactions_in_run the compactions that ended within the run phase and
+compact_cpu_run_ms the compactor thread's CPU time by then (`ctl stats`' cpu_ms).
+ccvm-keep, its control, is ccvm-ccow with each image kept until the run phase is over,
+as ccvm-compact keeps them, so that compaction is the one difference. Every system with snapshots has p999_between_us, over the
 seconds from its first snapshot on that no snapshot overlapped: the report compares
 p999_compact_us with ccvm-ccow's (the same snapshots, compaction off: its seconds hold
 the backlog a snapshot leaves too) when ccvm-ccow ran, else with ccvm-none's
@@ -63,7 +66,8 @@ run phase: a compaction's CPU alone, without its disk or its locks.
 Environment: ROUNDS, RECORDS (default 250000), DURATION (run phase seconds, 30), GAP (2),
 TARGET, CLIENTS (8), WORKLOADS ("ycsb-a ycsb-b"), SYSTEMS (subset of native
 native-bgsave ccvm-none ccvm-stop ccvm-cow ccvm-ccow ccvm-fork ccvm-ccow-lazy
-ccvm-rounds ccvm-eager-N ccvm-auto-100 ccvm-none-untracked ccvm-none+idle ccvm-bgsave), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
+ccvm-rounds ccvm-eager-N ccvm-auto-100 ccvm-none-untracked ccvm-none+idle ccvm-bgsave
+ccvm-compact ccvm-keep), MEM (ccvm guest RAM, default 2G), OUT, IMGDIR, SNAPLOG (a file: every ccvm
 snapshot's figures appended as JSON lines), PARENT (a built tree of another commit:
 each ccvm system NAME gets a twin NAME@parent that runs PARENT's ccvm in the same
 rounds; the summary then adds each system's per-round p99.9 ratio to its twin). Without /dev/kvm the ccvm systems are left
@@ -113,6 +117,10 @@ EXTRA_ARGS["ccvm-auto-100"] = ["--pause-budget-ms", "100"]
 # The default path with compaction in idle time after each snapshot.
 SYSTEMS["ccvm-compact"] = ("ccvm", "ccow")
 EXTRA_ARGS["ccvm-compact"] = ["--snapshot-compact", "idle"]
+# Its control: the same, compaction off, each image kept as ccvm-compact keeps it
+# (until the run phase is over), so that compaction is the one difference.
+SYSTEMS["ccvm-keep"] = ("ccvm", "ccow")
+KEEP_IMAGES = {"ccvm-keep"}
 # ccvm-none with a busy loop under SCHED_IDLE beside it on the host for the run phase:
 # the CPU a compaction in idle time takes and nothing else (no disk, no lock, no
 # snapshot), so what idle-priority work alone costs the guest's latency on this host.
@@ -130,7 +138,8 @@ if PARENT:
 METRICS = ["ops_per_s", "during", "lost_s", "p99_us", "p999_us", "max_us", "run_p999_us", "run_max_us",
            "stall_ms", "duration_s", "extra_mb", "image_mb", "snapshots",
            "tracker_stall_ms", "tracker_lost_ms", "p999_compact_us", "p999_between_us",
-           "compact_s", "compactions", "compactions_in_run", "compact_after_s"]
+           "compact_s", "compactions", "compactions_in_run", "compact_after_s",
+           "compact_cpu_run_ms"]
 
 
 def free_port():
@@ -174,6 +183,8 @@ class Server:
         self.compact = "--snapshot-compact" in EXTRA_ARGS.get(name, [])
         self.compactions = []      # (start, end) wall clock, from the compacted events
         self.compact_after_s = 0.0
+        self.compact_cpu_ms = 0.0  # the compactor's CPU time by the run phase's end
+        self.keep = name.split("@")[0] in KEEP_IMAGES
         self.events = None
 
     def start(self):
@@ -246,8 +257,8 @@ class Server:
                 f.write(json.dumps(dict(fig, system=self.name)) + "\n")
         self.durations.append(fig["duration_ms"] / 1000)
         self.images.append(peers.allocated_bytes(path))
-        if not self.compact:   # (else the events' reader removes it once compacted)
-            os.unlink(path)
+        if not self.compact and not self.keep:   # (else removed once compacted, or
+            os.unlink(path)                        # after the run phase)
 
     def follow_compactions(self):
         """ccvm-compact: the monitor's events, read in a thread: each compaction's window
@@ -272,14 +283,25 @@ class Server:
                         pass
         threading.Thread(target=reader, daemon=True).start()
 
+    def compaction_stats(self):
+        r = subprocess.run([self.ccvm, "ctl", self.sock, "stats"], capture_output=True,
+                           text=True, timeout=60)
+        return json.loads(r.stdout).get("compaction", {}) if r.returncode == 0 else {}
+
+    def remove_kept(self):
+        """ccvm-keep, the run phase over: its images removed."""
+        for i in range(len(self.durations) + 1):   # (s0.img on; a failed one too)
+            try:
+                os.unlink(os.path.join(self.work, f"s{i}.img"))
+            except OSError:
+                pass
+
     def wait_compactor(self):
         """ccvm-compact, the run phase over: wait until the compactor has no image left
         (running or queued), at most COMPACT_WAIT_S; the seconds waited."""
         start = time.monotonic()
         while time.monotonic() - start < COMPACT_WAIT_S:
-            r = subprocess.run([self.ccvm, "ctl", self.sock, "stats"], capture_output=True,
-                               text=True, timeout=60)
-            c = json.loads(r.stdout).get("compaction", {}) if r.returncode == 0 else {}
+            c = self.compaction_stats()
             if c and not c["running"] and not c["waiting"]:
                 break
             time.sleep(0.5)
@@ -418,7 +440,10 @@ def one_run(name, wl, cfg, work, target):
         if errors:
             raise Failed(errors[0])
         if srv.compact:
+            srv.compact_cpu_ms = srv.compaction_stats().get("cpu_ms", 0.0)
             srv.compact_after_s = srv.wait_compactor()
+        if srv.keep:
+            srv.remove_kept()
         summary = json.loads(out.strip().splitlines()[-1])
         return dict(measure(srv, summary, tl, hist, sampler.samples, huge), **srv.tracker())
     finally:
@@ -485,6 +510,7 @@ def measure(srv, summary, tl_path, hist_path, pss, huge):
         "compactions_in_run": sum(1 for a, b in srv.compactions
                                   if b <= t0 + max(per_sec, default=0)),
         "compact_after_s": srv.compact_after_s,
+        "compact_cpu_run_ms": srv.compact_cpu_ms,
     }
 
 
@@ -552,10 +578,12 @@ def write_outputs(out, header, rows, target):
 
 
 def compaction_base(rows, wl):
-    """What ccvm-compact's seconds compacting are compared with, per round: ccvm-ccow's
-    seconds between snapshots (the same snapshots, compaction off) when it ran, else
-    ccvm-none's whole run (no snapshot at all, so no backlog after one either)."""
-    for name, key, what in (("ccvm-ccow", "p999_between_us", "ccvm-ccow between snapshots"),
+    """What ccvm-compact's seconds compacting are compared with, per round: ccvm-keep's
+    seconds between snapshots (the same snapshots and kept images, compaction off) when
+    it ran, else ccvm-ccow's (images removed at once), else ccvm-none's whole run (no
+    snapshot at all, so no backlog after one either)."""
+    for name, key, what in (("ccvm-keep", "p999_between_us", "ccvm-keep between snapshots"),
+                            ("ccvm-ccow", "p999_between_us", "ccvm-ccow between snapshots"),
                             ("ccvm-none", "run_p999_us", "ccvm-none run")):
         base = {r["round"]: r[key] for r in rows
                 if r["workload"] == wl and r["system"] == name and r.get(key)}
@@ -572,18 +600,20 @@ def compaction(f, rows):
         return
     f.write("\nCompaction in idle time (ccvm-compact): p99.9 in the seconds a compaction "
             "overlapped and no snapshot did, over the baseline's p99.9 in the same round: "
-            "ccvm-ccow's seconds between snapshots (the same snapshots with compaction off, "
-            "from the first one on) where it ran, else ccvm-none's whole run (mean ± 95% CI "
+            "ccvm-keep's seconds between snapshots (the same snapshots, images kept as "
+            "ccvm-compact keeps them, compaction off; from the first one on) where it ran, "
+            "else ccvm-ccow's (images removed at once), else ccvm-none's whole run (mean ± 95% CI "
             "of the per-round ratio; 1 inside the CI: they match). *own between*: "
             "ccvm-compact's p99.9 in all its seconds between snapshots. A compaction's "
             "seconds run from the compactor taking its image up to the rename, with the "
             "time it waited for the guest to rest; *ended in run*: compactions that ended "
             "within the run phase; *wait after*: the seconds the compactor took to finish "
-            "its queue after the run phase.\n\n"
+            "its queue after the run phase; *CPU in run*: the compactor thread's CPU time "
+            "by the run phase's end.\n\n"
             "| workload | n | p99.9 compacting ms | baseline | baseline p99.9 ms | ratio | "
-            "own between ms | compactions per run | ended in run | wait after s | "
-            "compaction s each |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "own between ms | compactions per run | ended in run | CPU in run ms | "
+            "wait after s | compaction s each |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     for wl in sorted({r["workload"] for r in got}):
         mine = [r for r in got if r["workload"] == wl and r["compactions"]]
         base, what = compaction_base(rows, wl)
@@ -599,6 +629,7 @@ def compaction(f, rows):
                 f"{peers.fmt_ci(peers.mean_ci(own)[1:], '%.1f')} | "
                 f"{peers.fmt_ci(peers.mean_ci([r['compactions'] for r in mine])[1:], '%.1f')} | "
                 f"{peers.fmt_ci(peers.mean_ci([r.get('compactions_in_run', 0) for r in mine])[1:], '%.1f')} | "
+                f"{peers.fmt_ci(peers.mean_ci([r.get('compact_cpu_run_ms', 0) for r in mine])[1:], '%.1f')} | "
                 f"{peers.fmt_ci(peers.mean_ci([r.get('compact_after_s', 0) for r in mine])[1:], '%.1f')} | "
                 f"{peers.fmt_ci(peers.mean_ci(each)[1:], '%.2f')} |\n")
 

@@ -26,8 +26,10 @@ shuffled order. Sections:
            and disk: none, auto, and auto with compaction in idle time (--compact idle):
            the snapshot's duration and its time from the request (pre-copy rounds
            included), the image on disk right after the snapshot and after compaction, the
-           compaction's seconds per image (not counting the time snapshots held it), and
-           the writers' rate while it ran over their rate with neither running.
+           compaction's seconds per image (not counting the time snapshots held it or it
+           waited for the writers: it waits while they work, so it compacts once they
+           stop), and the writers' rate while it ran over their rate with neither running
+           (empty when it never ran beside them).
   held     on the redis dataset, ccow (zstd images) with a copy pool of 1, 0.5 and 0.4
            of MEM, held-copy compression off and on, one writer thread, HELD_DURATION
            seconds: write faults per snapshot once the tracker has learnt the hot regions
@@ -364,8 +366,10 @@ def default_report(head, rows):
            "from the pause to the end (the engine's duration); *from request*: with the "
            "pre-copy rounds before the pause. *compacted*: the image on disk after its "
            "compaction in idle time; *compaction s*: per image, not counting the time "
-           "snapshots held it; *during compaction*: the writers' rate while it ran over "
-           "their rate with neither a snapshot nor a compaction running.", "",
+           "snapshots held it or it waited for the writers to rest (it compacts once they "
+           "stop); *during compaction*: the writers' rate while it ran beside them over "
+           "their rate with neither a snapshot nor a compaction running (— when it never "
+           "did).", "",
            "| dataset | disk | config | snapshot s | vs none | from request s | vs none | "
            "MiB on disk | vs none | compacted MiB | vs none | compaction s | during "
            "compaction | raw / lz4 / zstd chunks |",
