@@ -196,9 +196,8 @@ static void *load_thread_main(void *arg)
 	struct load *l = t->l;
 	uint64_t *words = (uint64_t *)(void *)l->mem->host;
 
-	pthread_mutex_lock(&l->lock);
-	t->clocked = !pthread_getcpuclockid(pthread_self(), &t->clock);
-	pthread_mutex_unlock(&l->lock);
+	if (!pthread_getcpuclockid(pthread_self(), &t->clock))
+		__atomic_store_n(&t->clocked, true, __ATOMIC_RELEASE);
 	if (l->o.rate > 0)
 		load_open_loop(l, t, words);
 	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
@@ -215,8 +214,8 @@ static void *load_thread_main(void *arg)
 	}
 	pthread_mutex_lock(&l->lock);
 	l->live--;
-	t->clocked = false; /* the clock ends with the thread: its time is kept */
-	l->cpu_done_ns += mono_thread_cpu_ns();
+	__atomic_store_n(&t->clocked, false, __ATOMIC_RELEASE); /* its time is kept */
+	__atomic_fetch_add(&l->cpu_done_ns, mono_thread_cpu_ns(), __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 	return NULL;
@@ -412,20 +411,18 @@ void load_at_instant(void *ctx, const char *file)
 	l->instants++;
 }
 
-/* The writers' CPU time so far, as a VM's is its vCPUs' (vm_guest_cpu_ns): compaction
- * in idle time waits while they work. */
+/* The writers' CPU time so far, as a VM's is its vCPUs' (vm_guest_cpu_ns, which says
+ * why no lock is taken): compaction in idle time waits while they work. */
 static uint64_t load_cpu_ns(void *ctx)
 {
 	struct load *l = ctx;
+	uint64_t ns = __atomic_load_n(&l->cpu_done_ns, __ATOMIC_RELAXED);
 	struct timespec ts;
-	uint64_t ns;
 
-	pthread_mutex_lock(&l->lock);
-	ns = l->cpu_done_ns;
 	for (int i = 0; i < l->o.threads; i++) /* (those not started are not clocked) */
-		if (l->t[i].clocked && !clock_gettime(l->t[i].clock, &ts))
+		if (__atomic_load_n(&l->t[i].clocked, __ATOMIC_ACQUIRE) &&
+		    !clock_gettime(l->t[i].clock, &ts))
 			ns += (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-	pthread_mutex_unlock(&l->lock);
 	return ns;
 }
 

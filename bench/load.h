@@ -58,7 +58,7 @@ struct load_thread {
 	uint64_t lat[2][LOAD_HIST_BUCKETS]; /* open loop: update latencies, idle and busy */
 	uint64_t lat_max[2];
 	uint64_t late_ns;        /* open loop: the most an update started behind its time */
-	bool clocked;            /* under l->lock: it runs, its CPU clock is */
+	bool clocked;            /* atomic: it runs, its CPU clock is (load_cpu_ns) */
 	clockid_t clock;
 };
 
@@ -85,7 +85,7 @@ struct load {
 	uint64_t dirty_words;
 	bool logging;            /* the dirty log is on: a watched page's first write faults */
 	uint64_t log_faults;     /* those faults, as the model charged them */
-	uint64_t cpu_done_ns;    /* under lock: the CPU time of threads that have ended */
+	uint64_t cpu_done_ns;    /* atomic: the CPU time of threads that have ended */
 };
 
 /* Fill every block of @mem once (so every page is present), then start the threads.

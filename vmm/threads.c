@@ -58,7 +58,8 @@ static int vm_thread_vcpu(struct vm *vm, struct vcpu **out)
 	if (rc)
 		return rc == -ENOMEM ? -ENOMEM : -EAGAIN;
 	(*out)->state = VCPU_DONE;
-	vm->vcpus[vm->n_vcpus++] = *out;
+	vm->vcpus[vm->n_vcpus] = *out; /* (published for vm_guest_cpu_ns, which takes no lock) */
+	__atomic_store_n(&vm->n_vcpus, vm->n_vcpus + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -80,10 +81,9 @@ static void *vm_vcpu_thread(void *arg)
 	case VCPU_END_VM:
 		break;
 	}
-	pthread_mutex_lock(&vcpu->vm->lock);
-	vcpu->clocked = false; /* the clock ends with the thread: its time is kept */
-	vcpu->vm->cpu_done_ns += mono_thread_cpu_ns();
-	pthread_mutex_unlock(&vcpu->vm->lock);
+	/* The clock ends with the thread: its time is kept (vm_guest_cpu_ns). */
+	__atomic_store_n(&vcpu->clocked, false, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&vcpu->vm->cpu_done_ns, mono_thread_cpu_ns(), __ATOMIC_RELAXED);
 	vcpu_set_state(vcpu, VCPU_DONE);
 	return NULL;
 }
@@ -98,7 +98,8 @@ static int vm_thread_start(struct vm *vm, struct vcpu *vcpu)
 		return -EAGAIN;
 	}
 	vcpu->joinable = true;
-	vcpu->clocked = !pthread_getcpuclockid(vcpu->thread, &vcpu->clock);
+	if (!pthread_getcpuclockid(vcpu->thread, &vcpu->clock))
+		__atomic_store_n(&vcpu->clocked, true, __ATOMIC_RELEASE);
 	vm->n_threads++;
 	vcpu->lx->proc->vm_threads++;
 	return 0;
@@ -112,18 +113,25 @@ static void vm_serve_start(struct vm *vm)
 	pthread_cond_broadcast(&vm->cond);
 }
 
+/* Without vm->lock: its caller, the compactor, runs under SCHED_IDLE, and preempted
+ * while holding the lock it would stall every vCPU that wants it (a blocking call
+ * takes it) for as long as the busy cores keep it off. A thread ending meanwhile may
+ * be counted twice or not at all in one reading; the compactor's look takes that as
+ * one span's error. vCPUs are never freed before the VM, and the engine (with its
+ * compactor) stops first. */
 uint64_t vm_guest_cpu_ns(void *arg)
 {
 	struct vm *vm = arg;
+	int n = __atomic_load_n(&vm->n_vcpus, __ATOMIC_ACQUIRE);
+	uint64_t ns = __atomic_load_n(&vm->cpu_done_ns, __ATOMIC_RELAXED);
 	struct timespec ts;
-	uint64_t ns;
 
-	pthread_mutex_lock(&vm->lock);
-	ns = vm->cpu_done_ns;
-	for (int i = 0; i < vm->n_vcpus; i++)
-		if (vm->vcpus[i]->clocked && !clock_gettime(vm->vcpus[i]->clock, &ts))
+	for (int i = 0; i < n; i++) {
+		struct vcpu *v = vm->vcpus[i];
+
+		if (__atomic_load_n(&v->clocked, __ATOMIC_ACQUIRE) && !clock_gettime(v->clock, &ts))
 			ns += (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-	pthread_mutex_unlock(&vm->lock);
+	}
 	return ns;
 }
 

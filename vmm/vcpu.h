@@ -34,7 +34,7 @@ struct vcpu {
 	enum vcpu_state state; /* guarded by vm->lock */
 	bool in_syscall;       /* between a syscall exit and its return (for snapshots) */
 	bool joinable;         /* its host thread was started and not yet joined */
-	bool clocked;          /* guarded by vm->lock: its thread runs, its CPU clock is */
+	bool clocked;          /* atomic: its thread runs, its CPU clock is (vm_guest_cpu_ns) */
 	clockid_t clock;
 	struct lx_thread *lx;  /* the guest thread this vCPU runs (&thread_state) */
 	uint64_t cr3;          /* the page tables its next run uses (its process's) */

@@ -53,7 +53,7 @@ struct vm {
 	int start_rc;
 	enum vm_state state;
 	int exit_status;       /* what ccvm exits with once the VM stops */
-	uint64_t cpu_done_ns;  /* the CPU time of vCPU threads that have finished */
+	uint64_t cpu_done_ns;  /* atomic: the CPU time of vCPU threads that have finished */
 
 	struct lx_proc *proc;  /* the Linux personality of the guest program */
 	struct lx_tree tree;   /* its processes: proc is the first (vm_tree) */
