@@ -41,12 +41,13 @@ static int send_windows(struct mig_out *o, const struct img_reader *r, const str
 	return rc;
 }
 
-/* The sections an image keeps for itself: its chunks' checksums and encodings, and an
- * incremental image's lineage. */
+/* The sections an image keeps for itself: its chunks' checksums and encodings, an
+ * incremental image's lineage, and where the pages written after round 0's frames
+ * stand (the reader lays them over the chunks it sends). */
 static bool own_section(uint32_t type)
 {
 	return type == IMG_SEC_CHUNKS || type == IMG_SEC_ENCODING || type == IMG_SEC_PARENT ||
-	       type == IMG_SEC_PAGEMASK;
+	       type == IMG_SEC_PAGEMASK || type == IMG_SEC_PATCHES;
 }
 
 static int connect_unix(const char *where)
