@@ -18,14 +18,22 @@ static inline uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Clock @id now, in nanoseconds; 0 when it cannot be read (another thread's CPU clock
+ * once that thread has ended). */
+static inline uint64_t mono_clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	if (clock_gettime(id, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /* The CPU time the calling thread has run, in nanoseconds: what a piece of work took
  * on a core, without the time it waited for one. */
 static inline uint64_t mono_thread_cpu_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return mono_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* The same in seconds. */

@@ -417,12 +417,10 @@ static uint64_t load_cpu_ns(void *ctx)
 {
 	struct load *l = ctx;
 	uint64_t ns = __atomic_load_n(&l->cpu_done_ns, __ATOMIC_RELAXED);
-	struct timespec ts;
 
 	for (int i = 0; i < l->o.threads; i++) /* (those not started are not clocked) */
-		if (__atomic_load_n(&l->t[i].clocked, __ATOMIC_ACQUIRE) &&
-		    !clock_gettime(l->t[i].clock, &ts))
-			ns += (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+		if (__atomic_load_n(&l->t[i].clocked, __ATOMIC_ACQUIRE))
+			ns += mono_clock_ns(l->t[i].clock);
 	return ns;
 }
 

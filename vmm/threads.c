@@ -124,13 +124,12 @@ uint64_t vm_guest_cpu_ns(void *arg)
 	struct vm *vm = arg;
 	int n = __atomic_load_n(&vm->n_vcpus, __ATOMIC_ACQUIRE);
 	uint64_t ns = __atomic_load_n(&vm->cpu_done_ns, __ATOMIC_RELAXED);
-	struct timespec ts;
 
 	for (int i = 0; i < n; i++) {
 		struct vcpu *v = vm->vcpus[i];
 
-		if (__atomic_load_n(&v->clocked, __ATOMIC_ACQUIRE) && !clock_gettime(v->clock, &ts))
-			ns += (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+		if (__atomic_load_n(&v->clocked, __ATOMIC_ACQUIRE))
+			ns += mono_clock_ns(v->clock);
 	}
 	return ns;
 }

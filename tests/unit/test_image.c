@@ -1397,6 +1397,13 @@ static void count_done(void *ctx)
 	__atomic_fetch_add((int *)ctx, 1, __ATOMIC_RELAXED);
 }
 
+/* Until the compactor told @done of an image, at most 10 s. */
+static void wait_done(int *done)
+{
+	for (int i = 0; i < 10000 && !__atomic_load_n(done, __ATOMIC_RELAXED); i++)
+		usleep(1000);
+}
+
 /* The image at path holds still as the file @ino, @n entries in its directory (a
  * compaction under way has its temporary there). */
 static void expect_untouched(ino_t ino, int n)
@@ -1431,8 +1438,7 @@ START_TEST(test_compactor)
 	ck_assert(f.running && f.held);
 	expect_untouched(st.st_ino, 2);
 	compactor_hold(&c, false);
-	for (int i = 0; i < 10000 && !__atomic_load_n(&done, __ATOMIC_RELAXED); i++)
-		usleep(1000);
+	wait_done(&done);
 	ck_assert_int_eq(done, 1);
 	compactor_figures(&c, &f);
 	ck_assert_uint_eq(f.images, 1);
@@ -1491,8 +1497,7 @@ START_TEST(test_compactor_waits_for_guest)
 	ck_assert_uint_eq(f.images, 0);
 	expect_untouched(st.st_ino, 2);
 	__atomic_store_n(&fake_guest_busy, false, __ATOMIC_RELAXED);
-	for (int i = 0; i < 10000 && !__atomic_load_n(&done, __ATOMIC_RELAXED); i++)
-		usleep(1000);
+	wait_done(&done);
 	ck_assert_int_eq(done, 1);
 	compactor_figures(&c, &f);
 	ck_assert(!f.running && !f.guest_busy && f.images == 1);
